@@ -1,0 +1,1 @@
+"""Elastic-quota job queueing for Kubernetes (a re-build of kube-queue)."""

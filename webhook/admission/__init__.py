@@ -1,0 +1,1 @@
+"""Mutating and validating admission handlers (AdmissionReview in, JSONPatch out)."""

@@ -1,0 +1,1 @@
+"""Watches, cache, dequeue loop, status writers and leader election."""

@@ -1,0 +1,1 @@
+"""A local real Kubernetes control plane built from upstream Go modules (no Docker)."""

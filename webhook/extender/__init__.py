@@ -1,0 +1,1 @@
+"""kube-scheduler extender handlers: filter and prioritize."""

@@ -1,0 +1,1 @@
+"""Virtual-clock simulator over the decision core."""
