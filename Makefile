@@ -1,0 +1,59 @@
+# The two commands of the README:
+#   make up     bring up the dev cluster with the system installed
+#   make test   lint, types, and every test tier (unit, service, e2e)
+SHELL := bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+# pytest exits 5 when no test ran: that is a failure here, never a pass.
+define pytest_must_run
+	$(BIN)/pytest $(1); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest ran no test in $(1)" >&2; exit 1; fi; exit $$rc
+endef
+
+.PHONY: install up down status lint types unit service e2e test binaries bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+binaries:
+	bash webhook/devcluster/build-binaries.sh
+
+up: install
+	$(BIN)/kq dev up
+
+down: install
+	$(BIN)/kq dev down
+
+status: install
+	$(BIN)/kq dev status
+
+lint: install
+	$(BIN)/ruff check webhook tests bench
+
+types: install
+	$(BIN)/mypy
+
+unit: install
+	$(call pytest_must_run,tests/unit -q -p no:cacheprovider --cov=webhook.core --cov-report=term --cov-fail-under=95)
+
+service: install
+	$(call pytest_must_run,tests/service -q -p no:cacheprovider)
+
+e2e: install binaries
+	$(call pytest_must_run,tests/e2e -q -p no:cacheprovider)
+
+test: lint types unit service e2e
+
+bench: install
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .coverage

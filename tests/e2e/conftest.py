@@ -1,0 +1,101 @@
+"""End-to-end tier: one dev cluster per test session (real control plane, kwok nodes), a namespace per test.
+
+The cluster gets its own state directory and port base so it never touches a developer's own
+``kq dev up`` cluster. Set ``KQ_E2E_KEEP=1`` to leave it running after the session for debugging.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from webhook.cli import devsystem
+from webhook.devcluster import cluster
+from webhook.devcluster.config import ClusterConfig, Ports
+
+E2E_PORT_BASE = int(os.environ.get("KQ_E2E_PORT_BASE", "26400"))
+
+
+@dataclass
+class DevCluster:
+    """A running dev cluster and helpers to talk to it as a user would."""
+
+    config: ClusterConfig
+    bins: Path
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, user: str | None = None) -> str:
+        """Run kubectl as the cluster admin (or impersonate ``user`` with --as)."""
+        argv = [str(self.bins / "kubectl"), f"--kubeconfig={self.config.kubeconfig}", *args]
+        if user:
+            argv.append(f"--as={user}")
+        result = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False, timeout=120)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+        return result.stdout if result.returncode == 0 else result.stderr
+
+    def kubectl_result(
+        self, *args: str, stdin: str | None = None, user: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        argv = [str(self.bins / "kubectl"), f"--kubeconfig={self.config.kubeconfig}", *args]
+        if user:
+            argv.append(f"--as={user}")
+        return subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False, timeout=120)
+
+    def apply(self, obj: dict[str, Any] | list[dict[str, Any]]) -> str:
+        items = obj if isinstance(obj, list) else [obj]
+        doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+        return self.kubectl("apply", "-f", "-", stdin=doc)
+
+    def create(self, obj: dict[str, Any], user: str | None = None) -> subprocess.CompletedProcess[str]:
+        return self.kubectl_result("create", "-o", "json", "-f", "-", stdin=json.dumps(obj), user=user)
+
+    def get_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", "-o", "json", *args))
+
+    def wait_until(self, check: Callable[[], bool], timeout: float = 60, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return
+            time.sleep(0.3)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.fixture(scope="session")
+def dev_cluster() -> Iterator[DevCluster]:
+    state = Path(tempfile.mkdtemp(prefix="kq-e2e-"))
+    config = ClusterConfig(state_dir=state, ports=Ports(E2E_PORT_BASE))
+    try:
+        bins = devsystem.up(config)
+    except cluster.DevClusterError:
+        cluster.down(config, echo=lambda _: None)
+        raise
+    try:
+        yield DevCluster(config, bins)
+    finally:
+        if not os.environ.get("KQ_E2E_KEEP"):
+            cluster.down(config, purge=True, echo=lambda _: None)
+
+
+@pytest.fixture
+def namespace(dev_cluster: DevCluster) -> Iterator[str]:
+    """A fresh namespace (with its default ServiceAccount ready); deleted after the test."""
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    dev_cluster.kubectl("create", "namespace", name)
+    dev_cluster.wait_until(
+        lambda: dev_cluster.kubectl_result("get", "serviceaccount", "default", "-n", name).returncode == 0,
+        30,
+        f"default ServiceAccount in {name}",
+    )
+    yield name
+    dev_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -1,0 +1,153 @@
+"""The dev cluster behaves like a real cluster: nodes Ready, Jobs complete, pods fit, the virtual node is
+tainted, and ``up`` is idempotent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.e2e.conftest import DevCluster
+from webhook.devcluster import cluster
+from webhook.devcluster.config import SUCCEED_AFTER_ANNOTATION
+
+
+def _pod(name: str, cpu: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
+            **spec,
+        },
+    }
+
+
+def _node_of(dev: DevCluster, namespace: str, pod: str) -> str:
+    return str(dev.get_json("pod", pod, "-n", namespace)["spec"].get("nodeName") or "")
+
+
+def _phase(dev: DevCluster, namespace: str, pod: str) -> str:
+    return str(dev.get_json("pod", pod, "-n", namespace).get("status", {}).get("phase", ""))
+
+
+def test_nodes_are_ready_with_the_requested_shape(dev_cluster: DevCluster) -> None:
+    nodes = {n["metadata"]["name"]: n for n in dev_cluster.get_json("nodes")["items"]}
+    assert set(nodes) == {"ecs-0", "ecs-1", "ecs-2", "ecs-3", "virtual-kubelet"}
+    for name, node in nodes.items():
+        ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready and ready[0]["status"] == "True", name
+    ecs = nodes["ecs-0"]
+    assert ecs["status"]["allocatable"]["cpu"] == "32"
+    assert ecs["status"]["allocatable"]["memory"] == "128Gi"
+    assert ecs["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+    assert ecs["metadata"]["labels"]["type"] == "ecs"
+    virtual = nodes["virtual-kubelet"]
+    assert virtual["metadata"]["labels"]["type"] == "virtual-kubelet"
+    assert {"key": "virtual-kubelet.io/provider", "value": "alibabacloud", "effect": "NoSchedule"} in virtual[
+        "spec"
+    ]["taints"]
+
+
+def test_up_is_idempotent(dev_cluster: DevCluster) -> None:
+    before = cluster.status(dev_cluster.config).running
+    messages: list[str] = []
+    cluster.up(dev_cluster.config, bins=dev_cluster.bins, echo=messages.append)
+    assert any("already up" in m for m in messages)
+    assert cluster.status(dev_cluster.config).running == before
+
+
+def test_a_job_runs_to_completion(dev_cluster: DevCluster, namespace: str) -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "pi", "namespace": namespace},
+        "spec": {
+            "completions": 3,
+            "parallelism": 3,
+            "template": {
+                "metadata": {"annotations": {SUCCEED_AFTER_ANNOTATION: "1s"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "pi", "image": "perl", "resources": {"requests": {"cpu": "10", "memory": "10Gi"}}}
+                    ],
+                },
+            },
+        },
+    }
+    dev_cluster.apply(job)
+    dev_cluster.kubectl("wait", "--for=condition=Complete", "job/pi", "-n", namespace, "--timeout=90s")
+    status = dev_cluster.get_json("job", "pi", "-n", namespace)["status"]
+    assert status["succeeded"] == 3
+
+
+def test_a_pod_without_the_annotation_keeps_running(dev_cluster: DevCluster, namespace: str) -> None:
+    dev_cluster.apply({**_pod("runner", "1"), "metadata": {"name": "runner", "namespace": namespace}})
+    dev_cluster.wait_until(lambda: _phase(dev_cluster, namespace, "runner") == "Running", 60, "pod Running")
+    assert _node_of(dev_cluster, namespace, "runner").startswith("ecs-")
+
+
+def test_pods_land_only_on_nodes_that_can_hold_them(dev_cluster: DevCluster, namespace: str) -> None:
+    # 5 pods of 20 CPU on 4 nodes of 32 CPU: one per node runs, the fifth stays Pending.
+    for i in range(5):
+        dev_cluster.apply({**_pod(f"big-{i}", "20"), "metadata": {"name": f"big-{i}", "namespace": namespace}})
+    names = [f"big-{i}" for i in range(5)]
+    dev_cluster.wait_until(
+        lambda: sum(_phase(dev_cluster, namespace, n) == "Running" for n in names) == 4, 60, "4 pods Running"
+    )
+    nodes = [_node_of(dev_cluster, namespace, n) for n in names]
+    placed = [n for n in nodes if n]
+    assert len(placed) == 4
+    assert len(set(placed)) == 4
+    assert all(n.startswith("ecs-") for n in placed)
+    pending = [n for n, node in zip(names, nodes, strict=True) if not node]
+    selector = f"involvedObject.name={pending[0]}"
+    events = dev_cluster.kubectl("get", "events", "-n", namespace, "--field-selector", selector)
+    assert "Insufficient cpu" in events
+    # Larger than any node: never scheduled.
+    dev_cluster.apply({**_pod("huge", "33"), "metadata": {"name": "huge", "namespace": namespace}})
+    dev_cluster.wait_until(
+        lambda: "Insufficient cpu"
+        in dev_cluster.kubectl("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=huge"),
+        60,
+        "FailedScheduling for huge",
+    )
+    assert _node_of(dev_cluster, namespace, "huge") == ""
+
+
+def test_the_virtual_node_taint_keeps_ordinary_pods_off(dev_cluster: DevCluster, namespace: str) -> None:
+    # Aimed at the virtual node without the toleration: stays Pending, the taint named.
+    dev_cluster.apply(
+        {
+            **_pod("aimed", "1", nodeSelector={"type": "virtual-kubelet"}),
+            "metadata": {"name": "aimed", "namespace": namespace},
+        }
+    )
+    toleration = {
+        "key": "virtual-kubelet.io/provider",
+        "operator": "Equal",
+        "value": "alibabacloud",
+        "effect": "NoSchedule",
+    }
+    dev_cluster.apply(
+        {
+            **_pod("tolerant", "1", nodeSelector={"type": "virtual-kubelet"}, tolerations=[toleration]),
+            "metadata": {"name": "tolerant", "namespace": namespace},
+        }
+    )
+    dev_cluster.wait_until(lambda: _phase(dev_cluster, namespace, "tolerant") == "Running", 60, "tolerant Running")
+    assert _node_of(dev_cluster, namespace, "tolerant") == "virtual-kubelet"
+    dev_cluster.wait_until(
+        lambda: "untolerated taint"
+        in dev_cluster.kubectl("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=aimed"),
+        60,
+        "FailedScheduling naming the taint",
+    )
+    assert _node_of(dev_cluster, namespace, "aimed") == ""
+    # Many ordinary pods: none lands on the virtual node.
+    for i in range(8):
+        dev_cluster.apply({**_pod(f"o-{i}", "100m"), "metadata": {"name": f"o-{i}", "namespace": namespace}})
+    dev_cluster.wait_until(
+        lambda: all(_node_of(dev_cluster, namespace, f"o-{i}") for i in range(8)), 60, "ordinary pods bound"
+    )
+    assert all(_node_of(dev_cluster, namespace, f"o-{i}").startswith("ecs-") for i in range(8))

@@ -1,0 +1,109 @@
+"""``kq dev up|down|status|env``: the local dev cluster."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from webhook.cli import devsystem as system
+from webhook.devcluster import cluster
+from webhook.devcluster.config import ClusterConfig, Ports, default_nodes, default_state_dir
+
+
+def config_from_args(args: argparse.Namespace) -> ClusterConfig:
+    """The cluster configuration named by the command line (and ``KQ_DEV_*`` variables)."""
+    state_dir = Path(args.dir).resolve() if args.dir else default_state_dir()
+    base = args.port_base or int(os.environ.get("KQ_DEV_PORT_BASE", "16400"))
+    nodes = default_nodes(
+        regular=getattr(args, "nodes", 4),
+        cpu=getattr(args, "node_cpu", "32"),
+        memory=getattr(args, "node_memory", "128Gi"),
+        gpus=getattr(args, "node_gpus", 4),
+        virtual=getattr(args, "virtual_nodes", 1),
+    )
+    return ClusterConfig(
+        state_dir=state_dir,
+        ports=Ports(base),
+        nodes=nodes,
+        with_service=not getattr(args, "no_service", False),
+        service_args=tuple(getattr(args, "service_arg", None) or ()),
+    )
+
+
+def _up(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    try:
+        bins = system.up(config)
+    except cluster.DevClusterError as error:
+        print(f"kq dev up: {error}", file=sys.stderr)
+        return 1
+    print(_env_lines(config, bins))
+    print(system.next_steps(config))
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    cluster.down(config_from_args(args), purge=args.purge)
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    current = cluster.status(config)
+    for name, pid in current.running.items():
+        print(f"{name:<26} {'running pid ' + str(pid) if pid else 'stopped'}")
+    print(f"{'api':<26} {'ready ' + config.server if current.api_ready else 'not ready'}")
+    return 0 if current.all_running and current.api_ready else 1
+
+
+def _env(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    print(_env_lines(config, cluster.binaries_dir()))
+    return 0
+
+
+def _env_lines(config: ClusterConfig, bins: Path) -> str:
+    return f"export KUBECONFIG={config.kubeconfig}\nexport PATH={bins}:$PATH"
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", help="state directory (default: .dev in the repository, or $KQ_DEV_DIR)")
+    parser.add_argument(
+        "--port-base", type=int, default=0, help="first of 10 loopback ports (default 16400, $KQ_DEV_PORT_BASE)"
+    )
+
+
+def register(subparsers: Any) -> None:
+    dev = subparsers.add_parser(
+        "dev",
+        help="the local dev cluster (real Kubernetes built from source, kwok nodes)",
+        description="A real Kubernetes control plane on loopback with fake (kwok) nodes.",
+        epilog="examples:\n  kq dev up\n  eval \"$(kq dev env)\" && kubectl get nodes\n  kq dev down",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = dev.add_subparsers(dest="dev_command", metavar="SUBCOMMAND", required=True)
+    up = sub.add_parser("up", help="start the cluster and the system (idempotent)")
+    _common(up)
+    up.add_argument("--nodes", type=int, default=4, help="regular (ECS) nodes (default 4)")
+    up.add_argument("--node-cpu", default="32", help="CPU per regular node (default 32)")
+    up.add_argument("--node-memory", default="128Gi", help="memory per regular node (default 128Gi)")
+    up.add_argument("--node-gpus", type=int, default=4, help="nvidia.com/gpu per regular node (default 4)")
+    up.add_argument("--virtual-nodes", type=int, default=1, help="virtual-kubelet nodes (default 1)")
+    up.add_argument("--no-service", action="store_true", help="only the control plane, not our service")
+    up.add_argument(
+        "--service-arg", action="append", help="extra argument for `kq serve` (repeatable), e.g. --oversellrate=1"
+    )
+    up.set_defaults(handler=_up)
+    down = sub.add_parser("down", help="stop every process of the cluster")
+    _common(down)
+    down.add_argument("--purge", action="store_true", help="also delete the state directory (etcd data, certs)")
+    down.set_defaults(handler=_down)
+    st = sub.add_parser("status", help="which components run")
+    _common(st)
+    st.set_defaults(handler=_status)
+    env = sub.add_parser("env", help="print the export lines for kubectl")
+    _common(env)
+    env.set_defaults(handler=_env)

@@ -1,0 +1,112 @@
+"""The dev cluster with our system installed: CRDs, RBAC, the service process and its webhooks.
+
+This is the wiring behind ``kq dev up`` and the end-to-end tests' fixture. It lives in the CLI layer
+because it ties the shells together (the dev cluster, the admission service, the extender).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from webhook.devcluster import cluster
+from webhook.devcluster.config import CONTROLLER_USER, ClusterConfig
+from webhook.devcluster.processes import Component
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "manifests"
+
+
+def service_available() -> bool:
+    """Whether ``kq serve`` exists in this build."""
+    return importlib.util.find_spec("webhook.cli.serve") is not None
+
+
+def service_components(config: ClusterConfig, bins: Path) -> Sequence[Component]:
+    """``kq serve`` for the dev cluster: the webhook on loopback with the dev CA's certificate."""
+    if not service_available():
+        return []
+    pki = config.pki
+    argv = (
+        sys.executable,
+        "-m",
+        "webhook.cli.main",
+        "serve",
+        f"--kubeconfig={config.state_dir / 'controller.kubeconfig'}",
+        f"--port={config.ports.webhook}",
+        f"--cert={pki / 'service.crt'}",
+        f"--key={pki / 'service.key'}",
+        f"--controller-user={CONTROLLER_USER}",
+        *config.service_args,
+    )
+    return [Component("kq-serve", argv, config.ports.webhook)]
+
+
+def install_api_objects(config: ClusterConfig, bins: Path) -> None:
+    """CRDs, the kube-queue namespace and the controller user's permissions."""
+    crds = MANIFESTS / "crds"
+    if crds.is_dir() and any(crds.glob("*.yaml")):
+        cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", str(crds))
+        cluster.kubectl(
+            config, bins, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds)
+        )
+    objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-queue"}},
+        {
+            # Dev only: the controller user gets cluster-admin here; manifests/ carries the least-privilege
+            # ClusterRole used in real clusters.
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "kube-queue-dev-controller"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": CONTROLLER_USER}],
+        },
+    ]
+    doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=doc)
+
+
+def register_webhooks(config: ClusterConfig, bins: Path) -> None:
+    """Point the apiserver's admission webhooks at the local service, once it listens."""
+    if not service_available():
+        return
+    try:
+        from webhook.admission.configs import dev_webhook_configs  # noqa: PLC0415
+    except ImportError:
+        return
+    ca = (config.pki / "ca.crt").read_bytes()
+    items = dev_webhook_configs(f"https://127.0.0.1:{config.ports.webhook}", ca)
+    doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=doc)
+
+
+def up(config: ClusterConfig) -> Path:
+    """Bring up the cluster with the system installed; returns the binaries' directory."""
+    return cluster.up(
+        config,
+        service=service_components,
+        after_api=install_api_objects,
+        after_service=register_webhooks,
+    )
+
+
+def next_steps(config: ClusterConfig) -> str:
+    """What a newcomer can try next."""
+    return "\n".join(
+        [
+            "",
+            "Next:",
+            f'  eval "$(kq dev env{_dir_flag(config)})"     # kubectl now talks to the dev cluster',
+            "  kubectl get nodes                 # 4 ECS nodes and a virtual node, Ready",
+            "  kubectl apply -f examples/seed/   # the seed's quota tree and jobs",
+            "  kq dev down                       # stop everything",
+        ]
+    )
+
+
+def _dir_flag(config: ClusterConfig) -> str:
+    default = ClusterConfig().state_dir
+    return "" if config.state_dir == default else f" --dir {config.state_dir}"

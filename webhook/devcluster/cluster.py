@@ -1,0 +1,398 @@
+"""``kq dev up`` / ``kq dev down``: a real Kubernetes control plane on loopback, with kwok fake nodes.
+
+etcd, kube-apiserver (TLS, RBAC), kube-controller-manager, kube-scheduler and kwok run as local processes
+built from the upstream Go modules (see ``build-binaries.sh``). State lives in one directory (``.dev`` by
+default): ``kubeconfig``, ``pki/``, ``logs/``, ``run/`` (pid files), ``etcd/`` (data).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from webhook.devcluster import processes
+from webhook.devcluster.config import CONTROLLER_USER, ClusterConfig
+from webhook.devcluster.kubeconfig import write_kubeconfig
+from webhook.devcluster.pki_setup import ensure_pki
+
+log = logging.getLogger("kq.dev")
+
+HERE = Path(__file__).resolve().parent
+STAGES = HERE / "kwok-stages.yaml"
+BUILD_SCRIPT = HERE / "build-binaries.sh"
+ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kq-serve")
+"""Start order; stop goes in reverse."""
+SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
+ServiceHook = Callable[[ClusterConfig, Path], Sequence[processes.Component]]
+"""Builds the service's components (our webhook, controller, extender) for a cluster; registered by the
+shell that owns them so this module need not import it."""
+
+
+class DevClusterError(RuntimeError):
+    """Something a user can fix: says what failed and where to look."""
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Which components run, and whether the API answers."""
+
+    running: dict[str, int | None]
+    api_ready: bool
+
+    @property
+    def all_running(self) -> bool:
+        return all(pid is not None for pid in self.running.values())
+
+
+def binaries_dir() -> Path:
+    """Build (once) and return the directory of the upstream binaries."""
+    override = os.environ.get("KQ_BIN_DIR")
+    if override:
+        return Path(override)
+    result = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=sys.stderr, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise DevClusterError(
+            f"building the Kubernetes binaries failed (exit {result.returncode}); see the Go output above. "
+            f"Retry with: bash {BUILD_SCRIPT}"
+        )
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def _marker(config: ClusterConfig) -> str:
+    return str(config.state_dir)
+
+
+def components(
+    config: ClusterConfig, bins: Path, service: ServiceHook | None = None
+) -> list[processes.Component]:
+    """Every process of the cluster, in start order."""
+    pki = config.pki
+    p = config.ports
+    etcd_url = f"http://127.0.0.1:{p.etcd}"
+    peer_url = f"http://127.0.0.1:{p.etcd_peer}"
+    out = [
+        processes.Component(
+            "etcd",
+            (
+                str(bins / "etcd"),
+                "--name=kq-dev",
+                f"--data-dir={config.state_dir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=kq-dev={peer_url}",
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=4294967296",
+                "--log-level=warn",
+            ),
+            p.etcd,
+        ),
+        processes.Component(
+            "kube-apiserver",
+            (
+                str(bins / "kube-apiserver"),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={p.apiserver}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                "--authorization-mode=Node,RBAC",
+                "--allow-privileged=true",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--endpoint-reconciler-type=none",
+                "--enable-priority-and-fairness=false",
+                "--max-requests-inflight=2000",
+                "--max-mutating-requests-inflight=1000",
+                "--v=1",
+            ),
+            p.apiserver,
+        ),
+        processes.Component(
+            "kube-controller-manager",
+            (
+                str(bins / "kube-controller-manager"),
+                f"--kubeconfig={config.state_dir / 'kcm.kubeconfig'}",
+                f"--authentication-kubeconfig={config.state_dir / 'kcm.kubeconfig'}",
+                f"--authorization-kubeconfig={config.state_dir / 'kcm.kubeconfig'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                "--use-service-account-credentials=true",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p.controller_manager}",
+                "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle-controller,"
+                "-persistentvolume-attach-detach-controller",
+                "--kube-api-qps=500",
+                "--kube-api-burst=1000",
+                "--concurrent-job-syncs=20",
+                "--v=1",
+            ),
+            p.controller_manager,
+        ),
+        processes.Component(
+            "kube-scheduler",
+            (
+                str(bins / "kube-scheduler"),
+                f"--config={config.state_dir / 'scheduler-config.yaml'}",
+                f"--authentication-kubeconfig={config.state_dir / 'scheduler.kubeconfig'}",
+                f"--authorization-kubeconfig={config.state_dir / 'scheduler.kubeconfig'}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p.scheduler}",
+                "--v=1",
+            ),
+            p.scheduler,
+        ),
+        processes.Component(
+            "kwok",
+            (
+                str(bins / "kwok"),
+                f"--kubeconfig={config.state_dir / 'kwok.kubeconfig'}",
+                f"--config={STAGES}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                f"--server-address=127.0.0.1:{p.kwok}",
+                "--node-lease-duration-seconds=40",
+                "--cidr=10.244.0.0/16",
+                "--node-ip=10.255.0.1",
+            ),
+            p.kwok,
+        ),
+    ]
+    if service is not None and config.with_service:
+        out.extend(service(config, bins))
+    return out
+
+
+def scheduler_config(config: ClusterConfig, extender: dict[str, object] | None) -> str:
+    """The KubeSchedulerConfiguration (JSON is YAML) of the dev cluster's scheduler."""
+    doc: dict[str, object] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {
+            "kubeconfig": str(config.state_dir / "scheduler.kubeconfig"),
+            "qps": 500,
+            "burst": 1000,
+        },
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": "default-scheduler"}],
+    }
+    if extender is not None:
+        doc["extenders"] = [extender]
+    return json.dumps(doc, indent=2)
+
+
+def _tls_context(config: ClusterConfig) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(config.pki / "ca.crt"))
+    context.load_cert_chain(str(config.pki / "admin.crt"), str(config.pki / "admin.key"))
+    return context
+
+
+def api_get(config: ClusterConfig, path: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    """GET a path of the apiserver as the admin; ``(status, body)``."""
+    request = urllib.request.Request(config.server + path)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=_tls_context(config)) as response:
+            return int(response.status), bytes(response.read())
+    except urllib.error.HTTPError as error:
+        return int(error.code), error.read()
+
+
+def api_ready(config: ClusterConfig) -> bool:
+    """Whether the apiserver answers ``/readyz`` with ok."""
+    try:
+        status, _ = api_get(config, "/readyz", timeout=1.0)
+    except OSError:
+        return False
+    return status == 200
+
+
+def status(config: ClusterConfig, names: Sequence[str] = ORDER) -> Status:
+    """What runs now."""
+    marker = _marker(config)
+    running = {
+        name: processes.running_pid(config.run, name, marker)
+        for name in names
+        if name != "kq-serve" or processes.pid_file(config.run, name).exists()
+    }
+    return Status(running=running, api_ready=bool(running.get("kube-apiserver")) and api_ready(config))
+
+
+def kubectl(config: ClusterConfig, bins: Path, *args: str, stdin: str | None = None) -> str:
+    """Run kubectl as the admin; raises :class:`DevClusterError` with its stderr on failure."""
+    result = subprocess.run(
+        [str(bins / "kubectl"), f"--kubeconfig={config.kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    if result.returncode != 0:
+        raise DevClusterError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _write_configs(config: ClusterConfig, extender: dict[str, object] | None) -> None:
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    ensure_pki(config.pki)
+    users = {
+        "kubeconfig": "admin",
+        "kcm.kubeconfig": "kcm",
+        "scheduler.kubeconfig": "scheduler",
+        "kwok.kubeconfig": "kwok",
+        "controller.kubeconfig": "controller",
+    }
+    for filename, user in users.items():
+        write_kubeconfig(config.state_dir / filename, config.server, config.pki, user)
+    (config.state_dir / "scheduler-config.yaml").write_text(scheduler_config(config, extender))
+
+
+def up(
+    config: ClusterConfig,
+    *,
+    bins: Path | None = None,
+    service: ServiceHook | None = None,
+    extender: dict[str, object] | None = None,
+    after_api: Callable[[ClusterConfig, Path], None] | None = None,
+    after_service: Callable[[ClusterConfig, Path], None] | None = None,
+    echo: Callable[[str], None] = print,
+) -> Path:
+    """Bring the cluster up (idempotent: a healthy cluster is left as it is). Returns the binaries' dir.
+
+    ``after_api`` runs once the API answers and the nodes exist (CRDs, RBAC...); ``after_service`` once
+    the service's components listen (webhook configurations that point at them).
+    """
+    bins = bins or binaries_dir()
+    wanted = components(config, bins, service)
+    current = status(config, [c.name for c in wanted])
+    if current.all_running and current.api_ready:
+        echo(f"dev cluster already up ({config.state_dir})")
+        return bins
+    if any(pid is not None for pid in current.running.values()):
+        echo("dev cluster partly up: restarting it")
+        down(config, echo=echo)
+    clash = processes.busy_ports([c.port for c in wanted if c.port is not None])
+    if clash:
+        raise DevClusterError(
+            f"ports {clash} on 127.0.0.1 are in use by another program; stop it, or choose another port base "
+            "with --port-base (or KQ_DEV_PORT_BASE)"
+        )
+    started = time.monotonic()
+    _write_configs(config, extender)
+    config.logs.mkdir(parents=True, exist_ok=True)
+    by_name = {c.name: c for c in wanted}
+    try:
+        _start(config, by_name["etcd"])
+        _wait_port(config, by_name["etcd"], 30)
+        _start(config, by_name["kube-apiserver"])
+        processes.wait_for(lambda: api_ready(config), 90, "kube-apiserver /readyz")
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            _start(config, by_name[name])
+        _create_nodes(config, bins)
+        _wait_nodes_ready(config, bins, 60)
+        _wait_default_service_account(config, bins, 60)
+        if after_api is not None:
+            after_api(config, bins)
+        for component in wanted:
+            if component.name not in by_name or component.name in ORDER[:5]:
+                continue
+            _start(config, component)
+        for component in wanted:
+            if component.name not in ORDER[:5] and component.port is not None:
+                _wait_port(config, component, 60)
+        if after_service is not None:
+            after_service(config, bins)
+    except (TimeoutError, DevClusterError) as error:
+        raise DevClusterError(f"{error}. Logs: {config.logs}/") from error
+    echo(f"dev cluster up in {time.monotonic() - started:.1f}s: {config.server}")
+    return bins
+
+
+def _start(config: ClusterConfig, component: processes.Component) -> None:
+    processes.start(component, config.run, config.logs)
+
+
+def _wait_port(config: ClusterConfig, component: processes.Component, timeout: float) -> None:
+    port = component.port
+    assert port is not None
+
+    def ready() -> bool:
+        if processes.running_pid(config.run, component.name, _marker(config)) is None:
+            raise DevClusterError(f"{component.name} exited at start; see {config.logs}/{component.name}.log")
+        return processes.port_open(port)
+
+    processes.wait_for(ready, timeout, f"{component.name} to listen on 127.0.0.1:{port}")
+
+
+def _create_nodes(config: ClusterConfig, bins: Path) -> None:
+    items = [node.manifest() for node in config.nodes]
+    doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=doc)
+
+
+def _wait_nodes_ready(config: ClusterConfig, bins: Path, timeout: float) -> None:
+    names = {node.name for node in config.nodes}
+
+    def ready() -> bool:
+        out = json.loads(kubectl(config, bins, "get", "nodes", "-o", "json"))
+        ready_names = {
+            item["metadata"]["name"]
+            for item in out["items"]
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in item.get("status", {}).get("conditions", [])
+            )
+        }
+        return names <= ready_names
+
+    processes.wait_for(ready, timeout, f"nodes {sorted(names)} to be Ready (kwok)", interval=0.5)
+
+
+def _wait_default_service_account(config: ClusterConfig, bins: Path, timeout: float) -> None:
+    def exists() -> bool:
+        status_code, _ = api_get(config, "/api/v1/namespaces/default/serviceaccounts/default")
+        return status_code == 200
+
+    processes.wait_for(exists, timeout, "the default ServiceAccount (kube-controller-manager)")
+
+
+def down(config: ClusterConfig, purge: bool = False, echo: Callable[[str], None] = print) -> None:
+    """Stop every component (reverse order) and check that no port is left open."""
+    marker = _marker(config)
+    stopped = []
+    names = list(ORDER)
+    if config.run.is_dir():
+        names += [p.stem for p in config.run.glob("*.pid") if p.stem not in names]
+    for name in reversed(names):
+        if processes.stop(config.run, name, marker):
+            stopped.append(name)
+    deadline = time.monotonic() + 10
+    ports = list(config.ports.all().values())
+    while processes.busy_ports(ports) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if purge and config.state_dir.exists():
+        shutil.rmtree(config.state_dir)
+    echo(f"dev cluster down (stopped: {', '.join(stopped) or 'nothing was running'})")
+
+
+def controller_user() -> str:
+    """The username our service has on the dev cluster (client-certificate CN)."""
+    return CONTROLLER_USER

@@ -1,0 +1,191 @@
+"""What the dev cluster looks like: where it keeps its state, which loopback ports, which fake nodes."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+VIRTUAL_NODE_LABEL = ("type", "virtual-kubelet")
+VIRTUAL_NODE_TAINT = {
+    "key": "virtual-kubelet.io/provider",
+    "value": "alibabacloud",
+    "effect": "NoSchedule",
+}
+ECS_NODE_LABEL = ("type", "ecs")
+SUCCEED_AFTER_ANNOTATION = "dev.kube-queue.io/succeed-after"
+"""Pod annotation: a Go duration ("5s") after which a Running pod on a fake node succeeds."""
+FAIL_AFTER_ANNOTATION = "dev.kube-queue.io/fail-after"
+"""Pod annotation: a Go duration after which a Running pod on a fake node fails."""
+CONTROLLER_USER = "kube-queue-controller"
+"""The identity (client-certificate CN) our service uses on the dev cluster."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """One fake node."""
+
+    name: str
+    cpu: str
+    memory: str
+    gpus: int = 0
+    pods: int = 110
+    virtual: bool = False
+
+    def manifest(self) -> dict[str, object]:
+        """The Node object to create (kwok keeps the status' allocatable and capacity)."""
+        labels = {
+            "kubernetes.io/hostname": self.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "kwok.x-k8s.io/fake": "true",
+        }
+        key, value = VIRTUAL_NODE_LABEL if self.virtual else ECS_NODE_LABEL
+        labels[key] = value
+        resources: dict[str, str] = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
+        if self.gpus:
+            resources["nvidia.com/gpu"] = str(self.gpus)
+        spec: dict[str, object] = {}
+        if self.virtual:
+            spec["taints"] = [VIRTUAL_NODE_TAINT]
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": self.name,
+                "labels": labels,
+                "annotations": {FAKE_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            },
+            "spec": spec,
+            "status": {"allocatable": resources, "capacity": resources},
+        }
+
+
+def default_nodes(
+    regular: int = 4,
+    cpu: str = "32",
+    memory: str = "128Gi",
+    gpus: int = 4,
+    virtual: int = 1,
+) -> tuple[NodeSpec, ...]:
+    """``regular`` ECS nodes and ``virtual`` virtual-kubelet nodes."""
+    nodes = [NodeSpec(f"ecs-{i}", cpu, memory, gpus) for i in range(regular)]
+    nodes += [
+        NodeSpec(
+            "virtual-kubelet" if virtual == 1 else f"virtual-kubelet-{i}",
+            "1000",
+            "4Ti",
+            0,
+            pods=1000,
+            virtual=True,
+        )
+        for i in range(virtual)
+    ]
+    return tuple(nodes)
+
+
+def default_state_dir() -> Path:
+    """``$KQ_DEV_DIR``, else ``.dev`` in the repository (or current directory)."""
+    env = os.environ.get("KQ_DEV_DIR")
+    if env:
+        return Path(env).resolve()
+    return (_repo_root() / ".dev").resolve()
+
+
+def _repo_root() -> Path:
+    here = Path(__file__).resolve().parent
+    for candidate in (here, *here.parents):
+        if (candidate / "pyproject.toml").exists() and (candidate / "webhook").is_dir():
+            return candidate
+    return Path.cwd()
+
+
+@dataclass(frozen=True, slots=True)
+class Ports:
+    """Loopback ports, all derived from one base so two clusters (a user's and the tests') can coexist."""
+
+    base: int = 16400
+
+    @property
+    def etcd(self) -> int:
+        return self.base
+
+    @property
+    def etcd_peer(self) -> int:
+        return self.base + 1
+
+    @property
+    def apiserver(self) -> int:
+        return self.base + 3
+
+    @property
+    def controller_manager(self) -> int:
+        return self.base + 4
+
+    @property
+    def scheduler(self) -> int:
+        return self.base + 5
+
+    @property
+    def kwok(self) -> int:
+        return self.base + 6
+
+    @property
+    def webhook(self) -> int:
+        return self.base + 7
+
+    @property
+    def extender(self) -> int:
+        return self.base + 8
+
+    @property
+    def metrics(self) -> int:
+        return self.base + 9
+
+    def all(self) -> dict[str, int]:
+        """Every port by its use."""
+        return {
+            "etcd": self.etcd,
+            "etcd-peer": self.etcd_peer,
+            "kube-apiserver": self.apiserver,
+            "kube-controller-manager": self.controller_manager,
+            "kube-scheduler": self.scheduler,
+            "kwok": self.kwok,
+            "webhook": self.webhook,
+            "extender": self.extender,
+            "metrics": self.metrics,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """Everything ``kq dev up`` needs to know."""
+
+    state_dir: Path = field(default_factory=default_state_dir)
+    ports: Ports = field(default_factory=Ports)
+    nodes: tuple[NodeSpec, ...] = field(default_factory=default_nodes)
+    with_service: bool = True
+    """Start our service (webhook, controller, extender) and register it, when it is installed."""
+    service_args: tuple[str, ...] = ()
+    """Extra arguments for ``kq serve`` (``--oversellrate 1``...)."""
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def pki(self) -> Path:
+        return self.state_dir / "pki"
+
+    @property
+    def run(self) -> Path:
+        return self.state_dir / "run"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports.apiserver}"
