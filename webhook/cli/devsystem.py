@@ -9,10 +9,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from webhook.devcluster import cluster
+from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import CONTROLLER_USER, ClusterConfig
 from webhook.devcluster.processes import Component
 
@@ -25,8 +25,14 @@ def service_available() -> bool:
     return importlib.util.find_spec("webhook.cli.serve") is not None
 
 
-def service_components(config: ClusterConfig, bins: Path) -> Sequence[Component]:
-    """``kq serve`` for the dev cluster: the webhook on loopback with the dev CA's certificate."""
+def service_components(
+    config: ClusterConfig, bins: Path, env: Mapping[str, str] | None = None
+) -> Sequence[Component]:
+    """``kq serve`` for the dev cluster: the service on loopback with the dev CA's certificate.
+
+    ``config.service_args`` are appended to its command line (``--oversellrate=1``...), ``env`` to its
+    environment (``StrictPriority=true``...).
+    """
     if not service_available():
         return []
     pki = config.pki
@@ -42,7 +48,19 @@ def service_components(config: ClusterConfig, bins: Path) -> Sequence[Component]
         f"--controller-user={CONTROLLER_USER}",
         *config.service_args,
     )
-    return [Component("kq-serve", argv, config.ports.webhook)]
+    return [Component("kq-serve", argv, config.ports.webhook, env=dict(env or {}))]
+
+
+def restart_service(config: ClusterConfig, bins: Path, env: Mapping[str, str] | None = None) -> None:
+    """Stop and start ``kq serve`` with ``config.service_args`` and ``env`` (the seed's "edit the
+    controller's arguments and restart it"); waits until it listens again."""
+    marker = str(config.state_dir)
+    processes.stop(config.run, "kq-serve", marker)
+    for component in service_components(config, bins, env):
+        processes.start(component, config.run, config.logs)
+        port = component.port
+        assert port is not None
+        processes.wait_for(lambda p=port: processes.port_open(p), 60, f"kq serve to listen on {port}")
 
 
 def install_api_objects(config: ClusterConfig, bins: Path) -> None:

@@ -1,0 +1,91 @@
+"""The layering of ARCHITECTURE.md holds: the core is pure, adapters only use the core, shells never
+import each other (only the CLI ties them together)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2] / "webhook"
+SHELLS = ("admission", "extender", "controller", "devcluster", "sim")
+"""Packages that do I/O for one purpose; none may import another (``kube`` is shared plumbing)."""
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def test_core_imports_only_the_standard_library() -> None:
+    offenders = {}
+    for path in _modules("core"):
+        bad = sorted(
+            name
+            for name in _imports(path)
+            if name != "__future__"
+            and not name.startswith("webhook.core")
+            and name.split(".")[0] not in sys.stdlib_module_names
+        )
+        if bad:
+            offenders[path.name] = bad
+    assert offenders == {}
+
+
+def test_core_does_no_io() -> None:
+    banned = {"asyncio", "socket", "subprocess", "os", "time", "random", "logging", "threading", "urllib", "http"}
+    offenders = {
+        path.name: sorted(name for name in _imports(path) if name.split(".")[0] in banned)
+        for path in _modules("core")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_core_never_reads_the_clock() -> None:
+    clock_calls = {"now", "utcnow", "today", "monotonic", "perf_counter"}
+    offenders = []
+    for path in _modules("core"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in clock_calls:
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == []
+
+
+def test_workload_adapters_import_only_the_core() -> None:
+    offenders = {
+        path.name: sorted(
+            name
+            for name in _imports(path)
+            if name.startswith("webhook.") and not name.startswith(("webhook.core", "webhook.workloads"))
+        )
+        for path in _modules("workloads")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_shells_do_not_import_other_shells(shell: str) -> None:
+    others = (*(f"webhook.{name}" for name in SHELLS if name != shell), "webhook.cli")
+    offenders = {
+        path.name: sorted(name for name in _imports(path) if name.startswith(others))
+        for path in _modules(shell)
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_check_sees_the_imports_it_judges() -> None:
+    # Guard against a vacuous pass: the scanner must find the core's own intra-package imports.
+    found = set().union(*(_imports(p) for p in _modules("core")))
+    assert "webhook.core.resources" in found
