@@ -11,7 +11,8 @@ grammar of ``k8s.io/apimachinery/pkg/api/resource``::
     <decimalSI>       ::= n | u | m | "" | k | M | G | T | P | E
     <decimalExponent> ::= (e | E) <signedInteger>
 
-Like Kubernetes, precision finer than one nano-unit is rounded up (towards +infinity).
+Like Kubernetes (``inf.RoundUp``), precision finer than one nano-unit is rounded away from zero:
+``0.1n`` is ``1n`` and ``-0.1n`` is ``-1n``. Only ASCII digits are accepted, with no surrounding spaces.
 """
 
 from __future__ import annotations
@@ -36,9 +37,12 @@ _DECIMAL: dict[str, Fraction] = {
     "E": Fraction(10**18),
 }
 _PATTERN = re.compile(
-    r"^(?P<sign>[+-]?)(?P<number>\d+(?:\.\d*)?|\.\d+)"
-    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exp>[+-]?\d+)|(?P<decimal>[numkMGTPE]?))$"
+    r"(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exp>[+-]?[0-9]+)|(?P<decimal>[numkMGTPE]?))",
+    re.ASCII,
 )
+_MAX_DIGITS = 64
+"""Longest number part accepted (digits and point): far beyond any real quantity, short enough to stay cheap."""
 _MAX_EXPONENT = 30
 """Largest decimal exponent accepted (``1e30``); larger values are almost surely typos."""
 
@@ -62,16 +66,22 @@ def parse_quantity(value: str | int) -> int:
         raise QuantityError(value, "a boolean is not a quantity")
     if isinstance(value, int):
         return value * NANO
+    if isinstance(value, float):
+        raise QuantityError(value, f"a float is not exact; write the quantity as a string such as \"{value}\"")
     if not isinstance(value, str):
         raise QuantityError(value, f"expected a string or an integer, got {type(value).__name__}")
-    text = value.strip()
+    text = value
     if not text:
         raise QuantityError(value, "empty string")
-    match = _PATTERN.match(text)
+    if text != text.strip():
+        raise QuantityError(value, "remove the spaces around the quantity")
+    match = _PATTERN.fullmatch(text)
     if match is None:
         raise QuantityError(
             value, "expected a number with an optional suffix such as 100m, 1.5, 2k, 10Gi, 500Mi or 1e3"
         )
+    if len(match["number"]) > _MAX_DIGITS:
+        raise QuantityError(value, f"too many digits (at most {_MAX_DIGITS})")
     number = Fraction(match["number"] if not match["number"].endswith(".") else match["number"][:-1])
     if match["binary"]:
         scaled = number * _BINARY[match["binary"]]
@@ -83,7 +93,7 @@ def parse_quantity(value: str | int) -> int:
     else:
         scaled = number * _DECIMAL[match["decimal"] or ""]
     nanos = scaled * NANO
-    # Round up to whole nano-units (ceil towards +infinity), as Kubernetes does.
+    # Round the magnitude up to whole nano-units (away from zero), as Kubernetes does.
     whole = -((-nanos.numerator) // nanos.denominator)
     return -whole if match["sign"] == "-" else whole
 

@@ -6,8 +6,9 @@ or "zero" is the caller's choice: see :meth:`Resources.exceeding`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from fractions import Fraction
+from typing import TypeVar, overload
 
 from webhook.core.quantity import QuantityError, format_quantity, parse_quantity
 
@@ -15,6 +16,7 @@ MAX_JOBS = "kube-queue/max-jobs"
 """The special count resource: at most that many admitted jobs."""
 
 _BINARY_HINTS = ("memory", "storage", "hugepages-")
+_T = TypeVar("_T")
 
 
 def is_binary_resource(name: str) -> bool:
@@ -89,6 +91,29 @@ class Resources(Mapping[str, int]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+    # The Mapping mixins go through __getitem__ one name at a time; the decision loops read resource lists
+    # constantly, so hand out the (read-only) views of the underlying dict instead.
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def keys(self) -> KeysView[str]:
+        return self._items.keys()
+
+    def items(self) -> ItemsView[str, int]:
+        return self._items.items()
+
+    def values(self) -> ValuesView[int]:
+        return self._items.values()
+
+    @overload
+    def get(self, name: str, /) -> int | None: ...
+
+    @overload
+    def get(self, name: str, /, default: int | _T) -> int | _T: ...
+
+    def get(self, name: str, /, default: object = None) -> object:
+        return self._items.get(name, default)
 
     def get_or_zero(self, name: str) -> int:
         """The amount of ``name``; zero when absent."""

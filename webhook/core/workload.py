@@ -6,10 +6,12 @@ decides over this view only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
-from webhook.core.quantity import NANO
+from webhook.core.quantity import NANO, QuantityError, parse_quantity
 from webhook.core.resources import EMPTY, MAX_JOBS, Resources
 
 
@@ -85,3 +87,144 @@ class Workload:
     def order_key(self) -> tuple[int, float, str, str]:
         """Dequeue order inside a quota: priority descending, then creation time, then name."""
         return (-self.priority, self.created, self.key.namespace, self.key.name)
+
+
+# Effective pod request ---------------------------------------------------------------------------------------
+
+_POD_LEVEL = ("cpu", "memory")
+"""Resources that pod-level ``spec.resources`` may set (besides ``hugepages-*``)."""
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    return name in _POD_LEVEL or name.startswith("hugepages-")
+
+
+def _quantities(raw: object, where: str) -> dict[str, int]:
+    """A resource list as nano-units; ``WorkloadError`` naming ``where`` and the resource otherwise."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise WorkloadError(f"{where}: expected a mapping of resource name to quantity, got {raw!r}")
+    out: dict[str, int] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not name:
+            raise WorkloadError(f"{where}: resource names must be non-empty strings, got {name!r}")
+        try:
+            amount = parse_quantity(value)
+        except QuantityError as error:
+            raise WorkloadError(f"{where}, resource {name!r}: invalid quantity {value!r}: {error.why}") from None
+        if amount < 0:
+            raise WorkloadError(f"{where}, resource {name!r}: quantity {value!r} must not be negative")
+        out[name] = amount
+    return out
+
+
+def _container_request(container: object, kind: str, index: int) -> dict[str, int]:
+    """One container's requests, a limit standing in for a missing request of the same resource (the
+    defaulting Kubernetes applies when it creates the pod)."""
+    if not isinstance(container, Mapping):
+        raise WorkloadError(f"{kind} #{index}: expected a container object, got {container!r}")
+    name = container.get("name")
+    where = f"{kind} {name!r}" if isinstance(name, str) and name else f"{kind} #{index}"
+    resources = container.get("resources")
+    if resources is None:
+        return {}
+    if not isinstance(resources, Mapping):
+        raise WorkloadError(f"{where}: resources must be an object with requests and limits")
+    requests = _quantities(resources.get("requests"), f"{where} requests")
+    for resource, amount in _quantities(resources.get("limits"), f"{where} limits").items():
+        requests.setdefault(resource, amount)
+    return requests
+
+
+def _containers(pod_spec: Mapping[str, Any], field_name: str) -> Sequence[object]:
+    value = pod_spec.get(field_name)
+    if value is None:
+        return ()
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes):
+        raise WorkloadError(f"pod spec {field_name}: expected a list of containers, got {value!r}")
+    return value
+
+
+def _add(into: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, amount in other.items():
+        into[name] = into.get(name, 0) + amount
+
+
+def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, amount in other.items():
+        into[name] = max(into.get(name, amount), amount)
+
+
+def _aggregate_container_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]:
+    """``AggregateContainerRequests`` of ``k8s.io/component-helpers/resource``: the app containers and the
+    restartable (sidecar) init containers add up; each init container needs its own request plus the
+    sidecars started before it; the pod needs the larger of the two, per resource."""
+    result: dict[str, int] = {}
+    for index, container in enumerate(_containers(pod_spec, "containers")):
+        _add(result, _container_request(container, "container", index))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for index, container in enumerate(_containers(pod_spec, "initContainers")):
+        request = _container_request(container, "init container", index)
+        restartable = isinstance(container, Mapping) and container.get("restartPolicy") == "Always"
+        if restartable:
+            _add(result, request)
+            _add(sidecars, request)
+            _max(init_peak, sidecars)
+        else:
+            while_running = dict(request)
+            _add(while_running, sidecars)
+            _max(init_peak, while_running)
+    _max(result, init_peak)
+    return result
+
+
+def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
+    """The effective request of one pod, as kube-scheduler computes it (``resource.PodRequests``).
+
+    Per resource: the larger of (app containers + sidecar init containers) and the peak of the init
+    phase (each non-restartable init container plus the sidecars declared before it); pod-level
+    ``spec.resources`` (cpu, memory, hugepages-*) override the containers' sum as Kubernetes defaults them;
+    ``spec.overhead`` is added. A container's limit stands in for its missing request. Zero amounts are
+    dropped. Raises :class:`WorkloadError` naming the container and resource of a bad quantity.
+    """
+    if not isinstance(pod_spec, Mapping):
+        raise WorkloadError(f"expected a pod spec object, got {pod_spec!r}")
+    result = _aggregate_container_requests(pod_spec)
+
+    pod_resources = pod_spec.get("resources")
+    if pod_resources is not None:
+        if not isinstance(pod_resources, Mapping):
+            raise WorkloadError("pod spec resources: must be an object with requests and limits")
+        pod_requests = _quantities(pod_resources.get("requests"), "pod-level requests")
+        pod_limits = _quantities(pod_resources.get("limits"), "pod-level limits")
+        if pod_limits:
+            # SetDefaults_Pod (defaultPodRequests): a missing pod-level request of cpu/memory defaults to the
+            # containers' aggregate, then to the pod-level limit.
+            for name in _POD_LEVEL:
+                if name not in pod_requests and name in result:
+                    pod_requests[name] = result[name]
+            for name, amount in pod_limits.items():
+                if name not in pod_requests and _is_pod_level_resource(name):
+                    pod_requests[name] = amount
+        for name, amount in pod_requests.items():
+            if _is_pod_level_resource(name):
+                result[name] = amount
+
+    _add(result, _quantities(pod_spec.get("overhead"), "pod overhead"))
+    return Resources({name: amount for name, amount in result.items() if amount})
+
+
+def pod_set(name: str, count: int, pod_spec: Mapping[str, Any]) -> PodSet:
+    """A :class:`PodSet` of ``count`` pods shaped by ``pod_spec``; ``WorkloadError`` on a negative or
+    non-integer count or a bad quantity (the message names the pod set)."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise WorkloadError(f"pod set {name!r}: the pod count must be an integer, got {count!r}")
+    if count < 0:
+        raise WorkloadError(f"pod set {name!r}: the pod count must not be negative, got {count}")
+    try:
+        per_pod = pod_request(pod_spec)
+    except WorkloadError as error:
+        raise WorkloadError(f"pod set {name!r}: {error}") from None
+    return PodSet(name=name, count=count, per_pod=per_pod)

@@ -1,0 +1,180 @@
+"""Builders for test objects: resource lists, quota nodes and trees, and workloads.
+
+Shared by every test suite; keep this API stable (add parameters only with defaults).
+
+    res(cpu=10, memory="10Gi", gpu=1)
+    tree(node("root", min=res(cpu=10), max=res(cpu=10), children=(
+        node("Department-a", max=res(cpu=10), namespaces=("user-a",)),
+    )))
+    seed_tree()
+    job("pi-1", pods=6, cpu=10, memory="10Gi", priority=2, phase=Phase.ADMITTED, admitted_at=5.0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from webhook.core.quota import QuotaNode, QuotaTree, build_tree
+from webhook.core.resources import EMPTY, Resources
+from webhook.core.workload import Phase, PodSet, Workload, WorkloadKey
+
+__all__ = [
+    "SEED_TREE_SPEC",
+    "job",
+    "node",
+    "res",
+    "seed_tree",
+    "tree",
+]
+
+ResourcesLike = Resources | Mapping[str, int | str] | None
+"""A :class:`Resources`, a plain ``{"cpu": 10, "nvidia.com/gpu": 1}`` mapping of whole units, or ``None``."""
+
+
+def res(**whole_units: int | str) -> Resources:
+    """``res(cpu=10, memory="10Gi", gpu=1, max_jobs=2)``: alias of :meth:`Resources.of`
+    (``gpu`` means ``nvidia.com/gpu``, ``max_jobs`` means ``kube-queue/max-jobs``)."""
+    return Resources.of(**whole_units)
+
+
+def _resources(value: ResourcesLike) -> Resources:
+    if value is None:
+        return EMPTY
+    if isinstance(value, Resources):
+        return value
+    return Resources.parse(value)
+
+
+def _rebase(node: QuotaNode, prefix: tuple[str, ...]) -> QuotaNode:
+    """``node`` and its subtree with ``prefix`` put in front of every path."""
+    return dataclasses.replace(
+        node,
+        path=prefix + node.path,
+        children=tuple(_rebase(child, prefix) for child in node.children),
+    )
+
+
+def node(
+    name: str,
+    min: ResourcesLike = None,
+    max: ResourcesLike = None,
+    *,
+    namespaces: Iterable[str] = (),
+    children: Iterable[QuotaNode] = (),
+    attributes: Mapping[str, str] | None = None,
+) -> QuotaNode:
+    """A quota node whose ``path`` (and every descendant's) is correct relative to this node.
+
+    Build bottom-up: each call nests its children's paths under ``name``, so the outermost call (the
+    root) ends with full paths such as ``("root", "Department-a")``.
+    """
+    return QuotaNode(
+        name=name,
+        path=(name,),
+        min=_resources(min),
+        max=_resources(max),
+        namespaces=tuple(namespaces),
+        children=tuple(_rebase(child, (name,)) for child in children),
+        attributes=MappingProxyType(dict(attributes or {})),
+    )
+
+
+def tree(root: QuotaNode) -> QuotaTree:
+    """Validate and index a tree built with :func:`node` (raises ``QuotaTreeError`` if it breaks a rule)."""
+    return build_tree(root)
+
+
+SEED_TREE_SPEC: dict[str, Any] = {
+    "root": {
+        "name": "root",
+        "max": {"cpu": 100, "memory": "100Gi", "nvidia.com/gpu": 4},
+        "min": {"cpu": 100, "memory": "100Gi", "nvidia.com/gpu": 4},
+        "children": [
+            {
+                "name": "Department-a",
+                "max": {"cpu": 100, "memory": "100Gi", "nvidia.com/gpu": 4},
+                "min": {"cpu": 60, "memory": "60Gi", "nvidia.com/gpu": 3},
+                "namespaces": ["user-a", "user-b"],
+            },
+            {
+                "name": "Department-b",
+                "max": {"cpu": 100, "memory": "100Gi", "nvidia.com/gpu": 4},
+                "min": {"cpu": 40, "memory": "40Gi", "nvidia.com/gpu": 1},
+                "namespaces": ["user-c"],
+            },
+        ],
+    }
+}
+"""The seed's ElasticQuotaTree ``spec``, as YAML parses it (bare numbers are ints)."""
+
+
+def seed_root() -> QuotaNode:
+    """The root node of the seed's tree (see :data:`SEED_TREE_SPEC`)."""
+    total = res(cpu=100, memory="100Gi", gpu=4)
+    return node(
+        "root",
+        min=total,
+        max=total,
+        children=(
+            node(
+                "Department-a",
+                min=res(cpu=60, memory="60Gi", gpu=3),
+                max=total,
+                namespaces=("user-a", "user-b"),
+            ),
+            node(
+                "Department-b",
+                min=res(cpu=40, memory="40Gi", gpu=1),
+                max=total,
+                namespaces=("user-c",),
+            ),
+        ),
+    )
+
+
+def seed_tree() -> QuotaTree:
+    """The seed's tree: root 100 CPU / 100Gi / 4 GPU; Department-a (user-a, user-b) min 60/60Gi/3;
+    Department-b (user-c) min 40/40Gi/1; both max 100/100Gi/4."""
+    return tree(seed_root())
+
+
+def job(
+    name: str,
+    namespace: str = "user-a",
+    quota: str = "department-a",
+    *,
+    pods: int = 1,
+    cpu: int | str | None = 1,
+    memory: int | str | None = None,
+    gpu: int | str | None = None,
+    priority: int = 0,
+    created: float = 0.0,
+    phase: Phase = Phase.QUEUED,
+    admitted_at: float | None = None,
+    kind: str = "Job",
+    extra: Mapping[str, int | str] | None = None,
+    uid: str = "",
+) -> Workload:
+    """A one-pod-set workload of ``pods`` pods, each requesting ``cpu``/``memory``/``gpu`` (whole units or
+    quantity strings; ``None`` leaves the resource out) plus any ``extra`` resources by full name."""
+    per_pod: dict[str, int | str] = {}
+    if cpu is not None:
+        per_pod["cpu"] = cpu
+    if memory is not None:
+        per_pod["memory"] = memory
+    if gpu is not None:
+        per_pod["nvidia.com/gpu"] = gpu
+    per_pod.update(extra or {})
+    return Workload(
+        key=WorkloadKey(kind=kind, namespace=namespace, name=name),
+        quota=quota,
+        pod_sets=(PodSet(name="main", count=pods, per_pod=Resources.parse(per_pod)),),
+        priority=priority,
+        created=created,
+        uid=uid,
+        phase=phase,
+        admitted_at=admitted_at,
+    )

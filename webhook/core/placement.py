@@ -1,0 +1,816 @@
+"""ResourcePolicy placement: which node unit a pod may use (ECS first, then virtual nodes / ECI).
+
+Pure decision functions that the scheduler extender calls once per pod, over small frozen snapshots it builds
+from its watch caches (:class:`PodView`, :class:`NodeView`) and the placements it has made but not yet seen
+bound (:class:`AssumedPod`). Times are seconds since the epoch, passed in (never read from a clock here).
+
+A ``ResourcePolicy`` (``scheduling.alibabacloud.com/v1alpha1``, namespaced) selects pods of its namespace and
+lists ordered *units* of nodes. Rules implemented here (and where this module decides what the API leaves open):
+
+* **Unit membership.** A node belongs to the *first* unit (in order) whose ``nodeSelector`` its labels match.
+  An ``eci`` unit holds only virtual nodes (label ``type: virtual-kubelet``); an ``ecs`` unit holds only
+  real nodes, so a catch-all ``ecs`` unit (empty ``nodeSelector``) never swallows the virtual node and its
+  ``eci`` cap. Nodes in no unit never pass for a pod under the policy.
+* **Which policy.** A pod is governed by the policy of its namespace whose ``selector`` (an equality map;
+  empty = every pod) matches its labels. When several match, the oldest wins (``creationTimestamp``, then
+  name; a policy without a timestamp counts as newest).
+* **Counting.** A unit's count is the number of the policy's pods in it: pods selected by the policy, with
+  the same values of ``matchLabelKeys`` as the pod being placed (an absent label is a value of its own), not
+  finished (phase ``Succeeded``/``Failed``), bound to a node of the unit - or, while not yet bound, assumed
+  there by the extender and not expired. Terminating pods are skipped when ``ignoreTerminatingPod`` (default
+  true); pods created before the policy when ``ignorePreviousPod``. A bound pod counts towards a unit with
+  ``podLabels``/``podAnnotations`` only if it carries all of them; an assumed pod always counts (the extender
+  applies the unit's labels when it binds). The pod being placed never counts itself.
+* **Choice.** The pod may use the first unit that has a candidate node and is under its ``max``. An earlier
+  unit is passed over when it is at ``max``, or - depending on ``whenTryNextUnits.policy`` - when it has no
+  candidate node: always (``LackResourceOrExceedMax``, the default), never (``ExceedMax``: the pod waits), or
+  once the pod has waited at least ``timeout`` (``TimeoutOrExceedMax``, default timeout 15 minutes).
+* **Reasons.** Units are numbered from 1 in messages (``unit 2 (eci)``) and from 0 in code
+  (:attr:`Placement.unit_index`). Failures that preemption cannot fix (a unit at its max, a node in no unit,
+  waiting for an earlier unit) go to :attr:`Placement.unresolvable`; the rest to :attr:`Placement.failed`.
+  The two maps are disjoint, like the extender reply's ``FailedNodes`` and ``FailedAndUnresolvableNodes``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from webhook.core.selectors import (
+    EMPTY_LABELS,
+    FrozenLabels,
+    FrozenMap,
+    label_key_problem,
+    matches_labels,
+    validate_label_map,
+)
+
+API_VERSION = "scheduling.alibabacloud.com/v1alpha1"
+KIND = "ResourcePolicy"
+VIRTUAL_NODE_LABEL_KEY = "type"
+VIRTUAL_NODE_LABEL_VALUE = "virtual-kubelet"
+VIRTUAL_NODE_TAINT_KEY = "virtual-kubelet.io/provider"
+VIRTUAL_NODE_TAINT_VALUE = "alibabacloud"
+VIRTUAL_NODE_TOLERATION: Mapping[str, str] = FrozenLabels(
+    {"key": VIRTUAL_NODE_TAINT_KEY, "operator": "Equal", "value": VIRTUAL_NODE_TAINT_VALUE, "effect": "NoSchedule"}
+)
+"""The toleration the webhook adds to pods whose policy has an ``eci`` unit."""
+ECI_OPT_IN_LABEL = "alibabacloud.com/eci"
+"""A pod labelled ``alibabacloud.com/eci: "true"`` opted into ECI: unmanaged, it may still use virtual nodes."""
+DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+DEFAULT_TIMEOUT_SECONDS = 15 * 60.0
+"""``whenTryNextUnits.timeout`` when ``TimeoutOrExceedMax`` gives none."""
+MAX_SCORE = 10
+"""The highest extender score (prioritize replies are 0..10)."""
+
+
+class PolicyError(ValueError):
+    """A ResourcePolicy that cannot be used; ``problems`` lists every defect with its field path."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("invalid ResourcePolicy: " + "; ".join(self.problems))
+
+
+class UnitResource(StrEnum):
+    """What a unit's nodes are: ECS (real) nodes or the ECI virtual node."""
+
+    ECS = "ecs"
+    ECI = "eci"
+
+
+class TryNextPolicy(StrEnum):
+    """``whenTryNextUnits.policy``: when a pod may move on from a unit that has no candidate node."""
+
+    LACK_RESOURCE_OR_EXCEED_MAX = "LackResourceOrExceedMax"
+    EXCEED_MAX = "ExceedMax"
+    TIMEOUT_OR_EXCEED_MAX = "TimeoutOrExceedMax"
+
+
+# Inputs ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """One node taint."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What placement needs of a node. ``labels`` may be given as any mapping; it is stored frozen."""
+
+    name: str
+    labels: Mapping[str, str] = EMPTY_LABELS
+    taints: tuple[Taint, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", FrozenLabels.of(self.labels))
+
+    @property
+    def is_virtual(self) -> bool:
+        """Whether this is a virtual (ECI) node: label ``type: virtual-kubelet``."""
+        return self.labels.get(VIRTUAL_NODE_LABEL_KEY) == VIRTUAL_NODE_LABEL_VALUE
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """What placement needs of a pod.
+
+    ``node_name`` is ``spec.nodeName`` (``None`` until bound); ``terminating`` is "has a deletionTimestamp";
+    ``finished`` is phase ``Succeeded`` or ``Failed``; ``created`` is the creation time (epoch seconds).
+    """
+
+    namespace: str
+    name: str
+    uid: str = ""
+    labels: Mapping[str, str] = EMPTY_LABELS
+    annotations: Mapping[str, str] = EMPTY_LABELS
+    node_name: str | None = None
+    terminating: bool = False
+    finished: bool = False
+    created: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", FrozenLabels.of(self.labels))
+        object.__setattr__(self, "annotations", FrozenLabels.of(self.annotations))
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+    def same_pod(self, other: PodView) -> bool:
+        """Whether both views are of one pod (same uid, or same namespace/name when a uid is missing)."""
+        if self.uid and other.uid:
+            return self.uid == other.uid
+        return self.namespace == other.namespace and self.name == other.name
+
+
+@dataclass(frozen=True, slots=True)
+class AssumedPod:
+    """The extender let pod ``uid`` onto ``node_name`` and has not yet seen it bound; void from ``expires_at``.
+
+    With only a filter verb the extender does not learn the chosen node, but every node it passes lies in one
+    unit, so recording any passing node counts the pod in the right unit.
+    """
+
+    uid: str
+    node_name: str
+    expires_at: float
+
+
+def _string_map(obj: object) -> dict[str, str]:
+    if not isinstance(obj, Mapping):
+        return {}
+    return {key: value for key, value in obj.items() if isinstance(key, str) and isinstance(value, str)}
+
+
+def _mapping(obj: object) -> Mapping[str, object]:
+    return obj if isinstance(obj, Mapping) else {}
+
+
+def _text(obj: object) -> str:
+    return obj if isinstance(obj, str) else ""
+
+
+def _timestamp_or_none(obj: object) -> float | None:
+    try:
+        return parse_timestamp(obj)
+    except ValueError:
+        return None
+
+
+def pod_view(obj: Mapping[str, object]) -> PodView:
+    """A :class:`PodView` of a Pod's JSON; tolerant: missing or malformed fields read as empty."""
+    metadata = _mapping(obj.get("metadata"))
+    spec = _mapping(obj.get("spec"))
+    status = _mapping(obj.get("status"))
+    node_name = spec.get("nodeName")
+    return PodView(
+        namespace=_text(metadata.get("namespace")),
+        name=_text(metadata.get("name")),
+        uid=_text(metadata.get("uid")),
+        labels=_string_map(metadata.get("labels")),
+        annotations=_string_map(metadata.get("annotations")),
+        node_name=node_name if isinstance(node_name, str) and node_name else None,
+        terminating=metadata.get("deletionTimestamp") is not None,
+        finished=status.get("phase") in ("Succeeded", "Failed"),
+        created=_timestamp_or_none(metadata.get("creationTimestamp")),
+    )
+
+
+def node_view(obj: Mapping[str, object]) -> NodeView:
+    """A :class:`NodeView` of a Node's JSON; tolerant: missing or malformed fields read as empty."""
+    metadata = _mapping(obj.get("metadata"))
+    raw_taints = _mapping(obj.get("spec")).get("taints")
+    taints = tuple(
+        Taint(key=_text(taint.get("key")), value=_text(taint.get("value")), effect=_text(taint.get("effect")))
+        for taint in (raw_taints if isinstance(raw_taints, list) else [])
+        if isinstance(taint, Mapping)
+    )
+    return NodeView(name=_text(metadata.get("name")), labels=_string_map(metadata.get("labels")), taints=taints)
+
+
+# Durations and timestamps -----------------------------------------------------------------------------------
+
+_DURATION_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,  # Go accepts both micro signs
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_duration(text: object) -> float:
+    """Seconds in a Go duration string (``"30s"``, ``"1m"``, ``"1h30m"``, ``"1.5h"``, ``"0"``).
+
+    Raises ``ValueError`` for anything else, including negative durations and non-strings.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"expected a duration string such as 30s, 1m or 1h30m, got {type(text).__name__}")
+    if text == "0":
+        return 0.0
+    if text.startswith("-"):
+        raise ValueError(f"duration {text!r} must not be negative")
+    body = text.removeprefix("+")
+    seconds = 0.0
+    position = 0
+    while position < len(body):
+        match = _DURATION_PART.match(body, position)
+        if match is None:
+            break
+        seconds += float(match[1]) * _DURATION_UNITS[match[2]]
+        position = match.end()
+    if not body or position != len(body):
+        raise ValueError(f"duration {text!r} is not a number with a unit (ns, us, ms, s, m, h), like 30s or 1m")
+    if not math.isfinite(seconds):
+        raise ValueError(f"duration {text!r} is out of range")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Short text of a duration for messages: ``"45s"``, ``"1m30s"``, ``"2h"``, ``"0.5s"``."""
+    if seconds < 60:
+        return f"{seconds:.3g}s" if seconds != int(seconds) else f"{int(seconds)}s"
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{secs}s" if secs else ""]
+    return "".join(parts)
+
+
+def parse_timestamp(text: object) -> float:
+    """Epoch seconds of an RFC 3339 timestamp (``2024-05-01T12:00:00Z``); naive times are UTC."""
+    if not isinstance(text, str):
+        raise ValueError(f"expected an RFC 3339 timestamp string, got {type(text).__name__}")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"timestamp {text!r} is not RFC 3339 (like 2024-05-01T12:00:00Z)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+# The policy -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One ordered unit of a policy. ``max`` is ``None`` for "unlimited"."""
+
+    resource: UnitResource
+    node_selector: FrozenLabels = EMPTY_LABELS
+    max: int | None = None
+    pod_labels: FrozenLabels = EMPTY_LABELS
+    pod_annotations: FrozenLabels = EMPTY_LABELS
+
+    def contains(self, node: NodeView) -> bool:
+        """Whether the node is of this unit's kind and matches its ``nodeSelector``."""
+        if node.is_virtual != (self.resource is UnitResource.ECI):
+            return False
+        return matches_labels(self.node_selector, node.labels)
+
+    def carries_marks(self, pod: PodView) -> bool:
+        """Whether the pod carries every ``podLabels`` and ``podAnnotations`` entry of this unit."""
+        return matches_labels(self.pod_labels, pod.labels) and matches_labels(self.pod_annotations, pod.annotations)
+
+    def at_max(self, count: int) -> bool:
+        """Whether ``count`` pods fill this unit."""
+        return self.max is not None and count >= self.max
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcePolicy:
+    """A parsed, valid ResourcePolicy (see :func:`parse_policy`)."""
+
+    namespace: str
+    name: str
+    units: tuple[Unit, ...]
+    selector: FrozenLabels = EMPTY_LABELS
+    strategy: str = "prefer"
+    when_try_next: TryNextPolicy = TryNextPolicy.LACK_RESOURCE_OR_EXCEED_MAX
+    timeout: float = DEFAULT_TIMEOUT_SECONDS
+    """Seconds; used by ``TimeoutOrExceedMax`` only."""
+    ignore_previous_pod: bool = False
+    ignore_terminating_pod: bool = True
+    match_label_keys: tuple[str, ...] = ()
+    created: float | None = None
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def has_eci_unit(self) -> bool:
+        """Whether some unit is ``eci`` (its pods then need :data:`VIRTUAL_NODE_TOLERATION`)."""
+        return any(unit.resource is UnitResource.ECI for unit in self.units)
+
+    def selects(self, pod: PodView) -> bool:
+        """Whether the policy's namespace and selector take in the pod."""
+        return pod.namespace == self.namespace and matches_labels(self.selector, pod.labels)
+
+    def describe_unit(self, index: int) -> str:
+        """``unit 2 (eci)`` for the 0-based ``index``."""
+        return f"unit {index + 1} ({self.units[index].resource})"
+
+
+_RESOURCES = ", ".join(resource.value for resource in UnitResource)
+_POLICIES = ", ".join(policy.value for policy in TryNextPolicy)
+
+
+class _Reader:
+    """Reads a policy object, collecting every problem instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def problem(self, text: str) -> None:
+        self.problems.append(text)
+
+    def mapping(self, obj: object, path: str, required: bool = False) -> Mapping[str, object] | None:
+        if obj is None:
+            if required:
+                self.problem(f"{path}: required")
+            return None
+        if not isinstance(obj, Mapping):
+            self.problem(f"{path}: expected a map, got {type(obj).__name__}")
+            return None
+        return obj
+
+    def boolean(self, obj: object, path: str, default: bool) -> bool:
+        if obj is None:
+            return default
+        if not isinstance(obj, bool):
+            self.problem(f"{path}: expected true or false, got {obj!r}")
+            return default
+        return obj
+
+    def string(self, obj: object, path: str) -> str:
+        if obj is None:
+            return ""
+        if not isinstance(obj, str):
+            self.problem(f"{path}: expected a string, got {type(obj).__name__}")
+            return ""
+        return obj
+
+    def labels(self, obj: object, path: str, values_are_labels: bool = True) -> FrozenLabels:
+        problems = validate_label_map(obj, path, values_are_labels=values_are_labels)
+        if problems:
+            self.problems.extend(problems)
+            return EMPTY_LABELS
+        return FrozenLabels.of(obj) if isinstance(obj, Mapping) and obj else EMPTY_LABELS
+
+    def unit(self, obj: object, path: str) -> Unit | None:
+        spec = self.mapping(obj, path, required=True)
+        if spec is None:
+            return None
+        raw_resource = spec.get("resource")
+        resource: UnitResource | None = None
+        if raw_resource is None:
+            self.problem(f"{path}.resource: required, one of {_RESOURCES}")
+        elif not isinstance(raw_resource, str) or raw_resource not in _RESOURCE_NAMES:
+            self.problem(f"{path}.resource: {raw_resource!r} is not a known unit resource (one of {_RESOURCES})")
+        else:
+            resource = UnitResource(raw_resource)
+        raw_max = spec.get("max")
+        cap: int | None = None
+        if raw_max is not None:
+            if isinstance(raw_max, bool) or not isinstance(raw_max, int):
+                self.problem(f"{path}.max: expected a whole number of pods >= 0, got {raw_max!r}")
+            elif raw_max < 0:
+                self.problem(f"{path}.max: must be >= 0 (a count of pods), got {raw_max}")
+            else:
+                cap = raw_max
+        node_selector = self.labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
+        pod_labels = self.labels(spec.get("podLabels"), f"{path}.podLabels")
+        pod_annotations = self.labels(spec.get("podAnnotations"), f"{path}.podAnnotations", False)
+        if resource is None:
+            return None
+        return Unit(resource, node_selector, cap, pod_labels, pod_annotations)
+
+    def units(self, obj: object, path: str) -> tuple[Unit, ...]:
+        if obj is None:
+            self.problem(f"{path}: required, a list of at least one unit")
+            return ()
+        if not isinstance(obj, list):
+            self.problem(f"{path}: expected a list of units, got {type(obj).__name__}")
+            return ()
+        if not obj:
+            self.problem(f"{path}: needs at least one unit")
+            return ()
+        read = [self.unit(item, f"{path}[{index}]") for index, item in enumerate(obj)]
+        self.unreachable_units(read, path)
+        return tuple(unit for unit in read if unit is not None)
+
+    def unreachable_units(self, units: list[Unit | None], path: str) -> None:
+        for later, unit in enumerate(units):
+            for earlier, shadow in enumerate(units[:later]):
+                if (
+                    unit is not None
+                    and shadow is not None
+                    and shadow.resource is unit.resource
+                    and matches_labels(shadow.node_selector, unit.node_selector)
+                ):
+                    self.problem(
+                        f"{path}[{later}]: can never be used: every {unit.resource} node it selects is "
+                        f"taken first by {path}[{earlier}] (a node belongs to the first unit that matches)"
+                    )
+                    break
+
+    def try_next(self, obj: object, path: str) -> tuple[TryNextPolicy, float]:
+        spec = self.mapping(obj, path)
+        if spec is None:
+            return TryNextPolicy.LACK_RESOURCE_OR_EXCEED_MAX, DEFAULT_TIMEOUT_SECONDS
+        raw_policy = spec.get("policy")
+        policy = TryNextPolicy.LACK_RESOURCE_OR_EXCEED_MAX
+        if raw_policy is not None:
+            if not isinstance(raw_policy, str) or raw_policy not in _POLICY_NAMES:
+                self.problem(f"{path}.policy: {raw_policy!r} is not one of {_POLICIES}")
+            else:
+                policy = TryNextPolicy(raw_policy)
+        timeout = DEFAULT_TIMEOUT_SECONDS
+        raw_timeout = spec.get("timeout")
+        if raw_timeout is not None:
+            try:
+                timeout = parse_duration(raw_timeout)
+            except ValueError as error:
+                self.problem(f"{path}.timeout: {error}")
+        return policy, timeout
+
+    def label_keys(self, obj: object, path: str) -> tuple[str, ...]:
+        if obj is None:
+            return ()
+        if not isinstance(obj, list):
+            self.problem(f"{path}: expected a list of label keys, got {type(obj).__name__}")
+            return ()
+        keys: list[str] = []
+        for index, key in enumerate(obj):
+            why = label_key_problem(key)
+            if why is not None:
+                self.problem(f"{path}[{index}]: {why}")
+            else:
+                keys.append(key)
+        return tuple(keys)
+
+    def policy(self, obj: object) -> ResourcePolicy | None:
+        if not isinstance(obj, Mapping):
+            self.problem(f"<object>: expected a ResourcePolicy (a map), got {type(obj).__name__}")
+            return None
+        api_version = obj.get("apiVersion")
+        if api_version is not None and api_version != API_VERSION:
+            self.problem(f"apiVersion: expected {API_VERSION}, got {api_version!r}")
+        kind = obj.get("kind")
+        if kind is not None and kind != KIND:
+            self.problem(f"kind: expected {KIND}, got {kind!r}")
+        metadata = self.mapping(obj.get("metadata"), "metadata") or {}
+        namespace = self.string(metadata.get("namespace"), "metadata.namespace")
+        name = self.string(metadata.get("name"), "metadata.name")
+        uid = self.string(metadata.get("uid"), "metadata.uid")
+        created: float | None = None
+        if metadata.get("creationTimestamp") is not None:
+            try:
+                created = parse_timestamp(metadata.get("creationTimestamp"))
+            except ValueError as error:
+                self.problem(f"metadata.creationTimestamp: {error}")
+        spec = self.mapping(obj.get("spec"), "spec", required=True)
+        if spec is None:
+            return None
+        selector = self.labels(spec.get("selector"), "spec.selector")
+        strategy = spec.get("strategy")
+        if strategy is not None and strategy != "prefer":
+            self.problem(f"spec.strategy: {strategy!r} is not supported: the only strategy is prefer")
+        units = self.units(spec.get("units"), "spec.units")
+        when_try_next, timeout = self.try_next(spec.get("whenTryNextUnits"), "spec.whenTryNextUnits")
+        ignore_previous = self.boolean(spec.get("ignorePreviousPod"), "spec.ignorePreviousPod", False)
+        ignore_terminating = self.boolean(spec.get("ignoreTerminatingPod"), "spec.ignoreTerminatingPod", True)
+        match_label_keys = self.label_keys(spec.get("matchLabelKeys"), "spec.matchLabelKeys")
+        if self.problems:
+            return None
+        return ResourcePolicy(
+            namespace=namespace,
+            name=name,
+            units=units,
+            selector=selector,
+            when_try_next=when_try_next,
+            timeout=timeout,
+            ignore_previous_pod=ignore_previous,
+            ignore_terminating_pod=ignore_terminating,
+            match_label_keys=match_label_keys,
+            created=created,
+            uid=uid,
+        )
+
+
+_RESOURCE_NAMES = frozenset(resource.value for resource in UnitResource)
+_POLICY_NAMES = frozenset(policy.value for policy in TryNextPolicy)
+
+
+def validate_policy(obj: object) -> list[str]:
+    """Every problem of a ResourcePolicy object, each starting with its field path; ``[]`` when valid.
+
+    Never raises, whatever ``obj`` is. Unknown fields are ignored (newer ACK fields such as ``preemptPolicy``).
+    """
+    reader = _Reader()
+    reader.policy(obj)
+    return reader.problems
+
+
+def parse_policy(obj: object) -> ResourcePolicy:
+    """The immutable :class:`ResourcePolicy` of a JSON object; raises :class:`PolicyError` listing every
+    problem (the same list :func:`validate_policy` returns)."""
+    reader = _Reader()
+    policy = reader.policy(obj)
+    if policy is None:
+        raise PolicyError(reader.problems)
+    return policy
+
+
+def policy_for_pod(policies: Iterable[ResourcePolicy], pod: PodView) -> ResourcePolicy | None:
+    """The policy governing ``pod``: of its namespace, selector matching its labels; the oldest when several
+    match (``created``, then name; a policy without ``created`` counts as newest)."""
+    matching = [policy for policy in policies if policy.selects(pod)]
+    if not matching:
+        return None
+    return min(
+        matching,
+        key=lambda policy: (policy.created is None, policy.created or 0.0, policy.name),
+    )
+
+
+def unit_of_node(policy: ResourcePolicy, node: NodeView) -> int | None:
+    """The 0-based index of the first unit the node belongs to, or ``None``."""
+    for index, unit in enumerate(policy.units):
+        if unit.contains(node):
+            return index
+    return None
+
+
+# Counting -------------------------------------------------------------------------------------------------
+
+
+def _label_group(policy: ResourcePolicy, pod: PodView) -> tuple[str | None, ...]:
+    return tuple(pod.labels.get(key) for key in policy.match_label_keys)
+
+
+def counts_towards(policy: ResourcePolicy, pod: PodView, for_pod: PodView | None = None) -> bool:
+    """Whether ``pod`` is one of the policy's pods that fill units when placing ``for_pod``
+    (node and unit marks aside): see the module notes."""
+    if not policy.selects(pod) or pod.finished:
+        return False
+    if for_pod is not None and (pod.same_pod(for_pod) or _label_group(policy, pod) != _label_group(policy, for_pod)):
+        return False
+    if policy.ignore_terminating_pod and pod.terminating:
+        return False
+    return not (
+        policy.ignore_previous_pod
+        and policy.created is not None
+        and pod.created is not None
+        and pod.created < policy.created
+    )
+
+
+def count_pods_per_unit(
+    policy: ResourcePolicy,
+    pods: Iterable[PodView],
+    nodes: Mapping[str, NodeView],
+    *,
+    now: float,
+    for_pod: PodView | None = None,
+    assumed: Mapping[str, AssumedPod] | None = None,
+) -> tuple[int, ...]:
+    """How many of the policy's pods each unit holds (index = unit index).
+
+    ``nodes`` maps node name to view (pods on unknown nodes are not counted); ``assumed`` maps pod uid to the
+    extender's not-yet-bound placements (valid while ``now < expires_at``); ``for_pod`` is the pod being
+    placed (for ``matchLabelKeys``, and so that it never counts itself).
+    """
+    counts = [0] * len(policy.units)
+    unit_by_node: dict[str, int | None] = {}
+    for pod in pods:
+        if not counts_towards(policy, pod, for_pod):
+            continue
+        node_name = pod.node_name
+        if node_name is None:
+            assumption = assumed.get(pod.uid) if assumed is not None and pod.uid else None
+            if assumption is None or now >= assumption.expires_at:
+                continue
+            node_name = assumption.node_name
+        if node_name not in unit_by_node:
+            node = nodes.get(node_name)
+            unit_by_node[node_name] = None if node is None else unit_of_node(policy, node)
+        index = unit_by_node[node_name]
+        if index is None:
+            continue
+        if pod.node_name is not None and not policy.units[index].carries_marks(pod):
+            continue
+        counts[index] += 1
+    return tuple(counts)
+
+
+# Placement ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The verdict on a pod's candidate nodes.
+
+    ``passing`` keeps the candidates' order. ``failed`` and ``unresolvable`` are disjoint (node -> reason).
+    ``unit_index`` is the 0-based unit the pod may use, or ``None``. ``scores`` (0..10) covers every
+    candidate: the usable units in order score 10, 9, ...; other nodes 0. ``summary`` is one line for logs
+    and "why is my pod pending". ``retry_at`` is when the verdict changes by time alone (a
+    ``TimeoutOrExceedMax`` timeout), so the caller can retry the pod then.
+    """
+
+    passing: tuple[str, ...]
+    failed: Mapping[str, str] = field(default_factory=FrozenLabels)
+    unresolvable: Mapping[str, str] = field(default_factory=FrozenLabels)
+    unit_index: int | None = None
+    scores: Mapping[str, int] = field(default_factory=FrozenMap[int])
+    summary: str = ""
+    retry_at: float | None = None
+
+    @property
+    def all_failed(self) -> dict[str, str]:
+        """Every refused node with its reason."""
+        return {**self.failed, **self.unresolvable}
+
+
+def _unit_state(policy: ResourcePolicy, index: int, count: int, has_candidate: bool) -> str:
+    unit = policy.units[index]
+    described = policy.describe_unit(index)
+    if unit.at_max(count):
+        return f"{described} is at its max of {unit.max} pods"
+    limit = "no max" if unit.max is None else f"{count} of its max {unit.max} pods"
+    if has_candidate:
+        return f"{described} has room ({limit})"
+    return f"{described} has no node with room ({limit})"
+
+
+def place(
+    policy: ResourcePolicy,
+    pod: PodView,
+    candidates: Sequence[NodeView],
+    unit_counts: Sequence[int],
+    now: float,
+    *,
+    pod_first_seen: float | None = None,
+) -> Placement:
+    """Which candidate nodes the pod may use under ``policy``.
+
+    ``candidates`` already passed the scheduler's filter plugins (a candidate has room). ``unit_counts`` comes
+    from :func:`count_pods_per_unit`. ``TimeoutOrExceedMax`` measures the pod's wait from ``pod_first_seen``
+    (when the extender first saw it), else from the pod's creation time, else from ``now``.
+    """
+    if len(unit_counts) != len(policy.units):
+        raise ValueError(f"expected {len(policy.units)} unit counts for {policy.key}, got {len(unit_counts)}")
+    node_unit: dict[str, int | None] = {node.name: unit_of_node(policy, node) for node in candidates}
+    members: list[list[str]] = [[] for _ in policy.units]
+    for name, index in node_unit.items():
+        if index is not None:
+            members[index].append(name)
+
+    chosen: int | None = None
+    waiting: int | None = None
+    wait_reason = ""
+    retry_at: float | None = None
+    for index, unit in enumerate(policy.units):
+        if unit.at_max(unit_counts[index]):
+            continue
+        if members[index]:
+            chosen = index
+            break
+        rule = policy.when_try_next
+        if rule is TryNextPolicy.LACK_RESOURCE_OR_EXCEED_MAX:
+            continue
+        state = _unit_state(policy, index, unit_counts[index], False)
+        if rule is TryNextPolicy.EXCEED_MAX:
+            waiting, wait_reason = index, f"{state}; whenTryNextUnits ExceedMax moves on only at max"
+            break
+        since = next(t for t in (pod_first_seen, pod.created, now) if t is not None)
+        waited = max(0.0, now - since)
+        if waited >= policy.timeout:
+            continue
+        waiting, retry_at = index, since + policy.timeout
+        wait_reason = (
+            f"{state}; whenTryNextUnits TimeoutOrExceedMax moves on after "
+            f"{format_duration(policy.timeout)} (waited {format_duration(waited)})"
+        )
+        break
+
+    usable = [
+        index for index, unit in enumerate(policy.units) if members[index] and not unit.at_max(unit_counts[index])
+    ]
+    rank = {index: position for position, index in enumerate(usable)}
+    passing: list[str] = []
+    failed: dict[str, str] = {}
+    unresolvable: dict[str, str] = {}
+    scores: dict[str, int] = {}
+    for node in candidates:
+        index = node_unit[node.name]
+        scores[node.name] = 0 if index not in rank else max(0, MAX_SCORE - rank[index])
+        if index is None:
+            unresolvable[node.name] = f"node belongs to no unit of ResourcePolicy {policy.key}"
+        elif index == chosen:
+            passing.append(node.name)
+        elif policy.units[index].at_max(unit_counts[index]):
+            unresolvable[node.name] = _unit_state(policy, index, unit_counts[index], True)
+        elif chosen is not None:
+            failed[node.name] = f"{policy.describe_unit(chosen)} is preferred and still has room"
+        else:
+            assert waiting is not None, "a usable unit after no choice means the pod waits"
+            unresolvable[node.name] = wait_reason
+
+    if chosen is not None:
+        summary = (
+            f"ResourcePolicy {policy.key}: "
+            f"{_unit_state(policy, chosen, unit_counts[chosen], True)}: {len(passing)} candidate node(s)"
+        )
+    elif waiting is not None:
+        summary = f"ResourcePolicy {policy.key}: waiting for {policy.describe_unit(waiting)}: {wait_reason}"
+    else:
+        states = ", ".join(
+            _unit_state(policy, index, unit_counts[index], bool(members[index])) for index in range(len(policy.units))
+        )
+        summary = f"ResourcePolicy {policy.key}: no unit can take the pod: {states}"
+    return Placement(
+        passing=tuple(passing),
+        failed=FrozenLabels(failed),
+        unresolvable=FrozenLabels(unresolvable),
+        unit_index=chosen,
+        scores=FrozenMap(scores),
+        summary=summary,
+        retry_at=retry_at,
+    )
+
+
+def place_unmanaged(pod: PodView, candidates: Sequence[NodeView]) -> Placement:
+    """Placement of a pod no policy governs: every node passes except virtual nodes, unless the pod opted into
+    ECI (label ``alibabacloud.com/eci: "true"``). Every candidate scores the same."""
+    opted_in = pod.labels.get(ECI_OPT_IN_LABEL) == "true"
+    passing: list[str] = []
+    unresolvable: dict[str, str] = {}
+    for node in candidates:
+        if node.is_virtual and not opted_in:
+            unresolvable[node.name] = (
+                "virtual node (type=virtual-kubelet): only pods of a ResourcePolicy with an eci unit, or "
+                f'labelled {ECI_OPT_IN_LABEL}: "true", may use it'
+            )
+        else:
+            passing.append(node.name)
+    return Placement(
+        passing=tuple(passing),
+        unresolvable=FrozenLabels(unresolvable),
+        scores=FrozenMap(dict.fromkeys((node.name for node in candidates), 0)),
+        summary="no ResourcePolicy selects the pod"
+        + ("" if opted_in or not unresolvable else ": virtual nodes refused"),
+    )
+
+
+def unit_patch(unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
+    """The labels and annotations a pod placed in ``unit`` gets (its ``podLabels``, ``podAnnotations``)."""
+    return unit.pod_labels.to_dict(), unit.pod_annotations.to_dict()
+
+
+def deletion_cost(unit_index: int, n_units: int) -> int:
+    """``controller.kubernetes.io/pod-deletion-cost`` for a pod in unit ``unit_index`` (0-based) of
+    ``n_units``: the last unit costs 0 and each earlier unit 100 more, so scale-in removes pods of later
+    units (ECI) first."""
+    if n_units < 1 or not 0 <= unit_index < n_units:
+        raise ValueError(f"unit index {unit_index} is outside 0..{n_units - 1}")
+    return (n_units - 1 - unit_index) * 100
