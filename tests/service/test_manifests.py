@@ -1,0 +1,188 @@
+"""Webhook configurations (generated from the registry), CRDs, kustomization, and the cert tools."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+
+from webhook.admission.configs import cluster_webhook_configs, dev_webhook_configs
+from webhook.admission.state import MANAGED_LABEL
+from webhook.cli import certs as certs_cli
+from webhook.cli import serve as serve_cli
+from webhook.kube.selfcert import issue, needs_renewal, service_dns_names
+from webhook.workloads.registry import all_adapters
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+
+
+def docs(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def test_dev_configs_point_at_the_url_and_trust_the_ca() -> None:
+    mutating, validating = dev_webhook_configs("https://127.0.0.1:9443/", b"PEM")
+    assert mutating["kind"] == "MutatingWebhookConfiguration"
+    assert validating["kind"] == "ValidatingWebhookConfiguration"
+    for hook in mutating["webhooks"]:
+        assert hook["clientConfig"] == {
+            "url": "https://127.0.0.1:9443/mutate",
+            "caBundle": base64.b64encode(b"PEM").decode(),
+        }
+    for hook in validating["webhooks"]:
+        assert hook["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
+    for hook in mutating["webhooks"] + validating["webhooks"]:
+        assert hook["failurePolicy"] == "Fail"
+        assert hook["sideEffects"] == "None"
+        assert hook["timeoutSeconds"] == 5
+        assert hook["admissionReviewVersions"] == ["v1"]
+
+
+def test_job_hooks_match_managed_namespaces_only_and_never_kube_system() -> None:
+    mutating, validating = dev_webhook_configs("https://127.0.0.1:9443", b"PEM")
+    job_hooks = [
+        h for h in mutating["webhooks"] + validating["webhooks"] if h["name"].split(".")[0] in ("jobs", "pods")
+    ]
+    assert len(job_hooks) == 4
+    for hook in job_hooks:
+        selector = hook["namespaceSelector"]
+        assert selector["matchLabels"] == {MANAGED_LABEL: "true"}
+        assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]} in selector[
+            "matchExpressions"
+        ]
+    loose, _ = dev_webhook_configs("https://127.0.0.1:9443", b"PEM", require_managed_label=False)
+    assert "matchLabels" not in loose["webhooks"][0]["namespaceSelector"]
+
+
+def test_every_registered_kind_is_mutated_at_creation_and_validated_on_update() -> None:
+    mutating, validating = cluster_webhook_configs()
+
+    def covered(config: dict[str, Any], operation: str) -> set[tuple[str, str]]:
+        out = set()
+        for hook in config["webhooks"]:
+            for rule in hook["rules"]:
+                if operation in rule["operations"]:
+                    out |= {(g, r) for g in rule["apiGroups"] for r in rule["resources"]}
+        return out
+
+    kinds = {(a.group, a.plural) for a in all_adapters()}
+    assert kinds <= covered(mutating, "CREATE")
+    assert kinds <= covered(validating, "UPDATE")
+    assert {
+        ("scheduling.sigs.k8s.io", "elasticquotatrees"),
+        ("scheduling.alibabacloud.com", "resourcepolicies"),
+        ("scheduling.x-k8s.io", "queues"),
+    } <= covered(validating, "CREATE")
+
+
+def test_generated_manifest_is_up_to_date() -> None:
+    on_disk = docs(MANIFESTS / "webhook" / "webhook-configurations.yaml")
+    assert on_disk == cluster_webhook_configs(), (
+        "run: python -m webhook.admission.configs > manifests/webhook/webhook-configurations.yaml"
+    )
+
+
+def test_crds_have_the_names_users_rely_on() -> None:
+    crds = {
+        doc["spec"]["names"]["kind"]: doc
+        for path in sorted((MANIFESTS / "crds").glob("*.yaml"))
+        for doc in docs(path)
+        if doc.get("kind") == "CustomResourceDefinition"
+    }
+    tree = crds["ElasticQuotaTree"]["spec"]
+    assert tree["group"] == "scheduling.sigs.k8s.io" and tree["scope"] == "Namespaced"
+    assert set(tree["names"]["shortNames"]) == {"eqtree", "eqtrees"}
+    assert tree["versions"][0]["name"] == "v1beta1" and tree["versions"][0]["subresources"] == {"status": {}}
+    queue = crds["Queue"]["spec"]
+    assert queue["group"] == "scheduling.x-k8s.io" and queue["versions"][0]["name"] == "v1alpha1"
+    assert any(c["jsonPath"] == ".spec.queuePolicy" for c in queue["versions"][0]["additionalPrinterColumns"])
+    policy = crds["ResourcePolicy"]["spec"]
+    assert policy["group"] == "scheduling.alibabacloud.com" and policy["versions"][0]["name"] == "v1alpha1"
+
+
+def test_kustomization_lists_existing_files_and_every_crd() -> None:
+    (doc,) = docs(MANIFESTS / "kustomization.yaml")
+    for resource in doc["resources"]:
+        assert (MANIFESTS / resource).exists(), resource
+    crds = sorted(f"crds/{path.name}" for path in (MANIFESTS / "crds").iterdir())
+    assert set(crds) <= set(doc["resources"])
+
+
+def test_crds_directory_holds_only_crds() -> None:
+    # The dev cluster runs `kubectl apply -f manifests/crds/`: anything else there would break it.
+    for path in (MANIFESTS / "crds").iterdir():
+        assert path.suffix == ".yaml"
+        assert all(d["kind"] == "CustomResourceDefinition" for d in docs(path))
+
+
+def test_deployment_is_highly_available() -> None:
+    by_kind = {doc["kind"]: doc for doc in docs(MANIFESTS / "webhook" / "deployment.yaml")}
+    deployment = by_kind["Deployment"]["spec"]
+    assert deployment["replicas"] == 2
+    container = deployment["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert by_kind["PodDisruptionBudget"]["spec"]["minAvailable"] == 1
+    assert by_kind["Service"]["spec"]["ports"][0]["port"] == 443
+    # The flags the Deployment passes are ones kq serve accepts.
+    parser = argparse.ArgumentParser()
+    serve_cli.register(parser.add_subparsers())
+    args = parser.parse_args(container["args"])
+    options = serve_cli.options_from_args(args)
+    assert options.self_signed_secret == ("kube-queue", "kube-queue-webhook-tls")
+
+
+def test_kq_certs_writes_a_ca_and_a_serving_certificate(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    certs_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["certs", "--out", str(tmp_path), "--dns", "webhook.example", "--ip", "127.0.0.1"])
+    assert certs_cli.run(args) == 0
+    for name in ("ca.crt", "ca.key", "tls.crt", "tls.key"):
+        assert (tmp_path / name).is_file()
+    assert (tmp_path / "tls.key").stat().st_mode & 0o077 == 0
+    cert = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "webhook.example" in sans.get_values_for_type(x509.DNSName)
+    assert "kube-queue-webhook.kube-queue.svc" in sans.get_values_for_type(x509.DNSName)
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    ca_before = (tmp_path / "ca.crt").read_bytes()
+    certs_cli.run(args)
+    assert (tmp_path / "ca.crt").read_bytes() == ca_before  # the CA is reused
+
+
+def test_kq_serve_refuses_missing_certificates(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    serve_cli.register(parser.add_subparsers())
+    with pytest.raises(SystemExit, match="kq certs"):
+        serve_cli.options_from_args(parser.parse_args(["serve"]))
+    with pytest.raises(SystemExit, match="does not exist"):
+        serve_cli.options_from_args(
+            parser.parse_args(["serve", "--cert", str(tmp_path / "x"), "--key", str(tmp_path / "y")])
+        )
+    args = parser.parse_args(["serve", "--self-signed-secret", "ns/name", "--controller-user", "dev"])
+    options = serve_cli.options_from_args(args)
+    assert options.settings.controller_users == {"dev", "system:serviceaccount:kube-queue:kube-queue-controller"}
+
+
+def test_self_issued_certificates_renew_before_expiry_or_on_new_names() -> None:
+    names = service_dns_names("kube-queue-webhook", "kube-queue")
+    certs = issue(names)
+    now = datetime.datetime.now(datetime.UTC)
+    assert needs_renewal(certs, names, (), now) is None
+    assert needs_renewal(certs, names, (), now + datetime.timedelta(days=340)) is not None
+    assert "lacks the names" in str(needs_renewal(certs, [*names, "extra.example"], (), now))
+
+
+def test_kq_help_lists_serve_and_certs() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "webhook.cli.main", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "serve" in out.stdout and "certs" in out.stdout

@@ -1,0 +1,216 @@
+"""The mutating handler: every kind is held and tagged in managed namespaces; nothing else is touched."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.service.helpers import (
+    CONTROLLER,
+    JOB_BUILDERS,
+    batch_job,
+    patched,
+    pod,
+    response,
+    review,
+    template,
+    tfjob,
+)
+from webhook.admission.mutate import mutate
+from webhook.admission.state import AdmissionState, Settings
+from webhook.core.placement import parse_policy
+from webhook.workloads.base import ADMISSION_GATE, ECI_TOLERATION, QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
+from webhook.workloads.registry import adapter_for
+
+LEAF, FULL = "Department-a", "root/Department-a"
+
+
+def eci_policy(namespace: str = "user-a", selector: dict[str, str] | None = None, eci: bool = True) -> Any:
+    units: list[dict[str, Any]] = [{"resource": "ecs", "nodeSelector": {"pool": "a"}}]
+    if eci:
+        units.append({"resource": "eci", "max": 10})
+    return parse_policy(
+        {
+            "apiVersion": "scheduling.alibabacloud.com/v1alpha1",
+            "kind": "ResourcePolicy",
+            "metadata": {"name": "rp", "namespace": namespace},
+            "spec": {"selector": selector or {}, "strategy": "prefer", "units": units},
+        }
+    )
+
+
+def templates_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = obj["kind"]
+    adapter = adapter_for(*{"Pod": ("", "Pod")}.get(kind, (obj["apiVersion"].split("/")[0], kind)))
+    assert adapter is not None
+    return [dict(t.template) for t in adapter.pod_templates(obj)]
+
+
+def test_seed_job_with_suspend_false_comes_back_suspended_and_labelled(
+    state: AdmissionState, settings: Settings
+) -> None:
+    job = batch_job(suspend=False)
+    out = mutate(review(job), state, settings)
+    resp = response(out)
+    assert resp["uid"] == "req-1"
+    assert resp["allowed"] is True
+    assert resp["patchType"] == "JSONPatch"
+    orjson.loads(base64.b64decode(resp["patch"]))  # valid base64 JSON
+    result = patched(job, out)
+    assert result["spec"]["suspend"] is True
+    assert result["metadata"]["labels"][QUOTA_LABEL] == LEAF
+    assert result["metadata"]["annotations"][QUOTA_FULLNAME_ANNOTATION] == FULL
+    assert result["spec"]["template"]["metadata"]["labels"][QUOTA_LABEL] == LEAF
+    assert "root-department-a-user-a" in resp["warnings"][0]
+
+
+@pytest.mark.parametrize("kind", sorted(JOB_BUILDERS))
+def test_every_kind_is_held_and_tagged_with_its_quota(kind: str, state: AdmissionState, settings: Settings) -> None:
+    obj = JOB_BUILDERS[kind](namespace="user-c")
+    result = patched(obj, mutate(review(obj), state, settings))
+    adapter = adapter_for(*(("", "Pod") if kind == "Pod" else (obj["apiVersion"].split("/")[0], kind)))
+    assert adapter is not None and adapter.is_suspended(result)
+    assert result["metadata"]["labels"][QUOTA_LABEL] == "Department-b"
+    assert result["metadata"]["annotations"][QUOTA_FULLNAME_ANNOTATION] == "root/Department-b"
+    for each in templates_of(result):
+        assert each["metadata"]["labels"][QUOTA_LABEL] == "Department-b"
+        assert each["metadata"]["annotations"][QUOTA_FULLNAME_ANNOTATION] == "root/Department-b"
+
+
+def test_kubeflow_suspend_false_is_forced_true(state: AdmissionState, settings: Settings) -> None:
+    job = tfjob(suspend=False)
+    assert patched(job, mutate(review(job), state, settings))["spec"]["runPolicy"]["suspend"] is True
+
+
+def test_plain_pod_gets_the_admission_gate(state: AdmissionState, settings: Settings) -> None:
+    obj = pod()
+    result = patched(obj, mutate(review(obj), state, settings))
+    assert {"name": ADMISSION_GATE} in result["spec"]["schedulingGates"]
+
+
+def test_pod_of_a_job_is_tagged_but_not_gated(state: AdmissionState, settings: Settings) -> None:
+    obj = pod(owned=True)
+    out = mutate(review(obj), state, settings)
+    result = patched(obj, out)
+    assert "schedulingGates" not in result["spec"]
+    assert result["metadata"]["labels"][QUOTA_LABEL] == LEAF
+    assert "warnings" not in response(out)
+
+
+def test_already_tagged_and_held_job_gets_no_patch(state: AdmissionState, settings: Settings) -> None:
+    job = patched(batch_job(), mutate(review(batch_job()), state, settings))
+    resp = response(mutate(review(job), state, settings))
+    assert resp["allowed"] is True
+    assert "patch" not in resp
+
+
+def test_namespaces_outside_the_tree_pass_untouched(state: AdmissionState, settings: Settings) -> None:
+    for obj in (batch_job(namespace="default"), pod(namespace="kube-system"), tfjob(namespace="other")):
+        resp = response(mutate(review(obj), state, settings))
+        assert resp == {"uid": "req-1", "allowed": True}
+
+
+def test_without_a_tree_nothing_is_managed(settings: Settings) -> None:
+    resp = response(mutate(review(batch_job()), AdmissionState(), settings))
+    assert resp == {"uid": "req-1", "allowed": True}
+
+
+def test_controller_identities_are_never_mutated(state: AdmissionState) -> None:
+    settings = Settings(controller_users=frozenset({CONTROLLER, "kq-dev-controller"}))
+    for user in (CONTROLLER, "kq-dev-controller"):
+        resp = response(mutate(review(batch_job(), user=user), state, settings))
+        assert "patch" not in resp and resp["allowed"]
+
+
+@pytest.mark.parametrize("operation", ["UPDATE", "DELETE"])
+def test_only_creation_is_mutated(operation: str, state: AdmissionState, settings: Settings) -> None:
+    job = batch_job()
+    resp = response(mutate(review(job, operation=operation, old=job), state, settings))
+    assert "patch" not in resp and resp["allowed"]
+
+
+def test_unsupported_kinds_pass(state: AdmissionState, settings: Settings) -> None:
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "user-a"}}
+    body = review(batch_job())
+    body["request"]["kind"] = {"group": "apps", "version": "v1", "kind": "Deployment"}
+    body["request"]["object"] = deployment
+    assert "patch" not in response(mutate(body, state, settings))
+
+
+def test_eci_toleration_on_templates_a_policy_with_an_eci_unit_selects(
+    state: AdmissionState, settings: Settings
+) -> None:
+    state = dataclasses.replace(state, policies={"user-a": (eci_policy(selector={"team": "vision"}),)})
+    job = tfjob()
+    job["spec"]["tfReplicaSpecs"]["Worker"]["template"] = template("2", labels={"team": "vision"})
+    result = patched(job, mutate(review(job), state, settings))
+    worker = result["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    ps = result["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"]
+    assert worker["tolerations"] == [ECI_TOLERATION]
+    assert "tolerations" not in ps
+
+
+def test_eci_toleration_matches_the_quota_label_the_webhook_adds(state: AdmissionState, settings: Settings) -> None:
+    policy = eci_policy(selector={QUOTA_LABEL: LEAF})
+    state = dataclasses.replace(state, policies={"user-a": (policy,)})
+    result = patched(batch_job(), mutate(review(batch_job()), state, settings))
+    assert result["spec"]["template"]["spec"]["tolerations"] == [ECI_TOLERATION]
+
+
+def test_eci_toleration_is_appended_once_to_existing_tolerations(state: AdmissionState, settings: Settings) -> None:
+    state = dataclasses.replace(state, policies={"user-a": (eci_policy(),)})
+    other = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+    obj = pod(tolerations=[other])
+    result = patched(obj, mutate(review(obj), state, settings))
+    assert result["spec"]["tolerations"] == [other, ECI_TOLERATION]
+    again = patched(result, mutate(review(result), state, settings))
+    assert again["spec"]["tolerations"] == [other, ECI_TOLERATION]
+
+
+def test_no_toleration_without_an_eci_unit_or_in_another_namespace(state: AdmissionState, settings: Settings) -> None:
+    state = dataclasses.replace(
+        state, policies={"user-a": (eci_policy(eci=False),), "user-b": (eci_policy(namespace="user-b"),)}
+    )
+    result = patched(batch_job(), mutate(review(batch_job()), state, settings))
+    assert "tolerations" not in result["spec"]["template"]["spec"]
+
+
+def test_owned_pods_matched_by_an_eci_policy_get_the_toleration(state: AdmissionState, settings: Settings) -> None:
+    state = dataclasses.replace(state, policies={"user-a": (eci_policy(),)})
+    obj = pod(owned=True)
+    result = patched(obj, mutate(review(obj), state, settings))
+    assert result["spec"]["tolerations"] == [ECI_TOLERATION]
+
+
+def test_unreadable_job_is_refused_with_the_field_named(state: AdmissionState, settings: Settings) -> None:
+    job = batch_job()
+    job["spec"]["suspend"] = "no"
+    resp = response(mutate(review(job), state, settings))
+    assert resp["allowed"] is False
+    assert resp["status"]["code"] == 422
+    assert "/spec/suspend" in resp["status"]["message"]
+
+
+def test_namespace_taken_from_the_object_when_the_request_has_none(state: AdmissionState, settings: Settings) -> None:
+    body = review(batch_job(), namespace="")
+    assert patched(batch_job(), mutate(body, state, settings))["spec"]["suspend"] is True
+
+
+@pytest.mark.parametrize("metadata", [[], "x", 3])
+def test_mistyped_metadata_is_refused_not_an_internal_error(
+    metadata: object, state: AdmissionState, settings: Settings
+) -> None:
+    job = batch_job()
+    job["metadata"] = metadata
+    body = review(batch_job(), namespace="")
+    body["request"]["object"] = job
+    resp = response(mutate(body, state, settings))
+    assert resp["allowed"] is False
+    assert resp["status"]["code"] == 422
+    body["request"]["namespace"] = "user-a"
+    resp = response(mutate(body, state, settings))
+    assert resp["status"]["code"] == 422

@@ -1,0 +1,176 @@
+"""``kq serve`` end to end against a fake apiserver: TLS, list + watch caches, readiness, live state."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import socket
+import ssl
+import sys
+import types
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from tests.builders import SEED_TREE_SPEC
+from tests.service.helpers import batch_job, review
+from webhook.admission.review import decoded_patch
+from webhook.admission.state import Settings
+from webhook.cli import serve as serve_module
+from webhook.cli.certs import write_certs
+from webhook.cli.serve import ServeOptions, serve
+from webhook.kube.client import KubeClient
+
+TREE: dict[str, Any] = {
+    "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
+    "kind": "ElasticQuotaTree",
+    "metadata": {"name": "elasticquotatree", "namespace": "kube-system", "resourceVersion": "5"},
+    "spec": SEED_TREE_SPEC,
+}
+
+
+class FakeApiserver:
+    """Lists from ``objects``; watches stream what tests put in ``events`` (per collection path)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.events: dict[str, asyncio.Queue[dict[str, Any]]] = defaultdict(asyncio.Queue)
+        self.requests: list[tuple[str, str]] = []
+        self.app = web.Application()
+        self.app.router.add_get("/{path:.*}", self.handle)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        path = "/" + request.match_info["path"]
+        self.requests.append((path, request.query_string))
+        if request.headers.get("Authorization") != "Bearer test-token":
+            return web.json_response({"kind": "Status", "code": 401, "reason": "Unauthorized"}, status=401)
+        if request.query.get("watch") == "true":
+            response = web.StreamResponse()
+            response.content_type = "application/json"
+            await response.prepare(request)
+            queue = self.events[path]
+            while True:
+                event = await queue.get()
+                await response.write(orjson.dumps(event) + b"\n")
+        return web.json_response({"items": self.objects[path], "metadata": {"resourceVersion": "10"}})
+
+
+def kubeconfig(path: Path, port: int) -> Path:
+    path.write_text(
+        f"""apiVersion: v1
+kind: Config
+clusters: [{{name: fake, cluster: {{server: "http://127.0.0.1:{port}"}}}}]
+users: [{{name: tester, user: {{token: test-token}}}}]
+contexts: [{{name: fake, context: {{cluster: fake, user: tester}}}}]
+current-context: fake
+"""
+    )
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+async def apiserver() -> AsyncIterator[tuple[FakeApiserver, int]]:
+    fake = FakeApiserver()
+    fake.objects["/apis/scheduling.sigs.k8s.io/v1beta1/namespaces/kube-system/elasticquotatrees"] = [TREE]
+    server = TestServer(fake.app, host="127.0.0.1")
+    await server.start_server()
+    assert server.port is not None
+    try:
+        yield fake, server.port
+    finally:
+        await server.close()
+
+
+async def wait_ready(session: aiohttp.ClientSession, base: str, ssl_context: ssl.SSLContext) -> None:
+    for _ in range(400):
+        with contextlib.suppress(aiohttp.ClientError):
+            async with session.get(f"{base}/readyz", ssl=ssl_context) as resp:
+                if resp.status == 200:
+                    return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the service never became ready")
+
+
+def install_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin (as the extender or controller would be) that adds a route to the same server."""
+    plugin = types.ModuleType("kq_test_plugin")
+
+    async def ping(request: web.Request) -> web.Response:
+        return web.Response(text="pong")
+
+    async def attach(app: web.Application, client: KubeClient, args: argparse.Namespace) -> None:
+        app.router.add_get("/ping", ping)
+
+    plugin.attach = attach  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "kq_test_plugin", plugin)
+    monkeypatch.setattr(serve_module, "PLUGIN_MODULES", ("kq_test_plugin", "kq_absent_plugin"))
+
+
+async def test_serve_answers_over_tls_from_watched_state(
+    apiserver: tuple[FakeApiserver, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, api_port = apiserver
+    install_plugin(monkeypatch)
+    written = write_certs(tmp_path / "certs", [], ["127.0.0.1"])
+    port = free_port()
+    options = ServeOptions(
+        host="127.0.0.1",
+        port=port,
+        cert=written["tls.crt"],
+        key=written["tls.key"],
+        kubeconfig=str(kubeconfig(tmp_path / "kubeconfig", api_port)),
+        settings=Settings(),
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(options, stop))
+    client_tls = ssl.create_default_context(cafile=str(written["ca.crt"]))
+    base = f"https://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as session:
+            await wait_ready(session, base, client_tls)
+            async with session.post(f"{base}/mutate", data=orjson.dumps(review(batch_job())), ssl=client_tls) as resp:
+                out = await resp.json()
+            assert {"op": "add", "path": "/spec/suspend", "value": True} in decoded_patch(out)
+            async with session.get(f"{base}/ping", ssl=client_tls) as resp:
+                assert await resp.text() == "pong"
+
+            # The tree is deleted: the watch carries it to the state, and user-a is no longer managed.
+            tree_path = "/apis/scheduling.sigs.k8s.io/v1beta1/namespaces/kube-system/elasticquotatrees"
+            await fake.events[tree_path].put(
+                {"type": "DELETED", "object": {**TREE, "metadata": {**TREE["metadata"], "resourceVersion": "11"}}}
+            )
+            for _ in range(400):
+                async with session.post(
+                    f"{base}/mutate", data=orjson.dumps(review(batch_job())), ssl=client_tls
+                ) as resp:
+                    out = await resp.json()
+                if not decoded_patch(out):
+                    break
+                await asyncio.sleep(0.05)
+            assert decoded_patch(out) == []
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=30)
+    watched = {path for path, query in fake.requests if "watch=true" in query}
+    assert watched == {
+        "/apis/scheduling.sigs.k8s.io/v1beta1/namespaces/kube-system/elasticquotatrees",
+        "/apis/scheduling.alibabacloud.com/v1alpha1/resourcepolicies",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        "/api/v1/namespaces",
+    }
+    assert all("allowWatchBookmarks=true" in query for path, query in fake.requests if "watch=true" in query)

@@ -1,0 +1,160 @@
+"""The aiohttp application: ``POST /mutate``, ``POST /validate``, ``GET /healthz``, ``GET /readyz``.
+
+The HTTP layer is thin: :func:`respond` turns a request body into ``(HTTP status, body)`` with the pure
+handlers, so it can be tested and fuzzed without a server. Its contract:
+
+* a usable AdmissionReview -> 200 with the response review (``uid`` echoed);
+* a review that names a ``uid`` but is otherwise unusable, or a handler failure -> 200 with a refusal
+  (``allowed: false``) saying what was wrong;
+* anything else (not JSON, no ``uid``) -> 400 with a JSON error; a body over the size limit -> 413; a body
+  that does not arrive within 10 s -> 408.
+
+Never a 500, never a hang: the handlers are synchronous and do no I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from webhook.admission import metrics
+from webhook.admission.mutate import mutate_request
+from webhook.admission.review import AdmissionRequest, ReviewError, deny, encode, parse_request
+from webhook.admission.state import AdmissionState, Settings, StateStore
+from webhook.admission.validate import validate_request
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[AdmissionRequest, AdmissionState, Settings], dict[str, Any]]
+HANDLERS: Mapping[str, Handler] = {"mutate": mutate_request, "validate": validate_request}
+
+BODY_READ_SECONDS = 10.0
+"""A client that stalls while sending its body is cut off (the apiserver's own timeout is at most 30 s)."""
+
+STORE_KEY = web.AppKey("store", StateStore)
+SETTINGS_KEY = web.AppKey("settings", Settings)
+
+
+def _error(message: str) -> bytes:
+    return orjson.dumps({"error": message})
+
+
+def _decision(review: Mapping[str, Any]) -> str:
+    response = review.get("response")
+    if not isinstance(response, Mapping):
+        return "error"
+    if not response.get("allowed"):
+        return "denied"
+    return "patched" if response.get("patch") else "allowed"
+
+
+def respond(endpoint: str, body: bytes, state: AdmissionState, settings: Settings) -> tuple[int, bytes]:
+    """``(HTTP status, response body)`` for one request to ``/mutate`` or ``/validate``."""
+    handler = HANDLERS.get(endpoint)
+    if handler is None:
+        return 404, _error(f"no admission endpoint {endpoint!r}; use /mutate or /validate")
+    started = time.perf_counter()
+    kind = "-"
+    try:
+        try:
+            decoded = orjson.loads(body)
+        except orjson.JSONDecodeError as error:
+            metrics.observe(endpoint, "-", "bad_request", time.perf_counter() - started)
+            return 400, _error(f"the body is not JSON: {error}")
+        try:
+            request = parse_request(decoded)
+        except ReviewError as error:
+            if error.uid is None:
+                metrics.observe(endpoint, "-", "bad_request", time.perf_counter() - started)
+                return 400, _error(f"not a usable AdmissionReview: {error.message}")
+            review = deny(error.uid, f"not a usable AdmissionReview: {error.message}", 400, "BadRequest")
+            metrics.observe(endpoint, "-", "denied", time.perf_counter() - started)
+            return 200, encode(review)
+        kind = request.kind.kind
+        try:
+            review = handler(request, state, settings)
+        except Exception as error:
+            log.exception(
+                "component=admission event=handler_failed endpoint=%s uid=%s object=%r",
+                endpoint,
+                request.uid,
+                request.display_name,
+            )
+            review = deny(
+                request.uid,
+                f"kube-queue could not check {request.display_name}: internal error ({type(error).__name__}); "
+                "retry, and report it if it persists",
+                500,
+                "InternalError",
+            )
+        decision = _decision(review)
+        if decision != "allowed" or log.isEnabledFor(logging.DEBUG):
+            log.log(
+                logging.INFO if decision != "allowed" else logging.DEBUG,
+                "component=admission endpoint=%s decision=%s operation=%s object=%r user=%s",
+                endpoint,
+                decision,
+                request.operation,
+                request.display_name,
+                request.username,
+            )
+        metrics.observe(endpoint, kind, decision, time.perf_counter() - started)
+        return 200, encode(review)
+    except Exception as error:  # the last line of defence: never a 500
+        log.exception("component=admission event=respond_failed endpoint=%s", endpoint)
+        return 400, _error(f"cannot process the request: {type(error).__name__}")
+
+
+async def _admit(request: web.Request) -> web.Response:
+    endpoint = request.match_info["endpoint"]
+    try:
+        async with asyncio.timeout(BODY_READ_SECONDS):
+            body = await request.read()
+    except TimeoutError:
+        return web.Response(
+            status=408, body=_error("the request body did not arrive in time"), content_type="application/json"
+        )
+    store = request.app[STORE_KEY]
+    status, payload = respond(endpoint, body, store.current, request.app[SETTINGS_KEY])
+    return web.Response(status=status, body=payload, content_type="application/json")
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    store = request.app[STORE_KEY]
+    if not store.ready:
+        return web.Response(status=503, text="caches not synced yet")
+    return web.Response(text="ok")
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+    """HTTP errors (404, 405, 413...) keep their status; anything unexpected becomes a 400, not a 500."""
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except web.HTTPException:
+        raise
+    except Exception as error:
+        log.exception("component=admission event=request_failed path=%s", request.path)
+        return web.Response(status=400, body=_error(type(error).__name__), content_type="application/json")
+
+
+def make_app(store: StateStore, settings: Settings) -> web.Application:
+    """The application; run it with :func:`aiohttp.web.run_app` or an ``AppRunner`` and a TLS site."""
+    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[_errors])
+    app[STORE_KEY] = store
+    app[SETTINGS_KEY] = settings
+    app.router.add_post("/{endpoint:mutate|validate}", _admit)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    return app

@@ -1,0 +1,233 @@
+"""The Mutating/ValidatingWebhookConfigurations, generated from the adapter registry.
+
+One source for both deployments:
+
+* in a cluster, :func:`cluster_webhook_configs` points at the Service ``kube-queue-webhook`` (the YAML in
+  ``manifests/webhook/webhook-configurations.yaml`` is its output: ``python -m webhook.admission.configs``);
+* on the dev cluster, :func:`dev_webhook_configs` points at ``https://127.0.0.1:PORT`` by URL.
+
+Job kinds (every adapter in :mod:`webhook.workloads`) are matched only in namespaces labelled
+``kube-queue.x-k8s.io/managed: "true"`` (the controller labels the namespaces of the quota tree) and never in
+``kube-system``, so system namespaces and unmanaged ones never depend on the webhook. Pods are matched at
+creation (all of them: a pod a job controller made is tagged, not held) and, on update, only when they carry
+the quota label. Quota trees, ResourcePolicies and Queues are validated everywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from webhook.admission.state import MANAGED_LABEL
+from webhook.workloads.base import QUOTA_LABEL
+from webhook.workloads.registry import all_adapters
+
+__all__ = ["MANAGED_LABEL", "cluster_webhook_configs", "dev_webhook_configs", "set_ca_bundle", "webhook_configs"]
+
+NAME = "kube-queue"
+"""Name of both configuration objects."""
+SERVICE_NAME = "kube-queue-webhook"
+SERVICE_NAMESPACE = "kube-queue"
+SERVICE_PORT = 443
+TIMEOUT_SECONDS = 5
+EXCLUDED_NAMESPACES = ("kube-system",)
+
+ClientConfig = Callable[[str], dict[str, Any]]
+"""``path -> clientConfig`` (without ``caBundle``)."""
+
+
+def _job_rules(operations: list[str], *, pods: bool) -> list[dict[str, Any]]:
+    by_group: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for adapter in all_adapters():
+        if (adapter.plural == "pods") != pods:
+            continue
+        by_group.setdefault((adapter.group, adapter.versions), []).append(adapter.plural)
+    return [
+        {
+            "apiGroups": [group],
+            "apiVersions": list(versions),
+            "resources": sorted(plurals),
+            "operations": operations,
+            "scope": "Namespaced",
+        }
+        for (group, versions), plurals in sorted(by_group.items())
+    ]
+
+
+def _namespace_selector(require_managed_label: bool) -> dict[str, Any]:
+    selector: dict[str, Any] = {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(EXCLUDED_NAMESPACES)}
+        ]
+    }
+    if require_managed_label:
+        selector["matchLabels"] = {MANAGED_LABEL: "true"}
+    return selector
+
+
+def _webhook(
+    name: str,
+    client_config: dict[str, Any],
+    rules: list[dict[str, Any]],
+    *,
+    namespace_selector: dict[str, Any] | None = None,
+    object_selector: dict[str, Any] | None = None,
+    mutating: bool = False,
+) -> dict[str, Any]:
+    hook: dict[str, Any] = {
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "clientConfig": client_config,
+        "rules": rules,
+        "failurePolicy": "Fail",
+        "matchPolicy": "Equivalent",
+        "sideEffects": "None",
+        "timeoutSeconds": TIMEOUT_SECONDS,
+    }
+    if namespace_selector is not None:
+        hook["namespaceSelector"] = namespace_selector
+    if object_selector is not None:
+        hook["objectSelector"] = object_selector
+    if mutating:
+        hook["reinvocationPolicy"] = "IfNeeded"
+    return hook
+
+
+def webhook_configs(
+    client_config: ClientConfig, ca_bundle_pem: bytes | None = None, *, require_managed_label: bool = True
+) -> list[dict[str, Any]]:
+    """``[MutatingWebhookConfiguration, ValidatingWebhookConfiguration]`` named ``kube-queue``."""
+    ca = base64.b64encode(ca_bundle_pem).decode("ascii") if ca_bundle_pem else None
+
+    def config(path: str) -> dict[str, Any]:
+        out = dict(client_config(path))
+        if ca is not None:
+            out["caBundle"] = ca
+        return out
+
+    managed = _namespace_selector(require_managed_label)
+    quota_pods = {"matchExpressions": [{"key": QUOTA_LABEL, "operator": "Exists"}]}
+    metadata = {"name": NAME, "labels": {"app.kubernetes.io/name": "kube-queue"}}
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": metadata,
+        "webhooks": [
+            _webhook(
+                "jobs.mutate.kube-queue.x-k8s.io",
+                config("/mutate"),
+                _job_rules(["CREATE"], pods=False),
+                namespace_selector=managed,
+                mutating=True,
+            ),
+            _webhook(
+                "pods.mutate.kube-queue.x-k8s.io",
+                config("/mutate"),
+                _job_rules(["CREATE"], pods=True),
+                namespace_selector=managed,
+                mutating=True,
+            ),
+        ],
+    }
+    everywhere = [
+        ("elasticquotatrees", "scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees"),
+        ("resourcepolicies", "scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies"),
+        ("queues", "scheduling.x-k8s.io", "v1alpha1", "queues"),
+    ]
+    validating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": metadata,
+        "webhooks": [
+            _webhook(
+                "jobs.validate.kube-queue.x-k8s.io",
+                config("/validate"),
+                _job_rules(["CREATE", "UPDATE"], pods=False),
+                namespace_selector=managed,
+            ),
+            _webhook(
+                "pods.validate.kube-queue.x-k8s.io",
+                config("/validate"),
+                _job_rules(["UPDATE"], pods=True),
+                namespace_selector=managed,
+                object_selector=quota_pods,
+            ),
+            *(
+                _webhook(
+                    f"{short}.validate.kube-queue.x-k8s.io",
+                    config("/validate"),
+                    [
+                        {
+                            "apiGroups": [group],
+                            "apiVersions": [version],
+                            "resources": [plural],
+                            "operations": ["CREATE", "UPDATE"],
+                            "scope": "Namespaced",
+                        }
+                    ],
+                )
+                for short, group, version, plural in everywhere
+            ),
+        ],
+    }
+    # Independent copies: no shared sub-objects (callers may edit one; YAML output has no anchors).
+    copied: list[dict[str, Any]] = orjson.loads(orjson.dumps([mutating, validating]))
+    return copied
+
+
+def dev_webhook_configs(
+    url_base: str, ca_bundle_pem: bytes, *, require_managed_label: bool = True
+) -> list[dict[str, Any]]:
+    """The two configurations for a service reached by URL (``https://127.0.0.1:9443``), trusting
+    ``ca_bundle_pem``. With ``require_managed_label=False`` every namespace but ``kube-system`` is sent
+    to the webhook (the handlers still leave namespaces outside the tree untouched)."""
+    base = url_base.rstrip("/")
+    return webhook_configs(
+        lambda path: {"url": base + path}, ca_bundle_pem, require_managed_label=require_managed_label
+    )
+
+
+def cluster_webhook_configs(
+    ca_bundle_pem: bytes | None = None,
+    *,
+    service_name: str = SERVICE_NAME,
+    service_namespace: str = SERVICE_NAMESPACE,
+    port: int = SERVICE_PORT,
+) -> list[dict[str, Any]]:
+    """The two configurations for the in-cluster Service (``caBundle`` injected at run time when omitted)."""
+    return webhook_configs(
+        lambda path: {"service": {"name": service_name, "namespace": service_namespace, "path": path, "port": port}},
+        ca_bundle_pem,
+    )
+
+
+def set_ca_bundle(config: Mapping[str, Any], ca_bundle_pem: bytes) -> dict[str, Any]:
+    """A copy of a configuration object with every webhook's ``clientConfig.caBundle`` set."""
+    ca = base64.b64encode(ca_bundle_pem).decode("ascii")
+    out = dict(config)
+    out["webhooks"] = [
+        {**hook, "clientConfig": {**hook.get("clientConfig", {}), "caBundle": ca}}
+        for hook in config.get("webhooks", [])
+    ]
+    return out
+
+
+def main() -> None:
+    """Print the in-cluster configurations as YAML (``manifests/webhook/webhook-configurations.yaml``)."""
+    import yaml  # noqa: PLC0415 - only this generator needs it
+
+    header = (
+        "# Generated by `python -m webhook.admission.configs` from the adapter registry; do not edit.\n"
+        "# caBundle is injected at run time by the service (kq serve --webhook-configuration kube-queue).\n"
+        "# Job kinds are sent here only from namespaces labelled kube-queue.x-k8s.io/managed=true: the controller\n"
+        "# sets that label on every namespace of the ElasticQuotaTree (and removes it when one leaves the tree).\n"
+    )
+    sys.stdout.write(header + yaml.safe_dump_all(cluster_webhook_configs(), sort_keys=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""Prometheus metrics of the admission service (default registry; served by ``kq serve --metrics-port``).
+
+* ``kube_queue_webhook_requests_total{endpoint, kind, decision}`` - decision is ``allowed``, ``patched``,
+  ``denied`` or ``bad_request``;
+* ``kube_queue_webhook_request_duration_seconds{endpoint}`` - time in the handler (decode, decide, encode).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+REQUESTS = Counter(
+    "kube_queue_webhook_requests",
+    "Admission requests handled, by endpoint, object kind and decision.",
+    ["endpoint", "kind", "decision"],
+)
+DURATION = Histogram(
+    "kube_queue_webhook_request_duration_seconds",
+    "Time to decide one admission request (decode, decide, encode).",
+    ["endpoint"],
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
+)
+
+
+def observe(endpoint: str, kind: str, decision: str, seconds: float) -> None:
+    REQUESTS.labels(endpoint=endpoint, kind=kind, decision=decision).inc()
+    DURATION.labels(endpoint=endpoint).observe(seconds)

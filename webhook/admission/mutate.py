@@ -1,0 +1,103 @@
+"""The mutating handler: hold every new job of a managed namespace and tag it with its quota.
+
+For a supported kind created in a namespace that a leaf of the quota tree lists, by anyone but the
+controller:
+
+* the hold is forced (``spec.suspend`` / ``spec.runPolicy.suspend`` set true even when the user wrote
+  false; a plain Pod gets the scheduling gate ``kube-queue.x-k8s.io/admission``);
+* the job and every pod template get the label ``quota.scheduling.alibabacloud.com/name: <leaf>`` and the
+  annotation ``kube-queue/quota-fullname: root/...``;
+* every pod template (or Pod) that a ResourcePolicy with an ``eci`` unit selects gets the toleration of the
+  virtual node's taint.
+
+Pods owned by a controller (a Job's pods, a ReplicaSet's pods) are tagged but not held on their own: their
+owner is queued. Everything else passes untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
+from webhook.admission.state import AdmissionState, Settings
+from webhook.core.placement import PodView, policy_for_pod
+from webhook.core.quota import queue_name
+from webhook.core.workload import WorkloadError
+from webhook.workloads.base import Adapter, JSONPatch, PatchError, apply_patch, str_at
+from webhook.workloads.registry import adapter_for
+
+
+def mutate(review: Mapping[str, Any], state: AdmissionState, settings: Settings) -> dict[str, Any]:
+    """The response AdmissionReview for a decoded request review (raises ``ReviewError`` when unusable)."""
+    request = parse_request(review)
+    return mutate_request(request, state, settings)
+
+
+def mutate_request(request: AdmissionRequest, state: AdmissionState, settings: Settings) -> dict[str, Any]:
+    if request.operation != "CREATE" or request.sub_resource or settings.is_controller(request.username):
+        return allow(request.uid)
+    adapter = adapter_for(request.kind.group, request.kind.kind)
+    if adapter is None or request.obj is None:
+        return allow(request.uid)
+    try:
+        namespace = request.namespace or (str_at(request.obj, "metadata", "namespace") or "")
+        leaf = state.leaf_for_namespace(namespace)
+        if leaf is None:
+            return allow(request.uid)
+        ops, held = _operations(
+            adapter, request.obj, namespace, leaf_name=leaf.name, full_name=leaf.full_name, state=state
+        )
+        name = request.name or str_at(request.obj, "metadata", "name") or ""
+    except (WorkloadError, PatchError) as error:
+        return deny(
+            request.uid,
+            f"kube-queue cannot read {request.display_name}: {error}",
+            code=422,
+            reason="Invalid",
+        )
+    warnings: list[str] = []
+    if held and settings.warn_on_hold:
+        queue = queue_name(leaf.name, namespace)
+        warnings.append(
+            f"kube-queue: {request.kind.kind} {namespace}/{name or '<generated>'} is queued for quota "
+            f"{leaf.full_name} (queue {queue}); it starts when the quota allows. "
+            f"Position: kubectl get queue -n {settings.queue_namespace} {queue} -o yaml"
+        )
+    return allow(request.uid, ops, warnings)
+
+
+def _operations(
+    adapter: Adapter,
+    obj: Mapping[str, Any],
+    namespace: str,
+    *,
+    leaf_name: str,
+    full_name: str,
+    state: AdmissionState,
+) -> tuple[list[JSONPatch], bool]:
+    """The patch, computed step by step on a working copy so later steps see earlier ones (a template's
+    labels include the quota label when the policies are matched)."""
+    ops: list[JSONPatch] = []
+    current: Mapping[str, Any] = obj
+    held = adapter.manages(obj)
+    if held:
+        suspend = adapter.suspend_patch(current)
+        if suspend:
+            current = apply_patch(current, suspend)
+            ops += suspend
+    tag = adapter.tag_patch(current, leaf_name, full_name)
+    policies = state.policies_in(namespace)
+    if tag:
+        if policies:  # only the policy match below reads the tagged labels
+            current = apply_patch(current, tag)
+        ops += tag
+    if policies:
+        name = str_at(current, "metadata", "name") or ""
+        for template in adapter.pod_templates(current):
+            view = PodView(namespace=namespace, name=name, labels=template.labels)
+            policy = policy_for_pod(policies, view)
+            if policy is not None and policy.has_eci_unit:
+                # Each template's tolerations live under its own path: no need to re-apply between them.
+                ops += adapter.toleration_patch(current, template)
+    return ops, held

@@ -1,0 +1,78 @@
+"""Wiring: the watch caches that keep the admission state current.
+
+Four caches - ElasticQuotaTrees (in ``kube-system`` only: the webhook refuses trees anywhere else),
+ResourcePolicies, PriorityClasses and Namespaces - each rebuild their part of the :class:`StateStore` on
+every change. ``store.ready`` turns true once all four have listed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from aiohttp import web
+
+from webhook.admission.state import StateStore
+from webhook.core.quota import TREE_NAMESPACE
+from webhook.kube.cache import ApiListWatch, CacheEvent, WatchCache, wait_synced
+from webhook.kube.client import KubeClient, ResourceRef
+
+log = logging.getLogger(__name__)
+
+TREES = ResourceRef("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", TREE_NAMESPACE)
+POLICIES = ResourceRef("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies")
+PRIORITY_CLASSES = ResourceRef("scheduling.k8s.io", "v1", "priorityclasses")
+NAMESPACES = ResourceRef("", "v1", "namespaces")
+
+
+def _rebuild(update: Callable[[Iterable[Mapping[str, Any]]], None]) -> Callable[[WatchCache, CacheEvent], None]:
+    def listener(cache: WatchCache, event: CacheEvent) -> None:
+        update(cache.items())
+
+    return listener
+
+
+def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TREE_NAMESPACE) -> list[WatchCache]:
+    """The four caches, each wired to its part of ``store`` (not yet running)."""
+    trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
+    pairs: list[tuple[str, ResourceRef, Callable[[Iterable[Mapping[str, Any]]], None]]] = [
+        ("elasticquotatrees", trees, store.set_trees),
+        ("resourcepolicies", POLICIES, store.set_policies),
+        ("priorityclasses", PRIORITY_CLASSES, store.set_priority_classes),
+        ("namespaces", NAMESPACES, store.set_namespaces),
+    ]
+    caches = []
+    for name, ref, update in pairs:
+        cache = WatchCache(name, ApiListWatch(client, ref))
+        cache.add_listener(_rebuild(update))
+        caches.append(cache)
+    return caches
+
+
+def cache_context(
+    caches: Sequence[WatchCache], store: StateStore
+) -> Callable[[web.Application], contextlib.AbstractAsyncContextManager[None]]:
+    """An aiohttp ``cleanup_ctx`` entry: runs the caches for the app's lifetime, marks the store ready once
+    they have all listed, and cancels them on shutdown."""
+
+    @contextlib.asynccontextmanager
+    async def context(app: web.Application) -> AsyncIterator[None]:
+        tasks = [asyncio.create_task(cache.run(), name=f"cache-{cache.name}") for cache in caches]
+
+        async def mark_ready() -> None:
+            await wait_synced(caches)
+            store.ready = True
+            log.info("component=admission event=ready caches=%s", ",".join(cache.name for cache in caches))
+
+        tasks.append(asyncio.create_task(mark_ready(), name="caches-ready"))
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    return context

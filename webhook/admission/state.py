@@ -1,0 +1,212 @@
+"""What the admission handlers decide on: settings (fixed at start) and a state snapshot (kept by watches).
+
+:class:`AdmissionState` is an immutable snapshot; tests build one directly::
+
+    AdmissionState(tree=seed_tree(), policies={"user-a": (parse_policy(obj),)})
+
+:class:`StateStore` holds the current snapshot and rebuilds one part of it when a watch cache reports a
+change (:meth:`StateStore.set_trees` and friends); a handler reads ``store.current`` once per request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from webhook.core.placement import PolicyError, ResourcePolicy, parse_policy
+from webhook.core.quota import TREE_NAMESPACE, QuotaNode, QuotaTree, QuotaTreeError, parse_tree
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONTROLLER_USER = "system:serviceaccount:kube-queue:kube-queue-controller"
+"""The in-cluster controller's service account."""
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+"""An AdmissionReview carries the object and the old object (each at most ~1.5 MiB in etcd) plus envelope."""
+QUEUE_NAMESPACE = "kube-queue"
+MANAGED_LABEL = "kube-queue.x-k8s.io/managed"
+"""Namespace label (``"true"``) that routes a namespace's jobs to the webhooks; the controller sets it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Fixed at start by ``kq serve`` flags."""
+
+    controller_users: frozenset[str] = frozenset({DEFAULT_CONTROLLER_USER})
+    """Identities whose requests are never mutated and may release held jobs (``--controller-user``)."""
+    tree_namespace: str = TREE_NAMESPACE
+    """The only namespace where an ElasticQuotaTree is honoured."""
+    queue_namespace: str = QUEUE_NAMESPACE
+    """Where the controller keeps the Queue objects (named in refusal messages)."""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    """Larger request bodies are refused with HTTP 413 before they are read."""
+    warn_on_hold: bool = True
+    """Return a warning (``kubectl`` prints it) naming the queue when a job is held at creation."""
+
+    def is_controller(self, username: str) -> bool:
+        return username in self.controller_users
+
+
+def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    return mapping if isinstance(mapping, MappingProxyType) else MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionState:
+    """One consistent view of the cluster for the handlers.
+
+    ``tree`` is the honoured quota tree (``None`` when there is none or it does not parse: then no namespace
+    is managed). ``tree_names`` lists every ElasticQuotaTree the cache holds, as ``(namespace, name)``, for
+    the one-tree rule. ``policies`` are the valid ResourcePolicies by namespace; ``priority_classes`` the
+    PriorityClass values by name; ``namespace_labels`` the labels of every namespace.
+    """
+
+    tree: QuotaTree | None = None
+    tree_names: frozenset[tuple[str, str]] = frozenset()
+    tree_problem: str | None = None
+    policies: Mapping[str, tuple[ResourcePolicy, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    priority_classes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policies", _frozen(self.policies))
+        object.__setattr__(self, "priority_classes", _frozen(self.priority_classes))
+        object.__setattr__(self, "namespace_labels", _frozen(self.namespace_labels))
+        if self.tree is not None and not self.tree_names:
+            object.__setattr__(self, "tree_names", frozenset({(TREE_NAMESPACE, "elasticquotatree")}))
+
+    def leaf_for_namespace(self, namespace: str) -> QuotaNode | None:
+        """The leaf quota that owns ``namespace``; ``None`` when the namespace is not managed."""
+        return None if self.tree is None else self.tree.leaf_for_namespace(namespace)
+
+    def policies_in(self, namespace: str) -> tuple[ResourcePolicy, ...]:
+        return self.policies.get(namespace, ())
+
+    def unlabelled_namespaces(self) -> tuple[str, ...]:
+        """Existing namespaces of the tree without the managed label: their jobs bypass the webhooks."""
+        if self.tree is None:
+            return ()
+        return tuple(
+            sorted(
+                namespace
+                for namespace in self.tree.leaf_by_namespace
+                if namespace in self.namespace_labels and self.namespace_labels[namespace].get(MANAGED_LABEL) != "true"
+            )
+        )
+
+    def other_trees(self, namespace: str, name: str) -> int:
+        """How many trees exist besides ``namespace/name``."""
+        return len(self.tree_names - {(namespace, name)})
+
+
+def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def tree_from_objects(
+    objects: Iterable[Mapping[str, Any]], tree_namespace: str = TREE_NAMESPACE
+) -> tuple[QuotaTree | None, frozenset[tuple[str, str]], str | None]:
+    """The honoured tree among ElasticQuotaTree objects: the oldest one in ``tree_namespace`` (normally the
+    only one). Returns ``(tree or None, every (namespace, name), why there is no tree)``."""
+    names: set[tuple[str, str]] = set()
+    candidates: list[tuple[str, str, Mapping[str, Any]]] = []
+    for obj in objects:
+        metadata = _metadata(obj)
+        namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+        names.add((namespace, name))
+        if namespace == tree_namespace:
+            candidates.append((str(metadata.get("creationTimestamp") or "~"), name, obj))
+    if not candidates:
+        return None, frozenset(names), f"no ElasticQuotaTree in {tree_namespace}"
+    _, name, chosen = min(candidates, key=lambda item: (item[0], item[1]))
+    spec = chosen.get("spec")
+    try:
+        tree = parse_tree(spec if isinstance(spec, Mapping) else {})
+    except QuotaTreeError as error:
+        return None, frozenset(names), f"ElasticQuotaTree {tree_namespace}/{name} is invalid: {error}"
+    return tree, frozenset(names), None
+
+
+def policies_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, tuple[ResourcePolicy, ...]]:
+    """Valid ResourcePolicies grouped by namespace (invalid ones are logged and left out)."""
+    grouped: dict[str, list[ResourcePolicy]] = {}
+    for obj in objects:
+        try:
+            policy = parse_policy(obj)
+        except PolicyError as error:
+            metadata = _metadata(obj)
+            log.warning(
+                "component=admission event=policy_ignored policy=%s/%s reason=%r",
+                metadata.get("namespace"),
+                metadata.get("name"),
+                str(error),
+            )
+            continue
+        grouped.setdefault(policy.namespace, []).append(policy)
+    return {namespace: tuple(policies) for namespace, policies in grouped.items()}
+
+
+def priority_classes_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """PriorityClass name -> value."""
+    out: dict[str, int] = {}
+    for obj in objects:
+        name = _metadata(obj).get("name")
+        value = obj.get("value")
+        if isinstance(name, str) and isinstance(value, int) and not isinstance(value, bool):
+            out[name] = value
+    return out
+
+
+def namespace_labels_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, str]]:
+    out: dict[str, Mapping[str, str]] = {}
+    for obj in objects:
+        metadata = _metadata(obj)
+        name = metadata.get("name")
+        labels = metadata.get("labels")
+        if isinstance(name, str):
+            out[name] = MappingProxyType(
+                {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+            )
+    return out
+
+
+class StateStore:
+    """The current :class:`AdmissionState`, swapped atomically as watch caches report changes."""
+
+    def __init__(self, state: AdmissionState | None = None, *, ready: bool = False, settings: Settings | None = None):
+        self.current = state if state is not None else AdmissionState()
+        self.ready = ready
+        """Whether every cache has listed once (``/readyz``)."""
+        self.tree_namespace = (settings or Settings()).tree_namespace
+        self._unlabelled: tuple[str, ...] = ()
+
+    def set_trees(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        tree, names, problem = tree_from_objects(objects, self.tree_namespace)
+        if problem is not None and problem != self.current.tree_problem:
+            log.warning("component=admission event=no_tree reason=%r", problem)
+        self.current = replace(self.current, tree=tree, tree_names=names, tree_problem=problem)
+        self._check_labels()
+
+    def set_policies(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        self.current = replace(self.current, policies=policies_from_objects(objects))
+
+    def set_priority_classes(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        self.current = replace(self.current, priority_classes=priority_classes_from_objects(objects))
+
+    def set_namespaces(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        self.current = replace(self.current, namespace_labels=namespace_labels_from_objects(objects))
+        self._check_labels()
+
+    def _check_labels(self) -> None:
+        unlabelled = self.current.unlabelled_namespaces()
+        if unlabelled and unlabelled != self._unlabelled:
+            log.warning(
+                "component=admission event=namespaces_not_routed namespaces=%s label=%s=true "
+                "hint=the controller labels the tree's namespaces; until then their jobs bypass the webhooks",
+                ",".join(unlabelled),
+                MANAGED_LABEL,
+            )
+        self._unlabelled = unlabelled

@@ -1,0 +1,174 @@
+"""The validating handler: quota trees, ResourcePolicies, Queues, and the queue's integrity.
+
+* ``ElasticQuotaTree`` (CREATE/UPDATE): every rule of the core (:func:`validate_tree_object`): only in
+  ``kube-system``, only one per cluster, every node rule; the message names each node and rule.
+* ``ResourcePolicy`` (CREATE/UPDATE): :func:`validate_policy`.
+* ``Queue`` (CREATE/UPDATE): ``spec.queuePolicy`` is ``Round``, ``Priority`` or ``Block`` (absent = Round).
+* Supported job kinds in a managed namespace, by anyone but the controller:
+  CREATE - the pod sets must be readable (the queue must be able to size the job) and the kind must be
+  able to wait suspended as written (a RayJob needs ``shutdownAfterJobFinishes: true``);
+  UPDATE - a held job may not be released (un-suspended, admission gate removed) and the quota label may
+  not change or go; the refusal says the job is queued and how to see its position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
+from webhook.admission.state import AdmissionState, Settings
+from webhook.core.placement import validate_policy
+from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
+from webhook.core.workload import WorkloadError
+from webhook.workloads.base import QUOTA_LABEL, Adapter, str_at, value_at
+from webhook.workloads.registry import adapter_for
+
+TREE_GROUP, TREE_KIND = "scheduling.sigs.k8s.io", "ElasticQuotaTree"
+POLICY_GROUP, POLICY_KIND = "scheduling.alibabacloud.com", "ResourcePolicy"
+QUEUE_GROUP, QUEUE_KIND = "scheduling.x-k8s.io", "Queue"
+QUEUE_POLICIES = ("Round", "Priority", "Block")
+"""``Priority`` is accepted as an alias of ``Round`` (the seed's wording)."""
+
+_WRITES = ("CREATE", "UPDATE")
+
+
+def validate(review: Mapping[str, Any], state: AdmissionState, settings: Settings) -> dict[str, Any]:
+    """The response AdmissionReview for a decoded request review (raises ``ReviewError`` when unusable)."""
+    request = parse_request(review)
+    return validate_request(request, state, settings)
+
+
+def validate_request(request: AdmissionRequest, state: AdmissionState, settings: Settings) -> dict[str, Any]:
+    group, kind = request.kind.group, request.kind.kind
+    if request.operation not in _WRITES or request.sub_resource:
+        return allow(request.uid)
+    if request.obj is None:
+        return deny(request.uid, f"{request.operation} of {request.display_name} carries no object", 400, "BadRequest")
+    if (group, kind) == (TREE_GROUP, TREE_KIND):
+        return _tree(request, state)
+    if (group, kind) == (POLICY_GROUP, POLICY_KIND):
+        problems = validate_policy(request.obj)
+        if problems:
+            return _invalid(request, problems)
+        return allow(request.uid)
+    if (group, kind) == (QUEUE_GROUP, QUEUE_KIND):
+        problems = queue_problems(request.obj)
+        return _invalid(request, problems) if problems else allow(request.uid)
+    adapter = adapter_for(group, kind)
+    if adapter is None or settings.is_controller(request.username):
+        return allow(request.uid)
+    leaf = state.leaf_for_namespace(request.namespace)
+    if leaf is None:
+        return allow(request.uid)
+    try:
+        if request.operation == "CREATE":
+            return _job_create(request, adapter)
+        return _job_update(request, adapter, leaf, settings)
+    except WorkloadError as error:
+        return deny(request.uid, f"kube-queue cannot read {request.display_name}: {error}", 422, "Invalid")
+
+
+def _invalid(request: AdmissionRequest, problems: list[str]) -> dict[str, Any]:
+    listing = "; ".join(problems)
+    return deny(request.uid, f"{request.display_name} is invalid: {listing}", code=422, reason="Invalid")
+
+
+def _tree(request: AdmissionRequest, state: AdmissionState) -> dict[str, Any]:
+    assert request.obj is not None
+    metadata = request.obj.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    namespace = request.namespace or str(metadata.get("namespace") or "")
+    name = request.name or str(metadata.get("name") or "")
+    others = state.other_trees(namespace, name)
+    violations = validate_tree_object(request.obj, others)
+    if not violations:
+        return allow(request.uid)
+    return _invalid(request, [str(violation) for violation in violations])
+
+
+def queue_problems(obj: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a Queue object (``[]`` when valid)."""
+    spec = obj.get("spec")
+    if spec is None:
+        return []
+    if not isinstance(spec, Mapping):
+        return ["spec: must be an object"]
+    policy = spec.get("queuePolicy")
+    if policy is None or policy in QUEUE_POLICIES:
+        return []
+    return [f"spec.queuePolicy: {policy!r} is not one of {', '.join(QUEUE_POLICIES)}"]
+
+
+def _job_create(request: AdmissionRequest, adapter: Adapter) -> dict[str, Any]:
+    assert request.obj is not None
+    if not adapter.manages(request.obj):
+        return allow(request.uid)
+    try:
+        adapter.pod_sets(request.obj)
+    except WorkloadError as error:
+        return deny(
+            request.uid,
+            f"kube-queue cannot size {request.display_name} for its quota: {error}",
+            code=422,
+            reason="Invalid",
+        )
+    problems = adapter.queueing_problems(request.obj)
+    if problems:
+        return deny(
+            request.uid,
+            f"kube-queue cannot queue {request.display_name}: " + "; ".join(problems),
+            code=422,
+            reason="Invalid",
+        )
+    return allow(request.uid)
+
+
+def _label(obj: Mapping[str, Any] | None) -> str | None:
+    if obj is None:
+        return None
+    try:
+        return str_at(obj, "metadata", "labels", QUOTA_LABEL)
+    except WorkloadError:
+        return None
+
+
+def _job_update(request: AdmissionRequest, adapter: Adapter, leaf: QuotaNode, settings: Settings) -> dict[str, Any]:
+    new, old = request.obj, request.old_obj
+    assert new is not None
+    if old is None:
+        return allow(request.uid)
+    broken: list[str] = []
+    held = False
+    try:
+        held = adapter.is_suspended(old)
+        if held and not adapter.is_suspended(new):
+            broken.append(
+                "only kube-queue may remove its scheduling gate"
+                if adapter.gates_at_creation_only
+                else "only kube-queue may un-suspend it"
+            )
+    except WorkloadError as error:
+        broken.append(f"its hold cannot be read ({error})")
+    old_label, new_label = _label(old), _label(new)
+    if old_label != new_label:
+        if new_label is None:
+            broken.append(f"the label {QUOTA_LABEL}={old_label} may not be removed")
+        elif old_label is None:
+            broken.append(f"the label {QUOTA_LABEL} is set by kube-queue only")
+        else:
+            broken.append(f"the label {QUOTA_LABEL} may not change ({old_label} -> {new_label})")
+    if not broken:
+        return allow(request.uid)
+    namespace = request.namespace
+    name = request.name or str(value_at(new, "metadata", "name") or "")
+    queue = queue_name(leaf.name, namespace)
+    status = f"is queued for quota {leaf.full_name}" if held else f"runs under quota {leaf.full_name}"
+    message = (
+        f"{adapter.kind} {namespace}/{name} {status}: "
+        + "; ".join(broken)
+        + (". It starts when its quota allows" if held else "")
+        + f". See its queue position with "
+        f"`kubectl get queue -n {settings.queue_namespace} {queue} -o yaml` or `kq why {name} -n {namespace}`."
+    )
+    return deny(request.uid, message, code=403, reason="Forbidden")

@@ -1,0 +1,320 @@
+"""``kq serve``: the admission webhook service (HTTPS), fed by watch caches.
+
+    kq serve --port 9443 --cert certs/tls.crt --key certs/tls.key [--kubeconfig PATH] \\
+             [--controller-user USER]... [--metrics-port 9090]
+
+In a cluster, ``--self-signed-secret kube-queue/kube-queue-webhook-tls --webhook-configuration kube-queue``
+makes the service keep its own certificate in that Secret and its CA in the webhook configurations.
+
+Other parts of the service join the same process and HTTPS port as *plugins*: each module named in
+:data:`PLUGIN_MODULES` that can be imported may define
+
+* ``add_arguments(parser: argparse.ArgumentParser) -> None`` - its own ``kq serve`` flags;
+* ``async def attach(app: web.Application, client: KubeClient, args: argparse.Namespace) -> None`` - add
+  routes and ``app.cleanup_ctx`` entries (background loops) before the server starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import logging
+import signal
+import ssl
+import tempfile
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+from webhook.admission.app import make_app
+from webhook.admission.configs import NAME as CONFIG_NAME
+from webhook.admission.configs import SERVICE_NAME, SERVICE_NAMESPACE
+from webhook.admission.sources import build_caches, cache_context
+from webhook.admission.state import DEFAULT_CONTROLLER_USER, DEFAULT_MAX_BODY_BYTES, Settings, StateStore
+from webhook.core.quota import TREE_NAMESPACE
+from webhook.kube.client import KubeClient
+from webhook.kube.selfcert import ensure_serving_secret, inject_ca_bundle, service_dns_names
+
+log = logging.getLogger(__name__)
+
+PLUGIN_MODULES = ("webhook.extender.plugin", "webhook.controller.plugin")
+"""Optional parts served by the same process (skipped while not installed)."""
+
+CERT_CHECK_SECONDS = 30.0
+"""How often certificate files are checked for replacement (a mounted Secret updates in place)."""
+SELF_CERT_SECONDS = 600.0
+"""How often a self-managed certificate is checked for renewal and the CA bundle re-injected."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Everything ``kq serve`` needs; built from the flags."""
+
+    host: str = "0.0.0.0"
+    port: int = 9443
+    cert: Path | None = None
+    key: Path | None = None
+    self_signed_secret: tuple[str, str] | None = None
+    service_name: str = SERVICE_NAME
+    service_namespace: str = SERVICE_NAMESPACE
+    webhook_configurations: tuple[str, ...] = ()
+    cert_dir: Path | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    metrics_port: int | None = None
+    settings: Settings = field(default_factory=Settings)
+    args: argparse.Namespace = field(default_factory=argparse.Namespace)
+    """All parsed flags, for plugins."""
+
+
+def plugins() -> list[ModuleType]:
+    """The plugin modules that are installed (see the module notes)."""
+    found = []
+    for name in PLUGIN_MODULES:
+        try:
+            found.append(importlib.import_module(name))
+        except ImportError as error:
+            if error.name != name:
+                raise
+    return found
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the admission webhook service",
+        description=(
+            "Serve POST /mutate and /validate (AdmissionReview v1) over HTTPS, plus /healthz and /readyz. "
+            "State comes from watches of ElasticQuotaTrees, ResourcePolicies, PriorityClasses and Namespaces."
+        ),
+        epilog=(
+            "examples:\n"
+            "  kq serve --port 9443 --cert certs/tls.crt --key certs/tls.key --kubeconfig ~/.kube/config\n"
+            "  kq serve --self-signed-secret kube-queue/kube-queue-webhook-tls --webhook-configuration kube-queue"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
+    parser.add_argument("--port", type=int, default=9443, help="HTTPS port (default: 9443)")
+    parser.add_argument("--cert", type=Path, help="serving certificate (PEM), e.g. certs/tls.crt")
+    parser.add_argument("--key", type=Path, help="its private key (PEM), e.g. certs/tls.key")
+    parser.add_argument(
+        "--self-signed-secret",
+        metavar="NAMESPACE/NAME",
+        help="keep a self-issued serving certificate in this Secret (instead of --cert/--key)",
+    )
+    parser.add_argument("--service-name", default=SERVICE_NAME, help="Service the certificate is for")
+    parser.add_argument("--service-namespace", default=SERVICE_NAMESPACE, help="namespace of that Service")
+    parser.add_argument(
+        "--webhook-configuration",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"inject the CA into this Mutating/ValidatingWebhookConfiguration (repeatable; e.g. {CONFIG_NAME})",
+    )
+    parser.add_argument("--cert-dir", type=Path, help="where a self-issued certificate is written (default: temp)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--context", help="kubeconfig context")
+    parser.add_argument(
+        "--controller-user",
+        action="append",
+        default=[],
+        metavar="USER",
+        help=f"an identity that is never mutated and may release held jobs (repeatable; always includes "
+        f"{DEFAULT_CONTROLLER_USER})",
+    )
+    parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics over HTTP on this port")
+    parser.add_argument("--tree-namespace", default=TREE_NAMESPACE, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="refuse larger request bodies (413)"
+    )
+    for plugin in plugins():
+        add_arguments = getattr(plugin, "add_arguments", None)
+        if add_arguments is not None:
+            add_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def options_from_args(args: argparse.Namespace) -> ServeOptions:
+    """Check the flags and build :class:`ServeOptions` (``SystemExit`` with a message when inconsistent)."""
+    secret: tuple[str, str] | None = None
+    if args.self_signed_secret:
+        namespace, _, name = str(args.self_signed_secret).partition("/")
+        if not namespace or not name:
+            raise SystemExit(
+                "kq serve: --self-signed-secret takes NAMESPACE/NAME, e.g. kube-queue/kube-queue-webhook-tls"
+            )
+        secret = (namespace, name)
+    if secret is None and (args.cert is None or args.key is None):
+        raise SystemExit(
+            "kq serve: give --cert and --key (make them with `kq certs --out certs/`), or --self-signed-secret"
+        )
+    if secret is not None and (args.cert is not None or args.key is not None):
+        raise SystemExit("kq serve: --self-signed-secret and --cert/--key exclude each other")
+    for path in (args.cert, args.key):
+        if path is not None and not path.is_file():
+            raise SystemExit(f"kq serve: {path} does not exist; make it with `kq certs --out {path.parent}/`")
+    settings = Settings(
+        controller_users=frozenset({DEFAULT_CONTROLLER_USER, *args.controller_user}),
+        tree_namespace=args.tree_namespace,
+        max_body_bytes=args.max_body_bytes,
+    )
+    return ServeOptions(
+        host=args.host,
+        port=args.port,
+        cert=args.cert,
+        key=args.key,
+        self_signed_secret=secret,
+        service_name=args.service_name,
+        service_namespace=args.service_namespace,
+        webhook_configurations=tuple(args.webhook_configuration),
+        cert_dir=args.cert_dir,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        metrics_port=args.metrics_port,
+        settings=settings,
+        args=args,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    options = options_from_args(args)
+    asyncio.run(serve(options))
+    return 0
+
+
+def _tls_context(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    return context
+
+
+async def _watch_files(context: ssl.SSLContext, cert: Path, key: Path) -> None:
+    """Reload the certificate when its files change (new TLS handshakes use the new one)."""
+
+    def stamp() -> tuple[float, float]:
+        return (cert.stat().st_mtime, key.stat().st_mtime)
+
+    seen = stamp()
+    while True:
+        await asyncio.sleep(CERT_CHECK_SECONDS)
+        try:
+            current = stamp()
+            if current != seen:
+                context.load_cert_chain(cert, key)
+                seen = current
+                log.info("component=serve event=certificate_reloaded cert=%s", cert)
+        except (OSError, ssl.SSLError) as error:
+            log.warning("component=serve event=certificate_reload_failed error=%r", error)
+
+
+async def _self_cert(
+    client: KubeClient, options: ServeOptions, cert_dir: Path, context: ssl.SSLContext | None
+) -> ssl.SSLContext:
+    """Ensure the Secret, write its files, inject the CA; load into ``context`` (or a new one)."""
+    assert options.self_signed_secret is not None
+    namespace, name = options.self_signed_secret
+    certs = await ensure_serving_secret(
+        client, namespace, name, service_dns_names(options.service_name, options.service_namespace)
+    )
+    cert, key = cert_dir / "tls.crt", cert_dir / "tls.key"
+    if not cert.exists() or cert.read_bytes() != certs.cert:
+        key.touch(mode=0o600)
+        key.write_bytes(certs.key)
+        cert.write_bytes(certs.cert)
+        (cert_dir / "ca.crt").write_bytes(certs.ca_cert)
+        if context is not None:
+            context.load_cert_chain(cert, key)
+            log.info("component=serve event=certificate_reloaded secret=%s/%s", namespace, name)
+    if options.webhook_configurations:
+        await inject_ca_bundle(client, options.webhook_configurations, certs.ca_cert)
+    return context if context is not None else _tls_context(cert, key)
+
+
+async def _keep_self_cert(client: KubeClient, options: ServeOptions, cert_dir: Path, context: ssl.SSLContext) -> None:
+    while True:
+        await asyncio.sleep(SELF_CERT_SECONDS)
+        try:
+            await _self_cert(client, options, cert_dir, context)
+        except Exception as error:
+            log.warning("component=serve event=self_cert_failed error=%r", error)
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+@contextlib.asynccontextmanager
+async def _background(*coroutines: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    tasks = [asyncio.create_task(c) for c in coroutines]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> None:
+    """Run until ``stop`` is set; without ``stop``, until SIGINT or SIGTERM."""
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signum, stop.set)
+    client = await KubeClient.connect(options.kubeconfig, options.context)
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(client.close)
+        tmp: str | None = None
+        background: list[Coroutine[Any, Any, None]] = []
+        if options.self_signed_secret is not None:
+            if options.cert_dir is None:
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kube-queue-certs-"))
+            cert_dir = options.cert_dir or Path(tmp or ".")
+            cert_dir.mkdir(parents=True, exist_ok=True)
+            context = await _self_cert(client, options, cert_dir, None)
+            background.append(_keep_self_cert(client, options, cert_dir, context))
+        else:
+            assert options.cert is not None and options.key is not None
+            context = _tls_context(options.cert, options.key)
+            background.append(_watch_files(context, options.cert, options.key))
+        await stack.enter_async_context(_background(*background))
+
+        store = StateStore(settings=options.settings)
+        caches = build_caches(client, store, options.settings.tree_namespace)
+        app = make_app(store, options.settings)
+        app.cleanup_ctx.append(cache_context(caches, store))
+        for plugin in plugins():
+            attach = getattr(plugin, "attach", None)
+            if attach is not None:
+                await attach(app, client, options.args)
+                log.info("component=serve event=plugin_attached plugin=%s", plugin.__name__)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
+        await runner.setup()
+        stack.push_async_callback(runner.cleanup)
+        await web.TCPSite(runner, options.host, options.port, ssl_context=context).start()
+        log.info(
+            "component=serve event=listening address=https://%s:%d controller_users=%s",
+            options.host,
+            options.port,
+            ",".join(sorted(options.settings.controller_users)),
+        )
+        if options.metrics_port:
+            metrics_app = web.Application()
+            metrics_app.router.add_get("/metrics", _metrics)
+            metrics_runner = web.AppRunner(metrics_app, access_log=None)
+            await metrics_runner.setup()
+            stack.push_async_callback(metrics_runner.cleanup)
+            await web.TCPSite(metrics_runner, options.host, options.metrics_port).start()
+            log.info("component=serve event=metrics address=http://%s:%d/metrics", options.host, options.metrics_port)
+        await stop.wait()
+        log.info("component=serve event=stopping")

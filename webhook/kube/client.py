@@ -1,0 +1,324 @@
+"""A small raw-JSON Kubernetes client on top of kubernetes-asyncio's connection handling.
+
+kubernetes-asyncio brings kubeconfig / in-cluster loading, TLS and token refresh; its generated models are
+slow and its HTTP client has no default timeout. :class:`KubeClient` keeps the former and replaces the
+latter: every request carries an explicit timeout, bodies are ``dict`` decoded with orjson, and errors are
+:class:`KubeApiError` with the HTTP status and the apiserver's ``Status`` message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Client-side timeouts in seconds. The apiserver's own limit for ordinary requests is 60 s."""
+
+    connect: float = 5.0
+    """TCP connect + TLS handshake."""
+    request: float = 30.0
+    """Whole request (send, wait, read) for everything but watches."""
+    watch_margin: float = 30.0
+    """A watch may be silent until its server-side ``timeoutSeconds``; reads may wait that long plus this."""
+
+
+class KubeApiError(Exception):
+    """A non-2xx answer from the apiserver (``status`` 0 for a transport failure or timeout)."""
+
+    def __init__(self, status: int, reason: str, message: str = "", body: Mapping[str, Any] | None = None):
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = dict(body or {})
+        super().__init__(f"HTTP {status} {reason}: {message}" if message else f"HTTP {status} {reason}")
+
+    @property
+    def is_gone(self) -> bool:
+        """410 Gone: the resource version is too old; re-list."""
+        return self.status == 410
+
+    @property
+    def is_not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def is_conflict(self) -> bool:
+        return self.status == 409
+
+
+def _error_from(status: int, raw: bytes) -> KubeApiError:
+    try:
+        body = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return KubeApiError(status, "Error", raw[:200].decode("utf-8", "replace"))
+    if not isinstance(body, dict):
+        return KubeApiError(status, "Error", str(body)[:200])
+    return KubeApiError(status, str(body.get("reason") or "Error"), str(body.get("message") or ""), body)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRef:
+    """Where a resource lives: ``ResourceRef("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees")``.
+
+    ``group`` is ``""`` for the core group. ``namespace`` narrows collection paths to one namespace
+    (``None`` = all namespaces, or a cluster-scoped resource).
+    """
+
+    group: str
+    version: str
+    plural: str
+    namespace: str | None = None
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
+        """The URL path of the collection, or of one object when ``name`` is given."""
+        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        ns = namespace if namespace is not None else self.namespace
+        out = prefix + (f"/namespaces/{quote(ns, safe='')}" if ns else "") + f"/{self.plural}"
+        if name is not None:
+            out += f"/{quote(name, safe='')}"
+            if subresource:
+                out += f"/{subresource}"
+        return out
+
+    def __str__(self) -> str:
+        where = f" in {self.namespace}" if self.namespace else ""
+        return f"{self.plural}.{self.group or 'core'}/{self.version}{where}"
+
+
+async def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """Connection settings: the given kubeconfig; else in-cluster (service account) when running in a pod;
+    else ``$KUBECONFIG`` / ``~/.kube/config``."""
+    configuration = type.__call__(k8s_client.Configuration)
+    if kubeconfig is None and os.environ.get(IN_CLUSTER_ENV):
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return configuration
+    if kubeconfig is None:
+        kubeconfig = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
+    await k8s_config.load_kube_config(
+        config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
+    )
+    return configuration
+
+
+class KubeClient:
+    """Raw-JSON requests with explicit timeouts. Close it (``await client.close()``) when done."""
+
+    def __init__(self, api: k8s_client.ApiClient, timeouts: Timeouts = Timeouts()) -> None:
+        self.api = api
+        self.timeouts = timeouts
+
+    @classmethod
+    async def connect(
+        cls, kubeconfig: str | None = None, context: str | None = None, timeouts: Timeouts = Timeouts()
+    ) -> KubeClient:
+        """A client from a kubeconfig file or the in-cluster service account (see :func:`load_configuration`)."""
+        configuration = await load_configuration(kubeconfig, context)
+        return cls(k8s_client.ApiClient(configuration=configuration), timeouts)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # Requests ----------------------------------------------------------------------------------------------
+    def _timeout(self, read: float | None = None) -> aiohttp.ClientTimeout:
+        if read is None:
+            return aiohttp.ClientTimeout(
+                total=self.timeouts.request, connect=self.timeouts.connect, sock_connect=self.timeouts.connect
+            )
+        return aiohttp.ClientTimeout(
+            total=None, connect=self.timeouts.connect, sock_connect=self.timeouts.connect, sock_read=read
+        )
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]] = (),
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        read_timeout: float | None = None,
+    ) -> aiohttp.ClientResponse:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            response: aiohttp.ClientResponse = await self.api.call_api(
+                path,
+                method,
+                query_params=list(query),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=self._timeout(read_timeout),
+            )
+        except TimeoutError as error:
+            raise KubeApiError(0, "Timeout", f"{method} {path}: no answer in time") from error
+        except aiohttp.ClientError as error:
+            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {error}") from error
+        return response
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]] = (),
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        """One request; the decoded JSON answer. Raises :class:`KubeApiError` on a non-2xx status."""
+        response = await self._send(method, path, query, body=body, content_type=content_type)
+        try:
+            raw = await response.read()
+        except TimeoutError as error:
+            raise KubeApiError(0, "Timeout", f"{method} {path}: answer not read in time") from error
+        except aiohttp.ClientError as error:
+            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {error}") from error
+        finally:
+            response.release()
+        if not 200 <= response.status < 300:
+            raise _error_from(response.status, raw)
+        if not raw:
+            return {}
+        decoded = orjson.loads(raw)
+        return decoded if isinstance(decoded, dict) else {"value": decoded}
+
+    async def get(self, ref: ResourceRef, name: str, namespace: str | None = None) -> JSON:
+        return await self.request("GET", ref.path(name, namespace))
+
+    async def create(self, ref: ResourceRef, body: Mapping[str, Any], namespace: str | None = None) -> JSON:
+        return await self.request("POST", ref.path(None, namespace), body=dict(body))
+
+    async def replace(self, ref: ResourceRef, name: str, body: Mapping[str, Any], namespace: str | None = None) -> JSON:
+        return await self.request("PUT", ref.path(name, namespace), body=dict(body))
+
+    async def json_patch(
+        self,
+        ref: ResourceRef,
+        name: str,
+        ops: Sequence[Mapping[str, Any]],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> JSON:
+        """Apply RFC 6902 operations (``application/json-patch+json``)."""
+        return await self.request(
+            "PATCH",
+            ref.path(name, namespace, subresource),
+            body=[dict(op) for op in ops],
+            content_type="application/json-patch+json",
+        )
+
+    async def merge_patch(
+        self,
+        ref: ResourceRef,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> JSON:
+        """Apply an RFC 7386 merge patch (``application/merge-patch+json``)."""
+        return await self.request(
+            "PATCH",
+            ref.path(name, namespace, subresource),
+            body=dict(patch),
+            content_type="application/merge-patch+json",
+        )
+
+    async def list_page(
+        self,
+        ref: ResourceRef,
+        *,
+        limit: int = 500,
+        continue_token: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> JSON:
+        """One page of a list (``items``, ``metadata.resourceVersion``, ``metadata.continue``)."""
+        query: list[tuple[str, str]] = [("limit", str(limit))]
+        if continue_token:
+            query.append(("continue", continue_token))
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        return await self.request("GET", ref.path(), query)
+
+    @asynccontextmanager
+    async def watch(
+        self,
+        ref: ResourceRef,
+        *,
+        resource_version: str,
+        timeout_seconds: int,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[AsyncIterator[JSON]]:
+        """Open a watch with bookmarks; entering connects (and raises :class:`KubeApiError` on refusal),
+        iterating yields events (``{"type": ..., "object": {...}}``) until the server ends the stream."""
+        query: list[tuple[str, str]] = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        read = timeout_seconds + self.timeouts.watch_margin
+        response = await self._send("GET", ref.path(), query, read_timeout=read)
+        try:
+            if not 200 <= response.status < 300:
+                raise _error_from(response.status, await response.read())
+            yield _events(response, ref)
+        finally:
+            response.close()
+
+
+async def _events(response: aiohttp.ClientResponse, ref: ResourceRef) -> AsyncIterator[JSON]:
+    while True:
+        try:
+            line = await response.content.readline()
+        except TimeoutError as error:
+            raise KubeApiError(0, "Timeout", f"watch {ref}: silent for too long") from error
+        except aiohttp.ClientError as error:
+            raise KubeApiError(0, "ConnectionError", f"watch {ref}: {error}") from error
+        if not line:
+            return
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            log.warning("watch=%s event=undecodable line=%r", ref, line[:200])
+            continue
+        if isinstance(event, dict):
+            yield event

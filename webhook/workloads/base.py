@@ -1,0 +1,522 @@
+"""What every job-kind adapter shares: pod templates, the suspend switch, priority and JSON patches.
+
+An adapter reads a raw Kubernetes object (the ``dict`` that JSON decoding gives) and never mutates it:
+changes are expressed as JSON Patch (RFC 6902) operations, as an admission webhook returns them and as the
+controller sends them (``application/json-patch+json``).
+
+Objects come from the wire, so every accessor tolerates absent fields and raises :class:`WorkloadError`
+(naming the field) for fields of the wrong shape, never ``KeyError``/``TypeError``.
+"""
+
+from __future__ import annotations
+
+import datetime
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import orjson
+
+from webhook.core.placement import VIRTUAL_NODE_TOLERATION
+from webhook.core.workload import Phase, PodSet, Workload, WorkloadError, WorkloadKey, pod_set
+
+JSONPatch = dict[str, Any]
+"""One JSON Patch operation: ``{"op": "add", "path": "/spec/suspend", "value": True}``."""
+
+QUOTA_LABEL = "quota.scheduling.alibabacloud.com/name"
+"""Label on jobs and their pods: the name of the leaf quota that owns them."""
+QUOTA_FULLNAME_ANNOTATION = "kube-queue/quota-fullname"
+"""Annotation on jobs, their pods and queues: the quota's full path (``root/Department-a``)."""
+ADMISSION_GATE = "kube-queue.x-k8s.io/admission"
+"""Scheduling gate that holds a plain Pod until the controller admits it."""
+ECI_TOLERATION: dict[str, str] = dict(VIRTUAL_NODE_TOLERATION)
+"""The toleration for the virtual (ECI) node's taint ``virtual-kubelet.io/provider=alibabacloud:NoSchedule``."""
+
+
+def escape_pointer(segment: str) -> str:
+    """One JSON Pointer (RFC 6901) reference token: ``~`` -> ``~0``, ``/`` -> ``~1``."""
+    return segment.replace("~", "~0").replace("/", "~1")
+
+
+def pointer(*segments: str | int) -> str:
+    """A JSON Pointer from raw segments: ``pointer("metadata", "labels", "a/b") == "/metadata/labels/a~1b"``."""
+    return "".join("/" + escape_pointer(str(segment)) for segment in segments)
+
+
+def unescape_pointer(token: str) -> str:
+    """The raw segment of a reference token (inverse of :func:`escape_pointer`)."""
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+class PatchError(ValueError):
+    """A JSON Patch operation that does not apply."""
+
+
+def _split(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise PatchError(f"{path!r}: a JSON Pointer starts with '/'")
+    return [unescape_pointer(token) for token in path[1:].split("/")]
+
+
+def _container(doc: Any, tokens: list[str], path: str) -> Any:
+    current = doc
+    for token in tokens:
+        if isinstance(current, dict):
+            if token not in current:
+                raise PatchError(f"{path}: {token!r} does not exist")
+            current = current[token]
+        elif isinstance(current, list):
+            if not token.isdigit() or int(token) >= len(current):
+                raise PatchError(f"{path}: bad list index {token!r}")
+            current = current[int(token)]
+        else:
+            raise PatchError(f"{path}: cannot step into a {type(current).__name__}")
+    return current
+
+
+def apply_patch(obj: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A copy of ``obj`` with RFC 6902 ``add``/``remove``/``replace``/``test`` operations applied (what the
+    apiserver does with a webhook's patch). Raises :class:`PatchError`."""
+    doc: Any = orjson.loads(orjson.dumps(obj))
+    for op in ops:
+        kind, path = op.get("op"), op.get("path")
+        if not isinstance(path, str):
+            raise PatchError(f"operation {op!r} has no path")
+        tokens = _split(path)
+        if not tokens:
+            if kind in ("add", "replace"):
+                doc = op.get("value")
+                continue
+            if kind == "test":
+                if doc != op.get("value"):
+                    raise PatchError(f"{path}: test failed")
+                continue
+            raise PatchError(f"{path}: cannot {kind} the whole document")
+        parent = _container(doc, tokens[:-1], path)
+        last = tokens[-1]
+        if kind == "test":
+            if _container(doc, tokens, path) != op.get("value"):
+                raise PatchError(f"{path}: test failed")
+        elif isinstance(parent, dict):
+            if kind in ("remove", "replace") and last not in parent:
+                raise PatchError(f"{path}: {last!r} does not exist")
+            if kind == "remove":
+                del parent[last]
+            elif kind in ("add", "replace"):
+                parent[last] = orjson.loads(orjson.dumps(op.get("value")))
+            else:
+                raise PatchError(f"{path}: unsupported operation {kind!r}")
+        elif isinstance(parent, list):
+            value = orjson.loads(orjson.dumps(op.get("value"))) if "value" in op else None
+            if kind == "add" and last == "-":
+                parent.append(value)
+                continue
+            if not last.isdigit():
+                raise PatchError(f"{path}: bad list index {last!r}")
+            index = int(last)
+            limit = len(parent) if kind == "add" else len(parent) - 1
+            if index > limit:
+                raise PatchError(f"{path}: list index {index} out of range")
+            if kind == "add":
+                parent.insert(index, value)
+            elif kind == "remove":
+                del parent[index]
+            elif kind == "replace":
+                parent[index] = value
+            else:
+                raise PatchError(f"{path}: unsupported operation {kind!r}")
+        else:
+            raise PatchError(f"{path}: parent is a {type(parent).__name__}")
+    if not isinstance(doc, dict):
+        raise PatchError("the patched document is not an object")
+    return doc
+
+
+def mapping_at(obj: Mapping[str, Any], *path: str | int) -> Mapping[str, Any] | None:
+    """The mapping at ``path`` (``None`` when a step is absent or null); :class:`WorkloadError` when a step
+    exists but is not of the expected kind."""
+    value = value_at(obj, *path)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise WorkloadError(f"{pointer(*path)}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def value_at(obj: Mapping[str, Any], *path: str | int) -> Any:
+    """The value at ``path``; ``None`` when a step is absent or null."""
+    current: Any = obj
+    for depth, step in enumerate(path):
+        if current is None:
+            return None
+        if isinstance(step, int):
+            if not isinstance(current, list):
+                where = pointer(*path[:depth]) or "/"
+                raise WorkloadError(f"{where}: expected a list, got {type(current).__name__}")
+            if step >= len(current):
+                return None
+            current = current[step]
+        else:
+            if not isinstance(current, Mapping):
+                where = pointer(*path[:depth]) or "/"
+                raise WorkloadError(f"{where}: expected an object, got {type(current).__name__}")
+            current = current.get(step)
+    return current
+
+
+def int_at(obj: Mapping[str, Any], default: int | None, *path: str | int) -> int | None:
+    """A non-negative integer field (``default`` when absent)."""
+    value = value_at(obj, *path)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WorkloadError(f"{pointer(*path)}: expected an integer, got {value!r}")
+    if value < 0:
+        raise WorkloadError(f"{pointer(*path)}: must not be negative, got {value}")
+    return value
+
+
+def str_at(obj: Mapping[str, Any], *path: str | int) -> str | None:
+    """A string field (``None`` when absent or empty)."""
+    value = value_at(obj, *path)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise WorkloadError(f"{pointer(*path)}: expected a string, got {value!r}")
+    return value
+
+
+def bool_at(obj: Mapping[str, Any], *path: str | int) -> bool:
+    """A boolean field (``False`` when absent)."""
+    value = value_at(obj, *path)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise WorkloadError(f"{pointer(*path)}: expected true or false, got {value!r}")
+    return value
+
+
+def set_value_patch(obj: Mapping[str, Any], path: Sequence[str | int], value: Any) -> list[JSONPatch]:
+    """Operations that set ``path`` to ``value``, creating absent parent objects on the way.
+
+    ``add`` on an existing member replaces it (RFC 6902 4.1), so the result applies whether or not the
+    field is present. Returns no operation when the field already holds ``value``.
+    """
+    if value_at(obj, *path) == value and value_at(obj, *path) is not None:
+        return []
+    for depth in range(len(path) - 1):
+        parent = value_at(obj, *path[: depth + 1])
+        if parent is None:
+            nested: Any = value
+            for step in reversed(path[depth + 1 :]):
+                nested = {step: nested}
+            return [{"op": "add", "path": pointer(*path[: depth + 1]), "value": nested}]
+        following = path[depth + 1]
+        if not isinstance(parent, list if isinstance(following, int) else Mapping):
+            expected = "a list" if isinstance(following, int) else "an object"
+            raise WorkloadError(f"{pointer(*path[: depth + 1])}: expected {expected}")
+    return [{"op": "add", "path": pointer(*path), "value": value}]
+
+
+def metadata_patch(
+    obj: Mapping[str, Any], base: Sequence[str | int], labels: Mapping[str, str], annotations: Mapping[str, str]
+) -> list[JSONPatch]:
+    """Set labels and annotations on the object metadata at ``base + ["metadata"]``."""
+    ops: list[JSONPatch] = []
+    meta_path: list[str | int] = [*base, "metadata"]
+    metadata = mapping_at(obj, *meta_path)
+    if metadata is None:
+        value: dict[str, Any] = {}
+        if labels:
+            value["labels"] = dict(labels)
+        if annotations:
+            value["annotations"] = dict(annotations)
+        if value:
+            ops.extend(set_value_patch(obj, meta_path, value))
+        return ops
+    for field, wanted in (("labels", labels), ("annotations", annotations)):
+        if not wanted:
+            continue
+        current = mapping_at(obj, *meta_path, field)
+        if current is None:
+            ops.append({"op": "add", "path": pointer(*meta_path, field), "value": dict(wanted)})
+            continue
+        for key, text in wanted.items():
+            if current.get(key) != text:
+                ops.append({"op": "add", "path": pointer(*meta_path, field, key), "value": text})
+    return ops
+
+
+def toleration_patch(
+    obj: Mapping[str, Any], spec_path: Sequence[str | int], toleration: Mapping[str, str]
+) -> list[JSONPatch]:
+    """Add ``toleration`` to the pod spec at ``spec_path`` unless an identical one is there."""
+    tolerations = value_at(obj, *spec_path, "tolerations")
+    if tolerations is None:
+        return set_value_patch(obj, [*spec_path, "tolerations"], [dict(toleration)])
+    if not isinstance(tolerations, list):
+        raise WorkloadError(f"{pointer(*spec_path, 'tolerations')}: expected a list")
+    if any(_same_toleration(existing, toleration) for existing in tolerations):
+        return []
+    return [{"op": "add", "path": pointer(*spec_path, "tolerations", "-"), "value": dict(toleration)}]
+
+
+def _same_toleration(existing: object, wanted: Mapping[str, str]) -> bool:
+    if not isinstance(existing, Mapping):
+        return False
+    operator = existing.get("operator") or "Equal"
+    return (
+        existing.get("key") == wanted["key"]
+        and operator == wanted["operator"]
+        and (operator == "Exists" or existing.get("value") == wanted["value"])
+        and existing.get("effect") in (wanted["effect"], None, "")
+    )
+
+
+def creation_seconds(obj: Mapping[str, Any]) -> float:
+    """``metadata.creationTimestamp`` (RFC 3339) as seconds since the epoch; 0.0 when absent."""
+    text = str_at(obj, "metadata", "creationTimestamp")
+    if text is None:
+        return 0.0
+    try:
+        stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise WorkloadError(f"/metadata/creationTimestamp: not an RFC 3339 time: {text!r}") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.UTC)
+    return stamp.timestamp()
+
+
+@dataclass(frozen=True, slots=True)
+class PodTemplate:
+    """One group of identical pods inside a job.
+
+    ``path`` locates the template object (the thing holding ``metadata`` and ``spec``) inside the job;
+    for a plain Pod it is empty (the pod is its own template).
+    """
+
+    name: str
+    count: int
+    path: tuple[str | int, ...]
+    template: Mapping[str, Any]
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        """The pod spec (empty when absent)."""
+        spec = mapping_at(self.template, "spec")
+        return spec if spec is not None else {}
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        """The template's pod labels (empty when absent)."""
+        labels = mapping_at(self.template, "metadata", "labels")
+        return {str(k): str(v) for k, v in labels.items()} if labels else {}
+
+
+class Adapter(ABC):
+    """One job kind. Subclasses set the identity class variables and implement :meth:`pod_templates`,
+    :meth:`is_suspended`, :meth:`suspend_patch`, :meth:`resume_patch` and :meth:`is_finished`."""
+
+    group: ClassVar[str]
+    """API group (``""`` for the core group, as in an AdmissionRequest's ``kind.group``)."""
+    versions: ClassVar[tuple[str, ...]]
+    """Served versions this adapter reads, preferred first."""
+    kind: ClassVar[str]
+    plural: ClassVar[str]
+    """The resource name (``jobs``), as in webhook rules and API paths."""
+
+    @property
+    def version(self) -> str:
+        """The preferred version."""
+        return self.versions[0]
+
+    @property
+    def api_version(self) -> str:
+        """``group/version`` (just ``version`` for the core group)."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    # Reading -----------------------------------------------------------------------------------------------
+    @abstractmethod
+    def pod_templates(self, obj: Mapping[str, Any]) -> tuple[PodTemplate, ...]:
+        """Every pod template of the job with its pod count, in a stable order."""
+
+    def pod_sets(self, obj: Mapping[str, Any]) -> tuple[PodSet, ...]:
+        """The job's pod sets (count × per-pod request), via the core's request rules."""
+        return tuple(pod_set(t.name, t.count, t.spec) for t in self.pod_templates(obj))
+
+    def priority_class_name(self, obj: Mapping[str, Any]) -> str | None:
+        """The PriorityClass the job names: the first pod template that names one."""
+        for template in self.pod_templates(obj):
+            name = str_at(template.template, "spec", "priorityClassName")
+            if name is not None:
+                return name
+        return None
+
+    def explicit_priority(self, obj: Mapping[str, Any]) -> int | None:
+        """A literal ``priority`` on the first pod template that carries one."""
+        for template in self.pod_templates(obj):
+            value = value_at(template.template, "spec", "priority")
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise WorkloadError(f"{pointer(*template.path, 'spec', 'priority')}: expected an integer")
+                return value
+        return None
+
+    def priority(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int]) -> int:
+        """The PriorityClass value named by the job, else its literal ``priority``, else 0."""
+        name = self.priority_class_name(obj)
+        if name is not None and name in priority_classes:
+            return priority_classes[name]
+        explicit = self.explicit_priority(obj)
+        return explicit if explicit is not None else 0
+
+    @abstractmethod
+    def is_suspended(self, obj: Mapping[str, Any]) -> bool:
+        """Whether the job is held (suspend switch on / scheduling gate present)."""
+
+    @abstractmethod
+    def is_finished(self, obj: Mapping[str, Any]) -> bool:
+        """Whether the job has succeeded or failed for good (its quota is free again)."""
+
+    def quota_label(self, obj: Mapping[str, Any]) -> str | None:
+        """The job's quota label value (``None`` when absent)."""
+        value = value_at(obj, "metadata", "labels", QUOTA_LABEL)
+        return value if isinstance(value, str) else None
+
+    # Writing -----------------------------------------------------------------------------------------------
+    @abstractmethod
+    def suspend_patch(self, obj: Mapping[str, Any]) -> list[JSONPatch]:
+        """Operations that hold the job (empty when already held)."""
+
+    @abstractmethod
+    def resume_patch(self, obj: Mapping[str, Any]) -> list[JSONPatch]:
+        """Operations that release the job (empty when not held)."""
+
+    @property
+    def gates_at_creation_only(self) -> bool:
+        """Whether the hold can only be set when the object is created (Pods' scheduling gates)."""
+        return False
+
+    def manages(self, obj: Mapping[str, Any]) -> bool:
+        """Whether the queue holds this object at all (a Pod owned by a Job is queued with its Job)."""
+        return True
+
+    def queueing_problems(self, obj: Mapping[str, Any]) -> list[str]:
+        """Why a job of this kind cannot be held and released by the queue as written (``[]`` when it can);
+        each problem says what to change."""
+        return []
+
+    def tag_patch(self, obj: Mapping[str, Any], leaf_name: str, full_name: str) -> list[JSONPatch]:
+        """Label and annotate the job and every pod template with its quota."""
+        labels = {QUOTA_LABEL: leaf_name}
+        annotations = {QUOTA_FULLNAME_ANNOTATION: full_name}
+        ops = metadata_patch(obj, (), labels, annotations)
+        for template in self.pod_templates(obj):
+            if template.path:
+                ops.extend(metadata_patch(obj, template.path, labels, annotations))
+        return ops
+
+    def toleration_patch(
+        self, obj: Mapping[str, Any], template: PodTemplate, toleration: Mapping[str, str] = ECI_TOLERATION
+    ) -> list[JSONPatch]:
+        """Add a toleration to one pod template's spec."""
+        return toleration_patch(obj, (*template.path, "spec"), toleration)
+
+    def to_workload(self, obj: Mapping[str, Any], quota_leaf: str, priority_classes: Mapping[str, int]) -> Workload:
+        """The kind-agnostic view the decision core works on."""
+        metadata = mapping_at(obj, "metadata") or {}
+        name = metadata.get("name")
+        namespace = metadata.get("namespace")
+        if not isinstance(name, str) or not name:
+            raise WorkloadError("/metadata/name: a job needs a name")
+        if not isinstance(namespace, str) or not namespace:
+            raise WorkloadError("/metadata/namespace: a job needs a namespace")
+        uid = metadata.get("uid")
+        if self.is_finished(obj):
+            phase = Phase.FINISHED
+        elif self.is_suspended(obj):
+            phase = Phase.QUEUED
+        else:
+            phase = Phase.ADMITTED
+        return Workload(
+            key=WorkloadKey(kind=self.kind, namespace=namespace, name=name),
+            quota=quota_leaf,
+            pod_sets=self.pod_sets(obj),
+            priority=self.priority(obj, priority_classes),
+            created=creation_seconds(obj),
+            uid=uid if isinstance(uid, str) else "",
+            phase=phase,
+        )
+
+
+def condition_true(obj: Mapping[str, Any], *types: str) -> bool:
+    """Whether ``status.conditions`` has one of ``types`` with status ``"True"``."""
+    conditions = value_at(obj, "status", "conditions")
+    if not isinstance(conditions, list):
+        return False
+    return any(isinstance(c, Mapping) and c.get("type") in types and c.get("status") == "True" for c in conditions)
+
+
+class SpecSuspendAdapter(Adapter):
+    """A kind whose hold is a boolean at :attr:`suspend_path` (``spec.suspend``, ``spec.runPolicy.suspend``)."""
+
+    suspend_path: ClassVar[tuple[str, ...]] = ("spec", "suspend")
+
+    def is_suspended(self, obj: Mapping[str, Any]) -> bool:
+        return bool_at(obj, *self.suspend_path)
+
+    def suspend_patch(self, obj: Mapping[str, Any]) -> list[JSONPatch]:
+        if self.is_suspended(obj):
+            return []
+        return set_value_patch(obj, self.suspend_path, True)
+
+    def resume_patch(self, obj: Mapping[str, Any]) -> list[JSONPatch]:
+        if not self.is_suspended(obj):
+            return []
+        return [{"op": "replace", "path": pointer(*self.suspend_path), "value": False}]
+
+
+class ReplicaSpecsAdapter(SpecSuspendAdapter):
+    """Kubeflow-style jobs: ``spec.<replicaSpecsField>.<Role>.{replicas, template}``, held by
+    ``spec.runPolicy.suspend``, with an optional ``spec.runPolicy.schedulingPolicy.priorityClass``."""
+
+    suspend_path = ("spec", "runPolicy", "suspend")
+    replica_specs_field: ClassVar[str]
+    role_order: ClassVar[tuple[str, ...]] = ("chief", "master", "launcher", "ps", "worker", "evaluator")
+    """Roles sorted first (lower-cased); others follow by name."""
+
+    def pod_templates(self, obj: Mapping[str, Any]) -> tuple[PodTemplate, ...]:
+        specs = mapping_at(obj, "spec", self.replica_specs_field)
+        if not specs:
+            return ()
+        out: list[PodTemplate] = []
+        for role in sorted(specs, key=self._role_rank):
+            replica = mapping_at(obj, "spec", self.replica_specs_field, role)
+            if replica is None:
+                continue
+            count = int_at(obj, 1, "spec", self.replica_specs_field, role, "replicas")
+            template = mapping_at(obj, "spec", self.replica_specs_field, role, "template") or {}
+            out.append(
+                PodTemplate(
+                    name=role.lower(),
+                    count=count if count is not None else 1,
+                    path=("spec", self.replica_specs_field, role, "template"),
+                    template=template,
+                )
+            )
+        return tuple(out)
+
+    def _role_rank(self, role: str) -> tuple[int, str]:
+        lowered = role.lower()
+        rank = self.role_order.index(lowered) if lowered in self.role_order else len(self.role_order)
+        return (rank, role)
+
+    def priority_class_name(self, obj: Mapping[str, Any]) -> str | None:
+        name = str_at(obj, "spec", "runPolicy", "schedulingPolicy", "priorityClass")
+        return name if name is not None else super().priority_class_name(obj)
+
+    def is_finished(self, obj: Mapping[str, Any]) -> bool:
+        return condition_true(obj, "Succeeded", "Failed")

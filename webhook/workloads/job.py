@@ -1,0 +1,36 @@
+"""batch/v1 Job: held by ``spec.suspend``; one pod set of ``parallelism`` pods (at most ``completions``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.workloads.base import PodTemplate, SpecSuspendAdapter, condition_true, int_at, mapping_at
+
+
+class JobAdapter(SpecSuspendAdapter):
+    """``batch/v1`` ``Job``.
+
+    Pod count: ``parallelism`` (default 1); when ``completions`` is set and smaller, ``completions``
+    (a Job never runs more pods at once than it has completions left).
+    """
+
+    group = "batch"
+    versions = ("v1",)
+    kind = "Job"
+    plural = "jobs"
+
+    def pod_templates(self, obj: Mapping[str, Any]) -> tuple[PodTemplate, ...]:
+        parallelism = int_at(obj, 1, "spec", "parallelism")
+        completions = int_at(obj, None, "spec", "completions")
+        count = parallelism if parallelism is not None else 1
+        if completions is not None and completions < count:
+            count = completions
+        template = mapping_at(obj, "spec", "template") or {}
+        return (PodTemplate(name="main", count=count, path=("spec", "template"), template=template),)
+
+    def is_finished(self, obj: Mapping[str, Any]) -> bool:
+        return condition_true(obj, "Complete", "Failed")
+
+
+ADAPTERS = (JobAdapter(),)

@@ -1,0 +1,82 @@
+"""Plain Pods (``v1``): held by the scheduling gate ``kube-queue.x-k8s.io/admission``.
+
+A gate can only be added when the Pod is created and only removed afterwards, so the hold is set by the
+mutating webhook at creation and released by the controller removing the gate. Pods owned by a
+controller (a Job's pods, a ReplicaSet's pods...) are not queued on their own: their owner is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.core.workload import WorkloadError
+from webhook.workloads.base import (
+    ADMISSION_GATE,
+    Adapter,
+    JSONPatch,
+    PodTemplate,
+    pointer,
+    set_value_patch,
+    value_at,
+)
+
+
+def _gate_index(obj: Mapping[str, Any]) -> int | None:
+    gates = value_at(obj, "spec", "schedulingGates")
+    if gates is None:
+        return None
+    if not isinstance(gates, list):
+        raise WorkloadError("/spec/schedulingGates: expected a list")
+    for index, gate in enumerate(gates):
+        if isinstance(gate, Mapping) and gate.get("name") == ADMISSION_GATE:
+            return index
+    return None
+
+
+class PodAdapter(Adapter):
+    """Core ``v1`` ``Pod``: one pod set of one pod; the pod is its own template."""
+
+    group = ""
+    versions = ("v1",)
+    kind = "Pod"
+    plural = "pods"
+
+    def pod_templates(self, obj: Mapping[str, Any]) -> tuple[PodTemplate, ...]:
+        return (PodTemplate(name="main", count=1, path=(), template=obj),)
+
+    @property
+    def gates_at_creation_only(self) -> bool:
+        return True
+
+    def manages(self, obj: Mapping[str, Any]) -> bool:
+        owners = value_at(obj, "metadata", "ownerReferences")
+        if not isinstance(owners, list):
+            return True
+        return not any(isinstance(owner, Mapping) and owner.get("controller") is True for owner in owners)
+
+    def is_suspended(self, obj: Mapping[str, Any]) -> bool:
+        return _gate_index(obj) is not None
+
+    def suspend_patch(self, obj: Mapping[str, Any]) -> list[JSONPatch]:
+        if self.is_suspended(obj):
+            return []
+        gate = {"name": ADMISSION_GATE}
+        if value_at(obj, "spec", "schedulingGates") is None:
+            return set_value_patch(obj, ("spec", "schedulingGates"), [gate])
+        return [{"op": "add", "path": pointer("spec", "schedulingGates", "-"), "value": gate}]
+
+    def resume_patch(self, obj: Mapping[str, Any]) -> list[JSONPatch]:
+        index = _gate_index(obj)
+        if index is None:
+            return []
+        return [
+            {"op": "test", "path": pointer("spec", "schedulingGates", index, "name"), "value": ADMISSION_GATE},
+            {"op": "remove", "path": pointer("spec", "schedulingGates", index)},
+        ]
+
+    def is_finished(self, obj: Mapping[str, Any]) -> bool:
+        return value_at(obj, "status", "phase") in ("Succeeded", "Failed")
+
+
+ADAPTERS = (PodAdapter(),)

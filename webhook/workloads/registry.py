@@ -1,0 +1,43 @@
+"""The adapter registry: every module of this package that defines ``ADAPTERS`` is loaded on first use.
+
+Adding a job kind is one new module here with ``ADAPTERS = (MyKindAdapter(),)``; the webhook, the
+controller and the webhook configurations pick it up by ``(group, kind)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+
+import webhook.workloads as _package
+from webhook.workloads.base import Adapter
+
+_SKIP = frozenset({"base", "registry"})
+
+
+@cache
+def _load() -> dict[tuple[str, str], Adapter]:
+    found: dict[tuple[str, str], Adapter] = {}
+    for info in sorted(pkgutil.iter_modules(_package.__path__), key=lambda i: i.name):
+        if info.name in _SKIP or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{_package.__name__}.{info.name}")
+        for adapter in getattr(module, "ADAPTERS", ()):
+            if not isinstance(adapter, Adapter):
+                raise TypeError(f"{module.__name__}.ADAPTERS holds {adapter!r}, not an Adapter")
+            key = (adapter.group, adapter.kind)
+            if key in found:
+                raise ValueError(f"two adapters for {adapter.kind}.{adapter.group or 'core'}")
+            found[key] = adapter
+    return found
+
+
+def adapter_for(group: str, kind: str) -> Adapter | None:
+    """The adapter for a kind (``group`` is ``""`` for core kinds such as Pod); ``None`` when unsupported."""
+    return _load().get((group, kind))
+
+
+def all_adapters() -> tuple[Adapter, ...]:
+    """Every registered adapter, ordered by group then kind."""
+    return tuple(adapter for _, adapter in sorted(_load().items()))
