@@ -1,0 +1,330 @@
+"""Properties of admission and reclaim over random valid trees and workloads (hypothesis).
+
+The admission pass is also checked against a direct, slow reading of its rules (:func:`reference_pass`):
+one candidate per quota, the earliest turn first, a full fit check against the current usage for every
+candidate. The optimised pass must admit exactly the same jobs in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.builders import job, node, res, tree
+from webhook.core.fit import add_usage, check_fit, quota_chain, remove_usage
+from webhook.core.queueing import PassResult, Policy, admission_pass, order
+from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
+from webhook.core.reclaim import plan_reclaim
+from webhook.core.resources import EMPTY, MAX_JOBS, Resources
+from webhook.core.workload import Phase, Workload
+
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+# Strategies ---------------------------------------------------------------------------------------------------
+
+
+@st.composite
+def quota_trees(draw: st.DrawFn) -> QuotaTree:
+    """Valid trees of two or three levels over cpu and memory, some leaves with a job cap or preemption."""
+    cpu, memory = draw(st.integers(2, 30)), draw(st.integers(2, 30))
+    total = res(cpu=cpu, memory=memory)
+
+    def leaf(name: str, min_cpu: int, min_mem: int, cap_cpu: int, cap_mem: int) -> QuotaNode:
+        max_cpu = draw(st.just(cap_cpu) | st.integers(max(min_cpu, 1), cap_cpu))
+        max_mem = draw(st.just(cap_mem) | st.integers(max(min_mem, 1), cap_mem))
+        jobs_cap = draw(st.sampled_from([None, None, None, 1, 2, 4]))
+        limits = res(cpu=max_cpu, memory=max_mem) + ({} if jobs_cap is None else res(max_jobs=jobs_cap))
+        preempt = draw(st.booleans())
+        return node(
+            name,
+            min=res(cpu=min_cpu, memory=min_mem),
+            max=limits,
+            namespaces=(f"ns-{name}",),
+            attributes={PREEMPT_POLICY: PREEMPT_LOWER_PRIORITY} if preempt else None,
+        )
+
+    children: list[QuotaNode] = []
+    left_cpu, left_mem = cpu, memory
+    for d in range(draw(st.integers(1, 3))):
+        min_cpu = draw(st.integers(0, left_cpu) | st.just(left_cpu // 2))
+        min_mem = draw(st.integers(0, left_mem) | st.just(left_mem // 2))
+        left_cpu, left_mem = left_cpu - min_cpu, left_mem - min_mem
+        if draw(st.booleans()):
+            children.append(leaf(f"d{d}", min_cpu, min_mem, cpu, memory))
+            continue
+        max_cpu = draw(st.just(cpu) | st.integers(max(min_cpu, 1), cpu))
+        max_mem = draw(st.just(memory) | st.integers(max(min_mem, 1), memory))
+        teams: list[QuotaNode] = []
+        team_cpu, team_mem = min_cpu, min_mem
+        for t in range(draw(st.integers(1, 2))):
+            t_cpu, t_mem = draw(st.integers(0, team_cpu)), draw(st.integers(0, team_mem))
+            team_cpu, team_mem = team_cpu - t_cpu, team_mem - t_mem
+            teams.append(leaf(f"d{d}t{t}", t_cpu, t_mem, max_cpu, max_mem))
+        children.append(
+            node(f"d{d}", min=res(cpu=min_cpu, memory=min_mem), max=res(cpu=max_cpu, memory=max_mem),
+                 children=teams)
+        )
+    return tree(node("root", min=total, max=total, children=children))
+
+
+@st.composite
+def workloads(draw: st.DrawFn, quota_tree: QuotaTree, max_size: int = 24) -> list[Workload]:
+    leaves = quota_tree.leaves()
+    cpu_cap = quota_tree.root.max["cpu"] // 10**9
+    mem_cap = quota_tree.root.max["memory"] // 10**9
+    out = []
+    for index in range(draw(st.integers(0, max_size))):
+        leaf = draw(st.sampled_from(leaves))
+        out.append(
+            job(
+                f"j{index}",
+                namespace=leaf.namespaces[0],
+                quota=leaf.key,
+                pods=draw(st.integers(1, 2)),
+                cpu=draw(st.integers(0, cpu_cap // 2 + 1)),
+                memory=draw(st.integers(0, mem_cap // 2 + 1)),
+                priority=draw(st.integers(0, 3)),
+                created=float(draw(st.integers(0, 8))),
+            )
+        )
+    return out
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[QuotaTree, list[Workload], dict[str, Policy]]:
+    quota_tree = draw(quota_trees())
+    policies = {leaf.key: draw(st.sampled_from(Policy)) for leaf in quota_tree.leaves()}
+    return quota_tree, draw(workloads(quota_tree)), policies
+
+
+# Helpers ------------------------------------------------------------------------------------------------------
+
+
+def reference_pass(
+    quota_tree: QuotaTree,
+    used: Mapping[str, Resources],
+    waiting: list[Workload],
+    policies: Mapping[str, Policy],
+    rate: Fraction,
+) -> tuple[list[Workload], dict[str, Resources]]:
+    """The admission rules read literally, one full fit check per candidate."""
+    queues: dict[str, list[Workload]] = {}
+    for workload in waiting:
+        queues.setdefault(workload.quota.lower(), []).append(workload)
+    queues = {quota: order(jobs) for quota, jobs in queues.items() if quota in quota_tree.nodes}
+    following = dict.fromkeys(queues, 0)
+    floors: dict[str, tuple[float, int, str, str]] = {}
+    blocked: set[str] = set()
+    current = dict(used)
+    admitted: list[Workload] = []
+    while True:
+        candidates = []
+        for quota, jobs in queues.items():
+            if quota in blocked or following[quota] >= len(jobs):
+                continue
+            head = jobs[following[quota]]
+            turn = (head.created, -head.priority, head.key.namespace, head.key.name)
+            candidates.append((max(turn, floors.get(quota, turn)), quota))
+        if not candidates:
+            return admitted, current
+        turn, quota = min(candidates)
+        floors[quota] = turn
+        head = queues[quota][following[quota]]
+        following[quota] += 1
+        if check_fit(quota_tree, current, head, rate).fits:
+            current = add_usage(quota_tree, current, head)
+            admitted.append(head)
+        elif policies.get(quota, Policy.ROUND) is Policy.BLOCK:
+            blocked.add(quota)
+
+
+def assert_within_max(quota_tree: QuotaTree, used: Mapping[str, Resources]) -> None:
+    for key, quota_node in quota_tree.nodes.items():
+        usage = used.get(key, EMPTY)
+        for resource, cap in quota_node.max.items():
+            assert usage.get_or_zero(resource) <= cap, (quota_node.full_name, resource)
+
+
+def in_order_by_quota(waiting: list[Workload]) -> dict[str, list[Workload]]:
+    queues: dict[str, list[Workload]] = {}
+    for workload in waiting:
+        queues.setdefault(workload.quota.lower(), []).append(workload)
+    return {quota: order(jobs) for quota, jobs in queues.items()}
+
+
+def run_pass(scenario: tuple[QuotaTree, list[Workload], dict[str, Policy]]) -> PassResult:
+    quota_tree, waiting, policies = scenario
+    return admission_pass(quota_tree, {}, waiting, policies, 1)
+
+
+# Admission properties -----------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(scenarios())
+def test_no_pass_pushes_any_level_over_max_at_oversell_1(
+    scenario: tuple[QuotaTree, list[Workload], dict[str, Policy]],
+) -> None:
+    quota_tree, waiting, policies = scenario
+    half = len(waiting) // 2
+    first = admission_pass(quota_tree, {}, waiting[:half], policies, 1)
+    assert_within_max(quota_tree, first.used)
+    second = admission_pass(quota_tree, first.used, waiting[half:], policies, 1)
+    assert_within_max(quota_tree, second.used)
+    assert dict(second.used) == add_usage(quota_tree, first.used, *second.admitted)
+
+
+@SETTINGS
+@given(scenarios(), st.sampled_from([Fraction(1), Fraction(3, 2), Fraction(2)]))
+def test_the_pass_admits_exactly_what_the_literal_rules_admit(
+    scenario: tuple[QuotaTree, list[Workload], dict[str, Policy]], rate: Fraction
+) -> None:
+    quota_tree, waiting, policies = scenario
+    result = admission_pass(quota_tree, {}, waiting, policies, rate)
+    expected, used = reference_pass(quota_tree, {}, waiting, policies, rate)
+    assert [w.key for w in result.admitted] == [w.key for w in expected]
+    assert {k: v.without_zeros() for k, v in result.used.items()} == {
+        k: v.without_zeros() for k, v in used.items()
+    }
+
+
+@SETTINGS
+@given(scenarios())
+def test_block_never_admits_a_later_job_while_an_earlier_one_waits(
+    scenario: tuple[QuotaTree, list[Workload], dict[str, Policy]],
+) -> None:
+    _, waiting, policies = scenario
+    result = run_pass(scenario)
+    admitted = {w.key for w in result.admitted}
+    for quota, jobs in in_order_by_quota(waiting).items():
+        if policies[quota] is not Policy.BLOCK:
+            continue
+        flags = [w.key in admitted for w in jobs]
+        assert flags == sorted(flags, reverse=True), quota  # admitted jobs form a prefix of the queue
+
+
+@SETTINGS
+@given(scenarios())
+def test_positions_are_1_to_n_per_quota_in_queue_order(
+    scenario: tuple[QuotaTree, list[Workload], dict[str, Policy]],
+) -> None:
+    _, waiting, _ = scenario
+    result = run_pass(scenario)
+    admitted = {w.key for w in result.admitted}
+    assert len(admitted) == len(result.admitted)
+    assert set(result.positions) | admitted == {w.key for w in waiting}
+    assert not set(result.positions) & admitted
+    for jobs in in_order_by_quota(waiting).values():
+        still = [w for w in jobs if w.key not in admitted]
+        assert [result.positions[w.key] for w in still] == list(range(1, len(still) + 1))
+
+
+@SETTINGS
+@given(scenarios())
+def test_every_waiting_job_has_a_reason_that_does_not_fit(
+    scenario: tuple[QuotaTree, list[Workload], dict[str, Policy]],
+) -> None:
+    quota_tree, _, policies = scenario
+    result = run_pass(scenario)
+    assert set(result.reasons) == set(result.positions)
+    for key, reason in result.reasons.items():
+        assert not reason.fits
+        assert reason.explain()
+        if reason.blocked_behind is not None:
+            assert policies[next(q for q, jobs in result.queues.items() if any(w.key == key for w in jobs))] \
+                is Policy.BLOCK
+    for jobs in result.queues.values():
+        for workload in jobs:
+            if result.reasons[workload.key].blocked_behind is None:
+                assert not check_fit(quota_tree, result.used, workload, 1).fits
+
+
+# Reclaim properties -------------------------------------------------------------------------------------------
+
+
+@st.composite
+def reclaim_cases(
+    draw: st.DrawFn,
+) -> tuple[QuotaTree, list[Workload], dict[str, Resources], Workload, Fraction]:
+    """A cluster filled by an admission pass of many small jobs, and a preemptor sized within its min."""
+    quota_tree = draw(quota_trees())
+    rate = draw(st.sampled_from([Fraction(1), Fraction(2)]))
+    leaves = quota_tree.leaves()
+    cpu_cap = quota_tree.root.max["cpu"] // 10**9
+    mem_cap = quota_tree.root.max["memory"] // 10**9
+    home = draw(st.sampled_from(leaves))
+    others = [leaf for leaf in leaves if leaf.key != home.key] or [home]
+    candidates = []
+    for index in range(draw(st.integers(6, 30))):
+        leaf = draw(st.sampled_from(others)) if draw(st.integers(0, 9)) else home
+        candidates.append(
+            job(f"a{index}", namespace=leaf.namespaces[0], quota=leaf.key,
+                cpu=draw(st.integers(0, max(1, cpu_cap // 3))), memory=draw(st.integers(0, max(1, mem_cap // 3))),
+                priority=draw(st.integers(0, 3)), created=float(index))
+        )
+    first = admission_pass(quota_tree, {}, candidates, Policy.ROUND, rate)
+    running = [
+        Workload(key=w.key, quota=w.quota, pod_sets=w.pod_sets, priority=w.priority, created=w.created,
+                 phase=Phase.ADMITTED, admitted_at=float(draw(st.integers(0, 30))))
+        for w in first.admitted
+    ]
+    guaranteed = home.min
+    preemptor = job(
+        "preemptor", namespace=home.namespaces[0], quota=home.key,
+        cpu=draw(st.integers(1, max(1, guaranteed.get_or_zero("cpu") // 10**9))),
+        memory=draw(st.integers(0, max(0, guaranteed.get_or_zero("memory") // 10**9))),
+        priority=draw(st.integers(0, 4)), created=99.0,
+    )
+    return quota_tree, running, dict(first.used), preemptor, rate
+
+
+@SETTINGS
+@given(reclaim_cases())
+def test_reclaim_frees_enough_never_too_much_and_never_below_min(
+    case: tuple[QuotaTree, list[Workload], dict[str, Resources], Workload, Fraction],
+) -> None:
+    quota_tree, running, used, preemptor, rate = case
+    plan = plan_reclaim(quota_tree, used, running, preemptor, rate)
+    if plan is None:
+        return
+    victims = list(plan.victims)
+    assert victims
+    assert len({w.key for w in victims}) == len(victims)
+    assert {w.key for w in victims} <= {w.key for w in running}
+    after = remove_usage(quota_tree, used, *victims)
+    assert dict(plan.used_after_eviction) == after
+    # Enough: the preemptor fits once the victims are gone, and the result stays within max × rate.
+    assert check_fit(quota_tree, after, preemptor, rate).fits
+    if rate == 1:
+        assert_within_max(quota_tree, plan.used_after)
+    # Never too much: giving any one victim back leaves the preemptor not fitting.
+    for victim in victims:
+        assert not check_fit(quota_tree, add_usage(quota_tree, after, victim), preemptor, rate).fits
+    # Never below min: below the common ancestor with the preemptor, a victim's quota keeps its min in
+    # every resource the victim holds.
+    own = quota_chain(quota_tree, preemptor.quota)
+    assert own is not None
+    own_keys = {n.key for n in own}
+    for victim in victims:
+        chain = quota_chain(quota_tree, victim.quota)
+        assert chain is not None
+        if chain[0].key == own[0].key:
+            assert victim.priority < preemptor.priority
+            assert own[0].attributes.get(PREEMPT_POLICY) == PREEMPT_LOWER_PRIORITY
+            continue
+        for level in chain:
+            if level.key in own_keys:
+                break
+            usage = after.get(level.key, EMPTY)
+            for resource, amount in victim.request.items():
+                if amount > 0 and resource != MAX_JOBS and resource in level.min:
+                    assert usage.get_or_zero(resource) >= level.min[resource], (level.full_name, resource)

@@ -1,0 +1,354 @@
+"""Reclaim of guaranteed min and in-quota priority preemption (webhook.core.reclaim)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+
+import pytest
+
+from tests.builders import job, node, res, seed_tree, tree
+from webhook.core.fit import add_usage, check_fit, remove_usage
+from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaTree
+from webhook.core.reclaim import ReclaimPlan, explain_reclaim, plan_reclaim
+from webhook.core.resources import Resources
+from webhook.core.workload import Phase, Workload
+
+SEED = seed_tree()
+
+Spec = tuple[str, int, int, float]
+"""(name, cpu, priority, admitted_at) of a Department-a job; memory is the same number of Gi."""
+
+
+def dept_a(name: str, cpu: int, priority: int, admitted_at: float, gpu: int | None = None) -> Workload:
+    return job(
+        name,
+        cpu=cpu,
+        memory=f"{cpu}Gi" if cpu else None,
+        gpu=gpu,
+        priority=priority,
+        created=admitted_at - 0.5,
+        phase=Phase.ADMITTED,
+        admitted_at=admitted_at,
+    )
+
+
+def user_c(name: str = "c", cpu: int = 10, priority: int = 3, gpu: int | None = None) -> Workload:
+    return job(name, namespace="user-c", quota="department-b", cpu=cpu, memory=f"{cpu}Gi", gpu=gpu,
+               priority=priority, created=100)
+
+
+def seeded(quota_tree: QuotaTree, admitted: list[Workload]) -> dict[str, Resources]:
+    return add_usage(quota_tree, {}, *admitted)
+
+
+def plan(
+    admitted: list[Workload],
+    preemptor: Workload,
+    rate: int | Fraction = 1,
+    quota_tree: QuotaTree = SEED,
+) -> ReclaimPlan | None:
+    return plan_reclaim(quota_tree, seeded(quota_tree, admitted), admitted, preemptor, rate)
+
+
+def victims(result: ReclaimPlan | None) -> list[str] | None:
+    return None if result is None else [w.key.name for w in result.victims]
+
+
+CROSS_CASES = [
+    # (case, admitted Department-a jobs, preemptor cpu, expected victims or None)
+    (
+        "lowest priority, then most recently admitted",
+        [("a1", 60, 1, 1), ("a2", 20, 0, 2), ("a3", 10, 0, 3), ("a4", 10, 0, 4)],
+        10,
+        ["a4"],
+    ),
+    (
+        "takes more victims until the preemptor fits",
+        [("a1", 60, 1, 1), ("a2", 20, 0, 2), ("a3", 10, 0, 3), ("a4", 10, 0, 4)],
+        20,
+        ["a4", "a3"],
+    ),
+    (
+        "no more than needed: a victim made unnecessary is given back",
+        [("a1", 60, 1, 1), ("a2", 20, 0, 3), ("a4", 10, 0, 4), ("a5", 10, 1, 5)],
+        20,
+        ["a2"],
+    ),
+    (
+        "priority comes before recency",
+        [("a1", 60, 5, 1), ("a2", 20, 0, 2), ("a3", 20, 3, 3)],
+        10,
+        ["a2"],
+    ),
+    (
+        "a victim that would take Department-a below min is skipped",
+        [("a1", 25, 1, 1), ("a2", 30, 1, 2), ("a3", 45, 0, 3)],
+        10,
+        ["a2"],
+    ),
+    (
+        "no allowed eviction makes it fit: nothing is evicted",
+        [("a1", 50, 0, 1), ("a2", 50, 0, 2)],
+        10,
+        None,
+    ),
+    ("fits already: nothing to reclaim", [("a1", 60, 0, 1)], 10, None),
+    (
+        "beyond Department-b's min it may only use idle capacity",
+        [("a1", 60, 0, 1), ("a2", 40, 0, 2)],
+        41,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("admitted", "cpu", "expected"),
+    [case[1:] for case in CROSS_CASES],
+    ids=[case[0] for case in CROSS_CASES],
+)
+def test_cross_quota_reclaim(admitted: list[Spec], cpu: int, expected: list[str] | None) -> None:
+    jobs = [dept_a(*spec) for spec in admitted]
+    result = plan(jobs, user_c(cpu=cpu))
+    assert victims(result) == expected
+    if result is not None:
+        after = remove_usage(SEED, seeded(SEED, jobs), *result.victims)
+        assert check_fit(SEED, after, result.preemptor, 1).fits
+        assert dict(result.used_after_eviction) == after
+        assert dict(result.used_after) == add_usage(SEED, after, result.preemptor)
+        assert after["department-a"]["cpu"] >= SEED.node("department-a").min["cpu"]
+
+
+def test_reason_names_who_reclaims_what_from_whom() -> None:
+    jobs = [dept_a("a1", 60, 1, 1), dept_a("a2", 30, 0, 2), dept_a("a4", 10, 0, 4)]
+    result = plan(jobs, user_c(cpu=10))
+    assert result is not None
+    assert result.reason == (
+        "root/Department-b reclaims cpu=10, memory=10Gi from root/Department-a by evicting "
+        "Job/user-a/a4 (priority 0)"
+    )
+    assert explain_reclaim(SEED, seeded(SEED, jobs), jobs, user_c(cpu=10), 1) == result.reason
+
+
+@pytest.mark.parametrize(
+    ("admitted", "preemptor", "phrase"),
+    [
+        ([], user_c(cpu=10), "fits without evicting anything"),
+        ([dept_a("a1", 60, 0, 1), dept_a("a2", 40, 0, 2)], user_c(cpu=41), "beyond the guaranteed min"),
+        ([dept_a("a1", 50, 0, 1), dept_a("a2", 50, 0, 2)], user_c(cpu=10), "would not make Job/user-c/c fit"),
+        ([], user_c(cpu=1, gpu=5), "can never be admitted"),
+        ([], job("lost", quota="nowhere"), "not in the ElasticQuotaTree"),
+    ],
+    ids=["fits", "not entitled", "not enough", "never fits", "unknown quota"],
+)
+def test_explain_when_there_is_no_plan(admitted: list[Workload], preemptor: Workload, phrase: str) -> None:
+    used = seeded(SEED, admitted)
+    assert plan_reclaim(SEED, used, admitted, preemptor, 1) is None
+    assert phrase in explain_reclaim(SEED, used, admitted, preemptor, 1)
+
+
+def test_a_job_holding_guaranteed_gpus_is_protected() -> None:
+    # Department-a is over min in CPU but under min in GPU: the job holding a GPU may not be evicted.
+    jobs = [dept_a("a1", 60, 1, 1), dept_a("gpu", 40, 0, 2, gpu=1)]
+    assert plan(jobs, user_c(cpu=10)) is None
+
+
+def test_only_jobs_that_relieve_the_blocking_resource_are_taken() -> None:
+    gpu_only = dept_a("gpu-only", 0, 0, 9, gpu=1)
+    jobs = [dept_a("a1", 60, 1, 1), dept_a("a2", 40, 1, 2), gpu_only]
+    assert victims(plan(jobs, user_c(cpu=10))) == ["a2"]
+
+
+def test_oversell_reclaims_against_max_times_rate() -> None:
+    jobs = [dept_a("a1", 60, 0, 1), dept_a("a2", 60, 0, 2), dept_a("a3", 60, 0, 3), dept_a("a4", 20, 0, 4)]
+    result = plan(jobs, user_c(cpu=10), rate=2)
+    assert victims(result) == ["a4"]
+    assert plan(jobs[:3], user_c(cpu=10), rate=2) is None  # 180 + 10 fits 200: nothing to reclaim
+
+
+def test_the_preemptor_itself_and_jobs_of_unknown_quotas_are_never_victims() -> None:
+    preemptor = user_c(cpu=10)
+    stray = job("stray", namespace="gone", quota="nowhere", cpu=50, phase=Phase.ADMITTED, admitted_at=9)
+    jobs = [dept_a("a1", 60, 1, 1), dept_a("a2", 40, 1, 2)]
+    used = seeded(SEED, jobs)
+    result = plan_reclaim(SEED, used, [*jobs, stray, preemptor], preemptor, 1)
+    assert victims(result) == ["a2"]
+
+
+# Priority preemption inside one quota -------------------------------------------------------------------------
+
+
+def seed_with_policy(department: str) -> QuotaTree:
+    total = res(cpu=100, memory="100Gi", gpu=4)
+    attributes = {PREEMPT_POLICY: PREEMPT_LOWER_PRIORITY}
+    return tree(
+        node(
+            "root",
+            min=total,
+            max=total,
+            children=(
+                node("Department-a", min=res(cpu=60, memory="60Gi", gpu=3), max=total,
+                     namespaces=("user-a", "user-b"),
+                     attributes=attributes if department == "a" else None),
+                node("Department-b", min=res(cpu=40, memory="40Gi", gpu=1), max=total,
+                     namespaces=("user-c",),
+                     attributes=attributes if department == "b" else None),
+            ),
+        )
+    )
+
+
+INTRA_CASES = [
+    # (case, policy on Department-a, preemptor priority, expected victims)
+    ("off by default", False, 5, None),
+    ("lowest priority first", True, 5, ["a1"]),
+    ("only strictly lower priority", True, 1, ["a1"]),
+    ("nothing lower", True, 0, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("enabled", "priority", "expected"),
+    [case[1:] for case in INTRA_CASES],
+    ids=[case[0] for case in INTRA_CASES],
+)
+def test_priority_preemption_inside_a_quota(enabled: bool, priority: int, expected: list[str] | None) -> None:
+    quota_tree = seed_with_policy("a" if enabled else "")
+    jobs = [dept_a("a1", 60, 0, 1), dept_a("a2", 40, 1, 2)]
+    preemptor = job("urgent", cpu=30, memory="30Gi", priority=priority, created=50)
+    result = plan(jobs, preemptor, quota_tree=quota_tree)
+    assert victims(result) == expected
+    if result is not None:
+        assert result.reason == (
+            "root/Department-a: Job/user-a/urgent (priority "
+            f"{priority}) preempts lower-priority Job/user-a/a1 (priority 0), freeing cpu=60, memory=60Gi"
+        )
+
+
+def test_borrowers_go_before_the_quotas_own_jobs() -> None:
+    quota_tree = seed_with_policy("b")
+    own = job("b-low", namespace="user-c", quota="department-b", cpu=10, memory="10Gi",
+              phase=Phase.ADMITTED, admitted_at=5)
+    jobs = [dept_a("a1", 60, 1, 1), dept_a("a2", 30, 2, 2), own]
+    result = plan(jobs, user_c(cpu=10), quota_tree=quota_tree)
+    assert victims(result) == ["a2"]
+
+
+def test_own_jobs_are_used_when_borrowers_are_not_enough() -> None:
+    quota_tree = seed_with_policy("b")
+    own = job("b-low", namespace="user-c", quota="department-b", cpu=10, memory="10Gi",
+              phase=Phase.ADMITTED, admitted_at=5)
+    # Department-a (min 60) may give back only a3: evicting a1 or a2 would take it below 60.
+    jobs = [dept_a("a1", 55, 1, 1), dept_a("a2", 25, 2, 2), dept_a("a3", 10, 2, 3), own]
+    result = plan(jobs, user_c(cpu=20), quota_tree=quota_tree)
+    assert victims(result) == ["a3", "b-low"]
+    assert result is not None
+    assert result.reason == (
+        "root/Department-b reclaims cpu=10, memory=10Gi from root/Department-a by evicting Job/user-a/a3 "
+        "(priority 2); root/Department-b: Job/user-c/c (priority 3) preempts lower-priority Job/user-c/b-low "
+        "(priority 0), freeing cpu=10, memory=10Gi"
+    )
+
+
+def test_beyond_min_only_own_lower_priority_jobs_may_go() -> None:
+    quota_tree = seed_with_policy("b")
+    own = job("b-low", namespace="user-c", quota="department-b", cpu=10, memory="10Gi",
+              phase=Phase.ADMITTED, admitted_at=5)
+    jobs = [dept_a("a1", 60, 1, 1), dept_a("a2", 30, 0, 2), own]
+    # Department-b at 10 + 35 = 45 > min 40: no reclaim from Department-a, and b-low alone is not enough.
+    used = seeded(quota_tree, jobs)
+    assert plan_reclaim(quota_tree, used, jobs, user_c(cpu=35), 1) is None
+    why = explain_reclaim(quota_tree, used, jobs, user_c(cpu=35), 1)
+    assert "(lower-priority jobs of its own quota)" in why
+    assert "quota root/Department-b: cpu request 35 + used 10 > limit 40 (guaranteed min)" in why
+
+
+# Deeper trees -------------------------------------------------------------------------------------------------
+
+
+def deep_tree() -> QuotaTree:
+    total = res(cpu=100)
+    return tree(
+        node(
+            "root",
+            min=total,
+            max=total,
+            children=(
+                node(
+                    "Dept",
+                    min=res(cpu=60),
+                    max=total,
+                    children=(
+                        node("Team-x", min=res(cpu=30), max=total, namespaces=("x",)),
+                        node("Team-y", min=res(cpu=20), max=total, namespaces=("y",)),
+                    ),
+                ),
+                node("Other", min=res(cpu=40), max=total, namespaces=("o",)),
+            ),
+        )
+    )
+
+
+DEEP = deep_tree()
+
+
+def deep_job(name: str, quota: str, cpu: int, admitted_at: float | None = None, priority: int = 0) -> Workload:
+    namespace = {"team-x": "x", "team-y": "y", "other": "o"}[quota]
+    phase = Phase.QUEUED if admitted_at is None else Phase.ADMITTED
+    return job(name, namespace=namespace, quota=quota, cpu=cpu, priority=priority, created=admitted_at or 99,
+               phase=phase, admitted_at=admitted_at)
+
+
+DEEP_CASES: list[tuple[str, list[Workload], Workload, list[str] | None]] = [
+    (
+        "a sibling team borrowing inside the department (the department itself is over its min)",
+        [deep_job("y1", "team-y", 50, 1), deep_job("y2", "team-y", 20, 2), deep_job("o1", "other", 30, 3)],
+        deep_job("x", "team-x", 10),
+        ["y2"],
+    ),
+
+    (
+        "another department borrowing (most recent first)",
+        [deep_job("y1", "team-y", 30, 1), deep_job("o1", "other", 50, 2), deep_job("o2", "other", 20, 3)],
+        deep_job("x", "team-x", 10),
+        ["o2"],
+    ),
+    (
+        "the department's own min is guarded for a victim outside it",
+        [deep_job("x1", "team-x", 20, 1), deep_job("y1", "team-y", 50, 2), deep_job("o1", "other", 30, 3)],
+        deep_job("o", "other", 10),
+        None,  # Other is within min, but Dept (70 used) may only give back 10 and y1 holds 50
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("admitted", "preemptor", "expected"),
+    [case[1:] for case in DEEP_CASES],
+    ids=[case[0] for case in DEEP_CASES],
+)
+def test_deeper_trees(admitted: list[Workload], preemptor: Workload, expected: list[str] | None) -> None:
+    used: Mapping[str, Resources] = seeded(DEEP, admitted)
+    assert victims(plan_reclaim(DEEP, used, admitted, preemptor, 1)) == expected
+
+
+def test_a_team_reclaims_from_another_department_only_while_its_department_is_within_min() -> None:
+    # Oversell 2: the root admits 200 CPU. Other (min 40) borrows 70 - 40 = 30; o1 could be evicted.
+    others = [deep_job("o1", "other", 30, 1), deep_job("o2", "other", 40, 2)]
+    over = [deep_job("y1", "team-y", 130, 3), *others]  # Dept at 130 > its min 60; y1 is all of Team-y's
+    assert plan_reclaim(DEEP, seeded(DEEP, over), over, deep_job("x", "team-x", 10), 2) is None
+    # Dept at 20: Team-x + 30 stays within Dept's min, so Other's borrowers may go (y1 is at Team-y's min).
+    within = [deep_job("y1", "team-y", 20, 3), *others, deep_job("o3", "other", 85, 0.5)]
+    result = plan_reclaim(DEEP, seeded(DEEP, within), within, deep_job("x", "team-x", 30), 2)
+    assert victims(result) == ["o2"]
+
+
+def test_zero_amounts_in_a_victims_request_do_not_count_against_min() -> None:
+    # Department-a is below its memory min (0 < 60Gi): a victim that asks for memory "0" may still go.
+    jobs = [
+        job("a1", cpu=60, memory=0, phase=Phase.ADMITTED, admitted_at=1),
+        job("a2", cpu=40, memory=0, phase=Phase.ADMITTED, admitted_at=2),
+    ]
+    preemptor = job("c", namespace="user-c", quota="department-b", cpu=10, created=9)
+    assert victims(plan(jobs, preemptor)) == ["a2"]
