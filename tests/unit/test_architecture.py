@@ -89,3 +89,17 @@ def test_the_check_sees_the_imports_it_judges() -> None:
     # Guard against a vacuous pass: the scanner must find the core's own intra-package imports.
     found = set().union(*(_imports(p) for p in _modules("core")))
     assert "webhook.core.resources" in found
+
+
+def test_the_cli_command_table_names_the_module_that_registers_each_command() -> None:
+    import argparse  # noqa: PLC0415
+    import importlib  # noqa: PLC0415
+
+    from webhook.cli.main import COMMANDS, SUBCOMMAND_MODULES  # noqa: PLC0415
+
+    registered: dict[str, str] = {}
+    for name in SUBCOMMAND_MODULES:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(name).register(sub)
+        registered.update(dict.fromkeys(sub.choices, name))
+    assert registered == COMMANDS

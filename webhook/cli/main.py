@@ -16,19 +16,56 @@ SUBCOMMAND_MODULES = (
     "webhook.cli.dev",
     "webhook.cli.serve",
     "webhook.cli.certs",
+    "webhook.cli.extender",
+    "webhook.cli.simulate",
+    "webhook.cli.submit",
+    "webhook.cli.jobs",
+    "webhook.cli.why",
+    "webhook.cli.logs",
+    "webhook.cli.quota",
 )
+COMMANDS = {
+    "dev": "webhook.cli.dev",
+    "serve": "webhook.cli.serve",
+    "certs": "webhook.cli.certs",
+    "extender": "webhook.cli.extender",
+    "simulate": "webhook.cli.simulate",
+    "submit": "webhook.cli.submit",
+    "list": "webhook.cli.jobs",
+    "ls": "webhook.cli.jobs",
+    "get": "webhook.cli.jobs",
+    "delete": "webhook.cli.jobs",
+    "why": "webhook.cli.why",
+    "logs": "webhook.cli.logs",
+    "top": "webhook.cli.quota",
+    "queue": "webhook.cli.quota",
+}
+"""Command -> the module that registers it, so ``kq list`` imports only its own module (fast start: the
+service's modules pull in aiohttp and kubernetes-asyncio). A test keeps this table true."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_of(argv: Sequence[str]) -> str | None:
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given ``argv`` naming a known command, only that command's module is imported."""
     parser = argparse.ArgumentParser(
         prog="kq",
         description="Elastic-quota job queueing for Kubernetes.",
-        epilog="examples:\n  kq dev up        start the local dev cluster\n  kq dev down      stop it",
+        epilog="examples:\n  kq dev up        start the local dev cluster"
+        "\n  kq submit job --name pi --cpu 1 -- sleep 60"
+        "\n  kq list          your jobs and where they stand\n  kq why pi        why a job waits",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug lines")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMAND_MODULES:
+    command = _command_of(argv) if argv is not None else None
+    modules = (COMMANDS[command],) if command in COMMANDS else SUBCOMMAND_MODULES
+    for name in modules:
         try:
             module = importlib.import_module(name)
         except ImportError as error:
@@ -40,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -1,0 +1,121 @@
+"""``kq logs`` streaming logic with a stub API: prefixes, several pods followed at once, one line per failure."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from webhook.cli.kubeapi import ApiError, KubeApi
+from webhook.cli.logs import choose_pods, log_query, parse_duration, stream_pods
+
+
+def _pod(name: str, role: str | None = None, index: int | None = None, node: str = "n1") -> dict[str, Any]:
+    labels = {}
+    if role:
+        labels["training.kubeflow.org/replica-type"] = role
+    if index is not None:
+        labels["batch.kubernetes.io/job-completion-index"] = str(index)
+    return {"metadata": {"name": name, "labels": labels}, "spec": {"nodeName": node}}
+
+
+class StubApi(KubeApi):
+    """Streams scripted lines per pod; ``gate`` lets the test interleave two followed streams."""
+
+    def __init__(self, lines: dict[str, Sequence[str] | ApiError], gate: threading.Event | None = None) -> None:
+        self.lines = lines
+        self.gate = gate
+        self.queries: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+
+    def stream_lines(self, path: str, query: Sequence[tuple[str, str]] = ()) -> Iterator[str]:
+        pod = path.split("/")[-2]
+        self.queries.append((pod, tuple(query)))
+        found = self.lines[pod]
+        if isinstance(found, ApiError):
+            raise found
+        for number, line in enumerate(found):
+            if self.gate is not None and pod == "b" and number == 1:
+                self.gate.wait(10)  # b's second line comes only after a has printed everything
+            yield line
+
+    def request(self, method: str, path: str, query: Sequence[tuple[str, str]] = (), body: Any = None,
+                content_type: str = "application/json") -> Any:
+        raise ApiError(403, "Forbidden", "nodes is forbidden")
+
+
+def test_one_pod_prints_plain_lines() -> None:
+    api = StubApi({"a": ["one", "two"]})
+    out: list[str] = []
+    assert stream_pods(api, "ns", [_pod("a")], [("follow", "true")], write=out.append, fail=out.append,
+                       prefix=False) == 0
+    assert out == ["one", "two"]
+    assert api.queries == [("a", (("follow", "true"),))]
+
+
+def test_several_followed_pods_interleave_with_prefixes_and_keep_each_pods_order() -> None:
+    gate = threading.Event()
+    api = StubApi({"a": ["a1", "a2", "a3"], "b": ["b1", "b2"]}, gate)
+    out: list[str] = []
+
+    def write(line: str) -> None:
+        out.append(line)
+        if line == "[a] a3":
+            gate.set()
+
+    failures = stream_pods(api, "ns", [_pod("a"), _pod("b")], [], write=write, fail=out.append, prefix=True)
+    assert failures == 0
+    assert sorted(out) == ["[a] a1", "[a] a2", "[a] a3", "[b] b1", "[b] b2"]
+    assert [line for line in out if line.startswith("[a]")] == ["[a] a1", "[a] a2", "[a] a3"]
+    assert out.index("[b] b2") > out.index("[a] a3"), "b's stream waited while a's went on"
+
+
+def test_a_failing_pod_is_one_line_and_the_others_still_stream() -> None:
+    refused = ApiError(500, "Internal Server Error", 'Get "https://:10250/containerLogs/ns/b/main": dial tcp :10250')
+    api = StubApi({"a": ["a1"], "b": refused})
+    out: list[str] = []
+    problems: list[str] = []
+    failures = stream_pods(api, "ns", [_pod("a"), _pod("b", node="ecs-9")], [], write=out.append,
+                           fail=problems.append, prefix=True)
+    assert failures == 1
+    assert out == ["[a] a1"]
+    assert problems == [
+        "cannot read the logs of pod b: the API server could not reach the kubelet of node ecs-9: "
+        'Get "https://:10250/containerLogs/ns/b/main": dial tcp :10250 (500 Internal Server Error)'
+    ]
+
+
+def test_the_chief_comes_first_then_the_indexes() -> None:
+    pods = [_pod("w1", "worker", 1), _pod("w0", "worker", 0), _pod("m", "master"), _pod("z")]
+    assert [p["metadata"]["name"] for p in choose_pods(pods, None, True)] == ["m", "w0", "w1", "z"]
+    assert [p["metadata"]["name"] for p in choose_pods(pods, None, False)] == ["m"]
+    indexed = [_pod("job-b", index=1), _pod("job-a", index=0)]
+    assert [p["metadata"]["name"] for p in choose_pods(indexed, None, False)] == ["job-a"]
+
+
+def test_a_pod_is_chosen_by_name_or_unique_ending() -> None:
+    pods = [_pod("mnist-worker-0"), _pod("mnist-worker-1"), _pod("mnist-master-0")]
+    assert choose_pods(pods, "mnist-worker-1", False)[0]["metadata"]["name"] == "mnist-worker-1"
+    assert choose_pods(pods, "worker-1", False)[0]["metadata"]["name"] == "mnist-worker-1"
+    with pytest.raises(ValueError, match="names none of the job's pods"):
+        choose_pods(pods, "worker", False)
+
+
+def test_the_query_carries_follow_tail_since_and_container() -> None:
+    assert log_query("main", True, 20, 600, False) == [
+        ("container", "main"), ("follow", "true"), ("tailLines", "20"), ("sinceSeconds", "600"),
+    ]
+    assert log_query(None, False, None, None) == []
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30", 30), ("30s", 30), ("5m", 300), ("1h30m", 5400), ("2h", 7200)])
+def test_durations(text: str, seconds: int) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5x", "m", "-1s"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_duration(text)

@@ -1,0 +1,175 @@
+"""The CLI's model of jobs (``webhook.cli.view``): it restates a few rules of the controller (which cannot be
+imported without starting the service's dependencies), so these tests pin them to the controller's own."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from webhook.cli import view
+from webhook.cli.fakeapi import batch_job, event, queue, stamp
+from webhook.cli.view import (
+    FAILED,
+    PENDING,
+    QUEUING,
+    RUNNING,
+    SUCCEEDED,
+    SUSPENDED,
+    JobView,
+    KindSource,
+    Snapshot,
+    job_status,
+    job_views,
+    oversell_rate,
+    to_workload,
+)
+from webhook.controller import decide, model, records
+from webhook.core.queueing import Policy
+from webhook.core.quota import parse_tree
+from webhook.workloads.registry import adapter_for
+
+JOB = adapter_for("batch", "Job")
+assert JOB is not None
+SOURCE = KindSource(JOB, "v1")
+TREE_SPEC: dict[str, Any] = {
+    "root": {
+        "name": "root",
+        "min": {"cpu": 100},
+        "max": {"cpu": 100},
+        "children": [
+            {"name": "A", "min": {"cpu": 60}, "max": {"cpu": 100}, "namespaces": ["a1", "a2"]},
+            {"name": "B", "min": {"cpu": 40}, "max": {"cpu": 100}, "namespaces": ["b"]},
+        ],
+    }
+}
+TREE = parse_tree(TREE_SPEC)
+
+
+def test_the_names_match_the_controllers() -> None:
+    assert view.ADMISSION_ANNOTATION == records.ADMISSION_ANNOTATION
+    assert view.EVICTION_ANNOTATION == records.EVICTION_ANNOTATION
+    assert view.STRICT_MARK_ANNOTATION == records.STRICT_MARK_ANNOTATION
+    assert view.MANAGED_NAMESPACE_LABEL == records.MANAGED_NAMESPACE_LABEL
+    assert view.CONTROLLER_COMPONENT == records.COMPONENT
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        batch_job("queued", "a1", workers=3, cpu="2", leaf="A", suspended=True),
+        batch_job("admitted", "a1", workers=3, cpu="2", leaf="A", admitted_at=50.0, created=10.0),
+        batch_job("released-without-record", "a1", workers=2, leaf="A", created=10.0),
+        batch_job("half-done", "a1", workers=4, leaf="A", admitted_at=60.0, succeeded=3),
+        batch_job("finished", "a1", workers=2, leaf="A", conditions=[{"type": "Complete", "status": "True"}]),
+        batch_job("stale-record", "a1", leaf="A", suspended=True, admitted_at=70.0),
+    ],
+    ids=lambda job: job["metadata"]["name"],
+)
+def test_workloads_are_the_ones_the_controller_decides_on(job: dict[str, Any]) -> None:
+    leaf = TREE.node("A")
+    priorities = {"high": 5}
+    assert JOB is not None
+    ours = to_workload(JOB, job, leaf, priorities)
+    theirs = model.track(JOB, job, leaf, priorities).workload
+    assert ours == theirs
+    assert ours.request == theirs.request
+    record = view.read_record(job)
+    controller_record = records.read_record(job)
+    assert (record is None) == (controller_record is None)
+    if record is not None and controller_record is not None:
+        assert record.admitted_at == controller_record.admitted_at
+        assert record.quota == controller_record.quota
+
+
+def test_leaf_policies_match_the_controllers() -> None:
+    queues = {
+        "root-a-a1": queue("root-a-a1", "root/A", policy="Round"),
+        "root-a-a2": queue("root-a-a2", "root/A", policy="Block"),
+        "root-b-b": queue("root-b-b", "root/B", policy="Priority"),
+    }
+    assert view.leaf_policies(TREE, queues) == decide.leaf_policies(TREE, queues, strict=False)
+    assert view.leaf_policies(TREE, queues) == {"a": Policy.BLOCK, "b": Policy.ROUND}
+
+
+@pytest.mark.parametrize(
+    ("job", "managed", "running", "expected", "status"),
+    [
+        (batch_job("j", "a1", suspended=True), True, 0, 1, QUEUING),
+        (batch_job("j", "x", suspended=True), False, 0, 1, SUSPENDED),
+        (batch_job("j", "a1"), True, 0, 2, PENDING),
+        (batch_job("j", "a1"), True, 1, 2, PENDING),
+        (batch_job("j", "a1"), True, 2, 2, RUNNING),
+        (batch_job("j", "a1", conditions=[{"type": "Complete", "status": "True"}]), True, 0, 0, SUCCEEDED),
+        (batch_job("j", "a1", conditions=[{"type": "Failed", "status": "True"}]), True, 0, 0, FAILED),
+        (batch_job("j", "a1", suspended=True, conditions=[{"type": "Failed", "status": "True"}]), True, 0, 0, FAILED),
+    ],
+)
+def test_job_status(job: dict[str, Any], managed: bool, running: int, expected: int, status: str) -> None:
+    assert JOB is not None
+    assert job_status(JOB, job, managed, running, expected) == status
+
+
+def _snapshot(jobs: list[dict[str, Any]], queues: dict[str, Any] | None = None) -> Snapshot:
+    tree_obj = {"metadata": {"name": "t", "namespace": "kube-system"}, "spec": TREE_SPEC}
+    return Snapshot(now=1000.0, tree_obj=tree_obj, queues=queues or {}, jobs=[(SOURCE, job) for job in jobs])
+
+
+def _positions(views: list[JobView]) -> dict[str, tuple[int | None, str]]:
+    return {v.name: (v.position, v.position_source) for v in views if v.status == QUEUING}
+
+
+def test_positions_come_from_the_queue_status_when_it_lists_exactly_the_waiting_jobs() -> None:
+    jobs = [
+        batch_job("x", "a1", leaf="A", suspended=True, created=10.0),
+        batch_job("y", "a2", leaf="A", suspended=True, created=20.0),
+    ]
+    queues = {
+        "root-a-a1": queue("root-a-a1", "root/A", [{"name": "x", "namespace": "a1", "priority": 0, "position": 7}]),
+        "root-a-a2": queue("root-a-a2", "root/A", []),
+    }
+    views = job_views(_snapshot(jobs, queues))
+    # a1's status agrees with the jobs (it is trusted, even with a surprising position); a2's lags behind.
+    assert _positions(views) == {"x": (7, "status"), "y": (2, "computed")}
+
+
+def test_positions_follow_priority_then_creation_across_the_namespaces_of_a_leaf() -> None:
+    jobs = [
+        batch_job("old", "a1", leaf="A", suspended=True, created=10.0),
+        batch_job("new", "a2", leaf="A", suspended=True, created=20.0, priority_class="high"),
+        batch_job("mid", "a1", leaf="A", suspended=True, created=15.0),
+        batch_job("other-quota", "b", leaf="B", suspended=True, created=1.0),
+    ]
+    snapshot = _snapshot(jobs)
+    snapshot.priority_classes = {"high": 10}
+    assert _positions(job_views(snapshot)) == {
+        "new": (1, "computed"), "old": (2, "computed"), "mid": (3, "computed"), "other-quota": (1, "computed"),
+    }
+
+
+def test_the_oversell_rate_is_read_from_the_flag_an_annotation_the_events_or_the_default() -> None:
+    pi = batch_job("pi", "a1")
+    events = [
+        event(pi, "Admitted", "Admitted by quota root/A (request cpu=6, oversell rate 1.5)", 100.0),
+        event(pi, "Queued", "Queued ...: quota root/A: cpu request 6 + used 6 > limit 10 (max 10 × oversell 1)", 90.0),
+        event(pi, "Admitted", "Admitted ... (oversell rate 3)", 200.0, component="someone-else"),
+    ]
+    tree_obj = {"metadata": {"name": "t", "annotations": {"kube-queue.x-k8s.io/oversell-rate": "4"}}}
+    assert oversell_rate(Fraction(1), tree_obj, {}, events, 300.0) == (Fraction(1), "--oversellrate")
+    rate, source = oversell_rate(None, tree_obj, {}, events, 300.0)
+    assert (rate, source) == (Fraction(4), "annotation kube-queue.x-k8s.io/oversell-rate on the ElasticQuotaTree")
+    rate, source = oversell_rate(None, None, {}, events, 300.0)
+    assert rate == Fraction(3, 2)
+    assert source == "the controller's Admitted event on pi, 3m20s ago"
+    assert oversell_rate(None, None, {}, [], 300.0)[0] == Fraction(2)
+
+
+def test_an_evicted_job_is_queuing_with_its_note() -> None:
+    note = {"by": "Job/b/x", "quota": "root/B", "reason": "root/B reclaims cpu=10 from root/A", "at": stamp(5)}
+    notes = {records.EVICTION_ANNOTATION: json.dumps(note)}
+    job = batch_job("victim", "a1", leaf="A", suspended=True, annotations=notes)
+    (only,) = job_views(_snapshot([job]))
+    assert only.status == QUEUING
+    assert only.eviction is not None and only.eviction["by"] == "Job/b/x"

@@ -1,0 +1,237 @@
+"""Reading the API for the developer commands: which job kinds are served, and a :class:`Snapshot`.
+
+Every read degrades instead of failing where the answer can be done without it: a developer may not be
+allowed to read the tree in ``kube-system`` or the jobs of other namespaces, and a cluster may not serve the
+Kubeflow kinds. Only what the command cannot do without (the jobs of the user's own namespace) raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from webhook.cli.kubeapi import (
+    EVENTS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    TREES,
+    ApiError,
+    KubeApi,
+    Ref,
+)
+from webhook.cli.view import (
+    CONTROLLER_COMPONENT,
+    QUEUE_NAMESPACE,
+    TREE_NAMESPACE,
+    KindSource,
+    Obj,
+    Snapshot,
+    created_of,
+    name_of,
+)
+from webhook.workloads.base import QUOTA_LABEL
+from webhook.workloads.registry import all_adapters
+
+
+class CliError(Exception):
+    """A failure the user sees as one line on stderr (exit status 1)."""
+
+
+def served_kinds(api: KubeApi) -> list[KindSource]:
+    """Every job kind with an adapter that the API serves (batch Jobs and Pods always), in a stable order."""
+    groups: dict[str, list[str]] = {}
+    try:
+        listing = api.request("GET", "/apis")
+        for group in listing.get("groups") or ():
+            versions = [str(v.get("version")) for v in group.get("versions") or () if isinstance(v, dict)]
+            groups[str(group.get("name"))] = versions
+    except ApiError:
+        groups = {}
+    resources: dict[tuple[str, str], set[str]] = {}
+    out: list[KindSource] = []
+    for adapter in sorted(all_adapters(), key=lambda a: (a.kind != "Job", a.kind == "Pod", a.kind)):
+        if adapter.group in ("", "batch"):
+            out.append(KindSource(adapter, adapter.versions[0]))
+            continue
+        for version in adapter.versions:
+            if version not in groups.get(adapter.group, ()):
+                continue
+            key = (adapter.group, version)
+            if key not in resources:
+                try:
+                    found = api.request("GET", f"/apis/{adapter.group}/{version}")
+                    resources[key] = {str(r.get("name")) for r in found.get("resources") or () if isinstance(r, dict)}
+                except ApiError:
+                    resources[key] = set()
+            if adapter.plural in resources[key]:
+                out.append(KindSource(adapter, version))
+                break
+    return out
+
+
+def ref_of(source: KindSource) -> Ref:
+    return Ref(source.adapter.group, source.version, source.adapter.plural)
+
+
+def choose_tree(objects: Sequence[Obj]) -> Obj | None:
+    """The honoured ElasticQuotaTree: the oldest of the tree namespace (normally the only one)."""
+    if not objects:
+        return None
+    return min(objects, key=lambda obj: (created_of(obj) or float("inf"), name_of(obj)))
+
+
+def read_tree(api: KubeApi) -> tuple[Obj | None, str | None]:
+    """The tree object, or why it could not be read (``(None, None)``: kube-queue has no tree)."""
+    try:
+        return choose_tree(api.list(TREES, TREE_NAMESPACE)), None
+    except ApiError as error:
+        if error.not_found:
+            return None, None
+        return None, f"cannot read the ElasticQuotaTree in {TREE_NAMESPACE}: {error.one_line()}"
+
+
+def read_queues(api: KubeApi) -> dict[str, Obj]:
+    try:
+        return {name_of(obj): obj for obj in api.list(QUEUES, QUEUE_NAMESPACE)}
+    except ApiError:
+        return {}
+
+
+def read_priority_classes(api: KubeApi) -> dict[str, int]:
+    try:
+        items = api.list(PRIORITY_CLASSES)
+    except ApiError:
+        return {}
+    out = {}
+    for obj in items:
+        value = obj.get("value")
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[name_of(obj)] = value
+    return out
+
+
+def controller_events(api: KubeApi, namespace: str | None) -> list[dict[str, Any]]:
+    """The queue controller's Events in ``namespace`` (all namespaces when ``None``); empty if unreadable."""
+    try:
+        return api.list(EVENTS, namespace, field_selector=f"source={CONTROLLER_COMPONENT}")
+    except ApiError:
+        return []
+
+
+def job_events(api: KubeApi, namespace: str, name: str, uid: str) -> list[dict[str, Any]]:
+    """Events about one object (by name and uid), oldest first; empty if unreadable."""
+    selector = f"involvedObject.name={name}"
+    if uid:
+        selector += f",involvedObject.uid={uid}"
+    try:
+        return api.list(EVENTS, namespace, field_selector=selector)
+    except ApiError:
+        return []
+
+
+def _managed_pods(source: KindSource, pods: Iterable[Obj]) -> list[Obj]:
+    adapter = source.adapter
+    return [
+        pod for pod in pods if QUOTA_LABEL in (pod.get("metadata") or {}).get("labels", {}) and adapter.manages(pod)
+    ]
+
+
+def _list_jobs(api: KubeApi, sources: Sequence[KindSource], namespace: str | None) -> list[tuple[KindSource, Obj]]:
+    """Jobs of every (non-Pod) kind in ``namespace``; :class:`ApiError` when one cannot be listed."""
+    out: list[tuple[KindSource, Obj]] = []
+    for source in sources:
+        if source.adapter.kind == "Pod":
+            continue
+        try:
+            items = api.list(ref_of(source), namespace)
+        except ApiError as error:
+            if error.not_found:  # the kind went away since discovery
+                continue
+            raise
+        out += [(source, item) for item in items]
+    return out
+
+
+def load_snapshot(
+    api: KubeApi,
+    namespaces: Sequence[str] | None,
+    *,
+    now: float,
+    complete: bool = False,
+    with_events: bool = False,
+    kinds: Sequence[KindSource] | None = None,
+) -> Snapshot:
+    """Objects for the jobs of ``namespaces`` (every namespace when ``None``).
+
+    Jobs are also read in the other namespaces of the same leaf quotas (positions count every waiting job of
+    a quota); with ``complete`` every job of every namespace is read when allowed (``Snapshot.complete``),
+    so that the usage can be rebuilt from the admission records. Pods are read for ``namespaces`` only
+    (plus the queued plain Pods of the other namespaces read).
+    """
+    tree_obj, tree_problem = read_tree(api)
+    snapshot = Snapshot(
+        now=now,
+        tree_obj=tree_obj,
+        tree_problem=tree_problem,
+        queues=read_queues(api),
+        priority_classes=read_priority_classes(api),
+    )
+    sources = list(kinds) if kinds is not None else served_kinds(api)
+    tree = snapshot.tree
+    wanted = None if namespaces is None else list(dict.fromkeys(namespaces))
+    jobs: list[tuple[KindSource, Obj]] | None = None
+    if wanted is None or complete:
+        try:
+            jobs = _list_jobs(api, sources, None)
+        except ApiError as error:
+            if wanted is None:
+                raise CliError(f"cannot list jobs in all namespaces: {error.one_line()}") from None
+            jobs = None
+    snapshot.complete = jobs is not None
+    extra: list[str] = []
+    if jobs is None:
+        assert wanted is not None
+        jobs = []
+        for namespace in wanted:
+            try:
+                jobs += _list_jobs(api, sources, namespace)
+            except ApiError as error:
+                raise CliError(f"cannot list jobs in namespace {namespace}: {error.one_line()}") from None
+        if tree is not None:
+            for namespace in wanted:
+                leaf = tree.leaf_for_namespace(namespace)
+                if leaf is not None:
+                    extra += [ns for ns in leaf.namespaces if ns not in wanted and ns not in extra]
+        for namespace in extra:
+            try:
+                jobs += _list_jobs(api, sources, namespace)
+            except ApiError:
+                continue  # another namespace of the quota that this user may not read
+    targets: list[str | None] = list(wanted) if wanted is not None else [None]
+    pods: list[Obj] = []
+    for target in targets:
+        try:
+            pods += api.list(PODS, target)
+        except ApiError as error:
+            raise CliError(f"cannot list pods in {target or 'all namespaces'}: {error.one_line()}") from None
+    snapshot.pods = pods
+    pod_source = next((source for source in sources if source.adapter.kind == "Pod"), None)
+    if pod_source is not None:
+        tagged = list(pods)
+        if wanted is not None and snapshot.complete:
+            try:
+                tagged = list(api.list(PODS, None, label_selector=QUOTA_LABEL))
+            except ApiError:
+                snapshot.complete = False
+        for namespace in extra:
+            try:
+                tagged += api.list(PODS, namespace, label_selector=QUOTA_LABEL)
+            except ApiError:
+                continue
+        jobs += [(pod_source, pod) for pod in _managed_pods(pod_source, tagged)]
+    snapshot.jobs = jobs
+    if with_events:
+        for target in targets:
+            snapshot.events += controller_events(api, target)
+    return snapshot

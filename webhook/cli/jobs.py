@@ -1,0 +1,451 @@
+"""``kq list``, ``kq get JOB``, ``kq delete JOB``: the developer's jobs, their status and queue position.
+
+Status: QUEUING (held by the queue: suspended, not admitted), PENDING (admitted, not every pod running),
+RUNNING, SUCCEEDED, FAILED (and SUSPENDED for a job held in a namespace kube-queue does not manage).
+QUEUE is the job's leaf quota (each leaf quota is one queue, whatever the namespaces of its jobs) and
+POSITION its 1-based place in that queue: from the Queue's ``status.queueItemDetails`` when current, else
+computed with the core's queue order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from webhook.cli.common import Ctx, add_connection_flags, command, subparser
+
+if TYPE_CHECKING:
+    from webhook.cli.view import JobView, Snapshot
+
+FINAL = ("SUCCEEDED", "FAILED")
+
+
+def iso(seconds: float | None) -> str | None:
+    if not seconds:
+        return None
+    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# Finding jobs ----------------------------------------------------------------------------------------------------
+
+
+def split_ref(text: str) -> tuple[str | None, str]:
+    """``pytorchjob/mnist`` -> (``pytorchjob``, ``mnist``); ``mnist`` -> (None, ``mnist``)."""
+    kind, sep, name = text.rpartition("/")
+    return (kind, name) if sep and kind else (None, text)
+
+
+def find_job(
+    ctx: Ctx, ref: str, *, complete: bool = False, with_events: bool = False
+) -> tuple[Snapshot, list[JobView], JobView]:
+    """The snapshot of the job's namespace, every view in it, and the job named ``ref`` (``[KIND/]NAME``);
+    :class:`CliError` with suggestions when there is no such job or the name is ambiguous."""
+    from webhook.cli.fetch import CliError, load_snapshot  # noqa: PLC0415
+    from webhook.cli.view import find_adapter, job_views  # noqa: PLC0415
+
+    kind_text, name = split_ref(ref)
+    adapter = None
+    if kind_text is not None:
+        adapter = find_adapter(kind_text)
+        if adapter is None:
+            raise CliError(f"unknown kind {kind_text!r}: use job, pytorchjob, tfjob, mpijob, rayjob or pod")
+    namespace = ctx.namespace
+    snapshot = load_snapshot(ctx.api, [namespace], now=ctx.now(), complete=complete, with_events=with_events)
+    views = job_views(snapshot)
+    local = [view for view in views if view.namespace == namespace]
+    matches = [v for v in local if v.name == name and (adapter is None or v.kind == adapter.kind)]
+    if len(matches) == 1:
+        return snapshot, views, matches[0]
+    if len(matches) > 1:
+        kinds = " and ".join(f"a {view.kind}" for view in matches)
+        example = f"{matches[0].kind.lower()}/{name}"
+        raise CliError(f"{name} is {kinds} in namespace {namespace}: say which, e.g. `kq why {example}`")
+    raise CliError(not_found_message(ctx, name, namespace, [v.name for v in local], snapshot))
+
+
+def not_found_message(ctx: Ctx, name: str, namespace: str, names: Sequence[str], snapshot: Snapshot) -> str:
+    """``job pi3 not found in namespace user-a; did you mean pi2? ...`` (or where the job is)."""
+    from webhook.cli.fetch import ref_of, served_kinds  # noqa: PLC0415
+    from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
+
+    elsewhere: list[str] = []
+    for source in served_kinds(ctx.api):
+        if source.adapter.kind == "Pod":
+            continue
+        try:
+            found = ctx.api.list(ref_of(source), None, field_selector=f"metadata.name={name}")
+        except ApiError:
+            continue
+        elsewhere += [str(o["metadata"]["namespace"]) for o in found if o["metadata"].get("namespace") != namespace]
+    elsewhere.sort()
+    message = f"job {name!r} not found in namespace {namespace}"
+    if elsewhere:
+        return f"{message}; it is in namespace {elsewhere[0]}: add -n {elsewhere[0]}"
+    close = difflib.get_close_matches(name, sorted(set(names)), n=3, cutoff=0.5)
+    if close:
+        return f"{message}; did you mean {' or '.join(close)}? (kq list -n {namespace})"
+    if names:
+        return f"{message}; its jobs: kq list -n {namespace}"
+    return f"{message}, which has no jobs (kq list -A lists every namespace)"
+
+
+# kq list ------------------------------------------------------------------------------------------------------------
+
+
+def _position(view: JobView) -> str:
+    return str(view.position) if view.position is not None else "-"
+
+
+def _queue(view: JobView) -> str:
+    return view.leaf_name or "-"
+
+
+def list_rows(
+    views: Sequence[JobView], now: float, *, wide: bool, all_namespaces: bool
+) -> tuple[list[Any], list[list[str]]]:
+    """The columns and rows of ``kq list``."""
+    from webhook.cli.output import Column, age, describe  # noqa: PLC0415
+
+    columns = []
+    if all_namespaces:
+        columns.append(Column("NAMESPACE", shrink=3, min_width=9))
+    columns += [
+        Column("NAME", shrink=4, min_width=12),
+        Column("KIND", shrink=5),
+        Column("STATUS"),
+        Column("QUEUE", shrink=2, min_width=8),
+        Column("POSITION", right=True),
+    ]
+    if wide:
+        columns += [Column("PRIORITY", right=True), Column("PODS", right=True), Column("REQUEST", shrink=1)]
+    columns.append(Column("AGE", right=True))
+    rows = []
+    for view in views:
+        row = [view.namespace] if all_namespaces else []
+        row += [view.name, view.kind, view.status, _queue(view), _position(view)]
+        if wide:
+            request = describe(view.request) if view.request is not None else "-"
+            row += [str(view.priority), f"{view.running}/{view.expected}", request]
+        row.append(age(view.created, now))
+        rows.append(row)
+    return columns, rows
+
+
+def job_summary(view: JobView) -> dict[str, Any]:
+    """One job of ``kq list -o json|yaml``."""
+    return {
+        "name": view.name,
+        "namespace": view.namespace,
+        "kind": view.kind,
+        "apiVersion": view.source.api_version,
+        "status": view.status,
+        "quota": view.quota,
+        "queue": view.queue,
+        "position": view.position,
+        "priority": view.priority,
+        "pods": {"running": view.running, "expected": view.expected},
+        "request": view.request.to_spec() if view.request is not None else None,
+        "created": iso(view.created),
+        "admittedAt": iso(view.admitted_at),
+    }
+
+
+def _views_for(ctx: Ctx, args: argparse.Namespace) -> list[JobView]:
+    from webhook.cli.fetch import load_snapshot  # noqa: PLC0415
+    from webhook.cli.view import job_views  # noqa: PLC0415
+
+    if args.all_namespaces:
+        return job_views(load_snapshot(ctx.api, None, now=ctx.now()))
+    namespace = ctx.namespace
+    views = job_views(load_snapshot(ctx.api, [namespace], now=ctx.now()))
+    return [view for view in views if view.namespace == namespace]
+
+
+def _list(ctx: Ctx, args: argparse.Namespace) -> int:
+    from webhook.cli.output import WIDE, table, to_json, to_yaml  # noqa: PLC0415
+
+    views = _views_for(ctx, args)
+    if args.status:
+        wanted = {s.upper() for s in args.status.split(",")}
+        views = [view for view in views if view.status in wanted]
+    if args.output in ("json", "yaml"):
+        data = {"items": [job_summary(view) for view in views]}
+        ctx.print((to_json if args.output == "json" else to_yaml)(data).rstrip("\n"))
+        return 0
+    wide = args.output == "wide"
+    if args.watch:
+        return _watch(ctx, args, views, wide)
+    columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces)
+    if not rows:
+        where = "any namespace" if args.all_namespaces else f"namespace {ctx.namespace}"
+        ctx.note(f"No jobs in {where}.")
+        return 0
+    ctx.print(table(columns, rows, max(ctx.width, WIDE) if wide else ctx.width).rstrip("\n"))
+    return 0
+
+
+def _watch(ctx: Ctx, args: argparse.Namespace, views: list[JobView], wide: bool) -> int:
+    """Print the table, then a line for every job whose row changes (``DELETED`` when it goes), until Ctrl-C."""
+    from webhook.cli.output import WIDE, layout, render  # noqa: PLC0415
+
+    columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces)
+    widths = layout(columns, rows, max(ctx.width, WIDE) if wide else ctx.width)
+    ctx.print(render(columns, rows, widths).rstrip("\n"))
+    status = [c.header for c in columns].index("STATUS")
+    previous = {(v.namespace, v.kind, v.name): row for v, row in zip(views, rows, strict=True)}
+    rounds = 1
+    while not args.watch_rounds or rounds < args.watch_rounds:
+        ctx.sleep(args.interval)
+        views = _views_for(ctx, args)
+        columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces)
+        current = {(v.namespace, v.kind, v.name): row for v, row in zip(views, rows, strict=True)}
+        changed = [row for key, row in current.items() if previous.get(key, [])[:-1] != row[:-1]]
+        for key, row in previous.items():
+            if key not in current:
+                changed.append([*row[:status], "DELETED", *row[status + 1 :]])
+        if changed:
+            ctx.print(render(columns, changed, widths, header=False).rstrip("\n"))
+        previous = current
+        rounds += 1
+    return 0
+
+
+# kq get ---------------------------------------------------------------------------------------------------------------
+
+
+def _status_line(view: JobView) -> str:
+    if view.status == "QUEUING" and view.position is not None:
+        return f"QUEUING, position {view.position} in quota {view.quota}"
+    if view.status == "QUEUING" and view.eviction:
+        return "QUEUING (evicted by reclaim, back in its queue)"
+    return view.status
+
+
+def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Mapping[str, Any]], now: float,
+                 width: int = 80) -> str:
+    """The text of ``kq get JOB``."""
+    from webhook.cli.output import age, describe, table, wrap  # noqa: PLC0415
+    from webhook.cli.view import leaf_policies  # noqa: PLC0415
+
+    lines: list[str] = []
+
+    def field(label: str, value: str) -> None:
+        lines.append(wrap(value, 13, width, lead=f"{label + ':':<13}"))
+
+    field("Name", view.name)
+    field("Namespace", view.namespace)
+    field("Kind", f"{view.kind} ({view.source.api_version})")
+    field("Status", _status_line(view))
+    if view.queue:
+        policy = ""
+        tree = snapshot.tree
+        if tree is not None and view.leaf is not None:
+            policy = f" (policy {leaf_policies(tree, snapshot.queues)[view.leaf.key].value})"
+        field("Queue", f"kube-queue/{view.queue}{policy}")
+    else:
+        field("Queue", "- (namespace not managed by kube-queue)")
+    field("Quota", view.quota or "-")
+    field("Priority", str(view.priority))
+    if view.workload is not None:
+        pod_sets = [p for p in view.workload.pod_sets if p.count]
+        named = len(pod_sets) > 1
+        sets = "; ".join(f"{p.name + ': ' if named else ''}{p.count} × {describe(p.per_pod)}" for p in pod_sets)
+        field("Request", f"{describe(view.workload.request)}" + (f" ({sets})" if sets else ""))
+    elif view.size_error:
+        field("Request", f"cannot be sized: {view.size_error}")
+    field("Pods", f"{view.running} of {view.expected} running")
+    field("Created", f"{iso(view.created)} ({age(view.created, now)} ago)")
+    if view.admitted_at:
+        field("Admitted", f"{iso(view.admitted_at)} ({age(view.admitted_at, now)} ago)")
+    if view.eviction:
+        by = view.eviction.get("by")
+        field("Evicted", f"{view.eviction.get('reason', '')}" + (f" (for {by})" if by else ""))
+    if view.pods:
+        from webhook.cli.output import Column  # noqa: PLC0415
+        from webhook.cli.view import created_of, name_of  # noqa: PLC0415
+
+        rows = []
+        for pod in sorted(view.pods, key=name_of):
+            status = pod.get("status") or {}
+            node = (pod.get("spec") or {}).get("nodeName") or "-"
+            rows.append([name_of(pod), str(status.get("phase") or "-"), str(node), age(created_of(pod), now)])
+        cols = [
+            Column("POD", shrink=1, min_width=12),
+            Column("PHASE"),
+            Column("NODE", shrink=2),
+            Column("AGE", right=True),
+        ]
+        lines.append("")
+        lines.append(table(cols, rows, width).rstrip("\n"))
+    lines.append("")
+    if not events:
+        lines.append("Events:      <none>")
+    else:
+        lines.append("Events:")
+        reason_width = min(18, max(len(str(event.get("reason") or "")) for event in events)) + 2
+        for event in events:
+            stamp = _event_stamp(event)
+            kind, reason = str(event.get("type") or ""), str(event.get("reason") or "")
+            head = f"  {age(stamp, now):>6}  {kind:<8}{reason:<{reason_width}}"
+            lines.append(wrap(str(event.get("message") or ""), len(head), width, lead=head))
+    return "\n".join(lines)
+
+
+def _event_stamp(event: Mapping[str, Any]) -> float:
+    from webhook.cli.view import parse_time  # noqa: PLC0415
+
+    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        stamp = parse_time(event.get(key))
+        if stamp:
+            return stamp
+    return parse_time((event.get("metadata") or {}).get("creationTimestamp")) or 0.0
+
+
+def sorted_events(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted(events, key=_event_stamp)
+
+
+def _get(ctx: Ctx, args: argparse.Namespace) -> int:
+    from webhook.cli.fetch import job_events  # noqa: PLC0415
+    from webhook.cli.output import to_json, to_yaml  # noqa: PLC0415
+    from webhook.cli.view import meta  # noqa: PLC0415
+
+    snapshot, _, view = find_job(ctx, args.job)
+    if args.output in ("json", "yaml"):
+        ctx.print((to_json if args.output == "json" else to_yaml)(dict(view.obj)).rstrip("\n"))
+        return 0
+    events = sorted_events(job_events(ctx.api, view.namespace, view.name, str(meta(view.obj).get("uid") or "")))
+    ctx.print(describe_job(view, snapshot, events, ctx.now(), ctx.width))
+    return 0
+
+
+# kq delete ---------------------------------------------------------------------------------------------------------
+
+
+def _delete(ctx: Ctx, args: argparse.Namespace) -> int:
+    from webhook.cli.fetch import CliError, ref_of, served_kinds  # noqa: PLC0415
+    from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
+    from webhook.cli.view import find_adapter  # noqa: PLC0415
+
+    namespace = ctx.namespace
+    sources = served_kinds(ctx.api)
+    failed = 0
+    for ref in args.jobs:
+        kind_text, name = split_ref(ref)
+        wanted = find_adapter(kind_text) if kind_text else None
+        if kind_text and wanted is None:
+            raise CliError(f"unknown kind {kind_text!r}: use job, pytorchjob, tfjob, mpijob, rayjob or pod")
+        found = []
+        for source in sources:
+            if wanted is not None and source.adapter.kind != wanted.kind:
+                continue
+            if wanted is None and source.adapter.kind == "Pod":
+                continue  # a bare name means a job; plain Pods need pod/NAME
+            try:
+                ctx.api.get(ref_of(source), name, namespace)
+            except ApiError as error:
+                if error.not_found:
+                    continue
+                raise
+            found.append(source)
+        if not found:
+            from webhook.cli.fetch import load_snapshot  # noqa: PLC0415
+            from webhook.cli.view import job_views  # noqa: PLC0415
+
+            snapshot = load_snapshot(ctx.api, [namespace], now=ctx.now(), kinds=sources)
+            names = [v.name for v in job_views(snapshot) if v.namespace == namespace]
+            ctx.note("error: " + not_found_message(ctx, name, namespace, names, snapshot))
+            failed += 1
+            continue
+        if len(found) > 1:
+            kinds = " and ".join(source.adapter.kind for source in found)
+            ctx.note(f"error: {name} is a {kinds} in namespace {namespace}: say which, e.g. "
+                     f"`kq delete {found[0].adapter.kind.lower()}/{name}`")
+            failed += 1
+            continue
+        source = found[0]
+        ctx.api.delete(ref_of(source), name, namespace)
+        group = source.adapter.group or "core"
+        ctx.print(f"{source.adapter.kind.lower()}.{group}/{name} deleted from namespace {namespace}")
+    return 1 if failed else 0
+
+
+# Waiting for a job (kq submit --wait) --------------------------------------------------------------------------
+
+
+def wait_for(ctx: Ctx, namespace: str, name: str, kind: str, *, timeout: float, interval: float = 2.0) -> int:
+    """Print the job's status whenever it changes until it runs or finishes; 1 when it failed or ``timeout``
+    seconds (0 = no limit) passed."""
+    from webhook.cli.fetch import CliError, load_snapshot  # noqa: PLC0415
+    from webhook.cli.view import job_views  # noqa: PLC0415
+
+    started = ctx.now()
+    last = ""
+    while True:
+        views = job_views(load_snapshot(ctx.api, [namespace], now=ctx.now()))
+        view = next((v for v in views if v.namespace == namespace and v.name == name and v.kind == kind), None)
+        if view is None:
+            raise CliError(f"{kind} {name} disappeared from namespace {namespace}")
+        line = view.status
+        if view.status == "QUEUING" and view.position is not None:
+            line += f" (position {view.position} in quota {view.quota})"
+        elif view.status in ("PENDING", "RUNNING"):
+            line += f" ({view.running}/{view.expected} pods running)"
+        if line != last:
+            ctx.print(f"{name}: {line}")
+            last = line
+        if view.status in ("RUNNING", *FINAL):
+            return 1 if view.status == "FAILED" else 0
+        if timeout and ctx.now() - started >= timeout:
+            raise CliError(f"{name} is still {view.status} after {timeout:g}s; see why: kq why {name} -n {namespace}")
+        ctx.sleep(interval)
+
+
+# Registration ------------------------------------------------------------------------------------------------------
+
+
+def register(subparsers: Any) -> None:
+    parser = subparser(
+        subparsers,
+        "list",
+        "list jobs with status (QUEUING/PENDING/RUNNING/SUCCEEDED/FAILED) and queue position",
+        "List the jobs of a namespace: QUEUING = held by the queue, PENDING = admitted but not every pod runs, "
+        "RUNNING, SUCCEEDED, FAILED. QUEUE is the job's quota; POSITION its place in that quota's queue.",
+        ["kq list", "kq list -A", "kq list -n user-a -o wide", "kq list --status QUEUING -o json", "kq list --watch"],
+        aliases=["ls"],
+    )
+    parser.add_argument(
+        "-o", "--output", choices=("wide", "json", "yaml"), help="wide table (up to 120 columns), JSON or YAML"
+    )
+    parser.add_argument("-w", "--watch", action="store_true", help="keep printing rows that change (Ctrl-C stops)")
+    parser.add_argument("--status", help="only these statuses, comma-separated (e.g. QUEUING,PENDING)")
+    parser.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
+    parser.add_argument("--watch-rounds", type=int, default=0, help=argparse.SUPPRESS)
+    add_connection_flags(parser, all_namespaces=True)
+    parser.set_defaults(handler=command(_list))
+
+    parser = subparser(
+        subparsers,
+        "get",
+        "show one job: status, queue, request, pods and events",
+        "Show one job in detail, with its pods and events (Queued, Admitted, Evicted...).",
+        ["kq get pi1", "kq get pytorchjob/mnist -n team-a", "kq get pi1 -o yaml"],
+    )
+    parser.add_argument("job", metavar="JOB", help="[KIND/]NAME, e.g. pi1 or pytorchjob/mnist")
+    parser.add_argument("-o", "--output", choices=("json", "yaml"), help="print the object itself")
+    add_connection_flags(parser)
+    parser.set_defaults(handler=command(_get))
+
+    parser = subparser(
+        subparsers,
+        "delete",
+        "delete jobs (their pods go too)",
+        "Delete jobs by name; queued or running, their pods are deleted with them.",
+        ["kq delete pi1", "kq delete pi1 pi2 -n user-a", "kq delete pytorchjob/mnist"],
+    )
+    parser.add_argument("jobs", nargs="+", metavar="JOB", help="[KIND/]NAME")
+    add_connection_flags(parser)
+    parser.set_defaults(handler=command(_delete))

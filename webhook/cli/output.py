@@ -1,0 +1,227 @@
+"""Rendering for the developer commands: tables that fit 80 columns, ages, bars, quantities, JSON/YAML.
+
+Everything here is a pure function of its arguments (the current time is passed in), so golden-output tests
+pin the exact text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+WIDTH = 80
+"""Tables are shrunk to fit this many columns."""
+WIDE = 120
+"""... and ``-o wide`` tables this many (wide output is wide by request, as kubectl's)."""
+GAP = "   "
+ELLIPSIS = "…"
+
+RESOURCE_ALIASES = {"nvidia.com/gpu": "gpu", "kube-queue/max-jobs": "jobs"}
+"""Short display names for long resource names."""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A table column: ``shrink`` marks columns whose values may be cut (with ``…``) to fit the width, lower
+    ``shrink`` values are cut first; ``right`` aligns numbers to the right."""
+
+    header: str
+    right: bool = False
+    shrink: int = 0
+    min_width: int = 6
+
+
+def _cut(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return text[:width]
+    return text[: width - 1] + ELLIPSIS
+
+
+def layout(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int = WIDTH, gap: str = GAP
+) -> list[int]:
+    """Column widths for ``rows``: each as wide as its widest cell, then the shrinkable columns cut (lowest
+    ``shrink`` rank first, widest first) until the line fits ``width`` or they reach their minimum."""
+    widths = [len(column.header) for column in columns]
+    for row in rows:
+        for index, cell in enumerate(row):
+            widths[index] = max(widths[index], len(cell))
+
+    def total() -> int:
+        return sum(widths) + len(gap) * (len(widths) - 1)
+
+    while total() > width:
+        candidates = [
+            i for i, c in enumerate(columns) if c.shrink and widths[i] > max(c.min_width, len(c.header))
+        ]
+        if not candidates:
+            break
+        rank = min(columns[i].shrink for i in candidates)
+        widest = max((i for i in candidates if columns[i].shrink == rank), key=lambda i: widths[i])
+        widths[widest] -= 1
+    return widths
+
+
+def render(
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    widths: Sequence[int],
+    header: bool = True,
+    gap: str = GAP,
+) -> str:
+    """The lines of ``rows`` (and the header) laid out in ``widths``, cells cut with ``…`` when longer."""
+    lines = []
+    for cells in [[c.header for c in columns], *rows] if header else rows:
+        parts = []
+        for index, cell in enumerate(cells):
+            text = _cut(cell, widths[index])
+            last = index == len(cells) - 1
+            if columns[index].right:
+                parts.append(text.rjust(widths[index]))
+            else:
+                parts.append(text if last else text.ljust(widths[index]))
+        lines.append(gap.join(parts).rstrip())
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int = WIDTH, gap: str = GAP) -> str:
+    """A kubectl-style table (upper-case headers, three spaces between columns) whose lines fit ``width``
+    when the shrinkable columns allow; empty string when there are no rows."""
+    if not rows:
+        return ""
+    return render(columns, rows, layout(columns, rows, width, gap), gap=gap)
+
+
+def human_age(seconds: float) -> str:
+    """kubectl's short durations: ``45s``, ``5m30s``, ``42m``, ``3h20m``, ``30h``, ``3d5h``, ``45d``, ``2y``."""
+    total = int(max(0.0, seconds))
+    if total < 120:
+        return f"{total}s"
+    minutes = total // 60
+    if minutes < 10:
+        rest = total % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if days < 8:
+        rest = hours % 24
+        return f"{days}d{rest}h" if rest else f"{days}d"
+    if days < 730:
+        return f"{days}d"
+    return f"{days // 365}y"
+
+
+def age(created: float | None, now: float) -> str:
+    """The age of something created at ``created`` (seconds since the epoch); ``<unknown>`` when unset."""
+    if not created:
+        return "<unknown>"
+    return human_age(now - created)
+
+
+def resource_name(name: str) -> str:
+    """``gpu`` for ``nvidia.com/gpu``, ``jobs`` for ``kube-queue/max-jobs``, else the name itself."""
+    return RESOURCE_ALIASES.get(name, name)
+
+
+_NANO = 10**9
+_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+_DECIMAL = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3))
+
+
+def _short_number(value: float) -> str:
+    if value >= 100 or value == int(value):
+        return str(round(value))
+    return f"{value:.1f}".rstrip("0").rstrip(".")
+
+
+def quantity(name: str, nanos: int) -> str:
+    """A short, human amount of resource ``name``: ``10``, ``500m``, ``1.5``, ``10Gi``, ``1.5Gi``, ``100M``.
+
+    Exact when the canonical text is short; otherwise rounded to one decimal of the largest fitting unit
+    (display only, never parsed back).
+    """
+    from webhook.core.quantity import format_quantity  # noqa: PLC0415 - keeps `kq --help` light
+    from webhook.core.resources import is_binary_resource  # noqa: PLC0415
+
+    if nanos < 0:
+        return "-" + quantity(name, -nanos)
+    binary = is_binary_resource(name)
+    exact = format_quantity(nanos, binary)
+    if len(exact) <= 6:
+        return exact
+    units = nanos / _NANO
+    if units < 1:
+        return f"{round(nanos / 10**6)}m"
+    for suffix, factor in _BINARY if binary else _DECIMAL:
+        if units >= factor:
+            return _short_number(units / factor) + suffix
+    return _short_number(units)
+
+
+def describe(resources: Mapping[str, int]) -> str:
+    """``cpu=10, memory=10Gi, gpu=1`` (sorted by name; ``kube-queue/max-jobs`` left out); ``nothing`` if empty."""
+    parts = [
+        f"{resource_name(name)}={quantity(name, amount)}"
+        for name, amount in sorted(resources.items())
+        if name != "kube-queue/max-jobs" and amount
+    ]
+    return ", ".join(parts) or "nothing"
+
+
+def bar(used: int, limit: int | None, guaranteed: int, width: int = 10) -> str:
+    """``[###++.....]``: one cell per ``1/width`` of ``limit`` (the node's ``max``); ``#`` used within the
+    guaranteed ``min``, ``+`` borrowed beyond it, ``.`` free. No limit: ``[ no max ]``."""
+    if limit is None:
+        return "[" + "no max".center(width) + "]"
+    cells = []
+    for index in range(width):
+        # The cell is filled when usage reaches its middle.
+        middle = (2 * index + 1) * limit
+        if limit and used * 2 * width >= middle:
+            cells.append("#" if guaranteed * 2 * width >= middle else "+")
+        else:
+            cells.append(".")
+    return "[" + "".join(cells) + "]"
+
+
+def percent(used: int, limit: int | None) -> str:
+    if not limit:
+        return "-"
+    return f"{round(100 * used / limit)}%"
+
+
+def to_json(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def to_yaml(data: Any) -> str:
+    import yaml  # noqa: PLC0415 - only for -o yaml
+
+    text: str = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return text
+
+
+def wrap(text: str, indent: int, width: int = WIDTH, lead: str = "") -> str:
+    """``lead + text`` wrapped to ``width``: ``lead`` (a label or a row's first cells) is kept as written, the
+    words of ``text`` fill the lines, and every line after the first is indented by ``indent`` spaces."""
+    import textwrap  # noqa: PLC0415
+
+    return textwrap.fill(
+        " ".join(text.split()),
+        width=width,
+        initial_indent=lead,
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )

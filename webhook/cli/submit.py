@@ -1,0 +1,442 @@
+"""``kq submit job|pytorchjob|tfjob|mpijob``: create a job from a few flags (or a YAML file).
+
+    kq submit job --name pi1 --cpu 10 --memory 10Gi --workers 6 -- sleep 60
+
+Shapes (``--workers N`` pods in all, each with ``--cpu``/``--memory``/``--gpus`` as requests and limits):
+
+* ``job``: a batch/v1 Job with ``parallelism = completions = N``, ``restartPolicy: Never``;
+* ``pytorchjob``: a Kubeflow PyTorchJob, ``Master`` (1) + ``Worker`` (N - 1), container ``pytorch``;
+* ``tfjob``: a Kubeflow TFJob, ``Chief`` (1) + ``Worker`` (N - 1), container ``tensorflow``;
+* ``mpijob``: a Kubeflow MPIJob (v2beta1), ``Launcher`` (1 pod, 1 CPU / 1Gi, runs the command) + ``Worker``
+  (N), one slot per worker.
+
+The queue's webhook holds the job in a namespace kube-queue manages; ``kq`` never sets the hold itself, so a
+job in another namespace simply starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from webhook.cli.common import Ctx, add_connection_flags, command, key_values, subparser
+
+KINDS: dict[str, tuple[str, str, str]] = {
+    "job": ("batch/v1", "Job", "jobs"),
+    "pytorchjob": ("kubeflow.org/v1", "PyTorchJob", "pytorchjobs"),
+    "tfjob": ("kubeflow.org/v1", "TFJob", "tfjobs"),
+    "mpijob": ("kubeflow.org/v2beta1", "MPIJob", "mpijobs"),
+}
+"""``kq submit`` kind -> (apiVersion, kind, plural)."""
+DEFAULT_IMAGE = "busybox:1.36"
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """Everything the flags say about the job to build."""
+
+    kind: str
+    namespace: str
+    name: str | None = None
+    image: str = DEFAULT_IMAGE
+    command: tuple[str, ...] = ()
+    cpu: str | None = None
+    memory: str | None = None
+    gpus: int = 0
+    workers: int = 1
+    priority_class: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class SubmitError(ValueError):
+    """Flags that do not make a job (the message says which and why)."""
+
+
+def check_options(options: JobOptions) -> None:
+    """:class:`SubmitError` for a bad name, quantity or count."""
+    from webhook.core.quantity import QuantityError, parse_quantity  # noqa: PLC0415
+
+    if options.name is not None and (len(options.name) > 63 or not _NAME.fullmatch(options.name)):
+        raise SubmitError(
+            f"--name {options.name!r} is not a valid job name: use lower-case letters, digits and '-', starting "
+            "and ending with a letter or digit, at most 63 characters"
+        )
+    for flag, value in (("--cpu", options.cpu), ("--memory", options.memory)):
+        if value is None:
+            continue
+        try:
+            amount = parse_quantity(value)
+        except QuantityError as error:
+            raise SubmitError(f"{flag} {value!r} is not a quantity: {error.why}") from None
+        if amount <= 0:
+            raise SubmitError(f"{flag} must be more than 0, got {value!r}")
+    if options.gpus < 0:
+        raise SubmitError(f"--gpus must be 0 or more, got {options.gpus}")
+    if options.workers < 1:
+        raise SubmitError(f"--workers must be at least 1, got {options.workers}")
+    if options.kind in ("pytorchjob", "tfjob") and options.workers < 1:
+        raise SubmitError("--workers counts the master too, so it must be at least 1")
+
+
+def _command(argv: Sequence[str]) -> list[str]:
+    """``sh -c TEXT`` for one argument with spaces (``-- "python train.py --lr 0.1"``), else the argv."""
+    if len(argv) == 1 and any(ch.isspace() for ch in argv[0]):
+        return ["sh", "-c", argv[0]]
+    return list(argv)
+
+
+def _resources(options: JobOptions) -> dict[str, dict[str, str]]:
+    amounts: dict[str, str] = {}
+    if options.cpu:
+        amounts["cpu"] = options.cpu
+    if options.memory:
+        amounts["memory"] = options.memory
+    if options.gpus:
+        amounts["nvidia.com/gpu"] = str(options.gpus)
+    return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+
+
+def _container(options: JobOptions, name: str, run: bool = True, resources: Any = None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": name, "image": options.image}
+    if run and options.command:
+        container["command"] = _command(options.command)
+    if options.env:
+        container["env"] = [{"name": key, "value": value} for key, value in options.env]
+    chosen = _resources(options) if resources is None else resources
+    if chosen:
+        container["resources"] = chosen
+    return container
+
+
+def _template(options: JobOptions, container: dict[str, Any], restart: str) -> dict[str, Any]:
+    template: dict[str, Any] = {}
+    metadata: dict[str, Any] = {}
+    if options.labels:
+        metadata["labels"] = dict(options.labels)
+    if options.annotations:
+        metadata["annotations"] = dict(options.annotations)
+    if metadata:
+        template["metadata"] = metadata
+    spec: dict[str, Any] = {"restartPolicy": restart, "containers": [container]}
+    if options.priority_class:
+        spec["priorityClassName"] = options.priority_class
+    template["spec"] = spec
+    return template
+
+
+def _metadata(options: JobOptions) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": options.name} if options.name else {"generateName": f"{options.kind}-"}
+    metadata["namespace"] = options.namespace
+    if options.labels:
+        metadata["labels"] = dict(options.labels)
+    return metadata
+
+
+def _replica(count: int, template: dict[str, Any]) -> dict[str, Any]:
+    return {"replicas": count, "restartPolicy": "Never", "template": copy.deepcopy(template)}
+
+
+def build_job(options: JobOptions) -> dict[str, Any]:
+    """The object ``kq submit`` creates (see the module notes for the shapes)."""
+    check_options(options)
+    api_version, kind, _ = KINDS[options.kind]
+    obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": _metadata(options)}
+    workers = options.workers
+    if options.kind == "job":
+        obj["spec"] = {
+            "parallelism": workers,
+            "completions": workers,
+            "template": _template(options, _container(options, "main"), "Never"),
+        }
+        return obj
+    run_policy: dict[str, Any] = {"cleanPodPolicy": "None"}
+    if options.priority_class:
+        run_policy["schedulingPolicy"] = {"priorityClass": options.priority_class}
+    if options.kind == "mpijob":
+        launcher_resources = {
+            "requests": {"cpu": "1", "memory": "1Gi"},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        }
+        launcher = _template(options, _container(options, "launcher", True, launcher_resources), "Never")
+        worker = _template(options, _container(options, "worker", False), "Never")
+        obj["spec"] = {
+            "slotsPerWorker": 1,
+            "runPolicy": run_policy,
+            "mpiReplicaSpecs": {"Launcher": _replica(1, launcher), "Worker": _replica(workers, worker)},
+        }
+        return obj
+    container_name, chief, field_name = (
+        ("pytorch", "Master", "pytorchReplicaSpecs")
+        if options.kind == "pytorchjob"
+        else ("tensorflow", "Chief", "tfReplicaSpecs")
+    )
+    template = _template(options, _container(options, container_name), "Never")
+    specs: dict[str, Any] = {chief: _replica(1, template)}
+    if workers > 1:
+        specs["Worker"] = _replica(workers - 1, template)
+    obj["spec"] = {"runPolicy": run_policy, field_name: specs}
+    return obj
+
+
+# From a file ---------------------------------------------------------------------------------------------------
+
+
+def _templates_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    if obj.get("kind") == "Job":
+        template = spec.get("template")
+        return [template] if isinstance(template, dict) else []
+    out = []
+    for key, value in spec.items():
+        if key.endswith("ReplicaSpecs") and isinstance(value, dict):
+            out += [
+                r["template"] for r in value.values() if isinstance(r, dict) and isinstance(r.get("template"), dict)
+            ]
+    return out
+
+
+def job_from_file(path: str, options: JobOptions, explicit_namespace: bool) -> dict[str, Any]:
+    """The object of a YAML file, with ``--name``, ``-n``, ``-e``, ``--annotation``, ``--label`` and
+    ``--priority-class`` applied; :class:`SubmitError` when it is not one object of the chosen kind."""
+    import yaml  # noqa: PLC0415
+
+    try:
+        text = Path(path).read_text() if path != "-" else __import__("sys").stdin.read()
+    except OSError as error:
+        raise SubmitError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as error:
+        raise SubmitError(f"{path} is not valid YAML: {' '.join(str(error).split())}") from None
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise SubmitError(f"{path} must hold exactly one object, found {len(docs)}")
+    obj: dict[str, Any] = docs[0]
+    api_version, kind, _ = KINDS[options.kind]
+    if obj.get("kind") != kind:
+        raise SubmitError(f"{path} holds a {obj.get('kind')!r}, not a {kind}; use `kq submit "
+                          f"{str(obj.get('kind') or '').lower()} -f {path}`")
+    obj.setdefault("apiVersion", api_version)
+    metadata = obj.setdefault("metadata", {})
+    if not isinstance(metadata, dict):
+        raise SubmitError(f"{path}: metadata must be an object")
+    declared = metadata.get("namespace")
+    if declared and explicit_namespace and declared != options.namespace:
+        raise SubmitError(f"{path} is for namespace {declared!r} but -n says {options.namespace!r}")
+    metadata["namespace"] = declared or options.namespace
+    if options.name:
+        metadata["name"] = options.name
+        metadata.pop("generateName", None)
+    elif not metadata.get("name") and not metadata.get("generateName"):
+        metadata["generateName"] = f"{options.kind}-"
+    if options.labels:
+        metadata.setdefault("labels", {}).update(dict(options.labels))
+    for template in _templates_of(obj):
+        template_meta = template.setdefault("metadata", {})
+        if options.labels:
+            template_meta.setdefault("labels", {}).update(dict(options.labels))
+        if options.annotations:
+            template_meta.setdefault("annotations", {}).update(dict(options.annotations))
+        spec = template.setdefault("spec", {})
+        if options.priority_class:
+            spec["priorityClassName"] = options.priority_class
+        for container in spec.get("containers") or ():
+            if options.env and isinstance(container, dict):
+                env = container.setdefault("env", [])
+                env += [{"name": key, "value": value} for key, value in options.env]
+    if options.priority_class and obj.get("kind") != "Job":
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("runPolicy", {}).setdefault("schedulingPolicy", {})["priorityClass"] = options.priority_class
+    return obj
+
+
+# The command -------------------------------------------------------------------------------------------------------
+
+
+def _options(ctx: Ctx, args: argparse.Namespace) -> JobOptions:
+    return JobOptions(
+        kind=args.kind,
+        namespace=ctx.namespace,
+        name=args.name,
+        image=args.image,
+        command=tuple(args.cmd or ()),
+        cpu=args.cpu,
+        memory=args.memory,
+        gpus=args.gpus,
+        workers=args.workers,
+        priority_class=args.priority_class,
+        env=tuple(key_values(args.env, "-e/--env")),
+        annotations=tuple(key_values(args.annotation, "--annotation")),
+        labels=tuple(key_values(args.label, "--label")),
+    )
+
+
+SHAPE_FLAGS = ("cpu", "memory", "gpus", "workers", "image", "cmd")
+
+
+def _submit(ctx: Ctx, args: argparse.Namespace) -> int:
+    from webhook.cli.fetch import CliError  # noqa: PLC0415
+    from webhook.cli.output import to_yaml  # noqa: PLC0415
+
+    if args.cmd and args.cmd[0] == "--":
+        args.cmd = args.cmd[1:]
+    options = _options(ctx, args)
+    try:
+        if args.filename:
+            given = [f"--{name}" for name in SHAPE_FLAGS if name != "cmd" and getattr(args, name) != DEFAULTS[name]]
+            if args.cmd:
+                given.append("a command")
+            if given:
+                raise SubmitError(f"{', '.join(given)} cannot be combined with -f: edit {args.filename} instead")
+            obj = job_from_file(args.filename, options, ctx.namespace_explicit)
+        else:
+            obj = build_job(options)
+    except SubmitError as error:
+        raise CliError(str(error)) from None
+    if args.dry_run:
+        ctx.print(to_yaml(obj).rstrip("\n"))
+        return 0
+    created = _create(ctx, obj)
+    name = str(created.get("metadata", {}).get("name") or obj["metadata"].get("name"))
+    namespace = str(created.get("metadata", {}).get("namespace") or obj["metadata"]["namespace"])
+    _report(ctx, args, created, name, namespace)
+    if args.wait:
+        from webhook.cli.jobs import wait_for  # noqa: PLC0415
+
+        return wait_for(ctx, namespace, name, str(created.get("kind", "")), timeout=args.timeout)
+    return 0
+
+
+def _create(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
+    from webhook.cli.fetch import CliError  # noqa: PLC0415
+    from webhook.cli.kubeapi import ApiError, Ref  # noqa: PLC0415
+
+    api_version, kind = str(obj["apiVersion"]), str(obj["kind"])
+    group, _, version = api_version.rpartition("/")
+    plural = next((p for v, k, p in KINDS.values() if k == kind), kind.lower() + "s")
+    namespace = str(obj["metadata"]["namespace"])
+    try:
+        return ctx.api.create(Ref(group, version, plural), obj, namespace)
+    except ApiError as error:
+        name = obj["metadata"].get("name", "")
+        if error.status == 409:
+            raise CliError(
+                f"{kind} {name} already exists in namespace {namespace}: pick another --name or "
+                f"`kq delete {name} -n {namespace}`"
+            ) from None
+        if error.not_found and not _served(ctx, group, version, plural):
+            raise CliError(
+                f"the cluster does not serve {kind} ({api_version}): install its operator (the Kubeflow "
+                "training operator) or submit a `kq submit job`"
+            ) from None
+        if error.not_found:
+            raise CliError(f"cannot create {kind} in namespace {namespace}: {error.one_line()}") from None
+        raise CliError(f"the cluster refused {kind} {name or '(generated name)'}: {error.one_line()}") from None
+
+
+def _served(ctx: Ctx, group: str, version: str, plural: str) -> bool:
+    """Whether the API serves ``plural`` in ``group/version`` (discovery)."""
+    from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
+
+    path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    try:
+        listing = ctx.api.request("GET", path)
+    except ApiError:
+        return False
+    return any(isinstance(r, dict) and r.get("name") == plural for r in listing.get("resources") or ())
+
+
+def _report(ctx: Ctx, args: argparse.Namespace, created: Mapping[str, Any], name: str, namespace: str) -> None:
+    from webhook.cli.view import annotations_of, labels_of  # noqa: PLC0415
+    from webhook.workloads.base import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL  # noqa: PLC0415
+
+    kind = str(created.get("kind") or "")
+    group = str(created.get("apiVersion") or "").rpartition("/")[0]
+    ctx.print(f"{kind.lower()}.{group or 'core'}/{name} created in namespace {namespace}")
+    quota = annotations_of(created).get(QUOTA_FULLNAME_ANNOTATION)
+    leaf = labels_of(created).get(QUOTA_LABEL)
+    if quota or leaf:
+        from webhook.core.quota import queue_name  # noqa: PLC0415
+
+        queue = queue_name(str(leaf), namespace) if leaf else "?"
+        ctx.print(f"queued: quota {quota or leaf}, queue kube-queue/{queue}")
+        ctx.print("it starts when the quota allows")
+    else:
+        ctx.print(f"namespace {namespace} is not managed by kube-queue: the job is not queued and starts now")
+    flag = f" -n {namespace}" if ctx.namespace_explicit else ""
+    steps = [
+        (f"kq list{flag}", "status and queue position"),
+        (f"kq why {name}{flag}", "why it waits, while it waits"),
+        (f"kq logs {name}{flag} -f", "follow its logs once it runs"),
+    ]
+    pad = max(len(cmd) for cmd, _ in steps) + 2
+    ctx.print("")
+    ctx.print("next:")
+    for cmd, what in steps:
+        ctx.print(f"  {cmd:<{pad}}# {what}")
+
+
+DEFAULTS: dict[str, Any] = {"cpu": None, "memory": None, "gpus": 0, "workers": 1, "image": DEFAULT_IMAGE}
+
+
+def register(subparsers: Any) -> None:
+    submit = subparser(
+        subparsers,
+        "submit",
+        "create a job (Job, PyTorchJob, TFJob, MPIJob) from a few flags",
+        "Create a job in your namespace; kube-queue holds it until its quota allows.",
+        [
+            "kq submit job --name pi1 --cpu 10 --memory 10Gi --workers 6 -- sleep 60",
+            "kq submit pytorchjob --name mnist --gpus 1 --workers 4 -- python train.py",
+            "kq submit job --name quick --annotation dev.kube-queue.io/succeed-after=60s",
+            "kq submit job -f job.yaml --name try2",
+            "kq submit job --name pi1 --cpu 1 --dry-run > job.yaml",
+        ],
+    )
+    kinds = submit.add_subparsers(dest="kind", metavar="KIND", required=True)
+    for kind, (api_version, kind_name, _) in KINDS.items():
+        parser = subparser(
+            kinds,
+            kind,
+            f"a {kind_name} ({api_version})",
+            f"Create a {kind_name} ({api_version}). Resources are per pod (requests = limits).",
+            [
+                f"kq submit {kind} --name demo --cpu 2 --memory 4Gi --workers 2 -- sleep 60",
+                f"kq submit {kind} --name demo --gpus 1 -e LR=0.1 -- 'python train.py $LR'",
+            ],
+        )
+        parser.add_argument("--name", help="the job's name (default: generated)")
+        parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"container image (default {DEFAULT_IMAGE})")
+        parser.add_argument("--cpu", help="CPU per pod, e.g. 10 or 500m")
+        parser.add_argument("--memory", help="memory per pod, e.g. 10Gi")
+        parser.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu per pod")
+        parser.add_argument(
+            "--workers", type=int, default=1,
+            help="pods in all (PyTorchJob/TFJob: the master/chief plus workers; MPIJob: workers, plus a launcher)",
+        )
+        parser.add_argument(
+            "--priority", "--priority-class", dest="priority_class", metavar="CLASS",
+            help="PriorityClass name (higher runs first inside a quota)",
+        )
+        parser.add_argument("-e", "--env", action="append", metavar="K=V", help="environment variable (repeatable)")
+        parser.add_argument(
+            "--annotation", action="append", metavar="K=V",
+            help="pod annotation (repeatable), e.g. dev.kube-queue.io/succeed-after=60s on the dev cluster",
+        )
+        parser.add_argument("--label", action="append", metavar="K=V", help="label on the job and its pods")
+        parser.add_argument("-f", "--filename", metavar="FILE", help="create this YAML object instead (- = stdin)")
+        parser.add_argument("--dry-run", action="store_true", help="print the object as YAML, create nothing")
+        parser.add_argument("--wait", action="store_true", help="wait until the job runs (or finishes)")
+        parser.add_argument("--timeout", type=float, default=0, metavar="SECONDS", help="give up --wait after this")
+        parser.add_argument("cmd", nargs="*", metavar="-- CMD", help="the command to run (after --)")
+        add_connection_flags(parser)
+        parser.set_defaults(handler=command(_submit), kind=kind)

@@ -1,0 +1,731 @@
+"""What the developer commands show, computed purely from a snapshot of API objects.
+
+A :class:`Snapshot` holds raw objects (the tree, Queues, jobs of every served kind, their pods, events,
+PriorityClasses); :func:`job_views` turns it into one :class:`JobView` per job with its status
+(QUEUING / PENDING / RUNNING / SUCCEEDED / FAILED), quota, queue and position; :func:`explain_wait` answers
+"why does my job wait" with the decision core itself (:func:`webhook.core.queueing.admission_pass`,
+:func:`webhook.core.fit.check_fit` blockers, :func:`webhook.core.reclaim.explain_reclaim`); and
+:func:`quota_usage` gives each quota node's usage for ``kq top quota``.
+
+The controller's package starts the whole service when imported, so the few names and rules of
+:mod:`webhook.controller.records` and :mod:`webhook.controller.model` the CLI needs are restated here;
+``tests/unit/test_cli_view.py`` checks they stay identical.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from webhook.core.fit import Blocker, FitResult, validate_rate
+from webhook.core.ledger import build_ledger, status_tree
+from webhook.core.queueing import Policy, QueuePolicyError, admission_pass, positions_only
+from webhook.core.quota import QuotaNode, QuotaTree, QuotaTreeError, parse_tree, queue_name
+from webhook.core.reclaim import explain_reclaim
+from webhook.core.resources import EMPTY, ResourceError, Resources
+from webhook.core.workload import Phase, Workload, WorkloadError, WorkloadKey
+from webhook.workloads.base import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, Adapter, int_at, value_at
+from webhook.workloads.registry import all_adapters
+
+ADMISSION_ANNOTATION = "kube-queue.x-k8s.io/admission"
+"""The controller's admission record on an admitted job (``webhook.controller.records``)."""
+EVICTION_ANNOTATION = "kube-queue.x-k8s.io/evicted"
+"""The controller's note on a job evicted by reclaim."""
+STRICT_MARK_ANNOTATION = "kube-queue.x-k8s.io/strict-priority"
+"""On a Queue the controller turned to ``Block`` because of ``StrictPriority=true``."""
+MANAGED_NAMESPACE_LABEL = "kube-queue.x-k8s.io/managed"
+CONTROLLER_COMPONENT = "kube-queue-controller"
+QUEUE_NAMESPACE = "kube-queue"
+TREE_NAMESPACE = "kube-system"
+RATE_ANNOTATIONS = ("kube-queue.x-k8s.io/oversell-rate", "kube-queue/oversell-rate")
+"""Annotations on the tree or a Queue that state the controller's ``--oversellrate`` (read when present)."""
+DEFAULT_RATE = Fraction(2)
+
+QUEUING, PENDING, RUNNING, SUCCEEDED, FAILED = "QUEUING", "PENDING", "RUNNING", "SUCCEEDED", "FAILED"
+SUSPENDED = "SUSPENDED"
+"""Suspended in a namespace kube-queue does not manage: nothing will release it."""
+
+Obj = Mapping[str, Any]
+
+
+def parse_time(text: object) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time; ``None`` when absent or unreadable."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.UTC)
+    return stamp.timestamp()
+
+
+def meta(obj: Obj) -> Mapping[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def name_of(obj: Obj) -> str:
+    return str(meta(obj).get("name") or "")
+
+
+def namespace_of(obj: Obj) -> str:
+    return str(meta(obj).get("namespace") or "")
+
+
+def annotations_of(obj: Obj) -> Mapping[str, Any]:
+    value = meta(obj).get("annotations")
+    return value if isinstance(value, Mapping) else {}
+
+
+def labels_of(obj: Obj) -> Mapping[str, Any]:
+    value = meta(obj).get("labels")
+    return value if isinstance(value, Mapping) else {}
+
+
+def created_of(obj: Obj) -> float:
+    return parse_time(meta(obj).get("creationTimestamp")) or 0.0
+
+
+# Records written by the controller ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """The admission record (``kube-queue.x-k8s.io/admission``) of an admitted job."""
+
+    quota: str
+    request: Mapping[str, str]
+    admitted_at: float
+
+
+def read_record(obj: Obj) -> Record | None:
+    """The admission record on ``obj`` (an unreadable one still counts, with time 0), ``None`` when absent."""
+    raw = annotations_of(obj).get(ADMISSION_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        decoded = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        decoded = None
+    if not isinstance(decoded, Mapping):
+        return Record("", {}, 0.0)
+    request = decoded.get("request")
+    return Record(
+        quota=str(decoded.get("quota") or ""),
+        request={str(k): str(v) for k, v in request.items()} if isinstance(request, Mapping) else {},
+        admitted_at=parse_time(decoded.get("admittedAt")) or 0.0,
+    )
+
+
+def read_eviction(obj: Obj) -> Mapping[str, Any] | None:
+    """The eviction note (``by``, ``quota``, ``reason``, ``at``) of a job evicted by reclaim."""
+    raw = annotations_of(obj).get(EVICTION_ANNOTATION)
+    if not isinstance(raw, str):
+        return None
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        return {"reason": raw}
+    return decoded if isinstance(decoded, Mapping) else {"reason": raw}
+
+
+def remaining_job_pods(obj: Obj) -> int:
+    """Pods a batch/v1 Job still needs (the controller counts only these against its quota)."""
+    succeeded = int_at(obj, 0, "status", "succeeded") or 0
+    parallelism = int_at(obj, 1, "spec", "parallelism")
+    parallelism = 1 if parallelism is None else parallelism
+    completions = int_at(obj, None, "spec", "completions")
+    if completions is None:
+        if succeeded == 0:
+            return parallelism
+        return min(parallelism, int_at(obj, 0, "status", "active") or 0)
+    return max(0, min(parallelism, completions - succeeded))
+
+
+def is_batch_job(adapter: Adapter) -> bool:
+    return adapter.group == "batch" and adapter.kind == "Job"
+
+
+def to_workload(adapter: Adapter, obj: Obj, leaf: QuotaNode, priorities: Mapping[str, int]) -> Workload:
+    """The workload the controller decides on (``webhook.controller.model.track``): admitted since its
+    record's time, and a batch Job sized by the pods it still needs. Raises :class:`WorkloadError`."""
+    workload = adapter.to_workload(obj, leaf.name, priorities)
+    if workload.phase is Phase.ADMITTED:
+        record = read_record(obj)
+        admitted_at = record.admitted_at if record is not None and record.admitted_at else workload.created
+        workload = dataclasses.replace(workload, admitted_at=admitted_at)
+    if workload.phase is not Phase.FINISHED and is_batch_job(adapter) and len(workload.pod_sets) == 1:
+        remaining = remaining_job_pods(obj)
+        pod_set = workload.pod_sets[0]
+        if remaining < pod_set.count:
+            shrunk = dataclasses.replace(pod_set, count=remaining)
+            workload = dataclasses.replace(workload, pod_sets=(shrunk,), request=EMPTY)
+    return workload
+
+
+# Kinds ------------------------------------------------------------------------------------------------------
+
+
+def kind_aliases() -> dict[str, Adapter]:
+    """What a user may type for a kind: ``job``, ``jobs``, ``job.batch``, ``pytorchjob``, ``pytorchjobs``..."""
+    out: dict[str, Adapter] = {}
+    for adapter in all_adapters():
+        kind = adapter.kind.lower()
+        for alias in (kind, adapter.plural, f"{kind}.{adapter.group}" if adapter.group else kind):
+            out.setdefault(alias, adapter)
+    return out
+
+
+def find_adapter(text: str) -> Adapter | None:
+    return kind_aliases().get(text.lower())
+
+
+# Snapshot and job views ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KindSource:
+    """A job kind the API serves: its adapter and the version to use."""
+
+    adapter: Adapter
+    version: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.adapter.group}/{self.version}" if self.adapter.group else self.version
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Raw objects read from the API at ``now`` (any of them may be missing)."""
+
+    now: float
+    tree_obj: Obj | None = None
+    tree_problem: str | None = None
+    """Why there is no usable tree (unreadable, invalid); ``None`` when there is a tree or simply none."""
+    queues: dict[str, Obj] = field(default_factory=dict)
+    jobs: list[tuple[KindSource, Obj]] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+    priority_classes: dict[str, int] = field(default_factory=dict)
+    events: list[Obj] = field(default_factory=list)
+    complete: bool = False
+    """``jobs`` holds every job of every managed namespace (the ledger can be rebuilt from them)."""
+    _tree: tuple[QuotaTree | None, str | None] | None = None
+
+    @property
+    def tree(self) -> QuotaTree | None:
+        return self._parsed()[0]
+
+    @property
+    def problem(self) -> str | None:
+        """Why the tree cannot be used, if it cannot."""
+        return self.tree_problem or self._parsed()[1]
+
+    def _parsed(self) -> tuple[QuotaTree | None, str | None]:
+        if self._tree is None:
+            if self.tree_obj is None:
+                self._tree = (None, None)
+            else:
+                spec = self.tree_obj.get("spec")
+                try:
+                    self._tree = (parse_tree(spec if isinstance(spec, Mapping) else {}), None)
+                except QuotaTreeError as error:
+                    self._tree = (None, f"the ElasticQuotaTree is invalid: {error}")
+        return self._tree
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """One job as the developer commands show it."""
+
+    source: KindSource
+    obj: Obj
+    name: str
+    namespace: str
+    created: float
+    status: str
+    leaf: QuotaNode | None
+    quota: str | None
+    """Full name of its leaf quota (``root/Department-a``), from the tree or the job's annotation."""
+    queue: str | None
+    """Its Queue object's name (``root-department-a-user-a``), in namespace ``kube-queue``."""
+    workload: Workload | None
+    size_error: str | None
+    record: Record | None
+    eviction: Mapping[str, Any] | None
+    pods: tuple[Obj, ...]
+    running: int
+    expected: int
+    priority: int
+    position: int | None = None
+    position_source: str = ""
+    """``status`` (the Queue's status) or ``computed`` (core queue order over the waiting jobs)."""
+
+    @property
+    def adapter(self) -> Adapter:
+        return self.source.adapter
+
+    @property
+    def kind(self) -> str:
+        return self.source.adapter.kind
+
+    @property
+    def key(self) -> WorkloadKey:
+        return WorkloadKey(self.kind, self.namespace, self.name)
+
+    @property
+    def leaf_name(self) -> str | None:
+        if self.leaf is not None:
+            return self.leaf.name
+        label = labels_of(self.obj).get(QUOTA_LABEL)
+        return str(label) if label else None
+
+    @property
+    def request(self) -> Resources | None:
+        return self.workload.request if self.workload is not None else None
+
+    @property
+    def admitted_at(self) -> float | None:
+        if self.record is not None and self.record.admitted_at:
+            return self.record.admitted_at
+        return None
+
+
+def _owner_uids(pod: Obj) -> set[str]:
+    owners = meta(pod).get("ownerReferences")
+    if not isinstance(owners, list):
+        return set()
+    return {str(owner.get("uid")) for owner in owners if isinstance(owner, Mapping) and owner.get("uid")}
+
+
+def _priority(adapter: Adapter, obj: Obj, priorities: Mapping[str, int]) -> int:
+    try:
+        return adapter.priority(obj, priorities)
+    except WorkloadError:
+        return 0
+
+
+def _expected_pods(adapter: Adapter, obj: Obj) -> int:
+    if is_batch_job(adapter):
+        try:
+            return remaining_job_pods(obj)
+        except WorkloadError:
+            return 0
+    try:
+        return sum(template.count for template in adapter.pod_templates(obj))
+    except WorkloadError:
+        return 0
+
+
+def finished_status(adapter: Adapter, obj: Obj) -> str:
+    """SUCCEEDED or FAILED for a finished job."""
+    if adapter.kind == "Pod":
+        return FAILED if value_at(obj, "status", "phase") == "Failed" else SUCCEEDED
+    if adapter.kind == "RayJob":
+        failed = value_at(obj, "status", "jobDeploymentStatus") == "Failed"
+        return FAILED if failed or value_at(obj, "status", "jobStatus") == "FAILED" else SUCCEEDED
+    conditions = value_at(obj, "status", "conditions")
+    if isinstance(conditions, list) and any(
+        isinstance(c, Mapping) and c.get("type") == "Failed" and c.get("status") == "True" for c in conditions
+    ):
+        return FAILED
+    return SUCCEEDED
+
+
+def job_status(adapter: Adapter, obj: Obj, managed: bool, running: int, expected: int) -> str:
+    """QUEUING (held by the queue), PENDING (released, not every pod running), RUNNING, SUCCEEDED, FAILED;
+    SUSPENDED for a job held in a namespace kube-queue does not manage."""
+    try:
+        if adapter.is_finished(obj):
+            return finished_status(adapter, obj)
+        if adapter.is_suspended(obj):
+            return QUEUING if managed else SUSPENDED
+    except WorkloadError:
+        return PENDING
+    if expected > 0 and running >= expected:
+        return RUNNING
+    return PENDING
+
+
+def pods_of(source: KindSource, obj: Obj, pods: Sequence[Obj], by_owner: Mapping[str, list[Obj]]) -> list[Obj]:
+    """The job's pods: owned by it (Jobs, Kubeflow jobs), its Ray cluster's (RayJob), or itself (Pod)."""
+    adapter = source.adapter
+    if adapter.kind == "Pod":
+        return [obj]
+    uid = str(meta(obj).get("uid") or "")
+    found = list(by_owner.get(uid, ())) if uid else []
+    if adapter.kind == "RayJob":
+        cluster = value_at(obj, "status", "rayClusterName")
+        if cluster:
+            found += [
+                pod
+                for pod in pods
+                if labels_of(pod).get("ray.io/cluster") == cluster and namespace_of(pod) == namespace_of(obj)
+            ]
+    return found
+
+
+def job_views(snapshot: Snapshot) -> list[JobView]:
+    """Every job of the snapshot with its status, quota, queue and position (sorted by namespace, name)."""
+    tree = snapshot.tree
+    by_owner: dict[str, list[Obj]] = {}
+    for pod in snapshot.pods:
+        for uid in _owner_uids(pod):
+            by_owner.setdefault(uid, []).append(pod)
+    views: list[JobView] = []
+    for source, obj in snapshot.jobs:
+        adapter = source.adapter
+        namespace, name = namespace_of(obj), name_of(obj)
+        leaf = tree.leaf_for_namespace(namespace) if tree is not None else None
+        label = labels_of(obj).get(QUOTA_LABEL)
+        managed = leaf is not None or (tree is None and bool(label))
+        pods = pods_of(source, obj, snapshot.pods, by_owner)
+        running = sum(1 for pod in pods if value_at(pod, "status", "phase") == "Running")
+        expected = _expected_pods(adapter, obj)
+        workload: Workload | None = None
+        size_error: str | None = None
+        if leaf is not None:
+            try:
+                workload = to_workload(adapter, obj, leaf, snapshot.priority_classes)
+            except WorkloadError as error:
+                size_error = str(error)
+        quota = leaf.full_name if leaf is not None else annotations_of(obj).get(QUOTA_FULLNAME_ANNOTATION)
+        leaf_name = leaf.name if leaf is not None else (str(label) if label else None)
+        views.append(
+            JobView(
+                source=source,
+                obj=obj,
+                name=name,
+                namespace=namespace,
+                created=created_of(obj),
+                status=job_status(adapter, obj, managed, running, expected),
+                leaf=leaf,
+                quota=str(quota) if quota else None,
+                queue=queue_name(leaf_name, namespace) if leaf_name and managed else None,
+                workload=workload,
+                size_error=size_error,
+                record=read_record(obj),
+                eviction=read_eviction(obj),
+                pods=tuple(pods),
+                running=running,
+                expected=expected,
+                priority=(
+                    workload.priority if workload is not None else _priority(adapter, obj, snapshot.priority_classes)
+                ),
+            )
+        )
+    views = with_positions(views, snapshot.queues)
+    views.sort(key=lambda view: (view.namespace, view.name, view.kind))
+    return views
+
+
+def _status_items(queue: Obj) -> tuple[list[Mapping[str, Any]], bool]:
+    """The Queue's ``status.queueItemDetails.active`` items and whether the list is complete."""
+    details = value_at(queue, "status", "queueItemDetails")
+    if not isinstance(details, Mapping):
+        return [], False
+    active = details.get("active")
+    items = [item for item in active if isinstance(item, Mapping)] if isinstance(active, list) else []
+    return items, not details.get("activeOmitted")
+
+
+def with_positions(views: Sequence[JobView], queues: Mapping[str, Obj]) -> list[JobView]:
+    """Set the position of every QUEUING job: from its Queue's ``status.queueItemDetails`` when that lists
+    exactly the queue's waiting jobs (the status is written every few seconds, so it can lag), else from the
+    core's queue order over the waiting jobs of its quota that the snapshot holds."""
+    waiting = [view for view in views if view.status == QUEUING and view.workload is not None and view.leaf]
+    by_leaf: dict[str, list[Workload]] = {}
+    for view in waiting:
+        assert view.workload is not None and view.leaf is not None
+        by_leaf.setdefault(view.leaf.key, []).append(view.workload)
+    computed: dict[WorkloadKey, int] = {}
+    for workloads in by_leaf.values():
+        computed.update(positions_only(workloads))
+    waiting_by_queue: dict[str, set[tuple[str, str, str]]] = {}
+    for view in views:
+        if view.status == QUEUING and view.queue:
+            waiting_by_queue.setdefault(view.queue, set()).add((view.kind, view.namespace, view.name))
+    from_status: dict[tuple[str, str, str], int] = {}
+    trusted: set[str] = set()
+    for name, queue in queues.items():
+        items, whole = _status_items(queue)
+        listed = set()
+        for item in items:
+            key = (str(item.get("kind") or "Job"), str(item.get("namespace") or ""), str(item.get("name") or ""))
+            listed.add(key)
+            position = item.get("position")
+            if isinstance(position, int) and not isinstance(position, bool):
+                from_status[key] = position
+        if whole and listed == waiting_by_queue.get(name, set()):
+            trusted.add(name)
+    out = []
+    for view in views:
+        if view.status != QUEUING:
+            out.append(view)
+            continue
+        key3 = (view.kind, view.namespace, view.name)
+        if view.queue in trusted and key3 in from_status:
+            out.append(dataclasses.replace(view, position=from_status[key3], position_source="status"))
+        elif view.key in computed:
+            out.append(dataclasses.replace(view, position=computed[view.key], position_source="computed"))
+        elif key3 in from_status:
+            out.append(dataclasses.replace(view, position=from_status[key3], position_source="status"))
+        else:
+            out.append(view)
+    return out
+
+
+# Why does a job wait ----------------------------------------------------------------------------------------------
+
+
+def leaf_policies(tree: QuotaTree, queues: Mapping[str, Obj]) -> dict[str, Policy]:
+    """Each leaf's policy (``webhook.controller.decide.leaf_policies``): ``Block`` when any Queue of the leaf
+    says ``Block`` (``StrictPriority=true`` turns them all to ``Block``), else ``Round``."""
+    out: dict[str, Policy] = {}
+    for leaf in tree.leaves():
+        policy = Policy.ROUND
+        for namespace in leaf.namespaces:
+            obj = queues.get(queue_name(leaf.name, namespace))
+            if obj is None:
+                continue
+            text = value_at(obj, "spec", "queuePolicy")
+            try:
+                if Policy.parse(text if isinstance(text, str) else None) is Policy.BLOCK:
+                    policy = Policy.BLOCK
+            except QueuePolicyError:
+                continue
+        out[leaf.key] = policy
+    return out
+
+
+def strict_priority(queues: Mapping[str, Obj]) -> bool:
+    """Whether the controller runs with ``StrictPriority=true`` (it marks the Queues it turns to Block)."""
+    return any(annotations_of(queue).get(STRICT_MARK_ANNOTATION) == "true" for queue in queues.values())
+
+
+_RATE_IN_EVENT = re.compile(r"(?:oversell rate|× oversell) ([0-9]+(?:\.[0-9]+)?(?:/[0-9]+)?)\)")
+
+
+def _event_time(event: Obj) -> float:
+    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        stamp = parse_time(event.get(key))
+        if stamp:
+            return stamp
+    return created_of(event)
+
+
+def controller_events(events: Iterable[Obj]) -> list[Obj]:
+    """Events the queue controller wrote, newest first."""
+    mine = [
+        event
+        for event in events
+        if event.get("reportingComponent") == CONTROLLER_COMPONENT
+        or (isinstance(event.get("source"), Mapping) and event["source"].get("component") == CONTROLLER_COMPONENT)
+    ]
+    return sorted(mine, key=_event_time, reverse=True)
+
+
+def _rate(text: str) -> Fraction | None:
+    try:
+        return validate_rate(Fraction(text.strip()))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def oversell_rate(
+    explicit: Fraction | None, tree_obj: Obj | None, queues: Mapping[str, Obj], events: Iterable[Obj], now: float
+) -> tuple[Fraction, str]:
+    """The oversell rate the controller admits with, and where it was read: ``--oversellrate``; an annotation
+    on the tree or a Queue; the newest Admitted/Queued event of the controller (their messages state it);
+    else the controller's default, 2."""
+    if explicit is not None:
+        return explicit, "--oversellrate"
+    holders: list[tuple[str, Obj]] = [("the ElasticQuotaTree", tree_obj)] if tree_obj is not None else []
+    holders += [(f"Queue {name}", obj) for name, obj in sorted(queues.items())]
+    for where, obj in holders:
+        for key in RATE_ANNOTATIONS:
+            value = annotations_of(obj).get(key)
+            rate = _rate(value) if isinstance(value, str) else None
+            if rate is not None:
+                return rate, f"annotation {key} on {where}"
+    from webhook.cli.output import age  # noqa: PLC0415
+
+    for event in controller_events(events):
+        match = _RATE_IN_EVENT.search(str(event.get("message") or ""))
+        rate = _rate(match.group(1)) if match else None
+        if rate is not None:
+            target = event.get("involvedObject") if isinstance(event.get("involvedObject"), Mapping) else {}
+            assert isinstance(target, Mapping)
+            return rate, (
+                f"the controller's {event.get('reason')} event on {target.get('name')}, "
+                f"{age(_event_time(event), now)} ago"
+            )
+    return DEFAULT_RATE, "the default; pass --oversellrate if the controller runs with another"
+
+
+def status_usage(tree: QuotaTree, tree_obj: Obj | None) -> dict[str, Resources] | None:
+    """``used`` per node key from the ElasticQuotaTree's status; ``None`` when it has none."""
+    root = value_at(tree_obj, "status", "root") if tree_obj is not None else None
+    if not isinstance(root, Mapping):
+        return None
+    out: dict[str, Resources] = {}
+    stack: list[Mapping[str, Any]] = [root]
+    while stack:
+        node = stack.pop()
+        name = node.get("name")
+        if isinstance(name, str) and name.lower() in tree.nodes:
+            try:
+                out[name.lower()] = Resources.parse(node.get("used") if isinstance(node.get("used"), Mapping) else {})
+            except ResourceError:
+                out[name.lower()] = EMPTY
+        children = node.get("children")
+        if isinstance(children, list):
+            stack.extend(child for child in children if isinstance(child, Mapping))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class WaitReport:
+    """Why one QUEUING job waits, as the controller's next pass would see it."""
+
+    job: JobView
+    rate: Fraction
+    rate_source: str
+    usage_source: str
+    policy: Policy
+    fits_now: bool
+    reason: FitResult | None
+    position: int | None
+    waiting: int
+    """How many jobs wait in its quota."""
+    ahead: tuple[tuple[int, Workload], ...]
+    reclaim: str
+    reclaim_possible: bool
+
+    @property
+    def blockers(self) -> tuple[Blocker, ...]:
+        return self.reason.blockers if self.reason is not None else ()
+
+
+def explain_wait(
+    snapshot: Snapshot, views: Sequence[JobView], job: JobView, rate: Fraction, rate_source: str
+) -> WaitReport:
+    """Run the controller's admission pass on the snapshot and read the job's place and reasons.
+
+    Usage comes from the admitted jobs themselves when the snapshot holds every job of the tree
+    (``snapshot.complete``), else from the tree's status.
+    """
+    tree = snapshot.tree
+    assert tree is not None and job.workload is not None and job.leaf is not None
+    workloads = [view.workload for view in views if view.workload is not None]
+    status_used = status_usage(tree, snapshot.tree_obj)
+    if snapshot.complete or status_used is None:
+        used: Mapping[str, Resources] = build_ledger(tree, workloads).used_view()
+        usage_source = "the admitted jobs" + ("" if snapshot.complete else " this user can read")
+    else:
+        used = status_used
+        usage_source = "the ElasticQuotaTree's status"
+    policies = leaf_policies(tree, snapshot.queues)
+    if strict_priority(snapshot.queues):
+        policies = dict.fromkeys(policies, Policy.BLOCK)
+    waiting = [w for w in workloads if w.phase is Phase.QUEUED]
+    result = admission_pass(tree, used, waiting, policies, rate)
+    admitted_now = {workload.key for workload in result.admitted}
+    policy = policies.get(job.leaf.key, Policy.ROUND)
+    queue = result.queues.get(job.leaf.key, ())
+    if job.key in admitted_now:
+        return WaitReport(job, rate, rate_source, usage_source, policy, True, None, None, len(queue), (), "", False)
+    position = result.positions.get(job.key)
+    ahead = tuple((index, workload) for index, workload in enumerate(queue, start=1) if index < (position or 0))
+    admitted = [w for w in workloads if w.phase is Phase.ADMITTED]
+    plan_text = explain_reclaim(tree, result.used, admitted, job.workload, rate)
+    return WaitReport(
+        job=job,
+        rate=rate,
+        rate_source=rate_source,
+        usage_source=usage_source,
+        policy=policy,
+        fits_now=False,
+        reason=result.reasons.get(job.key),
+        position=position,
+        waiting=len(queue),
+        ahead=ahead,
+        reclaim=plan_text,
+        reclaim_possible=not plan_text.startswith("no reclaim"),
+    )
+
+
+# Quota usage ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """One quota node for ``kq top quota``: its depth, guarantees, caps and what is used and requested."""
+
+    node: QuotaNode
+    depth: int
+    last: tuple[bool, ...]
+    """For each level from the root's children down: whether the node (or its ancestor) is the last child."""
+    used: Resources
+    request: Resources
+
+
+def _resources_at(raw: object) -> Resources:
+    if not isinstance(raw, Mapping):
+        return EMPTY
+    try:
+        return Resources.parse(raw)
+    except ResourceError:
+        return EMPTY
+
+
+def quota_usage(tree: QuotaTree, tree_obj: Obj | None, views: Sequence[JobView] | None) -> tuple[list[NodeUsage], str]:
+    """Every node of the tree in depth-first order with its usage, and where the usage comes from: the tree's
+    status when it has one, else computed from ``views`` (the jobs) with the core's ledger."""
+    by_name: dict[str, tuple[Resources, Resources]] = {}
+    status = value_at(tree_obj, "status", "root") if tree_obj is not None else None
+    source = "the ElasticQuotaTree's status"
+    if not isinstance(status, Mapping) and views is not None:
+        ledger = build_ledger(tree, [view.workload for view in views if view.workload is not None])
+        status = status_tree(tree, ledger)["root"]
+        source = "the jobs (the tree has no status yet)"
+    if isinstance(status, Mapping):
+        stack: list[Mapping[str, Any]] = [status]
+        while stack:
+            node = stack.pop()
+            name = node.get("name")
+            if isinstance(name, str):
+                by_name[name.lower()] = (_resources_at(node.get("used")), _resources_at(node.get("request")))
+            children = node.get("children")
+            if isinstance(children, list):
+                stack.extend(child for child in children if isinstance(child, Mapping))
+    else:
+        source = "nothing (the tree has no status and the jobs could not be read)"
+    out: list[NodeUsage] = []
+
+    def visit(node: QuotaNode, depth: int, last: tuple[bool, ...]) -> None:
+        used, request = by_name.get(node.key, (EMPTY, EMPTY))
+        out.append(NodeUsage(node, depth, last, used, request))
+        for index, child in enumerate(node.children):
+            visit(child, depth + 1, (*last, index == len(node.children) - 1))
+
+    visit(tree.root, 0, ())
+    return out, source
+
+
+def displayed_resources(usage: NodeUsage) -> list[str]:
+    """The resources a node's rows show: those in its ``min`` or ``max``, then any other it uses
+    (``kube-queue/max-jobs`` only when the node caps it)."""
+    names = {*usage.node.min, *usage.node.max, *usage.used}
+    if "kube-queue/max-jobs" not in usage.node.max and "kube-queue/max-jobs" not in usage.node.min:
+        names.discard("kube-queue/max-jobs")
+    first = ("cpu", "memory", "nvidia.com/gpu")
+    return [name for name in first if name in names] + sorted(names - set(first))

@@ -1,0 +1,297 @@
+"""``kq why JOB``: the exact reason a job waits, computed with the decision core from a snapshot.
+
+For a QUEUING job: the controller's admission pass is run on the snapshot (the tree, every job's admission
+record, the Queues' policies, the oversell rate), which gives the job's position, every quota level and
+resource that blocks it (request, used, limit and the shortfall), who is ahead of it, and whether reclaim
+could make room. Other states get a plain answer: admitted but pods pending (with the scheduler's reason),
+running, finished, held in a namespace kube-queue does not manage, or not found (with suggestions).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from webhook.cli.common import Ctx, add_connection_flags, command, subparser
+
+if TYPE_CHECKING:
+    from webhook.cli.view import JobView, Snapshot, WaitReport
+
+
+def _rate_flag(text: str) -> Fraction:
+    try:
+        rate = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; use 1, 2 or a fraction such as 1.5") from None
+    if rate <= 0:
+        raise argparse.ArgumentTypeError(f"the oversell rate must be positive, got {text!r}")
+    return rate
+
+
+def _who(view: JobView) -> str:
+    return f"{view.kind} {view.namespace}/{view.name}"
+
+
+def blockers_table(report: WaitReport, width: int) -> str:
+    """QUOTA, RESOURCE, REQUEST, USED, LIMIT, MAX, SHORT (``used + request - limit``) per blocker."""
+    from webhook.cli.output import Column, quantity, resource_name, table  # noqa: PLC0415
+
+    columns = [
+        Column("QUOTA", shrink=1, min_width=10),
+        Column("RESOURCE", shrink=2),
+        Column("REQUEST", right=True),
+        Column("USED", right=True),
+        Column("LIMIT", right=True),
+        Column("MAX", right=True),
+        Column("SHORT", right=True),
+    ]
+    rows = []
+    for blocker in report.blockers:
+        name = blocker.resource
+        cap = blocker.max if blocker.max is not None else blocker.limit
+        short = blocker.used + blocker.request - blocker.limit
+        rows.append(
+            [
+                blocker.quota,
+                resource_name(name),
+                quantity(name, blocker.request),
+                quantity(name, blocker.used),
+                quantity(name, blocker.limit),
+                quantity(name, cap) if blocker.kind == "max" else "-",
+                quantity(name, short),
+            ]
+        )
+    return table(columns, rows, width)
+
+
+def ahead_table(report: WaitReport, width: int) -> str:
+    from webhook.cli.output import Column, describe, table  # noqa: PLC0415
+
+    columns = [
+        Column("POSITION", right=True),
+        Column("JOB", shrink=1, min_width=12),
+        Column("KIND"),
+        Column("PRIORITY", right=True),
+        Column("REQUEST", shrink=2, min_width=12),
+    ]
+    rows = [
+        [str(position), f"{w.key.namespace}/{w.key.name}", w.key.kind, str(w.priority), describe(w.request)]
+        for position, w in report.ahead
+    ]
+    return table(columns, rows, width)
+
+
+def _last_queued(view: JobView, events: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    from webhook.cli.view import controller_events, meta  # noqa: PLC0415
+
+    uid = meta(view.obj).get("uid")
+    for event in controller_events(events):
+        target = event.get("involvedObject") or {}
+        if target.get("name") == view.name and (not uid or target.get("uid") in (None, uid)):
+            if event.get("reason") == "Queued":
+                return event
+            return None  # a newer Admitted/Evicted event: the Queued one is out of date
+    return None
+
+
+def explain_queuing(report: WaitReport, events: Sequence[Mapping[str, Any]], now: float, width: int) -> str:
+    """The answer for a QUEUING job whose quota is known."""
+    from webhook.cli.output import age, describe, wrap  # noqa: PLC0415
+    from webhook.core.fit import format_rate  # noqa: PLC0415
+
+    view = report.job
+    rate = format_rate(report.rate)
+    lines: list[str] = []
+    place = (
+        f"position {report.position} of {report.waiting} in quota {view.quota}"
+        if report.position is not None
+        else f"quota {view.quota}"
+    )
+    lines.append(wrap(f"{_who(view)} is QUEUING: {place} (queue kube-queue/{view.queue}, policy "
+                      f"{report.policy.value}).", 2, width))
+    if view.eviction:
+        by = view.eviction.get("by")
+        lines.append(wrap(f"It was evicted by reclaim{f' for {by}' if by else ''}: "
+                          f"{view.eviction.get('reason', '')}", 2, width))
+    request = describe(view.workload.request) if view.workload is not None else "?"
+    lines.append(f"Request: {request}.")
+    lines.append(wrap(f"Oversell rate {rate} (from {report.rate_source}); usage from {report.usage_source}.", 2, width))
+    lines.append("")
+    if report.fits_now:
+        lines.append(wrap(
+            "It fits its quota now: the controller admits it at its next pass, within seconds. If it stays "
+            "QUEUING, check that the kube-queue controller runs (kubectl -n kube-queue get lease "
+            "kube-queue-controller) and that the oversell rate above is the controller's.", 2, width))
+        return "\n".join(lines)
+    reason = report.reason
+    if reason is not None and reason.blocked_behind is not None:
+        lines.append(wrap(f"It waits behind {reason.blocked_behind}: the queue policy is Block, so the first "
+                          "job that does not fit holds back every job after it.", 2, width))
+        lines.append(wrap(reason.note, 2, width))
+    elif report.blockers:
+        lines.append(wrap(
+            f"It does not fit: admission needs used + request <= max × {rate} at every quota level, and these "
+            "levels are short:", 2, width))
+        lines.append(blockers_table(report, width).rstrip("\n"))
+        if any(blocker.never_fits for blocker in report.blockers):
+            lines.append(wrap(
+                "Its request alone is over a limit, so it can never be admitted under this tree: ask for less "
+                "(fewer --workers or smaller pods) or ask an operator to raise the quota.", 2, width))
+        else:
+            levels = dict.fromkeys(blocker.quota for blocker in report.blockers)
+            lines.append(wrap(
+                f"It starts when jobs of {' and '.join(levels)} finish (or are evicted) and free the "
+                "SHORT amounts.", 2, width))
+    elif reason is not None:
+        lines.append(wrap(reason.explain(), 2, width))
+    lines.append("")
+    if report.ahead:
+        lines.append(f"Ahead of it in quota {view.quota}:")
+        lines.append(ahead_table(report, width).rstrip("\n"))
+    else:
+        lines.append(f"Nobody is ahead of it in quota {view.quota}.")
+    lines.append("")
+    verdict = "could help" if report.reclaim_possible else "cannot help"
+    lines.append(wrap(f"Reclaim {verdict}: {report.reclaim}.", 2, width))
+    queued = _last_queued(view, events)
+    if queued is not None:
+        lines.append("")
+        stamp = _stamp(queued)
+        lines.append(wrap(f"The controller said {age(stamp, now)} ago: {queued.get('message', '')}", 2, width))
+    return "\n".join(lines)
+
+
+def _stamp(event: Mapping[str, Any]) -> float:
+    from webhook.cli.view import parse_time  # noqa: PLC0415
+
+    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        stamp = parse_time(event.get(key))
+        if stamp:
+            return stamp
+    return 0.0
+
+
+def _pending_reasons(view: JobView) -> list[tuple[int, str]]:
+    """``(how many pods, why)`` for the job's pods that do not run, most common first."""
+    counts: dict[str, int] = {}
+    for pod in view.pods:
+        status = pod.get("status") or {}
+        if status.get("phase") in ("Running", "Succeeded"):
+            continue
+        why = ""
+        for condition in status.get("conditions") or ():
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                why = str(condition.get("message") or condition.get("reason") or "")
+        if not why:
+            for container in status.get("containerStatuses") or ():
+                waiting = (container.get("state") or {}).get("waiting") or {}
+                if waiting:
+                    why = f"{waiting.get('reason', '')}: {waiting.get('message', '')}".strip(": ")
+        if not why:
+            why = "scheduled, starting" if (pod.get("spec") or {}).get("nodeName") else "waiting for the scheduler"
+        counts[why] = counts.get(why, 0) + 1
+    return sorted(((n, why) for why, n in counts.items()), key=lambda item: -item[0])
+
+
+def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> str:
+    """The answer for a job that does not wait in a queue (or whose quota cannot be read)."""
+    from webhook.cli.output import age, describe, wrap  # noqa: PLC0415
+    from webhook.workloads.base import value_at  # noqa: PLC0415
+
+    who = _who(view)
+    admitted = ""
+    if view.admitted_at:
+        admitted = f"admitted by quota {view.quota} {age(view.admitted_at, now)} ago"
+    elif view.quota:
+        admitted = f"released in quota {view.quota}"
+    request = f" (request {describe(view.workload.request)})" if view.workload is not None else ""
+    if view.status in ("SUCCEEDED", "FAILED"):
+        text = f"{who} has finished: {view.status}."
+        conditions = value_at(view.obj, "status", "conditions")
+        for condition in conditions if isinstance(conditions, list) else ():
+            if condition.get("status") == "True" and condition.get("type") in ("Failed", "Complete", "Succeeded"):
+                message = condition.get("message") or condition.get("reason") or ""
+                when = condition.get("lastTransitionTime")
+                text += f" {condition.get('type')}" + (f" at {when}" if when else "")
+                text += f": {message}" if message else ""
+                text = text.rstrip(".") + "."
+                break
+        return wrap(text + " Nothing holds it any more; its quota is free again.", 2, width)
+    if view.status == "SUSPENDED":
+        return wrap(
+            f"{who} is suspended, and namespace {view.namespace} is not managed by kube-queue (no leaf of the "
+            "ElasticQuotaTree lists it), so nothing will release it: set its suspend field to false, or ask an "
+            "operator to add the namespace to a quota.", 2, width)
+    unmanaged = (
+        "" if view.queue else f" Namespace {view.namespace} is not managed by kube-queue: its jobs are not queued."
+    )
+    if view.status == "RUNNING":
+        return wrap(f"{who} is RUNNING{': ' + admitted if admitted else ''}{request}; {view.running} of "
+                    f"{view.expected} pods run. Nothing holds it.{unmanaged}", 2, width)
+    if view.status == "PENDING":
+        lines = [wrap(f"{who} is PENDING{': ' + admitted if admitted else ''}{request}; {view.running} of "
+                      f"{view.expected} pods run.{unmanaged}", 2, width)]
+        reasons = _pending_reasons(view)
+        if not view.pods:
+            lines.append(wrap("Its pods are being created.", 2, width))
+        elif reasons:
+            lines.append("The other pods wait:")
+            for count, why in reasons:
+                lines.append(wrap(f"{count} pod{'s' if count != 1 else ''}: {why}", 4, width, lead="  "))
+            if any("pod-level quota" in why for _, why in reasons):
+                lines.append(wrap(
+                    "The queue admitted more than the quota's max (oversell rate above 1); the scheduler keeps "
+                    "running pods within max, so these pods start as others finish.", 2, width))
+        return "\n".join(lines)
+    # QUEUING without a usable tree (or not sized).
+    problem = snapshot.problem or "the ElasticQuotaTree is missing"
+    if view.size_error:
+        problem = f"kube-queue cannot size it: {view.size_error}"
+    text = f"{who} is QUEUING"
+    if view.position is not None:
+        text += f" at position {view.position} in quota {view.quota}"
+    lines = [wrap(f"{text}. The exact reason cannot be computed: {problem}.", 2, width)]
+    queued = _last_queued(view, snapshot.events)
+    if queued is not None:
+        said = f"The controller said {age(_stamp(queued), now)} ago: {queued.get('message', '')}"
+        lines += ["", wrap(said, 2, width)]
+    return "\n".join(lines)
+
+
+def _why(ctx: Ctx, args: argparse.Namespace) -> int:
+    from webhook.cli.jobs import find_job  # noqa: PLC0415
+    from webhook.cli.view import QUEUING, explain_wait, oversell_rate  # noqa: PLC0415
+
+    snapshot, views, view = find_job(ctx, args.job, complete=True, with_events=True)
+    now = ctx.now()
+    if view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
+        rate, source = oversell_rate(args.oversellrate, snapshot.tree_obj, snapshot.queues, snapshot.events, now)
+        report = explain_wait(snapshot, views, view, rate, source)
+        ctx.print(explain_queuing(report, snapshot.events, now, ctx.width))
+    else:
+        ctx.print(explain_other(view, snapshot, now, ctx.width))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparser(
+        subparsers,
+        "why",
+        "explain why a job waits: quota level, resource, shortfall, who is ahead, reclaim",
+        "Explain exactly why a job waits, with the same decision code the queue controller runs: the quota "
+        "level and resource that block it (request, used, limit, shortfall), who is ahead of it, and whether "
+        "reclaiming borrowed capacity could help.",
+        ["kq why pi2", "kq why pi2 -n user-a", "kq why pytorchjob/mnist --oversellrate 1"],
+    )
+    parser.add_argument("job", metavar="JOB", help="[KIND/]NAME, e.g. pi2 or pytorchjob/mnist")
+    parser.add_argument(
+        "--oversellrate",
+        type=_rate_flag,
+        default=None,
+        metavar="RATE",
+        help="the controller's --oversellrate (default: read from its events, else 2)",
+    )
+    add_connection_flags(parser)
+    parser.set_defaults(handler=command(_why))
