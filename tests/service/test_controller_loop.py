@@ -1,0 +1,407 @@
+"""The controller against the in-memory apiserver: the seed's scenarios, restarts, stale views, API
+hiccups, the tree changing under it, and rate-limited status writes."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from fractions import Fraction
+from typing import Any
+
+from prometheus_client import REGISTRY
+
+from tests.builders import SEED_TREE_SPEC
+from tests.service.test_controller_fake_api import JOBS, FakeApi, Kind
+from webhook.controller import add_controller_args, run_controller
+from webhook.controller.controller import Controller
+from webhook.controller.records import (
+    ADMISSION_ANNOTATION,
+    EVICTION_ANNOTATION,
+    MANAGED_NAMESPACE_LABEL,
+)
+from webhook.controller.settings import ControllerSettings
+from webhook.kube.cache import WatchCache
+
+NAMESPACES: Kind = ("", "v1", "namespaces")
+TREES: Kind = ("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees")
+QUEUES: Kind = ("scheduling.x-k8s.io", "v1alpha1", "queues")
+EVENTS: Kind = ("", "v1", "events")
+PRIORITY_CLASSES: Kind = ("scheduling.k8s.io", "v1", "priorityclasses")
+
+
+def seed_api() -> FakeApi:
+    api = FakeApi()
+    for name in ("user-a", "user-b", "user-c", "kube-queue", "kube-system"):
+        api.put(NAMESPACES, {"metadata": {"name": name}})
+    api.put(PRIORITY_CLASSES, {"metadata": {"name": "priority-2"}, "value": 2})
+    api.put(PRIORITY_CLASSES, {"metadata": {"name": "priority-3"}, "value": 3})
+    api.put(
+        TREES,
+        {
+            "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+            "spec": json.loads(json.dumps(SEED_TREE_SPEC)),
+        },
+    )
+    return api
+
+
+def pi(name: str, namespace: str = "user-a", pods: int = 6, priority_class: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [{"name": "pi", "resources": {"requests": {"cpu": "10", "memory": "10Gi"}}}],
+        "restartPolicy": "Never",
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"suspend": True, "parallelism": pods, "completions": pods, "template": {"spec": spec}},
+    }
+
+
+def settings(**overrides: Any) -> ControllerSettings:
+    values: dict[str, Any] = {
+        "oversell_rate": Fraction(1),
+        "leader_elect": False,
+        "identity": "test",
+        "status_interval": 0.0001,
+        "debounce": 0.001,
+        "resync_period": 0.2,
+        "event_interval": 0.0,
+    }
+    values.update(overrides)
+    return ControllerSettings(**values)
+
+
+def caches(controller: Controller) -> list[WatchCache]:
+    return [
+        controller.trees,
+        controller.queues,
+        controller.namespaces,
+        controller.priority_classes,
+        *(cache for _, _, cache in controller.job_caches.values()),
+    ]
+
+
+async def catch_up(api: FakeApi, controller: Controller) -> None:
+    """Until every cache has seen every change of its resource."""
+    for _ in range(1000):
+        behind = False
+        for cache in caches(controller):
+            source: Any = cache.source
+            kind = (source.ref.group, source.ref.version, source.ref.plural)
+            newest = max((version for version, changed, _, _ in api.log if changed == kind), default=0)
+            if int(cache.resource_version or 0) < newest:
+                behind = True
+        if not behind:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("caches did not catch up")
+
+
+@asynccontextmanager
+async def driven(api: FakeApi, **overrides: Any) -> AsyncIterator[Controller]:
+    """A controller whose caches run but whose passes the test drives with ``reconcile()``."""
+    controller = Controller(api, settings(**overrides))
+    await controller.discover()
+    tasks = [asyncio.ensure_future(cache.run()) for cache in caches(controller)[:4]]
+    tasks.append(asyncio.ensure_future(controller.events.run()))
+    try:
+        await asyncio.gather(*(cache.synced.wait() for cache in caches(controller)))
+        controller.ready.set()
+        yield controller
+    finally:
+        for task in [*tasks, *controller._tasks]:
+            task.cancel()
+        await asyncio.gather(*tasks, *controller._tasks, return_exceptions=True)
+
+
+async def step(api: FakeApi, controller: Controller, passes: int = 1) -> None:
+    for _ in range(passes):
+        await catch_up(api, controller)
+        await controller.reconcile()
+    await catch_up(api, controller)
+
+
+def job(api: FakeApi, name: str, namespace: str = "user-a") -> dict[str, Any]:
+    return api.obj(JOBS, name, namespace)
+
+
+def admitted(api: FakeApi, name: str, namespace: str = "user-a") -> bool:
+    obj = job(api, name, namespace)
+    return obj["spec"]["suspend"] is False and ADMISSION_ANNOTATION in obj["metadata"].get("annotations", {})
+
+
+def events(api: FakeApi, reason: str) -> list[str]:
+    return [e["involvedObject"]["name"] for e in api.objects(EVENTS) if e["reason"] == reason]
+
+
+def job_writes(api: FakeApi) -> int:
+    return sum(1 for method, path in api.calls if method == "PATCH" and "/jobs/" in path)
+
+
+async def test_seed_scenario_1_queues_labels_admission_positions_status_and_events() -> None:
+    api = seed_api()
+    api.put(JOBS, pi("pi-1"))
+    api.put(JOBS, pi("pi-2"))
+    async with driven(api) as controller:
+        await step(api, controller, passes=2)
+        await controller.events.flush()
+    assert sorted(q["metadata"]["name"] for q in api.objects(QUEUES)) == [
+        "root-department-a-user-a", "root-department-a-user-b", "root-department-b-user-c"
+    ]
+    for name in ("user-a", "user-b", "user-c"):
+        assert api.obj(NAMESPACES, name)["metadata"]["labels"] == {MANAGED_NAMESPACE_LABEL: "true"}
+    assert "labels" not in api.obj(NAMESPACES, "kube-queue")["metadata"]
+    assert admitted(api, "pi-1") and not admitted(api, "pi-2")
+    queue = api.obj(QUEUES, "root-department-a-user-a", "kube-queue")
+    assert queue["spec"] == {"queuePolicy": "Round"}
+    assert queue["status"]["queueItemDetails"]["active"] == [
+        {"name": "pi-2", "namespace": "user-a", "priority": 0, "position": 1}
+    ]
+    tree = api.obj(TREES, "elasticquotatree", "kube-system")
+    assert tree["status"]["root"]["used"]["cpu"] == "60"
+    assert tree["status"]["root"]["request"]["cpu"] == "120"
+    assert events(api, "Admitted") == ["pi-1"]
+    assert events(api, "Queued") == ["pi-2"]
+
+
+async def test_a_restarted_controller_rebuilds_the_ledger_from_records_and_writes_no_job() -> None:
+    api = seed_api()
+    api.put(JOBS, pi("pi-1"))
+    api.put(JOBS, pi("pi-2"))
+    async with driven(api) as controller:
+        await step(api, controller, passes=2)
+    record = job(api, "pi-1")["metadata"]["annotations"][ADMISSION_ANNOTATION]
+    writes = job_writes(api)
+    async with driven(api) as restarted:
+        await step(api, restarted, passes=3)
+    assert job_writes(api) == writes
+    assert job(api, "pi-1")["metadata"]["annotations"][ADMISSION_ANNOTATION] == record
+    assert not admitted(api, "pi-2")
+
+
+async def test_its_own_writes_count_even_before_the_watch_delivers_them() -> None:
+    # Between a pass's snapshot and its write, a higher-priority job arrives; the watch delivers that job but
+    # not yet the admission: the next pass must still count the admitted job (or it admits both, 120 > 100).
+    api = seed_api()
+    api.put(JOBS, pi("first"))
+    created: list[int] = []
+
+    def urgent_arrives(method: str, path: str) -> None:
+        if "/jobs/first" in path and not created:
+            api.put(JOBS, pi("urgent", priority_class="priority-3"))
+            created.append(api.version)
+            api.deliver_until = api.version
+
+    api.before_write = urgent_arrives
+    async with driven(api) as controller:
+        await catch_up(api, controller)
+        await controller.reconcile()
+        assert admitted(api, "first")
+        job_cache = controller.job_caches["Job.batch"][2]
+        for _ in range(1000):
+            if int(job_cache.resource_version or 0) >= created[0]:
+                break
+            await asyncio.sleep(0.001)
+        assert job_cache.get("urgent", "user-a") is not None
+        seen = job_cache.get("first", "user-a")
+        assert seen is not None and seen["spec"]["suspend"] is True, "the watch lags behind the write"
+        await controller.reconcile()
+        api.release()
+        await step(api, controller)
+    assert admitted(api, "first") and not admitted(api, "urgent")
+
+
+async def test_back_to_back_passes_never_double_book_the_quota() -> None:
+    api = seed_api()
+    api.put(JOBS, pi("pi-1"))
+    api.put(JOBS, pi("pi-2", "user-b"))
+    async with driven(api) as controller:
+        await catch_up(api, controller)
+        await controller.reconcile()
+        await controller.reconcile()  # the watch has not delivered the first admission yet
+        await step(api, controller)
+    assert [admitted(api, "pi-1"), admitted(api, "pi-2", "user-b")] == [True, False]
+
+
+async def test_a_write_refused_as_stale_is_retried_on_the_next_pass() -> None:
+    api = seed_api()
+    api.put(JOBS, pi("pi-1"))
+    api.fail(422, lambda method, path: method == "PATCH" and "/jobs/" in path)
+    async with driven(api) as controller:
+        await step(api, controller)
+        assert not admitted(api, "pi-1")
+        assert controller.stats.conflicts == 1
+        await step(api, controller)
+    assert admitted(api, "pi-1")
+    assert len(events(api, "Admitted")) <= 1
+
+
+async def test_seed_scenario_2_strict_priority_blocks_and_orders_by_priority_class() -> None:
+    api = seed_api()
+    api.put(JOBS, pi("pi-1"))
+    api.put(JOBS, pi("pi-2"))
+    async with driven(api) as controller:
+        await step(api, controller, passes=2)
+    api.put(JOBS, pi("pi-3", priority_class="priority-2"))
+    async with driven(api, strict_priority=True) as strict:
+        await step(api, strict, passes=2)
+    assert {q["spec"]["queuePolicy"] for q in api.objects(QUEUES)} == {"Block"}
+    active = api.obj(QUEUES, "root-department-a-user-a", "kube-queue")["status"]["queueItemDetails"]["active"]
+    assert [(item["name"], item["position"], item["priority"]) for item in active] == [("pi-3", 1, 2), ("pi-2", 2, 0)]
+    async with driven(api) as relaxed:
+        await step(api, relaxed)
+    assert {q["spec"]["queuePolicy"] for q in api.objects(QUEUES)} == {"Round"}
+
+
+async def test_seed_scenario_3_evicts_before_it_admits_and_tells_the_victim() -> None:
+    api = seed_api()
+    api.put(JOBS, pi("a1"))
+    async with driven(api) as controller:
+        await step(api, controller)
+        api.put(JOBS, pi("b1", "user-b", pods=4))
+        await step(api, controller)
+        assert admitted(api, "b1", "user-b")
+        api.put(JOBS, pi("c1", "user-c", pods=1, priority_class="priority-3"))
+        await step(api, controller, passes=2)
+        await controller.events.flush()
+    victim = job(api, "b1", "user-b")
+    assert victim["spec"]["suspend"] is True
+    assert ADMISSION_ANNOTATION not in victim["metadata"]["annotations"]
+    assert json.loads(victim["metadata"]["annotations"][EVICTION_ANNOTATION])["by"] == "Job/user-c/c1"
+    assert admitted(api, "c1", "user-c") and admitted(api, "a1")
+    order = [obj["metadata"]["name"] for _, kind, _, obj in api.log if kind == JOBS]
+    assert order.index("b1", order.index("c1")) < len(order) - 1 - order[::-1].index("c1")
+    assert events(api, "Evicted") == ["b1"]
+    active = api.obj(QUEUES, "root-department-a-user-b", "kube-queue")["status"]["queueItemDetails"]["active"]
+    assert [item["name"] for item in active] == ["b1"]
+
+
+async def test_queues_and_labels_follow_the_tree() -> None:
+    api = seed_api()
+    async with driven(api) as controller:
+        await step(api, controller)
+        tree = api.obj(TREES, "elasticquotatree", "kube-system")
+        tree["spec"]["root"]["children"][0]["namespaces"] = ["user-a"]
+        api.put(TREES, tree)
+        await step(api, controller)
+        assert sorted(q["metadata"]["name"] for q in api.objects(QUEUES)) == [
+            "root-department-a-user-a", "root-department-b-user-c"
+        ]
+        assert MANAGED_NAMESPACE_LABEL not in api.obj(NAMESPACES, "user-b")["metadata"].get("labels", {})
+        api.remove(TREES, "elasticquotatree", "kube-system")
+        await step(api, controller)
+    assert api.objects(QUEUES) == []
+    assert all(MANAGED_NAMESPACE_LABEL not in (ns["metadata"].get("labels") or {}) for ns in api.objects(NAMESPACES))
+
+
+async def test_an_invalid_tree_changes_nothing() -> None:
+    api = seed_api()
+    tree = api.obj(TREES, "elasticquotatree", "kube-system")
+    tree["spec"]["root"]["max"]["cpu"] = 50
+    api.put(TREES, tree)
+    api.put(JOBS, pi("pi-1"))
+    async with driven(api) as controller:
+        await step(api, controller)
+    assert api.objects(QUEUES) == [] and not admitted(api, "pi-1")
+
+
+async def test_status_is_written_only_on_change_and_at_most_once_per_interval() -> None:
+    api = seed_api()
+    now = [1000.0]
+    async with driven(api, status_interval=30.0) as controller:
+        controller._clock = lambda: now[0]
+        await step(api, controller, passes=3)
+
+        def status_writes() -> int:
+            return sum(1 for m, p in api.calls if m == "PATCH" and p.endswith("root-department-a-user-a/status"))
+
+        first = status_writes()
+        assert first == 1
+        api.put(JOBS, pi("big", pods=11))
+        await step(api, controller, passes=3)
+        assert status_writes() == first, "a change within the interval waits"
+        now[0] += 30
+        await step(api, controller, passes=3)
+        assert status_writes() == first + 1
+        now[0] += 30
+        await step(api, controller, passes=3)
+        assert status_writes() == first + 1, "no change, no write"
+
+
+async def test_a_job_that_cannot_be_sized_is_reported_once_and_skipped() -> None:
+    api = seed_api()
+    bad = pi("bad")
+    bad["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    api.put(JOBS, bad)
+    api.put(JOBS, pi("good"))
+    async with driven(api) as controller:
+        await step(api, controller, passes=3)
+        await controller.events.flush()
+    assert admitted(api, "good") and not admitted(api, "bad")
+    assert events(api, "CannotSize") == ["bad"]
+
+
+async def test_the_loop_converges_through_api_hiccups_without_double_admission() -> None:
+    api = seed_api()
+    for index in range(8):
+        api.put(JOBS, pi(f"j{index}", ["user-a", "user-b", "user-c"][index % 3], pods=2))
+    api.fail(0, lambda method, path: method in ("PATCH", "POST"), times=12, probability=0.5)
+    stop = asyncio.Event()
+    controller = Controller(api, settings())
+    task = asyncio.ensure_future(controller.run(stop))
+    try:
+        for _ in range(2000):
+            await asyncio.sleep(0.005)
+            names = [(f"j{i}", ["user-a", "user-b", "user-c"][i % 3]) for i in range(8)]
+            if sum(admitted(api, *n) for n in names) == 5 and controller.stats.passes > 5:
+                break
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    finally:
+        task.cancel()
+    records = {
+        obj["metadata"]["name"]: obj["metadata"]["annotations"][ADMISSION_ANNOTATION]
+        for obj in api.objects(JOBS)
+        if ADMISSION_ANNOTATION in (obj["metadata"].get("annotations") or {})
+    }
+    assert len(records) == 5, "100 CPU at 20 CPU a job"
+    for name in records:
+        ids = {
+            json.loads(obj["metadata"]["annotations"][ADMISSION_ANNOTATION])["id"]
+            for _, kind, _, obj in api.log
+            if kind == JOBS and obj["metadata"]["name"] == name and ADMISSION_ANNOTATION in obj["metadata"].get(
+                "annotations", {}
+            )
+        }
+        assert len(ids) == 1, f"{name} admitted more than once"
+
+
+async def test_run_controller_returns_at_once_with_no_controller() -> None:
+    parser = argparse.ArgumentParser()
+    add_controller_args(parser)
+    api = seed_api()
+    await asyncio.wait_for(run_controller(parser.parse_args(["--no-controller"]), api, asyncio.Event()), 5)
+    assert api.calls == []
+
+
+async def test_metrics_show_depth_usage_and_admissions() -> None:
+    def sample(name: str, **labels: str) -> float | None:
+        return REGISTRY.get_sample_value(name, labels)
+
+    before = sample("kube_queue_admissions_total", quota="root/Department-a") or 0.0
+    api = seed_api()
+    api.put(JOBS, pi("pi-1"))
+    api.put(JOBS, pi("pi-2"))
+    async with driven(api) as controller:
+        await step(api, controller, passes=2)
+    assert sample("kube_queue_admissions_total", quota="root/Department-a") == before + 1
+    assert sample("kube_queue_pending_jobs", quota="root/Department-a") == 1
+    assert sample("kube_queue_quota_used", quota="root/Department-a", resource="cpu") == 60
+    assert sample("kube_queue_quota_borrowed", quota="root/Department-a", resource="cpu") == 0
+    assert sample("kube_queue_quota_max", quota="root", resource="cpu") == 100

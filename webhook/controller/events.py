@@ -1,0 +1,153 @@
+"""Kubernetes Events on jobs (``kubectl describe job`` shows them): Queued, Admitted, Evicted.
+
+:class:`EventRecorder` sends ``core/v1`` Events from a bounded background queue, so a slow or failing API
+never holds up a decision; when the queue is full the oldest pending Event is dropped (and counted).
+:class:`EventGate` decides whether a waiting job's Queued event is due: only when its reason changed, and
+at most every ``interval`` seconds per job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.controller.records import COMPONENT, kv, rfc3339, rfc3339_seconds
+from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+
+log = logging.getLogger(__name__)
+
+EVENTS = ResourceRef("", "v1", "events")
+MAX_MESSAGE = 1024
+"""The apiserver refuses Event messages over 1 KiB."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEvent:
+    namespace: str
+    body: Mapping[str, Any]
+
+
+def involved(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``involvedObject`` of an Event about ``obj``."""
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(metadata, Mapping)
+    out = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "name": metadata.get("name"),
+        "namespace": metadata.get("namespace"),
+        "uid": metadata.get("uid"),
+        "resourceVersion": metadata.get("resourceVersion"),
+    }
+    return {key: value for key, value in out.items() if value}
+
+
+class EventRecorder:
+    """Queue Events and send them from :meth:`run`."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        instance: str,
+        *,
+        max_pending: int = 2000,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.instance = instance
+        self._wall = wall
+        self._pending: collections.deque[PendingEvent] = collections.deque(maxlen=max_pending)
+        self._wake = asyncio.Event()
+        self.sent = 0
+        self.dropped = 0
+        self.failed = 0
+
+    def emit(self, obj: Mapping[str, Any], event_type: str, reason: str, action: str, message: str) -> None:
+        """Queue one Event about ``obj`` (``event_type`` ``Normal`` or ``Warning``)."""
+        target = involved(obj)
+        namespace = str(target.get("namespace") or "default")
+        now = self._wall()
+        if len(message) > MAX_MESSAGE:
+            message = message[: MAX_MESSAGE - 3] + "..."
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{target.get('name', 'object')}.", "namespace": namespace},
+            "involvedObject": target,
+            "type": event_type,
+            "reason": reason,
+            "action": action,
+            "message": message,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.instance[:128],
+            "firstTimestamp": rfc3339_seconds(now),
+            "lastTimestamp": rfc3339_seconds(now),
+            "eventTime": rfc3339(now),
+            "count": 1,
+        }
+        if len(self._pending) == self._pending.maxlen:
+            self.dropped += 1
+        self._pending.append(PendingEvent(namespace, body))
+        self._wake.set()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def run(self) -> None:
+        """Send queued Events until cancelled."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                event = self._pending.popleft()
+                try:
+                    await self.client.create(EVENTS, event.body, event.namespace)
+                    self.sent += 1
+                except KubeApiError as error:
+                    self.failed += 1
+                    log.warning(kv(component="events", event="send_failed", reason=event.body.get("reason"),
+                                   error=repr(error)))
+
+    async def flush(self, timeout: float = 10.0) -> None:
+        """Wait until the queue is empty (for tests and a clean stop)."""
+        deadline = time.monotonic() + timeout
+        while self._pending and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+
+class EventGate:
+    """Whether a job's Queued event is due: when its reason key changed and its last Queued event is at least
+    ``interval`` seconds old (or it never had one)."""
+
+    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self._clock = clock
+        self._last: dict[str, tuple[str, float]] = {}
+
+    def due(self, uid: str, key: str) -> bool:
+        previous = self._last.get(uid)
+        if previous is None:
+            return True
+        last_key, at = previous
+        return last_key != key and self._clock() - at >= self.interval
+
+    def mark(self, uid: str, key: str) -> None:
+        self._last[uid] = (key, self._clock())
+
+    def forget(self, uid: str) -> None:
+        """After an Admitted or Evicted event: the next Queued event is due at once."""
+        self._last.pop(uid, None)
+
+    def keep_only(self, uids: set[str]) -> None:
+        for uid in [uid for uid in self._last if uid not in uids]:
+            del self._last[uid]
+
+    def reset(self) -> None:
+        self._last.clear()

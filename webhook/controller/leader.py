@@ -1,0 +1,214 @@
+"""Leader election with a ``coordination.k8s.io/v1`` Lease, as client-go's ``leaderelection`` does it.
+
+* A candidate reads the Lease; it may take it when nobody holds it, when it already holds it (a restart
+  with the same identity), or when the holder has not renewed it for ``leaseDurationSeconds`` as measured
+  on the candidate's own clock since it last saw the record change (no trust in other machines' clocks).
+* Taking and renewing are a ``PUT`` with the read ``resourceVersion``: of two candidates only one wins.
+* The leader renews every ``retry_period``; when it could not renew for ``renew_deadline`` it stops acting
+  (:meth:`LeaderElector.is_leader` turns false at that moment even if the renew loop hangs), well before
+  another candidate may take over (``lease_duration`` > ``renew_deadline``).
+* On a clean stop the leader releases the Lease (empty holder, 1 s duration) so a follower takes over at
+  its next try instead of waiting out the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from webhook.controller.records import kv, rfc3339
+from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+
+log = logging.getLogger(__name__)
+
+LEASES = ResourceRef("coordination.k8s.io", "v1", "leases")
+
+Clock = Callable[[], float]
+
+
+class LeaderElector:
+    """Campaign for one Lease; :meth:`run` until cancelled, then :meth:`release`."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        on_change: Callable[[bool], None] | None = None,
+        clock: Clock = time.monotonic,
+        wall: Clock = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.on_change = on_change
+        self._clock = clock
+        self._wall = wall
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._leading = False
+        self._last_renew = float("-inf")
+        self._observed: tuple[Any, ...] | None = None
+        self._observed_at = 0.0
+        self.transitions = 0
+        """How many times this elector became leader."""
+
+    # State -------------------------------------------------------------------------------------------------
+    def is_leader(self) -> bool:
+        """Whether this replica may act now: it holds the Lease and renewed it within ``renew_deadline``."""
+        return self._leading and self._clock() - self._last_renew < self.renew_deadline
+
+    def _set_leading(self, leading: bool) -> None:
+        if leading == self._leading:
+            return
+        self._leading = leading
+        if leading:
+            self.transitions += 1
+        log.info(kv(component="leader", event="acquired" if leading else "lost", lease=f"{self.namespace}/{self.name}",
+                    identity=self.identity))
+        if self.on_change is not None:
+            self.on_change(leading)
+
+    # The loop ----------------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Try (follower) or renew (leader) every ``retry_period`` until cancelled."""
+        while True:
+            try:
+                ok = await self.try_acquire_or_renew()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning(kv(component="leader", event="error", error=repr(error)))
+                ok = False
+            now = self._clock()
+            if ok:
+                self._last_renew = now
+                self._set_leading(True)
+            elif self._leading and now - self._last_renew >= self.renew_deadline:
+                self._set_leading(False)
+            if self._leading and not self.is_leader():
+                self._set_leading(False)
+            delay = self.retry_period if self._leading else self.retry_period * self._rng.uniform(1.0, 1.2)
+            await self._sleep(delay)
+
+    def _spec(self, previous: dict[str, Any] | None, now: float) -> dict[str, Any]:
+        stamp = rfc3339(now)
+        held_by_me = previous is not None and previous.get("holderIdentity") == self.identity
+        transitions = int((previous or {}).get("leaseTransitions") or 0)
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.lease_duration)),
+            "acquireTime": (previous or {}).get("acquireTime") if held_by_me else stamp,
+            "renewTime": stamp,
+            "leaseTransitions": transitions if held_by_me or previous is None else transitions + 1,
+        }
+
+    def _observe(self, spec: dict[str, Any]) -> None:
+        record = (
+            spec.get("holderIdentity"),
+            spec.get("renewTime"),
+            spec.get("acquireTime"),
+            spec.get("leaseDurationSeconds"),
+        )
+        if record != self._observed:
+            self._observed = record
+            self._observed_at = self._clock()
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One attempt; ``True`` when this replica holds the Lease afterwards."""
+        try:
+            lease = await self.client.get(LEASES, self.name, self.namespace)
+        except KubeApiError as error:
+            if not error.is_not_found:
+                raise
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(None, self._wall()),
+            }
+            try:
+                created = await self.client.create(LEASES, body, self.namespace)
+            except KubeApiError as create_error:
+                if create_error.is_conflict:
+                    return False
+                raise
+            self._observe(created.get("spec") or {})
+            return True
+        spec = lease.get("spec") or {}
+        if not isinstance(spec, dict):
+            spec = {}
+        self._observe(spec)
+        holder = spec.get("holderIdentity") or ""
+        duration = spec.get("leaseDurationSeconds")
+        duration = float(duration) if isinstance(duration, int | float) and duration > 0 else self.lease_duration
+        if holder and holder != self.identity and self._observed_at + duration > self._clock():
+            return False
+        metadata = lease.get("metadata") or {}
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "resourceVersion": metadata.get("resourceVersion"),
+            },
+            "spec": self._spec(spec, self._wall()),
+        }
+        try:
+            updated = await self.client.replace(LEASES, self.name, body, self.namespace)
+        except KubeApiError as error:
+            if error.is_conflict:
+                return False
+            raise
+        self._observe(updated.get("spec") or {})
+        return True
+
+    async def release(self) -> None:
+        """Give the Lease up (only if this replica holds it) so another one takes over at once."""
+        was_leading = self._leading
+        self._set_leading(False)
+        if not was_leading:
+            return
+        try:
+            lease = await self.client.get(LEASES, self.name, self.namespace)
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != self.identity:
+                return
+            stamp = rfc3339(self._wall())
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {
+                    "name": self.name,
+                    "namespace": self.namespace,
+                    "resourceVersion": (lease.get("metadata") or {}).get("resourceVersion"),
+                },
+                "spec": {
+                    "holderIdentity": "",
+                    "leaseDurationSeconds": 1,
+                    "acquireTime": stamp,
+                    "renewTime": stamp,
+                    "leaseTransitions": spec.get("leaseTransitions") or 0,
+                },
+            }
+            await self.client.replace(LEASES, self.name, body, self.namespace)
+            log.info(kv(component="leader", event="released", lease=f"{self.namespace}/{self.name}",
+                        identity=self.identity))
+        except KubeApiError as error:
+            log.warning(kv(component="leader", event="release_failed", error=repr(error)))

@@ -1,0 +1,79 @@
+"""Prometheus metrics of the queue controller (served by ``kq serve --metrics-port``).
+
+* ``kube_queue_admissions_total{quota}`` / ``kube_queue_evictions_total{quota}`` - jobs released / evicted;
+* ``kube_queue_pending_jobs{quota}`` - queue depth (waiting jobs) per leaf quota;
+* ``kube_queue_quota_{min,max,used,request,borrowed}{quota, resource}`` - per node of the tree, in whole units
+  (CPU cores, bytes, GPUs, jobs); ``borrowed`` is ``max(0, used - min)``;
+* ``kube_queue_wait_seconds{quota}`` - creation to admission;
+* ``kube_queue_controller_pass_seconds`` - one reconcile pass;
+* ``kube_queue_controller_leader`` - 1 on the replica that holds the Lease.
+
+Only the leader sets the per-quota gauges (a follower clears them), so a sum over replicas stays right.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from webhook.controller.decide import Decisions
+from webhook.core.quantity import to_float
+from webhook.core.quota import QuotaTree
+
+ADMISSIONS = Counter("kube_queue_admissions", "Jobs released by the queue controller", ["quota"])
+EVICTIONS = Counter("kube_queue_evictions", "Jobs evicted back to their queue by reclaim", ["quota"])
+PENDING = Gauge("kube_queue_pending_jobs", "Jobs waiting in the queue of a leaf quota", ["quota"])
+WAIT = Histogram(
+    "kube_queue_wait_seconds",
+    "Seconds from a job's creation to its admission",
+    ["quota"],
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400),
+)
+PASS = Histogram(
+    "kube_queue_controller_pass_seconds",
+    "Seconds one reconcile pass of the queue controller takes",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+LEADER = Gauge("kube_queue_controller_leader", "1 when this replica holds the controller Lease")
+QUOTA = {
+    name: Gauge(f"kube_queue_quota_{name}", help_text, ["quota", "resource"])
+    for name, help_text in (
+        ("min", "Guaranteed amount of a resource at a quota node (whole units)"),
+        ("max", "Cap of a resource at a quota node (whole units)"),
+        ("used", "Amount of a resource admitted jobs use at a quota node (whole units)"),
+        ("request", "Amount of a resource admitted and queued jobs request at a quota node (whole units)"),
+        ("borrowed", "Amount used beyond the guaranteed min at a quota node (whole units)"),
+    )
+}
+
+
+def observe_pass(tree: QuotaTree, decisions: Decisions, seconds: float) -> None:
+    """Refresh the per-quota gauges after a pass."""
+    PASS.observe(seconds)
+    depth: dict[str, int] = {leaf.full_name: 0 for leaf in tree.leaves()}
+    for job in decisions.waiting:
+        depth[job.leaf.full_name] = depth.get(job.leaf.full_name, 0) + 1
+    PENDING.clear()
+    for quota, count in depth.items():
+        PENDING.labels(quota).set(count)
+    for gauge in QUOTA.values():
+        gauge.clear()
+    for key, usage in decisions.ledger.snapshot().items():
+        node = tree.nodes[key]
+        quota = node.full_name
+        names = set(node.min) | set(node.max) | set(usage.used) | set(usage.request)
+        for resource in names:
+            low = node.min.get_or_zero(resource)
+            used = usage.used.get_or_zero(resource)
+            QUOTA["min"].labels(quota, resource).set(to_float(low))
+            if resource in node.max:
+                QUOTA["max"].labels(quota, resource).set(to_float(node.max[resource]))
+            QUOTA["used"].labels(quota, resource).set(to_float(used))
+            QUOTA["request"].labels(quota, resource).set(to_float(usage.request.get_or_zero(resource)))
+            QUOTA["borrowed"].labels(quota, resource).set(to_float(max(0, used - low)))
+
+
+def clear_quota_gauges() -> None:
+    """A follower exports no per-quota state."""
+    PENDING.clear()
+    for gauge in QUOTA.values():
+        gauge.clear()

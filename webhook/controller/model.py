@@ -1,0 +1,95 @@
+"""Jobs as the controller sees them: the raw object, its adapter, its admission record and its Workload.
+
+The phase comes from the object alone (never from memory), so a restarted controller rebuilds the same
+ledger:
+
+* finished (the adapter says so)                    -> ``FINISHED`` (counts nowhere);
+* released and carrying an admission record          -> ``ADMITTED``;
+* released without a record (it started before its namespace joined the tree, or while the webhook was
+  down)                                              -> ``ADMITTED`` (it uses the quota all the same);
+* held                                               -> ``QUEUED`` (a record left on a held job is stale and
+  is removed).
+
+A batch/v1 Job counts only the pods it still needs: ``min(parallelism, completions - succeeded)`` (for a
+Job without ``completions``, ``parallelism`` until a pod succeeded, then its active pods), so its quota is
+released as its pods finish.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.controller.records import AdmissionRecord, read_record, resource_version
+from webhook.core.quota import QuotaNode
+from webhook.core.resources import EMPTY
+from webhook.core.workload import Phase, Workload, WorkloadError
+from webhook.workloads.base import Adapter, int_at
+
+
+@dataclass(frozen=True, slots=True)
+class TrackedJob:
+    """One job of a managed namespace."""
+
+    adapter: Adapter
+    obj: Mapping[str, Any]
+    workload: Workload
+    leaf: QuotaNode
+    record: AdmissionRecord | None
+
+    @property
+    def resource_version(self) -> str:
+        return resource_version(self.obj)
+
+    @property
+    def stale_record(self) -> bool:
+        """Held again but still carrying an admission record."""
+        return self.record is not None and self.workload.phase is Phase.QUEUED
+
+    @property
+    def evictable(self) -> bool:
+        """Whether the job can be held again (a Pod's scheduling gate can only be set at creation)."""
+        return not self.adapter.gates_at_creation_only
+
+
+def remaining_job_pods(obj: Mapping[str, Any]) -> int | None:
+    """Pods a batch/v1 Job still needs, from its spec and status (``None`` when the status says nothing)."""
+    succeeded = int_at(obj, 0, "status", "succeeded") or 0
+    parallelism = int_at(obj, 1, "spec", "parallelism")
+    parallelism = 1 if parallelism is None else parallelism
+    completions = int_at(obj, None, "spec", "completions")
+    if completions is None:
+        if succeeded == 0:
+            return parallelism
+        return min(parallelism, int_at(obj, 0, "status", "active") or 0)
+    return max(0, min(parallelism, completions - succeeded))
+
+
+def _shrink_to_remaining(adapter: Adapter, obj: Mapping[str, Any], workload: Workload) -> Workload:
+    if adapter.group != "batch" or adapter.kind != "Job" or len(workload.pod_sets) != 1:
+        return workload
+    remaining = remaining_job_pods(obj)
+    pod_set = workload.pod_sets[0]
+    if remaining is None or remaining >= pod_set.count:
+        return workload
+    shrunk = dataclasses.replace(pod_set, count=remaining)
+    return dataclasses.replace(workload, pod_sets=(shrunk,), request=EMPTY)
+
+
+def track(
+    adapter: Adapter, obj: Mapping[str, Any], leaf: QuotaNode, priority_classes: Mapping[str, int]
+) -> TrackedJob:
+    """The job's view; raises :class:`WorkloadError` when its pod sets cannot be read."""
+    workload = adapter.to_workload(obj, leaf.name, priority_classes)
+    record = read_record(obj)
+    if workload.phase is Phase.ADMITTED:
+        admitted_at = record.admitted_at if record is not None and record.admitted_at else workload.created
+        workload = dataclasses.replace(workload, admitted_at=admitted_at)
+    if workload.phase is not Phase.FINISHED:
+        workload = _shrink_to_remaining(adapter, obj, workload)
+    return TrackedJob(adapter=adapter, obj=obj, workload=workload, leaf=leaf, record=record)
+
+
+__all__ = ["TrackedJob", "WorkloadError", "remaining_job_pods", "track"]

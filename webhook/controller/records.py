@@ -1,0 +1,229 @@
+"""What the controller writes on objects: names, the admission record, the eviction note, and the patches.
+
+The **admission record** is the annotation ``kube-queue.x-k8s.io/admission`` on an admitted job, JSON
+``{"quota": "root/Department-a", "request": {"cpu": "60", ...}, "admittedAt": "...", "id": "..."}``. It is
+written in the same JSON Patch that releases the job, so a job is admitted exactly when it is released and
+carries a record; the ledger is rebuilt from these records after a restart.
+
+Every patch starts with JSON Patch ``test`` operations, so the apiserver refuses it when the object changed
+since the snapshot the decision was made on in a way that matters: admission and eviction test the whole
+``spec`` (the hold, the pod counts and shapes, the priority class) and eviction also the admission record
+(the same admission is ended, not a later one). Status updates (the Job controller writes them all the
+time) do not get in the way. A stale snapshot therefore never admits or evicts twice.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core.resources import Resources
+from webhook.workloads.base import Adapter, JSONPatch, pointer, value_at
+
+ADMISSION_ANNOTATION = "kube-queue.x-k8s.io/admission"
+"""On an admitted job: the admission record (JSON)."""
+EVICTION_ANNOTATION = "kube-queue.x-k8s.io/evicted"
+"""On a job evicted by reclaim: who reclaimed what, and when (JSON); removed when it is admitted again."""
+MANAGED_NAMESPACE_LABEL = "kube-queue.x-k8s.io/managed"
+"""Namespaces of the quota tree carry this label (``"true"``); the webhook configurations select on it."""
+QUEUE_LABEL = "create-by-kubequeue"
+"""Queues the controller owns carry ``create-by-kubequeue: "true"``; only those are ever deleted."""
+QUOTA_FULLNAME_ANNOTATION = "kube-queue/quota-fullname"
+QUEUE_ARGS_ANNOTATION = "kube-queue/queue-args"
+STRICT_MARK_ANNOTATION = "kube-queue.x-k8s.io/strict-priority"
+"""Set on a Queue whose ``Block`` policy the controller forced because of ``StrictPriority=true``, so it can
+turn it back to ``Round`` when the variable goes away (an operator's own ``Block`` is left alone)."""
+COMPONENT = "kube-queue-controller"
+
+
+def rfc3339(seconds: float) -> str:
+    """``2024-04-08T02:04:17.123456Z`` (UTC, microseconds)."""
+    stamp = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339_seconds(seconds: float) -> str:
+    """``2024-04-08T02:04:17Z`` (what Kubernetes' ``metav1.Time`` accepts everywhere)."""
+    stamp = datetime.datetime.fromtimestamp(int(seconds), tz=datetime.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: object) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time; ``None`` when absent or unreadable."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.UTC)
+    return stamp.timestamp()
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRecord:
+    """The record of one admission, as written on the job."""
+
+    quota: str
+    """Full name of the leaf quota, ``root/Department-a``."""
+    request: Mapping[str, str]
+    """What was admitted (Kubernetes resource list)."""
+    admitted_at: float
+    id: str = ""
+    """Unique per admission: a job admitted, evicted and admitted again carries a new id."""
+
+    def encode(self) -> str:
+        return json.dumps(
+            {
+                "quota": self.quota,
+                "request": dict(self.request),
+                "admittedAt": rfc3339(self.admitted_at),
+                "id": self.id,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def new(cls, quota: str, request: Resources, now: float) -> AdmissionRecord:
+        return cls(quota=quota, request=request.to_spec(), admitted_at=now, id=uuid.uuid4().hex[:12])
+
+
+def read_record(obj: Mapping[str, Any]) -> AdmissionRecord | None:
+    """The admission record on ``obj``; ``None`` when absent. An unreadable record still counts as a record
+    (the job was released by someone holding it): its time is unknown (0)."""
+    raw = value_at(obj, "metadata", "annotations", ADMISSION_ANNOTATION) if isinstance(obj, Mapping) else None
+    if raw is None:
+        return None
+    try:
+        decoded = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        decoded = None
+    if not isinstance(decoded, Mapping):
+        return AdmissionRecord(quota="", request={}, admitted_at=0.0)
+    request = decoded.get("request")
+    return AdmissionRecord(
+        quota=str(decoded.get("quota") or ""),
+        request={str(k): str(v) for k, v in request.items()} if isinstance(request, Mapping) else {},
+        admitted_at=parse_time(decoded.get("admittedAt")) or 0.0,
+        id=str(decoded.get("id") or ""),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionNote:
+    """Why a job was evicted: written on the victim (annotation) and told in its Event."""
+
+    by: str
+    """The job that reclaimed, ``Job/user-c/pi-x``."""
+    quota: str
+    """The reclaiming quota, ``root/Department-b``."""
+    reason: str
+    at: float
+
+    def encode(self) -> str:
+        return json.dumps(
+            {"by": self.by, "quota": self.quota, "reason": self.reason, "at": rfc3339(self.at)},
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+
+def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def resource_version(obj: Mapping[str, Any]) -> str:
+    return str(_metadata(obj).get("resourceVersion") or "")
+
+
+def _precondition(obj: Mapping[str, Any]) -> list[JSONPatch]:
+    """``test`` the resourceVersion: any change at all refuses the patch."""
+    version = resource_version(obj)
+    return [{"op": "test", "path": "/metadata/resourceVersion", "value": version}] if version else []
+
+
+def _spec_precondition(obj: Mapping[str, Any], record: bool = False) -> list[JSONPatch]:
+    """``test`` the spec (and, with ``record``, the admission record when there is one):
+    changes of status or other metadata do not refuse the patch. Falls back to the resourceVersion for an
+    object without a spec."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return _precondition(obj)
+    ops: list[JSONPatch] = [{"op": "test", "path": "/spec", "value": spec}]
+    if record:
+        current = _annotations(obj)
+        raw = current.get(ADMISSION_ANNOTATION) if current is not None else None
+        if isinstance(raw, str):
+            ops.append({"op": "test", "path": pointer("metadata", "annotations", ADMISSION_ANNOTATION), "value": raw})
+    return ops
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    annotations = _metadata(obj).get("annotations")
+    return annotations if isinstance(annotations, Mapping) else None
+
+
+def annotation_ops(obj: Mapping[str, Any], set_: Mapping[str, str], remove: tuple[str, ...] = ()) -> list[JSONPatch]:
+    """Set and remove annotations of ``obj`` (JSON Patch), tolerating an absent ``metadata.annotations``."""
+    current = _annotations(obj)
+    ops: list[JSONPatch] = []
+    if current is None:
+        if set_:
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": dict(set_)})
+        return ops
+    for key in remove:
+        if key in current and key not in set_:
+            ops.append({"op": "remove", "path": pointer("metadata", "annotations", key)})
+    for key, value in set_.items():
+        if current.get(key) != value:
+            ops.append({"op": "add", "path": pointer("metadata", "annotations", key), "value": value})
+    return ops
+
+
+def admit_patch(adapter: Adapter, obj: Mapping[str, Any], record: AdmissionRecord) -> list[JSONPatch]:
+    """Release the job and write its admission record, in one patch guarded by its spec (still held, same
+    shape)."""
+    return [
+        *_spec_precondition(obj),
+        *adapter.resume_patch(obj),
+        *annotation_ops(obj, {ADMISSION_ANNOTATION: record.encode()}, remove=(EVICTION_ANNOTATION,)),
+    ]
+
+
+def evict_patch(adapter: Adapter, obj: Mapping[str, Any], note: EvictionNote) -> list[JSONPatch]:
+    """Hold the job again, drop its admission record and say who reclaimed it, in one patch guarded by its
+    spec (still released, same shape) and its admission record (the same admission)."""
+    return [
+        *_spec_precondition(obj, record=True),
+        *adapter.suspend_patch(obj),
+        *annotation_ops(obj, {EVICTION_ANNOTATION: note.encode()}, remove=(ADMISSION_ANNOTATION,)),
+    ]
+
+
+def clear_record_patch(obj: Mapping[str, Any]) -> list[JSONPatch]:
+    """Drop a stale admission record from a job that is held again (someone suspended it by hand)."""
+    ops = annotation_ops(obj, {}, remove=(ADMISSION_ANNOTATION,))
+    return [*_precondition(obj), *ops] if ops else []
+
+
+def kv(**fields: object) -> str:
+    """One structured log line: ``job=Job/user-a/pi quota=root/Department-a reason="does not fit"``.
+
+    Values with spaces, quotes or ``=`` are JSON-quoted; ``None`` values are left out.
+    """
+    parts = []
+    for key, value in fields.items():
+        if value is None:
+            continue
+        text = value if isinstance(value, str) else str(value)
+        if not text or any(ch in text for ch in ' "=\n\t'):
+            text = json.dumps(text, ensure_ascii=False)
+        parts.append(f"{key}={text}")
+    return " ".join(parts)

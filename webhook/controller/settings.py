@@ -1,0 +1,178 @@
+"""The controller's settings: command-line flags and the ``StrictPriority`` environment variable.
+
+``kq serve`` calls :func:`add_controller_args` on its parser and hands the parsed namespace to
+:func:`settings_from_args` (``run_controller`` does that itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+STRICT_PRIORITY_ENV = "StrictPriority"
+"""``StrictPriority=true`` in the controller's environment turns every queue to ``Block``."""
+QUEUE_NAMESPACE = "kube-queue"
+TREE_NAMESPACE = "kube-system"
+DEFAULT_LEASE_NAME = "kube-queue-controller"
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    """Fixed at start."""
+
+    oversell_rate: Fraction = Fraction(2)
+    """Admit while ``used + request <= max × rate`` at every level (``--oversellrate``; 1 = strictly by quota)."""
+    strict_priority: bool = False
+    """Every queue runs ``Block`` (``StrictPriority=true`` in the environment)."""
+    enabled: bool = True
+    """Run the controller at all (``--no-controller`` turns it off)."""
+    status_interval: float = 5.0
+    """At most one write per Queue / ElasticQuotaTree status in this many seconds, and only on change."""
+    leader_elect: bool = True
+    """Take a ``coordination.k8s.io/v1`` Lease before admitting anything (``--no-leader-elect``: act at once)."""
+    lease_name: str = DEFAULT_LEASE_NAME
+    lease_namespace: str = QUEUE_NAMESPACE
+    identity: str = ""
+    """This replica's name in the Lease (default: host name plus a random suffix)."""
+    lease_duration: float = 15.0
+    """A Lease not renewed for this long may be taken over by another replica."""
+    renew_deadline: float = 10.0
+    """The leader stops acting when it could not renew for this long."""
+    retry_period: float = 2.0
+    """How often the Lease is renewed (leader) or tried (follower)."""
+    release_on_stop: bool = True
+    """Give the Lease up on a clean stop, so another replica takes over at once."""
+    resync_period: float = 10.0
+    """Reconcile at least this often even when nothing changed (retries failed writes)."""
+    debounce: float = 0.1
+    """Wait this long after a change before reconciling, so bursts of changes make one pass."""
+    queue_namespace: str = QUEUE_NAMESPACE
+    tree_namespace: str = TREE_NAMESPACE
+    queue_item_cap: int = 200
+    """``status.queueItemDetails.active`` lists at most this many jobs (plus a count of the rest)."""
+    event_interval: float = 30.0
+    """A waiting job's Queued event is re-issued at most this often (and only when its reason changed)."""
+    discovery_interval: float = 60.0
+    """How often the API is asked which job kinds (CRDs) are installed."""
+    write_concurrency: int = 8
+    """Admission writes in flight at once."""
+    reclaim_tries_per_quota: int = 16
+    """Waiting jobs of one quota tried as reclaim preemptors per pass (bounds the work of a pass)."""
+
+    def __post_init__(self) -> None:
+        if self.oversell_rate <= 0:
+            raise ValueError(f"oversell rate must be positive, got {self.oversell_rate}")
+        if not self.identity:
+            object.__setattr__(self, "identity", default_identity())
+        if self.renew_deadline >= self.lease_duration:
+            raise ValueError("the renew deadline must be shorter than the lease duration")
+
+
+def default_identity() -> str:
+    """``<host name>_<8 hex digits>``: unique per process, readable in ``kubectl get lease -o yaml``."""
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def parse_rate(text: str) -> Fraction:
+    """``--oversellrate`` value: ``2``, ``1.5`` or ``3/2``; must be positive."""
+    try:
+        rate = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number; use 1 (strictly by quota), 2 (the default) or a fraction such as 1.5"
+        ) from None
+    if rate <= 0:
+        raise argparse.ArgumentTypeError(f"the oversell rate must be positive, got {text!r}")
+    return rate
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text!r}")
+    return value
+
+
+def strict_priority_from_env(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``StrictPriority`` is ``true`` (any case) in ``env`` (default: the process environment)."""
+    value = (os.environ if env is None else env).get(STRICT_PRIORITY_ENV, "")
+    return value.strip().lower() == "true"
+
+
+def add_controller_args(parser: argparse.ArgumentParser) -> None:
+    """The controller's flags, in their own group of ``parser``."""
+    group = parser.add_argument_group(
+        "queue controller",
+        "Admits queued jobs by quota. StrictPriority=true in the environment turns every queue to Block.",
+    )
+    group.add_argument(
+        "--oversellrate",
+        type=parse_rate,
+        default=Fraction(2),
+        metavar="RATE",
+        help="admit jobs while used + request <= max x RATE at every quota level (default 2; 1 = strictly by quota)",
+    )
+    group.add_argument(
+        "--no-controller",
+        action="store_true",
+        help="do not run the queue controller in this process (webhook only)",
+    )
+    group.add_argument(
+        "--status-interval",
+        type=_positive_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="write each Queue / ElasticQuotaTree status at most this often, and only on change (default 5)",
+    )
+    group.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="elect one active replica with a coordination.k8s.io Lease (default: on)",
+    )
+    group.add_argument(
+        "--lease-name", default=DEFAULT_LEASE_NAME, help=f"the Lease's name (default {DEFAULT_LEASE_NAME})"
+    )
+    group.add_argument(
+        "--lease-namespace", default=QUEUE_NAMESPACE, help=f"the Lease's namespace (default {QUEUE_NAMESPACE})"
+    )
+    group.add_argument("--identity", default="", help="this replica's name in the Lease (default: host name + random)")
+    group.add_argument(
+        "--lease-duration", type=_positive_seconds, default=15.0, metavar="SECONDS", help=argparse.SUPPRESS
+    )
+    group.add_argument(
+        "--renew-deadline", type=_positive_seconds, default=10.0, metavar="SECONDS", help=argparse.SUPPRESS
+    )
+    group.add_argument("--retry-period", type=_positive_seconds, default=2.0, metavar="SECONDS", help=argparse.SUPPRESS)
+
+
+def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> ControllerSettings:
+    """:class:`ControllerSettings` from flags added by :func:`add_controller_args` (absent flags keep their
+    defaults) and the environment."""
+    defaults = ControllerSettings(identity="-")
+
+    def get(name: str, default: object) -> object:
+        return getattr(args, name, default)
+
+    rate = get("oversellrate", defaults.oversell_rate)
+    return ControllerSettings(
+        oversell_rate=rate if isinstance(rate, Fraction) else parse_rate(str(rate)),
+        strict_priority=strict_priority_from_env(env),
+        enabled=not bool(get("no_controller", False)),
+        status_interval=float(get("status_interval", defaults.status_interval)),  # type: ignore[arg-type]
+        leader_elect=bool(get("leader_elect", defaults.leader_elect)),
+        lease_name=str(get("lease_name", defaults.lease_name)),
+        lease_namespace=str(get("lease_namespace", defaults.lease_namespace)),
+        identity=str(get("identity", "") or ""),
+        lease_duration=float(get("lease_duration", defaults.lease_duration)),  # type: ignore[arg-type]
+        renew_deadline=float(get("renew_deadline", defaults.renew_deadline)),  # type: ignore[arg-type]
+        retry_period=float(get("retry_period", defaults.retry_period)),  # type: ignore[arg-type]
+    )
