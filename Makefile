@@ -13,7 +13,7 @@ define pytest_must_run
 	if [ $$rc -eq 5 ]; then echo "pytest ran no test in $(1)" >&2; exit 1; fi; exit $$rc
 endef
 
-.PHONY: install up down status lint types unit service e2e test binaries bench clean
+.PHONY: install deps up down status lint types unit service e2e test binaries bench clean
 
 install: $(STAMP)
 
@@ -22,6 +22,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
+
+deps:
+	bash hack/system-deps.sh
 
 binaries:
 	bash webhook/devcluster/build-binaries.sh
@@ -47,7 +50,7 @@ unit: install
 service: install
 	$(call pytest_must_run,tests/service -q -p no:cacheprovider)
 
-e2e: install binaries
+e2e: install deps binaries
 	$(call pytest_must_run,tests/e2e -q -p no:cacheprovider)
 
 test: lint types unit service e2e

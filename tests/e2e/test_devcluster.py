@@ -129,10 +129,12 @@ def test_the_virtual_node_taint_keeps_ordinary_pods_off(dev_cluster: DevCluster,
         "value": "alibabacloud",
         "effect": "NoSchedule",
     }
+    # With the toleration and the ECI opt-in label (a pod under no ResourcePolicy needs both: the extender
+    # keeps every other pod off the virtual node), it runs there.
     dev_cluster.apply(
         {
             **_pod("tolerant", "1", nodeSelector={"type": "virtual-kubelet"}, tolerations=[toleration]),
-            "metadata": {"name": "tolerant", "namespace": namespace},
+            "metadata": {"name": "tolerant", "namespace": namespace, "labels": {"alibabacloud.com/eci": "true"}},
         }
     )
     dev_cluster.wait_until(lambda: _phase(dev_cluster, namespace, "tolerant") == "Running", 60, "tolerant Running")
@@ -144,9 +146,10 @@ def test_the_virtual_node_taint_keeps_ordinary_pods_off(dev_cluster: DevCluster,
         "FailedScheduling naming the taint",
     )
     assert _node_of(dev_cluster, namespace, "aimed") == ""
-    # Many ordinary pods: none lands on the virtual node.
+    # Many ordinary pods, even tolerating the taint: none lands on the virtual node.
     for i in range(8):
-        dev_cluster.apply({**_pod(f"o-{i}", "100m"), "metadata": {"name": f"o-{i}", "namespace": namespace}})
+        spec = {"tolerations": [toleration]} if i % 2 else {}
+        dev_cluster.apply({**_pod(f"o-{i}", "100m", **spec), "metadata": {"name": f"o-{i}", "namespace": namespace}})
     dev_cluster.wait_until(
         lambda: all(_node_of(dev_cluster, namespace, f"o-{i}") for i in range(8)), 60, "ordinary pods bound"
     )
