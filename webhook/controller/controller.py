@@ -137,6 +137,7 @@ class Controller:
     ) -> None:
         self.client = client
         self.settings = settings
+        metrics.OVERSELL.set(float(settings.oversell_rate))
         self._wall = wall
         self._clock = clock
         self.trees_ref = ResourceRef(TREE_GROUP, TREE_VERSION, TREE_PLURAL, settings.tree_namespace)
@@ -481,7 +482,7 @@ class Controller:
         self._queued_events(decisions)
         await self._write_statuses(tree, tree_obj, decisions)
         self.stats.last_pass_seconds = self._clock() - started
-        metrics.observe_pass(tree, decisions, self.stats.last_pass_seconds)
+        metrics.observe_pass(tree, decisions, self.stats.last_pass_seconds, self._wall())
         return decisions
 
     # Namespaces and Queues ---------------------------------------------------------------------------------
@@ -535,6 +536,7 @@ class Controller:
     async def _patch_job(self, job: TrackedJob, ops: list[JSONPatch], what: str) -> Mapping[str, Any] | None:
         """Apply a guarded patch; ``None`` when it was refused (stale snapshot or API trouble)."""
         if not self.is_leader():
+            metrics.FAILED.labels(what, "not_leader").inc()
             log.info(kv(component="controller", event="not_leader", skipped=what, job=str(job.workload.key)))
             return None
         ref, cache = self._job_cache(job)
@@ -543,11 +545,13 @@ class Controller:
             updated = await self.client.json_patch(ref, key.name, ops, key.namespace)
         except KubeApiError as error:
             if error.status in (409, 422) or error.is_not_found:
+                metrics.FAILED.labels(what, "stale").inc()
                 self.stats.conflicts += 1
                 log.info(kv(component="controller", event="stale", action=what, job=str(key), status=error.status,
                             error=error.message[:200]))
                 self._dirty.set()
                 return None
+            metrics.FAILED.labels(what, "api_error").inc()
             self._write_failed(what, str(key), error)
             return None
         self._assume(cache, updated)

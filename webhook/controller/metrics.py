@@ -6,7 +6,11 @@
   (CPU cores, bytes, GPUs, jobs); ``borrowed`` is ``max(0, used - min)``;
 * ``kube_queue_wait_seconds{quota}`` - creation to admission;
 * ``kube_queue_controller_pass_seconds`` - one reconcile pass;
-* ``kube_queue_controller_leader`` - 1 on the replica that holds the Lease.
+* ``kube_queue_controller_leader`` - 1 on the replica that holds the Lease;
+* ``kube_queue_oldest_pending_seconds{quota}`` - age of the longest-waiting job of a leaf quota (0 when none);
+* ``kube_queue_failed_attempts_total{action, reason}`` - admissions/evictions/record writes the API refused
+  (``stale``: the object changed under the decision, retried next pass; ``api_error``; ``not_leader``);
+* ``kube_queue_oversell_rate`` - the controller's ``--oversellrate``.
 
 Only the leader sets the per-quota gauges (a follower clears them), so a sum over replicas stays right.
 """
@@ -34,6 +38,15 @@ PASS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 LEADER = Gauge("kube_queue_controller_leader", "1 when this replica holds the controller Lease")
+OLDEST = Gauge(
+    "kube_queue_oldest_pending_seconds", "Age in seconds of the longest-waiting job of a leaf quota", ["quota"]
+)
+FAILED = Counter(
+    "kube_queue_failed_attempts",
+    "Controller writes the API refused, by action (admit, evict, clear-record) and reason",
+    ["action", "reason"],
+)
+OVERSELL = Gauge("kube_queue_oversell_rate", "The controller's oversell rate (admission limit = max x rate)")
 QUOTA = {
     name: Gauge(f"kube_queue_quota_{name}", help_text, ["quota", "resource"])
     for name, help_text in (
@@ -46,15 +59,20 @@ QUOTA = {
 }
 
 
-def observe_pass(tree: QuotaTree, decisions: Decisions, seconds: float) -> None:
-    """Refresh the per-quota gauges after a pass."""
+def observe_pass(tree: QuotaTree, decisions: Decisions, seconds: float, now: float) -> None:
+    """Refresh the per-quota gauges after a pass (``now``: wall-clock seconds, for waiting ages)."""
     PASS.observe(seconds)
     depth: dict[str, int] = {leaf.full_name: 0 for leaf in tree.leaves()}
+    oldest: dict[str, float] = dict.fromkeys(depth, 0.0)
     for job in decisions.waiting:
-        depth[job.leaf.full_name] = depth.get(job.leaf.full_name, 0) + 1
+        quota = job.leaf.full_name
+        depth[quota] = depth.get(quota, 0) + 1
+        oldest[quota] = max(oldest.get(quota, 0.0), now - job.workload.created)
     PENDING.clear()
+    OLDEST.clear()
     for quota, count in depth.items():
         PENDING.labels(quota).set(count)
+        OLDEST.labels(quota).set(max(0.0, oldest[quota]))
     for gauge in QUOTA.values():
         gauge.clear()
     for key, usage in decisions.ledger.snapshot().items():
@@ -75,5 +93,6 @@ def observe_pass(tree: QuotaTree, decisions: Decisions, seconds: float) -> None:
 def clear_quota_gauges() -> None:
     """A follower exports no per-quota state."""
     PENDING.clear()
+    OLDEST.clear()
     for gauge in QUOTA.values():
         gauge.clear()

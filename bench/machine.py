@@ -1,0 +1,63 @@
+"""The machine a benchmark ran on, and small helpers shared by the benchmarks (a report, not a test)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import resource
+import sys
+from pathlib import Path
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def machine() -> str:
+    """``2 CPUs (nproc), Intel(R) Xeon(R) Processor, Python 3.11.9, Linux 6.1``."""
+    return (f"{os.cpu_count()} CPUs (nproc), {cpu_model()}, Python {sys.version.split()[0]}, "
+            f"{platform.system()} {platform.release()}")
+
+
+def today() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) at the start"
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_rss_mib() -> float:
+    """This process's resident set size now, in MiB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return peak_rss_mib()
+
+
+def header(title: str, command: str) -> list[str]:
+    """The lines every BENCHMARKS.md section starts with: title, command, machine, date."""
+    return [
+        f"## {title}",
+        "",
+        f"- command: `{command}`",
+        f"- machine: {machine()}; {load()}",
+        f"- date: {today()}",
+        "",
+    ]
