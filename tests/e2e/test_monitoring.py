@@ -224,13 +224,17 @@ def test_promtool_accepts_the_alert_rules(tmp_path: Path) -> None:
 def test_a_real_prometheus_scrapes_the_system_and_evaluates_rules_and_dashboard(
     dev_cluster: DevCluster, scenario: str, prometheus: int
 ) -> None:
+    seen: list[Any] = []
+
     def targets_up() -> bool:
         active = _prometheus_get(prometheus, "/api/v1/targets")["data"]["activeTargets"]
+        seen[:] = [(t["scrapeUrl"], t["health"], t.get("lastError")) for t in active]
         return len(active) == 2 and all(t["health"] == "up" for t in active)
 
-    dev_cluster.wait_until(
-        targets_up, 60, f"both targets up: {_prometheus_get(prometheus, '/api/v1/targets')['data']['activeTargets']}"
-    )
+    try:
+        dev_cluster.wait_until(targets_up, 60, "both targets up")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; targets: {seen}") from None
 
     def rules_evaluated() -> bool:
         groups = _prometheus_get(prometheus, "/api/v1/rules")["data"]["groups"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import CONTROLLER_USER, ClusterConfig
 from webhook.devcluster.processes import Component
+from webhook.extender.config import extender_entry
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
@@ -46,9 +47,49 @@ def service_components(
         f"--cert={pki / 'service.crt'}",
         f"--key={pki / 'service.key'}",
         f"--controller-user={CONTROLLER_USER}",
+        f"--metrics-port={config.ports.metrics}",
         *config.service_args,
     )
     return [Component("kq-serve", argv, config.ports.webhook, env=dict(env or {}))]
+
+
+def extender_available() -> bool:
+    """Whether ``kq extender`` exists in this build."""
+    return importlib.util.find_spec("webhook.cli.extender") is not None
+
+
+def extender_url(config: ClusterConfig) -> str:
+    """Where the dev cluster's scheduler reaches the extender (plain HTTP on loopback)."""
+    return f"http://127.0.0.1:{config.ports.extender}/extender"
+
+
+def extender_components(config: ClusterConfig, bins: Path) -> Sequence[Component]:
+    """``kq extender`` for the dev cluster, on ``config.ports.extender`` (loopback, HTTP)."""
+    if not extender_available():
+        return []
+    argv = (
+        sys.executable,
+        "-m",
+        "webhook.cli.main",
+        "extender",
+        f"--kubeconfig={config.state_dir / 'controller.kubeconfig'}",
+        "--host=127.0.0.1",
+        f"--port={config.ports.extender}",
+    )
+    return [Component("kq-extender", argv, config.ports.extender)]
+
+
+def scheduler_extender(config: ClusterConfig) -> dict[str, object] | None:
+    """The scheduler's ``extenders[0]`` for the dev cluster (``None`` when the service is not started: a
+    scheduler that must ask an extender nobody runs would schedule nothing)."""
+    if not config.with_service or not extender_available():
+        return None
+    return extender_entry(extender_url(config))
+
+
+def system_components(config: ClusterConfig, bins: Path) -> Sequence[Component]:
+    """Every process of our system on the dev cluster: ``kq serve`` and ``kq extender``."""
+    return [*service_components(config, bins), *extender_components(config, bins)]
 
 
 def restart_service(config: ClusterConfig, bins: Path, env: Mapping[str, str] | None = None) -> None:
@@ -105,7 +146,8 @@ def up(config: ClusterConfig) -> Path:
     """Bring up the cluster with the system installed; returns the binaries' directory."""
     return cluster.up(
         config,
-        service=service_components,
+        service=system_components,
+        extender=scheduler_extender(config),
         after_api=install_api_objects,
         after_service=register_webhooks,
     )
