@@ -30,7 +30,7 @@ binaries:
 	bash webhook/devcluster/build-binaries.sh
 
 up: install
-	$(BIN)/kq dev up
+	$(BIN)/kq dev up --seed
 
 down: install
 	$(BIN)/kq dev down

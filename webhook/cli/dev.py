@@ -37,11 +37,13 @@ def _up(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     try:
         bins = system.up(config)
+        if args.seed:
+            system.install_seed(config, bins)
     except cluster.DevClusterError as error:
         print(f"kq dev up: {error}", file=sys.stderr)
         return 1
     print(_env_lines(config, bins))
-    print(system.next_steps(config))
+    print(system.next_steps(config, seeded=args.seed))
     return 0
 
 
@@ -66,7 +68,9 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _env_lines(config: ClusterConfig, bins: Path) -> str:
-    return f"export KUBECONFIG={config.kubeconfig}\nexport PATH={bins}:$PATH"
+    """kubectl (the cluster's own build) and kq (this installation) first on PATH, KUBECONFIG set."""
+    kq_dir = Path(sys.argv[0]).resolve().parent if sys.argv and sys.argv[0] else Path(sys.executable).parent
+    return f"export KUBECONFIG={config.kubeconfig}\nexport PATH={bins}:{kq_dir}:$PATH"
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -93,6 +97,9 @@ def register(subparsers: Any) -> None:
     up.add_argument("--node-gpus", type=int, default=4, help="nvidia.com/gpu per regular node (default 4)")
     up.add_argument("--virtual-nodes", type=int, default=1, help="virtual-kubelet nodes (default 1)")
     up.add_argument("--no-service", action="store_true", help="only the control plane, not our service")
+    up.add_argument(
+        "--seed", action="store_true", help="also apply examples/seed/ (namespaces user-a/b/c, quota tree, priorities)"
+    )
     up.add_argument(
         "--service-arg", action="append", help="extra argument for `kq serve` (repeatable), e.g. --oversellrate=1"
     )

@@ -153,18 +153,30 @@ def up(config: ClusterConfig) -> Path:
     )
 
 
-def next_steps(config: ClusterConfig) -> str:
+SEED = REPO / "examples" / "seed"
+
+
+def install_seed(config: ClusterConfig, bins: Path) -> None:
+    """The seed's namespaces (user-a, user-b, user-c), quota tree and PriorityClasses."""
+    cluster.kubectl(config, bins, "apply", "-f", str(SEED))
+
+
+def next_steps(config: ClusterConfig, seeded: bool = False) -> str:
     """What a newcomer can try next."""
-    return "\n".join(
-        [
-            "",
-            "Next:",
-            f'  eval "$(kq dev env{_dir_flag(config)})"     # kubectl now talks to the dev cluster',
-            "  kubectl get nodes                 # 4 ECS nodes and a virtual node, Ready",
-            "  kubectl apply -f examples/seed/   # the seed's quota tree and jobs",
-            "  kq dev down                       # stop everything",
-        ]
-    )
+    env = f'  eval "$(.venv/bin/kq dev env{_dir_flag(config)})"   # kubectl and kq on PATH, talking to the dev cluster'
+    lines = ["", "Next:", env, "  kubectl get nodes                     # 4 ECS nodes and a virtual node, Ready"]
+    if not seeded:
+        lines.append("  kubectl apply -f examples/seed/       # the seed's namespaces, quota tree, PriorityClasses")
+    lines += [
+        "  kq submit job -n user-a --name pi1 --cpu 10 --memory 10Gi --workers 6 -- sleep 60",
+        "  kq submit job -n user-a --name pi2 --cpu 10 --memory 10Gi --workers 6 -- sleep 60",
+        "  kq list -n user-a                     # status, queue and position of each job",
+        "  kq why pi2 -n user-a                  # why a job waits: quota level, resource, shortfall",
+        "  kq top quota                          # the quota tree: min / max / used / borrowed",
+        "  kubectl get queue -n kube-queue       # one Queue per namespace of each quota",
+        "  make down                             # stop everything",
+    ]
+    return "\n".join(lines)
 
 
 def _dir_flag(config: ClusterConfig) -> str:
