@@ -1,0 +1,219 @@
+"""Builders for the extender's tests: Node, Pod, ResourcePolicy and ElasticQuotaTree JSON, ExtenderArgs.
+
+No tests here; the other ``test_extender_*`` modules import these (and the bench builds its cluster with them).
+
+    node("ecs-0", pool="a"), virtual_node(), pod("p1", cpu="10", labels={"app": "web"})
+    policy("rp", units=[ecs(pool="a"), eci(max=4)], when="ExceedMax")
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from webhook.core.placement import VIRTUAL_NODE_TOLERATION
+
+NAMESPACE = "team"
+_uids = itertools.count(1)
+
+
+def node(name: str, /, virtual: bool = False, **labels: str) -> dict[str, Any]:
+    """A Node: ``type: ecs`` (or the virtual node's label and taint) plus ``labels``."""
+    all_labels = {"kubernetes.io/hostname": name, "type": "virtual-kubelet" if virtual else "ecs", **labels}
+    spec: dict[str, Any] = {}
+    if virtual:
+        spec["taints"] = [{"key": "virtual-kubelet.io/provider", "value": "alibabacloud", "effect": "NoSchedule"}]
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": all_labels}, "spec": spec}
+
+
+def virtual_node(name: str = "virtual-kubelet", **labels: str) -> dict[str, Any]:
+    return node(name, virtual=True, **labels)
+
+
+def pod(
+    name: str,
+    /,
+    cpu: str = "1",
+    *,
+    namespace: str = NAMESPACE,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    node_name: str | None = None,
+    uid: str | None = None,
+    created: str | None = "2024-05-01T12:00:00Z",
+    phase: str = "Pending",
+    deleting: bool = False,
+    memory: str | None = None,
+    gpu: int = 0,
+) -> dict[str, Any]:
+    """A Pod requesting ``cpu`` (and ``memory``/``gpu``), tolerating the virtual node; bound when ``node_name``."""
+    requests: dict[str, str] = {"cpu": cpu}
+    if memory is not None:
+        requests["memory"] = memory
+    if gpu:
+        requests["nvidia.com/gpu"] = str(gpu)
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": uid or f"uid-{name}-{next(_uids)}",
+        "labels": dict(labels or {}),
+        "annotations": dict(annotations or {}),
+    }
+    if created is not None:
+        metadata["creationTimestamp"] = created
+    if deleting:
+        metadata["deletionTimestamp"] = "2024-05-01T13:00:00Z"
+    spec: dict[str, Any] = {
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
+        "tolerations": [dict(VIRTUAL_NODE_TOLERATION)],
+    }
+    if node_name is not None:
+        spec["nodeName"] = node_name
+        phase = "Running" if phase == "Pending" else phase
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": phase}}
+
+
+def bound(obj: Mapping[str, Any], node_name: str) -> dict[str, Any]:
+    """A copy of a pod, bound to ``node_name`` and Running."""
+    out = orjson.loads(orjson.dumps(obj))
+    out["spec"]["nodeName"] = node_name
+    out["status"]["phase"] = "Running"
+    return dict(out)
+
+
+def ecs(max: int | None = None, **node_selector: str) -> dict[str, Any]:
+    unit: dict[str, Any] = {"resource": "ecs", "nodeSelector": node_selector}
+    if max is not None:
+        unit["max"] = max
+    return unit
+
+
+def eci(max: int | None = None, **node_selector: str) -> dict[str, Any]:
+    unit: dict[str, Any] = {"resource": "eci", "nodeSelector": node_selector}
+    if max is not None:
+        unit["max"] = max
+    return unit
+
+
+def policy(
+    name: str = "rp",
+    units: Sequence[Mapping[str, Any]] = (),
+    *,
+    namespace: str = NAMESPACE,
+    selector: Mapping[str, str] | None = None,
+    when: str | None = None,
+    timeout: str | None = None,
+    created: str | None = "2024-05-01T11:00:00Z",
+    **spec: Any,
+) -> dict[str, Any]:
+    """A ResourcePolicy; ``spec`` takes the other fields by their API names (``ignorePreviousPod=True``)."""
+    body: dict[str, Any] = {"selector": dict(selector or {}), "strategy": "prefer", "units": [dict(u) for u in units]}
+    if when is not None or timeout is not None:
+        body["whenTryNextUnits"] = {k: v for k, v in (("policy", when), ("timeout", timeout)) if v is not None}
+    body.update(spec)
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"policy-{name}"}
+    if created is not None:
+        metadata["creationTimestamp"] = created
+    return {
+        "apiVersion": "scheduling.alibabacloud.com/v1alpha1",
+        "kind": "ResourcePolicy",
+        "metadata": metadata,
+        "spec": body,
+    }
+
+
+def quota_tree(root: Mapping[str, Any]) -> dict[str, Any]:
+    """An ElasticQuotaTree in kube-system with ``spec.root`` = ``root``."""
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
+        "kind": "ElasticQuotaTree",
+        "metadata": {
+            "name": "elasticquotatree",
+            "namespace": "kube-system",
+            "creationTimestamp": "2024-05-01T00:00:00Z",
+        },
+        "spec": {"root": dict(root)},
+    }
+
+
+def seed_quota_tree() -> dict[str, Any]:
+    """root (100 CPU) > Department-a (max 100: user-a, user-b) and Department-b (max 50: user-c), leaf
+    ``team`` (max 30 CPU) under Department-b."""
+    return quota_tree(
+        {
+            "name": "root",
+            "min": {"cpu": "100", "memory": "1000Gi"},
+            "max": {"cpu": "100", "memory": "1000Gi"},
+            "children": [
+                {
+                    "name": "Department-a",
+                    "min": {"cpu": "50"},
+                    "max": {"cpu": "100"},
+                    "namespaces": ["user-a", "user-b"],
+                },
+                {
+                    "name": "Department-b",
+                    "min": {"cpu": "40"},
+                    "max": {"cpu": "50"},
+                    "children": [
+                        {"name": "user-c", "min": {"cpu": "20"}, "max": {"cpu": "50"}, "namespaces": ["user-c"]},
+                        {"name": "Team", "min": {"cpu": "20"}, "max": {"cpu": "30"}, "namespaces": [NAMESPACE]},
+                    ],
+                },
+            ],
+        }
+    )
+
+
+def args(pod_obj: Mapping[str, Any], names: Sequence[str]) -> bytes:
+    """An ``ExtenderArgs`` body as a nodeCacheCapable scheduler sends it."""
+    return orjson.dumps({"Pod": pod_obj, "Nodes": None, "NodeNames": list(names)})
+
+
+ALL_NODES = ("ecs-0", "ecs-1", "ecs-2", "ecs-3", "virtual-kubelet")
+
+
+class Cluster:
+    """An :class:`ExtenderState` fed as the watches would feed it, with a clock the test moves.
+
+    Nodes ``ecs-0``/``ecs-1`` carry ``pool: a``, ``ecs-2``/``ecs-3`` ``pool: b``; ``virtual-kubelet`` is the
+    virtual node.
+    """
+
+    def __init__(self, *policies: Mapping[str, Any], now: float = 1_714_564_800.0, assume_ttl: float = 30.0) -> None:
+        from webhook.extender.state import ExtenderState  # noqa: PLC0415 - keep this module's imports light
+
+        self.now = now
+        self.state = ExtenderState(assume_ttl=assume_ttl)
+        ecs_nodes = [node("ecs-0", pool="a"), node("ecs-1", pool="a"), node("ecs-2", pool="b"), node("ecs-3", pool="b")]
+        self.state.replace_nodes([*ecs_nodes, virtual_node()])
+        self.state.set_policies(policies)
+        self.state.replace_pods([])
+        self.state.ready = True
+
+    def filter(self, pod_obj: Mapping[str, Any], names: Sequence[str] = ALL_NODES) -> Any:
+        return self.state.filter(pod_obj, names, self.now)
+
+    def prioritize(self, pod_obj: Mapping[str, Any], names: Sequence[str] = ALL_NODES) -> Any:
+        return self.state.prioritize(pod_obj, names, self.now)
+
+    def add(self, *pods: Mapping[str, Any]) -> None:
+        for obj in pods:
+            self.state.upsert_pod(obj)
+
+    def bind(self, pod_obj: Mapping[str, Any], node_name: str) -> dict[str, Any]:
+        """The scheduler bound the pod: the watch reports it on ``node_name``."""
+        out = bound(pod_obj, node_name)
+        self.state.upsert_pod(out)
+        return out
+
+    def place(self, pod_obj: Mapping[str, Any], names: Sequence[str] = ALL_NODES) -> str | None:
+        """Filter, then bind to the first passing node (what the scheduler does); the node or ``None``."""
+        decision = self.filter(pod_obj, names)
+        if not decision.passing:
+            return None
+        self.bind(pod_obj, decision.passing[0])
+        return str(decision.passing[0])

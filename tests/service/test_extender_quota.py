@@ -1,0 +1,128 @@
+"""Pod-level elastic quota in the filter: a pod that would take its quota over ``max`` at any level - counting
+bound pods and pods placed but not yet bound - is refused on every node, with the level and resource named."""
+
+from __future__ import annotations
+
+from tests.service.test_extender_objects import (
+    NAMESPACE,
+    Cluster,
+    bound,
+    eci,
+    ecs,
+    pod,
+    policy,
+    quota_tree,
+    seed_quota_tree,
+)
+from webhook.workloads.base import QUOTA_LABEL
+
+ECS = ("ecs-0", "ecs-1", "ecs-2", "ecs-3")
+
+
+def with_tree(*policies: dict[str, object]) -> Cluster:
+    cluster = Cluster(*policies)
+    cluster.state.set_trees([seed_quota_tree()])
+    return cluster
+
+
+def test_a_pod_within_its_quota_passes() -> None:
+    cluster = with_tree()
+    cluster.add(pod("running", "20", node_name="ecs-0"))
+    assert cluster.filter(pod("p", "10"), ECS).passing == ECS
+
+
+def test_a_pod_over_its_leaf_max_is_refused_everywhere_naming_the_quota_and_resource() -> None:
+    cluster = with_tree()
+    cluster.add(pod("running", "25", node_name="ecs-0"))
+    decision = cluster.filter(pod("p", "10"), ECS)
+    assert decision.passing == ()
+    assert decision.failed == {}
+    reason = "pod-level quota (bound and placed pods): quota root/Department-b/Team: cpu request 10 + used 25 > max 30"
+    assert decision.unresolvable == dict.fromkeys(ECS, reason)
+    assert decision.quota == "root/Department-b/Team"
+
+
+def test_an_ancestor_over_its_max_is_named_too() -> None:
+    cluster = with_tree()
+    cluster.add(pod("c-1", "45", namespace="user-c", node_name="ecs-1"))
+    decision = cluster.filter(pod("p", "10"), ECS)
+    assert decision.passing == ()
+    assert decision.quota == "root/Department-b"
+    assert "quota root/Department-b: cpu request 10 + used 45 > max 50" in decision.summary
+
+
+def test_pods_placed_but_not_yet_bound_count() -> None:
+    cluster = with_tree()
+    assert cluster.filter(pod("a", "20"), ECS).passing == ECS
+    decision = cluster.filter(pod("b", "20"), ECS)
+    assert decision.passing == ()
+    assert "used 20 > max 30" in decision.summary
+
+
+def test_the_quota_label_overrides_the_namespace_leaf() -> None:
+    cluster = with_tree()
+    cluster.add(pod("running", "25", node_name="ecs-0"))
+    labelled = pod("p", "10", labels={QUOTA_LABEL: "user-c"})
+    assert cluster.filter(labelled, ECS).passing == ECS
+
+
+def test_finished_and_deleted_pods_free_their_quota() -> None:
+    cluster = with_tree()
+    done = pod("done", "25", node_name="ecs-0")
+    cluster.add(done)
+    assert cluster.filter(pod("p", "10"), ECS).passing == ()
+    cluster.add(bound(done, "ecs-0") | {"status": {"phase": "Succeeded"}})
+    assert cluster.filter(pod("p", "10"), ECS).passing == ECS
+    gone = pod("gone", "25", node_name="ecs-1")
+    cluster.add(gone)
+    assert cluster.filter(pod("q", "10"), ECS).passing == ()
+    cluster.state.delete_pod(gone)
+    assert cluster.filter(pod("q", "10"), ECS).passing == ECS
+
+
+def test_resources_absent_from_max_are_unlimited() -> None:
+    cluster = with_tree()
+    assert cluster.filter(pod("p", "1", gpu=8), ECS).passing == ECS
+
+
+def test_a_namespace_outside_the_tree_is_not_under_quota() -> None:
+    cluster = with_tree()
+    assert cluster.filter(pod("p", "500", namespace="free"), ECS).passing == ECS
+
+
+def test_the_oversell_rate_does_not_matter_here_max_is_max() -> None:
+    cluster = Cluster()
+    cluster.state.set_trees(
+        [quota_tree({"name": "root", "min": {"cpu": "10"}, "max": {"cpu": "10"}, "namespaces": [NAMESPACE]})]
+    )
+    assert cluster.filter(pod("p", "10"), ECS).passing == ECS
+    decision = cluster.filter(pod("q", "1"), ECS)
+    assert decision.unresolvable["ecs-0"].endswith("quota root: cpu request 1 + used 10 > max 10")
+
+
+def test_a_tree_change_recounts_every_bound_pod() -> None:
+    cluster = Cluster()
+    cluster.add(pod("running", "25", node_name="ecs-0"))
+    assert cluster.filter(pod("p", "10"), ECS).passing == ECS
+    cluster.state.set_trees([seed_quota_tree()])
+    assert cluster.state.used("Team").get("cpu") == 25 * 10**9
+    assert cluster.filter(pod("q", "10"), ECS).passing == ()
+    cluster.state.set_trees([])
+    assert cluster.filter(pod("r", "10"), ECS).passing == ECS
+
+
+def test_an_invalid_tree_is_ignored_and_reported() -> None:
+    cluster = Cluster()
+    cluster.state.set_trees([quota_tree({"name": "root", "min": {"cpu": "1"}, "max": {"cpu": "2"}})])
+    assert cluster.state.tree is None
+    assert "root-min-eq-max" in cluster.state.tree_problem
+
+
+def test_quota_is_checked_before_the_policy_and_takes_no_slot() -> None:
+    cluster = with_tree(policy(units=[ecs(pool="a"), eci(max=1)]))
+    cluster.add(pod("running", "25", node_name="ecs-0"))
+    refused = cluster.filter(pod("big", "10"), ("ecs-2", "virtual-kubelet"))
+    assert refused.passing == ()
+    assert refused.quota is not None
+    assert cluster.state.assumed == {}
+    assert cluster.filter(pod("small", "5"), ("ecs-2", "virtual-kubelet")).passing == ("virtual-kubelet",)

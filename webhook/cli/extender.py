@@ -1,0 +1,85 @@
+"""``kq extender``: the kube-scheduler extender (ResourcePolicy placement and pod-level quota).
+
+    kq extender --port 8888 [--cert tls.crt --key tls.key] [--kubeconfig PATH] [--assume-ttl 30]
+    kq extender --print-config http://127.0.0.1:8888/extender
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+from webhook.core.quota import TREE_NAMESPACE
+from webhook.extender.config import extender_entry
+from webhook.extender.server import ExtenderOptions, serve
+from webhook.extender.state import DEFAULT_ASSUME_TTL
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "extender",
+        help="run the kube-scheduler extender (filter, prioritize)",
+        description=(
+            "Serve POST /extender/filter and /extender/prioritize for kube-scheduler (nodeCacheCapable), plus "
+            "/healthz, /readyz and /metrics. Nodes, pods, ResourcePolicies and the ElasticQuotaTree come from "
+            "watches. HTTP unless --cert and --key are given."
+        ),
+        epilog=(
+            "examples:\n"
+            "  kq extender --port 8888 --kubeconfig ~/.kube/config\n"
+            "  kq extender --port 8443 --cert certs/tls.crt --key certs/tls.key\n"
+            "  kq extender --print-config https://kube-queue-extender.kube-queue.svc:8443/extender"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
+    parser.add_argument("--port", type=int, default=8888, help="port (default: 8888)")
+    parser.add_argument("--cert", type=Path, help="serving certificate (PEM): serve HTTPS")
+    parser.add_argument("--key", type=Path, help="its private key (PEM)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--context", help="kubeconfig context")
+    parser.add_argument(
+        "--assume-ttl",
+        type=float,
+        default=DEFAULT_ASSUME_TTL,
+        metavar="SECONDS",
+        help=f"how long a placement counts before the pod is seen bound (default: {DEFAULT_ASSUME_TTL:.0f})",
+    )
+    parser.add_argument("--tree-namespace", default=TREE_NAMESPACE, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--print-config",
+        metavar="URL_PREFIX",
+        help="print the scheduler's extenders[] entry for an extender at URL_PREFIX and exit",
+    )
+    parser.set_defaults(handler=run)
+
+
+def options_from_args(args: argparse.Namespace) -> ExtenderOptions:
+    """Check the flags (``SystemExit`` with a message when inconsistent)."""
+    if (args.cert is None) != (args.key is None):
+        raise SystemExit("kq extender: give both --cert and --key (HTTPS), or neither (HTTP)")
+    for path in (args.cert, args.key):
+        if path is not None and not path.is_file():
+            raise SystemExit(f"kq extender: {path} does not exist")
+    if args.assume_ttl <= 0:
+        raise SystemExit("kq extender: --assume-ttl must be a positive number of seconds, e.g. 30")
+    return ExtenderOptions(
+        host=args.host,
+        port=args.port,
+        cert=args.cert,
+        key=args.key,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        assume_ttl=args.assume_ttl,
+        tree_namespace=args.tree_namespace,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.print_config:
+        print(json.dumps(extender_entry(args.print_config), indent=2))
+        return 0
+    asyncio.run(serve(options_from_args(args)))
+    return 0

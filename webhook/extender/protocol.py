@@ -1,0 +1,156 @@
+"""kube-scheduler's extender wire format (``k8s.io/kube-scheduler/extender/v1``), decoded and encoded with orjson.
+
+The Go types carry no JSON tags, so the keys are the Go field names, sent exactly so:
+
+* request (filter and prioritize): ``ExtenderArgs`` ``{"Pod": {...}, "Nodes": null, "NodeNames": ["n1", ...]}``;
+  with ``nodeCacheCapable: true`` only ``NodeNames`` is set, otherwise ``Nodes`` is a ``NodeList``;
+* filter reply: ``ExtenderFilterResult`` ``{"Nodes": null, "NodeNames": [...], "FailedNodes": {node: why},
+  "FailedAndUnresolvableNodes": {node: why}, "Error": ""}``. A reply without ``NodeNames`` (and without
+  ``Nodes``) rejects every node, so passing nodes are always echoed - in the form the request used;
+* prioritize reply: ``HostPriorityList`` ``[{"Host": "n1", "Score": 7}, ...]`` with scores 0..10.
+
+The scheduler decodes keys case-insensitively (Go's ``encoding/json``), so requests are read that way too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+MIN_SCORE = 0
+MAX_SCORE = 10
+"""``extenderv1.MaxExtenderPriority``: the scheduler multiplies it by ``weight × 10``."""
+
+
+class ProtocolError(ValueError):
+    """A request body that is not an ``ExtenderArgs``: says what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderArgs:
+    """One decoded request. ``node_names`` is always filled (from ``NodeNames``, else from ``Nodes``);
+    ``nodes`` holds the full Node objects when the scheduler sent them (``nodeCacheCapable: false``)."""
+
+    pod: Mapping[str, Any]
+    node_names: Sequence[str]
+    nodes: Sequence[Mapping[str, Any]] | None = None
+
+    @property
+    def by_name(self) -> bool:
+        """Whether the scheduler sent node names only (the reply must then carry ``NodeNames``)."""
+        return self.nodes is None
+
+    def pod_key(self) -> str:
+        """``namespace/name`` of the pod, for logs."""
+        metadata = self.pod.get("metadata")
+        if not isinstance(metadata, Mapping):
+            return "?/?"
+        return f"{metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
+
+
+def _field(body: Mapping[str, Any], name: str) -> Any:
+    """``body[name]``, matching the key case-insensitively as Go does when the exact spelling is absent."""
+    if name in body:
+        return body[name]
+    lower = name.lower()
+    for key, value in body.items():
+        if isinstance(key, str) and key.lower() == lower:
+            return value
+    return None
+
+
+def parse_args(raw: bytes) -> ExtenderArgs:
+    """Decode an ``ExtenderArgs`` body; :class:`ProtocolError` when it is not one."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise ProtocolError(f"the request body is not JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise ProtocolError(f"expected an ExtenderArgs object, got {type(body).__name__}")
+    pod = _field(body, "Pod")
+    if not isinstance(pod, dict):
+        raise ProtocolError("ExtenderArgs.Pod is missing or not an object")
+    names = _field(body, "NodeNames")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            raise ProtocolError("ExtenderArgs.NodeNames must be a list of node names")
+        return ExtenderArgs(pod=pod, node_names=names)
+    node_list = _field(body, "Nodes")
+    if node_list is None:
+        return ExtenderArgs(pod=pod, node_names=[])
+    items = _field(node_list, "items") if isinstance(node_list, dict) else None
+    if items is None:
+        items = []
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise ProtocolError("ExtenderArgs.Nodes.items must be a list of Node objects")
+    nodes: list[Mapping[str, Any]] = items
+    return ExtenderArgs(pod=pod, node_names=[_node_name(node) for node in nodes], nodes=nodes)
+
+
+def _node_name(node: Mapping[str, Any]) -> str:
+    metadata = node.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise ProtocolError("a Node in ExtenderArgs.Nodes has no metadata.name")
+    return name
+
+
+def filter_reply(
+    args: ExtenderArgs,
+    passing: Sequence[str],
+    failed: Mapping[str, str],
+    unresolvable: Mapping[str, str],
+) -> bytes:
+    """An ``ExtenderFilterResult`` that lets ``passing`` through (names from the request only), in the form
+    the request used (``NodeNames``, or ``Nodes`` with the request's Node objects)."""
+    if args.by_name:
+        nodes_field: Any = None
+        names_field: Any = list(passing)
+    else:
+        assert args.nodes is not None
+        keep = set(passing)
+        nodes_field = {"items": [node for node, name in zip(args.nodes, args.node_names, strict=True) if name in keep]}
+        names_field = None
+    return orjson.dumps(
+        {
+            "Nodes": nodes_field,
+            "NodeNames": names_field,
+            "FailedNodes": failed,
+            "FailedAndUnresolvableNodes": unresolvable,
+            "Error": "",
+        }
+    )
+
+
+def filter_error(message: str) -> bytes:
+    """An ``ExtenderFilterResult`` with ``Error`` set: the scheduler fails this scheduling attempt (and
+    retries the pod later) unless the extender is ``ignorable``."""
+    return orjson.dumps(
+        {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message}
+    )
+
+
+def priority_reply(names: Sequence[str], groups: Mapping[int, Sequence[str]]) -> bytes:
+    """A ``HostPriorityList`` with one entry per name: the score of the group (1..10) it is in, else 0.
+
+    Entries come grouped by score (the scheduler keys them by host; order carries no meaning). Node names
+    are DNS subdomains, so the list is joined as text - with a check, and orjson for anything unusual.
+    """
+    for score in groups:
+        if not MIN_SCORE < score <= MAX_SCORE:
+            raise ValueError(f"extender scores are 0..10 (groups 1..10), got {score}")
+    scored = {name for group in groups.values() for name in group} if groups else set()
+    parts: list[tuple[int, Sequence[str]]] = [(score, group) for score, group in groups.items() if group]
+    zero = [name for name in names if name not in scored] if scored else names
+    if zero:
+        parts.append((MIN_SCORE, zero))
+    text = "".join(name for _, group in parts for name in group)
+    if '"' in text or "\\" in text or not text.isprintable():
+        return orjson.dumps([{"Host": host, "Score": score} for score, group in parts for host in group])
+    entries = (
+        '{"Host":"' + f'","Score":{score}}},{{"Host":"'.join(group) + f'","Score":{score}}}' for score, group in parts
+    )
+    return ("[" + ",".join(entries) + "]").encode()

@@ -1,0 +1,118 @@
+"""Running the extender: client, watch caches, marker, HTTP(S) listener - until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import signal
+import ssl
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from webhook.core.quota import TREE_NAMESPACE
+from webhook.extender.app import PREFIX, make_app
+from webhook.extender.marker import Marker
+from webhook.extender.nudge import Nudger
+from webhook.extender.sources import PODS, build_caches, running
+from webhook.extender.state import DEFAULT_ASSUME_TTL, ExtenderState, MarkPatch
+from webhook.kube.client import KubeClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderOptions:
+    """Everything ``kq extender`` needs; built from its flags."""
+
+    host: str = "0.0.0.0"
+    port: int = 8888
+    cert: Path | None = None
+    """Serving certificate (PEM); with ``key``, the extender speaks HTTPS."""
+    key: Path | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    assume_ttl: float = DEFAULT_ASSUME_TTL
+    """Seconds a placement counts before the pod is seen bound."""
+    tree_namespace: str = TREE_NAMESPACE
+    marker_workers: int = 4
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.cert is not None else "http"
+
+
+def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def _freeze_heap() -> None:
+    """Move everything listed so far out of the garbage collector's sight: a full collection then walks only
+    what changed since, which keeps its pauses - and the handlers' tail latency - short."""
+    gc.collect()
+    gc.freeze()
+
+
+@contextlib.asynccontextmanager
+async def extender_running(
+    client: KubeClient, options: ExtenderOptions, state: ExtenderState | None = None
+) -> AsyncIterator[tuple[ExtenderState, web.AppRunner]]:
+    """The whole extender on ``client``, serving on ``options.host:port`` for the block's lifetime."""
+    state = state if state is not None else ExtenderState(assume_ttl=options.assume_ttl)
+
+    async def patch(mark: MarkPatch) -> Any:
+        return await client.merge_patch(PODS, mark.name, mark.body(), namespace=mark.namespace)
+
+    async def touch(namespace: str, name: str, body: dict[str, Any]) -> Any:
+        return await client.merge_patch(PODS, name, body, namespace=namespace)
+
+    marker = Marker(state, patch, workers=options.marker_workers)
+    nudger = Nudger(touch, time.time)
+    caches = build_caches(client, state, options.tree_namespace)
+    app = make_app(state, time.time, nudger)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
+    await runner.setup()
+    marker_task = asyncio.create_task(marker.run(), name="extender-marker")
+    try:
+        async with running(caches, state, on_ready=_freeze_heap):
+            context = tls_context(options.cert, options.key) if options.cert and options.key else None
+            await web.TCPSite(runner, options.host, options.port, ssl_context=context).start()
+            log.info(
+                "component=extender event=listening url=%s://%s:%d%s assume_ttl=%.0fs",
+                options.scheme,
+                options.host,
+                options.port,
+                PREFIX,
+                options.assume_ttl,
+            )
+            yield state, runner
+    finally:
+        marker_task.cancel()
+        await asyncio.gather(marker_task, return_exceptions=True)
+        await nudger.close()
+        await runner.cleanup()
+
+
+async def serve(options: ExtenderOptions, stop: asyncio.Event | None = None) -> None:
+    """Run until ``stop`` is set (or SIGINT/SIGTERM)."""
+    stop = stop if stop is not None else asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+    client = await KubeClient.connect(options.kubeconfig, options.context)
+    try:
+        async with extender_running(client, options):
+            await stop.wait()
+            log.info("component=extender event=stopping")
+    finally:
+        await client.close()

@@ -1,0 +1,144 @@
+"""Wiring: the watch caches that keep :class:`~webhook.extender.state.ExtenderState` current.
+
+Four caches - Nodes, Pods, ResourcePolicies and ElasticQuotaTrees (``kube-system`` only) - feed the state:
+node and pod events are applied one by one (a request with 5,000 nodes must not wait for a rebuild);
+policies and trees are few and are re-read whole on every change. ``state.ready`` turns true once all
+four have listed.
+
+A CRD that is not installed (no ResourcePolicy or ElasticQuotaTree API yet) reads as an empty list: the
+extender must not stall every pod of the cluster because an optional API is missing. Such a list is
+retried every :data:`ABSENT_RETRY_SECONDS`, so the CRD is picked up once it is installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.core.quota import TREE_NAMESPACE
+from webhook.extender.state import ExtenderState
+from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
+from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
+
+log = logging.getLogger(__name__)
+
+NODES = ResourceRef("", "v1", "nodes")
+PODS = ResourceRef("", "v1", "pods")
+POLICIES = ResourceRef("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies")
+TREES = ResourceRef("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", TREE_NAMESPACE)
+ABSENT_RETRY_SECONDS = 10.0
+
+
+@dataclass(slots=True)
+class OptionalListWatch:
+    """A :class:`ListWatch` whose resource may not exist: a 404 on list reads as an empty list, and the
+    watch that follows waits ``retry_seconds`` then asks for a re-list (as a 410 Gone would)."""
+
+    inner: ListWatch
+    retry_seconds: float = ABSENT_RETRY_SECONDS
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    absent: bool = field(default=False)
+
+    async def list_page(self, limit: int, continue_token: str | None) -> JSON:
+        try:
+            page = await self.inner.list_page(limit, continue_token)
+        except KubeApiError as error:
+            if not error.is_not_found:
+                raise
+            if not self.absent:
+                log.info("component=extender event=resource_absent retry_in=%.0fs", self.retry_seconds)
+            self.absent = True
+            return {"items": [], "metadata": {"resourceVersion": "0"}}
+        self.absent = False
+        return page
+
+    def watch(self, resource_version: str, timeout_seconds: int) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
+        if self.absent:
+            return self._wait_then_relist()
+        return self.inner.watch(resource_version, timeout_seconds)
+
+    @contextlib.asynccontextmanager
+    async def _wait_then_relist(self) -> AsyncIterator[AsyncIterator[JSON]]:
+        await self.sleep(self.retry_seconds)
+        raise KubeApiError(410, "Gone", "resource not installed yet: list again")
+        yield _nothing()  # pragma: no cover - unreachable, keeps this a generator
+
+
+async def _nothing() -> AsyncIterator[JSON]:  # pragma: no cover
+    return
+    yield {}
+
+
+def _incremental(
+    upsert: Callable[[Mapping[str, Any]], None],
+    delete: Callable[[Mapping[str, Any]], None],
+    replace: Callable[[list[Mapping[str, Any]]], None],
+) -> Callable[[WatchCache, CacheEvent], None]:
+    def listener(cache: WatchCache, event: CacheEvent) -> None:
+        if event.type == RELIST:
+            replace(cache.items())
+        elif event.obj is None:
+            return
+        elif event.type == "DELETED":
+            delete(event.obj)
+        else:
+            upsert(event.obj)
+
+    return listener
+
+
+def _whole(update: Callable[[list[Mapping[str, Any]]], None]) -> Callable[[WatchCache, CacheEvent], None]:
+    def listener(cache: WatchCache, event: CacheEvent) -> None:
+        update(cache.items())
+
+    return listener
+
+
+def build_caches(client: KubeClient, state: ExtenderState, tree_namespace: str = TREE_NAMESPACE) -> list[WatchCache]:
+    """The four caches, wired to ``state`` (not yet running)."""
+    trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
+    nodes = WatchCache("extender-nodes", ApiListWatch(client, NODES))
+    nodes.add_listener(_incremental(state.upsert_node, state.delete_node, state.replace_nodes))
+    pods = WatchCache("extender-pods", ApiListWatch(client, PODS))
+    pods.add_listener(_incremental(state.upsert_pod, state.delete_pod, state.replace_pods))
+    policies = WatchCache("extender-resourcepolicies", OptionalListWatch(ApiListWatch(client, POLICIES)))
+    policies.add_listener(_whole(state.set_policies))
+    quota_trees = WatchCache("extender-elasticquotatrees", OptionalListWatch(ApiListWatch(client, trees)))
+    quota_trees.add_listener(_whole(state.set_trees))
+    return [nodes, pods, policies, quota_trees]
+
+
+@contextlib.asynccontextmanager
+async def running(
+    caches: list[WatchCache], state: ExtenderState, on_ready: Callable[[], None] | None = None
+) -> AsyncIterator[None]:
+    """Run the caches for the block's lifetime; ``state.ready`` (and ``on_ready()``) once they have all
+    listed."""
+    tasks = [asyncio.create_task(cache.run(), name=f"cache-{cache.name}") for cache in caches]
+
+    async def mark_ready() -> None:
+        await wait_synced(caches)
+        state.ready = True
+        if on_ready is not None:
+            on_ready()
+        log.info(
+            "component=extender event=ready nodes=%d pods=%d policies=%d tree=%s",
+            len(state.nodes),
+            len(caches[1]) if len(caches) > 1 else 0,
+            state.policy_count,
+            "yes" if state.tree is not None else "no",
+        )
+
+    tasks.append(asyncio.create_task(mark_ready(), name="extender-caches-ready"))
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+

@@ -1,0 +1,946 @@
+"""The extender's picture of the cluster, and its filter and prioritize decisions.
+
+Synchronous and free of I/O: watch caches feed it (:meth:`ExtenderState.upsert_node`, :meth:`upsert_pod`,
+:meth:`set_policies`, :meth:`set_trees`...), the HTTP handlers ask it (:meth:`filter`, :meth:`prioritize`)
+with the time passed in. Every read of counts and the record of the placement it leads to happen in one
+synchronous call, so concurrent requests on the event loop can never both take the last slot of a unit.
+
+**Assumed placements.** When the filter lets a pod through, the extender records it (pod uid -> one passing
+node, the pod's request and quota) until it sees the pod bound or deleted, or ``assume_ttl`` seconds pass.
+Assumed pods count towards ResourcePolicy units (their passing nodes all lie in one unit) and towards the
+pod-level quota, so pods scheduled back to back - before the first one's binding reaches the watch - never
+overrun a unit's ``max`` or a quota's ``max``. A pod re-filtered replaces its own record, and never counts
+against itself.
+
+**Marks.** A pod the extender placed under a ResourcePolicy gets its unit's ``podLabels`` and
+``podAnnotations`` once it is bound (the extender only filters, so it learns the node from the watch);
+until the cluster shows them, the pod counts as if it carried them. Every bound pod a policy governs gets
+``controller.kubernetes.io/pod-deletion-cost`` by its unit (earlier units cost more), so a shrinking
+ReplicaSet removes the later units' pods - the virtual node's - first (the first unit's cost is 0, the
+cost of a pod without the annotation, so only pods of later units are written: see
+:func:`unit_deletion_cost`). :meth:`marks_patch` says what a pod lacks; the caller patches it.
+
+**Fast path.** Placement only depends on which unit each candidate node is in, so the state caches
+node -> unit per policy and hands :func:`place` one representative node per unit, then gives every node
+its representative's verdict: a request with 5,000 node names costs a few dictionary lookups per name.
+Unit counts are tallied per policy as pod events and placements arrive (:meth:`unit_counts`), so a
+request does not walk the namespace's pods either - a Deployment of thousands of replicas costs the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from webhook.core.placement import (
+    DELETION_COST_ANNOTATION,
+    MAX_SCORE,
+    AssumedPod,
+    NodeView,
+    PodView,
+    PolicyError,
+    ResourcePolicy,
+    count_pods_per_unit,
+    counts_towards,
+    deletion_cost,
+    node_view,
+    parse_policy,
+    place,
+    place_unmanaged,
+    pod_view,
+    policy_for_pod,
+    unit_of_node,
+)
+from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree
+from webhook.core.resources import EMPTY, Resources
+from webhook.core.selectors import FrozenLabels
+from webhook.core.workload import WorkloadError, pod_request
+from webhook.extender.podquota import explain_blockers, pod_quota_blockers, quota_key
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ASSUME_TTL = 30.0
+"""Seconds an assumed placement counts without the extender seeing the pod bound."""
+UNKNOWN_NODE = "node not yet in the extender's node cache; retried on the next scheduling attempt"
+_MISSING = -2
+LAST_FILTERS = 256
+"""How many recent filter verdicts are kept for the prioritize call that follows each."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assumption:
+    """A pod the filter let through and the extender has not yet seen bound."""
+
+    view: PodView
+    """The pod as the filter saw it (unbound)."""
+    node_name: str
+    """One passing node (every passing node lies in the same unit)."""
+    expires_at: float
+    request: Resources
+    policy: str | None = None
+    """``namespace/name`` of the governing ResourcePolicy, if any."""
+    unit: int | None = None
+    """0-based unit index under that policy."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One filter or prioritize answer, with what the log line says about it."""
+
+    verb: str
+    pod: str
+    passing: tuple[str, ...] = ()
+    failed: Mapping[str, str] = field(default_factory=dict)
+    unresolvable: Mapping[str, str] = field(default_factory=dict)
+    score_groups: Mapping[int, Sequence[str]] = field(default_factory=dict)
+    """Prioritize: score (1..10) -> the nodes with that score; nodes in no group score 0."""
+    nodes: int = 0
+    policy: str | None = None
+    unit: str | None = None
+    quota: str | None = None
+    summary: str = ""
+    assumed: bool = False
+    error: str = ""
+    retry_at: float | None = None
+    """When the verdict changes by time alone (a ``TimeoutOrExceedMax`` wait ends): the pod should be
+    tried again then."""
+    passing_score: int = 0
+    """Filter: the prioritize score of the passing nodes (all in one unit, so all alike)."""
+
+    @property
+    def scores(self) -> dict[str, int]:
+        """Node -> score for the nodes that score above 0."""
+        return {name: score for score, names in self.score_groups.items() if score for name in names}
+
+    def log_fields(self) -> dict[str, object]:
+        """``key=value`` fields for the decision's log line (no node lists: they can be 5,000 long)."""
+        fields: dict[str, object] = {"verb": self.verb, "pod": self.pod, "nodes": self.nodes}
+        if self.verb == "filter":
+            fields.update(passing=len(self.passing), failed=len(self.failed), unresolvable=len(self.unresolvable))
+        else:
+            fields["top_score"] = max((score for score, names in self.score_groups.items() if names), default=0)
+        if self.policy:
+            fields["policy"] = self.policy
+        if self.unit:
+            fields["unit"] = self.unit
+        if self.quota:
+            fields["quota"] = self.quota
+        if self.assumed:
+            fields["assumed"] = "true"
+        if self.error:
+            fields["error"] = self.error
+        fields["reason"] = self.summary
+        return fields
+
+
+@dataclass(frozen=True, slots=True)
+class MarkPatch:
+    """Labels and annotations a bound pod lacks (a merge patch of its metadata)."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    unit: str
+    node: str
+
+    def body(self) -> dict[str, Any]:
+        metadata: dict[str, Any] = {}
+        if self.labels:
+            metadata["labels"] = dict(self.labels)
+        if self.annotations:
+            metadata["annotations"] = dict(self.annotations)
+        if self.uid:
+            metadata["uid"] = self.uid  # a precondition: never patch a re-created pod of the same name
+        return {"metadata": metadata}
+
+
+Group = tuple[str | None, ...]
+"""A pod's values of a policy's ``matchLabelKeys`` (pods count only within their group)."""
+
+
+@dataclass(slots=True)
+class _Tally:
+    """The bound pods of one policy that fill its units, kept up to date from pod events."""
+
+    policy: ResourcePolicy
+    counts: dict[Group, list[int]]
+    """Group -> pods per unit."""
+    members: dict[str, tuple[Group, int]]
+    """Pod key -> (group, unit index) of each pod counted."""
+
+
+@dataclass(slots=True)
+class _PodRecord:
+    view: PodView
+    request: Resources
+    charged: str | None
+    """Quota node key the pod's request is charged to (bound, unfinished pods), else ``None``."""
+
+
+def unit_deletion_cost(index: int, n_units: int) -> int:
+    """The pod-deletion-cost of a pod in unit ``index``: the core's :func:`deletion_cost` (each earlier unit
+    100 more than the next) shifted so that the first unit costs 0 - the cost of a pod without the
+    annotation. Pods of the preferred unit, usually nearly all of them, then need no write at all; pods of
+    later units get -100, -200, ... and still go first when a ReplicaSet shrinks."""
+    return deletion_cost(index, n_units) - deletion_cost(0, n_units)
+
+
+def _uid(pod: Mapping[str, Any]) -> str:
+    metadata = pod.get("metadata")
+    uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
+    return uid if isinstance(uid, str) else ""
+
+
+def _pod_key(view: PodView) -> str:
+    return view.uid or view.key
+
+
+def _request_of(pod: Mapping[str, Any], where: str) -> Resources:
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        return EMPTY
+    try:
+        return pod_request(spec)
+    except WorkloadError as error:
+        log.warning("component=extender event=bad_pod_request pod=%s error=%r", where, str(error))
+        return EMPTY
+
+
+def _created(obj: Mapping[str, Any]) -> tuple[bool, str, str]:
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    stamp = metadata.get("creationTimestamp")
+    return (not isinstance(stamp, str), stamp if isinstance(stamp, str) else "", str(metadata.get("name") or ""))
+
+
+def _with_marks(view: PodView, marks: tuple[FrozenLabels, FrozenLabels]) -> PodView:
+    labels, annotations = marks
+    return PodView(
+        namespace=view.namespace,
+        name=view.name,
+        uid=view.uid,
+        labels={**view.labels, **labels},
+        annotations={**view.annotations, **annotations},
+        node_name=view.node_name,
+        terminating=view.terminating,
+        finished=view.finished,
+        created=view.created,
+    )
+
+
+def _carries(view: PodView, marks: tuple[FrozenLabels, FrozenLabels]) -> bool:
+    labels, annotations = marks
+    return all(view.labels.get(k) == v for k, v in labels.items()) and all(
+        view.annotations.get(k) == v for k, v in annotations.items()
+    )
+
+
+_WAITED = re.compile(r" \(waited [^)]*\)")
+
+
+def _policy_reason(policy: ResourcePolicy, reason: str) -> str:
+    """A node's refusal as the scheduler shows it: names the policy, and never changes while the pod waits.
+
+    The core's ``TimeoutOrExceedMax`` reason tells how long the pod has waited; that part is dropped here
+    (the log line keeps it). A reason that changed on every attempt would change the pod's PodScheduled
+    condition each time, and each such update sends the pod straight back to an idle scheduler: a retry
+    storm, and an Event per attempt.
+    """
+    reason = _WAITED.sub("", reason)
+    return reason if policy.key in reason else f"ResourcePolicy {policy.key}: {reason}"
+
+
+class ExtenderState:
+    """Nodes, pods, ResourcePolicies and the ElasticQuotaTree as the watches last reported them, plus the
+    extender's assumed placements. Not thread-safe: use it from one event loop."""
+
+    def __init__(self, *, assume_ttl: float = DEFAULT_ASSUME_TTL) -> None:
+        self.assume_ttl = assume_ttl
+        self.nodes: dict[str, NodeView] = {}
+        self._virtual: set[str] = set()
+        self._pods: dict[str, _PodRecord] = {}
+        self._pods_by_ns: dict[str, dict[str, PodView]] = {}
+        self._policies: dict[str, tuple[ResourcePolicy, ...]] = {}
+        self.policy_problems: dict[str, str] = {}
+        """``namespace/name`` -> why the ResourcePolicy is ignored."""
+        self.tree: QuotaTree | None = None
+        self.tree_problem = ""
+        self._usage: dict[str, dict[str, int]] = {}
+        self._assumed: dict[str, Assumption] = {}
+        self._assumed_core: dict[str, AssumedPod] = {}
+        self._assumed_usage: dict[str, dict[str, int]] = {}
+        """Like ``_usage``, for the requests of assumed placements."""
+        self._assumed_charge: dict[str, tuple[str, Resources]] = {}
+        """Pod key -> (quota key, request) its assumption is charged with."""
+        self._next_expiry = float("inf")
+        self._first_seen: dict[str, float] = {}
+        self._unit_cache: dict[str, tuple[ResourcePolicy, dict[str, int | None]]] = {}
+        self._pending_marks: dict[str, tuple[FrozenLabels, FrozenLabels]] = {}
+        self._tallies: dict[str, _Tally] = {}
+        """Policy key -> its bound pods per unit (built on first use, then kept by pod events)."""
+        self._assumed_by_ns: dict[str, set[str]] = {}
+        self._last_filter: dict[str, Decision] = {}
+        """Pod uid -> its latest filter verdict that passed some node (consumed by its prioritize)."""
+        self.ready = False
+        """Set by the wiring once every watch has listed; until then the filter answers with ``Error``."""
+        self.on_marks_needed: Callable[[str], None] | None = None
+        """Called with a pod key when a bound pod lacks marks (see :meth:`marks_patch`)."""
+
+    # Nodes -------------------------------------------------------------------------------------------------
+    def upsert_node(self, obj: Mapping[str, Any]) -> None:
+        view = node_view(obj)
+        if not view.name:
+            return
+        old = self.nodes.get(view.name)
+        if old == view:
+            return
+        self.nodes[view.name] = view
+        if view.is_virtual:
+            self._virtual.add(view.name)
+        else:
+            self._virtual.discard(view.name)
+        self._forget_node_units(view.name)
+
+    def delete_node(self, obj: Mapping[str, Any]) -> None:
+        name = node_view(obj).name
+        if self.nodes.pop(name, None) is not None:
+            self._virtual.discard(name)
+            self._forget_node_units(name)
+
+    def replace_nodes(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        views = (node_view(obj) for obj in objs)
+        self.nodes = {view.name: view for view in views if view.name}
+        self._virtual = {name for name, view in self.nodes.items() if view.is_virtual}
+        self._unit_cache.clear()
+        self._tallies.clear()
+
+    def _forget_node_units(self, name: str) -> None:
+        for _, units in self._unit_cache.values():
+            units.pop(name, None)
+        self._tallies.clear()  # pods on the node may have changed unit: recount lazily
+
+    # Pods --------------------------------------------------------------------------------------------------
+    def upsert_pod(self, obj: Mapping[str, Any]) -> None:
+        view = pod_view(obj)
+        key = _pod_key(view)
+        if not view.name:
+            return
+        old = self._pods.get(key)
+        if old is not None and old.view == view and key not in self._assumed and key not in self._pending_marks:
+            return  # nothing the extender reads changed (a status update: Running, conditions, IPs...)
+        if old is not None:
+            self._uncharge(old)
+        request = old.request if old is not None and old.view.node_name == view.node_name else None
+        if request is None:
+            request = _request_of(obj, view.key) if view.node_name else EMPTY
+        record = _PodRecord(view, request, None)
+        self._pods[key] = record
+        self._pods_by_ns.setdefault(view.namespace, {})[key] = view
+        self._charge(record)
+        if view.node_name is not None or view.finished:
+            self._first_seen.pop(key, None)
+            assumption = self._drop_assumption(key)
+            if assumption is not None and assumption.policy is not None and view.node_name is not None:
+                self._start_marks(key, view)
+        pending = self._pending_marks.get(key)
+        if pending is not None and (_carries(view, pending) or view.finished):
+            del self._pending_marks[key]
+        self._retally(key, view.namespace)
+        self._check_marks(key)
+
+    def delete_pod(self, obj: Mapping[str, Any]) -> None:
+        view = pod_view(obj)
+        self._remove_pod(_pod_key(view))
+
+    def _remove_pod(self, key: str) -> None:
+        record = self._pods.pop(key, None)
+        if record is not None:
+            self._uncharge(record)
+            by_ns = self._pods_by_ns.get(record.view.namespace)
+            if by_ns is not None:
+                by_ns.pop(key, None)
+                if not by_ns:
+                    del self._pods_by_ns[record.view.namespace]
+        self._drop_assumption(key)
+        self._first_seen.pop(key, None)
+        self._pending_marks.pop(key, None)
+        if record is not None:
+            self._retally(key, record.view.namespace)
+
+    def replace_pods(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """A re-list: the store is replaced; assumptions of pods now bound or gone are dropped."""
+        seen: set[str] = set()
+        for obj in objs:
+            view = pod_view(obj)
+            if view.name:
+                seen.add(_pod_key(view))
+                self.upsert_pod(obj)
+        for key in [key for key in self._pods if key not in seen]:
+            self._remove_pod(key)
+
+    def pod_views(self) -> list[PodView]:
+        """Every cached pod."""
+        return [record.view for record in self._pods.values()]
+
+    def pod(self, key: str) -> PodView | None:
+        """The cached view of a pod (by uid, or ``namespace/name`` for pods without one)."""
+        record = self._pods.get(key)
+        return None if record is None else record.view
+
+    # Policies and the tree ---------------------------------------------------------------------------------
+    def set_policies(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """Replace every ResourcePolicy; invalid ones are logged and ignored."""
+        by_ns: dict[str, list[ResourcePolicy]] = {}
+        problems: dict[str, str] = {}
+        for obj in objs:
+            try:
+                policy = parse_policy(obj)
+            except PolicyError as error:
+                metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+                assert isinstance(metadata, Mapping)
+                name = f"{metadata.get('namespace')}/{metadata.get('name')}"
+                problems[name] = str(error)
+                continue
+            by_ns.setdefault(policy.namespace, []).append(policy)
+        new = {namespace: tuple(policies) for namespace, policies in by_ns.items()}
+        changed = {ns for ns in set(new) | set(self._policies) if new.get(ns) != self._policies.get(ns)}
+        for name, problem in problems.items():
+            if self.policy_problems.get(name) != problem:
+                log.warning("component=extender event=policy_ignored policy=%s error=%r", name, problem)
+        self._policies = new
+        self.policy_problems = problems
+        live = {policy.key for policies in new.values() for policy in policies}
+        for key in [key for key in self._unit_cache if key not in live]:
+            del self._unit_cache[key]
+        for key in [key for key in self._tallies if key not in live]:
+            del self._tallies[key]
+        for namespace in changed:
+            for key in list(self._pods_by_ns.get(namespace, {})):
+                self._check_marks(key)
+
+    @property
+    def policy_count(self) -> int:
+        """How many valid ResourcePolicies the state holds."""
+        return sum(len(policies) for policies in self._policies.values())
+
+    def policies(self, namespace: str) -> tuple[ResourcePolicy, ...]:
+        return self._policies.get(namespace, ())
+
+    def policy_for(self, view: PodView) -> ResourcePolicy | None:
+        return policy_for_pod(self._policies.get(view.namespace, ()), view)
+
+    def set_trees(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """Use the oldest ElasticQuotaTree given (the webhook allows only one); recharge every pod."""
+        trees = sorted(objs, key=_created)
+        tree: QuotaTree | None = None
+        problem = ""
+        if trees:
+            spec = trees[0].get("spec")
+            try:
+                tree = parse_tree(spec if isinstance(spec, Mapping) else {})
+            except QuotaTreeError as error:
+                problem = str(error)
+                if problem != self.tree_problem:
+                    log.warning("component=extender event=tree_ignored error=%r", problem)
+        if tree == self.tree and problem == self.tree_problem:
+            return
+        self.tree, self.tree_problem = tree, problem
+        self._usage = {}
+        for record in self._pods.values():
+            record.charged = None
+            self._charge(record)
+        self._assumed_usage = {}
+        self._assumed_charge = {}
+        for key, assumption in self._assumed.items():
+            self._charge_assumption(key, assumption)
+
+    # Quota usage -------------------------------------------------------------------------------------------
+    def _shift(self, usage: dict[str, dict[str, int]], quota: str, request: Resources, sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) ``request`` along the chain of ``quota`` in ``usage``."""
+        assert self.tree is not None
+        for node in self.tree.chain(quota):
+            sums = usage.setdefault(node.key, {})
+            for name, amount in request.items():
+                left = sums.get(name, 0) + sign * amount
+                if left:
+                    sums[name] = left
+                else:
+                    sums.pop(name, None)
+
+    def _charge(self, record: _PodRecord) -> None:
+        view = record.view
+        if view.node_name is None or view.finished or not record.request or self.tree is None:
+            return
+        key = quota_key(self.tree, view.namespace, view.labels)
+        if key is None:
+            return
+        record.charged = key
+        self._shift(self._usage, key, record.request, 1)
+
+    def _uncharge(self, record: _PodRecord) -> None:
+        if record.charged is not None and self.tree is not None:
+            self._shift(self._usage, record.charged, record.request, -1)
+        record.charged = None
+
+    def used(self, quota: str) -> Resources:
+        """What the bound pods of a quota node's subtree request (for tests and ``why``)."""
+        return Resources(self._usage.get(quota.lower(), {}))
+
+    def _quota_blocker(self, view: PodView, request: Resources, key: str) -> tuple[str, str] | None:
+        """``(quota full name, reason)`` when the pod would take its quota over ``max``."""
+        tree = self.tree
+        quota = quota_key(tree, view.namespace, view.labels)
+        if tree is None or quota is None or not request:
+            return None
+        usages: list[Mapping[str, Mapping[str, int]]] = [self._usage, self._assumed_usage]
+        own = self._assumed_charge.get(key)
+        if own is not None:  # a pod filtered again: its own placement must not count against it
+            mine: dict[str, dict[str, int]] = {}
+            self._shift(mine, own[0], own[1], -1)
+            usages.append(mine)
+        blockers = pod_quota_blockers(tree, quota, request, *usages)
+        if not blockers:
+            return None
+        return blockers[0].quota, explain_blockers(blockers)
+
+    # Assumptions -------------------------------------------------------------------------------------------
+    @property
+    def assumed(self) -> Mapping[str, Assumption]:
+        """Pod key -> the placement the filter made and the watch has not yet confirmed."""
+        return self._assumed
+
+    def _assume(self, key: str, assumption: Assumption) -> None:
+        self._drop_assumption(key)
+        self._assumed[key] = assumption
+        self._assumed_by_ns.setdefault(assumption.view.namespace, set()).add(key)
+        self._retally(key, assumption.view.namespace)
+        self._assumed_core[key] = AssumedPod(key, assumption.node_name, assumption.expires_at)
+        self._next_expiry = min(self._next_expiry, assumption.expires_at)
+        self._charge_assumption(key, assumption)
+
+    def _charge_assumption(self, key: str, assumption: Assumption) -> None:
+        quota = quota_key(self.tree, assumption.view.namespace, assumption.view.labels)
+        if quota is not None and assumption.request:
+            self._assumed_charge[key] = (quota, assumption.request)
+            self._shift(self._assumed_usage, quota, assumption.request, 1)
+
+    def _drop_assumption(self, key: str) -> Assumption | None:
+        self._assumed_core.pop(key, None)
+        charged = self._assumed_charge.pop(key, None)
+        if charged is not None:
+            self._shift(self._assumed_usage, charged[0], charged[1], -1)
+        assumption = self._assumed.pop(key, None)
+        if assumption is not None:
+            keys = self._assumed_by_ns.get(assumption.view.namespace)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._assumed_by_ns[assumption.view.namespace]
+            self._retally(key, assumption.view.namespace)
+        return assumption
+
+    def expire(self, now: float) -> None:
+        """Forget assumed placements whose time is up."""
+        if now < self._next_expiry:
+            return
+        for key in [key for key, assumption in self._assumed.items() if now >= assumption.expires_at]:
+            assumption = self._drop_assumption(key)
+            if assumption is not None:
+                log.info(
+                    "component=extender event=assumption_expired pod=%s node=%s",
+                    assumption.view.key,
+                    assumption.node_name,
+                )
+        self._next_expiry = min((a.expires_at for a in self._assumed.values()), default=float("inf"))
+
+    # Marks -------------------------------------------------------------------------------------------------
+    def _unit_map(self, policy: ResourcePolicy) -> dict[str, int | None]:
+        """The cached node name -> unit index of ``policy`` (rebuilt when the policy object changes)."""
+        entry = self._unit_cache.get(policy.key)
+        if entry is None or entry[0] is not policy:
+            entry = (policy, {})
+            self._unit_cache[policy.key] = entry
+        return entry[1]
+
+    def _unit_index(self, policy: ResourcePolicy, name: str) -> int | None:
+        return self._unit_of(policy, self._unit_map(policy), name)
+
+    def _start_marks(self, key: str, view: PodView) -> None:
+        policy = self.policy_for(view)
+        if policy is None or view.node_name is None:
+            return
+        index = self._unit_index(policy, view.node_name)
+        if index is None:
+            return
+        unit = policy.units[index]
+        marks = (unit.pod_labels, unit.pod_annotations)
+        if (marks[0] or marks[1]) and not _carries(view, marks):
+            self._pending_marks[key] = marks
+
+    def marks_patch(self, key: str) -> MarkPatch | None:
+        """What the bound pod ``key`` lacks: its unit's marks (pods the extender placed) and its deletion
+        cost (every pod a policy governs; absent reads as 0); ``None`` when nothing is missing."""
+        record = self._pods.get(key)
+        if record is None:
+            return None
+        view = record.view
+        if view.node_name is None or view.finished or view.terminating:
+            return None
+        policy = self.policy_for(view)
+        if policy is None:
+            return None
+        index = self._unit_index(policy, view.node_name)
+        if index is None:
+            return None
+        labels: dict[str, str] = {}
+        annotations: dict[str, str] = {}
+        pending = self._pending_marks.get(key)
+        if pending is not None:
+            labels.update((k, v) for k, v in pending[0].items() if view.labels.get(k) != v)
+            annotations.update((k, v) for k, v in pending[1].items() if view.annotations.get(k) != v)
+        cost = str(unit_deletion_cost(index, len(policy.units)))
+        if view.annotations.get(DELETION_COST_ANNOTATION, "0") != cost:
+            annotations[DELETION_COST_ANNOTATION] = cost
+        if not labels and not annotations:
+            return None
+        return MarkPatch(
+            view.namespace, view.name, view.uid, labels, annotations, policy.describe_unit(index), view.node_name
+        )
+
+    def _check_marks(self, key: str) -> None:
+        if self.on_marks_needed is not None and self.marks_patch(key) is not None:
+            self.on_marks_needed(key)
+
+    # Decisions ---------------------------------------------------------------------------------------------
+    def _lookup(self, name: str, given: Mapping[str, NodeView] | None) -> NodeView | None:
+        node = self.nodes.get(name)
+        if node is None and given is not None:
+            node = given.get(name)
+        return node
+
+    def _unit_of(self, policy: ResourcePolicy, units: dict[str, int | None], name: str) -> int | None:
+        index = units.get(name, _MISSING)
+        if index == _MISSING:
+            node = self.nodes.get(name)
+            if node is None:
+                return None
+            index = unit_of_node(policy, node)
+            units[name] = index
+        return index
+
+    def _contribution(self, policy: ResourcePolicy, key: str) -> tuple[Group, int] | None:
+        """Where pod ``key`` counts for ``policy`` - its group and unit - as ``count_pods_per_unit`` counts it
+        for any other pod of its group: a bound pod by its node (carrying the unit's marks, or about to), an
+        unbound pod with a uid by its assumed placement; ``None`` when it does not count."""
+        record = self._pods.get(key)
+        pod = None if record is None else record.view
+        if pod is not None and pod.node_name is not None:
+            if not counts_towards(policy, pod):
+                return None
+            index = self._unit_index(policy, pod.node_name)
+            if index is None:
+                return None
+            marks = self._pending_marks.get(key)
+            if not policy.units[index].carries_marks(pod if marks is None else _with_marks(pod, marks)):
+                return None
+            return tuple(pod.labels.get(label) for label in policy.match_label_keys), index
+        assumption = self._assumed.get(key)
+        if assumption is None:
+            return None
+        pod = assumption.view if pod is None else pod
+        if not pod.uid or not counts_towards(policy, pod):
+            return None
+        index = self._unit_index(policy, assumption.node_name)
+        if index is None:
+            return None
+        return tuple(pod.labels.get(label) for label in policy.match_label_keys), index
+
+    def _tally(self, policy: ResourcePolicy) -> _Tally:
+        tally = self._tallies.get(policy.key)
+        if tally is None or tally.policy is not policy:
+            tally = _Tally(policy, {}, {})
+            keys = set(self._pods_by_ns.get(policy.namespace, {})) | self._assumed_by_ns.get(policy.namespace, set())
+            for key in keys:
+                self._count_in(tally, key)
+            self._tallies[policy.key] = tally
+        return tally
+
+    def _count_in(self, tally: _Tally, key: str) -> None:
+        place = self._contribution(tally.policy, key)
+        if place is not None:
+            tally.members[key] = place
+            tally.counts.setdefault(place[0], [0] * len(tally.policy.units))[place[1]] += 1
+
+    def _retally(self, key: str, namespace: str) -> None:
+        """Recount pod ``key`` (bound, assumed, or gone) in the tallies of its namespace's policies."""
+        for policy in self._policies.get(namespace, ()):
+            tally = self._tallies.get(policy.key)
+            if tally is None or tally.policy is not policy:
+                continue  # rebuilt on next use
+            old = tally.members.pop(key, None)
+            if old is not None:
+                tally.counts[old[0]][old[1]] -= 1
+            self._count_in(tally, key)
+
+    def unit_counts(self, policy: ResourcePolicy, for_pod: PodView, now: float) -> tuple[int, ...]:
+        """How many of the policy's pods each unit holds when placing ``for_pod`` (assumptions due by
+        ``now`` are dropped first).
+
+        Exactly :func:`~webhook.core.placement.count_pods_per_unit` over the namespace's pods (placed pods
+        counting as carrying their unit's marks until the watch shows them) and the assumed placements -
+        :meth:`unit_counts_reference` is that call, and a property test holds the two equal - without
+        walking the namespace's pods on every request: each pod is tallied per group and unit when its
+        events (or its assumed placement) arrive, so a request reads one row and takes out the pod itself.
+        """
+        self.expire(now)
+        tally = self._tally(policy)
+        group = tuple(for_pod.labels.get(label) for label in policy.match_label_keys)
+        counts = list(tally.counts.get(group, [0] * len(policy.units)))
+        # The pod being placed never counts itself (``PodView.same_pod``: by uid, else by namespace/name).
+        if for_pod.uid:
+            own_keys = {for_pod.uid, for_pod.key}
+        else:
+            views = self._pods_by_ns.get(policy.namespace, {})
+            own_keys = {key for key, view in views.items() if view.same_pod(for_pod)}
+            own_keys.update(
+                key
+                for key in self._assumed_by_ns.get(policy.namespace, ())
+                if key not in views and self._assumed[key].view.same_pod(for_pod)
+            )
+        for key in own_keys:
+            own = tally.members.get(key)
+            if own is not None and own[0] == group:
+                counts[own[1]] -= 1
+        return tuple(counts)
+
+    def unit_counts_reference(self, policy: ResourcePolicy, for_pod: PodView, now: float) -> tuple[int, ...]:
+        """:meth:`unit_counts` the plain way: the core's ``count_pods_per_unit`` over every pod view."""
+
+        def views() -> Iterator[PodView]:
+            by_key = self._pods_by_ns.get(policy.namespace, {})
+            for key, view in by_key.items():
+                marks = self._pending_marks.get(key)
+                yield view if marks is None else _with_marks(view, marks)
+            for key, assumption in self._assumed.items():
+                if assumption.view.namespace == policy.namespace and key not in by_key:
+                    yield assumption.view
+
+        return count_pods_per_unit(
+            policy, views(), self.nodes, now=now, for_pod=for_pod, assumed=self._assumed_core
+        )
+
+    def _decide(
+        self,
+        verb: str,
+        pod: Mapping[str, Any],
+        names: Sequence[str],
+        now: float,
+        given: Mapping[str, NodeView] | None,
+    ) -> tuple[Decision, Assumption | None]:
+        """The decision, and the placement to record should it be a filter that lets the pod through."""
+        view = pod_view(pod)
+        key = _pod_key(view)
+        # Prioritize only sees nodes the filter passed, so a pod its quota refuses never gets there.
+        request = _request_of(pod, view.key) if verb == "filter" else EMPTY
+        blocked = self._quota_blocker(view, request, key) if verb == "filter" else None
+        if blocked is not None:
+            quota, reason = blocked
+            decision = Decision(
+                verb,
+                view.key,
+                unresolvable=dict.fromkeys(names, reason),
+                nodes=len(names),
+                quota=quota,
+                summary=reason,
+            )
+            return decision, None
+        policy = self.policy_for(view)
+        if policy is None:
+            decision = self._unmanaged(verb, view, names, given)
+            under_quota = quota_key(self.tree, view.namespace, view.labels) is not None and bool(request)
+            if not decision.passing or not under_quota:
+                return decision, None
+            return decision, Assumption(view, decision.passing[0], now + self.assume_ttl, request)
+        return self._managed(verb, view, key=key, request=request, policy=policy, names=names, now=now, given=given)
+
+    def _known(
+        self, names: Sequence[str], given: Mapping[str, NodeView] | None
+    ) -> tuple[dict[str, str], dict[str, NodeView]]:
+        """Names the node cache lacks: ``(failed reasons, views taken from the request's Node objects)``."""
+        nodes = self.nodes
+        missing = [name for name in names if name not in nodes]
+        if not missing:
+            return {}, {}
+        extra = {name: given[name] for name in missing if name in given} if given else {}
+        return {name: UNKNOWN_NODE for name in missing if name not in extra}, extra
+
+    def _unmanaged(
+        self, verb: str, view: PodView, names: Sequence[str], given: Mapping[str, NodeView] | None
+    ) -> Decision:
+        failed, extra = self._known(names, given)
+        virtual_names: set[str] | frozenset[str] = self._virtual
+        if extra:
+            virtual_names = virtual_names | {name for name, node in extra.items() if node.is_virtual}
+        virtual = [name for name in names if name in virtual_names]
+        unresolvable: dict[str, str] = {}
+        allowed: set[str] = set()
+        summary = "no ResourcePolicy selects the pod"
+        if virtual:
+            verdict = place_unmanaged(view, [self.nodes.get(name) or extra[name] for name in virtual])
+            unresolvable.update(verdict.unresolvable)
+            allowed.update(verdict.passing)
+            summary = verdict.summary
+        if not virtual or allowed:
+            passing = [name for name in names if name not in failed and (name not in virtual_names or name in allowed)]
+        else:
+            passing = [name for name in names if name not in virtual_names and name not in failed]
+        return Decision(
+            verb,
+            view.key,
+            passing=tuple(passing),
+            failed=failed,
+            unresolvable=unresolvable,
+            nodes=len(names),
+            summary=summary,
+        )
+
+    def _group_by_unit(
+        self, policy: ResourcePolicy, names: Sequence[str], given: Mapping[str, NodeView] | None
+    ) -> dict[int | None, list[str]]:
+        """``names`` by the 0-based unit of ``policy`` they belong to (``None``: no unit; ``_MISSING``: a node
+        nobody knows), each list in input order. One pass of dictionary lookups over the cached units."""
+        units = self._unit_map(policy)
+        get = units.get
+        groups: dict[int | None, list[str]] = {}
+        for name in names:
+            index = get(name, _MISSING)
+            group = groups.get(index)
+            if group is None:
+                groups[index] = [name]
+            else:
+                group.append(name)
+        unresolved = groups.pop(_MISSING, None)
+        for name in unresolved or ():
+            node = self._lookup(name, given)
+            if node is None:
+                groups.setdefault(_MISSING, []).append(name)
+                continue
+            index = unit_of_node(policy, node)
+            if name in self.nodes:
+                units[name] = index
+            groups.setdefault(index, []).append(name)
+        return groups
+
+    def _managed(
+        self,
+        verb: str,
+        view: PodView,
+        *,
+        key: str,
+        request: Resources,
+        policy: ResourcePolicy,
+        names: Sequence[str],
+        now: float,
+        given: Mapping[str, NodeView] | None,
+    ) -> tuple[Decision, Assumption | None]:
+        groups = self._group_by_unit(policy, names, given)
+        unknown = groups.pop(_MISSING, [])
+        representative = {index: self._lookup(group[0], given) for index, group in groups.items()}
+        counts = self.unit_counts(policy, view, now)
+        first_seen = None if view.created is not None else self._first_seen.setdefault(key, now)
+        candidates = [node for node in representative.values() if node is not None]
+        placement = place(policy, view, candidates, counts, now, pod_first_seen=first_seen)
+        chosen = placement.unit_index
+        passing: list[str] = []
+        failed: dict[str, str] = dict.fromkeys(unknown, UNKNOWN_NODE) if verb == "filter" else {}
+        unresolvable: dict[str, str] = {}
+        score_groups: dict[int, list[str]] = {}
+        passing_score = 0
+        for index, node in representative.items():
+            assert node is not None
+            group = groups[index]
+            if node.name in placement.passing:
+                passing.extend(group)
+                passing_score = min(MAX_SCORE, max(0, placement.scores.get(node.name, 0)))
+            elif verb == "filter":
+                why = placement.failed.get(node.name)
+                if why is not None:
+                    failed.update(dict.fromkeys(group, _policy_reason(policy, why)))
+                else:
+                    why = placement.unresolvable.get(node.name, "")
+                    unresolvable.update(dict.fromkeys(group, _policy_reason(policy, why)))
+            score = min(MAX_SCORE, max(0, placement.scores.get(node.name, 0)))
+            if score and verb != "filter":
+                score_groups.setdefault(score, []).extend(group)
+        summary = placement.summary
+        if chosen is not None and summary.endswith(" candidate node(s)"):
+            # place() saw one representative per unit: count the real candidates.
+            summary = f"{summary.rsplit(': ', 1)[0]}: {len(passing)} candidate node(s)"
+        assumption = None
+        if passing and verb == "filter":
+            assumption = Assumption(view, passing[0], now + self.assume_ttl, request, policy.key, chosen)
+        decision = Decision(
+            verb,
+            view.key,
+            passing=tuple(passing),
+            failed=failed,
+            unresolvable=unresolvable,
+            score_groups=score_groups,
+            nodes=len(names),
+            policy=policy.key,
+            unit=None if chosen is None else policy.describe_unit(chosen),
+            summary=summary,
+            retry_at=placement.retry_at,
+            passing_score=passing_score,
+        )
+        return decision, assumption
+
+    def filter(
+        self,
+        pod: Mapping[str, Any],
+        names: Sequence[str],
+        now: float,
+        given_nodes: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Decision:
+        """Which of ``names`` the pod may use; records the placement when some node passes and a policy or
+        a quota governs the pod (``given_nodes``: the request's Node objects, when the scheduler sent them)."""
+        self.expire(now)
+        given = None if given_nodes is None else {view.name: view for view in map(node_view, given_nodes)}
+        decision, assumption = self._decide("filter", pod, names, now, given)
+        uid = _uid(pod)
+        if uid and decision.passing:
+            self._last_filter[uid] = decision
+            if len(self._last_filter) > LAST_FILTERS:
+                del self._last_filter[next(iter(self._last_filter))]
+        if assumption is None:
+            self._drop_assumption(_pod_key(pod_view(pod)))
+            return decision
+        self._assume(_pod_key(assumption.view), assumption)
+        return replace(decision, assumed=True)
+
+    def prioritize(self, pod: Mapping[str, Any], names: Sequence[str], now: float) -> Decision:
+        """Scores 0..10 for ``names``: the pod's usable units in order score 10, 9, ...; other nodes 0.
+
+        kube-scheduler asks right after this pod's filter, about nodes that filter passed - which all lie
+        in one unit and score alike. That filter's verdict then answers without deciding again.
+        """
+        self.expire(now)
+        uid = _uid(pod)
+        last = self._last_filter.pop(uid, None) if uid else None
+        if last is not None and set(last.passing).issuperset(names):
+            return Decision(
+                "prioritize",
+                last.pod,
+                score_groups={last.passing_score: list(names)} if last.passing_score and names else {},
+                nodes=len(names),
+                policy=last.policy,
+                unit=last.unit,
+                summary=f"as filtered: {last.summary}",
+            )
+        decision, _ = self._decide("prioritize", pod, names, now, None)
+        return decision
