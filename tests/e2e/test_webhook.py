@@ -92,9 +92,9 @@ def test_a_user_cannot_unsuspend_a_held_job_or_change_its_quota(
     dev_cluster: DevCluster, managed: tuple[str, str, str]
 ) -> None:
     ns_a, _, _ = managed
-    # Big enough never to be admitted while this test runs (above the whole cluster), so it stays held.
+    # 250 CPU: above max x oversell rate (100 x 2) on its own, so it is never admitted and stays held.
     job = _seed_job(ns_a)
-    job["spec"]["parallelism"] = job["spec"]["completions"] = 20
+    job["spec"]["parallelism"] = job["spec"]["completions"] = 25
     created = json.loads(dev_cluster.create(job, user="alice").stdout)
     name = created["metadata"]["name"]
     refused = dev_cluster.kubectl_result(
