@@ -162,7 +162,7 @@ def report(rows: list[tuple[int, dict[str, Any] | None, dict[str, Any] | None]],
         f"{admitted:,} admitted jobs holding ~96 % of the cluster, and N waiting jobs (1-8 CPU, priorities 0-3) "
         "spread over the leaves; oversellrate 1, Round. `admission_pass` is the core's queue pass (order, fit, "
         "Round/Block, reasons made lazily); `decide` is the live controller's whole reconcile pass on the same "
-        "snapshot (ledger, admission pass, reclaim attempts, second pass), the function `kq simulate` calls. Each "
+        "snapshot (ledger, admission pass, reclaim rounds), the function `kq simulate` calls. Each "
         "figure comes from its own child process, so its peak RSS is its own (baseline: the interpreter with the "
         "project imported; `decide` also holds the controller's per-job view). Goal: a full pass over 100,000 "
         "waiting jobs < 1 s and < 500 MiB.",

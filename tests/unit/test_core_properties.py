@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from fractions import Fraction
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import job, node, res, tree
-from webhook.core.fit import add_usage, check_fit, quota_chain, remove_usage
+from webhook.core.fit import add_usage, check_fit, check_min, quota_chain, remove_usage
 from webhook.core.queueing import PassResult, Policy, admission_pass, order
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
-from webhook.core.reclaim import plan_reclaim
+from webhook.core.reclaim import Reclaimer, plan_reclaim
 from webhook.core.resources import EMPTY, MAX_JOBS, Resources
 from webhook.core.workload import Phase, Workload
 
@@ -314,6 +315,22 @@ def test_reclaim_frees_enough_never_too_much_and_never_below_min(
     own = quota_chain(quota_tree, preemptor.quota)
     assert own is not None
     own_keys = {n.key for n in own}
+    # Only from a quota above its min: when a victim is taken, its quota uses more than its min of a resource
+    # the preemptor lacks (inside the preemptor's own quota, unless the preemptor is owed its min there).
+    contested = {blocker.resource for blocker in check_fit(quota_tree, used, preemptor, rate).blockers}
+    owed = own[0].full_name not in {blocker.quota for blocker in check_min(quota_tree, used, preemptor).blockers}
+    state: Mapping[str, Resources] = dict(used)
+    for victim in victims:
+        chain = quota_chain(quota_tree, victim.quota)
+        assert chain is not None
+        if not (chain[0].key == own[0].key and owed):
+            usage = state.get(chain[0].key, EMPTY)
+            assert any(
+                victim.request_with_count.get_or_zero(resource) > 0
+                and usage.get_or_zero(resource) > chain[0].min.get_or_zero(resource)
+                for resource in contested
+            ), (victim.key, chain[0].full_name)
+        state = remove_usage(quota_tree, state, victim)
     for victim in victims:
         chain = quota_chain(quota_tree, victim.quota)
         assert chain is not None
@@ -328,3 +345,179 @@ def test_reclaim_frees_enough_never_too_much_and_never_below_min(
             for resource, amount in victim.request.items():
                 if amount > 0 and resource != MAX_JOBS and resource in level.min:
                     assert usage.get_or_zero(resource) >= level.min[resource], (level.full_name, resource)
+
+
+# The reclaimer against the rules read literally ---------------------------------------------------------------
+
+
+def reference_reclaim(
+    quota_tree: QuotaTree,
+    used: Mapping[str, Resources],
+    running: list[Workload],
+    fresh: list[Workload],
+    preemptor: Workload,
+    rate: Fraction,
+    take_room: bool,
+    ordered: frozenset[str] = frozenset(),
+) -> tuple[list[str], list[str]] | None:
+    """``(victims, withheld)`` by name, or ``None``: every candidate in one sorted list, a full fit check after
+    each one taken (the slow reading of webhook.core.reclaim's rules). In the ``ordered`` leaves a fresh job
+    is only held back with every fresh job the pass admitted after it there."""
+    chain = quota_chain(quota_tree, preemptor.quota)
+    assert chain is not None
+    leaf = chain[0]
+    fit = check_fit(quota_tree, used, preemptor, rate)
+    entitled = check_min(quota_tree, used, preemptor)
+    short = {blocker.quota for blocker in entitled.blockers}
+    within = next((depth for depth, level in enumerate(chain) if level.full_name in short), len(chain))
+    if fit.fits:
+        return ([], []) if take_room and entitled.fits else None
+    if any(blocker.never_fits for blocker in fit.blockers):
+        return None
+    own = leaf.attributes.get(PREEMPT_POLICY) == PREEMPT_LOWER_PRIORITY
+    if within == 0 and not own:
+        return None
+    depth_of = {level.key: depth for depth, level in enumerate(chain)}
+    entries = []
+    for is_fresh, group in ((True, fresh), (False, running)):
+        for index, workload in enumerate(group):
+            victim_chain = quota_chain(quota_tree, workload.quota)
+            assert victim_chain is not None
+            same = victim_chain[0].key == leaf.key
+            if same:
+                if not (own and workload.priority < preemptor.priority):
+                    continue
+                guarded: tuple[QuotaNode, ...] = ()
+            else:
+                meet = next(depth_of[level.key] for level in victim_chain if level.key in depth_of)
+                if within < meet:
+                    continue
+                guarded = tuple(level for level in victim_chain if level.key not in depth_of)
+            if is_fresh:
+                rank = float(index)
+            else:
+                rank = workload.admitted_at if workload.admitted_at is not None else workload.created
+            key = workload.key
+            order_key = (not is_fresh, same, workload.priority, -rank, key.namespace, key.name, key.kind)
+            entries.append((order_key, workload, victim_chain, guarded, same, is_fresh, index))
+    entries.sort(key=lambda entry: entry[0])
+
+    def above_min(levels: tuple[QuotaNode, ...], workload: Workload, blockers: tuple[Any, ...],
+                  usage: Mapping[str, Resources]) -> bool:
+        request = workload.request_with_count
+        return all(
+            any(
+                request.get_or_zero(blocker.resource) > 0
+                and usage.get(level.key, EMPTY).get_or_zero(blocker.resource)
+                > (0 if blocker.resource == MAX_JOBS else level.min.get_or_zero(blocker.resource))
+                for blocker in blockers
+            )
+            for level in levels
+        )
+
+    def keeps_min(levels: tuple[QuotaNode, ...], workload: Workload, usage: Mapping[str, Resources]) -> bool:
+        return all(
+            usage.get(level.key, EMPTY).get_or_zero(resource) - amount >= level.min[resource]
+            for level in levels
+            for resource, amount in workload.request.items()
+            if amount > 0 and resource != MAX_JOBS and resource in level.min
+        )
+
+    current: Mapping[str, Resources] = dict(used)
+    blockers = fit.blockers
+    chosen: list[tuple[Workload, bool, int]] = []
+    stuck: set[str] = set()
+    for _, workload, victim_chain, guarded, same, is_fresh, index in entries:
+        names = {level.full_name for level in victim_chain}
+        request = workload.request_with_count
+        if not any(blocker.quota in names and request.get_or_zero(blocker.resource) > 0 for blocker in blockers):
+            take = False
+        elif same:
+            take = within > 0 or above_min((leaf,), workload, blockers, current)
+        else:
+            take = keeps_min(guarded, workload, current)
+        if is_fresh and victim_chain[0].key in ordered:
+            if victim_chain[0].key in stuck:
+                take = False
+            elif not take:
+                stuck.add(victim_chain[0].key)
+        if not take:
+            continue
+        current = remove_usage(quota_tree, current, workload)
+        chosen.append((workload, is_fresh, index))
+        after = check_fit(quota_tree, current, preemptor, rate)
+        if after.fits:
+            break
+        blockers = after.blockers
+    else:
+        return None
+    for place in range(len(chosen) - 1, -1, -1):
+        workload, is_fresh, index = chosen[place]
+        if is_fresh and workload.quota.lower() in ordered and any(
+            other_fresh and other.quota.lower() == workload.quota.lower() and other_index < index
+            for other, other_fresh, other_index in chosen
+        ):
+            continue
+        restored = add_usage(quota_tree, current, workload)
+        if check_fit(quota_tree, restored, preemptor, rate).fits:
+            current = restored
+            del chosen[place]
+    evicted = [w.key.name for w, is_fresh, _ in chosen if not is_fresh]
+    return evicted, [w.key.name for w, is_fresh, _ in chosen if is_fresh]
+
+
+PassCase = tuple[
+    QuotaTree, list[Workload], list[Workload], dict[str, Resources], list[Workload], Fraction, bool, frozenset[str]
+]
+
+
+@st.composite
+def pass_cases(draw: st.DrawFn) -> PassCase:
+    """A cluster filled by running jobs and by jobs a pass just admitted (``fresh``), and a few waiting
+    preemptors of any size in any quota."""
+    quota_tree, running, used, _, rate = draw(reclaim_cases())
+    cut = draw(st.integers(0, len(running)))
+    fresh = [
+        Workload(key=w.key, quota=w.quota, pod_sets=w.pod_sets, priority=w.priority, created=w.created)
+        for w in running[cut:]
+    ]
+    leaves = quota_tree.leaves()
+    cpu_cap = quota_tree.root.max["cpu"] // 10**9
+    mem_cap = quota_tree.root.max["memory"] // 10**9
+    preemptors = []
+    for index in range(draw(st.integers(1, 4))):
+        leaf = draw(st.sampled_from(leaves))
+        preemptors.append(
+            job(f"p{index}", namespace=leaf.namespaces[0], quota=leaf.key,
+                cpu=draw(st.integers(0, max(1, cpu_cap // 2))), memory=draw(st.integers(0, max(1, mem_cap // 2))),
+                priority=draw(st.integers(0, 4)), created=99.0 + index)
+        )
+    ordered = frozenset(leaf.key for leaf in leaves if draw(st.booleans()))
+    return quota_tree, running[:cut], fresh, used, preemptors, rate, draw(st.booleans()), ordered
+
+
+@SETTINGS
+@given(pass_cases())
+def test_the_reclaimer_plans_exactly_what_the_literal_rules_plan_one_plan_after_the_other(case: PassCase) -> None:
+    quota_tree, running, fresh, used, preemptors, rate, take_room, ordered = case
+    admitted_order = [w.key for w in fresh]
+    reclaimer = Reclaimer(quota_tree, used, running, rate, fresh=fresh, ordered=ordered)
+    for preemptor in preemptors:
+        plan = reclaimer.plan(preemptor, take_room=take_room)
+        expected = reference_reclaim(quota_tree, used, running, fresh, preemptor, rate, take_room, ordered)
+        assert (None if plan is None else ([w.key.name for w in plan.victims], [w.key.name for w in plan.withheld])) \
+            == expected
+        if plan is None:
+            assert reclaimer.explain(preemptor).startswith("no reclaim")
+            continue
+        assert dict(plan.used_after_eviction) == remove_usage(quota_tree, used, *plan.withheld, *plan.victims)
+        assert dict(plan.used_after) == add_usage(quota_tree, plan.used_after_eviction, preemptor)
+        reclaimer.commit(plan)
+        taken = {w.key for w in (*plan.victims, *plan.withheld)}
+        running = [w for w in running if w.key not in taken]
+        fresh = [w for w in fresh if w.key not in taken]
+        used = dict(plan.used_after)
+        for name in ordered:  # in a Block quota only the back of what the pass admitted is ever held back
+            kept = [w.key for w in fresh if w.quota.lower() == name]
+            held = [w.key for w in plan.withheld if w.quota.lower() == name]
+            assert not held or not kept or max(map(admitted_order.index, kept)) < min(map(admitted_order.index, held))

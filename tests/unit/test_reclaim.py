@@ -10,7 +10,7 @@ import pytest
 from tests.builders import job, node, res, seed_tree, tree
 from webhook.core.fit import add_usage, check_fit, remove_usage
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaTree
-from webhook.core.reclaim import ReclaimPlan, explain_reclaim, plan_reclaim
+from webhook.core.reclaim import Reclaimer, ReclaimPlan, explain_reclaim, plan_reclaim
 from webhook.core.resources import Resources
 from webhook.core.workload import Phase, Workload
 
@@ -260,7 +260,7 @@ def test_beyond_min_only_own_lower_priority_jobs_may_go() -> None:
     used = seeded(quota_tree, jobs)
     assert plan_reclaim(quota_tree, used, jobs, user_c(cpu=35), 1) is None
     why = explain_reclaim(quota_tree, used, jobs, user_c(cpu=35), 1)
-    assert "(lower-priority jobs of its own quota)" in why
+    assert "(lower-priority jobs of its own quota while the quota uses more than its min of what blocks it)" in why
     assert "quota root/Department-b: cpu request 35 + used 10 > limit 40 (guaranteed min)" in why
 
 
@@ -352,3 +352,238 @@ def test_zero_amounts_in_a_victims_request_do_not_count_against_min() -> None:
     ]
     preemptor = job("c", namespace="user-c", quota="department-b", cpu=10, created=9)
     assert victims(plan(jobs, preemptor)) == ["a2"]
+
+
+# Planning many reclaims over one pass (Reclaimer) ------------------------------------------------------------
+
+
+def fresh_a(name: str, cpu: int, priority: int = 0, created: float = 50) -> Workload:
+    """A Department-a job the same pass just admitted (still queued: nothing was written for it)."""
+    return job(name, cpu=cpu, memory=f"{cpu}Gi", priority=priority, created=created)
+
+
+def names_of(workloads: tuple[Workload, ...]) -> list[str]:
+    return [w.key.name for w in workloads]
+
+
+def test_a_job_admitted_by_the_same_pass_is_withheld_before_any_running_job_is_evicted() -> None:
+    running = [dept_a("a1", 60, 0, 1), dept_a("a2", 30, 0, 2)]
+    fresh = [fresh_a("f1", 10)]
+    used = seeded(SEED, [*running, *fresh])
+    reclaimer = Reclaimer(SEED, used, running, 1, fresh=fresh)
+    result = reclaimer.plan(user_c(cpu=10))
+    assert result is not None
+    assert (names_of(result.victims), names_of(result.withheld)) == ([], ["f1"])
+    assert result.reason == (
+        "root/Department-b takes cpu=10, memory=10Gi from root/Department-a ahead of Job/user-a/f1 (priority 0), "
+        "held back before they started"
+    )
+    assert dict(result.used_after_eviction) == remove_usage(SEED, used, *fresh)
+
+
+def test_holding_back_a_fresh_job_never_takes_its_quota_below_min() -> None:
+    # Department-a runs 55 (below its min of 60) and was just given f1 (10): holding f1 back would leave it
+    # at 55, so f1 stays and a2 (5) goes; Department-a keeps its min.
+    b = job("b", namespace="user-c", quota="department-b", cpu=35, memory="35Gi", phase=Phase.ADMITTED,
+            admitted_at=3)
+    running = [dept_a("a1", 50, 0, 1), dept_a("a2", 5, 0, 2), b]
+    fresh = [fresh_a("f1", 10)]
+    used = seeded(SEED, [*running, *fresh])
+    result = Reclaimer(SEED, used, running, 1, fresh=fresh).plan(user_c(cpu=5))
+    assert result is not None
+    assert (names_of(result.victims), names_of(result.withheld)) == (["a2"], [])
+    # At exactly its min (50 running + 10 just admitted), Department-a keeps everything.
+    running[1] = dept_a("a2", 0, 0, 2)
+    used = seeded(SEED, [*running, *fresh])
+    assert used["department-a"]["cpu"] == SEED.node("department-a").min["cpu"]
+    assert Reclaimer(SEED, used, running, 1, fresh=fresh).plan(user_c(cpu=5)) is None
+
+
+def test_a_fresh_lower_priority_job_of_the_own_quota_gives_way_to_a_preempting_job() -> None:
+    quota_tree = seed_with_policy("a")
+    running = [dept_a("a1", 60, 1, 1)]
+    fresh = [fresh_a("f1", 40, priority=0)]
+    used = seeded(quota_tree, [*running, *fresh])
+    urgent = job("urgent", cpu=30, memory="30Gi", priority=5, created=50)
+    result = Reclaimer(quota_tree, used, running, 1, fresh=fresh).plan(urgent)
+    assert result is not None
+    assert (names_of(result.victims), names_of(result.withheld)) == ([], ["f1"])
+    assert result.reason == (
+        "root/Department-a: Job/user-a/urgent (priority 5) goes ahead of lower-priority Job/user-a/f1 (priority 0), "
+        "held back before they started, freeing cpu=40, memory=40Gi"
+    )
+
+
+def test_a_quota_at_its_min_does_not_churn_its_own_jobs_for_a_job_that_would_take_it_beyond_min() -> None:
+    # Department-a (min 60, PreemptLowerPriority) runs exactly its min in lower-priority jobs; Department-b
+    # runs its own min. A large priority-5 job of Department-a would take it to 90: it waits for its jobs to
+    # finish instead of evicting them (they would come back between two large jobs and be evicted again).
+    quota_tree = seed_with_policy("a")
+    b = job("b", namespace="user-c", quota="department-b", cpu=40, memory="40Gi", phase=Phase.ADMITTED,
+            admitted_at=1)
+    running = [dept_a("m1", 30, 1, 2), dept_a("m2", 30, 1, 3), b]
+    large = job("large", cpu=30, memory="30Gi", priority=5, created=50)
+    used = seeded(quota_tree, running)
+    assert plan_reclaim(quota_tree, used, running, large, 1) is None
+    why = explain_reclaim(quota_tree, used, running, large, 1)
+    assert "lower-priority jobs of its own quota while the quota uses more than its min of what blocks it" in why
+    # Borrowing (90 of min 60, Department-b nearly idle), it gives the borrowed room to the large job, but
+    # only while it still borrows: a job of 40 would need m2 too, taken at the min already.
+    running = [dept_a("m1", 30, 1, 2), dept_a("m2", 30, 1, 3), dept_a("m3", 30, 1, 4),
+               job("b", namespace="user-c", quota="department-b", cpu=10, memory="10Gi", phase=Phase.ADMITTED,
+                   admitted_at=1)]
+    assert victims(plan(running, large, quota_tree=quota_tree)) == ["m3"]
+    larger = job("larger", cpu=40, memory="40Gi", priority=5, created=50)
+    assert plan(running, larger, quota_tree=quota_tree) is None
+
+
+def test_plans_of_one_pass_see_each_other() -> None:
+    running = [dept_a("a1", 60, 1, 1), dept_a("a2", 20, 0, 2), dept_a("a3", 10, 0, 3), dept_a("a4", 10, 0, 4)]
+    reclaimer = Reclaimer(SEED, seeded(SEED, running), running, 1)
+    first = reclaimer.plan(user_c("c1", cpu=10))
+    assert first is not None
+    assert names_of(first.victims) == ["a4"]
+    assert reclaimer.plan(user_c("c1", cpu=10)) == first  # planning changes nothing until committed
+    reclaimer.commit(first)
+    assert dict(reclaimer.used) == dict(first.used_after)
+    second = reclaimer.plan(user_c("c2", cpu=10))
+    assert second is not None
+    assert names_of(second.victims) == ["a3"]
+    reclaimer.commit(second)
+    # Department-a is at 80 now: a2 (20) may still go, a1 (60) never.
+    third = reclaimer.plan(user_c("c3", cpu=20))
+    assert third is not None
+    assert names_of(third.victims) == ["a2"]
+    reclaimer.commit(third)
+    assert reclaimer.plan(user_c("c4", cpu=10)) is None  # Department-b at 40: beyond its min now
+
+
+def test_own_jobs_taken_by_an_earlier_plan_are_not_counted_again() -> None:
+    # Department-b (min 40, PreemptLowerPriority) borrows 10 of Department-a's min: its priority-3 jobs take
+    # the borrowed room from its own lower-priority jobs, one plan after the other.
+    quota_tree = seed_with_policy("b")
+    own = [job(f"b{i}", namespace="user-c", quota="department-b", cpu=10, memory="10Gi", phase=Phase.ADMITTED,
+               admitted_at=i) for i in range(1, 6)]
+    running = [dept_a("a1", 50, 1, 1), *own]
+    reclaimer = Reclaimer(quota_tree, seeded(quota_tree, running), running, 1)
+    first = reclaimer.plan(user_c("c1", cpu=10))
+    assert first is not None
+    assert names_of(first.victims) == ["b5"]
+    reclaimer.commit(first)
+    second = reclaimer.plan(user_c("c2", cpu=10))
+    assert second is not None
+    assert names_of(second.victims) == ["b4"]
+    # Lower-priority own jobs are taken only while the quota is above its min in what blocks the preemptor.
+    reclaimer.commit(second)
+    assert reclaimer.plan(user_c("c3", cpu=20)) is None
+
+
+def test_a_preemptor_that_fits_left_over_room_within_its_min_gets_a_plan_without_victims() -> None:
+    running = [dept_a("a1", 60, 1, 1), dept_a("a2", 30, 0, 2)]
+    reclaimer = Reclaimer(SEED, seeded(SEED, running), running, 1)
+    assert reclaimer.plan(user_c(cpu=10)) is None
+    room = reclaimer.plan(user_c(cpu=10), take_room=True)
+    assert room is not None
+    assert (room.victims, room.withheld) == ((), ())
+    assert room.reason == "root/Department-b takes room left over, within its min"
+    assert dict(room.used_after) == add_usage(SEED, seeded(SEED, running), user_c(cpu=10))
+    # Beyond its min it only waits for the next pass, like everybody else.
+    idle: list[Workload] = []
+    assert Reclaimer(SEED, {}, idle, 1).plan(user_c(cpu=41), take_room=True) is None
+
+
+def test_the_budget_bounds_the_candidates_a_pass_looks_at() -> None:
+    running = [dept_a("a1", 60, 1, 1), dept_a("a2", 20, 0, 2), dept_a("a3", 10, 0, 3), dept_a("a4", 10, 0, 4)]
+    used = seeded(SEED, running)
+    spent = Reclaimer(SEED, used, running, 1, budget=0)
+    assert spent.exhausted
+    assert spent.plan(user_c(cpu=10)) is None
+    assert "reclaim budget is spent" in spent.explain(user_c(cpu=10))
+    short = Reclaimer(SEED, used, running, 1, budget=1)
+    assert short.plan(user_c(cpu=20)) is None  # needs a4 and a3: two candidates
+    assert short.exhausted
+    assert "reclaim budget is spent" in short.explain(user_c(cpu=20))
+    assert Reclaimer(SEED, used, running, 1, budget=2).plan(user_c(cpu=20)) is not None
+
+
+def test_victims_taken_and_given_back_when_the_rest_cannot_follow() -> None:
+    # Department-a (min 60) runs 90: only a3 (10) may go without taking it below min; c needs 20.
+    running = [dept_a("a1", 55, 1, 1), dept_a("a2", 25, 2, 2), dept_a("a3", 10, 2, 3),
+               job("b0", namespace="user-c", quota="department-b", cpu=10, memory="10Gi", phase=Phase.ADMITTED,
+                   admitted_at=1)]
+    used = seeded(SEED, running)
+    reclaimer = Reclaimer(SEED, used, running, 1)
+    assert reclaimer.plan(user_c(cpu=20)) is None
+    assert dict(reclaimer.used) == used
+
+
+def test_a_level_without_min_does_not_guard_its_jobs() -> None:
+    total = res(cpu=10)
+    quota_tree = tree(node("root", min=total, max=total, children=(
+        node("a", min=res(cpu=5), max=total, namespaces=("a",)),
+        node("b", max=total, children=(node("b1", max=total, namespaces=("b1",)),)),
+    )))
+    borrower = job("b1", namespace="b1", quota="b1", cpu=10, phase=Phase.ADMITTED, admitted_at=1)
+    preemptor = job("a", namespace="a", quota="a", cpu=5, created=2)
+    result = plan_reclaim(quota_tree, seeded(quota_tree, [borrower]), [borrower], preemptor, 1)
+    assert victims(result) == ["b1"]
+
+
+def test_a_plan_leaves_the_guaranteed_share_of_an_untouched_quota_alone() -> None:
+    running = [dept_a("a1", 60, 1, 1), dept_a("a2", 30, 0, 2),
+               job("b0", namespace="user-c", quota="department-b", cpu=10, memory="10Gi", phase=Phase.ADMITTED,
+                   admitted_at=1)]
+    reclaimer = Reclaimer(SEED, seeded(SEED, running), running, 1)
+    first = reclaimer.plan(user_c("c1", cpu=10))
+    assert first is not None
+    assert names_of(first.victims) == ["a2"]
+    reclaimer.commit(first)
+    assert reclaimer.plan(user_c("c2", cpu=10)) is None  # Department-a is at its min now
+
+
+def test_own_jobs_are_taken_only_for_a_resource_the_quota_borrows() -> None:
+    # Department-a borrows CPU (70 of 60) but not memory (30Gi of 60Gi). The urgent job lacks both: a job
+    # holding only memory is not taken (its quota is not above min in memory), one holding CPU is, but that
+    # does not free memory, so nothing is evicted.
+    quota_tree = seed_with_policy("a")
+    running = [
+        job("a-cpu", cpu=70, memory=0, phase=Phase.ADMITTED, admitted_at=1),
+        job("a-mem", cpu=0, memory="30Gi", phase=Phase.ADMITTED, admitted_at=2),
+        job("a-top", cpu=0, memory=0, gpu=1, priority=9, phase=Phase.ADMITTED, admitted_at=3),
+        job("b", namespace="user-c", quota="department-b", cpu=30, memory="70Gi", phase=Phase.ADMITTED,
+            admitted_at=1),
+    ]
+    urgent = job("urgent", cpu=5, memory="5Gi", priority=5, created=9)
+    assert plan(running, urgent, quota_tree=quota_tree) is None
+
+
+def test_a_fresh_job_whose_quota_is_at_min_stays_a_borrower_is_evicted_instead() -> None:
+    running = [deep_job("x1", "team-x", 10, 1), deep_job("y1", "team-y", 10, 1), deep_job("o1", "other", 40, 2),
+               deep_job("o2", "other", 30, 3)]
+    fresh = [deep_job("yf", "team-y", 10)]  # Team-y (min 20) is at its min with it
+    used = seeded(DEEP, [*running, *fresh])
+    result = Reclaimer(DEEP, used, running, 1, fresh=fresh).plan(deep_job("x", "team-x", 10))
+    assert result is not None
+    assert (names_of(result.victims), names_of(result.withheld)) == (["o2"], [])
+
+
+def test_in_a_block_quota_only_the_back_of_what_the_pass_admitted_is_held_back() -> None:
+    running = [dept_a("a1", 60, 1, 1), job("b0", namespace="user-c", quota="department-b", cpu=25, memory="10Gi",
+                                           phase=Phase.ADMITTED, admitted_at=1)]
+    # The pass admitted f1 then f2 in Department-a's queue; c lacks CPU only and f2 holds none.
+    fresh = [fresh_a("f1", 10, created=10), job("f2", cpu=0, memory="5Gi", created=11)]
+    used = seeded(SEED, [*running, *fresh])
+    round_robin = Reclaimer(SEED, used, running, 1, fresh=fresh).plan(user_c(cpu=10))
+    assert round_robin is not None
+    assert names_of(round_robin.withheld) == ["f1"]
+    assert Reclaimer(SEED, used, running, 1, fresh=fresh, ordered=["Department-a"]).plan(user_c(cpu=10)) is None
+    # f2 (2) alone is not enough, f1 (10) alone would be: under Round f2 is given back, under Block it stays
+    # held back with f1, which is ahead of it.
+    fresh = [fresh_a("f1", 10, created=10), job("f2", cpu=2, memory="2Gi", created=11)]
+    used = seeded(SEED, [*running, *fresh])
+    round_robin = Reclaimer(SEED, used, running, 1, fresh=fresh).plan(user_c(cpu=10))
+    assert round_robin is not None
+    assert names_of(round_robin.withheld) == ["f1"]
+    block = Reclaimer(SEED, used, running, 1, fresh=fresh, ordered=["Department-a"]).plan(user_c(cpu=10))
+    assert block is not None
+    assert names_of(block.withheld) == ["f2", "f1"]

@@ -138,6 +138,7 @@ class Controller:
         self.client = client
         self.settings = settings
         metrics.OVERSELL.set(float(settings.oversell_rate))
+        self._rate_text = format_rate(settings.oversell_rate)
         self._wall = wall
         self._clock = clock
         self.trees_ref = ResourceRef(TREE_GROUP, TREE_VERSION, TREE_PLURAL, settings.tree_namespace)
@@ -471,12 +472,22 @@ class Controller:
         )
         for job in decisions.stale_records:
             await self._clear_record(job)
-        await self._admit_all(decisions.admissions)
+        # Plans in order: one with victims evicts them, then admits its preemptor; a run of plans without
+        # victims (they only held back jobs this pass does not admit) is a batch of admissions written
+        # concurrently, the first run together with the pass's own admissions. A plan may count on what the
+        # plans before it freed, never on what later ones free.
+        batch: list[tuple[TrackedJob, str, str | None]] = [(job, "fits", None) for job in decisions.admissions]
         reclaim_ok = True
         for plan in decisions.reclaims:
+            if not plan.victims:
+                batch.append((plan.preemptor, "reclaim", plan.reason))
+                continue
+            await self._admit_all(batch)
+            batch = []
             reclaim_ok = await self._reclaim(plan) and reclaim_ok
+        await self._admit_all(batch)
         if reclaim_ok:
-            await self._admit_all(decisions.late_admissions)
+            await self._admit_all([(job, "fits after the reclaims", None) for job in decisions.late_admissions])
         elif decisions.late_admissions:
             self._dirty.set()
         self._queued_events(decisions)
@@ -559,36 +570,38 @@ class Controller:
 
     async def _admit(self, job: TrackedJob, reason: str, reclaimed: str | None = None) -> bool:
         workload = job.workload
-        record = AdmissionRecord.new(job.leaf.full_name, workload.request, self._wall())
+        quota = job.leaf.full_name
+        record = AdmissionRecord.new(quota, workload.request, self._wall())
         updated = await self._patch_job(job, admit_patch(job.adapter, job.obj, record), "admit")
         if updated is None:
             return False
         self.stats.admitted += 1
         self._gate.forget(workload.uid)
-        metrics.ADMISSIONS.labels(job.leaf.full_name).inc()
-        metrics.WAIT.labels(job.leaf.full_name).observe(max(0.0, record.admitted_at - workload.created))
-        rate = format_rate(self.settings.oversell_rate)
-        log.info(kv(component="controller", decision="admit", job=str(workload.key), quota=job.leaf.full_name,
-                    request=workload.request.describe(), priority=workload.priority, reason=reason,
-                    admission=record.id))
-        message = (
-            f"Admitted by quota {job.leaf.full_name} (request {workload.request.describe()}, oversell rate {rate})"
-        )
+        metrics.ADMISSIONS.labels(quota).inc()
+        metrics.WAIT.labels(quota).observe(max(0.0, record.admitted_at - workload.created))
+        request = workload.request.describe()
+        log.info(kv(component="controller", decision="admit", job=str(workload.key), quota=quota, request=request,
+                    priority=workload.priority, reason=reason, admission=record.id))
+        message = f"Admitted by quota {quota} (request {request}, oversell rate {self._rate_text})"
         if reclaimed:
             message += f" after reclaim: {reclaimed}"
+        # Queued for the background sender: an Event never holds up the next write.
         self.events.emit(updated, "Normal", "Admitted", "Admit", message)
         return True
 
-    async def _admit_all(self, jobs: Sequence[TrackedJob]) -> None:
+    async def _admit_all(self, jobs: Sequence[tuple[TrackedJob, str, str | None]]) -> None:
+        """Admit ``(job, reason, reclaim reason)`` each, up to ``write_concurrency`` writes in flight (each
+        admission is its own guarded patch, safe on its own; the apiserver, not this loop, is the bottleneck,
+        so more writes in flight keep it busy)."""
         if not jobs:
             return
         limit = asyncio.Semaphore(max(1, self.settings.write_concurrency))
 
-        async def one(job: TrackedJob) -> None:
+        async def one(job: TrackedJob, reason: str, reclaimed: str | None) -> None:
             async with limit:
-                await self._admit(job, "fits")
+                await self._admit(job, reason, reclaimed)
 
-        await asyncio.gather(*(one(job) for job in jobs))
+        await asyncio.gather(*(one(*entry) for entry in jobs))
 
     async def _reclaim(self, plan: Reclaim) -> bool:
         preemptor = plan.preemptor

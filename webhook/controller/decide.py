@@ -4,10 +4,20 @@ One :func:`decide` call is one reconcile pass of the queue:
 
 1. the ledger is rebuilt from the jobs (admitted = released with a record, see :mod:`.model`);
 2. :func:`webhook.core.queueing.admission_pass` admits in order under each quota's policy;
-3. every quota whose waiting jobs still do not fit gets a chance to reclaim (:func:`plan_reclaim`): one
-   preemptor per quota and pass (only the head under ``Block``; the first jobs in order under ``Round``); a
-   plan evicts its victims and admits its preemptor in the same step;
-4. after a reclaim, a second admission pass places the rest and gives the final positions and reasons.
+3. reclaim (:class:`webhook.core.reclaim.Reclaimer`, one index of candidate victims for the whole pass), in
+   rounds over the quotas with waiting jobs, the one with the oldest waiting job first: each quota tries
+   its next waiting jobs in order (only its head under ``Block``) until one gets a plan, and takes part in
+   the next round while it gets one; a quota stops after ``reclaim_tries_per_quota`` jobs without a plan,
+   and the pass after ``reclaim_budget`` candidate victims looked at. Jobs that step 2 admitted give way
+   first: they are *withheld* (they stay queued; nothing was written for them), so room that frees up goes
+   to a quota within its ``min`` before a borrower, instead of to the borrower and then evicted from it. A
+   plan evicts its victims and admits its preemptor in the same step. A waiting job that fits room the
+   plans left over and keeps its quota within ``min`` is admitted after the evictions (``late_admissions``);
+4. evicted and withheld jobs wait again at their place, and positions and reasons are the ones after the
+   reclaims. Any other room the plans left over is the next pass's (the writes of this one trigger it):
+   its admission pass hands it out in turn and its reclaims hold back what a borrower would take from a
+   quota owed it. Giving it to a borrower now is what made the next pass evict that borrower again, over
+   and over (eviction ping-pong).
 
 Alongside: the Queues the tree asks for (:func:`queue_actions`), the namespace labels
 (:func:`namespace_actions`), each Queue's ``status`` and the tree's ``status``.
@@ -16,9 +26,11 @@ Alongside: the Queues the tree asks for (:func:`queue_actions`), the namespace l
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import insort
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -30,13 +42,14 @@ from webhook.controller.records import (
     QUOTA_FULLNAME_ANNOTATION,
     STRICT_MARK_ANNOTATION,
 )
-from webhook.core.fit import FitResult
+from webhook.core.fit import FitResult, add_usage, check_fit, validate_rate
 from webhook.core.ledger import Ledger, build_ledger, status_tree
+from webhook.core.quantity import NANO
 from webhook.core.queueing import PassResult, Policy, QueuePolicyError, admission_pass
 from webhook.core.quota import QuotaNode, QuotaTree, queue_name
-from webhook.core.reclaim import ReclaimPlan, plan_reclaim
-from webhook.core.resources import Resources
-from webhook.core.workload import Phase, WorkloadKey
+from webhook.core.reclaim import Reclaimer, ReclaimPlan
+from webhook.core.resources import MAX_JOBS, Resources
+from webhook.core.workload import Phase, Workload, WorkloadKey
 
 QUEUE_GROUP = "scheduling.x-k8s.io"
 QUEUE_VERSION = "v1alpha1"
@@ -236,9 +249,12 @@ class Decisions:
     admissions: tuple[TrackedJob, ...]
     """Jobs the first pass releases, in admission order (each safe to write on its own)."""
     reclaims: tuple[Reclaim, ...]
-    """Evictions with their preemptor, to carry out after :attr:`admissions`."""
+    """Evictions with their preemptor, to carry out after :attr:`admissions`, in order (a plan may count on
+    what the plans before it freed). A plan without victims only held back jobs that :attr:`admissions`
+    leaves out."""
     late_admissions: tuple[TrackedJob, ...]
-    """Jobs the pass after reclaim releases: only once every reclaim's evictions are done."""
+    """Jobs released with room the reclaims left over (they keep their quota within ``min``, or their plan's
+    victims turned out to fit too and keep running): only once every reclaim's evictions are done."""
     positions: Mapping[WorkloadKey, int]
     """1-based place of every still-waiting job in its quota's order."""
     reasons: Mapping[WorkloadKey, FitResult]
@@ -258,46 +274,222 @@ def _queued(job: TrackedJob) -> TrackedJob:
     return dataclasses.replace(job, workload=workload)
 
 
-def _admitted(job: TrackedJob) -> TrackedJob:
-    return dataclasses.replace(job, workload=dataclasses.replace(job.workload, phase=Phase.ADMITTED))
+RECLAIM_BUDGET = 50_000
+"""Candidate victims one pass may look at while planning reclaims (a bound on the pass's work; quotas not
+reached wait for the next pass, which starts again from the quota with the oldest waiting job)."""
 
 
 def _reclaims(  # noqa: PLR0917 - a private helper of decide()
     tree: QuotaTree,
     result: PassResult,
-    admitted: dict[WorkloadKey, TrackedJob],
-    by_key: Mapping[WorkloadKey, TrackedJob],
+    admitted: Mapping[WorkloadKey, TrackedJob],
     policies: Mapping[str, Policy],
     rate: Fraction,
     tries_per_quota: int,
-) -> tuple[list[Reclaim], Mapping[str, Resources]]:
-    """One preemptor per quota, quotas taken by the creation time of their first waiting job. Jobs admitted
-    in this pass are never victims."""
-    used: Mapping[str, Resources] = result.used
-    fresh = {workload.key for workload in result.admitted}
-    plans: list[Reclaim] = []
+    budget: int | None,
+) -> tuple[list[ReclaimPlan], Reclaimer]:
+    """Preemptors in rounds: in each round every quota, taken by the creation time of its first waiting job,
+    tries its next waiting jobs in queue order until one gets a plan; quotas with a plan go on to the next
+    round. A quota gives up after ``tries_per_quota`` jobs without a plan in a pass (a plan does not count:
+    a quota owed much gets all of it in one pass, before anything it is owed is written elsewhere); under
+    ``Block`` only its head may reclaim (the next job is the head once the head got in).
+
+    Victims are the admitted jobs (never a preemptor of this pass); jobs this pass admitted give way first
+    and stay queued (:attr:`ReclaimPlan.withheld`), in ``Block`` quotas only from the back of the queue."""
+    victims = [job.workload for job in admitted.values() if job.evictable]
+    blocking = [quota for quota, policy in policies.items() if policy is Policy.BLOCK]
+    reclaimer = Reclaimer(tree, result.used, victims, rate, fresh=result.admitted, ordered=blocking, budget=budget)
+    plans: list[ReclaimPlan] = []
     order = sorted(result.queues.items(), key=lambda item: (item[1][0].created, item[0]))
-    for quota, waiting in order:
-        tries = 1 if policies.get(quota) is Policy.BLOCK else tries_per_quota
-        for workload in waiting[:tries]:
-            reason = result.reasons.get(workload.key)
-            if reason is not None and reason.blocked_behind is not None:
-                break
-            victims_pool = [
-                job.workload for key, job in admitted.items() if job.evictable and key not in fresh
-            ]
-            plan: ReclaimPlan | None = plan_reclaim(tree, used, victims_pool, workload, rate)
-            if plan is None:
+    # Per quota: its key, waiting jobs, whether it blocks, and [next job to try, failed tries left].
+    active = [
+        (quota, waiting, policies.get(quota) is Policy.BLOCK, [0, tries_per_quota]) for quota, waiting in order
+    ]
+    held_back: set[str] = set()
+    """Quotas a plan took a job from that this pass admitted: under Block, that job heads the queue now."""
+    while active and not reclaimer.exhausted:
+        again = []
+        for quota, waiting, block, cursor in active:
+            while cursor[0] < len(waiting) and cursor[1] > 0 and not (block and quota in held_back):
+                plan = reclaimer.plan(waiting[cursor[0]], take_room=True)
+                cursor[0] += 1
+                if plan is not None:
+                    reclaimer.commit(plan)
+                    plans.append(plan)
+                    held_back.update(workload.quota.lower() for workload in plan.withheld)
+                    again.append((quota, waiting, block, cursor))
+                    break
+                cursor[1] -= 1
+                if block:
+                    break
+        active = again
+    return plans, reclaimer
+
+
+_order_key = attrgetter("order_key")
+
+LEFTOVER_NOTE = "fits the room this pass's reclaims left over: the next pass admits it"
+
+
+def _fit_all(
+    tree: QuotaTree, used: Mapping[str, Resources], workloads: Iterable[Workload], rate: Fraction
+) -> dict[str, Resources] | None:
+    """The usage with ``workloads`` admitted one after the other, or ``None`` when one of them does not fit."""
+    current = dict(used)
+    for workload in workloads:
+        if not check_fit(tree, current, workload, rate).fits:
+            return None
+        current = add_usage(tree, current, workload)
+    return current
+
+
+class _Reasons(Mapping[WorkloadKey, FitResult]):
+    """Why each still-waiting job waits once a pass's reclaims are carried out, computed on first access
+    against the final usage and worded as :func:`admission_pass` words it. A job that fits room the reclaims
+    left over says so (the next pass admits it); under ``Block`` the first waiting job of a quota is the
+    one that waits and the others wait behind it."""
+
+    __slots__ = ("_cache", "_index", "_queues", "_rate", "_tree", "_used")
+
+    def __init__(
+        self,
+        tree: QuotaTree,
+        used: Mapping[str, Resources],
+        rate: Fraction,
+        queues: list[tuple[Sequence[Workload], bool]],
+    ) -> None:
+        self._tree = tree
+        self._used = used
+        self._rate = rate
+        self._queues = queues
+        """``(waiting jobs in order, blocks)`` of every quota."""
+        self._index: dict[WorkloadKey, tuple[Workload, Workload | None]] | None = None
+        self._cache: dict[WorkloadKey, FitResult] = {}
+
+    def _entries(self) -> dict[WorkloadKey, tuple[Workload, Workload | None]]:
+        if self._index is None:
+            index: dict[WorkloadKey, tuple[Workload, Workload | None]] = {}
+            for queue, blocks in self._queues:
+                head = queue[0] if blocks else None
+                for workload in queue:
+                    index[workload.key] = (workload, None if workload is head else head)
+            self._index = index
+        return self._index
+
+    def __getitem__(self, key: WorkloadKey) -> FitResult:
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        workload, blocker = self._entries()[key]
+        if blocker is None:
+            result = check_fit(self._tree, self._used, workload, self._rate)
+            if result.fits:
+                result = FitResult(fits=False, note=LEFTOVER_NOTE)
+        else:
+            why = self[blocker.key].explain()
+            result = FitResult(
+                fits=False,
+                blocked_behind=blocker.key,
+                note=f"blocked behind {blocker.key} (queue policy Block), which waits: {why}",
+            )
+        self._cache[key] = result
+        return result
+
+    def __iter__(self) -> Iterator[WorkloadKey]:
+        return iter(self._entries())
+
+    def __len__(self) -> int:
+        return len(self._entries())
+
+
+class _Positions(Mapping[WorkloadKey, int]):
+    """Positions once a pass's reclaims are carried out: recomputed for the quotas the reclaims changed, the
+    admission pass's for the others."""
+
+    __slots__ = ("_changed", "_first", "_gone")
+
+    def __init__(self, first: Mapping[WorkloadKey, int], changed: Mapping[WorkloadKey, int],
+                 gone: set[WorkloadKey]) -> None:
+        self._first = first
+        self._changed = changed
+        self._gone = gone
+        """Keys the admission pass placed that are not waiting any more (admitted by a reclaim)."""
+
+    def __getitem__(self, key: WorkloadKey) -> int:
+        value = self._changed.get(key)
+        if value is not None:
+            return value
+        if key in self._gone:
+            raise KeyError(key)
+        return self._first[key]
+
+    def __iter__(self) -> Iterator[WorkloadKey]:
+        yield from (key for key in self._first if key not in self._gone and key not in self._changed)
+        yield from self._changed
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    """The jobs of one pass, sorted out in one walk over them."""
+
+    by_id: dict[int, TrackedJob]
+    """Every job by the identity of its workload: the passes hand back the very workloads passed in, and an
+    identity lookup is much cheaper at depth than a key lookup."""
+    waiting: list[Workload]
+    admitted: dict[WorkloadKey, TrackedJob]
+    stale: list[TrackedJob]
+    ledger: Ledger
+
+
+def _snapshot(tree: QuotaTree, jobs: Iterable[TrackedJob]) -> _Snapshot:
+    """Sort the jobs out, and their :func:`build_ledger`, summed per quota and phase first (one summed
+    workload per quota and phase instead of one per job: the same ledger, a fraction of the work at depth).
+    Jobs of quotas that are not in the tree are passed as they are, so :attr:`Ledger.unknown` lists them."""
+    by_id: dict[int, TrackedJob] = {}
+    waiting: list[Workload] = []
+    admitted: dict[WorkloadKey, TrackedJob] = {}
+    stale: list[TrackedJob] = []
+    admitted_groups: dict[str, list[Resources]] = {}
+    queued_groups: dict[str, list[Resources]] = {}
+    unknown: list[Workload] = []
+    nodes = tree.nodes
+    for job in jobs:
+        workload = job.workload
+        by_id[id(workload)] = job
+        phase = workload.phase
+        if phase is Phase.QUEUED:
+            waiting.append(workload)
+            if job.record is not None:
+                stale.append(job)
+            target = queued_groups
+        elif phase is Phase.ADMITTED:
+            admitted[workload.key] = job
+            target = admitted_groups
+        else:
+            continue
+        members = target.get(workload.quota)
+        if members is None:
+            if workload.quota.lower() not in nodes:
+                unknown.append(workload)
                 continue
-            victims = tuple(admitted[victim.key] for victim in plan.victims)
-            plans.append(Reclaim(by_key[workload.key], victims, plan.reason))
-            used = plan.used_after
-            for victim in plan.victims:
-                del admitted[victim.key]
-            admitted[workload.key] = _admitted(by_key[workload.key])
-            fresh.add(workload.key)
-            break
-    return plans, used
+            members = target[workload.quota] = []
+        members.append(workload.request)
+    summed = []
+    for phase, target in ((Phase.ADMITTED, admitted_groups), (Phase.QUEUED, queued_groups)):
+        for quota, members in target.items():
+            # ``request_with_count`` adds one job; the other ``len(members) - 1`` are counted here.
+            amounts = {MAX_JOBS: (len(members) - 1) * NANO}
+            for request in members:
+                for name, amount in request.items():
+                    amounts[name] = amounts.get(name, 0) + amount
+            summed.append(
+                Workload(key=WorkloadKey("Sum", quota, phase.value), quota=quota, pod_sets=(), phase=phase,
+                         request=Resources(amounts))
+            )
+    return _Snapshot(by_id, waiting, admitted, stale, build_ledger(tree, [*summed, *unknown]))
 
 
 def decide(
@@ -308,48 +500,93 @@ def decide(
     oversell_rate: Fraction,
     strict_priority: bool = False,
     reclaim_tries_per_quota: int = 16,
+    reclaim_budget: int | None = RECLAIM_BUDGET,
 ) -> Decisions:
     """Admit, reclaim and place every job of the tree (see the module's steps). Nothing is written here."""
-    tracked = list(jobs)
-    by_key = {job.workload.key: job for job in tracked}
+    rate = validate_rate(oversell_rate)
+    snapshot = _snapshot(tree, jobs)
+    by_id, admitted, ledger = snapshot.by_id, snapshot.admitted, snapshot.ledger
     policies = leaf_policies(tree, queues, strict_priority)
-    ledger = build_ledger(tree, (job.workload for job in tracked))
-    waiting = [job.workload for job in tracked if job.workload.phase is Phase.QUEUED]
-    admitted = {job.workload.key: job for job in tracked if job.workload.phase is Phase.ADMITTED}
-    result = admission_pass(tree, ledger.used_view(), waiting, policies, oversell_rate)
+    result = admission_pass(tree, ledger.used_view(), snapshot.waiting, policies, rate)
     checks = result.checks
-    admissions = [by_key[workload.key] for workload in result.admitted]
-    for job in admissions:
-        admitted[job.workload.key] = _admitted(job)
-    plans, used = _reclaims(tree, result, admitted, by_key, policies, oversell_rate, reclaim_tries_per_quota)
-    final = result
-    late: list[TrackedJob] = []
-    if plans:
-        taken = {plan.preemptor.workload.key for plan in plans} | {job.workload.key for job in admissions}
-        still = [workload for workload in waiting if workload.key not in taken]
+    plans, reclaimer = _reclaims(tree, result, admitted, policies, rate, reclaim_tries_per_quota, reclaim_budget)
+    withheld = {workload.key for plan in plans for workload in plan.withheld}
+    admissions = [by_id[id(workload)] for workload in result.admitted if workload.key not in withheld]
+    late = [by_id[id(plan.preemptor)] for plan in plans if not plan.victims and not plan.withheld]
+    plans = [plan for plan in plans if plan.victims or plan.withheld]
+    reclaims: list[Reclaim] = []
+    positions: Mapping[WorkloadKey, int] = result.positions
+    reasons: Mapping[WorkloadKey, FitResult] = result.reasons
+    queues_after: Mapping[str, Sequence[Workload]] = result.queues
+    evicted: dict[WorkloadKey, TrackedJob] = {}
+    if plans or late:
+        used = dict(reclaimer.used)
+        # A plan whose victims all fit once every plan is carried out (room later plans left over) evicts
+        # nothing: its preemptor is admitted after the other plans' evictions, and its victims keep running.
         for plan in plans:
-            still.extend(_queued(victim).workload for victim in plan.victims)
-        final = admission_pass(tree, used, still, policies, oversell_rate)
-        checks += final.checks
-        for workload in final.admitted:
-            job = by_key[workload.key]
-            late.append(job)
-            admitted[workload.key] = _admitted(job)
+            kept = None
+            if not plan.withheld and check_fit(tree, used, plan.victims[0], rate).fits:
+                kept = _fit_all(tree, used, plan.victims, rate)
+            if kept is not None:
+                used = kept
+                late.append(by_id[id(plan.preemptor)])
+                continue
+            for victim in plan.victims:
+                evicted[victim.key] = job = _queued(admitted[victim.key])
+                by_id[id(job.workload)] = job
+            victims = tuple(admitted[victim.key] for victim in plan.victims)
+            reclaims.append(Reclaim(by_id[id(plan.preemptor)], victims, plan.reason))
+        # Evicted and withheld jobs wait again at their place; room the plans left over is the next pass's
+        # (its admission pass hands it out in turn, and its reclaims withhold what a borrower would take from
+        # a quota owed it), never admitted here: a borrower given it now would be evicted by the next pass.
+        preemptors = {plan.preemptor.key for plan in plans} | {job.workload.key for job in late}
+        returning = [
+            *(job.workload for job in evicted.values()),
+            *(workload for plan in plans for workload in plan.withheld),
+        ]
+        changed: dict[str, list[Workload]] = {}
+        for workload in (*(plan.preemptor for plan in plans), *(job.workload for job in late)):
+            changed.setdefault(workload.quota.lower(), [])
+        for workload in returning:
+            changed.setdefault(workload.quota.lower(), []).append(workload)
+        moved: dict[WorkloadKey, int] = {}
+        after: dict[str, Sequence[Workload]] = dict(result.queues)
+        for quota, extra in changed.items():
+            queue = [workload for workload in result.queues.get(quota, ()) if workload.key not in preemptors]
+            for workload in extra:  # the queue is in order already: put the returning jobs at their places
+                insort(queue, workload, key=_order_key)
+            moved.update((workload.key, place) for place, workload in enumerate(queue, start=1))
+            if queue:
+                after[quota] = tuple(queue)
+            else:
+                after.pop(quota, None)
+        queues_after = after
+        positions = _Positions(result.positions, moved, preemptors)
+        reasons = _Reasons(
+            tree,
+            MappingProxyType(used),
+            rate,
+            [(queue, policies.get(quota) is Policy.BLOCK and quota in tree.nodes) for quota, queue in after.items()],
+        )
     waiting_jobs: list[TrackedJob] = []
-    for queue in final.queues.values():
-        for workload in queue:
-            job = by_key[workload.key]
+    for waiting_queue in queues_after.values():
+        for workload in waiting_queue:
+            job = by_id[id(workload)]
             waiting_jobs.append(job if job.workload.phase is Phase.QUEUED else _queued(job))
-    counted = [*(job.workload for job in admitted.values()), *(job.workload for job in waiting_jobs)]
+    final_ledger = ledger
+    for job in (*admissions, *(plan.preemptor for plan in reclaims), *late):
+        final_ledger = final_ledger.with_admitted(job.workload)
+    for key in evicted:
+        final_ledger = final_ledger.with_queued(admitted[key].workload)
     return Decisions(
         admissions=tuple(admissions),
-        reclaims=tuple(plans),
+        reclaims=tuple(reclaims),
         late_admissions=tuple(late),
-        positions=final.positions,
-        reasons=final.reasons,
+        positions=positions,
+        reasons=reasons,
         waiting=tuple(waiting_jobs),
-        stale_records=tuple(job for job in tracked if job.stale_record),
-        ledger=build_ledger(tree, counted),
+        stale_records=tuple(snapshot.stale),
+        ledger=final_ledger,
         policies=MappingProxyType(policies),
         checks=checks,
     )

@@ -11,8 +11,9 @@ never re-implements a decision) — and its decisions are carried out:
 * **evict** (reclaim): the victim's pods stop, it is held again and returns to its queue at its original
   place (its priority and creation time are unchanged); when admitted again it runs its whole ``run-for``
   again (suspending a Job deletes its pods);
-* a pass with reclaims is followed by another pass at the same time, as the controller's watch triggers
-  one after its writes; a pass without reclaims leaves nothing a second pass would change.
+* a pass with reclaims or late admissions is followed by another pass at the same time, as the controller's
+  watch triggers one after its writes (room a reclaim left over goes to the next pass); a pass with neither
+  leaves nothing another pass would change.
 
 Nothing here reads a clock or does I/O; a run is a pure function of the scenario and the decision path.
 """
@@ -359,7 +360,7 @@ class Simulator:
                 self._admit(preemptor, at, f"reclaim: {step.reason}")
             for key in verdict.late_admissions:
                 self._admit(self.by_key[key], at, "fits after the reclaim")
-            if not verdict.reclaims:
+            if not verdict.reclaims and not verdict.late_admissions:
                 break
         self._start_pending(at)
         self.meter.sample()
