@@ -45,7 +45,7 @@ from webhook.controller.records import (
 from webhook.core.fit import FitResult, add_usage, check_fit, validate_rate
 from webhook.core.ledger import Ledger, build_ledger, status_tree
 from webhook.core.quantity import NANO
-from webhook.core.queueing import PassResult, Policy, QueuePolicyError, admission_pass
+from webhook.core.queueing import LazyReasons, PassResult, Policy, QueuePolicyError, admission_pass
 from webhook.core.quota import QuotaNode, QuotaTree, queue_name
 from webhook.core.reclaim import Reclaimer, ReclaimPlan
 from webhook.core.resources import MAX_JOBS, Resources
@@ -343,65 +343,6 @@ def _fit_all(
     return current
 
 
-class _Reasons(Mapping[WorkloadKey, FitResult]):
-    """Why each still-waiting job waits once a pass's reclaims are carried out, computed on first access
-    against the final usage and worded as :func:`admission_pass` words it. A job that fits room the reclaims
-    left over says so (the next pass admits it); under ``Block`` the first waiting job of a quota is the
-    one that waits and the others wait behind it."""
-
-    __slots__ = ("_cache", "_index", "_queues", "_rate", "_tree", "_used")
-
-    def __init__(
-        self,
-        tree: QuotaTree,
-        used: Mapping[str, Resources],
-        rate: Fraction,
-        queues: list[tuple[Sequence[Workload], bool]],
-    ) -> None:
-        self._tree = tree
-        self._used = used
-        self._rate = rate
-        self._queues = queues
-        """``(waiting jobs in order, blocks)`` of every quota."""
-        self._index: dict[WorkloadKey, tuple[Workload, Workload | None]] | None = None
-        self._cache: dict[WorkloadKey, FitResult] = {}
-
-    def _entries(self) -> dict[WorkloadKey, tuple[Workload, Workload | None]]:
-        if self._index is None:
-            index: dict[WorkloadKey, tuple[Workload, Workload | None]] = {}
-            for queue, blocks in self._queues:
-                head = queue[0] if blocks else None
-                for workload in queue:
-                    index[workload.key] = (workload, None if workload is head else head)
-            self._index = index
-        return self._index
-
-    def __getitem__(self, key: WorkloadKey) -> FitResult:
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        workload, blocker = self._entries()[key]
-        if blocker is None:
-            result = check_fit(self._tree, self._used, workload, self._rate)
-            if result.fits:
-                result = FitResult(fits=False, note=LEFTOVER_NOTE)
-        else:
-            why = self[blocker.key].explain()
-            result = FitResult(
-                fits=False,
-                blocked_behind=blocker.key,
-                note=f"blocked behind {blocker.key} (queue policy Block), which waits: {why}",
-            )
-        self._cache[key] = result
-        return result
-
-    def __iter__(self) -> Iterator[WorkloadKey]:
-        return iter(self._entries())
-
-    def __len__(self) -> int:
-        return len(self._entries())
-
-
 class _Positions(Mapping[WorkloadKey, int]):
     """Positions once a pass's reclaims are carried out: recomputed for the quotas the reclaims changed, the
     admission pass's for the others."""
@@ -562,11 +503,15 @@ def decide(
                 after.pop(quota, None)
         queues_after = after
         positions = _Positions(result.positions, moved, preemptors)
-        reasons = _Reasons(
+        # Worded as admission_pass words it; a job that fits room the reclaims left over says so (the next
+        # pass admits it); under Block the first waiting job of a quota waits and the others behind it.
+        blocks = {quota: policies.get(quota) is Policy.BLOCK and quota in tree.nodes for quota in after}
+        reasons = LazyReasons(
             tree,
             MappingProxyType(used),
             rate,
-            [(queue, policies.get(quota) is Policy.BLOCK and quota in tree.nodes) for quota, queue in after.items()],
+            [(queue, queue[0] if blocks[quota] and queue else None) for quota, queue in after.items()],
+            fits_note=LEFTOVER_NOTE,
         )
     waiting_jobs: list[TrackedJob] = []
     for waiting_queue in queues_after.values():

@@ -27,7 +27,7 @@ One :func:`admission_pass` walks a snapshot of waiting jobs once:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
@@ -136,7 +136,7 @@ def positions_only(waiting: Iterable[Workload]) -> dict[WorkloadKey, int]:
     return positions
 
 
-class _Reasons(Mapping[WorkloadKey, FitResult]):
+class LazyReasons(Mapping[WorkloadKey, FitResult]):
     """Why each still-waiting job waits, computed on first access against the usage after the pass.
 
     Usage only grows during a pass, so a job that did not fit when it was checked does not fit the final
@@ -145,19 +145,24 @@ class _Reasons(Mapping[WorkloadKey, FitResult]):
     reasons nobody reads costs nothing for them.
     """
 
-    __slots__ = ("_cache", "_index", "_queues", "_rate", "_tree", "_used")
+    __slots__ = ("_cache", "_fits_note", "_index", "_queues", "_rate", "_tree", "_used")
 
     def __init__(
         self,
         tree: QuotaTree,
         used: Mapping[str, Resources],
         rate: Fraction,
-        queues: list[tuple[list[Workload], Workload | None]],
+        queues: Sequence[tuple[Sequence[Workload], Workload | None]],
+        fits_note: str | None = None,
     ) -> None:
         self._tree = tree
         self._used = used
         self._rate = rate
         self._queues = queues
+        """``(waiting jobs in order, the job that blocks the others or None)`` of every quota."""
+        self._fits_note = fits_note
+        """When set, a job that is not held behind another and fits the final usage waits with this note
+        (the controller's "room a reclaim left over goes to the next pass")."""
         self._index: dict[WorkloadKey, tuple[Workload, Workload | None]] | None = None
         self._cache: dict[WorkloadKey, FitResult] = {}
 
@@ -177,6 +182,8 @@ class _Reasons(Mapping[WorkloadKey, FitResult]):
         workload, blocker = self._entries()[key]
         if blocker is None:
             result = check_fit(self._tree, self._used, workload, self._rate)
+            if result.fits and self._fits_note is not None:
+                result = FitResult(fits=False, note=self._fits_note)
         else:
             why = self[blocker.key].explain()
             result = FitResult(
@@ -423,7 +430,7 @@ def admission_pass(
     return PassResult(
         admitted=tuple(admitted),
         positions=MappingProxyType(positions),
-        reasons=_Reasons(tree, used_after, rate, waiting_lists),
+        reasons=LazyReasons(tree, used_after, rate, waiting_lists),
         used=MappingProxyType(used_after),
         queues=MappingProxyType(still),
         checks=checks,
