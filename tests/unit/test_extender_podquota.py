@@ -27,6 +27,8 @@ def test_the_label_names_the_quota_else_the_namespace_leaf() -> None:
     assert quota_key(TREE, "t", {QUOTA_LABEL: "Other"}) == "other"
     assert quota_key(TREE, "t", {QUOTA_LABEL: "nowhere"}) == "team"
     assert quota_key(TREE, "free", {}) is None
+    # A pod left in a namespace outside the tree never counts, whatever quota label it still carries.
+    assert quota_key(TREE, "free", {QUOTA_LABEL: "Other"}) is None
     assert quota_key(None, "t", {}) is None
 
 

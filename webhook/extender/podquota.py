@@ -6,8 +6,10 @@ pods within ``max`` whatever the oversell rate: the extender refuses every node 
 its quota - its leaf or any ancestor - over ``max`` in a resource it requests, counting the pods already
 bound and the pods the extender let through but has not yet seen bound.
 
-Which quota: the pod's label ``quota.scheduling.alibabacloud.com/name`` when it names a node of the tree
-(any case), else the leaf that lists the pod's namespace, else none (the pod is not under quota).
+Which quota: none unless the pod's namespace belongs to the tree (pods left in a namespace that has left the
+tree, still carrying an old quota label, never count); then the pod's label
+``quota.scheduling.alibabacloud.com/name`` when it names a node of the tree (any case), else the leaf that
+lists the namespace.
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ def quota_key(tree: QuotaTree | None, namespace: str, labels: Mapping[str, str])
     """The key of the quota node a pod counts against (see the module notes), or ``None``."""
     if tree is None:
         return None
+    leaf = tree.leaf_by_namespace.get(namespace)
+    if leaf is None:
+        return None
     label = labels.get(QUOTA_LABEL)
     if label:
         key = label.lower()
         if key in tree.nodes:
             return key
-    return tree.leaf_by_namespace.get(namespace)
+    return leaf
 
 
 @dataclass(frozen=True, slots=True)
