@@ -87,6 +87,20 @@ def dev_cluster() -> Iterator[DevCluster]:
             cluster.down(config, purge=True, echo=lambda _: None)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def previous_namespaces_gone(dev_cluster: DevCluster) -> None:
+    """Each module starts once the namespaces earlier modules deleted (``--wait=false``) are gone, so their
+    pods no longer hold node capacity or quota. Bounded: after 120 s the module runs anyway."""
+
+    def none_terminating() -> bool:
+        items = dev_cluster.get_json("namespaces")["items"]
+        return not any(item.get("status", {}).get("phase") == "Terminating" for item in items)
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not none_terminating():
+        time.sleep(0.5)
+
+
 @pytest.fixture
 def namespace(dev_cluster: DevCluster) -> Iterator[str]:
     """A fresh namespace (with its default ServiceAccount ready); deleted after the test."""
