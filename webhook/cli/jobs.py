@@ -295,7 +295,7 @@ def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Mapping[str
 
 
 def _event_stamp(event: Mapping[str, Any]) -> float:
-    from webhook.cli.view import parse_time  # noqa: PLC0415
+    from webhook.controller.records import parse_time  # noqa: PLC0415
 
     for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
         stamp = parse_time(event.get(key))

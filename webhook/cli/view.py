@@ -15,7 +15,6 @@ The controller's package starts the whole service when imported, so the few name
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from webhook.controller.records import parse_time
 from webhook.core.fit import Blocker, FitResult, validate_rate
 from webhook.core.ledger import build_ledger, status_tree
 from webhook.core.queueing import Policy, QueuePolicyError, admission_pass, positions_only
@@ -52,19 +52,6 @@ SUSPENDED = "SUSPENDED"
 """Suspended in a namespace kube-queue does not manage: nothing will release it."""
 
 Obj = Mapping[str, Any]
-
-
-def parse_time(text: object) -> float | None:
-    """Seconds since the epoch of an RFC 3339 time; ``None`` when absent or unreadable."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=datetime.UTC)
-    return stamp.timestamp()
 
 
 def meta(obj: Obj) -> Mapping[str, Any]:

@@ -164,7 +164,7 @@ def explain_queuing(report: WaitReport, events: Sequence[Mapping[str, Any]], now
 
 
 def _stamp(event: Mapping[str, Any]) -> float:
-    from webhook.cli.view import parse_time  # noqa: PLC0415
+    from webhook.controller.records import parse_time  # noqa: PLC0415
 
     for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
         stamp = parse_time(event.get(key))
