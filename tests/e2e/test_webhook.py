@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from tests.builders import SEED_TREE_SPEC
 from tests.e2e.conftest import DevCluster
 from tests.e2e.test_controller_harness import create_namespaces, installed_tree, unique, wait_managed
 from tests.service.test_validate import BROKEN_TREES
+from webhook.workloads.base import SUBMITTED_ANNOTATION as SUBMITTED
+from webhook.workloads.base import creation_seconds
 
 pytestmark = pytest.mark.e2e
 
@@ -86,6 +89,10 @@ def test_the_seed_job_comes_back_suspended_and_labelled(
     assert job["metadata"]["labels"][QUOTA_LABEL] == "Department-a"
     assert job["metadata"]["annotations"][FULLNAME] == "root/Department-a"
     assert job["spec"]["template"]["metadata"]["labels"][QUOTA_LABEL] == "Department-a"
+    # Stamped to the microsecond, within the creation second the API server gave it (the queue's order).
+    created = job["metadata"]["creationTimestamp"]
+    assert creation_seconds(job) - creation_seconds({"metadata": {"creationTimestamp": created}}) < 1
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", job["metadata"]["annotations"][SUBMITTED])
 
 
 def test_a_user_cannot_unsuspend_a_held_job_or_change_its_quota(

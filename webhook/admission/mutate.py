@@ -7,6 +7,8 @@ controller:
   false; a plain Pod gets the scheduling gate ``kube-queue.x-k8s.io/admission``);
 * the job and every pod template get the label ``quota.scheduling.alibabacloud.com/name: <leaf>`` and the
   annotation ``kube-queue/quota-fullname: root/...``;
+* a held job gets ``kube-queue.x-k8s.io/submitted-at`` (the webhook's clock, to the microsecond), so jobs
+  created in the same second keep their submission order in the queue;
 * every pod template (or Pod) that a ResourcePolicy with an ``eci`` unit selects gets the toleration of the
   virtual node's taint.
 
@@ -16,6 +18,7 @@ owner is queued. Everything else passes untouched.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +27,7 @@ from webhook.admission.state import AdmissionState, Settings
 from webhook.core.placement import PodView, policy_for_pod
 from webhook.core.quota import queue_name
 from webhook.core.workload import WorkloadError
-from webhook.workloads.base import Adapter, JSONPatch, PatchError, apply_patch, str_at
+from webhook.workloads.base import Adapter, JSONPatch, PatchError, apply_patch, str_at, submitted_patch
 from webhook.workloads.registry import adapter_for
 
 
@@ -34,7 +37,10 @@ def mutate(review: Mapping[str, Any], state: AdmissionState, settings: Settings)
     return mutate_request(request, state, settings)
 
 
-def mutate_request(request: AdmissionRequest, state: AdmissionState, settings: Settings) -> dict[str, Any]:
+def mutate_request(
+    request: AdmissionRequest, state: AdmissionState, settings: Settings, now: float | None = None
+) -> dict[str, Any]:
+    """``now`` (seconds since the epoch; the clock when ``None``) stamps a held job's submission time."""
     if request.operation != "CREATE" or request.sub_resource or settings.is_controller(request.username):
         return allow(request.uid)
     adapter = adapter_for(request.kind.group, request.kind.kind)
@@ -46,7 +52,13 @@ def mutate_request(request: AdmissionRequest, state: AdmissionState, settings: S
         if leaf is None:
             return allow(request.uid)
         ops, held = _operations(
-            adapter, request.obj, namespace, leaf_name=leaf.name, full_name=leaf.full_name, state=state
+            adapter,
+            request.obj,
+            namespace,
+            leaf_name=leaf.name,
+            full_name=leaf.full_name,
+            state=state,
+            now=time.time() if now is None else now,
         )
         name = request.name or str_at(request.obj, "metadata", "name") or ""
     except (WorkloadError, PatchError) as error:
@@ -75,6 +87,7 @@ def _operations(
     leaf_name: str,
     full_name: str,
     state: AdmissionState,
+    now: float,
 ) -> tuple[list[JSONPatch], bool]:
     """The patch, computed step by step on a working copy so later steps see earlier ones (a template's
     labels include the quota label when the policies are matched)."""
@@ -86,6 +99,10 @@ def _operations(
         if suspend:
             current = apply_patch(current, suspend)
             ops += suspend
+        stamp = submitted_patch(current, now)
+        if stamp:
+            current = apply_patch(current, stamp)
+            ops += stamp
     tag = adapter.tag_patch(current, leaf_name, full_name)
     policies = state.policies_in(namespace)
     if tag:

@@ -21,7 +21,7 @@ from webhook.admission.state import AdmissionState, Settings
 from webhook.core.placement import validate_policy
 from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
 from webhook.core.workload import WorkloadError
-from webhook.workloads.base import QUOTA_LABEL, Adapter, str_at, value_at
+from webhook.workloads.base import QUOTA_LABEL, SUBMITTED_ANNOTATION, Adapter, str_at, value_at
 from webhook.workloads.registry import adapter_for
 
 TREE_GROUP, TREE_KIND = "scheduling.sigs.k8s.io", "ElasticQuotaTree"
@@ -133,6 +133,14 @@ def _label(obj: Mapping[str, Any] | None) -> str | None:
         return None
 
 
+def _submitted(obj: Mapping[str, Any]) -> object:
+    try:
+        annotations = value_at(obj, "metadata", "annotations")
+    except WorkloadError:
+        return None
+    return annotations.get(SUBMITTED_ANNOTATION) if isinstance(annotations, Mapping) else None
+
+
 def _job_update(request: AdmissionRequest, adapter: Adapter, leaf: QuotaNode, settings: Settings) -> dict[str, Any]:
     new, old = request.obj, request.old_obj
     assert new is not None
@@ -158,6 +166,8 @@ def _job_update(request: AdmissionRequest, adapter: Adapter, leaf: QuotaNode, se
             broken.append(f"the label {QUOTA_LABEL} is set by kube-queue only")
         else:
             broken.append(f"the label {QUOTA_LABEL} may not change ({old_label} -> {new_label})")
+    if _submitted(old) != _submitted(new):
+        broken.append(f"the annotation {SUBMITTED_ANNOTATION} (its place in the queue) is set by kube-queue only")
     if not broken:
         return allow(request.uid)
     namespace = request.namespace

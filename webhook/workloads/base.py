@@ -28,6 +28,10 @@ QUOTA_LABEL = "quota.scheduling.alibabacloud.com/name"
 """Label on jobs and their pods: the name of the leaf quota that owns them."""
 QUOTA_FULLNAME_ANNOTATION = "kube-queue/quota-fullname"
 """Annotation on jobs, their pods and queues: the quota's full path (``root/Department-a``)."""
+SUBMITTED_ANNOTATION = "kube-queue.x-k8s.io/submitted-at"
+"""Annotation the webhook sets on a job it holds: when it was submitted, to the microsecond (RFC 3339).
+``creationTimestamp`` has whole seconds only, so two jobs created in the same second would otherwise be
+ordered by name, not by who came first."""
 ADMISSION_GATE = "kube-queue.x-k8s.io/admission"
 """Scheduling gate that holds a plain Pod until the controller admits it."""
 ECI_TOLERATION: dict[str, str] = dict(VIRTUAL_NODE_TOLERATION)
@@ -277,17 +281,58 @@ def _same_toleration(existing: object, wanted: Mapping[str, str]) -> bool:
 
 
 def creation_seconds(obj: Mapping[str, Any]) -> float:
-    """``metadata.creationTimestamp`` (RFC 3339) as seconds since the epoch; 0.0 when absent."""
+    """When the job was submitted, in seconds since the epoch (0.0 when the object has no creation time).
+
+    ``metadata.creationTimestamp`` has whole seconds; the webhook's :data:`SUBMITTED_ANNOTATION` refines it to
+    the microsecond so jobs created in the same second keep their submission order. The annotation only
+    orders jobs *within* their creation second (it is clamped into it), so a hand-written or stale value can
+    never move a job ahead of one created in an earlier second; an unreadable one is ignored.
+    """
     text = str_at(obj, "metadata", "creationTimestamp")
     if text is None:
         return 0.0
+    created = _rfc3339_seconds(text)
+    if created is None:
+        raise WorkloadError(f"/metadata/creationTimestamp: not an RFC 3339 time: {text!r}")
+    annotations = mapping_at(obj, "metadata", "annotations") or {}
+    submitted_text = annotations.get(SUBMITTED_ANNOTATION)
+    submitted = _rfc3339_seconds(submitted_text) if isinstance(submitted_text, str) else None
+    if submitted is None:
+        return created
+    second = float(int(created))
+    return min(max(submitted, second), second + 0.999999)
+
+
+def _rfc3339_seconds(text: str) -> float | None:
     try:
         stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise WorkloadError(f"/metadata/creationTimestamp: not an RFC 3339 time: {text!r}") from None
+        return None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=datetime.UTC)
     return stamp.timestamp()
+
+
+RESTAMP_AFTER = 30.0
+"""A submission stamp older than this (or in the future) when the webhook sees the object is replaced."""
+
+
+def submitted_patch(obj: Mapping[str, Any], now: float) -> list[JSONPatch]:
+    """Stamp the job's submission time (``now``). A stamp that could be the webhook's own from a moment ago
+    (within :data:`RESTAMP_AFTER` seconds before ``now``; the API server may call the webhook again) is kept,
+    so mutation stays idempotent; any other value is overwritten: the submitter never chooses its place."""
+    annotations = mapping_at(obj, "metadata", "annotations") or {}
+    current = annotations.get(SUBMITTED_ANNOTATION)
+    seconds = _rfc3339_seconds(current) if isinstance(current, str) else None
+    if seconds is not None and now - RESTAMP_AFTER <= seconds <= now:
+        return []
+    return metadata_patch(obj, (), {}, {SUBMITTED_ANNOTATION: submitted_stamp(now)})
+
+
+def submitted_stamp(now: float) -> str:
+    """``now`` (seconds since the epoch) as the :data:`SUBMITTED_ANNOTATION` value: RFC 3339, UTC, microseconds."""
+    stamp = datetime.datetime.fromtimestamp(now, tz=datetime.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True, slots=True)
