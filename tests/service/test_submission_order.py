@@ -19,7 +19,7 @@ from webhook.admission.review import parse_request
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import validate
 from webhook.core.queueing import order
-from webhook.workloads.base import SUBMITTED_ANNOTATION, creation_seconds, submitted_stamp
+from webhook.workloads.base import SUBMITTED_ANNOTATION, creation_seconds, rfc3339
 from webhook.workloads.registry import adapter_for
 
 T0 = 1_790_000_000.0
@@ -40,7 +40,7 @@ def stamped(name: str, created: str, submitted: str | None) -> dict[str, Any]:
 
 
 def test_the_stamp_is_rfc3339_utc_with_microseconds() -> None:
-    assert submitted_stamp(T0 + 0.123456) == "2026-09-21T14:13:20.123456Z"
+    assert rfc3339(T0 + 0.123456) == "2026-09-21T14:13:20.123456Z"
 
 
 @pytest.mark.parametrize("kind", sorted(JOB_BUILDERS))
@@ -69,9 +69,9 @@ def test_the_webhook_called_again_keeps_its_own_recent_stamp(
     existing: float, kept: bool, state: AdmissionState, settings: Settings
 ) -> None:
     job = batch_job()
-    job["metadata"]["annotations"] = {SUBMITTED_ANNOTATION: submitted_stamp(existing)}
+    job["metadata"]["annotations"] = {SUBMITTED_ANNOTATION: rfc3339(existing)}
     result = held_at(job, T0, state, settings)
-    assert result["metadata"]["annotations"][SUBMITTED_ANNOTATION] == submitted_stamp(existing if kept else T0)
+    assert result["metadata"]["annotations"][SUBMITTED_ANNOTATION] == rfc3339(existing if kept else T0)
 
 
 def test_pods_of_a_job_and_jobs_outside_the_tree_are_not_stamped(state: AdmissionState, settings: Settings) -> None:

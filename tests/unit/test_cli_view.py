@@ -1,5 +1,5 @@
-"""The CLI's model of jobs (``webhook.cli.view``): it restates a few rules of the controller (which cannot be
-imported without starting the service's dependencies), so these tests pin them to the controller's own."""
+"""The CLI's model of jobs (``webhook.cli.view``): statuses, positions, the oversell rate, and that what it
+shows is what the controller decides on (it uses the controller's own job model and queue policies)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from webhook.cli.view import (
     job_status,
     job_views,
     oversell_rate,
-    to_workload,
 )
 from webhook.controller import decide, model, records
 from webhook.core.queueing import Policy
@@ -48,14 +47,6 @@ TREE_SPEC: dict[str, Any] = {
 TREE = parse_tree(TREE_SPEC)
 
 
-def test_the_names_match_the_controllers() -> None:
-    assert view.ADMISSION_ANNOTATION == records.ADMISSION_ANNOTATION
-    assert view.EVICTION_ANNOTATION == records.EVICTION_ANNOTATION
-    assert view.STRICT_MARK_ANNOTATION == records.STRICT_MARK_ANNOTATION
-    assert view.MANAGED_NAMESPACE_LABEL == records.MANAGED_NAMESPACE_LABEL
-    assert view.CONTROLLER_COMPONENT == records.COMPONENT
-
-
 @pytest.mark.parametrize(
     "job",
     [
@@ -69,19 +60,13 @@ def test_the_names_match_the_controllers() -> None:
     ids=lambda job: job["metadata"]["name"],
 )
 def test_workloads_are_the_ones_the_controller_decides_on(job: dict[str, Any]) -> None:
-    leaf = TREE.node("A")
-    priorities = {"high": 5}
+    snapshot = _snapshot([job])
+    snapshot.priority_classes = {"high": 5}
+    (shown,) = job_views(snapshot)
     assert JOB is not None
-    ours = to_workload(JOB, job, leaf, priorities)
-    theirs = model.track(JOB, job, leaf, priorities).workload
-    assert ours == theirs
-    assert ours.request == theirs.request
-    record = view.read_record(job)
-    controller_record = records.read_record(job)
-    assert (record is None) == (controller_record is None)
-    if record is not None and controller_record is not None:
-        assert record.admitted_at == controller_record.admitted_at
-        assert record.quota == controller_record.quota
+    tracked = model.track(JOB, job, TREE.node("A"), snapshot.priority_classes)
+    assert shown.workload == tracked.workload
+    assert shown.record == records.read_record(job)
 
 
 def test_leaf_policies_match_the_controllers() -> None:

@@ -26,7 +26,6 @@ from webhook.controller.records import (
     kv,
     parse_time,
     read_record,
-    rfc3339,
 )
 from webhook.controller.settings import (
     ControllerSettings,
@@ -37,7 +36,7 @@ from webhook.controller.settings import (
 )
 from webhook.core.resources import Resources
 from webhook.core.workload import Phase, WorkloadError
-from webhook.workloads.base import PatchError, apply_patch
+from webhook.workloads.base import PatchError, apply_patch, rfc3339
 from webhook.workloads.job import JobAdapter
 from webhook.workloads.kubeflow import PyTorchJobAdapter
 from webhook.workloads.pod import PodAdapter

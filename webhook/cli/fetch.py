@@ -21,7 +21,6 @@ from webhook.cli.kubeapi import (
     Ref,
 )
 from webhook.cli.view import (
-    CONTROLLER_COMPONENT,
     QUEUE_NAMESPACE,
     TREE_NAMESPACE,
     KindSource,
@@ -30,6 +29,7 @@ from webhook.cli.view import (
     created_of,
     name_of,
 )
+from webhook.controller.records import COMPONENT
 from webhook.workloads.base import QUOTA_LABEL
 from webhook.workloads.registry import all_adapters
 
@@ -114,7 +114,7 @@ def read_priority_classes(api: KubeApi) -> dict[str, int]:
 def controller_events(api: KubeApi, namespace: str | None) -> list[dict[str, Any]]:
     """The queue controller's Events in ``namespace`` (all namespaces when ``None``); empty if unreadable."""
     try:
-        return api.list(EVENTS, namespace, field_selector=f"source={CONTROLLER_COMPONENT}")
+        return api.list(EVENTS, namespace, field_selector=f"source={COMPONENT}")
     except ApiError:
         return []
 

@@ -7,9 +7,9 @@ PriorityClasses); :func:`job_views` turns it into one :class:`JobView` per job w
 :func:`webhook.core.fit.check_fit` blockers, :func:`webhook.core.reclaim.explain_reclaim`); and
 :func:`quota_usage` gives each quota node's usage for ``kq top quota``.
 
-The controller's package starts the whole service when imported, so the few names and rules of
-:mod:`webhook.controller.records` and :mod:`webhook.controller.model` the CLI needs are restated here;
-``tests/unit/test_cli_view.py`` checks they stay identical.
+The controller's own records, job model and queue policies (:mod:`webhook.controller.records`,
+:mod:`webhook.controller.model`, :mod:`webhook.controller.decide`, all light to import) are used as they are,
+so what ``kq`` shows is what the controller decides on.
 """
 
 from __future__ import annotations
@@ -22,25 +22,26 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from webhook.controller.records import parse_time
+from webhook.controller import decide
+from webhook.controller.model import remaining_job_pods, track
+from webhook.controller.records import (
+    COMPONENT,
+    EVICTION_ANNOTATION,
+    STRICT_MARK_ANNOTATION,
+    AdmissionRecord,
+    parse_time,
+    read_record,
+)
 from webhook.core.fit import Blocker, FitResult, validate_rate
 from webhook.core.ledger import build_ledger, status_tree
-from webhook.core.queueing import Policy, QueuePolicyError, admission_pass, positions_only
+from webhook.core.queueing import Policy, admission_pass, positions_only
 from webhook.core.quota import QuotaNode, QuotaTree, QuotaTreeError, parse_tree, queue_name
 from webhook.core.reclaim import explain_reclaim
 from webhook.core.resources import EMPTY, ResourceError, Resources
 from webhook.core.workload import Phase, Workload, WorkloadError, WorkloadKey
-from webhook.workloads.base import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, Adapter, int_at, value_at
+from webhook.workloads.base import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, Adapter, value_at
 from webhook.workloads.registry import all_adapters
 
-ADMISSION_ANNOTATION = "kube-queue.x-k8s.io/admission"
-"""The controller's admission record on an admitted job (``webhook.controller.records``)."""
-EVICTION_ANNOTATION = "kube-queue.x-k8s.io/evicted"
-"""The controller's note on a job evicted by reclaim."""
-STRICT_MARK_ANNOTATION = "kube-queue.x-k8s.io/strict-priority"
-"""On a Queue the controller turned to ``Block`` because of ``StrictPriority=true``."""
-MANAGED_NAMESPACE_LABEL = "kube-queue.x-k8s.io/managed"
-CONTROLLER_COMPONENT = "kube-queue-controller"
 QUEUE_NAMESPACE = "kube-queue"
 TREE_NAMESPACE = "kube-system"
 RATE_ANNOTATIONS = ("kube-queue.x-k8s.io/oversell-rate", "kube-queue/oversell-rate")
@@ -84,34 +85,6 @@ def created_of(obj: Obj) -> float:
 # Records written by the controller ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """The admission record (``kube-queue.x-k8s.io/admission``) of an admitted job."""
-
-    quota: str
-    request: Mapping[str, str]
-    admitted_at: float
-
-
-def read_record(obj: Obj) -> Record | None:
-    """The admission record on ``obj`` (an unreadable one still counts, with time 0), ``None`` when absent."""
-    raw = annotations_of(obj).get(ADMISSION_ANNOTATION)
-    if raw is None:
-        return None
-    try:
-        decoded = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        decoded = None
-    if not isinstance(decoded, Mapping):
-        return Record("", {}, 0.0)
-    request = decoded.get("request")
-    return Record(
-        quota=str(decoded.get("quota") or ""),
-        request={str(k): str(v) for k, v in request.items()} if isinstance(request, Mapping) else {},
-        admitted_at=parse_time(decoded.get("admittedAt")) or 0.0,
-    )
-
-
 def read_eviction(obj: Obj) -> Mapping[str, Any] | None:
     """The eviction note (``by``, ``quota``, ``reason``, ``at``) of a job evicted by reclaim."""
     raw = annotations_of(obj).get(EVICTION_ANNOTATION)
@@ -124,38 +97,8 @@ def read_eviction(obj: Obj) -> Mapping[str, Any] | None:
     return decoded if isinstance(decoded, Mapping) else {"reason": raw}
 
 
-def remaining_job_pods(obj: Obj) -> int:
-    """Pods a batch/v1 Job still needs (the controller counts only these against its quota)."""
-    succeeded = int_at(obj, 0, "status", "succeeded") or 0
-    parallelism = int_at(obj, 1, "spec", "parallelism")
-    parallelism = 1 if parallelism is None else parallelism
-    completions = int_at(obj, None, "spec", "completions")
-    if completions is None:
-        if succeeded == 0:
-            return parallelism
-        return min(parallelism, int_at(obj, 0, "status", "active") or 0)
-    return max(0, min(parallelism, completions - succeeded))
-
-
 def is_batch_job(adapter: Adapter) -> bool:
     return adapter.group == "batch" and adapter.kind == "Job"
-
-
-def to_workload(adapter: Adapter, obj: Obj, leaf: QuotaNode, priorities: Mapping[str, int]) -> Workload:
-    """The workload the controller decides on (``webhook.controller.model.track``): admitted since its
-    record's time, and a batch Job sized by the pods it still needs. Raises :class:`WorkloadError`."""
-    workload = adapter.to_workload(obj, leaf.name, priorities)
-    if workload.phase is Phase.ADMITTED:
-        record = read_record(obj)
-        admitted_at = record.admitted_at if record is not None and record.admitted_at else workload.created
-        workload = dataclasses.replace(workload, admitted_at=admitted_at)
-    if workload.phase is not Phase.FINISHED and is_batch_job(adapter) and len(workload.pod_sets) == 1:
-        remaining = remaining_job_pods(obj)
-        pod_set = workload.pod_sets[0]
-        if remaining < pod_set.count:
-            shrunk = dataclasses.replace(pod_set, count=remaining)
-            workload = dataclasses.replace(workload, pod_sets=(shrunk,), request=EMPTY)
-    return workload
 
 
 # Kinds ------------------------------------------------------------------------------------------------------
@@ -246,7 +189,7 @@ class JobView:
     """Its Queue object's name (``root-department-a-user-a``), in namespace ``kube-queue``."""
     workload: Workload | None
     size_error: str | None
-    record: Record | None
+    record: AdmissionRecord | None
     eviction: Mapping[str, Any] | None
     pods: tuple[Obj, ...]
     running: int
@@ -303,7 +246,7 @@ def _priority(adapter: Adapter, obj: Obj, priorities: Mapping[str, int]) -> int:
 def _expected_pods(adapter: Adapter, obj: Obj) -> int:
     if is_batch_job(adapter):
         try:
-            return remaining_job_pods(obj)
+            return remaining_job_pods(obj) or 0
         except WorkloadError:
             return 0
     try:
@@ -381,7 +324,7 @@ def job_views(snapshot: Snapshot) -> list[JobView]:
         size_error: str | None = None
         if leaf is not None:
             try:
-                workload = to_workload(adapter, obj, leaf, snapshot.priority_classes)
+                workload = track(adapter, obj, leaf, snapshot.priority_classes).workload
             except WorkloadError as error:
                 size_error = str(error)
         quota = leaf.full_name if leaf is not None else annotations_of(obj).get(QUOTA_FULLNAME_ANNOTATION)
@@ -474,23 +417,9 @@ def with_positions(views: Sequence[JobView], queues: Mapping[str, Obj]) -> list[
 
 
 def leaf_policies(tree: QuotaTree, queues: Mapping[str, Obj]) -> dict[str, Policy]:
-    """Each leaf's policy (``webhook.controller.decide.leaf_policies``): ``Block`` when any Queue of the leaf
-    says ``Block`` (``StrictPriority=true`` turns them all to ``Block``), else ``Round``."""
-    out: dict[str, Policy] = {}
-    for leaf in tree.leaves():
-        policy = Policy.ROUND
-        for namespace in leaf.namespaces:
-            obj = queues.get(queue_name(leaf.name, namespace))
-            if obj is None:
-                continue
-            text = value_at(obj, "spec", "queuePolicy")
-            try:
-                if Policy.parse(text if isinstance(text, str) else None) is Policy.BLOCK:
-                    policy = Policy.BLOCK
-            except QueuePolicyError:
-                continue
-        out[leaf.key] = policy
-    return out
+    """Each leaf's policy as the controller sees it: ``Block`` when any Queue of the leaf says ``Block`` (under
+    ``StrictPriority=true`` the controller has turned them all to ``Block``), else ``Round``."""
+    return decide.leaf_policies(tree, queues, strict=False)
 
 
 def strict_priority(queues: Mapping[str, Obj]) -> bool:
@@ -514,8 +443,8 @@ def controller_events(events: Iterable[Obj]) -> list[Obj]:
     mine = [
         event
         for event in events
-        if event.get("reportingComponent") == CONTROLLER_COMPONENT
-        or (isinstance(event.get("source"), Mapping) and event["source"].get("component") == CONTROLLER_COMPONENT)
+        if event.get("reportingComponent") == COMPONENT
+        or (isinstance(event.get("source"), Mapping) and event["source"].get("component") == COMPONENT)
     ]
     return sorted(mine, key=_event_time, reverse=True)
 

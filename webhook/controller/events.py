@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.controller.records import COMPONENT, kv, rfc3339, rfc3339_seconds
+from webhook.controller.records import COMPONENT, kv, rfc3339_seconds
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.workloads.base import rfc3339
 
 log = logging.getLogger(__name__)
 

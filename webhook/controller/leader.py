@@ -20,8 +20,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from webhook.controller.records import kv, rfc3339
+from webhook.controller.records import kv
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.workloads.base import rfc3339
 
 log = logging.getLogger(__name__)
 

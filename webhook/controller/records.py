@@ -21,8 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.core.placement import parse_timestamp
 from webhook.core.resources import Resources
-from webhook.workloads.base import Adapter, JSONPatch, pointer, value_at
+from webhook.workloads.base import Adapter, JSONPatch, pointer, rfc3339, value_at
 
 ADMISSION_ANNOTATION = "kube-queue.x-k8s.io/admission"
 """On an admitted job: the admission record (JSON)."""
@@ -40,12 +41,6 @@ turn it back to ``Round`` when the variable goes away (an operator's own ``Block
 COMPONENT = "kube-queue-controller"
 
 
-def rfc3339(seconds: float) -> str:
-    """``2024-04-08T02:04:17.123456Z`` (UTC, microseconds)."""
-    stamp = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def rfc3339_seconds(seconds: float) -> str:
     """``2024-04-08T02:04:17Z`` (what Kubernetes' ``metav1.Time`` accepts everywhere)."""
     stamp = datetime.datetime.fromtimestamp(int(seconds), tz=datetime.UTC)
@@ -57,12 +52,9 @@ def parse_time(text: object) -> float | None:
     if not isinstance(text, str) or not text:
         return None
     try:
-        stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parse_timestamp(text)
     except ValueError:
         return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=datetime.UTC)
-    return stamp.timestamp()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from webhook.core.placement import VIRTUAL_NODE_TOLERATION
+from webhook.core.placement import VIRTUAL_NODE_TOLERATION, parse_timestamp
 from webhook.core.workload import Phase, PodSet, Workload, WorkloadError, WorkloadKey, pod_set
 
 JSONPatch = dict[str, Any]
@@ -305,12 +305,9 @@ def creation_seconds(obj: Mapping[str, Any]) -> float:
 
 def _rfc3339_seconds(text: str) -> float | None:
     try:
-        stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parse_timestamp(text)
     except ValueError:
         return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=datetime.UTC)
-    return stamp.timestamp()
 
 
 RESTAMP_AFTER = 30.0
@@ -326,12 +323,12 @@ def submitted_patch(obj: Mapping[str, Any], now: float) -> list[JSONPatch]:
     seconds = _rfc3339_seconds(current) if isinstance(current, str) else None
     if seconds is not None and now - RESTAMP_AFTER <= seconds <= now:
         return []
-    return metadata_patch(obj, (), {}, {SUBMITTED_ANNOTATION: submitted_stamp(now)})
+    return metadata_patch(obj, (), {}, {SUBMITTED_ANNOTATION: rfc3339(now)})
 
 
-def submitted_stamp(now: float) -> str:
-    """``now`` (seconds since the epoch) as the :data:`SUBMITTED_ANNOTATION` value: RFC 3339, UTC, microseconds."""
-    stamp = datetime.datetime.fromtimestamp(now, tz=datetime.UTC)
+def rfc3339(seconds: float) -> str:
+    """``2024-04-08T02:04:17.123456Z`` (UTC, microseconds): how kube-queue writes times on objects."""
+    stamp = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
