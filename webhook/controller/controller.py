@@ -38,11 +38,12 @@ from webhook.controller.decide import (
     reason_key,
     tree_status,
 )
-from webhook.controller.events import EventGate, EventRecorder
+from webhook.controller.events import EVENTS, QUEUED_KEY_ANNOTATION, EventGate, EventRecorder, queued_memory
 from webhook.controller.leader import LeaderElector
 from webhook.controller.model import TrackedJob, track
 from webhook.controller.records import (
     ADMISSION_ANNOTATION,
+    COMPONENT,
     MANAGED_NAMESPACE_LABEL,
     AdmissionRecord,
     EvictionNote,
@@ -164,6 +165,8 @@ class Controller:
         self._statuses: dict[str, _StatusMemory] = {}
         self._status_due: float | None = None
         self._gate = EventGate(settings.event_interval, clock)
+        self._gate_ready = True
+        """False while a new leader reads back the Queued events the previous one sent (none is sent then)."""
         self._size_warned: dict[str, str] = {}
         self._reported_problem: str | None = None
         self._status_modes: dict[str, str | None] = {}
@@ -203,10 +206,36 @@ class Controller:
         # Another replica may have written in between: forget what this one remembers having written.
         self._statuses.clear()
         self._gate.reset()
+        if leading:
+            self._gate_ready = False
+            self._start(self._seed_gate(), "seed-queued-events")
         metrics.LEADER.set(1 if leading else 0)
         if not leading:
             metrics.clear_quota_gauges()
         self._dirty.set()
+
+    async def _seed_gate(self) -> None:
+        """Read back the Queued events already sent (by the previous leader, or this replica before a restart)
+        so waiting jobs are not told their unchanged place again; bounded, and on failure the events are
+        simply sent again."""
+        seen: list[Mapping[str, Any]] = []
+        selector = f"source={COMPONENT},reason=Queued"
+        try:
+            token: str | None = None
+            for _ in range(self.settings.event_readback_pages):
+                page = await self.client.list_page(EVENTS, limit=500, continue_token=token, field_selector=selector)
+                seen.extend(item for item in page.get("items") or () if isinstance(item, Mapping))
+                token = (page.get("metadata") or {}).get("continue") or None
+                if token is None:
+                    break
+        except KubeApiError as error:
+            log.warning(kv(component="controller", event="queued_events_unread", status=error.status,
+                           error=error.message[:300] or error.reason))
+        finally:
+            for uid, (key, age) in queued_memory(seen, self._wall()).items():
+                self._gate.seed(uid, key, age)
+            self._gate_ready = True
+            self._dirty.set()
 
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.is_leader()
@@ -231,6 +260,9 @@ class Controller:
             self._start(self.events.run(), "events")
             if self.elector is not None:
                 self._start(self.elector.run(), "leader-election")
+            else:
+                self._gate_ready = False
+                self._start(self._seed_gate(), "seed-queued-events")
             self._start(self._discovery_loop(), "discovery")
             loop = asyncio.ensure_future(self._loop())
             self._tasks.append(loop)
@@ -646,6 +678,8 @@ class Controller:
 
     # Events ------------------------------------------------------------------------------------------------
     def _queued_events(self, decisions: Decisions) -> None:
+        if not self._gate_ready:
+            return
         live: set[str] = set()
         for job in decisions.waiting:
             workload = job.workload
@@ -669,6 +703,7 @@ class Controller:
                 "Queue",
                 f"Queued at position {position} in quota {job.leaf.full_name} (queue "
                 f"{self.settings.queue_namespace}/{queue}, policy {policy}): {why}",
+                annotations={QUEUED_KEY_ANNOTATION: key},
             )
         self._gate.keep_only(live)
 

@@ -12,11 +12,11 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.controller.records import COMPONENT, kv, rfc3339_seconds
+from webhook.controller.records import COMPONENT, kv, parse_time, rfc3339_seconds
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.workloads.base import rfc3339
 
@@ -25,6 +25,37 @@ log = logging.getLogger(__name__)
 EVENTS = ResourceRef("", "v1", "events")
 MAX_MESSAGE = 1024
 """The apiserver refuses Event messages over 1 KiB."""
+
+
+QUEUED_KEY_ANNOTATION = "kube-queue.x-k8s.io/queued-key"
+"""On a Queued Event: what it dedupes on (:func:`webhook.controller.decide.reason_key`), so a replica that
+becomes leader knows which Queued events were already told and does not tell every waiting job again."""
+
+
+def queued_memory(events: Sequence[Mapping[str, Any]], now: float) -> dict[str, tuple[str, float]]:
+    """From Queued Events (as listed), each job's latest ``uid -> (dedupe key, age in seconds)``; events
+    without a key (sent by an older version) or a readable time are skipped."""
+    latest: dict[str, tuple[str, float]] = {}
+    for event in events:
+        if event.get("reason") != "Queued" or not _ours(event):
+            continue
+        target = event.get("involvedObject")
+        uid = target.get("uid") if isinstance(target, Mapping) else None
+        metadata = event.get("metadata")
+        annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+        key = annotations.get(QUEUED_KEY_ANNOTATION) if isinstance(annotations, Mapping) else None
+        sent = parse_time(event.get("eventTime")) or parse_time(event.get("lastTimestamp"))
+        if not isinstance(uid, str) or not uid or not isinstance(key, str) or sent is None:
+            continue
+        if uid not in latest or latest[uid][1] > now - sent:
+            latest[uid] = (key, now - sent)
+    return latest
+
+
+def _ours(event: Mapping[str, Any]) -> bool:
+    source = event.get("source")
+    component = source.get("component") if isinstance(source, Mapping) else None
+    return COMPONENT in (component, event.get("reportingComponent"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,17 +99,30 @@ class EventRecorder:
         self.dropped = 0
         self.failed = 0
 
-    def emit(self, obj: Mapping[str, Any], event_type: str, reason: str, action: str, message: str) -> None:
-        """Queue one Event about ``obj`` (``event_type`` ``Normal`` or ``Warning``)."""
+    def emit(
+        self,
+        obj: Mapping[str, Any],
+        event_type: str,
+        reason: str,
+        action: str,
+        message: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
+        """Queue one Event about ``obj`` (``event_type`` ``Normal`` or ``Warning``); ``annotations`` go on the
+        Event object itself (the Queued event's dedupe key, read back by a new leader)."""
         target = involved(obj)
         namespace = str(target.get("namespace") or "default")
         now = self._wall()
         if len(message) > MAX_MESSAGE:
             message = message[: MAX_MESSAGE - 3] + "..."
+        metadata: dict[str, Any] = {"generateName": f"{target.get('name', 'object')}.", "namespace": namespace}
+        if annotations:
+            metadata["annotations"] = dict(annotations)
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{target.get('name', 'object')}.", "namespace": namespace},
+            "metadata": metadata,
             "involvedObject": target,
             "type": event_type,
             "reason": reason,
@@ -141,6 +185,14 @@ class EventGate:
 
     def mark(self, uid: str, key: str) -> None:
         self._last[uid] = (key, self._clock())
+
+    def seed(self, uid: str, key: str, age: float) -> None:
+        """Remember a Queued event another leader sent ``age`` seconds ago (so a new leader does not send it
+        again); a newer one already remembered wins."""
+        at = self._clock() - max(0.0, age)
+        previous = self._last.get(uid)
+        if previous is None or previous[1] < at:
+            self._last[uid] = (key, at)
 
     def forget(self, uid: str) -> None:
         """After an Admitted or Evicted event: the next Queued event is due at once."""

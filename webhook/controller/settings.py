@@ -57,6 +57,8 @@ class ControllerSettings:
     """``status.queueItemDetails.active`` lists at most this many jobs (plus a count of the rest)."""
     event_interval: float = 30.0
     """A waiting job's Queued event is re-issued at most this often (and only when its reason changed)."""
+    event_readback_pages: int = 20
+    """A new leader reads back at most this many pages (500 each) of Queued events before sending its own."""
     discovery_interval: float = 60.0
     """How often the API is asked which job kinds (CRDs) are installed."""
     write_concurrency: int = 32
