@@ -90,6 +90,11 @@ def _name(obj: Mapping[str, Any]) -> str:
     return str(_meta(obj).get("name") or "")
 
 
+def _group_path(group: str, version: str) -> str:
+    """The discovery path of an API group version."""
+    return f"/apis/{group}/{version}" if group else f"/api/{version}"
+
+
 def choose_tree(objects: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any] | None, QuotaTree | None, str | None]:
     """The honoured ElasticQuotaTree among the objects of the tree namespace (the oldest, normally the only
     one): ``(object, parsed tree, problem)``; the tree is ``None`` when there is no object or it is invalid."""
@@ -149,6 +154,7 @@ class Controller:
         self.namespaces = self._cache("namespaces", NAMESPACES)
         self.priority_classes = self._cache("priorityclasses", PRIORITY_CLASSES)
         self.job_caches: dict[str, tuple[Adapter, ResourceRef, WatchCache]] = {}
+        self._job_cache_tasks: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._dirty = asyncio.Event()
         self._assumed: dict[ObjKey, Mapping[str, Any]] = {}
@@ -290,9 +296,8 @@ class Controller:
     async def _served(self, adapter: Adapter) -> str | None:
         """The first version of the adapter's kind the API serves, ``None`` when not installed."""
         for version in adapter.versions:
-            path = f"/apis/{adapter.group}/{version}" if adapter.group else f"/api/{version}"
             try:
-                listing = await self.client.request("GET", path)
+                listing = await self.client.request("GET", _group_path(adapter.group, version))
             except KubeApiError as error:
                 if error.status in (404, 503):
                     continue
@@ -304,11 +309,27 @@ class Controller:
                 return version
         return None
 
+    async def _gone(self, ref: ResourceRef) -> bool:
+        """Whether the API says for sure that ``ref`` is no longer served (its CRD was removed): its group
+        version is unknown (404) or lists no such resource. Any other failure is not proof."""
+        try:
+            listing = await self.client.request("GET", _group_path(ref.group, ref.version))
+        except KubeApiError as error:
+            return error.status == 404
+        resources = listing.get("resources")
+        return isinstance(resources, list) and not any(
+            isinstance(item, Mapping) and item.get("name") == ref.plural for item in resources
+        )
+
     async def discover(self) -> None:
-        """Start a cache for every supported job kind that the API serves and has none yet."""
+        """Start a cache for every supported job kind that the API serves and has none yet; stop the cache
+        of a kind the API no longer serves (its CRD was uninstalled), so it does not retry forever."""
         for adapter in all_adapters():
             key = f"{adapter.kind}.{adapter.group or 'core'}"
             if key in self.job_caches:
+                _, ref, cache = self.job_caches[key]
+                if await self._gone(ref):
+                    self._stop_job_cache(key, cache)
                 continue
             version = await self._served(adapter)
             if version is None:
@@ -321,7 +342,18 @@ class Controller:
             self.job_caches[key] = (adapter, ref, cache)
             self.stats.kinds.append(key)
             self._start(cache.run(), f"cache-{cache.name}")
+            self._job_cache_tasks[key] = self._tasks[-1]
             log.info(kv(component="controller", event="watching", kind=adapter.kind, apiVersion=ref.api_version))
+
+    def _stop_job_cache(self, key: str, cache: WatchCache) -> None:
+        task = self._job_cache_tasks.pop(key, None)
+        if task is not None:
+            task.cancel()
+        del self.job_caches[key]
+        self.stats.kinds.remove(key)
+        self._dirty.set()
+        log.info(kv(component="controller", event="unwatching", kind=key, reason="no longer served",
+                    objects=len(cache)))
 
     async def _discovery_loop(self) -> None:
         while True:
