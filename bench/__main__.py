@@ -47,8 +47,8 @@ BENCHES = (
           True),
     Bench("webhook", "Admission webhook (issue 4)", ("bench/webhook_bench.py",),
           ".venv/bin/python bench/webhook_bench.py", False, REPO / "bench" / "webhook_bench.py"),
-    Bench("extender", "Scheduler extender (issue 6)", ("bench/extender_bench.py", "--port-base", "56500"),
-          ".venv/bin/python bench/extender_bench.py --port-base 56500", False, REPO / "bench" / "extender_bench.py"),
+    Bench("extender", "Scheduler extender (issue 6)", ("bench/extender_bench.py", "--port-base", "28500"),
+          ".venv/bin/python bench/extender_bench.py --port-base 28500", False, REPO / "bench" / "extender_bench.py"),
 )
 
 INTRO = """# Benchmarks

@@ -1,20 +1,27 @@
 """Benchmark of the scheduler extender (a report, not a test: it asserts nothing).
 
-    .venv/bin/python bench/extender_bench.py [--iterations 300] [--pods 1000] [--rounds 3] [--port-base 24400]
+    .venv/bin/python bench/extender_bench.py [--iterations 300] [--pods 1000] [--rounds 5] [--port-base 24400]
                                           [--latency-only | --throughput-only]
 
-1. **Latency.** The extender service (``make_app``) in a child process, on loopback HTTP, with a state of
-   500 or 5,000 nodes (pool a, pool b, one virtual node), a ResourcePolicy ``[ecs pool=a, ecs pool=b, eci
-   max 50]`` with 200 of its pods bound, and a quota tree. A client sends what a ``nodeCacheCapable``
-   scheduler sends - every node name to the filter, then the nodes it passed to prioritize - one pod at a
-   time, for a pod under the policy (it passes pool a: half the nodes) and a pod under none (all but the
-   virtual node). Latency is the client's round trip: from sending the request to the last byte of
-   the answer.
+1. **Latency.** The extender's handlers (``make_app``, served as ``kq extender`` serves them) in a child
+   process, on loopback HTTP, with a state of 500 or 5,000 nodes (pool a, pool b, one virtual node), a
+   ResourcePolicy ``[ecs pool=a, ecs pool=b, eci max 50]`` with 200 of its pods bound, and a quota tree.
+   A client sends what a ``nodeCacheCapable`` scheduler configured with both verbs sends - every node
+   name to the filter, then the nodes it passed to prioritize - one pod at a time, for a pod under the
+   policy (it passes pool a: half the nodes) and a pod under none (all but the virtual node). Latency is
+   the client's round trip: from sending the request to the last byte of the answer.
 2. **Scheduler throughput.** A dev cluster of its own (``--port-base``, a temporary state directory) with
-   500 kwok nodes; the real kube-scheduler places ``--pods`` pods (100m CPU, under a ResourcePolicy)
-   without and with the extender, ``--rounds`` times each, alternating (its configuration rewritten and the
-   scheduler restarted between runs). The pods are created while the scheduler is stopped; pods/s is
-   measured between the first and the last binding seen by a watch; the table gives the medians.
+   500 kwok nodes; the real kube-scheduler places ``--pods`` pods (100m CPU, under a ResourcePolicy ``[ecs,
+   eci max 50]``) in four configurations: ``none`` (no extender; its process stopped too, so its watches
+   cost nothing either), ``null filter`` (a do-nothing extender behind the shipped entry: the floor any
+   HTTP extender costs), ``filter`` (the kq extender behind the shipped entry) and ``filter+prioritize``
+   (the entry with ``prioritizeVerb`` and ``weight``). Each round runs every configuration once, in an
+   order that rotates by one each round, after one short warm-up run of each; the scheduler's
+   configuration is rewritten and the scheduler restarted before every run. The pods are created while
+   the scheduler is stopped; pods/s is measured between the first and the last binding seen by a watch,
+   with the CPU the scheduler, the extender and the API server (which also serves the kq extender's pod
+   watch) used in that window. A round's cost compares its runs with its ``none`` run (a minute or two
+   apart, so under about the same load); the headline is the median of the rounds' costs.
 
 Goals (issue 6): p99 of filter+prioritize under 10 ms at 5,000 nodes; the extender costs the scheduler less
 than 30 % of its throughput. Numbers depend on the machine and its load (2 shared cores here).
@@ -27,11 +34,13 @@ import asyncio
 import contextlib
 import gc
 import multiprocessing
+import os
 import socket
 import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,19 +51,20 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aiohttp import web
-
 from tests.service.test_extender_objects import bound, eci, ecs, node, pod, policy, quota_tree, virtual_node
 from webhook.cli import devsystem
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig, Ports, default_nodes
-from webhook.extender.app import make_app
+from webhook.extender.app import MAX_BODY_BYTES, make_app
+from webhook.extender.config import extender_entry
+from webhook.extender.http import start_server
 from webhook.extender.state import ExtenderState
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 PODS = ResourceRef("", "v1", "pods")
 NAMESPACES = ResourceRef("", "v1", "namespaces")
 POLICIES = ResourceRef("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies")
+NULL_EXTENDER = "null-extender"
 BENCH_POLICY = policy("bench", units=[ecs(pool="a"), ecs(pool="b"), eci(max=50)], namespace="bench")
 CLUSTER_POLICY = policy("bench", units=[ecs(), eci(max=50)], namespace="bench")
 """The dev cluster's nodes carry no pool label: one ECS unit of every regular node, then the virtual node."""
@@ -99,9 +109,7 @@ def _serve(nodes: int, port: int, ready: Any) -> None:
     gc.freeze()  # as `kq extender` does once its watches have listed
 
     async def main() -> None:
-        runner = web.AppRunner(make_app(state), access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+        await start_server(make_app(state).routes(), "127.0.0.1", port, max_body=MAX_BODY_BYTES)
         ready.set()
         await asyncio.Event().wait()
 
@@ -188,6 +196,83 @@ def latency_report(iterations: int) -> list[Latency]:
 
 # 2. Scheduler throughput ---------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Configuration:
+    """One way of running the scheduler: which extender process answers (``None``: no extender in the
+    scheduler's configuration and no extender process) and whether the scheduler also calls prioritize."""
+
+    extender: str | None
+    """``kq-extender`` or ``null-extender`` (:func:`serve_null_extender`)."""
+    prioritize: bool = False
+
+
+CONFIGURATIONS: dict[str, Configuration] = {
+    "none": Configuration(None),
+    "null filter": Configuration(NULL_EXTENDER),
+    "filter": Configuration("kq-extender"),
+    "filter+prioritize": Configuration("kq-extender", prioritize=True),
+}
+"""Compared in every round: no extender; a do-nothing extender behind the shipped entry (the floor: what any
+HTTP extender costs the scheduler's serial cycle - marshalling, the round trip - whatever it decides); the
+shipped entry (filter only); and the entry with ``prioritizeVerb`` and ``weight``."""
+
+
+class _NullExtender(asyncio.Protocol):
+    """A filter that passes every node it is asked about: HTTP/1.1 keep-alive with ``Content-Length`` bodies,
+    parsed by hand, one orjson round trip - as little work as an extender can do. Bench only."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (head_end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            length = 0
+            for line in self.buffer[:head_end].split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            end = head_end + 4 + length
+            if len(self.buffer) < end:
+                return
+            args, self.buffer = orjson.loads(self.buffer[head_end + 4 : end]), self.buffer[end:]
+            reply = orjson.dumps(
+                {"NodeNames": args.get("NodeNames"), "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": ""}
+            )
+            assert self.transport is not None
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(reply), reply))
+
+
+def serve_null_extender(port: int) -> None:
+    """Run :class:`_NullExtender` on ``127.0.0.1:port`` until killed."""
+
+    async def main() -> None:
+        await asyncio.get_running_loop().create_server(_NullExtender, "127.0.0.1", port)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+@dataclass(frozen=True)
+class Run:
+    """One throughput run: pods/s between the first and the last binding, and the CPU that kube-scheduler
+    and the extender (``None`` when not running) used in that window, per pod."""
+
+    configuration: str
+    round: int
+    pods_per_second: float
+    scheduler_ms_per_pod: float
+    extender_ms_per_pod: float | None
+    apiserver_ms_per_pod: float
+    """kube-apiserver's CPU: it also serves the kq extender's pod watch."""
+    load: float
+    """The 1-minute load average when the run ended."""
+
 
 def _pod_manifest(name: str, namespace: str) -> dict[str, Any]:
     return {
@@ -219,13 +304,39 @@ async def _create_all(client: KubeClient, namespace: str, count: int) -> None:
     await asyncio.gather(*(one(index) for index in range(count)))
 
 
-async def _time_bindings(client: KubeClient, namespace: str, count: int, start_scheduler: Any) -> float:
-    """Start the scheduler, watch the namespace's pods; pods/s between the first and the last binding."""
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 when there is none)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class _Window:
+    """CPU of the watched processes at the first and at the last binding."""
+
+    pids: tuple[int | None, ...]
+    first: tuple[float, ...] = ()
+    last: tuple[float, ...] = ()
+
+    def sample(self) -> tuple[float, ...]:
+        return tuple(cpu_seconds(pid) for pid in self.pids)
+
+
+async def _time_bindings(
+    client: KubeClient, namespace: str, count: int, start_scheduler: Any, others: tuple[int | None, ...]
+) -> tuple[float, _Window]:
+    """Start the scheduler, watch the namespace's pods: pods/s between the first and the last binding, and
+    the CPU of the scheduler and of the ``others`` processes over that window."""
     ref = ResourceRef("", "v1", "pods", namespace)
     page = await client.list_page(ref, limit=5000)
     version = str(page["metadata"]["resourceVersion"])
     seen: dict[str, float] = {}
-    start_scheduler()
+    window = _Window((start_scheduler(), *others))
     deadline = time.monotonic() + 300
     while len(seen) < count and time.monotonic() < deadline:
         async with client.watch(ref, resource_version=version, timeout_seconds=120) as events:
@@ -235,86 +346,147 @@ async def _time_bindings(client: KubeClient, namespace: str, count: int, start_s
                 name = obj.get("metadata", {}).get("name")
                 if obj.get("spec", {}).get("nodeName") and name not in seen:
                     seen[name] = time.monotonic()
+                    if len(seen) == 1:
+                        window.first = window.sample()
                     if len(seen) >= count:
+                        window.last = window.sample()
                         break
     if len(seen) < count:
         raise RuntimeError(f"only {len(seen)} of {count} pods were bound in 300 s")
     times = sorted(seen.values())
-    return (len(times) - 1) / (times[-1] - times[0])
+    return (len(times) - 1) / (times[-1] - times[0]), window
 
 
 def _restart_scheduler(config: ClusterConfig, bins: Path, extender: dict[str, object] | None) -> Any:
+    """Stop the scheduler and write its configuration; returns what starts it (and gives its pid)."""
     (config.state_dir / "scheduler-config.yaml").write_text(cluster.scheduler_config(config, extender))
     processes.stop(config.run, "kube-scheduler", str(config.state_dir))
     (component,) = [c for c in cluster.components(config, bins) if c.name == "kube-scheduler"]
 
-    def start() -> None:
-        processes.start(component, config.run, config.logs)
+    def start() -> int:
+        return processes.start(component, config.run, config.logs)
 
     return start
 
 
-def throughput_report(pods: int, port_base: int, rounds: int) -> dict[str, list[float]]:
-    """Pods/s of each configuration, ``rounds`` times, alternating (without, with, without, ...) so that
-    the machine's changing load falls on both alike."""
+def _extender_ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _extender_component(config: ClusterConfig, bins: Path, name: str) -> processes.Component:
+    if name == NULL_EXTENDER:  # the state directory in its command line marks the process as this cluster's
+        argv = (sys.executable, __file__, "--serve-null-extender", str(config.ports.extender), str(config.state_dir))
+        return processes.Component(NULL_EXTENDER, argv, config.ports.extender)
+    (component,) = devsystem.extender_components(config, bins)
+    return component
+
+
+def _set_extender(config: ClusterConfig, bins: Path, wanted: str | None) -> int | None:
+    """Make ``wanted`` the one extender process running (``None``: none), waiting until it answers (the
+    kq extender: until its watches have listed); its pid."""
+    marker = str(config.state_dir)
+    for name in ("kq-extender", NULL_EXTENDER):
+        if name != wanted and processes.running_pid(config.run, name, marker) is not None:
+            processes.stop(config.run, name, marker)
+    if wanted is None:
+        return None
+    pid = processes.running_pid(config.run, wanted, marker)
+    if pid is None:
+        pid = processes.start(_extender_component(config, bins, wanted), config.run, config.logs)
+    port = config.ports.extender
+    ready = _extender_ready if wanted == "kq-extender" else processes.port_open
+    processes.wait_for(lambda: ready(port), 120, f"{wanted} to answer on {port}")
+    return pid
+
+
+def _one_run(config: ClusterConfig, bins: Path, name: str, round_index: int, pods: int) -> Run:
+    """One configuration's run: set up the extender and the scheduler, create the pods while the scheduler
+    is stopped, start it and time the bindings (round ``-1``: the warm-up)."""
+    setup = CONFIGURATIONS[name]
+    url = devsystem.extender_url(config)
+    entry = None if setup.extender is None else extender_entry(url, prioritize=setup.prioritize)
+    extender_pid = _set_extender(config, bins, setup.extender)
+    start = _restart_scheduler(config, bins, entry)
+    apiserver_pid = processes.running_pid(config.run, "kube-apiserver", str(config.state_dir))
+    label = "warm-up" if round_index < 0 else f"round {round_index + 1}"
+    namespace = f"bench-{label.replace(' ', '')}-{name.replace('+', '-').replace(' ', '-')}"
+
+    async def measure() -> tuple[float, _Window]:
+        client = await KubeClient.connect(str(config.kubeconfig))
+        try:
+            await _create_all(client, namespace, pods)
+            return await _time_bindings(client, namespace, pods, start, (extender_pid, apiserver_pid))
+        finally:
+            await client.close()
+
+    rate, window = asyncio.run(measure())
+    used = [(last - first) * 1000 / pods for first, last in zip(window.first, window.last, strict=True)]
+    extender_ms = None if extender_pid is None else used[1]
+    run = Run(name, round_index, rate, used[0], extender_ms, used[2], os.getloadavg()[0])
+    extender_cpu = "" if extender_ms is None else f", extender {extender_ms:.2f}"
+    print(
+        f"{label} {name}: {rate:.1f} pods/s (ms CPU/pod: scheduler {run.scheduler_ms_per_pod:.2f}{extender_cpu}, "
+        f"apiserver {run.apiserver_ms_per_pod:.2f}; load {run.load:.1f})",
+        file=sys.stderr,
+    )
+    return run
+
+
+def round_order(round_index: int) -> list[str]:
+    """The configurations of a round, rotated by one each round: none of them always runs first (after the
+    extender's restart) or last (on the most pods already placed)."""
+    names = list(CONFIGURATIONS)
+    shift = round_index % len(names)
+    return names[shift:] + names[:shift]
+
+
+def throughput_report(pods: int, port_base: int, rounds: int) -> list[Run]:
+    """Every configuration once per round, on one cluster, ``rounds`` rounds: the rounds share the machine's
+    changing load alike, and each round's costs compare runs minutes apart."""
     state = Path(tempfile.mkdtemp(prefix="kq-extender-bench-"))
     config = ClusterConfig(state_dir=state, ports=Ports(port_base), nodes=default_nodes(regular=500, virtual=1))
-    extender = devsystem.scheduler_extender(config)
     print(f"bringing up a dev cluster with 500 kwok nodes in {state} (ports {port_base}+) ...", file=sys.stderr)
-    rates: dict[str, list[float]] = {"without extender": [], "with extender": []}
+    runs: list[Run] = []
     try:
         bins = cluster.up(
             config,
             service=devsystem.extender_components,
-            extender=extender,
+            extender=devsystem.scheduler_extender(config),
             after_api=devsystem.install_api_objects,
             echo=lambda line: print(line, file=sys.stderr),
         )
-
-        async def run(label: str, namespace: str, with_extender: dict[str, object] | None) -> None:
-            start = _restart_scheduler(config, bins, with_extender)
-            client = await KubeClient.connect(str(config.kubeconfig))
-            try:
-                await _create_all(client, namespace, pods)
-                rate = await _time_bindings(client, namespace, pods, start)
-            finally:
-                await client.close()
-            rates[label].append(rate)
-            print(f"{label}: {rate:.1f} pods/s", file=sys.stderr)
-
+        # A fresh cluster schedules its first pods slowly (caches filling, controllers syncing 500 nodes): one
+        # short run of each configuration first, not reported.
+        for name in CONFIGURATIONS:
+            _one_run(config, bins, name, -1, max(100, pods // 4))
         for round_index in range(rounds):
-            asyncio.run(run("without extender", f"bench-plain-{round_index}", None))
-            asyncio.run(run("with extender", f"bench-extender-{round_index}", extender))
+            runs.extend(_one_run(config, bins, name, round_index, pods) for name in round_order(round_index))
     except BaseException:
         print(f"failed: the cluster's logs stay in {config.logs}", file=sys.stderr)
         cluster.down(config, echo=lambda line: print(line, file=sys.stderr))
         raise
     cluster.down(config, purge=True, echo=lambda line: print(line, file=sys.stderr))
-    return rates
+    return runs
 
 
 # Report --------------------------------------------------------------------------------------------------------
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=300, help="requests per latency case (default 300)")
-    parser.add_argument("--pods", type=int, default=1000, help="pods per throughput run (default 1000)")
-    parser.add_argument("--rounds", type=int, default=3, help="throughput runs per configuration (default 3)")
-    parser.add_argument(
-        "--port-base", type=int, default=24400, help="ports of the bench's dev cluster (default 24400..24409)"
-    )
-    parser.add_argument("--latency-only", action="store_true", help="skip the dev cluster part")
-    parser.add_argument("--throughput-only", action="store_true", help="skip the latency part")
-    args = parser.parse_args(argv)
+def _cell(value: float, base: float) -> str:
+    """``"250.3 (17%)"``: pods/s and the cost against ``base``, right-aligned in a column."""
+    return f"{f'{value:.1f} ({100 * (1 - value / base):.0f}%)':>26}"
 
-    latencies = [] if args.throughput_only else latency_report(args.iterations)
-    if latencies:
-        print(f"\nExtender latency: filter then prioritize over loopback HTTP, all node names, {args.iterations} pods")
-        print(
-            f"{'nodes':>6} {'pod':<10} {'filter p50':>10} {'p99':>7} {'prioritize p50':>14} {'p99':>7} "
-            f"{'both p50':>9} {'both p99':>9}"
-        )
+
+def print_latency(latencies: list[Latency], iterations: int) -> None:
+    print(f"\nExtender latency: filter then prioritize over loopback HTTP, all node names, {iterations} pods")
+    print(
+        f"{'nodes':>6} {'pod':<10} {'filter p50':>10} {'p99':>7} {'prioritize p50':>14} {'p99':>7} "
+        f"{'both p50':>9} {'both p99':>9}"
+    )
     for row in latencies:
         print(
             f"{row.nodes:>6} {row.pod:<10} {statistics.median(row.filter_ms):>8.2f}ms "
@@ -322,17 +494,70 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{percentile(row.prioritize_ms, 0.99):>5.2f}ms {statistics.median(row.both_ms):>7.2f}ms "
             f"{percentile(row.both_ms, 0.99):>7.2f}ms"
         )
+
+
+def print_throughput(runs: list[Run], pods: int, rounds: int) -> None:
+    """Each round (pods/s, and each extender configuration's cost against that round's ``none``), the
+    medians, and the CPU per pod; the headline is the median of the per-round costs."""
+    names = list(CONFIGURATIONS)
+    by = {(run.round, run.configuration): run for run in runs}
+    print(
+        f"\nkube-scheduler throughput: 500 kwok nodes, {pods} pods of 100m CPU per run, {rounds} rounds; "
+        "configurations interleaved (order rotates each round); cost = 1 - pods/s / the round's none;\n"
+        "null filter = a do-nothing extender behind the same entry (what any HTTP extender costs); "
+        "filter = kq extender as shipped"
+    )
+    print(f"{'round':<7}" + "".join(f"{name:>26}" for name in names) + f"{'load':>7}")
+    costs: dict[str, list[float]] = {name: [] for name in names[1:]}
+    for index in range(rounds):
+        base = by[index, "none"].pods_per_second
+        cells = [f"{base:>26.1f}"]
+        for name in names[1:]:
+            value = by[index, name].pods_per_second
+            costs[name].append(1 - value / base)
+            cells.append(_cell(value, base))
+        load = max(by[index, name].load for name in names)
+        print(f"{index + 1:<7}" + "".join(cells) + f"{load:>7.1f}")
+    medians = {name: statistics.median(by[i, name].pods_per_second for i in range(rounds)) for name in names}
+    cells = [f"{medians['none']:>26.1f}"]
+    cells += [_cell(medians[name], medians["none"]) for name in names[1:]]
+    print(f"{'median':<7}" + "".join(cells))
+    for name in names[1:]:
+        print(f"cost of {name:<18} median of the rounds {100 * statistics.median(costs[name]):.1f}%")
+    print("CPU per pod, median ms (kube-scheduler / extender process / kube-apiserver):")
+    for name in names:
+        scheduler = statistics.median(by[i, name].scheduler_ms_per_pod for i in range(rounds))
+        own = [by[i, name].extender_ms_per_pod for i in range(rounds)]
+        extender = "-" if None in own else f"{statistics.median(v for v in own if v is not None):.2f}"
+        apiserver = statistics.median(by[i, name].apiserver_ms_per_pod for i in range(rounds))
+        print(f"  {name:<18} {scheduler:.2f} / {extender} / {apiserver:.2f}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=300, help="requests per latency case (default 300)")
+    parser.add_argument("--pods", type=int, default=1000, help="pods per throughput run (default 1000)")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="throughput rounds, each configuration once per round (default 5)"
+    )
+    parser.add_argument(
+        "--port-base", type=int, default=24400, help="ports of the bench's dev cluster (default 24400..24409)"
+    )
+    parser.add_argument("--latency-only", action="store_true", help="skip the dev cluster part")
+    parser.add_argument("--throughput-only", action="store_true", help="skip the latency part")
+    parser.add_argument("--serve-null-extender", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("marker", nargs="?", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_null_extender:
+        serve_null_extender(args.serve_null_extender)
+        return 0
+
+    latencies = [] if args.throughput_only else latency_report(args.iterations)
+    if latencies:
+        print_latency(latencies, args.iterations)
     if args.latency_only:
         return 0
-    rates = throughput_report(args.pods, args.port_base, args.rounds)
-    print(f"\nkube-scheduler throughput: 500 kwok nodes, {args.pods} pods of 100m CPU per run, {args.rounds} runs each")
-    print(f"{'configuration':<18} {'median pods/s':>13}  runs")
-    for label, values in rates.items():
-        print(f"{label:<18} {statistics.median(values):>13.1f}  {', '.join(f'{v:.0f}' for v in values)}")
-    plain, with_ext = statistics.median(rates["without extender"]), statistics.median(rates["with extender"])
-    pairs = zip(rates["without extender"], rates["with extender"], strict=True)
-    per_round = ", ".join(f"{100 * (1 - b / a):.0f}%" for a, b in pairs)
-    print(f"{'cost of extender':<18} {100 * (1 - with_ext / plain):>12.1f}%  of the medians; per round: {per_round}")
+    print_throughput(throughput_report(args.pods, args.port_base, args.rounds), args.pods, args.rounds)
     return 0
 
 

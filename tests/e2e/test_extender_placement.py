@@ -4,7 +4,9 @@ pod cap, pending pods told why, scale-in from the virtual node, and no virtual n
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -96,6 +98,17 @@ def _unschedulable_message(pod: dict[str, Any]) -> str:
     return ""
 
 
+def _extender_requests(dev: DevCluster) -> dict[tuple[str, str], float]:
+    """``kube_queue_extender_requests_total`` of the dev cluster's extender, by (verb, result)."""
+    url = f"http://127.0.0.1:{dev.config.ports.extender}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    counts: dict[tuple[str, str], float] = {}
+    for match in re.finditer(r'kube_queue_extender_requests_total\{result="(\w+)",verb="(\w+)"\} (\S+)', text):
+        counts[match.group(2), match.group(1)] = float(match.group(3))
+    return counts
+
+
 def test_a_deployment_fills_ecs_then_the_capped_virtual_node_and_shrinks_from_it(
     dev_cluster: DevCluster, namespace: str, pool: tuple[str, ...]
 ) -> None:
@@ -125,6 +138,10 @@ def test_a_deployment_fills_ecs_then_the_capped_virtual_node_and_shrinks_from_it
     for pending in (p for p in pods if not p["spec"].get("nodeName")):
         message = _unschedulable_message(pending)
         assert f"ResourcePolicy {namespace}/burst: unit 2 (eci) is at its max of 4 pods" in message, message
+    # The scheduler asks the filter only (no prioritizeVerb): the placement above needs nothing else.
+    requests = _extender_requests(dev)
+    assert requests.get(("filter", "passed"), 0) >= 10
+    assert requests.get(("prioritize", "scored"), 0) == 0
 
     def cost(pod: dict[str, Any]) -> str:
         return str(pod["metadata"].get("annotations", {}).get(DELETION_COST_ANNOTATION, "0"))

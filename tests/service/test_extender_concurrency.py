@@ -8,9 +8,8 @@ import random
 from typing import Any
 
 import orjson
-from aiohttp.test_utils import TestClient, TestServer
 
-from tests.service.test_extender_objects import Cluster, args, bound, eci, ecs, pod, policy
+from tests.service.test_extender_objects import Cluster, args, bound, eci, ecs, pod, policy, serving
 from webhook.extender.app import make_app
 
 ONLY_VIRTUAL = ("ecs-2", "virtual-kubelet")
@@ -23,7 +22,7 @@ def capped(max_eci: int = 4, ttl: float = 30.0) -> Cluster:
 async def test_many_concurrent_filter_calls_never_exceed_the_cap() -> None:
     cluster = capped(max_eci=4)
     app = make_app(cluster.state, clock=lambda: cluster.now)
-    async with TestClient(TestServer(app)) as client:
+    async with serving(app) as client:
 
         async def one(index: int) -> list[str]:
             resp = await client.post("/extender/filter", data=args(pod(f"p{index}", "10"), ONLY_VIRTUAL))
@@ -40,7 +39,7 @@ async def test_the_cap_holds_while_bindings_arrive_in_any_order() -> None:
     cluster = capped(max_eci=5)
     app = make_app(cluster.state, clock=lambda: cluster.now)
     placed: list[dict[str, Any]] = []
-    async with TestClient(TestServer(app)) as client:
+    async with serving(app) as client:
 
         async def schedule(index: int) -> None:
             obj = pod(f"p{index}", "10")

@@ -5,15 +5,12 @@ from __future__ import annotations
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer, unused_port
 
-from tests.service.test_extender_objects import args, eci, ecs, node, pod, policy, virtual_node
+from tests.service.test_extender_objects import args, eci, ecs, node, pod, policy, serving, virtual_node
 from webhook import pki
 from webhook.extender.app import make_app
 from webhook.extender.server import tls_context
@@ -33,12 +30,12 @@ def make_state(ready: bool = True) -> ExtenderState:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[TestClient[Any, Any]]:
-    async with TestClient(TestServer(make_app(make_state(), clock=lambda: NOW))) as test_client:
-        yield test_client
+async def client() -> AsyncIterator[aiohttp.ClientSession]:
+    async with serving(make_app(make_state(), clock=lambda: NOW)) as session:
+        yield session
 
 
-async def test_filter_answers_with_the_go_field_names_and_echoes_passing_nodes(client: TestClient[Any, Any]) -> None:
+async def test_filter_answers_with_the_go_field_names_and_echoes_passing_nodes(client: aiohttp.ClientSession) -> None:
     resp = await client.post("/extender/filter", data=args(pod("web-1", "10"), NAMES))
     assert resp.status == 200
     assert resp.content_type == "application/json"
@@ -53,7 +50,7 @@ async def test_filter_answers_with_the_go_field_names_and_echoes_passing_nodes(c
     assert returned == set(NAMES)
 
 
-async def test_a_refused_pod_still_gets_an_empty_node_list_and_every_reason(client: TestClient[Any, Any]) -> None:
+async def test_a_refused_pod_still_gets_an_empty_node_list_and_every_reason(client: aiohttp.ClientSession) -> None:
     first = await client.post("/extender/filter", data=args(pod("web-1", "10"), ["ecs-2", "virtual-kubelet"]))
     assert orjson.loads(await first.read())["NodeNames"] == ["virtual-kubelet"]
     resp = await client.post("/extender/filter", data=args(pod("web-2", "10"), ["ecs-2", "virtual-kubelet"]))
@@ -64,7 +61,7 @@ async def test_a_refused_pod_still_gets_an_empty_node_list_and_every_reason(clie
     )
 
 
-async def test_prioritize_scores_every_input_node_from_0_to_10(client: TestClient[Any, Any]) -> None:
+async def test_prioritize_scores_every_input_node_from_0_to_10(client: aiohttp.ClientSession) -> None:
     resp = await client.post("/extender/prioritize", data=args(pod("web-1", "10"), NAMES))
     assert resp.status == 200
     body = orjson.loads(await resp.read())
@@ -78,13 +75,13 @@ async def test_prioritize_scores_every_input_node_from_0_to_10(client: TestClien
     assert len(body) == len(NAMES)
 
 
-async def test_keys_are_read_case_insensitively_like_go(client: TestClient[Any, Any]) -> None:
+async def test_keys_are_read_case_insensitively_like_go(client: aiohttp.ClientSession) -> None:
     data = orjson.dumps({"pod": pod("web-1", "10"), "nodenames": ["ecs-0", "ecs-2"]})
     body = orjson.loads(await (await client.post("/extender/filter", data=data)).read())
     assert body["NodeNames"] == ["ecs-0"]
 
 
-async def test_full_node_objects_get_full_node_objects_back(client: TestClient[Any, Any]) -> None:
+async def test_full_node_objects_get_full_node_objects_back(client: aiohttp.ClientSession) -> None:
     nodes = [node("ecs-0", pool="a"), node("brand-new", pool="a"), virtual_node()]
     data = orjson.dumps({"Pod": pod("web-1", "10"), "Nodes": {"items": nodes}, "NodeNames": None})
     body = orjson.loads(await (await client.post("/extender/filter", data=data)).read())
@@ -92,13 +89,13 @@ async def test_full_node_objects_get_full_node_objects_back(client: TestClient[A
     assert [n["metadata"]["name"] for n in body["Nodes"]["items"]] == ["ecs-0", "brand-new"]
 
 
-async def test_a_node_the_cache_has_not_seen_fails_resolvably(client: TestClient[Any, Any]) -> None:
+async def test_a_node_the_cache_has_not_seen_fails_resolvably(client: aiohttp.ClientSession) -> None:
     body = orjson.loads(await (await client.post("/extender/filter", data=args(pod("w"), ["ecs-0", "ghost"]))).read())
     assert body["NodeNames"] == ["ecs-0"]
     assert "not yet in the extender's node cache" in body["FailedNodes"]["ghost"]
 
 
-async def test_bad_bodies_are_refused_with_a_reason(client: TestClient[Any, Any]) -> None:
+async def test_bad_bodies_are_refused_with_a_reason(client: aiohttp.ClientSession) -> None:
     resp = await client.post("/extender/filter", data=b"{not json")
     assert resp.status == 400
     assert "not JSON" in orjson.loads(await resp.read())["Error"]
@@ -111,7 +108,7 @@ async def test_bad_bodies_are_refused_with_a_reason(client: TestClient[Any, Any]
 
 async def test_until_the_watches_have_listed_the_filter_answers_with_an_error() -> None:
     state = make_state(ready=False)
-    async with TestClient(TestServer(make_app(state, clock=lambda: NOW))) as test_client:
+    async with serving(make_app(state, clock=lambda: NOW)) as test_client:
         body = orjson.loads(await (await test_client.post("/extender/filter", data=args(pod("w"), NAMES))).read())
         assert body["NodeNames"] is None
         assert "starting" in body["Error"]
@@ -121,7 +118,7 @@ async def test_until_the_watches_have_listed_the_filter_answers_with_an_error() 
         assert (await test_client.get("/healthz")).status == 200
 
 
-async def test_metrics_count_requests_by_verb_and_result(client: TestClient[Any, Any]) -> None:
+async def test_metrics_count_requests_by_verb_and_result(client: aiohttp.ClientSession) -> None:
     await client.post("/extender/filter", data=args(pod("w"), NAMES))
     text = await (await client.get("/metrics")).text()
     assert 'kube_queue_extender_requests_total{result="passed",verb="filter"}' in text
@@ -133,18 +130,11 @@ async def test_the_extender_serves_https_with_a_given_certificate(tmp_path: Path
     cert, key = pki.issue_cert(ca_cert, ca_key, "extender", ip_addresses=["127.0.0.1"])
     (tmp_path / "tls.crt").write_bytes(cert)
     (tmp_path / "tls.key").write_bytes(key)
-    runner = web.AppRunner(make_app(make_state(), clock=lambda: NOW))
-    await runner.setup()
-    port = unused_port()
-    try:
-        context = tls_context(tmp_path / "tls.crt", tmp_path / "tls.key")
-        site = web.TCPSite(runner, "127.0.0.1", port, ssl_context=context)
-        await site.start()
-        trust = ssl.create_default_context(cadata=ca_cert.decode())
-        async with aiohttp.ClientSession() as session:
-            url = f"https://127.0.0.1:{port}/extender/filter"
-            async with session.post(url, data=args(pod("w", "10"), NAMES), ssl=trust) as resp:
-                assert resp.status == 200
-                assert orjson.loads(await resp.read())["NodeNames"] == ["ecs-0", "ecs-1"]
-    finally:
-        await runner.cleanup()
+    context = tls_context(tmp_path / "tls.crt", tmp_path / "tls.key")
+    trust = ssl.create_default_context(cadata=ca_cert.decode())
+    async with (
+        serving(make_app(make_state(), clock=lambda: NOW), ssl_context=context) as session,
+        session.post("/extender/filter", data=args(pod("w", "10"), NAMES), ssl=trust) as resp,
+    ):
+        assert resp.status == 200
+        assert orjson.loads(await resp.read())["NodeNames"] == ["ecs-0", "ecs-1"]

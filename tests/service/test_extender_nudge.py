@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aiohttp.test_utils import TestClient, TestServer
-
-from tests.service.test_extender_objects import Cluster, args, eci, ecs, pod, policy
+from tests.service.test_extender_objects import Cluster, args, eci, ecs, pod, policy, serving
 from webhook.extender.app import make_app
 from webhook.extender.nudge import RETRY_ANNOTATION, Nudger
 from webhook.kube.client import KubeApiError
@@ -38,7 +36,7 @@ async def test_a_waiting_pod_is_touched_once_its_timeout_has_passed() -> None:
     nudger = Nudger(touches, clock=lambda: cluster.now)
     app = make_app(cluster.state, clock=lambda: cluster.now, nudger=nudger)
     waiting = pod("p", uid="uid-p")
-    async with TestClient(TestServer(app)) as client:
+    async with serving(app) as client:
         resp = await client.post("/extender/filter", data=args(waiting, ONLY_OTHERS))
         assert (await resp.json())["NodeNames"] == []
         assert nudger.waiting == 1
@@ -56,7 +54,7 @@ async def test_a_pod_refiltered_keeps_one_timer_and_close_cancels_it() -> None:
     touches = Touches()
     nudger = Nudger(touches, clock=lambda: cluster.now)
     app = make_app(cluster.state, clock=lambda: cluster.now, nudger=nudger)
-    async with TestClient(TestServer(app)) as client:
+    async with serving(app) as client:
         for _ in range(3):
             await client.post("/extender/filter", data=args(pod("p", uid="uid-p"), ONLY_OTHERS))
         assert nudger.waiting == 1
@@ -69,7 +67,7 @@ async def test_no_timer_for_pods_that_pass_or_never_wait() -> None:
     cluster = Cluster(policy(units=[ecs(pool="a"), eci()], when="ExceedMax"))
     nudger = Nudger(Touches(), clock=lambda: cluster.now)
     app = make_app(cluster.state, clock=lambda: cluster.now, nudger=nudger)
-    async with TestClient(TestServer(app)) as client:
+    async with serving(app) as client:
         await client.post("/extender/filter", data=args(pod("waits-for-max"), ONLY_OTHERS))
         await client.post("/extender/filter", data=args(pod("passes"), ("ecs-0",)))
     assert nudger.waiting == 0

@@ -8,10 +8,13 @@ No tests here; the other ``test_extender_*`` modules import these (and the bench
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Mapping, Sequence
+import ssl
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+import aiohttp
 import orjson
 
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION
@@ -166,6 +169,23 @@ def seed_quota_tree() -> dict[str, Any]:
             ],
         }
     )
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any, ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[aiohttp.ClientSession]:
+    """``app`` (an :class:`~webhook.extender.app.ExtenderApp`) served on a free loopback port, and a client
+    session whose relative URLs go there (HTTPS with ``ssl_context``; the session does not verify it)."""
+    from webhook.extender.app import MAX_BODY_BYTES  # noqa: PLC0415 - keep this module's imports light
+    from webhook.extender.http import start_server  # noqa: PLC0415
+
+    server = await start_server(app.routes(), "127.0.0.1", 0, ssl_context=ssl_context, max_body=MAX_BODY_BYTES)
+    scheme = "https" if ssl_context is not None else "http"
+    try:
+        connector = aiohttp.TCPConnector(ssl=False) if ssl_context is not None else None
+        async with aiohttp.ClientSession(f"{scheme}://127.0.0.1:{server.port}", connector=connector) as session:
+            yield session
+    finally:
+        await server.close()
 
 
 def args(pod_obj: Mapping[str, Any], names: Sequence[str]) -> bytes:

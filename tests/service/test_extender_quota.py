@@ -3,6 +3,11 @@ bound pods and pods placed but not yet bound - is refused on every node, with th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import pytest
+
+import webhook.extender.state as state_module
 from tests.service.test_extender_objects import (
     NAMESPACE,
     Cluster,
@@ -14,6 +19,9 @@ from tests.service.test_extender_objects import (
     quota_tree,
     seed_quota_tree,
 )
+from webhook.core.resources import EMPTY, Resources
+from webhook.core.workload import pod_request
+from webhook.extender.state import RequestCache
 from webhook.workloads.base import QUOTA_LABEL
 
 ECS = ("ecs-0", "ecs-1", "ecs-2", "ecs-3")
@@ -126,3 +134,25 @@ def test_quota_is_checked_before_the_policy_and_takes_no_slot() -> None:
     assert refused.quota is not None
     assert cluster.state.assumed == {}
     assert cluster.filter(pod("small", "5"), ("ecs-2", "virtual-kubelet")).passing == ("virtual-kubelet",)
+
+
+def test_a_pod_shape_is_parsed_once_and_reads_as_the_core_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[object] = []
+
+    def counting(spec: Mapping[str, object]) -> Resources:
+        parsed.append(spec)
+        return pod_request(spec)
+
+    monkeypatch.setattr(state_module, "pod_request", counting)
+    cache = RequestCache(size=2)
+    first, second = pod("a", "2", memory="1Gi"), pod("b", "2", memory="1Gi")
+    assert cache.request(first, "team/a") == pod_request(first["spec"])
+    assert cache.request(second, "team/b") is cache.request(first, "team/a")
+    assert len(parsed) == 1
+    assert cache.request(pod("c", "3"), "team/c") == pod_request(pod("c", "3")["spec"])
+    assert cache.request(pod("d", "4"), "team/d").get("cpu") == 4 * 10**9  # full: emptied, then kept
+    assert len(parsed) == 3
+    bad = pod("e", "lots")
+    assert cache.request(bad, "team/e") == EMPTY  # logged, not kept
+    assert cache.request(bad, "team/e") == EMPTY
+    assert len(parsed) == 5

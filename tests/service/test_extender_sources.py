@@ -8,8 +8,10 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from tests.service.test_extender_objects import eci, ecs, node, pod, policy, virtual_node
-from webhook.extender.sources import OptionalListWatch, _incremental, _whole, running
-from webhook.extender.state import ExtenderState
+from webhook.core.placement import pod_view
+from webhook.core.workload import pod_request
+from webhook.extender.sources import OptionalListWatch, SlimListWatch, _incremental, _whole, running
+from webhook.extender.state import ExtenderState, pod_essentials
 from webhook.kube.cache import WatchCache
 from webhook.kube.client import JSON, KubeApiError
 
@@ -115,3 +117,50 @@ async def test_ready_turns_true_when_all_have_listed() -> None:
             await asyncio.sleep(0)
         assert state.ready
 
+
+
+def rich_pod() -> JSON:
+    """A pod as the API server sends it: managedFields, volumes, status conditions, an init sidecar."""
+    obj = pod("rich", "500m", labels={"app": "web"}, annotations={"a": "1"}, node_name="ecs-0", memory="1Gi")
+    obj["metadata"].update(
+        resourceVersion="42",
+        deletionTimestamp="2024-05-01T13:00:00Z",
+        managedFields=[{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:containers": {}}}}],
+        ownerReferences=[{"kind": "ReplicaSet", "name": "web-1"}],
+    )
+    obj["spec"]["containers"][0].update(env=[{"name": "X", "value": "1"}], resources={"limits": {"cpu": "2"}})
+    obj["spec"]["initContainers"] = [
+        {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}, "image": "x"}
+    ]
+    obj["spec"].update(volumes=[{"name": "v", "emptyDir": {}}], overhead={"cpu": "10m"}, resources=None)
+    obj["status"].update(conditions=[{"type": "Ready", "status": "True"}], podIP="10.0.0.1")
+    return obj
+
+
+def test_a_slim_pod_reads_exactly_as_the_whole_pod() -> None:
+    whole = rich_pod()
+    slim = pod_essentials(whole)
+    assert pod_view(slim) == pod_view(whole)
+    assert pod_request(slim["spec"]) == pod_request(whole["spec"])
+    assert slim["metadata"]["resourceVersion"] == "42"
+    assert "managedFields" not in slim["metadata"]
+    assert "env" not in slim["spec"]["containers"][0]
+    assert slim["status"] == {"phase": "Running"}
+    assert pod_essentials({"metadata": "odd", "spec": ["odd"]}) == {"metadata": "odd", "spec": ["odd"]}
+
+
+async def test_the_pod_cache_keeps_slim_pods_from_lists_and_watches() -> None:
+    listed, watched = rich_pod(), {**rich_pod(), "metadata": {**rich_pod()["metadata"], "name": "watched"}}
+    bookmark: JSON = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "50"}}}
+    source = SlimListWatch(Source([[listed]], [[{"type": "ADDED", "object": watched}, bookmark]]), pod_essentials)
+    cache = WatchCache("pods", source)
+    task = asyncio.create_task(cache.run())
+    try:
+        await asyncio.wait_for(cache.synced.wait(), timeout=5)
+        await settle()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert sorted(item["metadata"]["name"] for item in cache.items()) == ["rich", "watched"]
+    assert all("managedFields" not in item["metadata"] for item in cache.items())
+    assert cache.resource_version == "50"

@@ -267,3 +267,33 @@ def test_prioritize_after_filter_of_a_pod_without_policy_scores_all_zero() -> No
     answered = cluster.prioritize(obj, passing)
     assert answered.scores == {}
     assert answered.summary.startswith("as filtered: ")
+
+
+# Kept verdicts -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("when", ["LackResourceOrExceedMax", "ExceedMax", "TimeoutOrExceedMax"])
+def test_a_kept_unit_verdict_answers_as_a_fresh_one(when: str) -> None:
+    """The filter keeps place()'s verdict per policy, units present and counts shown; a state that forgets
+    it before every request decides the same, pod after pod, as units fill up and candidates change."""
+    spec = policy(units=[ecs(max=3, pool="a"), ecs(pool="b"), eci(max=2)], when=when, timeout="10s")
+    kept, fresh = Cluster(spec), Cluster(spec)
+    candidates = [ALL_NODES, ONLY_OTHERS, ("ecs-2", "virtual-kubelet"), ("virtual-kubelet",), ECS_A, ("ecs-3",)]
+    for index in range(18):
+        names = candidates[index % len(candidates)]
+        obj = pod(f"p{index}", created=None if index % 4 == 0 else "2024-05-01T12:00:00Z")
+        fresh.state._verdicts.clear()
+        decision = kept.filter(obj, names)
+        assert decision == fresh.filter(obj, names)
+        if decision.passing:
+            kept.bind(obj, decision.passing[-1])
+            fresh.bind(obj, decision.passing[-1])
+        kept.now += 3
+        fresh.now += 3
+
+
+def test_a_policy_change_forgets_its_kept_verdicts() -> None:
+    cluster = Cluster(policy(units=[ecs(pool="a"), eci()]))
+    assert cluster.filter(pod("p")).passing == ECS_A
+    cluster.state.set_policies([policy(units=[ecs(pool="b"), eci()])])
+    assert cluster.filter(pod("q")).passing == ("ecs-2", "ecs-3")

@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+from prometheus_client import REGISTRY
 
 import webhook.admission.app as app_module
 from tests.builders import seed_tree
@@ -261,3 +262,40 @@ async def test_a_stalled_body_is_cut_off_with_408(monkeypatch: pytest.MonkeyPatc
         writer.close()
         await writer.wait_closed()
     assert b" 408 " in status_line
+
+
+async def test_a_body_sent_in_parts_is_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app_module, "BODY_READ_SECONDS", 5.0)
+    body = orjson.dumps(review(batch_job(), uid="in-parts"))
+    async with TestClient(TestServer(make_app(store(), Settings()))) as test_client:
+        reader, writer = await asyncio.open_connection(test_client.host, test_client.port)
+        writer.write(
+            b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body[:10]
+        )
+        await writer.drain()
+        await asyncio.sleep(0.1)  # the handler starts with the body incomplete and waits for the rest
+        writer.write(body[10:])
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), timeout=30)
+        writer.close()
+        await writer.wait_closed()
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert orjson.loads(payload)["response"]["uid"] == "in-parts"
+
+
+def _sample(name: str, labels: dict[str, str]) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_every_request_is_counted_and_timed(client: TestClient[Any, Any]) -> None:
+    counted = {"endpoint": "mutate", "kind": "Job", "decision": "patched"}
+    before = _sample("kube_queue_webhook_requests_total", counted)
+    timed = _sample("kube_queue_webhook_request_duration_seconds_count", {"endpoint": "mutate"})
+    for _ in range(2):  # the second one uses the series the first created
+        resp = await client.post("/mutate", data=orjson.dumps(review(batch_job())))
+        assert resp.status == 200
+    assert _sample("kube_queue_webhook_requests_total", counted) == before + 2
+    assert _sample("kube_queue_webhook_request_duration_seconds_count", {"endpoint": "mutate"}) >= timed + 2

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
+import importlib
+import logging
 import socket
 import ssl
 import sys
 import types
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from aiohttp.test_utils import TestServer
 
 from tests.builders import SEED_TREE_SPEC
 from tests.service.helpers import batch_job, review
+from webhook.admission import server
 from webhook.admission.review import decoded_patch
 from webhook.admission.state import Settings
 from webhook.cli import serve as serve_module
@@ -174,3 +178,132 @@ async def test_serve_answers_over_tls_from_watched_state(
         "/api/v1/namespaces",
     }
     assert all("allowWatchBookmarks=true" in query for path, query in fake.requests if "watch=true" in query)
+
+
+def uvloop_installed() -> bool:
+    try:
+        importlib.import_module("uvloop")
+    except ImportError:
+        return False
+    return True
+
+
+def test_choose_loop_prefers_uvloop_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not uvloop_installed():
+        pytest.skip("uvloop is not installed here")
+    monkeypatch.delenv(server.LOOP_ENV, raising=False)
+    choice = server.choose_loop()
+    assert choice.name.startswith("uvloop ")
+    assert choice.factory is not None
+
+
+def test_choose_loop_falls_back_to_asyncio_without_uvloop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(server.LOOP_ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # makes `import uvloop` raise ImportError
+    choice = server.choose_loop()
+    assert (choice.name, choice.reason, choice.factory) == ("asyncio", "uvloop is not installed", None)
+
+
+def test_event_loop_variable_forces_the_standard_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(server.LOOP_ENV, "asyncio")
+    choice = server.choose_loop()
+    assert (choice.name, choice.reason, choice.factory) == ("asyncio", "KQ_EVENT_LOOP=asyncio", None)
+
+
+def test_kq_serve_runs_on_the_chosen_loop_and_logs_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)
+    seen: list[str] = []
+
+    async def fake_serve(options: ServeOptions, stop: asyncio.Event | None = None) -> None:
+        seen.append(type(asyncio.get_running_loop()).__module__)
+
+    monkeypatch.setattr(serve_module, "options_from_args", lambda args: ServeOptions())
+    monkeypatch.setattr(serve_module, "serve", fake_serve)
+    with caplog.at_level(logging.INFO, logger="webhook.admission.server"):
+        assert serve_module.run(argparse.Namespace()) == 0
+    assert [module.split(".")[0] for module in seen] == ["asyncio"]
+    assert "component=serve event=event_loop loop='asyncio' reason='uvloop is not installed'" in caplog.text
+
+
+async def mutate_once_on_this_loop(tmp_path: Path) -> tuple[str, list[dict[str, Any]]]:
+    """Start a fake apiserver and ``serve`` on the running loop, send one mutate over TLS, stop; return the
+    loop's module and the patch."""
+    fake = FakeApiserver()
+    fake.objects["/apis/scheduling.sigs.k8s.io/v1beta1/namespaces/kube-system/elasticquotatrees"] = [TREE]
+    api = TestServer(fake.app, host="127.0.0.1")
+    await api.start_server()
+    assert api.port is not None
+    written = write_certs(tmp_path / "certs", [], ["127.0.0.1"])
+    port = free_port()
+    options = ServeOptions(
+        host="127.0.0.1",
+        port=port,
+        cert=written["tls.crt"],
+        key=written["tls.key"],
+        kubeconfig=str(kubeconfig(tmp_path / "kubeconfig", api.port)),
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(options, stop))
+    client_tls = ssl.create_default_context(cafile=str(written["ca.crt"]))
+    try:
+        async with aiohttp.ClientSession() as session:
+            await wait_ready(session, f"https://127.0.0.1:{port}", client_tls)
+            body = orjson.dumps(review(batch_job()))
+            async with session.post(f"https://127.0.0.1:{port}/mutate", data=body, ssl=client_tls) as resp:
+                out = await resp.json()
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=30)
+        await api.close()
+    return type(asyncio.get_running_loop()).__module__, decoded_patch(out)
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_the_service_answers_the_same_on_either_loop(
+    loop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if loop == "uvloop" and not uvloop_installed():
+        pytest.skip("uvloop is not installed here")
+    if loop == "asyncio":
+        monkeypatch.setitem(sys.modules, "uvloop", None)
+    module, patch = server.run(mutate_once_on_this_loop(tmp_path))
+    assert module.split(".")[0] == loop
+    assert {"op": "add", "path": "/spec/suspend", "value": True} in patch
+
+
+@pytest.fixture(autouse=True)
+def unfreeze_heap() -> Iterator[None]:
+    """``serve`` freezes the heap it starts with (see ``settle_heap``); give the next test a normal one."""
+    yield
+    gc.unfreeze()
+
+
+def test_settle_heap_takes_start_up_objects_out_of_collections(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="webhook.admission.server"):
+        frozen = server.settle_heap()
+    assert frozen > 0
+    assert gc.get_freeze_count() > 0
+    assert f"component=serve event=heap_frozen objects={frozen}" in caplog.text
+
+
+async def test_a_port_in_use_stops_what_the_set_up_started(tmp_path: Path) -> None:
+    written = write_certs(tmp_path / "certs", [], ["127.0.0.1"])
+    app = web.Application()
+    events: list[str] = []
+
+    async def background(app: web.Application) -> AsyncIterator[None]:
+        events.append("started")
+        yield
+        events.append("stopped")
+
+    app.cleanup_ctx.append(background)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(OSError):
+            await server.start(
+                app, "127.0.0.1", taken.getsockname()[1], server.tls_context(written["tls.crt"], written["tls.key"])
+            )
+    assert events == ["started", "stopped"]

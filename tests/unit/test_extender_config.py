@@ -20,18 +20,25 @@ from webhook.extender.config import WEIGHT, extender_entry
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "scheduler"
 
 
-def test_the_entry_is_node_cache_capable_not_ignorable_and_outweighs_the_default_plugins() -> None:
+def test_the_entry_is_node_cache_capable_not_ignorable_and_filter_only() -> None:
     entry = extender_entry("http://127.0.0.1:8888/extender")
     assert entry == {
         "urlPrefix": "http://127.0.0.1:8888/extender",
         "filterVerb": "filter",
-        "prioritizeVerb": "prioritize",
-        "weight": WEIGHT,
         "enableHTTPS": False,
         "httpTimeout": "5s",
         "nodeCacheCapable": True,
         "ignorable": False,
     }
+
+
+def test_with_prioritize_the_unit_scores_outweigh_the_default_plugins() -> None:
+    entry = extender_entry("http://127.0.0.1:8888/extender", prioritize=True)
+    assert entry["prioritizeVerb"] == "prioritize"
+    assert entry["weight"] == WEIGHT
+    assert {k: v for k, v in entry.items() if k not in ("prioritizeVerb", "weight")} == extender_entry(
+        "http://127.0.0.1:8888/extender"
+    )
     default_score_plugin_weights = 3 + 2 + 2 + 2 + 2 + 1 + 1 + 1 + 1
     assert default_score_plugin_weights * 100 < WEIGHT * 10  # one unit step beats every plugin together
 

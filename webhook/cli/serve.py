@@ -33,6 +33,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from webhook.admission import server
 from webhook.admission.app import make_app
 from webhook.admission.configs import NAME as CONFIG_NAME
 from webhook.admission.configs import SERVICE_NAME, SERVICE_NAMESPACE
@@ -185,16 +186,10 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``kq serve``: serve until SIGINT/SIGTERM on uvloop when installed (see :mod:`webhook.admission.server`)."""
     options = options_from_args(args)
-    asyncio.run(serve(options))
+    server.run(serve(options))
     return 0
-
-
-def _tls_context(cert: Path, key: Path) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert, key)
-    return context
 
 
 async def _watch_files(context: ssl.SSLContext, cert: Path, key: Path) -> None:
@@ -236,7 +231,7 @@ async def _self_cert(
             log.info("component=serve event=certificate_reloaded secret=%s/%s", namespace, name)
     if options.webhook_configurations:
         await inject_ca_bundle(client, options.webhook_configurations, certs.ca_cert)
-    return context if context is not None else _tls_context(cert, key)
+    return context if context is not None else server.tls_context(cert, key)
 
 
 async def _keep_self_cert(client: KubeClient, options: ServeOptions, cert_dir: Path, context: ssl.SSLContext) -> None:
@@ -285,7 +280,7 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
             background.append(_keep_self_cert(client, options, cert_dir, context))
         else:
             assert options.cert is not None and options.key is not None
-            context = _tls_context(options.cert, options.key)
+            context = server.tls_context(options.cert, options.key)
             background.append(_watch_files(context, options.cert, options.key))
         await stack.enter_async_context(_background(*background))
 
@@ -298,10 +293,8 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
             if attach is not None:
                 await attach(app, client, options.args)
                 log.info("component=serve event=plugin_attached plugin=%s", plugin.__name__)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
-        await runner.setup()
+        runner = await server.start(app, options.host, options.port, context)
         stack.push_async_callback(runner.cleanup)
-        await web.TCPSite(runner, options.host, options.port, ssl_context=context).start()
         log.info(
             "component=serve event=listening address=https://%s:%d controller_users=%s",
             options.host,
@@ -316,5 +309,6 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
             stack.push_async_callback(metrics_runner.cleanup)
             await web.TCPSite(metrics_runner, options.host, options.metrics_port).start()
             log.info("component=serve event=metrics address=http://%s:%d/metrics", options.host, options.metrics_port)
+        server.settle_heap()
         await stop.wait()
         log.info("component=serve event=stopping")

@@ -1,22 +1,32 @@
-"""The extender's HTTP service (aiohttp): ``POST /extender/filter`` and ``POST /extender/prioritize``.
+"""The extender's HTTP routes: ``POST /extender/filter`` and ``POST /extender/prioritize``.
 
 Also ``GET /healthz`` (the process answers), ``GET /readyz`` (every watch has listed) and ``GET /metrics``
-(Prometheus). Handlers decode with orjson, decide synchronously on the in-memory state (no API call per
-request), encode with orjson, and log one ``key=value`` line per decision.
+(Prometheus). Served by :mod:`webhook.extender.http`: handlers take the body and answer synchronously -
+decode with orjson, decide on the in-memory state (no API call per request), encode with orjson - and leave
+the decision's ``key=value`` log line and its metrics for after the answer is written.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from time import perf_counter
 
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
+from webhook.extender.http import Reply, Routes, text_reply
 from webhook.extender.nudge import Nudger
-from webhook.extender.protocol import ProtocolError, filter_error, filter_reply, parse_args, priority_reply
+from webhook.extender.protocol import (
+    ExtenderArgs,
+    ProtocolError,
+    filter_error,
+    filter_reply,
+    parse_args,
+    priority_reply,
+)
 from webhook.extender.state import Decision, ExtenderState
 
 log = logging.getLogger("webhook.extender")
@@ -25,10 +35,6 @@ PREFIX = "/extender"
 """The scheduler's ``urlPrefix`` ends with this; it appends ``/filter`` and ``/prioritize``."""
 MAX_BODY_BYTES = 256 * 1024 * 1024
 """Without ``nodeCacheCapable`` the scheduler sends whole Node objects: thousands of them are large."""
-
-STATE: web.AppKey[ExtenderState] = web.AppKey("extender_state", ExtenderState)
-CLOCK: web.AppKey[Callable[[], float]] = web.AppKey("extender_clock")
-NUDGER: web.AppKey[Nudger | None] = web.AppKey("extender_nudger")
 
 REQUESTS = Counter(
     "kube_queue_extender_requests",
@@ -41,11 +47,19 @@ DURATION = Histogram(
     ["verb"],
     buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
 )
+# The children the hot paths touch, looked up once (``labels()`` hashes its arguments on every call).
+FILTER_PASSED = REQUESTS.labels("filter", "passed")
+FILTER_REFUSED = REQUESTS.labels("filter", "refused")
+FILTER_SECONDS = DURATION.labels("filter")
+PRIORITIZE_SCORED = REQUESTS.labels("prioritize", "scored")
+PRIORITIZE_SECONDS = DURATION.labels("prioritize")
+
+_NEEDS_QUOTES = re.compile(r'[ "=\n]')
 
 
 def _value(value: object) -> str:
-    text = str(value)
-    if not text or any(ch in text for ch in ' "=\n'):
+    text = value if isinstance(value, str) else str(value)
+    if not text or _NEEDS_QUOTES.search(text) is not None:
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
     return text
 
@@ -56,109 +70,116 @@ def log_line(fields: dict[str, object]) -> str:
 
 
 def _log_decision(decision: Decision, seconds: float) -> None:
+    """One line per filter decision (INFO), per prioritize decision (DEBUG); built only when it is written."""
+    level = logging.INFO if decision.verb == "filter" else logging.DEBUG
+    if not log.isEnabledFor(level):
+        return
     fields: dict[str, object] = {"component": "extender", **decision.log_fields()}
     fields["duration_ms"] = f"{seconds * 1000:.2f}"
-    if decision.verb == "filter":
-        log.info("%s", log_line(fields))
-    elif log.isEnabledFor(logging.DEBUG):
-        log.debug("%s", log_line(fields))
+    log.log(level, "%s", log_line(fields))
 
 
-def _json(body: bytes, status: int = 200) -> web.Response:
-    return web.Response(body=body, status=status, content_type="application/json")
+def _json(body: bytes, status: int = 200, then: Callable[[], None] | None = None) -> Reply:
+    return Reply(status, body, "application/json", then)
 
 
-async def handle_filter(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    raw = await request.read()
-    started = perf_counter()
-    try:
-        args = parse_args(raw)
-    except ProtocolError as error:
-        REQUESTS.labels("filter", "bad_request").inc()
-        log.warning("component=extender verb=filter event=bad_request error=%s", _value(str(error)))
-        return _json(filter_error(f"kube-queue extender: {error}"), status=400)
-    if not state.ready:
-        REQUESTS.labels("filter", "error").inc()
-        message = "kube-queue extender is starting: its watches have not listed yet; the pod is retried"
-        log.info("component=extender verb=filter pod=%s event=not_ready", args.pod_key())
-        return _json(filter_error(message))
-    try:
-        decision = state.filter(args.pod, args.node_names, request.app[CLOCK](), args.nodes)
-    except Exception as error:
-        REQUESTS.labels("filter", "error").inc()
-        log.exception("component=extender verb=filter pod=%s event=failed", args.pod_key())
-        return _json(filter_error(f"kube-queue extender failed on {args.pod_key()}: {error!r}"))
-    body = filter_reply(args, decision.passing, decision.failed, decision.unresolvable)
-    nudger = request.app[NUDGER]
-    if nudger is not None and decision.retry_at is not None and not decision.passing:
-        metadata = args.pod.get("metadata") or {}
-        nudger.schedule(
-            str(metadata.get("namespace") or ""),
-            str(metadata.get("name") or ""),
-            str(metadata.get("uid") or ""),
-            decision.retry_at,
-        )
-    seconds = perf_counter() - started
-    REQUESTS.labels("filter", "passed" if decision.passing else "refused").inc()
-    DURATION.labels("filter").observe(seconds)
-    _log_decision(decision, seconds)
-    return _json(body)
-
-
-async def handle_prioritize(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    raw = await request.read()
-    started = perf_counter()
-    try:
-        args = parse_args(raw)
-    except ProtocolError as error:
-        REQUESTS.labels("prioritize", "bad_request").inc()
-        log.warning("component=extender verb=prioritize event=bad_request error=%s", _value(str(error)))
-        return _json(b"[]", status=400)
-    if not state.ready:
-        REQUESTS.labels("prioritize", "error").inc()
-        return _json(priority_reply(args.node_names, {}))
-    try:
-        decision = state.prioritize(args.pod, args.node_names, request.app[CLOCK]())
-    except Exception:
-        REQUESTS.labels("prioritize", "error").inc()
-        log.exception("component=extender verb=prioritize pod=%s event=failed", args.pod_key())
-        return _json(priority_reply(args.node_names, {}))
-    body = priority_reply(args.node_names, decision.score_groups)
-    seconds = perf_counter() - started
-    REQUESTS.labels("prioritize", "scored").inc()
-    DURATION.labels("prioritize").observe(seconds)
-    _log_decision(decision, seconds)
-    return _json(body)
-
-
-async def handle_healthz(request: web.Request) -> web.Response:
-    return web.Response(text="ok")
-
-
-async def handle_readyz(request: web.Request) -> web.Response:
-    if request.app[STATE].ready:
-        return web.Response(text="ok")
-    return web.Response(status=503, text="watches still listing")
-
-
-async def handle_metrics(request: web.Request) -> web.Response:
-    return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-
-def make_app(
-    state: ExtenderState, clock: Callable[[], float] = time.time, nudger: Nudger | None = None
-) -> web.Application:
-    """The extender's routes over ``state`` (``clock`` gives epoch seconds; ``nudger`` wakes pods whose
+@dataclass(frozen=True)
+class ExtenderApp:
+    """The extender's handlers over ``state`` (``clock`` gives epoch seconds; ``nudger`` wakes pods whose
     ``TimeoutOrExceedMax`` wait ends)."""
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
-    app[STATE] = state
-    app[CLOCK] = clock
-    app[NUDGER] = nudger
-    app.router.add_post(f"{PREFIX}/filter", handle_filter)
-    app.router.add_post(f"{PREFIX}/prioritize", handle_prioritize)
-    app.router.add_get("/healthz", handle_healthz)
-    app.router.add_get("/readyz", handle_readyz)
-    app.router.add_get("/metrics", handle_metrics)
-    return app
+
+    state: ExtenderState
+    clock: Callable[[], float] = time.time
+    nudger: Nudger | None = None
+
+    def routes(self) -> Routes:
+        """Path -> method -> handler, for :func:`webhook.extender.http.start_server`."""
+        return {
+            f"{PREFIX}/filter": {"POST": self.filter},
+            f"{PREFIX}/prioritize": {"POST": self.prioritize},
+            "/healthz": {"GET": self.healthz},
+            "/readyz": {"GET": self.readyz},
+            "/metrics": {"GET": self.metrics},
+        }
+
+    def filter(self, raw: bytes) -> Reply:
+        """``ExtenderArgs`` in, ``ExtenderFilterResult`` out; the placement is recorded before the answer."""
+        started = perf_counter()
+        try:
+            args = parse_args(raw)
+        except ProtocolError as error:
+            REQUESTS.labels("filter", "bad_request").inc()
+            log.warning("component=extender verb=filter event=bad_request error=%s", _value(str(error)))
+            return _json(filter_error(f"kube-queue extender: {error}"), status=400)
+        if not self.state.ready:
+            REQUESTS.labels("filter", "error").inc()
+            message = "kube-queue extender is starting: its watches have not listed yet; the pod is retried"
+            log.info("component=extender verb=filter pod=%s event=not_ready", args.pod_key())
+            return _json(filter_error(message))
+        try:
+            decision = self.state.filter(args.pod, args.node_names, self.clock(), args.nodes)
+        except Exception as error:
+            REQUESTS.labels("filter", "error").inc()
+            log.exception("component=extender verb=filter pod=%s event=failed", args.pod_key())
+            return _json(filter_error(f"kube-queue extender failed on {args.pod_key()}: {error!r}"))
+        body = filter_reply(args, decision.passing, decision.failed, decision.unresolvable)
+        seconds = perf_counter() - started
+        return _json(body, then=lambda: self._filtered(args, decision, seconds))
+
+    def _filtered(self, args: ExtenderArgs, decision: Decision, seconds: float) -> None:
+        """After a filter answer is written: the nudge timer, metrics and the log line."""
+        if self.nudger is not None and decision.retry_at is not None and not decision.passing:
+            metadata = args.pod.get("metadata") or {}
+            self.nudger.schedule(
+                str(metadata.get("namespace") or ""),
+                str(metadata.get("name") or ""),
+                str(metadata.get("uid") or ""),
+                decision.retry_at,
+            )
+        (FILTER_PASSED if decision.passing else FILTER_REFUSED).inc()
+        FILTER_SECONDS.observe(seconds)
+        _log_decision(decision, seconds)
+
+    def prioritize(self, raw: bytes) -> Reply:
+        """``ExtenderArgs`` in, ``HostPriorityList`` out (every node 0 when the extender cannot score)."""
+        started = perf_counter()
+        try:
+            args = parse_args(raw)
+        except ProtocolError as error:
+            REQUESTS.labels("prioritize", "bad_request").inc()
+            log.warning("component=extender verb=prioritize event=bad_request error=%s", _value(str(error)))
+            return _json(b"[]", status=400)
+        if not self.state.ready:
+            REQUESTS.labels("prioritize", "error").inc()
+            return _json(priority_reply(args.node_names, {}))
+        try:
+            decision = self.state.prioritize(args.pod, args.node_names, self.clock())
+        except Exception:
+            REQUESTS.labels("prioritize", "error").inc()
+            log.exception("component=extender verb=prioritize pod=%s event=failed", args.pod_key())
+            return _json(priority_reply(args.node_names, {}))
+        body = priority_reply(args.node_names, decision.score_groups)
+        seconds = perf_counter() - started
+        return _json(body, then=lambda: self._prioritized(decision, seconds))
+
+    @staticmethod
+    def _prioritized(decision: Decision, seconds: float) -> None:
+        PRIORITIZE_SCORED.inc()
+        PRIORITIZE_SECONDS.observe(seconds)
+        _log_decision(decision, seconds)
+
+    def healthz(self, raw: bytes) -> Reply:
+        return text_reply(200, "ok")
+
+    def readyz(self, raw: bytes) -> Reply:
+        if self.state.ready:
+            return text_reply(200, "ok")
+        return text_reply(503, "watches still listing")
+
+    def metrics(self, raw: bytes) -> Reply:
+        return Reply(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+
+
+def make_app(state: ExtenderState, clock: Callable[[], float] = time.time, nudger: Nudger | None = None) -> ExtenderApp:
+    """The extender's handlers over ``state``; serve them with ``start_server(app.routes(), ...)``."""
+    return ExtenderApp(state, clock, nudger)

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from webhook.core.quota import TREE_NAMESPACE
-from webhook.extender.app import PREFIX, make_app
+from webhook.extender.app import MAX_BODY_BYTES, PREFIX, make_app
+from webhook.extender.http import HttpServer, start_server
 from webhook.extender.marker import Marker
 from webhook.extender.nudge import Nudger
 from webhook.extender.sources import PODS, build_caches, running
@@ -65,8 +64,9 @@ def _freeze_heap() -> None:
 @contextlib.asynccontextmanager
 async def extender_running(
     client: KubeClient, options: ExtenderOptions, state: ExtenderState | None = None
-) -> AsyncIterator[tuple[ExtenderState, web.AppRunner]]:
-    """The whole extender on ``client``, serving on ``options.host:port`` for the block's lifetime."""
+) -> AsyncIterator[tuple[ExtenderState, HttpServer]]:
+    """The whole extender on ``client``, serving on ``options.host:port`` for the block's lifetime (the
+    listener opens once the watches run, so ``/readyz`` reports them listing)."""
     state = state if state is not None else ExtenderState(assume_ttl=options.assume_ttl)
 
     async def patch(mark: MarkPatch) -> Any:
@@ -79,13 +79,14 @@ async def extender_running(
     nudger = Nudger(touch, time.time)
     caches = build_caches(client, state, options.tree_namespace)
     app = make_app(state, time.time, nudger)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
-    await runner.setup()
+    listener: HttpServer | None = None
     marker_task = asyncio.create_task(marker.run(), name="extender-marker")
     try:
         async with running(caches, state, on_ready=_freeze_heap):
             context = tls_context(options.cert, options.key) if options.cert and options.key else None
-            await web.TCPSite(runner, options.host, options.port, ssl_context=context).start()
+            listener = await start_server(
+                app.routes(), options.host, options.port, ssl_context=context, max_body=MAX_BODY_BYTES
+            )
             log.info(
                 "component=extender event=listening url=%s://%s:%d%s assume_ttl=%.0fs",
                 options.scheme,
@@ -94,12 +95,13 @@ async def extender_running(
                 PREFIX,
                 options.assume_ttl,
             )
-            yield state, runner
+            yield state, listener
     finally:
+        if listener is not None:
+            await listener.close()
         marker_task.cancel()
         await asyncio.gather(marker_task, return_exceptions=True)
         await nudger.close()
-        await runner.cleanup()
 
 
 async def serve(options: ExtenderOptions, stop: asyncio.Event | None = None) -> None:

@@ -3,7 +3,7 @@
 Four caches - Nodes, Pods, ResourcePolicies and ElasticQuotaTrees (``kube-system`` only) - feed the state:
 node and pod events are applied one by one (a request with 5,000 nodes must not wait for a rebuild);
 policies and trees are few and are re-read whole on every change. ``state.ready`` turns true once all
-four have listed.
+four have listed. The pod cache keeps only what the state reads of each pod (:class:`SlimListWatch`).
 
 A CRD that is not installed (no ResourcePolicy or ElasticQuotaTree API yet) reads as an empty list: the
 extender must not stall every pod of the cluster because an optional API is missing. Such a list is
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.quota import TREE_NAMESPACE
-from webhook.extender.state import ExtenderState
+from webhook.extender.state import ExtenderState, pod_essentials
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
 from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
 
@@ -74,6 +74,44 @@ async def _nothing() -> AsyncIterator[JSON]:  # pragma: no cover
     yield {}
 
 
+@dataclass(frozen=True, slots=True)
+class SlimListWatch:
+    """A :class:`ListWatch` that hands on only ``slim(object)`` of every object it lists or watches (see
+    :func:`~webhook.extender.state.pod_essentials`: what the cache keeps is what the state reads)."""
+
+    inner: ListWatch
+    slim: Callable[[Mapping[str, Any]], JSON]
+
+    async def list_page(self, limit: int, continue_token: str | None) -> JSON:
+        page = await self.inner.list_page(limit, continue_token)
+        items = page.get("items")
+        if isinstance(items, list):
+            page["items"] = [self.slim(item) if isinstance(item, Mapping) else item for item in items]
+        return page
+
+    def watch(self, resource_version: str, timeout_seconds: int) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
+        return self._slimmed(self.inner.watch(resource_version, timeout_seconds))
+
+    @contextlib.asynccontextmanager
+    async def _slimmed(
+        self, opened: AbstractAsyncContextManager[AsyncIterator[JSON]]
+    ) -> AsyncIterator[AsyncIterator[JSON]]:
+        async with opened as events:
+            yield self._each(events)
+
+    async def _each(self, events: AsyncIterator[JSON]) -> AsyncIterator[JSON]:
+        slim = self.slim
+        async for event in events:
+            obj = event.get("object")
+            if isinstance(obj, Mapping) and event.get("type") in _OBJECT_EVENTS:
+                event["object"] = slim(obj)
+            yield event
+
+
+_OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
+"""Watch events that carry the resource itself (``BOOKMARK`` carries only a version, ``ERROR`` a Status)."""
+
+
 def _incremental(
     upsert: Callable[[Mapping[str, Any]], None],
     delete: Callable[[Mapping[str, Any]], None],
@@ -104,7 +142,7 @@ def build_caches(client: KubeClient, state: ExtenderState, tree_namespace: str =
     trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
     nodes = WatchCache("extender-nodes", ApiListWatch(client, NODES))
     nodes.add_listener(_incremental(state.upsert_node, state.delete_node, state.replace_nodes))
-    pods = WatchCache("extender-pods", ApiListWatch(client, PODS))
+    pods = WatchCache("extender-pods", SlimListWatch(ApiListWatch(client, PODS), pod_essentials))
     pods.add_listener(_incremental(state.upsert_pod, state.delete_pod, state.replace_pods))
     policies = WatchCache("extender-resourcepolicies", OptionalListWatch(ApiListWatch(client, POLICIES)))
     policies.add_listener(_whole(state.set_policies))

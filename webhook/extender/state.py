@@ -22,27 +22,38 @@ cost of a pod without the annotation, so only pods of later units are written: s
 
 **Fast path.** Placement only depends on which unit each candidate node is in, so the state caches
 node -> unit per policy and hands :func:`place` one representative node per unit, then gives every node
-its representative's verdict: a request with 5,000 node names costs a few dictionary lookups per name.
-Unit counts are tallied per policy as pod events and placements arrive (:meth:`unit_counts`), so a
-request does not walk the namespace's pods either - a Deployment of thousands of replicas costs the same.
+its representative's verdict: a request with 5,000 node names costs one dictionary lookup per name, in C.
+That per-unit verdict is kept per policy, units present and unit counts (:class:`UnitVerdict`), so a
+burst of pods into the same unit decides once. Unit counts are tallied per policy as pod events and
+placements arrive (:meth:`unit_counts`), so a request does not walk the namespace's pods either - a
+Deployment of thousands of replicas costs the same. A pod's request is parsed once per shape
+(:class:`RequestCache`) and only when a quota or a policy counts it; a pod that neither governs costs
+its metadata and a few set operations over the names.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from itertools import compress, filterfalse, repeat
+from operator import eq
 from typing import Any
+
+import orjson
 
 from webhook.core.placement import (
     DELETION_COST_ANNOTATION,
     MAX_SCORE,
     AssumedPod,
     NodeView,
+    Placement,
     PodView,
     PolicyError,
     ResourcePolicy,
+    TryNextPolicy,
     count_pods_per_unit,
     counts_towards,
     deletion_cost,
@@ -182,6 +193,53 @@ class _PodRecord:
     """Quota node key the pod's request is charged to (bound, unfinished pods), else ``None``."""
 
 
+UnitKey = int | None
+"""A 0-based unit index of a policy, or ``None`` for "in no unit"."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnitVerdict:
+    """:func:`~webhook.core.placement.place`'s verdict by unit rather than by node: what every candidate of a
+    unit gets. ``place`` only ever looks at which unit a candidate is in, so one representative node per
+    unit decides for all of them, and the verdict carries over to any request with the same units present
+    and the same counts (see :meth:`ExtenderState._unit_verdict`)."""
+
+    passing: frozenset[UnitKey]
+    failed: Mapping[UnitKey, str]
+    """Resolvable refusals, already worded for the scheduler (:func:`_policy_reason`)."""
+    unresolvable: Mapping[UnitKey, str]
+    scores: Mapping[UnitKey, int]
+    """0..10 per unit."""
+    unit_index: int | None
+    summary: str
+    retry_at: float | None
+
+
+def _by_unit(policy: ResourcePolicy, placement: Placement, representative: Mapping[UnitKey, NodeView]) -> UnitVerdict:
+    """A per-node :class:`Placement` of one representative per unit, as a :class:`UnitVerdict`."""
+    passing: set[UnitKey] = set()
+    failed: dict[UnitKey, str] = {}
+    unresolvable: dict[UnitKey, str] = {}
+    scores: dict[UnitKey, int] = {}
+    for index, node in representative.items():
+        scores[index] = min(MAX_SCORE, max(0, placement.scores.get(node.name, 0)))
+        if node.name in placement.passing:
+            passing.add(index)
+        elif node.name in placement.failed:
+            failed[index] = _policy_reason(policy, placement.failed[node.name])
+        else:
+            unresolvable[index] = _policy_reason(policy, placement.unresolvable.get(node.name, ""))
+    return UnitVerdict(
+        frozenset(passing), failed, unresolvable, scores, placement.unit_index, placement.summary, placement.retry_at
+    )
+
+
+VerdictKey = tuple[frozenset[UnitKey], tuple[int, ...]]
+"""The units present and the counts that show in a verdict (see :meth:`ExtenderState._unit_verdict`)."""
+VERDICTS_PER_POLICY = 256
+"""How many (units present, counts) verdicts are kept per policy before they are dropped and recomputed."""
+
+
 def unit_deletion_cost(index: int, n_units: int) -> int:
     """The pod-deletion-cost of a pod in unit ``index``: the core's :func:`deletion_cost` (each earlier unit
     100 more than the next) shifted so that the first unit costs 0 - the cost of a pod without the
@@ -200,15 +258,100 @@ def _pod_key(view: PodView) -> str:
     return view.uid or view.key
 
 
-def _request_of(pod: Mapping[str, Any], where: str) -> Resources:
-    spec = pod.get("spec")
-    if not isinstance(spec, Mapping):
-        return EMPTY
+_POD_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "creationTimestamp",
+    "deletionTimestamp",
+)
+_POD_SPEC = ("nodeName", "resources", "overhead")
+_CONTAINER = ("name", "resources", "restartPolicy")
+
+
+def _pick(obj: object, keys: Sequence[str]) -> object:
+    """``obj`` with only ``keys`` when it is a mapping (anything else as it is: malformed stays malformed)."""
+    if not isinstance(obj, Mapping):
+        return obj
+    return {key: obj[key] for key in keys if key in obj}
+
+
+def pod_essentials(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a Pod the extender reads (:func:`~webhook.core.placement.pod_view`,
+    :func:`~webhook.core.workload.pod_request`, the cache's key and resource version), nothing else.
+
+    The pod watch keeps every pod; without ``managedFields``, volumes, env, probes and status conditions a
+    pod is a few small dictionaries instead of a few hundred, so the cache takes a fraction of the memory
+    and the garbage collector, which walks every dictionary it has not been told to skip, a fraction of the
+    time - its full passes over tens of thousands of pods stall the event loop, requests included.
+    """
+    out: dict[str, Any] = {"metadata": _pick(obj.get("metadata"), _POD_METADATA)}
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping):
+        kept: dict[str, Any] = {key: spec[key] for key in _POD_SPEC if key in spec}
+        for field_name in ("containers", "initContainers"):
+            containers = spec.get(field_name)
+            if isinstance(containers, list):
+                kept[field_name] = [_pick(container, _CONTAINER) for container in containers]
+            elif containers is not None:
+                kept[field_name] = containers
+        out["spec"] = kept
+    elif spec is not None:
+        out["spec"] = spec
+    status = obj.get("status")
+    if status is not None:
+        out["status"] = _pick(status, ("phase",))
+    return out
+
+
+def _request_key(spec: Mapping[str, Any]) -> bytes | None:
+    """What :func:`~webhook.core.workload.pod_request` reads of a pod spec - every container's
+    ``resources`` (and an init container's ``restartPolicy``), pod-level ``resources``, ``overhead`` -
+    serialized (orjson, in C); ``None`` for a spec too odd to key (then the request is parsed as it is)."""
     try:
-        return pod_request(spec)
-    except WorkloadError as error:
-        log.warning("component=extender event=bad_pod_request pod=%s error=%r", where, str(error))
-        return EMPTY
+        return orjson.dumps(
+            (
+                [container.get("resources") for container in spec.get("containers") or ()],
+                [(c.get("resources"), c.get("restartPolicy")) for c in spec.get("initContainers") or ()],
+                spec.get("resources"),
+                spec.get("overhead"),
+            )
+        )
+    except (AttributeError, TypeError, orjson.JSONEncodeError):
+        return None
+
+
+class RequestCache:
+    """Pod requests by :func:`_request_key`. Parsing quantities is the dearest part of reading a pod (exact
+    fractions), and the pods of one Deployment or Job all ask the same: the filter and the pod's binding
+    event parse each shape once. Bounded: emptied when it reaches ``size`` shapes."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._known: dict[bytes, Resources] = {}
+
+    def request(self, pod: Mapping[str, Any], where: str) -> Resources:
+        """The pod's effective request (``EMPTY``, logged, when its spec is malformed)."""
+        spec = pod.get("spec")
+        if not isinstance(spec, Mapping):
+            return EMPTY
+        key = _request_key(spec)
+        known = None if key is None else self._known.get(key)
+        if known is not None:
+            return known
+        try:
+            request = pod_request(spec)
+        except WorkloadError as error:
+            log.warning("component=extender event=bad_pod_request pod=%s error=%r", where, str(error))
+            return EMPTY
+        if key is not None:
+            if len(self._known) >= self.size:
+                self._known.clear()
+            self._known[key] = request
+        return request
 
 
 def _created(obj: Mapping[str, Any]) -> tuple[bool, str, str]:
@@ -280,12 +423,15 @@ class ExtenderState:
         self._next_expiry = float("inf")
         self._first_seen: dict[str, float] = {}
         self._unit_cache: dict[str, tuple[ResourcePolicy, dict[str, int | None]]] = {}
+        self._verdicts: dict[str, tuple[ResourcePolicy, dict[VerdictKey, UnitVerdict]]] = {}
+        """Policy key -> its :class:`UnitVerdict` by (units present, counts that show): see :meth:`_unit_verdict`."""
         self._pending_marks: dict[str, tuple[FrozenLabels, FrozenLabels]] = {}
         self._tallies: dict[str, _Tally] = {}
         """Policy key -> its bound pods per unit (built on first use, then kept by pod events)."""
         self._assumed_by_ns: dict[str, set[str]] = {}
-        self._last_filter: dict[str, Decision] = {}
+        self._last_filter: OrderedDict[str, Decision] = OrderedDict()
         """Pod uid -> its latest filter verdict that passed some node (consumed by its prioritize)."""
+        self._requests = RequestCache()
         self.ready = False
         """Set by the wiring once every watch has listed; until then the filter answers with ``Error``."""
         self.on_marks_needed: Callable[[str], None] | None = None
@@ -337,14 +483,14 @@ class ExtenderState:
             self._uncharge(old)
         request = old.request if old is not None and old.view.node_name == view.node_name else None
         if request is None:
-            request = _request_of(obj, view.key) if view.node_name else EMPTY
+            request = self._requests.request(obj, view.key) if view.node_name else EMPTY
         record = _PodRecord(view, request, None)
         self._pods[key] = record
         self._pods_by_ns.setdefault(view.namespace, {})[key] = view
         self._charge(record)
         if view.node_name is not None or view.finished:
             self._first_seen.pop(key, None)
-            assumption = self._drop_assumption(key)
+            assumption = self._drop_assumption(key, retally=False)  # recounted once, below
             if assumption is not None and assumption.policy is not None and view.node_name is not None:
                 self._start_marks(key, view)
         pending = self._pending_marks.get(key)
@@ -417,6 +563,8 @@ class ExtenderState:
         live = {policy.key for policies in new.values() for policy in policies}
         for key in [key for key in self._unit_cache if key not in live]:
             del self._unit_cache[key]
+        for key in [key for key in self._verdicts if key not in live]:
+            del self._verdicts[key]
         for key in [key for key in self._tallies if key not in live]:
             del self._tallies[key]
         for namespace in changed:
@@ -491,11 +639,10 @@ class ExtenderState:
         """What the bound pods of a quota node's subtree request (for tests and ``why``)."""
         return Resources(self._usage.get(quota.lower(), {}))
 
-    def _quota_blocker(self, view: PodView, request: Resources, key: str) -> tuple[str, str] | None:
-        """``(quota full name, reason)`` when the pod would take its quota over ``max``."""
+    def _quota_blocker(self, quota: str, request: Resources, key: str) -> tuple[str, str] | None:
+        """``(quota full name, reason)`` when the pod ``key`` would take quota node ``quota`` over ``max``."""
         tree = self.tree
-        quota = quota_key(tree, view.namespace, view.labels)
-        if tree is None or quota is None or not request:
+        if tree is None or not request:
             return None
         usages: list[Mapping[str, Mapping[str, int]]] = [self._usage, self._assumed_usage]
         own = self._assumed_charge.get(key)
@@ -529,7 +676,9 @@ class ExtenderState:
             self._assumed_charge[key] = (quota, assumption.request)
             self._shift(self._assumed_usage, quota, assumption.request, 1)
 
-    def _drop_assumption(self, key: str) -> Assumption | None:
+    def _drop_assumption(self, key: str, *, retally: bool = True) -> Assumption | None:
+        """Forget pod ``key``'s assumed placement (and its charge); recount it in its policies' tallies
+        unless the caller does so itself (``retally=False``)."""
         self._assumed_core.pop(key, None)
         charged = self._assumed_charge.pop(key, None)
         if charged is not None:
@@ -541,7 +690,8 @@ class ExtenderState:
                 keys.discard(key)
                 if not keys:
                     del self._assumed_by_ns[assumption.view.namespace]
-            self._retally(key, assumption.view.namespace)
+            if retally:
+                self._retally(key, assumption.view.namespace)
         return assumption
 
     def expire(self, now: float) -> None:
@@ -738,32 +888,39 @@ class ExtenderState:
         self,
         verb: str,
         pod: Mapping[str, Any],
+        view: PodView,
         names: Sequence[str],
+        *,
         now: float,
         given: Mapping[str, NodeView] | None,
     ) -> tuple[Decision, Assumption | None]:
-        """The decision, and the placement to record should it be a filter that lets the pod through."""
-        view = pod_view(pod)
+        """The decision, and the placement to record should it be a filter that lets the pod through.
+
+        The pod's request is read (quantities parsed) only when something counts it: its quota, or the
+        placement a policy pod leaves behind. A pod neither applies to costs a view of its metadata and a
+        few set operations over the node names.
+        """
         key = _pod_key(view)
+        policy = self.policy_for(view)
         # Prioritize only sees nodes the filter passed, so a pod its quota refuses never gets there.
-        request = _request_of(pod, view.key) if verb == "filter" else EMPTY
-        blocked = self._quota_blocker(view, request, key) if verb == "filter" else None
+        quota = quota_key(self.tree, view.namespace, view.labels) if verb == "filter" else None
+        counted = verb == "filter" and (quota is not None or policy is not None)
+        request = self._requests.request(pod, view.key) if counted else EMPTY
+        blocked = None if quota is None else self._quota_blocker(quota, request, key)
         if blocked is not None:
-            quota, reason = blocked
+            quota_name, reason = blocked
             decision = Decision(
                 verb,
                 view.key,
                 unresolvable=dict.fromkeys(names, reason),
                 nodes=len(names),
-                quota=quota,
+                quota=quota_name,
                 summary=reason,
             )
             return decision, None
-        policy = self.policy_for(view)
         if policy is None:
-            decision = self._unmanaged(verb, view, names, given)
-            under_quota = quota_key(self.tree, view.namespace, view.labels) is not None and bool(request)
-            if not decision.passing or not under_quota:
+            decision = self._unmanaged(verb, view, names, given, assume=quota is not None and bool(request))
+            if not decision.assumed:
                 return decision, None
             return decision, Assumption(view, decision.passing[0], now + self.assume_ttl, request)
         return self._managed(verb, view, key=key, request=request, policy=policy, names=names, now=now, given=given)
@@ -773,68 +930,127 @@ class ExtenderState:
     ) -> tuple[dict[str, str], dict[str, NodeView]]:
         """Names the node cache lacks: ``(failed reasons, views taken from the request's Node objects)``."""
         nodes = self.nodes
-        missing = [name for name in names if name not in nodes]
-        if not missing:
+        if all(map(nodes.__contains__, names)):  # the usual case, checked in C
             return {}, {}
+        missing = [name for name in names if name not in nodes]
         extra = {name: given[name] for name in missing if name in given} if given else {}
         return {name: UNKNOWN_NODE for name in missing if name not in extra}, extra
 
     def _unmanaged(
-        self, verb: str, view: PodView, names: Sequence[str], given: Mapping[str, NodeView] | None
+        self,
+        verb: str,
+        view: PodView,
+        names: Sequence[str],
+        given: Mapping[str, NodeView] | None,
+        *,
+        assume: bool = False,
     ) -> Decision:
+        """A pod no policy selects: every node but the virtual ones (unless it opted in); ``assume`` marks
+        the decision as one whose placement is recorded (its quota counts it)."""
         failed, extra = self._known(names, given)
         virtual_names: set[str] | frozenset[str] = self._virtual
         if extra:
             virtual_names = virtual_names | {name for name, node in extra.items() if node.is_virtual}
-        virtual = [name for name in names if name in virtual_names]
+        virtual = [] if virtual_names.isdisjoint(names) else [name for name in names if name in virtual_names]
         unresolvable: dict[str, str] = {}
-        allowed: set[str] = set()
         summary = "no ResourcePolicy selects the pod"
+        refused: set[str] = set(failed)
         if virtual:
             verdict = place_unmanaged(view, [self.nodes.get(name) or extra[name] for name in virtual])
             unresolvable.update(verdict.unresolvable)
-            allowed.update(verdict.passing)
+            refused.update(name for name in virtual if name not in verdict.passing)
             summary = verdict.summary
-        if not virtual or allowed:
-            passing = [name for name in names if name not in failed and (name not in virtual_names or name in allowed)]
-        else:
-            passing = [name for name in names if name not in virtual_names and name not in failed]
+        passing = tuple(names) if not refused else tuple(filterfalse(refused.__contains__, names))
         return Decision(
             verb,
             view.key,
-            passing=tuple(passing),
+            passing=passing,
             failed=failed,
             unresolvable=unresolvable,
             nodes=len(names),
             summary=summary,
+            assumed=assume and bool(passing),
         )
 
     def _group_by_unit(
         self, policy: ResourcePolicy, names: Sequence[str], given: Mapping[str, NodeView] | None
     ) -> dict[int | None, list[str]]:
         """``names`` by the 0-based unit of ``policy`` they belong to (``None``: no unit; ``_MISSING``: a node
-        nobody knows), each list in input order. One pass of dictionary lookups over the cached units."""
+        nobody knows), each list in input order, the groups in order of first appearance.
+
+        The node -> unit map is cached per policy, so this is one ``dict.get`` per name and one selection per
+        unit present - all run in C (``map``, ``compress``): at a few thousand names a Python loop here cost
+        more than everything else the filter does.
+        """
         units = self._unit_map(policy)
-        get = units.get
-        groups: dict[int | None, list[str]] = {}
-        for name in names:
-            index = get(name, _MISSING)
-            group = groups.get(index)
-            if group is None:
-                groups[index] = [name]
-            else:
-                group.append(name)
-        unresolved = groups.pop(_MISSING, None)
-        for name in unresolved or ():
+        indices = list(map(units.get, names, repeat(_MISSING)))
+        present = dict.fromkeys(indices)
+        if _MISSING in present:
+            self._resolve_units(policy, units, names, indices, given)
+            present = dict.fromkeys(indices)
+        if len(present) == 1:
+            return {next(iter(present)): list(names)}
+        return {index: list(compress(names, map(eq, indices, repeat(index)))) for index in present}
+
+    def _resolve_units(
+        self,
+        policy: ResourcePolicy,
+        units: dict[str, int | None],
+        names: Sequence[str],
+        indices: list[int | None],
+        given: Mapping[str, NodeView] | None,
+    ) -> None:
+        """Fill in ``indices`` where the unit cache had no entry (cached for nodes of the node cache; nodes
+        the request alone describes are not): the first request after a node change, or an unknown node."""
+        for position, index in enumerate(indices):
+            if index != _MISSING:
+                continue
+            name = names[position]
             node = self._lookup(name, given)
             if node is None:
-                groups.setdefault(_MISSING, []).append(name)
                 continue
-            index = unit_of_node(policy, node)
+            found = unit_of_node(policy, node)
             if name in self.nodes:
-                units[name] = index
-            groups.setdefault(index, []).append(name)
-        return groups
+                units[name] = found
+            indices[position] = found
+
+    def _unit_verdict(
+        self,
+        policy: ResourcePolicy,
+        view: PodView,
+        groups: Mapping[UnitKey, Sequence[str]],
+        counts: tuple[int, ...],
+        *,
+        now: float,
+        first_seen: float | None,
+        given: Mapping[str, NodeView] | None,
+    ) -> UnitVerdict:
+        """:func:`place` over one representative node per unit present, by unit.
+
+        ``place`` reads of its inputs only which units have candidates and the unit counts - and, under
+        ``TimeoutOrExceedMax``, the clock and how long the pod has waited. So for the other two policies the
+        verdict is kept per (units present, counts), a count only where the unit has a ``max`` (without
+        one it shows nowhere): a burst of pods into a policy's first unit decides once.
+        """
+        representative = {index: self._lookup(group[0], given) for index, group in groups.items()}
+        candidates = {index: node for index, node in representative.items() if node is not None}
+        if policy.when_try_next is TryNextPolicy.TIMEOUT_OR_EXCEED_MAX:
+            placement = place(policy, view, list(candidates.values()), counts, now, pod_first_seen=first_seen)
+            return _by_unit(policy, placement, candidates)
+        entry = self._verdicts.get(policy.key)
+        if entry is None or entry[0] is not policy:
+            entry = (policy, {})
+            self._verdicts[policy.key] = entry
+        shown = tuple(0 if unit.max is None else count for unit, count in zip(policy.units, counts, strict=True))
+        cache_key = (frozenset(candidates), shown)
+        verdict = entry[1].get(cache_key)
+        if verdict is None:
+            placement = place(policy, view, list(candidates.values()), counts, now, pod_first_seen=first_seen)
+            verdict = _by_unit(policy, placement, candidates)
+            if len(entry[1]) >= VERDICTS_PER_POLICY:
+                entry[1].clear()
+            entry[1][cache_key] = verdict
+        return verdict
 
     def _managed(
         self,
@@ -850,34 +1066,28 @@ class ExtenderState:
     ) -> tuple[Decision, Assumption | None]:
         groups = self._group_by_unit(policy, names, given)
         unknown = groups.pop(_MISSING, [])
-        representative = {index: self._lookup(group[0], given) for index, group in groups.items()}
         counts = self.unit_counts(policy, view, now)
         first_seen = None if view.created is not None else self._first_seen.setdefault(key, now)
-        candidates = [node for node in representative.values() if node is not None]
-        placement = place(policy, view, candidates, counts, now, pod_first_seen=first_seen)
-        chosen = placement.unit_index
+        verdict = self._unit_verdict(policy, view, groups, counts, now=now, first_seen=first_seen, given=given)
+        chosen = verdict.unit_index
         passing: list[str] = []
         failed: dict[str, str] = dict.fromkeys(unknown, UNKNOWN_NODE) if verb == "filter" else {}
         unresolvable: dict[str, str] = {}
         score_groups: dict[int, list[str]] = {}
         passing_score = 0
-        for index, node in representative.items():
-            assert node is not None
-            group = groups[index]
-            if node.name in placement.passing:
+        for index, group in groups.items():
+            score = verdict.scores[index]
+            if index in verdict.passing:
                 passing.extend(group)
-                passing_score = min(MAX_SCORE, max(0, placement.scores.get(node.name, 0)))
+                passing_score = score
             elif verb == "filter":
-                why = placement.failed.get(node.name)
-                if why is not None:
-                    failed.update(dict.fromkeys(group, _policy_reason(policy, why)))
+                if index in verdict.failed:
+                    failed.update(dict.fromkeys(group, verdict.failed[index]))
                 else:
-                    why = placement.unresolvable.get(node.name, "")
-                    unresolvable.update(dict.fromkeys(group, _policy_reason(policy, why)))
-            score = min(MAX_SCORE, max(0, placement.scores.get(node.name, 0)))
+                    unresolvable.update(dict.fromkeys(group, verdict.unresolvable[index]))
             if score and verb != "filter":
                 score_groups.setdefault(score, []).extend(group)
-        summary = placement.summary
+        summary = verdict.summary
         if chosen is not None and summary.endswith(" candidate node(s)"):
             # place() saw one representative per unit: count the real candidates.
             summary = f"{summary.rsplit(': ', 1)[0]}: {len(passing)} candidate node(s)"
@@ -895,7 +1105,8 @@ class ExtenderState:
             policy=policy.key,
             unit=None if chosen is None else policy.describe_unit(chosen),
             summary=summary,
-            retry_at=placement.retry_at,
+            assumed=assumption is not None,
+            retry_at=verdict.retry_at,
             passing_score=passing_score,
         )
         return decision, assumption
@@ -911,17 +1122,23 @@ class ExtenderState:
         a quota governs the pod (``given_nodes``: the request's Node objects, when the scheduler sent them)."""
         self.expire(now)
         given = None if given_nodes is None else {view.name: view for view in map(node_view, given_nodes)}
-        decision, assumption = self._decide("filter", pod, names, now, given)
-        uid = _uid(pod)
-        if uid and decision.passing:
-            self._last_filter[uid] = decision
-            if len(self._last_filter) > LAST_FILTERS:
-                del self._last_filter[next(iter(self._last_filter))]
+        view = pod_view(pod)
+        decision, assumption = self._decide("filter", pod, view, names, now=now, given=given)
+        if view.uid and decision.passing:
+            self._remember_filter(view.uid, decision)
+        key = _pod_key(view)
         if assumption is None:
-            self._drop_assumption(_pod_key(pod_view(pod)))
-            return decision
-        self._assume(_pod_key(assumption.view), assumption)
-        return replace(decision, assumed=True)
+            self._drop_assumption(key)
+        else:
+            self._assume(key, assumption)
+        return decision
+
+    def _remember_filter(self, uid: str, decision: Decision) -> None:
+        """Keep the verdict for the prioritize call a scheduler configured with one makes next (the oldest
+        of :data:`LAST_FILTERS` goes; without prioritize calls this is a bounded, cheap ring)."""
+        self._last_filter[uid] = decision
+        if len(self._last_filter) > LAST_FILTERS:
+            self._last_filter.popitem(last=False)
 
     def prioritize(self, pod: Mapping[str, Any], names: Sequence[str], now: float) -> Decision:
         """Scores 0..10 for ``names``: the pod's usable units in order score 10, 9, ...; other nodes 0.
@@ -942,5 +1159,5 @@ class ExtenderState:
                 unit=last.unit,
                 summary=f"as filtered: {last.summary}",
             )
-        decision, _ = self._decide("prioritize", pod, names, now, None)
+        decision, _ = self._decide("prioritize", pod, pod_view(pod), names, now=now, given=None)
         return decision

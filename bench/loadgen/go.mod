@@ -1,0 +1,3 @@
+module kube-queue-py/bench/loadgen
+
+go 1.22
