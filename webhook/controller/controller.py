@@ -95,6 +95,14 @@ def _group_path(group: str, version: str) -> str:
     return f"/apis/{group}/{version}" if group else f"/api/{version}"
 
 
+def _lists(listing: Mapping[str, Any], plural: str) -> bool:
+    """Whether a discovery ``APIResourceList`` names the resource ``plural``."""
+    resources = listing.get("resources")
+    return isinstance(resources, list) and any(
+        isinstance(item, Mapping) and item.get("name") == plural for item in resources
+    )
+
+
 def choose_tree(objects: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any] | None, QuotaTree | None, str | None]:
     """The honoured ElasticQuotaTree among the objects of the tree namespace (the oldest, normally the only
     one): ``(object, parsed tree, problem)``; the tree is ``None`` when there is no object or it is invalid."""
@@ -213,12 +221,16 @@ class Controller:
         self._statuses.clear()
         self._gate.reset()
         if leading:
-            self._gate_ready = False
-            self._start(self._seed_gate(), "seed-queued-events")
+            self._read_back_queued_events()
         metrics.LEADER.set(1 if leading else 0)
         if not leading:
             metrics.clear_quota_gauges()
         self._dirty.set()
+
+    def _read_back_queued_events(self) -> None:
+        """Hold Queued events until :meth:`_seed_gate` has read back the ones already sent."""
+        self._gate_ready = False
+        self._start(self._seed_gate(), "seed-queued-events")
 
     async def _seed_gate(self) -> None:
         """Read back the Queued events already sent (by the previous leader, or this replica before a restart)
@@ -267,8 +279,7 @@ class Controller:
             if self.elector is not None:
                 self._start(self.elector.run(), "leader-election")
             else:
-                self._gate_ready = False
-                self._start(self._seed_gate(), "seed-queued-events")
+                self._read_back_queued_events()
             self._start(self._discovery_loop(), "discovery")
             loop = asyncio.ensure_future(self._loop())
             self._tasks.append(loop)
@@ -302,10 +313,7 @@ class Controller:
                 if error.status in (404, 503):
                     continue
                 raise
-            resources = listing.get("resources")
-            if isinstance(resources, list) and any(
-                isinstance(item, Mapping) and item.get("name") == adapter.plural for item in resources
-            ):
+            if _lists(listing, adapter.plural):
                 return version
         return None
 
@@ -316,10 +324,7 @@ class Controller:
             listing = await self.client.request("GET", _group_path(ref.group, ref.version))
         except KubeApiError as error:
             return error.status == 404
-        resources = listing.get("resources")
-        return isinstance(resources, list) and not any(
-            isinstance(item, Mapping) and item.get("name") == ref.plural for item in resources
-        )
+        return isinstance(listing.get("resources"), list) and not _lists(listing, ref.plural)
 
     async def discover(self) -> None:
         """Start a cache for every supported job kind that the API serves and has none yet; stop the cache
