@@ -13,8 +13,8 @@ import pytest
 from tests.service.test_extender_objects import args, eci, ecs, node, pod, policy, serving, virtual_node
 from webhook import pki
 from webhook.extender.app import make_app
-from webhook.extender.server import tls_context
 from webhook.extender.state import ExtenderState
+from webhook.kube.serving import tls_context
 
 NOW = 1_714_564_800.0  # 2024-05-01T12:00:00Z
 NAMES = ["ecs-0", "ecs-1", "ecs-2", "virtual-kubelet"]

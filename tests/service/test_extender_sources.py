@@ -51,6 +51,17 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+async def run_until_synced(cache: WatchCache) -> None:
+    """Run the cache until it has listed and applied what its source gives, then stop it."""
+    task = asyncio.create_task(cache.run())
+    try:
+        await asyncio.wait_for(cache.synced.wait(), timeout=5)
+        await settle()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_node_and_pod_events_are_applied_one_by_one() -> None:
     state = ExtenderState()
     state.set_policies([policy(units=[ecs(), eci(max=1)])])
@@ -84,13 +95,7 @@ async def test_a_missing_crd_reads_as_empty_and_is_listed_again() -> None:
     state = ExtenderState()
     cache = WatchCache("resourcepolicies", source)
     cache.add_listener(_whole(state.set_policies))
-    task = asyncio.create_task(cache.run())
-    try:
-        await asyncio.wait_for(cache.synced.wait(), timeout=5)
-        await settle()
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await run_until_synced(cache)
     assert inner.lists == 2
     assert naps == [7.0]
     assert state.policy_count == 1
@@ -154,13 +159,7 @@ async def test_the_pod_cache_keeps_slim_pods_from_lists_and_watches() -> None:
     bookmark: JSON = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "50"}}}
     source = SlimListWatch(Source([[listed]], [[{"type": "ADDED", "object": watched}, bookmark]]), pod_essentials)
     cache = WatchCache("pods", source)
-    task = asyncio.create_task(cache.run())
-    try:
-        await asyncio.wait_for(cache.synced.wait(), timeout=5)
-        await settle()
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await run_until_synced(cache)
     assert sorted(item["metadata"]["name"] for item in cache.items()) == ["rich", "watched"]
     assert all("managedFields" not in item["metadata"] for item in cache.items())
     assert cache.resource_version == "50"

@@ -32,6 +32,7 @@ from webhook.cli import serve as serve_module
 from webhook.cli.certs import write_certs
 from webhook.cli.serve import ServeOptions, serve
 from webhook.kube.client import KubeClient
+from webhook.kube.serving import tls_context
 
 TREE: dict[str, Any] = {
     "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
@@ -110,6 +111,21 @@ async def wait_ready(session: aiohttp.ClientSession, base: str, ssl_context: ssl
     raise AssertionError("the service never became ready")
 
 
+def tls_options(tmp_path: Path, api_port: int) -> tuple[ServeOptions, ssl.SSLContext]:
+    """``serve`` on a free loopback port with fresh certificates, talking to the fake apiserver on
+    ``api_port``; and a client TLS context that trusts its CA."""
+    written = write_certs(tmp_path / "certs", [], ["127.0.0.1"])
+    options = ServeOptions(
+        host="127.0.0.1",
+        port=free_port(),
+        cert=written["tls.crt"],
+        key=written["tls.key"],
+        kubeconfig=str(kubeconfig(tmp_path / "kubeconfig", api_port)),
+        settings=Settings(),
+    )
+    return options, ssl.create_default_context(cafile=str(written["ca.crt"]))
+
+
 def install_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
     """A plugin (as the extender or controller would be) that adds a route to the same server."""
     plugin = types.ModuleType("kq_test_plugin")
@@ -130,19 +146,10 @@ async def test_serve_answers_over_tls_from_watched_state(
 ) -> None:
     fake, api_port = apiserver
     install_plugin(monkeypatch)
-    written = write_certs(tmp_path / "certs", [], ["127.0.0.1"])
-    port = free_port()
-    options = ServeOptions(
-        host="127.0.0.1",
-        port=port,
-        cert=written["tls.crt"],
-        key=written["tls.key"],
-        kubeconfig=str(kubeconfig(tmp_path / "kubeconfig", api_port)),
-        settings=Settings(),
-    )
+    options, client_tls = tls_options(tmp_path, api_port)
+    port = options.port
     stop = asyncio.Event()
     task = asyncio.create_task(serve(options, stop))
-    client_tls = ssl.create_default_context(cafile=str(written["ca.crt"]))
     base = f"https://127.0.0.1:{port}"
     try:
         async with aiohttp.ClientSession() as session:
@@ -235,18 +242,10 @@ async def mutate_once_on_this_loop(tmp_path: Path) -> tuple[str, list[dict[str, 
     api = TestServer(fake.app, host="127.0.0.1")
     await api.start_server()
     assert api.port is not None
-    written = write_certs(tmp_path / "certs", [], ["127.0.0.1"])
-    port = free_port()
-    options = ServeOptions(
-        host="127.0.0.1",
-        port=port,
-        cert=written["tls.crt"],
-        key=written["tls.key"],
-        kubeconfig=str(kubeconfig(tmp_path / "kubeconfig", api.port)),
-    )
+    options, client_tls = tls_options(tmp_path, api.port)
+    port = options.port
     stop = asyncio.Event()
     task = asyncio.create_task(serve(options, stop))
-    client_tls = ssl.create_default_context(cafile=str(written["ca.crt"]))
     try:
         async with aiohttp.ClientSession() as session:
             await wait_ready(session, f"https://127.0.0.1:{port}", client_tls)
@@ -304,6 +303,6 @@ async def test_a_port_in_use_stops_what_the_set_up_started(tmp_path: Path) -> No
         taken.listen()
         with pytest.raises(OSError):
             await server.start(
-                app, "127.0.0.1", taken.getsockname()[1], server.tls_context(written["tls.crt"], written["tls.key"])
+                app, "127.0.0.1", taken.getsockname()[1], tls_context(written["tls.crt"], written["tls.key"])
             )
     assert events == ["started", "stopped"]

@@ -11,7 +11,6 @@ decision. Without uvloop (``pip install --no-deps``, Windows) the standard async
 from __future__ import annotations
 
 import asyncio
-import gc
 import importlib
 import logging
 import os
@@ -25,6 +24,7 @@ from aiohttp import web
 
 from webhook.admission.app import make_app
 from webhook.admission.state import Settings, StateStore
+from webhook.kube.serving import freeze_heap, tls_context
 
 log = logging.getLogger(__name__)
 
@@ -69,27 +69,10 @@ def run(main: Coroutine[Any, Any, T], choice: LoopChoice | None = None) -> T:
 
 
 def settle_heap() -> int:
-    """Collect once, then move every object that exists (modules, classes, the app) out of the collector's
-    view (``gc.freeze()``); returns how many were moved.
-
-    Called once the service is set up. A full collection would otherwise walk all of them every time: with
-    the controller and the Kubernetes client loaded that is some 80,000 objects and about 35 ms on a 2-core
-    machine, a stall every request in flight would wait through. Frozen objects are still freed by reference
-    counting; only cycles among them are never reclaimed, and start-up leaves none (it was just collected).
-    """
-    gc.collect()
-    gc.freeze()
-    frozen = gc.get_freeze_count()
+    """Freeze the start-up heap (:func:`webhook.kube.serving.freeze_heap`) and log how much was frozen."""
+    frozen = freeze_heap()
     log.info("component=serve event=heap_frozen objects=%d", frozen)
     return frozen
-
-
-def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
-    """The serving TLS context (TLS 1.2 or later) with the certificate and key loaded."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert, key)
-    return context
 
 
 def app_runner(app: web.Application) -> web.AppRunner:

@@ -42,6 +42,7 @@ from webhook.admission.state import DEFAULT_CONTROLLER_USER, DEFAULT_MAX_BODY_BY
 from webhook.core.quota import TREE_NAMESPACE
 from webhook.kube.client import KubeClient
 from webhook.kube.selfcert import ensure_serving_secret, inject_ca_bundle, service_dns_names
+from webhook.kube.serving import tls_context
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +232,7 @@ async def _self_cert(
             log.info("component=serve event=certificate_reloaded secret=%s/%s", namespace, name)
     if options.webhook_configurations:
         await inject_ca_bundle(client, options.webhook_configurations, certs.ca_cert)
-    return context if context is not None else server.tls_context(cert, key)
+    return context if context is not None else tls_context(cert, key)
 
 
 async def _keep_self_cert(client: KubeClient, options: ServeOptions, cert_dir: Path, context: ssl.SSLContext) -> None:
@@ -280,7 +281,7 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
             background.append(_keep_self_cert(client, options, cert_dir, context))
         else:
             assert options.cert is not None and options.key is not None
-            context = server.tls_context(options.cert, options.key)
+            context = tls_context(options.cert, options.key)
             background.append(_watch_files(context, options.cert, options.key))
         await stack.enter_async_context(_background(*background))
 

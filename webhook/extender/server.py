@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
-import ssl
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from webhook.extender.nudge import Nudger
 from webhook.extender.sources import PODS, build_caches, running
 from webhook.extender.state import DEFAULT_ASSUME_TTL, ExtenderState, MarkPatch
 from webhook.kube.client import KubeClient
+from webhook.kube.serving import freeze_heap, tls_context
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +46,6 @@ class ExtenderOptions:
         return "https" if self.cert is not None else "http"
 
 
-def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert, key)
-    return context
-
-
-def _freeze_heap() -> None:
-    """Move everything listed so far out of the garbage collector's sight: a full collection then walks only
-    what changed since, which keeps its pauses - and the handlers' tail latency - short."""
-    gc.collect()
-    gc.freeze()
-
-
 @contextlib.asynccontextmanager
 async def extender_running(
     client: KubeClient, options: ExtenderOptions, state: ExtenderState | None = None
@@ -82,7 +67,7 @@ async def extender_running(
     listener: HttpServer | None = None
     marker_task = asyncio.create_task(marker.run(), name="extender-marker")
     try:
-        async with running(caches, state, on_ready=_freeze_heap):
+        async with running(caches, state, on_ready=freeze_heap):
             context = tls_context(options.cert, options.key) if options.cert and options.key else None
             listener = await start_server(
                 app.routes(), options.host, options.port, ssl_context=context, max_body=MAX_BODY_BYTES

@@ -153,7 +153,7 @@ def build_caches(client: KubeClient, state: ExtenderState, tree_namespace: str =
 
 @contextlib.asynccontextmanager
 async def running(
-    caches: list[WatchCache], state: ExtenderState, on_ready: Callable[[], None] | None = None
+    caches: list[WatchCache], state: ExtenderState, on_ready: Callable[[], object] | None = None
 ) -> AsyncIterator[None]:
     """Run the caches for the block's lifetime; ``state.ready`` (and ``on_ready()``) once they have all
     listed."""
