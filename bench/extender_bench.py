@@ -1,7 +1,7 @@
 """Benchmark of the scheduler extender (a report, not a test: it asserts nothing).
 
     .venv/bin/python bench/extender_bench.py [--iterations 300] [--pods 1000] [--rounds 5] [--port-base 24400]
-                                          [--latency-only | --throughput-only]
+                                          [--latency-only | --throughput-only] [--configurations NAME ...]
 
 1. **Latency.** The extender's handlers (``make_app``, served as ``kq extender`` serves them) in a child
    process, on loopback HTTP, with a state of 500 or 5,000 nodes (pool a, pool b, one virtual node), a
@@ -12,16 +12,20 @@
    the client's round trip: from sending the request to the last byte of the answer.
 2. **Scheduler throughput.** A dev cluster of its own (``--port-base``, a temporary state directory) with
    500 kwok nodes; the real kube-scheduler places ``--pods`` pods (100m CPU, under a ResourcePolicy ``[ecs,
-   eci max 50]``) in four configurations: ``none`` (no extender; its process stopped too, so its watches
-   cost nothing either), ``null filter`` (a do-nothing extender behind the shipped entry: the floor any
-   HTTP extender costs), ``filter`` (the kq extender behind the shipped entry) and ``filter+prioritize``
-   (the entry with ``prioritizeVerb`` and ``weight``). Each round runs every configuration once, in an
+   eci max 50]``) in these configurations (:data:`CONFIGURATIONS`; the default four): ``none`` (no extender,
+   the scheduler's defaults; the extender process stopped too, so its watches cost nothing either), ``none,
+   full scan`` (no extender, ``percentageOfNodesToScore: 100`` - the setting the extender needs), ``null
+   filter`` (a do-nothing extender behind the shipped entry and settings: the floor any HTTP extender
+   costs), ``filter`` (the kq extender as shipped) and, when asked for, ``filter+prioritize`` (the entry
+   with ``prioritizeVerb`` and ``weight``). Each round runs every configuration once, in an
    order that rotates by one each round, after one short warm-up run of each; the scheduler's
    configuration is rewritten and the scheduler restarted before every run. The pods are created while
    the scheduler is stopped; pods/s is measured between the first and the last binding seen by a watch,
    with the CPU the scheduler, the extender and the API server (which also serves the kq extender's pod
-   watch) used in that window. A round's cost compares its runs with its ``none`` run (a minute or two
-   apart, so under about the same load); the headline is the median of the rounds' costs.
+   watch) used in that window. Before the scheduler starts, the cluster settles (the API server, etcd, kwok
+   and the controllers done with the new pods); after the run its namespace is deleted and its pods waited
+   out, so every run starts on the same cluster. A round's cost compares its runs with its ``none`` run (a
+   minute or two apart, so under about the same load); the headline is the median of the rounds' costs.
 
 Goals (issue 6): p99 of filter+prioritize under 10 ms at 5,000 nodes; the extender costs the scheduler less
 than 30 % of its throughput. Numbers depend on the machine and its load (2 shared cores here).
@@ -35,6 +39,7 @@ import contextlib
 import gc
 import multiprocessing
 import os
+import re
 import socket
 import statistics
 import sys
@@ -44,7 +49,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import orjson
@@ -56,9 +61,10 @@ from webhook.cli import devsystem
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig, Ports, default_nodes
 from webhook.extender.app import MAX_BODY_BYTES, make_app
-from webhook.extender.config import extender_entry
+from webhook.extender.config import SCHEDULER_SETTINGS, extender_entry
 from webhook.extender.http import start_server
 from webhook.extender.state import ExtenderState
+from webhook.kube import serving
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 PODS = ResourceRef("", "v1", "pods")
@@ -113,7 +119,7 @@ def _serve(nodes: int, port: int, ready: Any) -> None:
         ready.set()
         await asyncio.Event().wait()
 
-    asyncio.run(main())
+    serving.run(main(), component="extender")  # the loop `kq extender` runs on
 
 
 def free_port() -> int:
@@ -204,17 +210,23 @@ class Configuration:
     extender: str | None
     """``kq-extender`` or ``null-extender`` (:func:`serve_null_extender`)."""
     prioritize: bool = False
+    full_scan: bool | None = None
+    """``percentageOfNodesToScore: 100``; ``None``: as shipped (with an extender, without none)."""
 
 
 CONFIGURATIONS: dict[str, Configuration] = {
     "none": Configuration(None),
+    "none, full scan": Configuration(None, full_scan=True),
     "null filter": Configuration(NULL_EXTENDER),
     "filter": Configuration("kq-extender"),
     "filter+prioritize": Configuration("kq-extender", prioritize=True),
 }
-"""Compared in every round: no extender; a do-nothing extender behind the shipped entry (the floor: what any
-HTTP extender costs the scheduler's serial cycle - marshalling, the round trip - whatever it decides); the
-shipped entry (filter only); and the entry with ``prioritizeVerb`` and ``weight``."""
+"""What can be compared: no extender, the scheduler's defaults (every cost is against this one); no extender
+but every node filtered (``percentageOfNodesToScore: 100``, which the extender asks for: its share of the
+cost); a do-nothing extender behind the shipped entry and settings (the floor: what any HTTP extender costs
+the scheduler's serial cycle - marshalling, the round trip - whatever it decides); the kq extender as shipped
+(filter only); and with ``prioritizeVerb`` and ``weight``."""
+DEFAULT_CONFIGURATIONS = ("none", "none, full scan", "null filter", "filter")
 
 
 class _NullExtender(asyncio.Protocol):
@@ -226,8 +238,7 @@ class _NullExtender(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is one without subclassing it
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -255,7 +266,7 @@ def serve_null_extender(port: int) -> None:
         await asyncio.get_running_loop().create_server(_NullExtender, "127.0.0.1", port)
         await asyncio.Event().wait()
 
-    asyncio.run(main())
+    serving.run(main(), component="null-extender")  # the loop `kq extender` runs on
 
 
 @dataclass(frozen=True)
@@ -357,9 +368,44 @@ async def _time_bindings(
     return (len(times) - 1) / (times[-1] - times[0]), window
 
 
-def _restart_scheduler(config: ClusterConfig, bins: Path, extender: dict[str, object] | None) -> Any:
+_BACKGROUND = ("kube-apiserver", "etcd", "kwok", "kube-controller-manager")
+"""The processes that work off a burst of pod creations (or deletions) after it ends."""
+SETTLED_CORES = 0.3
+"""A cluster is settled when its processes together use less CPU than this (cores, over half a second)."""
+
+
+async def _settle(pids: Sequence[int | None], timeout: float = 30.0) -> None:
+    """Wait until ``pids`` together use less than :data:`SETTLED_CORES` (the API server, etcd, kwok and the
+    controllers still working off the pods just created would otherwise take CPU from the measured run)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = sum(cpu_seconds(pid) for pid in pids)
+        await asyncio.sleep(0.5)
+        if (sum(cpu_seconds(pid) for pid in pids) - before) / 0.5 < SETTLED_CORES:
+            return
+    print(f"  (the cluster did not settle in {timeout:.0f} s; measuring anyway)", file=sys.stderr)
+
+
+async def _delete_namespace(client: KubeClient, namespace: str, timeout: float = 180.0) -> None:
+    """Delete a run's namespace and wait until its pods are gone, so every run starts on the same cluster
+    (pods left from earlier runs would make later runs slower: more to list, watch and keep)."""
+    await client.request("DELETE", NAMESPACES.path(namespace))
+    ref = ResourceRef("", "v1", "pods", namespace)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not (await client.list_page(ref, limit=1)).get("items"):
+            return
+        await asyncio.sleep(1.0)
+    raise RuntimeError(f"the pods of namespace {namespace} were not deleted in {timeout:.0f} s")
+
+
+def _restart_scheduler(
+    config: ClusterConfig, bins: Path, extender: dict[str, object] | None, full_scan: bool | None
+) -> Any:
     """Stop the scheduler and write its configuration; returns what starts it (and gives its pid)."""
-    (config.state_dir / "scheduler-config.yaml").write_text(cluster.scheduler_config(config, extender))
+    full = extender is not None if full_scan is None else full_scan
+    text = cluster.scheduler_config(config, extender, SCHEDULER_SETTINGS if full else None)
+    (config.state_dir / "scheduler-config.yaml").write_text(text)
     processes.stop(config.run, "kube-scheduler", str(config.state_dir))
     (component,) = [c for c in cluster.components(config, bins) if c.name == "kube-scheduler"]
 
@@ -410,16 +456,21 @@ def _one_run(config: ClusterConfig, bins: Path, name: str, round_index: int, pod
     url = devsystem.extender_url(config)
     entry = None if setup.extender is None else extender_entry(url, prioritize=setup.prioritize)
     extender_pid = _set_extender(config, bins, setup.extender)
-    start = _restart_scheduler(config, bins, entry)
+    start = _restart_scheduler(config, bins, entry, setup.full_scan)
     apiserver_pid = processes.running_pid(config.run, "kube-apiserver", str(config.state_dir))
     label = "warm-up" if round_index < 0 else f"round {round_index + 1}"
-    namespace = f"bench-{label.replace(' ', '')}-{name.replace('+', '-').replace(' ', '-')}"
+    namespace = f"bench-{label.replace(' ', '')}-{re.sub('[^a-z]+', '-', name)}"
+
+    busy = [processes.running_pid(config.run, name, str(config.state_dir)) for name in _BACKGROUND]
 
     async def measure() -> tuple[float, _Window]:
         client = await KubeClient.connect(str(config.kubeconfig))
         try:
             await _create_all(client, namespace, pods)
-            return await _time_bindings(client, namespace, pods, start, (extender_pid, apiserver_pid))
+            await _settle([extender_pid, *busy])
+            rate_window = await _time_bindings(client, namespace, pods, start, (extender_pid, apiserver_pid))
+            await _delete_namespace(client, namespace)
+            return rate_window
         finally:
             await client.close()
 
@@ -436,15 +487,15 @@ def _one_run(config: ClusterConfig, bins: Path, name: str, round_index: int, pod
     return run
 
 
-def round_order(round_index: int) -> list[str]:
+def round_order(round_index: int, names: Sequence[str]) -> list[str]:
     """The configurations of a round, rotated by one each round: none of them always runs first (after the
-    extender's restart) or last (on the most pods already placed)."""
-    names = list(CONFIGURATIONS)
+    extender's restart) or last."""
+    names = list(names)
     shift = round_index % len(names)
     return names[shift:] + names[:shift]
 
 
-def throughput_report(pods: int, port_base: int, rounds: int) -> list[Run]:
+def throughput_report(pods: int, port_base: int, rounds: int, names: Sequence[str]) -> list[Run]:
     """Every configuration once per round, on one cluster, ``rounds`` rounds: the rounds share the machine's
     changing load alike, and each round's costs compare runs minutes apart."""
     state = Path(tempfile.mkdtemp(prefix="kq-extender-bench-"))
@@ -456,15 +507,16 @@ def throughput_report(pods: int, port_base: int, rounds: int) -> list[Run]:
             config,
             service=devsystem.extender_components,
             extender=devsystem.scheduler_extender(config),
+            scheduler_settings=devsystem.scheduler_settings(config),
             after_api=devsystem.install_api_objects,
             echo=lambda line: print(line, file=sys.stderr),
         )
         # A fresh cluster schedules its first pods slowly (caches filling, controllers syncing 500 nodes): one
         # short run of each configuration first, not reported.
-        for name in CONFIGURATIONS:
+        for name in names:
             _one_run(config, bins, name, -1, max(100, pods // 4))
         for round_index in range(rounds):
-            runs.extend(_one_run(config, bins, name, round_index, pods) for name in round_order(round_index))
+            runs.extend(_one_run(config, bins, name, round_index, pods) for name in round_order(round_index, names))
     except BaseException:
         print(f"failed: the cluster's logs stay in {config.logs}", file=sys.stderr)
         cluster.down(config, echo=lambda line: print(line, file=sys.stderr))
@@ -496,16 +548,16 @@ def print_latency(latencies: list[Latency], iterations: int) -> None:
         )
 
 
-def print_throughput(runs: list[Run], pods: int, rounds: int) -> None:
-    """Each round (pods/s, and each extender configuration's cost against that round's ``none``), the
-    medians, and the CPU per pod; the headline is the median of the per-round costs."""
-    names = list(CONFIGURATIONS)
+def print_throughput(runs: list[Run], pods: int, rounds: int, names: Sequence[str]) -> None:
+    """Each round (pods/s, and each other configuration's cost against that round's ``none``), the medians,
+    and the CPU per pod; the headline is the median of the per-round costs."""
     by = {(run.round, run.configuration): run for run in runs}
     print(
         f"\nkube-scheduler throughput: 500 kwok nodes, {pods} pods of 100m CPU per run, {rounds} rounds; "
         "configurations interleaved (order rotates each round); cost = 1 - pods/s / the round's none;\n"
-        "null filter = a do-nothing extender behind the same entry (what any HTTP extender costs); "
-        "filter = kq extender as shipped"
+        "none = no extender, default percentageOfNodesToScore; full scan = percentageOfNodesToScore 100 (as "
+        "shipped with the extender);\nnull filter = a do-nothing extender behind the shipped entry and settings "
+        "(what any HTTP extender costs); filter = kq extender as shipped"
     )
     print(f"{'round':<7}" + "".join(f"{name:>26}" for name in names) + f"{'load':>7}")
     costs: dict[str, list[float]] = {name: [] for name in names[1:]}
@@ -545,6 +597,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--latency-only", action="store_true", help="skip the dev cluster part")
     parser.add_argument("--throughput-only", action="store_true", help="skip the latency part")
+    parser.add_argument(
+        "--configurations",
+        nargs="+",
+        choices=list(CONFIGURATIONS),
+        default=list(DEFAULT_CONFIGURATIONS),
+        metavar="NAME",
+        help=f"throughput configurations to compare (default: {', '.join(DEFAULT_CONFIGURATIONS)}; "
+        f"all: {', '.join(CONFIGURATIONS)})",
+    )
     parser.add_argument("--serve-null-extender", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("marker", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -557,7 +618,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_latency(latencies, args.iterations)
     if args.latency_only:
         return 0
-    print_throughput(throughput_report(args.pods, args.port_base, args.rounds), args.pods, args.rounds)
+    names = ["none", *(name for name in args.configurations if name != "none")]  # costs are against none
+    print_throughput(throughput_report(args.pods, args.port_base, args.rounds, names), args.pods, args.rounds, names)
     return 0
 
 

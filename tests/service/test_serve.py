@@ -228,7 +228,7 @@ def test_kq_serve_runs_on_the_chosen_loop_and_logs_it(
 
     monkeypatch.setattr(serve_module, "options_from_args", lambda args: ServeOptions())
     monkeypatch.setattr(serve_module, "serve", fake_serve)
-    with caplog.at_level(logging.INFO, logger="webhook.admission.server"):
+    with caplog.at_level(logging.INFO, logger="webhook.kube.serving"):
         assert serve_module.run(argparse.Namespace()) == 0
     assert [module.split(".")[0] for module in seen] == ["asyncio"]
     assert "component=serve event=event_loop loop='asyncio' reason='uvloop is not installed'" in caplog.text
@@ -306,3 +306,33 @@ async def test_a_port_in_use_stops_what_the_set_up_started(tmp_path: Path) -> No
                 app, "127.0.0.1", taken.getsockname()[1], tls_context(written["tls.crt"], written["tls.key"])
             )
     assert events == ["started", "stopped"]
+
+
+def test_kq_extender_runs_on_the_chosen_loop_and_logs_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from webhook.cli import extender as extender_cli  # noqa: PLC0415
+
+    monkeypatch.setenv(server.LOOP_ENV, "asyncio")
+    seen: list[str] = []
+
+    async def fake_serve(options: object, stop: asyncio.Event | None = None) -> None:
+        seen.append(type(asyncio.get_running_loop()).__module__)
+
+    monkeypatch.setattr(extender_cli, "serve", fake_serve)
+    args = argparse.Namespace(
+        print_config=None,
+        cert=None,
+        key=None,
+        host="127.0.0.1",
+        port=0,
+        kubeconfig=None,
+        context=None,
+        assume_ttl=30.0,
+        tree_namespace="kube-system",
+        pass_every_node=False,
+    )
+    with caplog.at_level(logging.INFO, logger="webhook.kube.serving"):
+        assert extender_cli.run(args) == 0
+    assert [module.split(".")[0] for module in seen] == ["asyncio"]
+    assert "component=extender event=event_loop loop='asyncio' reason='KQ_EVENT_LOOP=asyncio'" in caplog.text

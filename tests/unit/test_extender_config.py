@@ -15,7 +15,7 @@ from webhook.cli.extender import options_from_args, register
 from webhook.cli.main import main
 from webhook.devcluster.cluster import scheduler_config
 from webhook.devcluster.config import ClusterConfig, Ports
-from webhook.extender.config import WEIGHT, extender_entry
+from webhook.extender.config import SCHEDULER_SETTINGS, WEIGHT, extender_entry
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "scheduler"
 
@@ -55,6 +55,19 @@ def test_the_manifest_says_what_the_code_says() -> None:
     assert doc["kind"] == "KubeSchedulerConfiguration"
     (extender,) = doc["extenders"]
     assert extender == extender_entry(extender["urlPrefix"])
+    assert {key: doc[key] for key in SCHEDULER_SETTINGS} == SCHEDULER_SETTINGS
+
+
+def test_the_dev_scheduler_filters_every_node_when_it_calls_the_extender(tmp_path: Path) -> None:
+    assert SCHEDULER_SETTINGS == {"percentageOfNodesToScore": 100}
+    config = ClusterConfig(state_dir=tmp_path, ports=Ports(30000))
+    entry = devsystem.scheduler_extender(config)
+    written = json.loads(scheduler_config(config, entry, devsystem.scheduler_settings(config)))
+    assert written["percentageOfNodesToScore"] == 100
+    assert written["extenders"] == [entry]
+    plain = ClusterConfig(state_dir=tmp_path, with_service=False)
+    assert devsystem.scheduler_settings(plain) == {}  # no extender: the scheduler's own default
+    assert "percentageOfNodesToScore" not in json.loads(scheduler_config(plain, None, {}))
 
 
 def test_the_static_pod_listens_where_the_scheduler_config_calls() -> None:
@@ -110,6 +123,8 @@ def test_flags_build_the_options(tmp_path: Path) -> None:
     assert options.port == 9000
     assert options.scheme == "https"
     assert options_from_args(parse("--assume-ttl", "5")).assume_ttl == 5.0
+    assert options_from_args(parse()).sample is True
+    assert options_from_args(parse("--pass-every-node")).sample is False
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from pathlib import Path
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import CONTROLLER_USER, ClusterConfig
 from webhook.devcluster.processes import Component
-from webhook.extender.config import extender_entry
+from webhook.extender.config import SCHEDULER_SETTINGS, extender_entry
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
@@ -87,6 +87,12 @@ def scheduler_extender(config: ClusterConfig) -> dict[str, object] | None:
     return extender_entry(extender_url(config))
 
 
+def scheduler_settings(config: ClusterConfig) -> dict[str, object]:
+    """Top-level scheduler settings the dev extender needs (:data:`~webhook.extender.config.SCHEDULER_SETTINGS`:
+    every node filtered), none without it."""
+    return dict(SCHEDULER_SETTINGS) if scheduler_extender(config) is not None else {}
+
+
 def system_components(config: ClusterConfig, bins: Path) -> Sequence[Component]:
     """Every process of our system on the dev cluster: ``kq serve`` and ``kq extender``."""
     return [*service_components(config, bins), *extender_components(config, bins)]
@@ -148,6 +154,7 @@ def up(config: ClusterConfig) -> Path:
         config,
         service=system_components,
         extender=scheduler_extender(config),
+        scheduler_settings=scheduler_settings(config),
         after_api=install_api_objects,
         after_service=register_webhooks,
     )

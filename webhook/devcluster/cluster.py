@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,8 +181,11 @@ def components(
     return out
 
 
-def scheduler_config(config: ClusterConfig, extender: dict[str, object] | None) -> str:
-    """The KubeSchedulerConfiguration (JSON is YAML) of the dev cluster's scheduler."""
+def scheduler_config(
+    config: ClusterConfig, extender: dict[str, object] | None, settings: Mapping[str, object] | None = None
+) -> str:
+    """The KubeSchedulerConfiguration (JSON is YAML) of the dev cluster's scheduler: ``extender`` as its
+    ``extenders[]`` entry, ``settings`` as top-level fields (what the extender asks of its scheduler)."""
     doc: dict[str, object] = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -194,6 +197,7 @@ def scheduler_config(config: ClusterConfig, extender: dict[str, object] | None) 
         "leaderElection": {"leaderElect": False},
         "profiles": [{"schedulerName": "default-scheduler"}],
     }
+    doc.update(settings or {})
     if extender is not None:
         doc["extenders"] = [extender]
     return json.dumps(doc, indent=2)
@@ -250,7 +254,9 @@ def kubectl(config: ClusterConfig, bins: Path, *args: str, stdin: str | None = N
     return result.stdout
 
 
-def _write_configs(config: ClusterConfig, extender: dict[str, object] | None) -> None:
+def _write_configs(
+    config: ClusterConfig, extender: dict[str, object] | None, scheduler_settings: Mapping[str, object] | None
+) -> None:
     config.state_dir.mkdir(parents=True, exist_ok=True)
     ensure_pki(config.pki)
     users = {
@@ -262,7 +268,8 @@ def _write_configs(config: ClusterConfig, extender: dict[str, object] | None) ->
     }
     for filename, user in users.items():
         write_kubeconfig(config.state_dir / filename, config.server, config.pki, user)
-    (config.state_dir / "scheduler-config.yaml").write_text(scheduler_config(config, extender))
+    text = scheduler_config(config, extender, scheduler_settings)
+    (config.state_dir / "scheduler-config.yaml").write_text(text)
 
 
 def up(
@@ -271,13 +278,15 @@ def up(
     bins: Path | None = None,
     service: ServiceHook | None = None,
     extender: dict[str, object] | None = None,
+    scheduler_settings: Mapping[str, object] | None = None,
     after_api: Callable[[ClusterConfig, Path], None] | None = None,
     after_service: Callable[[ClusterConfig, Path], None] | None = None,
     echo: Callable[[str], None] = print,
 ) -> Path:
     """Bring the cluster up (idempotent: a healthy cluster is left as it is). Returns the binaries' dir.
 
-    ``after_api`` runs once the API answers and the nodes exist (CRDs, RBAC...); ``after_service`` once
+    ``extender`` is the scheduler's ``extenders[]`` entry, ``scheduler_settings`` top-level fields of its
+    configuration. ``after_api`` runs once the API answers and the nodes exist (CRDs, RBAC...); ``after_service`` once
     the service's components listen (webhook configurations that point at them).
     """
     bins = bins or binaries_dir()
@@ -296,7 +305,7 @@ def up(
             "with --port-base (or KQ_DEV_PORT_BASE)"
         )
     started = time.monotonic()
-    _write_configs(config, extender)
+    _write_configs(config, extender, scheduler_settings)
     config.logs.mkdir(parents=True, exist_ok=True)
     by_name = {c.name: c for c in wanted}
     try:

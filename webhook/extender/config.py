@@ -28,6 +28,16 @@ One source for the dev cluster (which writes it into its scheduler's configurati
   ImageLocality 1 and VolumeBinding 1: at most 15 × 100 = 1500 between two nodes. Usable units score 10,
   9, ... so one step is worth ``weight × 10``; 200 makes it 2000, above anything the plugins can add.
 * ``httpTimeout: 5s`` - the scheduler's default, written out; the handlers answer in milliseconds.
+
+And one setting of the scheduler itself, :data:`SCHEDULER_SETTINGS`: ``percentageOfNodesToScore: 100``. By
+default a scheduler with more than 100 nodes stops filtering once it has found "enough" feasible nodes
+(``max(100, N × (50 - N/125) %)``: 230 of 500, 420 of 1,000), starting each cycle where the last one stopped,
+and an extender is only asked about those. A ResourcePolicy's first unit is usually a node pool, a small part
+of a large cluster: in a sample without it the extender would see only the virtual node and send the pod
+there although its pool has room - the rule "later units only when earlier ones lack resources" broken for
+about half the pods (``tests/e2e/test_extender_placement.py`` shows it on 250 extra nodes). Scanning every
+node costs the scheduler's filter and score plugins more nodes per cycle (``bench/extender_bench.py``
+measures it apart: ``none, full scan``).
 """
 
 from __future__ import annotations
@@ -39,6 +49,9 @@ PRIORITIZE_VERB = "prioritize"
 WEIGHT = 200
 """The ``weight`` written with ``prioritize=True``: one unit step (10 × 200) outweighs every default plugin."""
 HTTP_TIMEOUT = "5s"
+SCHEDULER_SETTINGS: dict[str, Any] = {"percentageOfNodesToScore": 100}
+"""Top-level ``KubeSchedulerConfiguration`` fields a scheduler calling this extender needs (see the module
+notes): every node is filtered, so the extender sees each unit that has a feasible node."""
 
 
 def extender_entry(url_prefix: str, *, ca_file: str | None = None, prioritize: bool = False) -> dict[str, Any]:

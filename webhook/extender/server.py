@@ -40,6 +40,8 @@ class ExtenderOptions:
     """Seconds a placement counts before the pod is seen bound."""
     tree_namespace: str = TREE_NAMESPACE
     marker_workers: int = 4
+    sample: bool = True
+    """Pass the scheduler at most its default sample of the chosen unit's nodes (``ExtenderState.filter``)."""
 
     @property
     def scheme(self) -> str:
@@ -52,7 +54,7 @@ async def extender_running(
 ) -> AsyncIterator[tuple[ExtenderState, HttpServer]]:
     """The whole extender on ``client``, serving on ``options.host:port`` for the block's lifetime (the
     listener opens once the watches run, so ``/readyz`` reports them listing)."""
-    state = state if state is not None else ExtenderState(assume_ttl=options.assume_ttl)
+    state = state if state is not None else ExtenderState(assume_ttl=options.assume_ttl, sample=options.sample)
 
     async def patch(mark: MarkPatch) -> Any:
         return await client.merge_patch(PODS, mark.name, mark.body(), namespace=mark.namespace)

@@ -3,7 +3,8 @@
 Four caches - Nodes, Pods, ResourcePolicies and ElasticQuotaTrees (``kube-system`` only) - feed the state:
 node and pod events are applied one by one (a request with 5,000 nodes must not wait for a rebuild);
 policies and trees are few and are re-read whole on every change. ``state.ready`` turns true once all
-four have listed. The pod cache keeps only what the state reads of each pod (:class:`SlimListWatch`).
+four have listed. The pod cache keeps only what the state reads of each pod (:class:`SlimListWatch`), and
+only pods that can count - bound and not finished (:data:`POD_FIELD_SELECTOR`).
 
 A CRD that is not installed (no ResourcePolicy or ElasticQuotaTree API yet) reads as an empty list: the
 extender must not stall every pod of the cluster because an optional API is missing. Such a list is
@@ -32,6 +33,14 @@ PODS = ResourceRef("", "v1", "pods")
 POLICIES = ResourceRef("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies")
 TREES = ResourceRef("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", TREE_NAMESPACE)
 ABSENT_RETRY_SECONDS = 10.0
+POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+"""The pods the extender watches: bound and not finished - the only ones that count towards a unit's ``max``
+or a quota. A pending pod is known from the filter request it comes with; a pod placed but not yet bound is
+counted from the extender's own assumption. The API server filters, so the pod's creation (and every status
+change before it is bound) is neither sent nor decoded - one watch event fewer per pod in the scheduler's
+busiest path - and finished pods (Job pods linger by the thousand) are neither listed nor kept: one that
+finishes arrives as a ``DELETED`` event. What is given up: an assumed pod deleted before it was bound is not
+seen; its assumption counts until it expires (``--assume-ttl``), as one whose binding failed does."""
 
 
 @dataclass(slots=True)
@@ -142,7 +151,8 @@ def build_caches(client: KubeClient, state: ExtenderState, tree_namespace: str =
     trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
     nodes = WatchCache("extender-nodes", ApiListWatch(client, NODES))
     nodes.add_listener(_incremental(state.upsert_node, state.delete_node, state.replace_nodes))
-    pods = WatchCache("extender-pods", SlimListWatch(ApiListWatch(client, PODS), pod_essentials))
+    pods_listed = ApiListWatch(client, PODS, field_selector=POD_FIELD_SELECTOR)
+    pods = WatchCache("extender-pods", SlimListWatch(pods_listed, pod_essentials))
     pods.add_listener(_incremental(state.upsert_pod, state.delete_pod, state.replace_pods))
     policies = WatchCache("extender-resourcepolicies", OptionalListWatch(ApiListWatch(client, POLICIES)))
     policies.add_listener(_whole(state.set_policies))

@@ -37,7 +37,7 @@ import logging
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress, filterfalse, repeat
 from operator import eq
 from typing import Any
@@ -120,6 +120,8 @@ class Decision:
     tried again then."""
     passing_score: int = 0
     """Filter: the prioritize score of the passing nodes (all in one unit, so all alike)."""
+    sampled_from: int | None = None
+    """Filter: how many nodes passed before the window cut them to ``passing`` (``None``: not cut)."""
 
     @property
     def scores(self) -> dict[str, int]:
@@ -131,6 +133,8 @@ class Decision:
         fields: dict[str, object] = {"verb": self.verb, "pod": self.pod, "nodes": self.nodes}
         if self.verb == "filter":
             fields.update(passing=len(self.passing), failed=len(self.failed), unresolvable=len(self.unresolvable))
+            if self.sampled_from is not None:
+                fields["sampled_from"] = self.sampled_from
         else:
             fields["top_score"] = max((score for score, names in self.score_groups.items() if names), default=0)
         if self.policy:
@@ -246,6 +250,16 @@ def unit_deletion_cost(index: int, n_units: int) -> int:
     annotation. Pods of the preferred unit, usually nearly all of them, then need no write at all; pods of
     later units get -100, -200, ... and still go first when a ReplicaSet shrinks."""
     return deletion_cost(index, n_units) - deletion_cost(0, n_units)
+
+
+def scheduler_sample_size(nodes: int) -> int:
+    """How many feasible nodes kube-scheduler looks for among ``nodes`` before it stops filtering, with
+    ``percentageOfNodesToScore`` unset: all below 100, else ``nodes × max(5, 50 - nodes/125) %`` but at least
+    100 (230 of 500, 420 of 1,000, 500 of 5,000) - the nodes it then scores."""
+    if nodes < 100:
+        return nodes
+    percent = max(5, 50 - nodes // 125)
+    return max(100, nodes * percent // 100)
 
 
 def _uid(pod: Mapping[str, Any]) -> str:
@@ -402,8 +416,11 @@ class ExtenderState:
     """Nodes, pods, ResourcePolicies and the ElasticQuotaTree as the watches last reported them, plus the
     extender's assumed placements. Not thread-safe: use it from one event loop."""
 
-    def __init__(self, *, assume_ttl: float = DEFAULT_ASSUME_TTL) -> None:
+    def __init__(self, *, assume_ttl: float = DEFAULT_ASSUME_TTL, sample: bool = True) -> None:
         self.assume_ttl = assume_ttl
+        self.sample = sample
+        """Pass the scheduler at most :func:`scheduler_sample_size` of the chosen unit's nodes (see :meth:`filter`)."""
+        self._sample_start = 0
         self.nodes: dict[str, NodeView] = {}
         self._virtual: set[str] = set()
         self._pods: dict[str, _PodRecord] = {}
@@ -1119,11 +1136,21 @@ class ExtenderState:
         given_nodes: Sequence[Mapping[str, Any]] | None = None,
     ) -> Decision:
         """Which of ``names`` the pod may use; records the placement when some node passes and a policy or
-        a quota governs the pod (``given_nodes``: the request's Node objects, when the scheduler sent them)."""
+        a quota governs the pod (``given_nodes``: the request's Node objects, when the scheduler sent them).
+
+        With :attr:`sample`, more passing nodes than the scheduler would have scored by default are cut to that
+        many (:func:`scheduler_sample_size` of ``names``), a window that moves on with every call: the
+        scheduler filters every node so that the extender sees each unit (``percentageOfNodesToScore: 100``,
+        :mod:`webhook.extender.config`), and this gives it back its own default trade-off - to score about
+        as many nodes as it would have sampled - but within the unit the pod must use. Scoring 500 nodes
+        instead of 230 (and decoding their names) cost the scheduler a fifth of its throughput on 500 nodes.
+        """
         self.expire(now)
         given = None if given_nodes is None else {view.name: view for view in map(node_view, given_nodes)}
         view = pod_view(pod)
         decision, assumption = self._decide("filter", pod, view, names, now=now, given=given)
+        if self.sample:
+            decision = self._sampled(decision, scheduler_sample_size(len(names)))
         if view.uid and decision.passing:
             self._remember_filter(view.uid, decision)
         key = _pod_key(view)
@@ -1132,6 +1159,16 @@ class ExtenderState:
         else:
             self._assume(key, assumption)
         return decision
+
+    def _sampled(self, decision: Decision, size: int) -> Decision:
+        """``decision`` with at most ``size`` passing nodes: the window starting where the last one ended."""
+        passing = decision.passing
+        if len(passing) <= size:
+            return decision
+        start = self._sample_start % len(passing)
+        self._sample_start = start + size
+        window = passing[start : start + size] + passing[: max(0, start + size - len(passing))]
+        return replace(decision, passing=window, sampled_from=len(passing))
 
     def _remember_filter(self, uid: str, decision: Decision) -> None:
         """Keep the verdict for the prioritize call a scheduler configured with one makes next (the oldest

@@ -1,0 +1,87 @@
+"""The scheduler filters every node (``percentageOfNodesToScore: 100``) so the extender sees every unit; the
+extender then hands back at most as many of the chosen unit's nodes as the scheduler would have scored by
+default, a window that moves on with each pod."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from tests.service.test_extender_objects import bound, eci, ecs, node, pod, policy, virtual_node
+from webhook.extender.state import ExtenderState, scheduler_sample_size
+
+NOW = 1_714_564_800.0
+
+
+@pytest.mark.parametrize(
+    ("nodes", "size"),
+    [(1, 1), (99, 99), (100, 100), (200, 100), (500, 230), (1000, 420), (5000, 500), (50_000, 2500)],
+)
+def test_the_sample_size_is_kube_schedulers_default(nodes: int, size: int) -> None:
+    assert scheduler_sample_size(nodes) == size
+
+
+def cluster(pool_a: int, pool_b: int, *, sample: bool = True) -> tuple[ExtenderState, list[str]]:
+    """``pool_a`` nodes in pool a, ``pool_b`` in pool b, the virtual node; a policy ``[ecs pool=a, eci]``."""
+    state = ExtenderState(sample=sample)
+    names = [f"a-{i:04d}" for i in range(pool_a)] + [f"b-{i:04d}" for i in range(pool_b)]
+    state.replace_nodes([node(name, pool=name[0]) for name in names] + [virtual_node()])
+    state.set_policies([policy(units=[ecs(pool="a"), eci()])])
+    state.replace_pods([])
+    state.ready = True
+    return state, [*names, "virtual-kubelet"]
+
+
+def test_a_small_pool_among_many_nodes_is_passed_whole() -> None:
+    state, names = cluster(20, 480)
+    decision = state.filter(pod("p", "1"), names, NOW)
+    assert len(decision.passing) == 20 and all(name.startswith("a-") for name in decision.passing)
+    assert decision.sampled_from is None
+
+
+def test_a_large_unit_is_cut_to_the_default_sample_and_the_window_moves_on() -> None:
+    state, names = cluster(499, 0)
+    windows = [state.filter(pod(f"p{i}", "100m"), names, NOW) for i in range(10)]
+    size = scheduler_sample_size(len(names))  # 230 of 500
+    assert all(len(d.passing) == size and d.sampled_from == 499 for d in windows)
+    assert all(name.startswith("a-") for d in windows for name in d.passing)  # never outside the chosen unit
+    assert windows[1].passing[0] == names[size]  # the next window starts where the last one ended
+    seen = Counter(name for d in windows for name in d.passing)
+    assert set(seen) == set(names[:499])  # every node of the unit comes round
+    assert max(seen.values()) - min(seen.values()) <= 1  # evenly
+    assert "sampled_from=499" in " ".join(f"{k}={v}" for k, v in windows[0].log_fields().items())
+
+
+def test_the_window_wraps_round_the_end_of_the_list() -> None:
+    state, names = cluster(300, 0)  # 301 names: the sample is 144 of the 300 passing
+    size = scheduler_sample_size(len(names))
+    assert size == 144
+    first, second, third = (state.filter(pod(f"p{i}", "100m"), names, NOW).passing for i in range(3))
+    assert first == tuple(names[:144])
+    assert second == tuple(names[144:288])
+    assert third == tuple(names[288:300] + names[:132])
+
+
+def test_the_max_of_a_unit_counts_the_same_with_the_window() -> None:
+    state = ExtenderState()
+    names = [f"a-{i:04d}" for i in range(400)]
+    state.replace_nodes([node(name, pool="a") for name in names] + [virtual_node()])
+    state.set_policies([policy(units=[ecs(max=3, pool="a"), eci(max=1)])])
+    state.replace_pods([])
+    state.ready = True
+    placed = []
+    for index in range(5):
+        obj = pod(f"p{index}", "100m")
+        decision = state.filter(obj, [*names, "virtual-kubelet"], NOW)
+        if decision.passing:
+            placed.append(decision.passing[0])
+            state.upsert_pod(bound(obj, decision.passing[0]))
+    assert [name.startswith("a-") for name in placed] == [True, True, True, False]  # 3 on ecs, 1 on eci, then none
+    assert placed[3] == "virtual-kubelet"
+
+
+def test_without_sampling_every_passing_node_goes_back() -> None:
+    state, names = cluster(499, 0, sample=False)
+    decision = state.filter(pod("p", "100m"), names, NOW)
+    assert len(decision.passing) == 499 and decision.sampled_from is None
