@@ -17,7 +17,8 @@
    full scan`` (no extender, ``percentageOfNodesToScore: 100`` - the setting the extender needs), ``null
    filter`` (a do-nothing extender behind the shipped entry and settings: the floor any HTTP extender
    costs), ``filter`` (the kq extender as shipped) and, when asked for, ``filter+prioritize`` (the entry
-   with ``prioritizeVerb`` and ``weight``). Each round runs every configuration once, in an
+   with ``prioritizeVerb`` and ``weight``) or ``filter, every node`` (``kq extender --pass-every-node``).
+   Each round runs every configuration once, in an
    order that rotates by one each round, after one short warm-up run of each; the scheduler's
    configuration is rewritten and the scheduler restarted before every run. The pods are created while
    the scheduler is stopped; pods/s is measured between the first and the last binding seen by a watch,
@@ -71,6 +72,9 @@ PODS = ResourceRef("", "v1", "pods")
 NAMESPACES = ResourceRef("", "v1", "namespaces")
 POLICIES = ResourceRef("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies")
 NULL_EXTENDER = "null-extender"
+EVERY_NODE_EXTENDER = "kq-extender-every-node"
+"""``kq extender --pass-every-node``: without the window that cuts the chosen unit to the default sample."""
+KQ_EXTENDERS = ("kq-extender", EVERY_NODE_EXTENDER)
 BENCH_POLICY = policy("bench", units=[ecs(pool="a"), ecs(pool="b"), eci(max=50)], namespace="bench")
 CLUSTER_POLICY = policy("bench", units=[ecs(), eci(max=50)], namespace="bench")
 """The dev cluster's nodes carry no pool label: one ECS unit of every regular node, then the virtual node."""
@@ -208,7 +212,7 @@ class Configuration:
     scheduler's configuration and no extender process) and whether the scheduler also calls prioritize."""
 
     extender: str | None
-    """``kq-extender`` or ``null-extender`` (:func:`serve_null_extender`)."""
+    """``kq-extender``, ``kq-extender-every-node`` or ``null-extender`` (:func:`serve_null_extender`)."""
     prioritize: bool = False
     full_scan: bool | None = None
     """``percentageOfNodesToScore: 100``; ``None``: as shipped (with an extender, without none)."""
@@ -220,12 +224,14 @@ CONFIGURATIONS: dict[str, Configuration] = {
     "null filter": Configuration(NULL_EXTENDER),
     "filter": Configuration("kq-extender"),
     "filter+prioritize": Configuration("kq-extender", prioritize=True),
+    "filter, every node": Configuration(EVERY_NODE_EXTENDER),
 }
 """What can be compared: no extender, the scheduler's defaults (every cost is against this one); no extender
 but every node filtered (``percentageOfNodesToScore: 100``, which the extender asks for: its share of the
 cost); a do-nothing extender behind the shipped entry and settings (the floor: what any HTTP extender costs
 the scheduler's serial cycle - marshalling, the round trip - whatever it decides); the kq extender as shipped
-(filter only); and with ``prioritizeVerb`` and ``weight``."""
+(filter only); with ``prioritizeVerb`` and ``weight``; and without the window (``--pass-every-node``: every
+passing node of the unit goes back to the scheduler, which scores them all)."""
 DEFAULT_CONFIGURATIONS = ("none", "none, full scan", "null filter", "filter")
 
 
@@ -428,6 +434,8 @@ def _extender_component(config: ClusterConfig, bins: Path, name: str) -> process
         argv = (sys.executable, __file__, "--serve-null-extender", str(config.ports.extender), str(config.state_dir))
         return processes.Component(NULL_EXTENDER, argv, config.ports.extender)
     (component,) = devsystem.extender_components(config, bins)
+    if name == EVERY_NODE_EXTENDER:
+        return processes.Component(name, (*component.argv, "--pass-every-node"), component.port)
     return component
 
 
@@ -435,7 +443,7 @@ def _set_extender(config: ClusterConfig, bins: Path, wanted: str | None) -> int 
     """Make ``wanted`` the one extender process running (``None``: none), waiting until it answers (the
     kq extender: until its watches have listed); its pid."""
     marker = str(config.state_dir)
-    for name in ("kq-extender", NULL_EXTENDER):
+    for name in (*KQ_EXTENDERS, NULL_EXTENDER):
         if name != wanted and processes.running_pid(config.run, name, marker) is not None:
             processes.stop(config.run, name, marker)
     if wanted is None:
@@ -444,7 +452,7 @@ def _set_extender(config: ClusterConfig, bins: Path, wanted: str | None) -> int 
     if pid is None:
         pid = processes.start(_extender_component(config, bins, wanted), config.run, config.logs)
     port = config.ports.extender
-    ready = _extender_ready if wanted == "kq-extender" else processes.port_open
+    ready = _extender_ready if wanted in KQ_EXTENDERS else processes.port_open
     processes.wait_for(lambda: ready(port), 120, f"{wanted} to answer on {port}")
     return pid
 

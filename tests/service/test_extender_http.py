@@ -44,10 +44,18 @@ async def test_filter_answers_with_the_go_field_names_and_echoes_passing_nodes(c
     assert body["NodeNames"] == ["ecs-0", "ecs-1"]
     assert body["Nodes"] is None
     assert body["Error"] == ""
-    assert set(body["FailedNodes"]) == {"virtual-kubelet"}
-    assert set(body["FailedAndUnresolvableNodes"]) == {"ecs-2"}
-    returned = set(body["NodeNames"]) | set(body["FailedNodes"]) | set(body["FailedAndUnresolvableNodes"])
-    assert returned == set(NAMES)
+    # Nodes pass, so the refusals (virtual-kubelet: a later unit; ecs-2: in no unit) are not sent: the
+    # scheduler only reads them when no node is left.
+    assert body["FailedNodes"] == {}
+    assert body["FailedAndUnresolvableNodes"] == {}
+
+
+async def test_when_no_node_passes_every_node_comes_back_with_its_reason(client: aiohttp.ClientSession) -> None:
+    resp = await client.post("/extender/filter", data=args(pod("web-1", "10"), ["ecs-2", "ghost"]))
+    body = orjson.loads(await resp.read())
+    assert body["NodeNames"] == []
+    assert body["FailedAndUnresolvableNodes"] == {"ecs-2": "node belongs to no unit of ResourcePolicy team/rp"}
+    assert "not yet in the extender's node cache" in body["FailedNodes"]["ghost"]
 
 
 async def test_a_refused_pod_still_gets_an_empty_node_list_and_every_reason(client: aiohttp.ClientSession) -> None:
@@ -92,6 +100,8 @@ async def test_full_node_objects_get_full_node_objects_back(client: aiohttp.Clie
 async def test_a_node_the_cache_has_not_seen_fails_resolvably(client: aiohttp.ClientSession) -> None:
     body = orjson.loads(await (await client.post("/extender/filter", data=args(pod("w"), ["ecs-0", "ghost"]))).read())
     assert body["NodeNames"] == ["ecs-0"]
+    body = orjson.loads(await (await client.post("/extender/filter", data=args(pod("w"), ["ghost"]))).read())
+    assert body["NodeNames"] == []
     assert "not yet in the extender's node cache" in body["FailedNodes"]["ghost"]
 
 

@@ -4,6 +4,13 @@ Also ``GET /healthz`` (the process answers), ``GET /readyz`` (every watch has li
 (Prometheus). Served by :mod:`webhook.extender.http`: handlers take the body and answer synchronously -
 decode with orjson, decide on the in-memory state (no API call per request), encode with orjson - and leave
 the decision's ``key=value`` log line and its metrics for after the answer is written.
+
+A filter answer that lets some node through leaves ``FailedNodes`` and ``FailedAndUnresolvableNodes`` empty.
+kube-scheduler reads them only when no node is left - for the pod's "0/N nodes are available" message and for
+preemption - and a pod with a node left is scored and bound instead. The scheduler filters every node
+(``percentageOfNodesToScore: 100``), so with a policy whose unit is one pool of a 5,000-node cluster the
+refusals would be thousands of entries (hundreds of KB) for the scheduler to decode on every pod. When no node
+passes, every refusal is sent with its reason. The log line counts both either way.
 """
 
 from __future__ import annotations
@@ -55,6 +62,8 @@ PRIORITIZE_SCORED = REQUESTS.labels("prioritize", "scored")
 PRIORITIZE_SECONDS = DURATION.labels("prioritize")
 
 _NEEDS_QUOTES = re.compile(r'[ "=\n]')
+_NONE: dict[str, str] = {}
+"""No refusals (read-only)."""
 
 
 def _value(value: object) -> str:
@@ -122,7 +131,10 @@ class ExtenderApp:
             REQUESTS.labels("filter", "error").inc()
             log.exception("component=extender verb=filter pod=%s event=failed", args.pod_key())
             return _json(filter_error(f"kube-queue extender failed on {args.pod_key()}: {error!r}"))
-        body = filter_reply(args, decision.passing, decision.failed, decision.unresolvable)
+        if decision.passing:  # the scheduler reads the refusals only when no node is left (see the module notes)
+            body = filter_reply(args, decision.passing, _NONE, _NONE)
+        else:
+            body = filter_reply(args, decision.passing, decision.failed, decision.unresolvable)
         seconds = perf_counter() - started
         return _json(body, then=lambda: self._filtered(args, decision, seconds))
 

@@ -9,8 +9,8 @@ One source for the dev cluster (which writes it into its scheduler's configurati
   nodes the scheduler scores for a pod all lie in one unit, where the extender's scores would all be equal:
   adding the same number to every node changes no ranking, and the default plugins pick among them either
   way. The scheduler calls a prioritize verb in every scheduling cycle, though - a second HTTP round trip
-  that marshals the pod and the node names again: on 500 kwok nodes the extender took 41 % of the
-  scheduler's throughput with it and 30 % without (``bench/extender_bench.py`` measures both).
+  that marshals the pod and the node names again: on 500 kwok nodes (default sampling) the extender took
+  41 % of the scheduler's throughput with it and 30 % without (``bench/extender_bench.py`` measures both).
   ``POST /extender/prioritize`` still answers (units in order score 10, 9, ...) for schedulers configured
   to call it: ``prioritize=True``.
 * ``nodeCacheCapable: true`` - the scheduler sends node names only; the extender watches Nodes itself.
@@ -35,9 +35,10 @@ default a scheduler with more than 100 nodes stops filtering once it has found "
 and an extender is only asked about those. A ResourcePolicy's first unit is usually a node pool, a small part
 of a large cluster: in a sample without it the extender would see only the virtual node and send the pod
 there although its pool has room - the rule "later units only when earlier ones lack resources" broken for
-about half the pods (``tests/e2e/test_extender_placement.py`` shows it on 250 extra nodes). Scanning every
-node costs the scheduler's filter and score plugins more nodes per cycle (``bench/extender_bench.py``
-measures it apart: ``none, full scan``).
+about half the pods (``tests/e2e/test_extender_placement.py`` shows it on 250 extra nodes). Filtering every
+node is cheap; scoring every node is not, so the extender passes back at most as many of the chosen unit's
+nodes as the scheduler would have scored by default (``ExtenderState.filter``). ``bench/extender_bench.py``
+measures the full scan apart (``none, full scan``).
 """
 
 from __future__ import annotations
