@@ -320,18 +320,9 @@ def test_kq_extender_runs_on_the_chosen_loop_and_logs_it(
         seen.append(type(asyncio.get_running_loop()).__module__)
 
     monkeypatch.setattr(extender_cli, "serve", fake_serve)
-    args = argparse.Namespace(
-        print_config=None,
-        cert=None,
-        key=None,
-        host="127.0.0.1",
-        port=0,
-        kubeconfig=None,
-        context=None,
-        assume_ttl=30.0,
-        tree_namespace="kube-system",
-        pass_every_node=False,
-    )
+    parser = argparse.ArgumentParser()
+    extender_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["extender", "--host", "127.0.0.1", "--port", "0"])  # the real flags and defaults
     with caplog.at_level(logging.INFO, logger="webhook.kube.serving"):
         assert extender_cli.run(args) == 0
     assert [module.split(".")[0] for module in seen] == ["asyncio"]
