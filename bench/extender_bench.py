@@ -1,6 +1,6 @@
 """Benchmark of the scheduler extender (a report, not a test: it asserts nothing).
 
-    .venv/bin/python bench/extender_bench.py [--iterations 300] [--pods 1000] [--rounds 5] [--port-base 24400]
+    .venv/bin/python bench/extender_bench.py [--iterations 300] [--pods 3000] [--rounds 5] [--port-base 24400]
                                           [--latency-only | --throughput-only] [--configurations NAME ...]
 
 1. **Latency.** The extender's handlers (``make_app``, served as ``kq extender`` serves them) in a child
@@ -20,10 +20,13 @@
    with ``prioritizeVerb`` and ``weight``) or ``filter, every node`` (``kq extender --pass-every-node``).
    Each round runs every configuration once, in an
    order that rotates by one each round, after one short warm-up run of each; the scheduler's
-   configuration is rewritten and the scheduler restarted before every run. The pods are created while
-   the scheduler is stopped; pods/s is measured between the first and the last binding seen by a watch,
-   with the CPU the scheduler, the extender and the API server (which also serves the kq extender's pod
-   watch) used in that window. Before the scheduler starts, the cluster settles (the API server, etcd, kwok
+   configuration is rewritten and the scheduler restarted (at ``-v=2``) before every run. The pods are
+   created while the scheduler is stopped; pods/s is measured between the first and the last binding in
+   the scheduler's own log (:func:`bound_times`: a watching process lags on the busy machine, and lagged
+   more the faster the scheduler went), also over the first :data:`HEAD` bindings and over the rest (a
+   freshly started scheduler against its steady state), with the CPU the scheduler, the extender and the
+   API server (which also serves the kq extender's pod watch) used, and the machine's idle share, while a
+   watch saw the bindings. Before the scheduler starts, the cluster settles (the API server, etcd, kwok
    and the controllers done with the new pods); after the run its namespace is deleted and its pods waited
    out, so every run starts on the same cluster. A round's cost compares its runs with its ``none`` run (a
    minute or two apart, so under about the same load); the headline is the median of the rounds' costs.
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import gc
 import multiprocessing
 import os
@@ -47,8 +51,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -289,6 +293,62 @@ class Run:
     """kube-apiserver's CPU: it also serves the kq extender's pod watch."""
     load: float
     """The 1-minute load average when the run ended."""
+    idle: float
+    """The machine's idle share (all cores) between the first and the last binding: near 0 when the run was
+    bound by CPU, higher when the scheduler's serial cycle (its extender round trip included) was."""
+    first_rate: float
+    """pods/s over the first :data:`HEAD` bindings (a freshly started scheduler; the whole run when shorter)."""
+    later_rate: float | None
+    """pods/s over the bindings after the first :data:`HEAD` (``None`` when the run has no more)."""
+
+
+HEAD = 1000
+"""Bindings counted as the start of a run (the scheduler just restarted, its caches and the extender's new
+to the run's pods and policy); the rest show the steady state. Runs of this bench were 1,000 pods long until
+2026-12-01: its figures until then were of the start only."""
+
+
+def rates(times: Sequence[float]) -> tuple[float, float, float | None]:
+    """pods/s of sorted binding times: over all of them, over the first :data:`HEAD`, over the rest."""
+
+    def rate(part: Sequence[float]) -> float:
+        return (len(part) - 1) / (part[-1] - part[0]) if len(part) > 1 and part[-1] > part[0] else 0.0
+
+    later = times[HEAD - 1 :] if len(times) > HEAD else ()
+    return rate(times), rate(times[:HEAD]), rate(later) if later else None
+
+
+_BOUND = re.compile(r'^I(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) .*"Successfully bound pod to node" pod="([^/"]+)/')
+
+
+def bound_times(log_lines: Iterable[str], namespace: str, year: int) -> list[float]:
+    """Epoch seconds, sorted, of the bindings of ``namespace``'s pods that kube-scheduler logged at -v=2
+    (``I1201 04:05:01.123456 ... "Successfully bound pod to node" pod="ns/name"``; klog omits the year).
+
+    The scheduler's own clock, taken when each bind call returned: a watch of the pods sees them later, by
+    however far the watching process lags on a machine whose cores the run keeps busy - more so the faster
+    the scheduler goes."""
+    times = []
+    for line in log_lines:
+        match = _BOUND.match(line)
+        if match is None or match[7] != namespace:
+            continue
+        month, day, hour, minute, second, micro = (int(match[index]) for index in range(1, 7))
+        moment = datetime.datetime(year, month, day, hour, minute, second, micro, tzinfo=datetime.UTC)
+        times.append(moment.timestamp())
+    return sorted(times)
+
+
+def _logged_bindings(log: Path, namespace: str, count: int, timeout: float = 20.0) -> list[float]:
+    """:func:`bound_times` from the scheduler's log once it holds ``count`` of them (it writes a line right
+    after the watch may have seen the binding)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with log.open(errors="replace") as lines:
+            times = bound_times(lines, namespace, datetime.datetime.now(datetime.UTC).year)
+        if len(times) >= count or time.monotonic() > deadline:
+            return times
+        time.sleep(0.2)
 
 
 def _pod_manifest(name: str, namespace: str) -> dict[str, Any]:
@@ -332,23 +392,36 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_times() -> tuple[int, int]:
+    """``(idle, total)`` jiffies of all cores so far (``/proc/stat``; idle counts I/O wait)."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return fields[3] + fields[4], sum(fields[:8])
+
+
 @dataclass
 class _Window:
-    """CPU of the watched processes at the first and at the last binding."""
+    """CPU of the watched processes, and the machine's idle and total time, at the first and at the last
+    binding (the machine's two last)."""
 
     pids: tuple[int | None, ...]
     first: tuple[float, ...] = ()
     last: tuple[float, ...] = ()
 
     def sample(self) -> tuple[float, ...]:
-        return tuple(cpu_seconds(pid) for pid in self.pids)
+        return (*(cpu_seconds(pid) for pid in self.pids), *map(float, machine_times()))
+
+    @property
+    def idle(self) -> float:
+        """The machine's idle share between the two samples."""
+        total = self.last[-1] - self.first[-1]
+        return (self.last[-2] - self.first[-2]) / total if total > 0 else 0.0
 
 
 async def _time_bindings(
     client: KubeClient, namespace: str, count: int, start_scheduler: Any, others: tuple[int | None, ...]
-) -> tuple[float, _Window]:
-    """Start the scheduler, watch the namespace's pods: pods/s between the first and the last binding, and
-    the CPU of the scheduler and of the ``others`` processes over that window."""
+) -> tuple[list[float], _Window]:
+    """Start the scheduler, watch the namespace's pods: the times of the bindings, sorted, and the CPU of the
+    scheduler and of the ``others`` processes between the first and the last."""
     ref = ResourceRef("", "v1", "pods", namespace)
     page = await client.list_page(ref, limit=5000)
     version = str(page["metadata"]["resourceVersion"])
@@ -370,8 +443,7 @@ async def _time_bindings(
                         break
     if len(seen) < count:
         raise RuntimeError(f"only {len(seen)} of {count} pods were bound in 300 s")
-    times = sorted(seen.values())
-    return (len(times) - 1) / (times[-1] - times[0]), window
+    return sorted(seen.values()), window
 
 
 _BACKGROUND = ("kube-apiserver", "etcd", "kwok", "kube-controller-manager")
@@ -414,6 +486,8 @@ def _restart_scheduler(
     (config.state_dir / "scheduler-config.yaml").write_text(text)
     processes.stop(config.run, "kube-scheduler", str(config.state_dir))
     (component,) = [c for c in cluster.components(config, bins) if c.name == "kube-scheduler"]
+    # At -v=2 it logs each binding with its time (klog: microseconds): see bound_times.
+    component = replace(component, argv=tuple("--v=2" if arg == "--v=1" else arg for arg in component.argv))
 
     def start() -> int:
         return processes.start(component, config.run, config.logs)
@@ -471,25 +545,33 @@ def _one_run(config: ClusterConfig, bins: Path, name: str, round_index: int, pod
 
     busy = [processes.running_pid(config.run, name, str(config.state_dir)) for name in _BACKGROUND]
 
-    async def measure() -> tuple[float, _Window]:
+    async def measure() -> tuple[list[float], _Window]:
         client = await KubeClient.connect(str(config.kubeconfig))
         try:
             await _create_all(client, namespace, pods)
             await _settle([extender_pid, *busy])
-            rate_window = await _time_bindings(client, namespace, pods, start, (extender_pid, apiserver_pid))
+            times_window = await _time_bindings(client, namespace, pods, start, (extender_pid, apiserver_pid))
             await _delete_namespace(client, namespace)
-            return rate_window
+            return times_window
         finally:
             await client.close()
 
-    rate, window = asyncio.run(measure())
+    _, window = asyncio.run(measure())
+    times = _logged_bindings(config.logs / "kube-scheduler.log", namespace, pods)
+    if len(times) < pods:
+        raise RuntimeError(f"the scheduler's log shows {len(times)} of {pods} bindings of {namespace}")
+    rate, first_rate, later_rate = rates(times)
     used = [(last - first) * 1000 / pods for first, last in zip(window.first, window.last, strict=True)]
     extender_ms = None if extender_pid is None else used[1]
-    run = Run(name, round_index, rate, used[0], extender_ms, used[2], os.getloadavg()[0])
+    run = Run(
+        name, round_index, rate, used[0], extender_ms, used[2], os.getloadavg()[0], window.idle, first_rate, later_rate
+    )
     extender_cpu = "" if extender_ms is None else f", extender {extender_ms:.2f}"
+    later = "" if later_rate is None else f", after them {later_rate:.1f}"
     print(
-        f"{label} {name}: {rate:.1f} pods/s (ms CPU/pod: scheduler {run.scheduler_ms_per_pod:.2f}{extender_cpu}, "
-        f"apiserver {run.apiserver_ms_per_pod:.2f}; load {run.load:.1f})",
+        f"{label} {name}: {rate:.1f} pods/s (first {min(HEAD, pods)} bindings {first_rate:.1f}{later}; ms CPU/pod: "
+        f"scheduler {run.scheduler_ms_per_pod:.2f}{extender_cpu}, apiserver {run.apiserver_ms_per_pod:.2f}; "
+        f"load {run.load:.1f}, idle {run.idle:.0%})",
         file=sys.stderr,
     )
     return run
@@ -584,6 +666,14 @@ def print_throughput(runs: list[Run], pods: int, rounds: int, names: Sequence[st
     print(f"{'median':<7}" + "".join(cells))
     for name in names[1:]:
         print(f"cost of {name:<18} median of the rounds {100 * statistics.median(costs[name]):.1f}%")
+    if pods > HEAD:
+        print(f"the same over the first {HEAD} bindings of each run / over the bindings after them:")
+        for name in names[1:]:
+            first = [1 - by[i, name].first_rate / by[i, "none"].first_rate for i in range(rounds)]
+            later = [1 - (by[i, name].later_rate or 0) / (by[i, "none"].later_rate or 1) for i in range(rounds)]
+            print(
+                f"cost of {name:<18} {100 * statistics.median(first):.1f}% / {100 * statistics.median(later):.1f}%"
+            )
     print("CPU per pod, median ms (kube-scheduler / extender process / kube-apiserver):")
     for name in names:
         scheduler = statistics.median(by[i, name].scheduler_ms_per_pod for i in range(rounds))
@@ -596,7 +686,12 @@ def print_throughput(runs: list[Run], pods: int, rounds: int, names: Sequence[st
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=300, help="requests per latency case (default 300)")
-    parser.add_argument("--pods", type=int, default=1000, help="pods per throughput run (default 1000)")
+    parser.add_argument(
+        "--pods",
+        type=int,
+        default=3000,
+        help=f"pods per throughput run (default 3000: more than {HEAD}, to see the steady state)",
+    )
     parser.add_argument(
         "--rounds", type=int, default=5, help="throughput rounds, each configuration once per round (default 5)"
     )

@@ -1,0 +1,53 @@
+"""The extender bench's rate arithmetic: the figures BENCHMARKS.md quotes come from it."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.extender_bench import HEAD, bound_times, rates, round_order
+
+
+def test_a_run_no_longer_than_the_head_has_no_later_rate() -> None:
+    times = [index * 0.01 for index in range(HEAD)]  # 100 bindings a second
+    whole, first, later = rates(times)
+    assert whole == pytest.approx(100.0)
+    assert first == pytest.approx(100.0)
+    assert later is None
+
+
+def test_the_head_and_the_rest_are_rated_apart() -> None:
+    head = [index * 0.01 for index in range(HEAD)]  # 100/s ...
+    rest = [head[-1] + (index + 1) * 0.005 for index in range(2 * HEAD)]  # ... then 200/s
+    whole, first, later = rates(head + rest)
+    assert first == pytest.approx(100.0)
+    assert later == pytest.approx(200.0)
+    assert whole == pytest.approx((3 * HEAD - 1) / (rest[-1] - head[0]))
+    assert later is not None and first < whole < later
+
+
+def test_a_single_binding_has_no_rate() -> None:
+    assert rates([5.0]) == (0.0, 0.0, None)
+
+
+def test_every_configuration_leads_one_round_in_turn() -> None:
+    names = ["none", "none, full scan", "null filter", "filter"]
+    orders = [round_order(index, names) for index in range(len(names))]
+    assert sorted(order[0] for order in orders) == sorted(names)
+    assert all(sorted(order) == sorted(names) for order in orders)
+
+
+def test_bindings_are_read_from_the_scheduler_log_of_one_namespace() -> None:
+    log = [
+        'I1201 04:05:01.250000   12345 schedule_one.go:481] "Successfully bound pod to node" pod="bench-a/p-00001" '
+        'node="ecs-3" evaluatedNodes=500 feasibleNodes=500',
+        'I1201 04:05:00.000001   12345 schedule_one.go:481] "Successfully bound pod to node" pod="bench-a/p-00000" '
+        'node="ecs-1" evaluatedNodes=500 feasibleNodes=500',
+        'I1201 04:05:00.500000   12345 schedule_one.go:481] "Successfully bound pod to node" pod="bench-b/p-00000" '
+        'node="ecs-2" evaluatedNodes=500 feasibleNodes=500',
+        'I1201 04:05:02.000000   12345 eventhandlers.go:100] "Add event for unscheduled pod" pod="bench-a/p-00002"',
+        "not a klog line",
+    ]
+    times = bound_times(log, "bench-a", 2026)
+    assert len(times) == 2
+    assert times[1] - times[0] == pytest.approx(1.249999)
+    assert bound_times(log, "bench-c", 2026) == []
