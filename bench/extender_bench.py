@@ -404,32 +404,41 @@ def machine_times() -> tuple[int, int]:
 
 @dataclass
 class _Window:
-    """CPU of the watched processes, and the machine's idle and total time, at the first and at the last
-    binding (the machine's two last)."""
+    """CPU of the watched processes, and the machine's ``(idle, total)`` jiffies, at the first and at the last
+    binding."""
 
     pids: tuple[int | None, ...]
     first: tuple[float, ...] = ()
     last: tuple[float, ...] = ()
+    machine_first: tuple[int, int] = (0, 0)
+    machine_last: tuple[int, int] = (0, 0)
 
-    def sample(self) -> tuple[float, ...]:
-        return (*(cpu_seconds(pid) for pid in self.pids), *map(float, machine_times()))
+    def open(self) -> None:
+        self.first, self.machine_first = self._sample(), machine_times()
+
+    def close(self) -> None:
+        self.last, self.machine_last = self._sample(), machine_times()
+
+    def _sample(self) -> tuple[float, ...]:
+        return tuple(cpu_seconds(pid) for pid in self.pids)
 
     @property
     def idle(self) -> float:
         """The machine's idle share between the two samples."""
-        total = self.last[-1] - self.first[-1]
-        return (self.last[-2] - self.first[-2]) / total if total > 0 else 0.0
+        total = self.machine_last[1] - self.machine_first[1]
+        return (self.machine_last[0] - self.machine_first[0]) / total if total > 0 else 0.0
 
 
 async def _time_bindings(
     client: KubeClient, namespace: str, count: int, start_scheduler: Any, others: tuple[int | None, ...]
-) -> tuple[list[float], _Window]:
-    """Start the scheduler, watch the namespace's pods: the times of the bindings, sorted, and the CPU of the
-    scheduler and of the ``others`` processes between the first and the last."""
+) -> _Window:
+    """Start the scheduler, watch the namespace's pods until all are bound: the CPU of the scheduler and of
+    the ``others`` processes between the first binding seen and the last (the rate comes from the
+    scheduler's log, :func:`bound_times`)."""
     ref = ResourceRef("", "v1", "pods", namespace)
     page = await client.list_page(ref, limit=5000)
     version = str(page["metadata"]["resourceVersion"])
-    seen: dict[str, float] = {}
+    seen: set[str] = set()
     window = _Window((start_scheduler(), *others))
     deadline = time.monotonic() + 300
     while len(seen) < count and time.monotonic() < deadline:
@@ -439,15 +448,15 @@ async def _time_bindings(
                 version = str(obj.get("metadata", {}).get("resourceVersion") or version)
                 name = obj.get("metadata", {}).get("name")
                 if obj.get("spec", {}).get("nodeName") and name not in seen:
-                    seen[name] = time.monotonic()
+                    seen.add(name)
                     if len(seen) == 1:
-                        window.first = window.sample()
+                        window.open()
                     if len(seen) >= count:
-                        window.last = window.sample()
+                        window.close()
                         break
     if len(seen) < count:
         raise RuntimeError(f"only {len(seen)} of {count} pods were bound in 300 s")
-    return sorted(seen.values()), window
+    return window
 
 
 _BACKGROUND = ("kube-apiserver", "etcd", "kwok", "kube-controller-manager")
@@ -549,18 +558,18 @@ def _one_run(config: ClusterConfig, bins: Path, name: str, round_index: int, pod
 
     busy = [processes.running_pid(config.run, name, str(config.state_dir)) for name in _BACKGROUND]
 
-    async def measure() -> tuple[list[float], _Window]:
+    async def measure() -> _Window:
         client = await KubeClient.connect(str(config.kubeconfig))
         try:
             await _create_all(client, namespace, pods)
             await _settle([extender_pid, *busy])
-            times_window = await _time_bindings(client, namespace, pods, start, (extender_pid, apiserver_pid))
+            window = await _time_bindings(client, namespace, pods, start, (extender_pid, apiserver_pid))
             await _delete_namespace(client, namespace)
-            return times_window
+            return window
         finally:
             await client.close()
 
-    _, window = asyncio.run(measure())
+    window = asyncio.run(measure())
     times = _logged_bindings(config.logs / "kube-scheduler.log", namespace, pods)
     if len(times) < pods:
         raise RuntimeError(f"the scheduler's log shows {len(times)} of {pods} bindings of {namespace}")
