@@ -15,8 +15,10 @@
    eci max 50]``) in these configurations (:data:`CONFIGURATIONS`; the default four): ``none`` (no extender,
    the scheduler's defaults; the extender process stopped too, so its watches cost nothing either), ``none,
    full scan`` (no extender, ``percentageOfNodesToScore: 100`` - the setting the extender needs), ``null
-   filter`` (a do-nothing extender behind the shipped entry and settings: the floor any HTTP extender
-   costs), ``filter`` (the kq extender as shipped) and, when asked for, ``filter+prioritize`` (the entry
+   filter, window`` (a do-nothing extender behind the shipped entry and settings that passes back as many
+   nodes as the kq extender does: the floor under it, what the protocol alone costs), ``filter`` (the kq
+   extender as shipped) and, when asked for, ``null filter`` (the do-nothing extender passing every node
+   back), ``filter+prioritize`` (the entry
    with ``prioritizeVerb`` and ``weight``), ``filter, every node`` (``kq extender --pass-every-node``) or
    ``filter, sampled`` (that, with the scheduler's default sample instead of the full scan).
    Each round runs every configuration once, in an
@@ -69,7 +71,7 @@ from webhook.devcluster.config import ClusterConfig, Ports, default_nodes
 from webhook.extender.app import MAX_BODY_BYTES, make_app
 from webhook.extender.config import SCHEDULER_SETTINGS, extender_entry
 from webhook.extender.http import start_server
-from webhook.extender.state import ExtenderState
+from webhook.extender.state import ExtenderState, scheduler_sample_size
 from webhook.kube import serving
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
@@ -77,6 +79,9 @@ PODS = ResourceRef("", "v1", "pods")
 NAMESPACES = ResourceRef("", "v1", "namespaces")
 POLICIES = ResourceRef("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies")
 NULL_EXTENDER = "null-extender"
+NULL_WINDOW_EXTENDER = "null-extender-window"
+"""The null extender passing back a window of the default sample's size, as the kq extender does."""
+NULL_EXTENDERS = (NULL_EXTENDER, NULL_WINDOW_EXTENDER)
 EVERY_NODE_EXTENDER = "kq-extender-every-node"
 """``kq extender --pass-every-node``: without the window that cuts the chosen unit to the default sample."""
 KQ_EXTENDERS = ("kq-extender", EVERY_NODE_EXTENDER)
@@ -227,6 +232,7 @@ CONFIGURATIONS: dict[str, Configuration] = {
     "none": Configuration(None),
     "none, full scan": Configuration(None, full_scan=True),
     "null filter": Configuration(NULL_EXTENDER),
+    "null filter, window": Configuration(NULL_WINDOW_EXTENDER),
     "filter": Configuration("kq-extender"),
     "filter+prioritize": Configuration("kq-extender", prioritize=True),
     "filter, every node": Configuration(EVERY_NODE_EXTENDER),
@@ -234,21 +240,28 @@ CONFIGURATIONS: dict[str, Configuration] = {
 }
 """What can be compared: no extender, the scheduler's defaults (every cost is against this one); no extender
 but every node filtered (``percentageOfNodesToScore: 100``, which the extender asks for: its share of the
-cost); a do-nothing extender behind the shipped entry and settings (the floor: what any HTTP extender costs
-the scheduler's serial cycle - marshalling, the round trip - whatever it decides); the kq extender as shipped
+cost); a do-nothing extender behind the shipped entry and settings (what any HTTP extender costs the
+scheduler's serial cycle - marshalling, the round trip - whatever it decides), passing every node back or,
+``null filter, window``, as many as the kq extender passes back (the floor under it); the kq extender as shipped
 (filter only); with ``prioritizeVerb`` and ``weight``; and without the window (``--pass-every-node``: every
 passing node of the unit goes back to the scheduler, which scores them all); and the setup before the full
 scan (the scheduler's default sample, every node of it passed back: correct only for policies no sample can
 miss, such as the bench's ``[ecs, eci]`` - what a per-profile full scan would leave such pods to pay)."""
-DEFAULT_CONFIGURATIONS = ("none", "none, full scan", "null filter", "filter")
+DEFAULT_CONFIGURATIONS = ("none", "none, full scan", "null filter, window", "filter")
 
 
 class _NullExtender(asyncio.Protocol):
     """A filter that passes every node it is asked about: HTTP/1.1 keep-alive with ``Content-Length`` bodies,
-    parsed by hand, one orjson round trip - as little work as an extender can do. Bench only."""
+    parsed by hand, one orjson round trip - as little work as an extender can do. Bench only. With
+    ``window``, it passes back only as many nodes as the scheduler scores by default, the window moving on
+    with every call (what the kq extender's ``ExtenderState.filter`` does, without deciding anything)."""
 
-    def __init__(self) -> None:
+    start = 0
+    """Where the next window starts (shared by the connections, as the kq extender's is)."""
+
+    def __init__(self, window: bool = False) -> None:
         self.buffer = b""
+        self.window = window
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -266,18 +279,28 @@ class _NullExtender(asyncio.Protocol):
             if len(self.buffer) < end:
                 return
             args, self.buffer = orjson.loads(self.buffer[head_end + 4 : end]), self.buffer[end:]
-            reply = orjson.dumps(
-                {"NodeNames": args.get("NodeNames"), "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": ""}
-            )
+            names = args.get("NodeNames")
+            if self.window and names:
+                names = self._window(names)
+            reply = orjson.dumps({"NodeNames": names, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": ""})
             assert self.transport is not None
             self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(reply), reply))
 
+    @classmethod
+    def _window(cls, names: list[str]) -> list[str]:
+        size = scheduler_sample_size(len(names))
+        if len(names) <= size:
+            return names
+        start = cls.start % len(names)
+        cls.start = start + size
+        return names[start : start + size] + names[: max(0, start + size - len(names))]
 
-def serve_null_extender(port: int) -> None:
+
+def serve_null_extender(port: int, window: bool = False) -> None:
     """Run :class:`_NullExtender` on ``127.0.0.1:port`` until killed."""
 
     async def main() -> None:
-        await asyncio.get_running_loop().create_server(_NullExtender, "127.0.0.1", port)
+        await asyncio.get_running_loop().create_server(lambda: _NullExtender(window), "127.0.0.1", port)
         await asyncio.Event().wait()
 
     serving.run(main(), component="null-extender")  # the loop `kq extender` runs on
@@ -517,9 +540,11 @@ def _extender_ready(port: int) -> bool:
 
 
 def _extender_component(config: ClusterConfig, bins: Path, name: str) -> processes.Component:
-    if name == NULL_EXTENDER:  # the state directory in its command line marks the process as this cluster's
-        argv = (sys.executable, __file__, "--serve-null-extender", str(config.ports.extender), str(config.state_dir))
-        return processes.Component(NULL_EXTENDER, argv, config.ports.extender)
+    if name in NULL_EXTENDERS:  # the state directory in its command line marks the process as this cluster's
+        window = ("--window",) if name == NULL_WINDOW_EXTENDER else ()
+        argv = (sys.executable, __file__, "--serve-null-extender", str(config.ports.extender), *window)
+        argv = (*argv, str(config.state_dir))
+        return processes.Component(name, argv, config.ports.extender)
     (component,) = devsystem.extender_components(config, bins)
     if name == EVERY_NODE_EXTENDER:
         return processes.Component(name, (*component.argv, "--pass-every-node"), component.port)
@@ -530,7 +555,7 @@ def _set_extender(config: ClusterConfig, bins: Path, wanted: str | None) -> int 
     """Make ``wanted`` the one extender process running (``None``: none), waiting until it answers (the
     kq extender: until its watches have listed); its pid."""
     marker = str(config.state_dir)
-    for name in (*KQ_EXTENDERS, NULL_EXTENDER):
+    for name in (*KQ_EXTENDERS, *NULL_EXTENDERS):
         if name != wanted and processes.running_pid(config.run, name, marker) is not None:
             processes.stop(config.run, name, marker)
     if wanted is None:
@@ -660,7 +685,8 @@ def print_throughput(runs: list[Run], pods: int, rounds: int, names: Sequence[st
         "configurations interleaved (order rotates each round); cost = 1 - pods/s / the round's none;\n"
         "none = no extender, default percentageOfNodesToScore; full scan = percentageOfNodesToScore 100 (as "
         "shipped with the extender);\nnull filter = a do-nothing extender behind the shipped entry and settings "
-        "(what any HTTP extender costs); filter = kq extender as shipped"
+        "(what any HTTP extender costs); null filter, window = that, passing back a default sample's worth of "
+        "nodes as the kq extender does (the floor under it); filter = kq extender as shipped"
     )
     print(f"{'round':<7}" + "".join(f"{name:>26}" for name in names) + f"{'load':>7}")
     costs: dict[str, list[float]] = {name: [] for name in names[1:]}
@@ -723,10 +749,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"all: {', '.join(CONFIGURATIONS)})",
     )
     parser.add_argument("--serve-null-extender", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--window", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("marker", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_null_extender:
-        serve_null_extender(args.serve_null_extender)
+        serve_null_extender(args.serve_null_extender, args.window)
         return 0
 
     latencies = [] if args.throughput_only else latency_report(args.iterations)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.extender_bench import HEAD, bound_times, rates, round_order
+from bench.extender_bench import HEAD, _NullExtender, bound_times, rates, round_order
+from webhook.extender.state import scheduler_sample_size
 
 
 def test_a_run_no_longer_than_the_head_has_no_later_rate() -> None:
@@ -51,3 +52,13 @@ def test_bindings_are_read_from_the_scheduler_log_of_one_namespace() -> None:
     assert len(times) == 2
     assert times[1] - times[0] == pytest.approx(1.249999)
     assert bound_times(log, "bench-c", 2026) == []
+
+
+def test_the_null_window_passes_back_a_default_sample_moving_on_with_every_call() -> None:
+    names = [f"node-{index}" for index in range(501)]
+    _NullExtender.start = 0
+    windows = [_NullExtender._window(names) for _ in range(3)]
+    assert [len(window) for window in windows] == [scheduler_sample_size(501)] * 3 == [230] * 3
+    assert windows[0] == names[:230] and windows[1] == names[230:460]
+    assert windows[2] == names[460:] + names[:189]  # wraps around
+    assert _NullExtender._window(names[:100]) == names[:100]  # no more than the scheduler would score
