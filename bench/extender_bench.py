@@ -71,7 +71,7 @@ from webhook.devcluster.config import ClusterConfig, Ports, default_nodes
 from webhook.extender.app import MAX_BODY_BYTES, make_app
 from webhook.extender.config import SCHEDULER_SETTINGS, extender_entry
 from webhook.extender.http import start_server
-from webhook.extender.state import ExtenderState, scheduler_sample_size
+from webhook.extender.state import ExtenderState, rotating_window, scheduler_sample_size
 from webhook.kube import serving
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
@@ -291,9 +291,8 @@ class _NullExtender(asyncio.Protocol):
         size = scheduler_sample_size(len(names))
         if len(names) <= size:
             return names
-        start = cls.start % len(names)
-        cls.start = start + size
-        return names[start : start + size] + names[: max(0, start + size - len(names))]
+        window, cls.start = rotating_window(names, cls.start, size)
+        return window
 
 
 def serve_null_extender(port: int, window: bool = False) -> None:
@@ -542,8 +541,8 @@ def _extender_ready(port: int) -> bool:
 def _extender_component(config: ClusterConfig, bins: Path, name: str) -> processes.Component:
     if name in NULL_EXTENDERS:  # the state directory in its command line marks the process as this cluster's
         window = ("--window",) if name == NULL_WINDOW_EXTENDER else ()
-        argv = (sys.executable, __file__, "--serve-null-extender", str(config.ports.extender), *window)
-        argv = (*argv, str(config.state_dir))
+        port, marker = str(config.ports.extender), str(config.state_dir)
+        argv = (sys.executable, __file__, "--serve-null-extender", port, *window, marker)
         return processes.Component(name, argv, config.ports.extender)
     (component,) = devsystem.extender_components(config, bins)
     if name == EVERY_NODE_EXTENDER:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress, filterfalse, repeat
 from operator import eq
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -260,6 +260,17 @@ def scheduler_sample_size(nodes: int) -> int:
         return nodes
     percent = max(5, 50 - nodes // 125)
     return max(100, nodes * percent // 100)
+
+
+Names = TypeVar("Names", list[str], tuple[str, ...])
+
+
+def rotating_window(names: Names, start: int, size: int) -> tuple[Names, int]:
+    """``size`` of ``names`` from ``start`` (taken modulo their number), wrapping around to the front; and
+    where the next window starts. ``names`` must be longer than ``size``."""
+    start %= len(names)
+    end = start + size
+    return names[start:end] + names[: max(0, end - len(names))], end
 
 
 def _uid(pod: Mapping[str, Any]) -> str:
@@ -1167,9 +1178,7 @@ class ExtenderState:
         passing = decision.passing
         if len(passing) <= size:
             return decision
-        start = self._sample_start % len(passing)
-        self._sample_start = start + size
-        window = passing[start : start + size] + passing[: max(0, start + size - len(passing))]
+        window, self._sample_start = rotating_window(passing, self._sample_start, size)
         return replace(decision, passing=window, sampled_from=len(passing))
 
     def _remember_filter(self, uid: str, decision: Decision) -> None:
