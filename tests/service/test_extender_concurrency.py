@@ -10,7 +10,9 @@ from typing import Any
 import orjson
 
 from tests.service.test_extender_objects import Cluster, args, bound, eci, ecs, pod, policy, serving
-from webhook.extender.app import make_app
+from tests.service.test_extender_wire import post, read_response
+from webhook.extender.app import MAX_BODY_BYTES, make_app
+from webhook.extender.http import start_server
 
 ONLY_VIRTUAL = ("ecs-2", "virtual-kubelet")
 
@@ -32,6 +34,25 @@ async def test_many_concurrent_filter_calls_never_exceed_the_cap() -> None:
         results = await asyncio.gather(*(one(index) for index in range(60)))
     assert sum(1 for names in results if names) == 4
     assert len(cluster.state.assumed) == 4
+
+
+async def test_pipelined_filter_calls_on_one_connection_never_exceed_the_cap() -> None:
+    # The answer is written before the placement is recorded (ExtenderState.decide_filter): the record must
+    # still come before the next request in the same read is decided.
+    cluster = capped(max_eci=3)
+    app = make_app(cluster.state, clock=lambda: cluster.now)
+    server = await start_server(app.routes(), "127.0.0.1", 0, max_body=MAX_BODY_BYTES)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        requests = (post("/extender/filter", args(pod(f"p{index}", "10"), ONLY_VIRTUAL)) for index in range(8))
+        writer.write(b"".join(requests))  # one write: the server reads them all at once
+        await writer.drain()
+        answers = [orjson.loads((await read_response(reader))[2])["NodeNames"] for _ in range(8)]
+        writer.close()
+    finally:
+        await server.close()
+    assert answers == [["virtual-kubelet"]] * 3 + [[]] * 5
+    assert len(cluster.state.assumed) == 3
 
 
 async def test_the_cap_holds_while_bindings_arrive_in_any_order() -> None:

@@ -3,7 +3,8 @@
 Also ``GET /healthz`` (the process answers), ``GET /readyz`` (every watch has listed) and ``GET /metrics``
 (Prometheus). Served by :mod:`webhook.extender.http`: handlers take the body and answer synchronously -
 decode with orjson, decide on the in-memory state (no API call per request), encode with orjson - and leave
-the decision's ``key=value`` log line and its metrics for after the answer is written.
+the filter's record (the placement assumed), the decision's ``key=value`` log line and its metrics for after
+the answer is written, before the next request is read.
 
 A filter answer that lets some node through leaves ``FailedNodes`` and ``FailedAndUnresolvableNodes`` empty.
 kube-scheduler reads them only when no node is left - for the pod's "0/N nodes are available" message and for
@@ -126,7 +127,7 @@ class ExtenderApp:
             log.info("component=extender verb=filter pod=%s event=not_ready", args.pod_key())
             return _json(filter_error(message))
         try:
-            decision = self.state.filter(args.pod, args.node_names, self.clock(), args.nodes)
+            decision, record = self.state.decide_filter(args.pod, args.node_names, self.clock(), args.nodes)
         except Exception as error:
             REQUESTS.labels("filter", "error").inc()
             log.exception("component=extender verb=filter pod=%s event=failed", args.pod_key())
@@ -136,10 +137,12 @@ class ExtenderApp:
         else:
             body = filter_reply(args, decision.passing, decision.failed, decision.unresolvable)
         seconds = perf_counter() - started
-        return _json(body, then=lambda: self._filtered(args, decision, seconds))
+        return _json(body, then=lambda: self._filtered(args, decision, record, seconds))
 
-    def _filtered(self, args: ExtenderArgs, decision: Decision, seconds: float) -> None:
-        """After a filter answer is written: the nudge timer, metrics and the log line."""
+    def _filtered(self, args: ExtenderArgs, decision: Decision, record: Callable[[], None], seconds: float) -> None:
+        """After a filter answer is written: the decision's record (before any other request is read, see
+        :meth:`ExtenderState.decide_filter`), the nudge timer, metrics and the log line."""
+        record()
         if self.nudger is not None and decision.retry_at is not None and not decision.passing:
             metadata = args.pod.get("metadata") or {}
             self.nudger.schedule(

@@ -5,8 +5,8 @@ and waits for the answer, so every microsecond between the request's last byte a
 is the scheduler's. With aiohttp, parsing into request objects, a task per request and the response
 writer cost as much CPU as the decision itself; here the head is parsed by hand and the request answered
 synchronously in the callback that received it, so the decision and the write follow the read at once.
-A handler may leave work for after the write (:attr:`Reply.then`: logs, metrics) - the scheduler does not
-wait for it, and no other request is read in between.
+A handler may leave work for after the write (:attr:`Reply.then`: a decision's record, logs, metrics) - the
+scheduler does not wait for it, and no other request is read in between.
 
 What it speaks: HTTP/1.1 and HTTP/1.0; keep-alive (HTTP/1.1's default, HTTP/1.0 with ``Connection:
 keep-alive``), ``Connection: close``; request bodies with ``Content-Length`` (kube-scheduler, curl and

@@ -2,8 +2,9 @@
 
 Synchronous and free of I/O: watch caches feed it (:meth:`ExtenderState.upsert_node`, :meth:`upsert_pod`,
 :meth:`set_policies`, :meth:`set_trees`...), the HTTP handlers ask it (:meth:`filter`, :meth:`prioritize`)
-with the time passed in. Every read of counts and the record of the placement it leads to happen in one
-synchronous call, so concurrent requests on the event loop can never both take the last slot of a unit.
+with the time passed in. Every read of counts and the record of the placement it leads to happen with no
+other request decided in between (one synchronous call, or :meth:`ExtenderState.decide_filter` and its
+record in one event-loop callback), so concurrent requests can never both take the last slot of a unit.
 
 **Assumed placements.** When the filter lets a pod through, the extender records it (pod uid -> one passing
 node, the pod's request and quota) until it sees the pod bound or deleted, or ``assume_ttl`` seconds pass.
@@ -38,7 +39,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import compress, filterfalse, repeat
+from itertools import chain, compress, filterfalse, repeat
 from operator import eq
 from typing import Any, TypeVar
 
@@ -79,6 +80,8 @@ UNKNOWN_NODE = "node not yet in the extender's node cache; retried on the next s
 _MISSING = -2
 LAST_FILTERS = 256
 """How many recent filter verdicts are kept for the prioritize call that follows each."""
+GROUPINGS_PER_POLICY = 8
+"""How many node-name lists' groupings by unit are kept per policy (see :class:`_PolicyNodes`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +202,33 @@ class _PodRecord:
 
 UnitKey = int | None
 """A 0-based unit index of a policy, or ``None`` for "in no unit"."""
+Grouping = dict[UnitKey, tuple[str, ...]]
+"""Node names by the unit of a policy they lie in, each group in the order the names came."""
+
+
+@dataclass(slots=True)
+class _PolicyNodes:
+    """What one policy makes of the cached nodes: node name -> unit index (filled as names are asked
+    about), and the groupings of the last few node-name lists asked about.
+
+    kube-scheduler filters every node (``percentageOfNodesToScore: 100``) from a start index that only
+    moves when the node count changes, so it sends the extender the same list of names pod after pod: a
+    grouping kept by the list (one hash and one comparison of the names, in C) answers most requests
+    without looking up any name. Both are dropped when a node changes or the policy does.
+    """
+
+    policy: ResourcePolicy
+    units: dict[str, int | None] = field(default_factory=dict)
+    groupings: dict[tuple[str, ...], Grouping] = field(default_factory=dict)
+
+    def forget(self, name: str) -> None:
+        self.units.pop(name, None)
+        self.groupings.clear()
+
+    def remember(self, names: tuple[str, ...], grouping: Grouping) -> None:
+        if len(self.groupings) >= GROUPINGS_PER_POLICY:
+            self.groupings.clear()
+        self.groupings[names] = grouping
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,7 +480,7 @@ class ExtenderState:
         """Pod key -> (quota key, request) its assumption is charged with."""
         self._next_expiry = float("inf")
         self._first_seen: dict[str, float] = {}
-        self._unit_cache: dict[str, tuple[ResourcePolicy, dict[str, int | None]]] = {}
+        self._unit_cache: dict[str, _PolicyNodes] = {}
         self._verdicts: dict[str, tuple[ResourcePolicy, dict[VerdictKey, UnitVerdict]]] = {}
         """Policy key -> its :class:`UnitVerdict` by (units present, counts that show): see :meth:`_unit_verdict`."""
         self._pending_marks: dict[str, tuple[FrozenLabels, FrozenLabels]] = {}
@@ -494,8 +524,8 @@ class ExtenderState:
         self._tallies.clear()
 
     def _forget_node_units(self, name: str) -> None:
-        for _, units in self._unit_cache.values():
-            units.pop(name, None)
+        for entry in self._unit_cache.values():
+            entry.forget(name)
         self._tallies.clear()  # pods on the node may have changed unit: recount lazily
 
     # Pods --------------------------------------------------------------------------------------------------
@@ -737,13 +767,17 @@ class ExtenderState:
         self._next_expiry = min((a.expires_at for a in self._assumed.values()), default=float("inf"))
 
     # Marks -------------------------------------------------------------------------------------------------
-    def _unit_map(self, policy: ResourcePolicy) -> dict[str, int | None]:
-        """The cached node name -> unit index of ``policy`` (rebuilt when the policy object changes)."""
+    def _policy_nodes(self, policy: ResourcePolicy) -> _PolicyNodes:
+        """The cached node -> unit map and groupings of ``policy`` (rebuilt when the policy object changes)."""
         entry = self._unit_cache.get(policy.key)
-        if entry is None or entry[0] is not policy:
-            entry = (policy, {})
+        if entry is None or entry.policy is not policy:
+            entry = _PolicyNodes(policy)
             self._unit_cache[policy.key] = entry
-        return entry[1]
+        return entry
+
+    def _unit_map(self, policy: ResourcePolicy) -> dict[str, int | None]:
+        """The cached node name -> unit index of ``policy``."""
+        return self._policy_nodes(policy).units
 
     def _unit_index(self, policy: ResourcePolicy, name: str) -> int | None:
         return self._unit_of(policy, self._unit_map(policy), name)
@@ -1002,23 +1036,34 @@ class ExtenderState:
 
     def _group_by_unit(
         self, policy: ResourcePolicy, names: Sequence[str], given: Mapping[str, NodeView] | None
-    ) -> dict[int | None, list[str]]:
+    ) -> Grouping:
         """``names`` by the 0-based unit of ``policy`` they belong to (``None``: no unit; ``_MISSING``: a node
-        nobody knows), each list in input order, the groups in order of first appearance.
+        nobody knows), each group in input order, the groups in order of first appearance. The caller may
+        change the dictionary, not the groups (they are shared with later requests).
 
-        The node -> unit map is cached per policy, so this is one ``dict.get`` per name and one selection per
-        unit present - all run in C (``map``, ``compress``): at a few thousand names a Python loop here cost
-        more than everything else the filter does.
+        The node -> unit map is cached per policy, so a new list is one ``dict.get`` per name and one selection
+        per unit present - all run in C (``map``, ``compress``): at a few thousand names a Python loop here
+        cost more than everything else the filter does. A list asked about before - the scheduler's usual
+        request - is one lookup of the whole list (:class:`_PolicyNodes`).
         """
-        units = self._unit_map(policy)
+        entry = self._policy_nodes(policy)
+        key = tuple(names)
+        known = entry.groupings.get(key)
+        if known is not None:
+            return dict(known)
+        units = entry.units
         indices = list(map(units.get, names, repeat(_MISSING)))
         present = dict.fromkeys(indices)
         if _MISSING in present:
             self._resolve_units(policy, units, names, indices, given)
             present = dict.fromkeys(indices)
         if len(present) == 1:
-            return {next(iter(present)): list(names)}
-        return {index: list(compress(names, map(eq, indices, repeat(index)))) for index in present}
+            grouping: Grouping = {next(iter(present)): key}
+        else:
+            grouping = {index: tuple(compress(names, map(eq, indices, repeat(index)))) for index in present}
+        if given is None and _MISSING not in present:  # every name is a node of the cache
+            entry.remember(key, grouping)
+        return dict(grouping)
 
     def _resolve_units(
         self,
@@ -1093,12 +1138,12 @@ class ExtenderState:
         given: Mapping[str, NodeView] | None,
     ) -> tuple[Decision, Assumption | None]:
         groups = self._group_by_unit(policy, names, given)
-        unknown = groups.pop(_MISSING, [])
+        unknown = groups.pop(_MISSING, ())
         counts = self.unit_counts(policy, view, now)
         first_seen = None if view.created is not None else self._first_seen.setdefault(key, now)
         verdict = self._unit_verdict(policy, view, groups, counts, now=now, first_seen=first_seen, given=given)
         chosen = verdict.unit_index
-        passing: list[str] = []
+        passing_groups: list[Sequence[str]] = []
         failed: dict[str, str] = dict.fromkeys(unknown, UNKNOWN_NODE) if verb == "filter" else {}
         unresolvable: dict[str, str] = {}
         score_groups: dict[int, list[str]] = {}
@@ -1106,7 +1151,7 @@ class ExtenderState:
         for index, group in groups.items():
             score = verdict.scores[index]
             if index in verdict.passing:
-                passing.extend(group)
+                passing_groups.append(group)
                 passing_score = score
             elif verb == "filter":
                 if index in verdict.failed:
@@ -1115,6 +1160,8 @@ class ExtenderState:
                     unresolvable.update(dict.fromkeys(group, verdict.unresolvable[index]))
             if score and verb != "filter":
                 score_groups.setdefault(score, []).extend(group)
+        # Every passing node lies in one unit, so this is that unit's group as it is (a tuple: no copy).
+        passing = tuple(passing_groups[0] if len(passing_groups) == 1 else chain.from_iterable(passing_groups))
         summary = verdict.summary
         if chosen is not None and summary.endswith(" candidate node(s)"):
             # place() saw one representative per unit: count the real candidates.
@@ -1125,7 +1172,7 @@ class ExtenderState:
         decision = Decision(
             verb,
             view.key,
-            passing=tuple(passing),
+            passing=passing,
             failed=failed,
             unresolvable=unresolvable,
             score_groups=score_groups,
@@ -1149,6 +1196,27 @@ class ExtenderState:
         """Which of ``names`` the pod may use; records the placement when some node passes and a policy or
         a quota governs the pod (``given_nodes``: the request's Node objects, when the scheduler sent them).
 
+        :meth:`decide_filter` and its record in one call.
+        """
+        decision, record = self.decide_filter(pod, names, now, given_nodes)
+        record()
+        return decision
+
+    def decide_filter(
+        self,
+        pod: Mapping[str, Any],
+        names: Sequence[str],
+        now: float,
+        given_nodes: Sequence[Mapping[str, Any]] | None = None,
+    ) -> tuple[Decision, Callable[[], None]]:
+        """:meth:`filter`'s decision, and the record of it - the placement assumed (or a stale one dropped)
+        and the verdict kept for prioritize - as a call to make before any other request is decided.
+
+        The HTTP handler answers the scheduler first and records right after, in the same callback
+        (:attr:`webhook.extender.http.Reply.then`), so the read of the counts and the placement it leads
+        to still happen with no other request in between, and the scheduler's serial cycle does not wait
+        for the bookkeeping.
+
         With :attr:`sample`, more passing nodes than the scheduler would have scored by default are cut to that
         many (:func:`scheduler_sample_size` of ``names``), a window that moves on with every call: the
         scheduler filters every node so that the extender sees each unit (``percentageOfNodesToScore: 100``,
@@ -1164,14 +1232,17 @@ class ExtenderState:
         decision, assumption = self._decide("filter", pod, view, names, now=now, given=given)
         if self.sample:
             decision = self._sampled(decision, scheduler_sample_size(len(names)))
-        if view.uid and decision.passing:
-            self._remember_filter(view.uid, decision)
-        key = _pod_key(view)
-        if assumption is None:
-            self._drop_assumption(key)
-        else:
-            self._assume(key, assumption)
-        return decision
+
+        def record() -> None:
+            if view.uid and decision.passing:
+                self._remember_filter(view.uid, decision)
+            key = _pod_key(view)
+            if assumption is None:
+                self._drop_assumption(key)
+            else:
+                self._assume(key, assumption)
+
+        return decision, record
 
     def _sampled(self, decision: Decision, size: int) -> Decision:
         """``decision`` with at most ``size`` passing nodes: the window starting where the last one ended."""
