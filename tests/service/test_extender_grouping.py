@@ -1,64 +1,74 @@
-"""The grouping of a request's node names by unit is kept per list of names (the scheduler sends the same list
-pod after pod); it must never outlive what it was computed from: the nodes' labels, the node set, the policy."""
+"""The filter's grouping of the scheduler's node names by unit (``ExtenderState._group_by_unit``) is exactly
+the plain per-name grouping - whatever the order of the names, the units' sizes and the unknown nodes."""
 
 from __future__ import annotations
 
-from tests.service.test_extender_objects import ALL_NODES, Cluster, eci, ecs, node, pod, policy
-from webhook.extender.state import GROUPINGS_PER_POLICY, UNKNOWN_NODE
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.service.test_extender_objects import eci, ecs, node, policy, virtual_node
+from webhook.extender.state import _MISSING, FEW_OUTSIDE, ExtenderState, UnitKey
+
+POOLS = ("a", "b", "c", "none")
+"""``a``, ``b`` and ``c`` are the policy's ECS units 0, 1 and 2; ``none`` is in no unit."""
 
 
-def pool_a_then_eci() -> Cluster:
-    return Cluster(policy(units=[ecs(pool="a"), eci(max=4)]))
+def state_with(pools: list[str]) -> ExtenderState:
+    state = ExtenderState()
+    state.replace_nodes([node(f"n{index}", pool=pool) for index, pool in enumerate(pools)] + [virtual_node()])
+    state.set_policies([policy(units=[ecs(pool="a"), ecs(pool="b"), ecs(pool="c"), eci(max=4)])])
+    return state
 
 
-def test_the_same_list_asked_again_gets_the_same_answer() -> None:
-    cluster = pool_a_then_eci()
-    first = cluster.filter(pod("p1"))
-    again = cluster.filter(pod("p2"), list(ALL_NODES))  # equal names, another list object
-    assert first.passing == again.passing == ("ecs-0", "ecs-1")
-    assert first.unresolvable == again.unresolvable
+def reference(state: ExtenderState, names: list[str]) -> dict[UnitKey, tuple[str, ...]]:
+    units = {"a": 0, "b": 1, "c": 2, "none": None}
+    groups: dict[UnitKey, list[str]] = {}
+    for name in names:
+        view = state.nodes.get(name)
+        if view is None:
+            unit: UnitKey = _MISSING
+        elif view.is_virtual:
+            unit = 3
+        else:
+            unit = units[view.labels["pool"]]
+        groups.setdefault(unit, []).append(name)
+    return {unit: tuple(members) for unit, members in groups.items()}
 
 
-def test_a_node_relabelled_into_the_unit_counts_at_once_for_a_list_seen_before() -> None:
-    cluster = pool_a_then_eci()
-    assert cluster.filter(pod("p1")).passing == ("ecs-0", "ecs-1")
-    cluster.state.upsert_node(node("ecs-2", pool="a"))
-    assert cluster.filter(pod("p2")).passing == ("ecs-0", "ecs-1", "ecs-2")
-    cluster.state.upsert_node(node("ecs-0", pool="b"))
-    assert cluster.filter(pod("p3")).passing == ("ecs-1", "ecs-2")
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[list[str], list[str]]:
+    """Node pools - mostly one pool, as a real unit is, sometimes a mix - and the names asked about."""
+    size = draw(st.integers(min_value=0, max_value=FEW_OUTSIDE * 3))
+    main = draw(st.sampled_from(POOLS))
+    mixed = draw(st.booleans())
+    pools = [draw(st.sampled_from(POOLS)) if mixed or draw(st.integers(0, 20)) == 0 else main for _ in range(size)]
+    known = [f"n{index}" for index in range(size)] + ["virtual-kubelet"]
+    names = draw(st.permutations(known))
+    kept = [name for name in names if draw(st.integers(0, 9)) > 0]
+    ghosts = [f"ghost-{index}" for index in range(draw(st.integers(0, 3)))]
+    for ghost in ghosts:
+        kept.insert(draw(st.integers(0, len(kept))), ghost)
+    return pools, kept
 
 
-def test_a_deleted_node_is_unknown_for_a_list_seen_before() -> None:
-    cluster = pool_a_then_eci()
-    assert cluster.filter(pod("p1")).passing == ("ecs-0", "ecs-1")
-    cluster.state.delete_node(node("ecs-1", pool="a"))
-    decision = cluster.filter(pod("p2"))
-    assert decision.passing == ("ecs-0",)
-    assert decision.failed["ecs-1"] == UNKNOWN_NODE
+@given(clusters())
+def test_grouping_by_unit_is_the_plain_grouping(cluster: tuple[list[str], list[str]]) -> None:
+    pools, names = cluster
+    state = state_with(pools)
+    rule = state.policies("team")[0]
+    grouping = state._group_by_unit(rule, names, None)
+    expected = reference(state, names)
+    assert grouping == expected
+    assert list(grouping) == list(expected)  # the groups in order of first appearance
+    assert state._group_by_unit(rule, names, None) == expected  # again, from the filled cache
 
 
-def test_a_node_unknown_at_first_joins_its_unit_once_it_arrives() -> None:
-    cluster = pool_a_then_eci()
-    names = [*ALL_NODES, "ecs-new"]
-    assert cluster.filter(pod("p1"), names).failed["ecs-new"] == UNKNOWN_NODE
-    cluster.state.upsert_node(node("ecs-new", pool="a"))
-    assert cluster.filter(pod("p2"), names).passing == ("ecs-0", "ecs-1", "ecs-new")
-
-
-def test_a_changed_policy_regroups_a_list_seen_before() -> None:
-    cluster = pool_a_then_eci()
-    assert cluster.filter(pod("p1")).passing == ("ecs-0", "ecs-1")
-    cluster.state.set_policies([policy(units=[ecs(pool="b"), eci(max=4)])])
-    assert cluster.filter(pod("p2")).passing == ("ecs-2", "ecs-3")
-
-
-def test_the_groupings_kept_stay_bounded_when_every_list_differs() -> None:
-    cluster = pool_a_then_eci()
-    subsets = [tuple(name for bit, name in enumerate(ALL_NODES) if mask >> bit & 1) for mask in range(1, 32)]
-    for index, names in enumerate(subsets):  # 31 lists of known nodes: each one is kept when first seen
-        expected = tuple(name for name in names if name in ("ecs-0", "ecs-1")) or (
-            ("virtual-kubelet",) if "virtual-kubelet" in names else ()
-        )
-        assert cluster.filter(pod(f"p{index}"), names).passing == expected
-    kept = [len(entry.groupings) for entry in cluster.state._unit_cache.values()]
-    assert kept and 0 < max(kept) <= GROUPINGS_PER_POLICY
+def test_a_unit_with_a_few_nodes_among_many_is_picked_out_in_order() -> None:
+    pools = ["a"] * 300 + ["b"] * 3 + ["a"] * 100
+    state = state_with(pools)
+    names = [f"n{index}" for index in reversed(range(len(pools)))] + ["virtual-kubelet"]
+    grouping = state._group_by_unit(state.policies("team")[0], names, None)
+    assert grouping[1] == ("n302", "n301", "n300")
+    assert grouping[3] == ("virtual-kubelet",)
+    assert len(grouping[0]) == 400 and grouping[0][:2] == ("n402", "n401") and "n301" not in grouping[0]
+    assert list(grouping) == [0, 1, 3]

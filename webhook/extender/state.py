@@ -80,8 +80,8 @@ UNKNOWN_NODE = "node not yet in the extender's node cache; retried on the next s
 _MISSING = -2
 LAST_FILTERS = 256
 """How many recent filter verdicts are kept for the prioritize call that follows each."""
-GROUPINGS_PER_POLICY = 8
-"""How many node-name lists' groupings by unit are kept per policy (see :class:`_PolicyNodes`)."""
+FEW_OUTSIDE = 64
+"""At most this many names outside the largest unit are picked out one by one (see ``_group_by_unit``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,31 +204,6 @@ UnitKey = int | None
 """A 0-based unit index of a policy, or ``None`` for "in no unit"."""
 Grouping = dict[UnitKey, tuple[str, ...]]
 """Node names by the unit of a policy they lie in, each group in the order the names came."""
-
-
-@dataclass(slots=True)
-class _PolicyNodes:
-    """What one policy makes of the cached nodes: node name -> unit index (filled as names are asked
-    about), and the groupings of the last few node-name lists asked about.
-
-    kube-scheduler filters every node (``percentageOfNodesToScore: 100``) from a start index that only
-    moves when the node count changes, so it sends the extender the same list of names pod after pod: a
-    grouping kept by the list (one hash and one comparison of the names, in C) answers most requests
-    without looking up any name. Both are dropped when a node changes or the policy does.
-    """
-
-    policy: ResourcePolicy
-    units: dict[str, int | None] = field(default_factory=dict)
-    groupings: dict[tuple[str, ...], Grouping] = field(default_factory=dict)
-
-    def forget(self, name: str) -> None:
-        self.units.pop(name, None)
-        self.groupings.clear()
-
-    def remember(self, names: tuple[str, ...], grouping: Grouping) -> None:
-        if len(self.groupings) >= GROUPINGS_PER_POLICY:
-            self.groupings.clear()
-        self.groupings[names] = grouping
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,7 +455,7 @@ class ExtenderState:
         """Pod key -> (quota key, request) its assumption is charged with."""
         self._next_expiry = float("inf")
         self._first_seen: dict[str, float] = {}
-        self._unit_cache: dict[str, _PolicyNodes] = {}
+        self._unit_cache: dict[str, tuple[ResourcePolicy, dict[str, int | None]]] = {}
         self._verdicts: dict[str, tuple[ResourcePolicy, dict[VerdictKey, UnitVerdict]]] = {}
         """Policy key -> its :class:`UnitVerdict` by (units present, counts that show): see :meth:`_unit_verdict`."""
         self._pending_marks: dict[str, tuple[FrozenLabels, FrozenLabels]] = {}
@@ -524,8 +499,8 @@ class ExtenderState:
         self._tallies.clear()
 
     def _forget_node_units(self, name: str) -> None:
-        for entry in self._unit_cache.values():
-            entry.forget(name)
+        for _, units in self._unit_cache.values():
+            units.pop(name, None)
         self._tallies.clear()  # pods on the node may have changed unit: recount lazily
 
     # Pods --------------------------------------------------------------------------------------------------
@@ -767,17 +742,13 @@ class ExtenderState:
         self._next_expiry = min((a.expires_at for a in self._assumed.values()), default=float("inf"))
 
     # Marks -------------------------------------------------------------------------------------------------
-    def _policy_nodes(self, policy: ResourcePolicy) -> _PolicyNodes:
-        """The cached node -> unit map and groupings of ``policy`` (rebuilt when the policy object changes)."""
-        entry = self._unit_cache.get(policy.key)
-        if entry is None or entry.policy is not policy:
-            entry = _PolicyNodes(policy)
-            self._unit_cache[policy.key] = entry
-        return entry
-
     def _unit_map(self, policy: ResourcePolicy) -> dict[str, int | None]:
-        """The cached node name -> unit index of ``policy``."""
-        return self._policy_nodes(policy).units
+        """The cached node name -> unit index of ``policy`` (rebuilt when the policy object changes)."""
+        entry = self._unit_cache.get(policy.key)
+        if entry is None or entry[0] is not policy:
+            entry = (policy, {})
+            self._unit_cache[policy.key] = entry
+        return entry[1]
 
     def _unit_index(self, policy: ResourcePolicy, name: str) -> int | None:
         return self._unit_of(policy, self._unit_map(policy), name)
@@ -1038,32 +1009,47 @@ class ExtenderState:
         self, policy: ResourcePolicy, names: Sequence[str], given: Mapping[str, NodeView] | None
     ) -> Grouping:
         """``names`` by the 0-based unit of ``policy`` they belong to (``None``: no unit; ``_MISSING``: a node
-        nobody knows), each group in input order, the groups in order of first appearance. The caller may
-        change the dictionary, not the groups (they are shared with later requests).
+        nobody knows), each group in input order, the groups in order of first appearance.
 
-        The node -> unit map is cached per policy, so a new list is one ``dict.get`` per name and one selection
-        per unit present - all run in C (``map``, ``compress``): at a few thousand names a Python loop here
-        cost more than everything else the filter does. A list asked about before - the scheduler's usual
-        request - is one lookup of the whole list (:class:`_PolicyNodes`).
+        The node -> unit map is cached per policy, so this is one ``dict.get`` per name, in C (``map``): at a
+        few thousand names a Python loop here cost more than everything else the filter does. The groups are
+        then cut in C too: usually nearly every name lies in one unit - the pool the scheduler found room in
+        - and the few others (the virtual node) are picked out by position (``list.index``) and deleted from
+        a copy; with more than :data:`FEW_OUTSIDE` outside it, each unit present is selected
+        (``compress``). (The scheduler's names come in a different order on every call - its filter runs
+        in parallel - so a grouping cannot be kept by the list.)
         """
-        entry = self._policy_nodes(policy)
-        key = tuple(names)
-        known = entry.groupings.get(key)
-        if known is not None:
-            return dict(known)
-        units = entry.units
+        units = self._unit_map(policy)
         indices = list(map(units.get, names, repeat(_MISSING)))
-        present = dict.fromkeys(indices)
+        present = set(indices)
         if _MISSING in present:
             self._resolve_units(policy, units, names, indices, given)
-            present = dict.fromkeys(indices)
-        if len(present) == 1:
-            grouping: Grouping = {next(iter(present)): key}
-        else:
-            grouping = {index: tuple(compress(names, map(eq, indices, repeat(index)))) for index in present}
-        if given is None and _MISSING not in present:  # every name is a node of the cache
-            entry.remember(key, grouping)
-        return dict(grouping)
+            present = set(indices)
+        if len(present) <= 1:
+            return {indices[0]: tuple(names)} if indices else {}
+        order = sorted(present, key=indices.index)
+        counts = {index: indices.count(index) for index in order}
+        largest = max(order, key=counts.__getitem__)
+        if len(indices) - counts[largest] > FEW_OUTSIDE:
+            return {index: tuple(compress(names, map(eq, indices, repeat(index)))) for index in order}
+        groups: Grouping = {}
+        outside: list[int] = []
+        for index in order:
+            if index == largest:
+                continue
+            positions: list[int] = []
+            start = 0
+            for _ in range(counts[index]):
+                start = indices.index(index, start)
+                positions.append(start)
+                start += 1
+            groups[index] = tuple(names[position] for position in positions)
+            outside.extend(positions)
+        rest = list(names)
+        for position in sorted(outside, reverse=True):
+            del rest[position]
+        groups[largest] = tuple(rest)
+        return {index: groups[index] for index in order}
 
     def _resolve_units(
         self,
