@@ -1015,8 +1015,8 @@ class ExtenderState:
         few thousand names a Python loop here cost more than everything else the filter does. The groups are
         then cut in C too: usually nearly every name lies in one unit - the pool the scheduler found room in
         - and the few others (the virtual node) are picked out by position (``list.index``) and deleted from
-        a copy; with more than :data:`FEW_OUTSIDE` outside it, each unit present is selected
-        (``compress``). (The scheduler's names come in a different order on every call - its filter runs
+        a copy; with more than :data:`FEW_OUTSIDE` outside the unit of the middle name, each unit present is
+        selected (``compress``). (The scheduler's names come in a different order on every call - its filter runs
         in parallel - so a grouping cannot be kept by the list.)
         """
         units = self._unit_map(policy)
@@ -1028,9 +1028,8 @@ class ExtenderState:
         if len(present) <= 1:
             return {indices[0]: tuple(names)} if indices else {}
         order = sorted(present, key=indices.index)
-        counts = {index: indices.count(index) for index in order}
-        largest = max(order, key=counts.__getitem__)
-        if len(indices) - counts[largest] > FEW_OUTSIDE:
+        largest = indices[len(indices) // 2]  # the largest unit, most likely: counted, not assumed
+        if len(indices) - indices.count(largest) > FEW_OUTSIDE:
             return {index: tuple(compress(names, map(eq, indices, repeat(index)))) for index in order}
         groups: Grouping = {}
         outside: list[int] = []
@@ -1039,7 +1038,7 @@ class ExtenderState:
                 continue
             positions: list[int] = []
             start = 0
-            for _ in range(counts[index]):
+            for _ in range(indices.count(index)):
                 start = indices.index(index, start)
                 positions.append(start)
                 start += 1
