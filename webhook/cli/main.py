@@ -11,6 +11,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 SUBCOMMAND_MODULES = (
     "webhook.cli.dev",
@@ -76,14 +77,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
+def configure_logging(verbose: bool, stream: TextIO) -> None:
+    """What every ``kq`` command logs, and how: one line per record on ``stream``, DEBUG with ``verbose``."""
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
+        stream=stream,
     )
     # The format reads no caller, thread or process: skip finding them for every record (the logging
     # HOWTO's "Optimization"): the extender writes a line per scheduling decision, hundreds a second.
@@ -91,6 +90,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.logProcesses = False
     logging.logMultiprocessing = False
     logging._srcfile = None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    configure_logging(args.verbose, sys.stderr)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

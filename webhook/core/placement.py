@@ -167,10 +167,11 @@ class AssumedPod:
     expires_at: float
 
 
-def _string_map(obj: object) -> dict[str, str]:
-    if not isinstance(obj, Mapping):
-        return {}
-    return {key: value for key, value in obj.items() if isinstance(key, str) and isinstance(value, str)}
+def _string_map(obj: object) -> FrozenLabels:
+    if not isinstance(obj, Mapping) or not obj:
+        return EMPTY_LABELS
+    strings = {key: value for key, value in obj.items() if isinstance(key, str) and isinstance(value, str)}
+    return FrozenLabels.adopt(strings)  # frozen once: the view keeps it as it is
 
 
 def _mapping(obj: object) -> Mapping[str, object]:

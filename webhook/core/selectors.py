@@ -20,9 +20,10 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TypeVar
+from typing import Self, TypeVar, overload
 
 _V = TypeVar("_V")
+_T = TypeVar("_T")
 
 
 class SelectorError(ValueError):
@@ -45,8 +46,30 @@ class FrozenMap(Mapping[str, _V]):
         self._items = dict(items) if items else {}
         self._hash = None
 
+    @classmethod
+    def adopt(cls, items: dict[str, _V]) -> Self:
+        """A map over ``items`` itself, not a copy: the caller hands the dictionary over and never changes it."""
+        out = cls.__new__(cls)
+        out._items = items
+        out._hash = None
+        return out
+
     def __getitem__(self, key: str) -> _V:
         return self._items[key]
+
+    # ``get``, ``in`` and ``==`` straight on the dictionary: Mapping's own go through ``__getitem__`` and
+    # ``dict(other)``, and placement reads labels on every request.
+    @overload
+    def get(self, key: str, /) -> _V | None: ...
+
+    @overload
+    def get(self, key: str, default: _V | _T, /) -> _V | _T: ...
+
+    def get(self, key: str, default: object = None, /) -> object:
+        return self._items.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)
@@ -55,6 +78,8 @@ class FrozenMap(Mapping[str, _V]):
         return len(self._items)
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, FrozenMap):
+            return self._items == other._items
         if isinstance(other, Mapping):
             return self._items == dict(other)
         return NotImplemented
