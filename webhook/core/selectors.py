@@ -17,7 +17,7 @@ return a list of problems, each starting with the field path; they never raise, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Self, TypeVar, overload
@@ -57,8 +57,8 @@ class FrozenMap(Mapping[str, _V]):
     def __getitem__(self, key: str) -> _V:
         return self._items[key]
 
-    # ``get``, ``in`` and ``==`` straight on the dictionary: Mapping's own go through ``__getitem__`` and
-    # ``dict(other)``, and placement reads labels on every request.
+    # Reads straight from the dictionary: Mapping's own go through ``__getitem__``, views and ``dict(other)``,
+    # and placement reads labels on every request.
     @overload
     def get(self, key: str, /) -> _V | None: ...
 
@@ -70,6 +70,15 @@ class FrozenMap(Mapping[str, _V]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._items
+
+    def keys(self) -> KeysView[str]:
+        return self._items.keys()
+
+    def items(self) -> ItemsView[str, _V]:
+        return self._items.items()
+
+    def values(self) -> ValuesView[_V]:
+        return self._items.values()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)

@@ -68,6 +68,8 @@ _NONE: dict[str, str] = {}
 
 
 def _value(value: object) -> str:
+    if type(value) is int:  # counts: never quoted
+        return str(value)
     text = value if isinstance(value, str) else str(value)
     if not text or _NEEDS_QUOTES.search(text) is not None:
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
