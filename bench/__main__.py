@@ -5,8 +5,9 @@
 
 Each benchmark runs in its own process and prints its section (command, machine, date, table); this module only
 collects the sections, so every number in BENCHMARKS.md is one a command printed. The webhook and extender
-benchmarks (``bench/webhook_bench.py``, ``bench/extender_bench.py``) are run when present and their output is
-included as printed. A benchmark that fails leaves "not measured" and its error in its section.
+benchmarks (``bench/webhook_bench.py``, ``bench/extender_bench.py``, ``bench/extender_cpu.py``) are run when
+present and their output is included as printed. A benchmark that fails leaves "not measured" and its error in
+its section.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ BENCHES = (
           ".venv/bin/python bench/webhook_bench.py", False, REPO / "bench" / "webhook_bench.py"),
     Bench("extender", "Scheduler extender (issue 6)", ("bench/extender_bench.py", "--port-base", "28500"),
           ".venv/bin/python bench/extender_bench.py --port-base 28500", False, REPO / "bench" / "extender_bench.py"),
+    Bench("extender-cpu", "Scheduler extender: its own CPU per pod, in process (issue 6)", ("bench/extender_cpu.py",),
+          ".venv/bin/python bench/extender_cpu.py", False, REPO / "bench" / "extender_cpu.py"),
 )
 
 INTRO = """# Benchmarks

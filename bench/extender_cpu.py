@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import copy
 import gc
+import logging
 import random
 import sys
 import tempfile
@@ -176,17 +177,23 @@ class _NoSource:
         raise NotImplementedError
 
 
-def passes(pods: int, repeat: int, log_path: Path) -> tuple[list[float], list[float]]:
-    """CPU seconds of each pass: (filter requests, watch events)."""
-    configure_logging(False, log_path.open("w"))
+def pod_cache(state: ExtenderState) -> WatchCache:
+    """The extender's pod cache, wired to ``state`` as ``kq extender`` wires it (never listed or watched here:
+    :func:`applier` hands it the events)."""
+    cache = WatchCache("extender-pods", SlimListWatch(_NoSource(), pod_essentials))
+    cache.add_listener(_incremental(state.upsert_pod, state.delete_pod, state.replace_pods))
+    return cache
+
+
+def passes(pods: int, repeat: int) -> tuple[list[float], list[float]]:
+    """CPU seconds of each pass: (filter requests, watch events). Logs go where logging is set up to send them."""
     rng = random.Random(1)
     requests_s: list[float] = []
     events_s: list[float] = []
     for round_index in range(repeat):
         state = build_state()
         app = make_app(state)
-        cache = WatchCache("extender-pods", SlimListWatch(_NoSource(), pod_essentials))
-        cache.add_listener(_incremental(state.upsert_pod, state.delete_pod, state.replace_pods))
+        cache = pod_cache(state)
         names = regular_names()
         bodies: list[bytes] = []
         lines: list[bytes] = []
@@ -202,7 +209,7 @@ def passes(pods: int, repeat: int, log_path: Path) -> tuple[list[float], list[fl
         gc.collect()
         gc.freeze()  # as `kq extender` does once its watches have listed
         requests_s.append(_timed(bodies, _server(app)))
-        events_s.append(_timed(lines, _applier(cache)))
+        events_s.append(_timed(lines, applier(cache)))
         gc.unfreeze()
     return requests_s, events_s
 
@@ -216,7 +223,9 @@ def _server(app: ExtenderApp) -> Callable[[bytes], None]:
     return serve
 
 
-def _applier(cache: WatchCache) -> Callable[[bytes], None]:
+def applier(cache: WatchCache) -> Callable[[bytes], None]:
+    """Applies one line of a pod watch stream as the watch does: decode, slim, into the cache."""
+
     def apply(line: bytes) -> None:
         event = orjson.loads(line)  # what the watch stream hands on, line by line
         event["object"] = pod_essentials(event["object"])  # SlimListWatch
@@ -237,8 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=3000, help="pods per pass (default 3000)")
     parser.add_argument("--repeat", type=int, default=5, help="passes; the best is reported (default 5)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="kq-extender-cpu-") as tmp:
-        requests_s, events_s = passes(args.pods, args.repeat, Path(tmp) / "extender.log")
+    with tempfile.TemporaryDirectory(prefix="kq-extender-cpu-") as tmp, (Path(tmp) / "extender.log").open("w") as log:
+        configure_logging(False, log)  # as `kq extender` logs, to a file instead of its stderr
+        requests_s, events_s = passes(args.pods, args.repeat)
+        logging.shutdown()
     request_us = min(requests_s) / args.pods * 1e6
     event_us = min(events_s) / (2 * args.pods) * 1e6
     print(f"kq extender CPU in process: {NODES} nodes and a virtual one, policy [ecs, eci max 50], {BOUND} pods bound;")
