@@ -53,7 +53,7 @@ def _shifted(resources: Resources, delta: Mapping[str, int]) -> Resources:
             items[name] = now
         else:
             items.pop(name, None)
-    return Resources._wrap(items)  # a fresh dict nobody else holds: no need to copy it again
+    return Resources.adopt(items)  # a fresh dict nobody else holds: no need to copy it again
 
 
 def _times(amount: Resources, times: int) -> Resources:

@@ -6,17 +6,16 @@ or "zero" is the caller's choice: see :meth:`Resources.exceeding`.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import TypeVar, overload
 
+from webhook.core.dictmap import DictMap
 from webhook.core.quantity import QuantityError, format_quantity, parse_quantity
 
 MAX_JOBS = "kube-queue/max-jobs"
 """The special count resource: at most that many admitted jobs."""
 
 _BINARY_HINTS = ("memory", "storage", "hugepages-")
-_T = TypeVar("_T")
 
 
 def is_binary_resource(name: str) -> bool:
@@ -34,24 +33,14 @@ class ResourceError(ValueError):
         super().__init__(f"resource {resource!r}: invalid quantity{text}: {why}")
 
 
-class Resources(Mapping[str, int]):
+class Resources(DictMap[int]):
     """An immutable mapping of resource name to nano-units; hashable and cheap to combine."""
 
-    __slots__ = ("_hash", "_items")
-
-    _items: dict[str, int]
-    _hash: int | None
+    __slots__ = ()
 
     def __init__(self, items: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
         self._items = dict(items)
         self._hash = None
-
-    @classmethod
-    def _wrap(cls, items: dict[str, int]) -> Resources:
-        new = object.__new__(cls)
-        new._items = items
-        new._hash = None
-        return new
 
     @classmethod
     def parse(cls, spec: Mapping[str, object] | None) -> Resources:
@@ -71,7 +60,7 @@ class Resources(Mapping[str, int]):
                 items[name] = parse_quantity(raw)  # type: ignore[arg-type]
             except QuantityError as error:
                 raise ResourceError(name, error) from None
-        return cls._wrap(items)
+        return cls.adopt(items)
 
     @classmethod
     def of(cls, **whole_units: int | str) -> Resources:
@@ -80,41 +69,9 @@ class Resources(Mapping[str, int]):
         ``gpu`` is shorthand for ``nvidia.com/gpu`` and ``max_jobs`` for ``kube-queue/max-jobs``.
         """
         aliases = {"gpu": "nvidia.com/gpu", "max_jobs": MAX_JOBS}
-        return cls._wrap({aliases.get(k, k): parse_quantity(v) for k, v in whole_units.items()})
+        return cls.adopt({aliases.get(k, k): parse_quantity(v) for k, v in whole_units.items()})
 
-    # Mapping protocol -------------------------------------------------------------------------------------
-    def __getitem__(self, name: str) -> int:
-        return self._items[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    # The Mapping mixins go through __getitem__ one name at a time; the decision loops read resource lists
-    # constantly, so hand out the (read-only) views of the underlying dict instead.
-    def __contains__(self, name: object) -> bool:
-        return name in self._items
-
-    def keys(self) -> KeysView[str]:
-        return self._items.keys()
-
-    def items(self) -> ItemsView[str, int]:
-        return self._items.items()
-
-    def values(self) -> ValuesView[int]:
-        return self._items.values()
-
-    @overload
-    def get(self, name: str, /) -> int | None: ...
-
-    @overload
-    def get(self, name: str, /, default: int | _T) -> int | _T: ...
-
-    def get(self, name: str, /, default: object = None) -> object:
-        return self._items.get(name, default)
-
+    # Reads (DictMap: straight from the dictionary) ---------------------------------------------------------
     def get_or_zero(self, name: str) -> int:
         """The amount of ``name``; zero when absent."""
         return self._items.get(name, 0)
@@ -124,10 +81,7 @@ class Resources(Mapping[str, int]):
             return self._items == other._items
         return NotImplemented
 
-    def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash(frozenset(self._items.items()))
-        return self._hash
+    __hash__ = DictMap.__hash__
 
     def __repr__(self) -> str:
         return f"Resources({self.to_spec()!r})"
@@ -141,7 +95,7 @@ class Resources(Mapping[str, int]):
         items = dict(self._items)
         for name, amount in other.items():
             items[name] = items.get(name, 0) + amount
-        return Resources._wrap(items)
+        return Resources.adopt(items)
 
     def __sub__(self, other: Mapping[str, int]) -> Resources:
         if not other:
@@ -149,31 +103,31 @@ class Resources(Mapping[str, int]):
         items = dict(self._items)
         for name, amount in other.items():
             items[name] = items.get(name, 0) - amount
-        return Resources._wrap(items)
+        return Resources.adopt(items)
 
     def __mul__(self, factor: int) -> Resources:
-        return Resources._wrap({name: amount * factor for name, amount in self._items.items()})
+        return Resources.adopt({name: amount * factor for name, amount in self._items.items()})
 
     __rmul__ = __mul__
 
     def scale(self, rate: Fraction | int) -> Resources:
         """Multiply by an exact rate, rounding each amount down to whole nano-units."""
         rate = Fraction(rate)
-        return Resources._wrap(
+        return Resources.adopt(
             {name: amount * rate.numerator // rate.denominator for name, amount in self._items.items()}
         )
 
     def clamp_min_zero(self) -> Resources:
         """Negative amounts become zero (what is left can never be negative)."""
-        return Resources._wrap({name: max(0, amount) for name, amount in self._items.items()})
+        return Resources.adopt({name: max(0, amount) for name, amount in self._items.items()})
 
     def only(self, names: Iterable[str]) -> Resources:
         """The sub-list of the given names that are present."""
-        return Resources._wrap({name: self._items[name] for name in names if name in self._items})
+        return Resources.adopt({name: self._items[name] for name in names if name in self._items})
 
     def without_zeros(self) -> Resources:
         """Drop names whose amount is zero."""
-        return Resources._wrap({name: amount for name, amount in self._items.items() if amount})
+        return Resources.adopt({name: amount for name, amount in self._items.items() if amount})
 
     # Comparison -------------------------------------------------------------------------------------------
     def fits_within(self, limit: Mapping[str, int], absent_is_unlimited: bool = True) -> bool:

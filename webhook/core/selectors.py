@@ -17,13 +17,14 @@ return a list of problems, each starting with the field path; they never raise, 
 from __future__ import annotations
 
 import re
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Self, TypeVar, overload
+from typing import TypeVar
+
+from webhook.core.dictmap import DictMap
 
 _V = TypeVar("_V")
-_T = TypeVar("_T")
 
 
 class SelectorError(ValueError):
@@ -34,57 +35,14 @@ class SelectorError(ValueError):
         super().__init__("; ".join(problems))
 
 
-class FrozenMap(Mapping[str, _V]):
+class FrozenMap(DictMap[_V]):
     """An immutable, hashable mapping with string keys (reasons, scores, labels)."""
 
-    __slots__ = ("_hash", "_items")
-
-    _items: dict[str, _V]
-    _hash: int | None
+    __slots__ = ()
 
     def __init__(self, items: Mapping[str, _V] | None = None) -> None:
         self._items = dict(items) if items else {}
         self._hash = None
-
-    @classmethod
-    def adopt(cls, items: dict[str, _V]) -> Self:
-        """A map over ``items`` itself, not a copy: the caller hands the dictionary over and never changes it."""
-        out = cls.__new__(cls)
-        out._items = items
-        out._hash = None
-        return out
-
-    def __getitem__(self, key: str) -> _V:
-        return self._items[key]
-
-    # Reads straight from the dictionary: Mapping's own go through ``__getitem__``, views and ``dict(other)``,
-    # and placement reads labels on every request.
-    @overload
-    def get(self, key: str, /) -> _V | None: ...
-
-    @overload
-    def get(self, key: str, default: _V | _T, /) -> _V | _T: ...
-
-    def get(self, key: str, default: object = None, /) -> object:
-        return self._items.get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._items
-
-    def keys(self) -> KeysView[str]:
-        return self._items.keys()
-
-    def items(self) -> ItemsView[str, _V]:
-        return self._items.items()
-
-    def values(self) -> ValuesView[_V]:
-        return self._items.values()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, FrozenMap):
@@ -93,10 +51,7 @@ class FrozenMap(Mapping[str, _V]):
             return self._items == dict(other)
         return NotImplemented
 
-    def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash(frozenset(self._items.items()))
-        return self._hash
+    __hash__ = DictMap.__hash__
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._items!r})"
