@@ -33,6 +33,8 @@
    and the controllers done with the new pods); after the run its namespace is deleted and its pods waited
    out, so every run starts on the same cluster. A round's cost compares its runs with its ``none`` run (a
    minute or two apart, so under about the same load); the headline is the median of the rounds' costs.
+   With the default four, each round's cost of ``filter`` is also split into its steps (:func:`cost_steps`):
+   what the full scan, the protocol and the kq extender's own decisions each take.
 
 Goals (issue 6): p99 of filter+prioritize under 10 ms at 5,000 nodes; the extender costs the scheduler less
 than 30 % of its throughput. Numbers depend on the machine and its load (2 shared cores here).
@@ -45,6 +47,7 @@ import asyncio
 import contextlib
 import datetime
 import gc
+import itertools
 import multiprocessing
 import os
 import re
@@ -54,7 +57,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
@@ -675,6 +678,28 @@ def print_latency(latencies: list[Latency], iterations: int) -> None:
         )
 
 
+COST_STEPS = ("none", "none, full scan", "null filter, window", "filter")
+"""From the scheduler's defaults to the kq extender as shipped, one change at a time: every node filtered,
+then a do-nothing extender behind it passing back as many nodes, then the kq extender's decisions."""
+
+
+def cost_steps(pods_per_second: Sequence[float]) -> list[float]:
+    """A round's cost of the last of :data:`COST_STEPS` (``1 - last / first``) as the sum of each step's share:
+    step ``i`` takes ``(rate[i-1] - rate[i]) / rate[0]`` (negative when the step ran faster)."""
+    base = pods_per_second[0]
+    return [(before - after) / base for before, after in itertools.pairwise(pods_per_second)]
+
+
+def print_cost_steps(by: Mapping[tuple[int, str], Run], rounds: int) -> None:
+    """Where the kq extender's cost goes, round by round (:func:`cost_steps`), and its medians."""
+    steps = [cost_steps([by[index, name].pods_per_second for name in COST_STEPS]) for index in range(rounds)]
+    print("where the cost of filter goes, in points of the round's none (full scan / protocol / kq decisions):")
+    for index, shares in enumerate(steps):
+        print(f"  round {index + 1}: " + " / ".join(f"{100 * share:.1f}" for share in shares))
+    medians = [statistics.median(shares[step] for shares in steps) for step in range(len(COST_STEPS) - 1)]
+    print("  median:  " + " / ".join(f"{100 * share:.1f}" for share in medians) + " (medians need not add up)")
+
+
 def print_throughput(runs: list[Run], pods: int, rounds: int, names: Sequence[str]) -> None:
     """Each round (pods/s, and each other configuration's cost against that round's ``none``), the medians,
     and the CPU per pod; the headline is the median of the per-round costs."""
@@ -719,6 +744,8 @@ def print_throughput(runs: list[Run], pods: int, rounds: int, names: Sequence[st
         extender = "-" if None in own else f"{statistics.median(v for v in own if v is not None):.2f}"
         apiserver = statistics.median(by[i, name].apiserver_ms_per_pod for i in range(rounds))
         print(f"  {name:<18} {scheduler:.2f} / {extender} / {apiserver:.2f}")
+    if set(COST_STEPS) <= set(names):
+        print_cost_steps(by, rounds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from bench.extender_bench import HEAD, _NullExtender, bound_times, rates, round_order
+from bench.extender_bench import (
+    COST_STEPS,
+    HEAD,
+    Run,
+    _NullExtender,
+    bound_times,
+    cost_steps,
+    print_throughput,
+    rates,
+    round_order,
+)
 from webhook.extender.state import scheduler_sample_size
 
 
@@ -62,3 +72,25 @@ def test_the_null_window_passes_back_a_default_sample_moving_on_with_every_call(
     assert windows[0] == names[:230] and windows[1] == names[230:460]
     assert windows[2] == names[460:] + names[:189]  # wraps around
     assert _NullExtender._window(names[:100]) == names[:100]  # no more than the scheduler would score
+
+
+def test_the_cost_of_filter_is_split_into_its_steps_that_add_up() -> None:
+    none, full_scan, null_window, kq = 300.0, 240.0, 200.0, 180.0
+    shares = cost_steps([none, full_scan, null_window, kq])
+    assert shares == pytest.approx([0.2, 40 / 300, 20 / 300])
+    assert sum(shares) == pytest.approx(1 - kq / none)
+    assert cost_steps([300.0, 330.0, 300.0])[0] == pytest.approx(-0.1)  # a step that ran faster
+
+
+def test_the_throughput_report_shows_the_steps_of_each_round(capsys: pytest.CaptureFixture[str]) -> None:
+    def run(name: str, round_index: int, rate: float) -> Run:
+        return Run(name, round_index, rate, 2.0, None if name.startswith("none") else 0.5, 3.0, 4.0, 0.0, rate, rate)
+
+    rates_by_round = [(300.0, 240.0, 200.0, 180.0), (200.0, 200.0, 150.0, 150.0)]
+    runs = [
+        run(name, i, rate) for i, row in enumerate(rates_by_round) for name, rate in zip(COST_STEPS, row, strict=True)
+    ]
+    print_throughput(runs, pods=3000, rounds=2, names=list(COST_STEPS))
+    out = capsys.readouterr().out
+    assert "round 1: 20.0 / 13.3 / 6.7" in out and "round 2: 0.0 / 25.0 / 0.0" in out
+    assert "median:  10.0 / 19.2 / 3.3" in out
