@@ -1,5 +1,5 @@
 """A watch response read off a real HTTP connection (aiohttp's server, chunked as the API server sends it):
-events split across writes or sharing one, the stream's end, bad lines, events of any length."""
+events split across writes or sharing one, the stream's end, bad lines, an event longer than aiohttp's default line."""
 
 from __future__ import annotations
 
