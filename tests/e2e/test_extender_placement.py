@@ -100,11 +100,15 @@ def _unschedulable_message(pod: dict[str, Any]) -> str:
     return ""
 
 
-def _extender_requests(dev: DevCluster) -> dict[tuple[str, str], float]:
-    """``kube_queue_extender_requests_total`` of the dev cluster's extender, by (verb, result)."""
+def _extender_metrics(dev: DevCluster) -> str:
     url = f"http://127.0.0.1:{dev.config.ports.extender}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
+        return str(response.read().decode())
+
+
+def _extender_requests(dev: DevCluster) -> dict[tuple[str, str], float]:
+    """``kube_queue_extender_requests_total`` of the dev cluster's extender, by (verb, result)."""
+    text = _extender_metrics(dev)
     counts: dict[tuple[str, str], float] = {}
     for match in re.finditer(r'kube_queue_extender_requests_total\{result="(\w+)",verb="(\w+)"\} (\S+)', text):
         counts[match.group(2), match.group(1)] = float(match.group(3))
@@ -316,3 +320,5 @@ def test_the_first_unit_wins_on_a_cluster_the_scheduler_would_only_sample(
     dev.wait_until(bound, 120, "the 10 pods bound")
     nodes = sorted(p["spec"]["nodeName"] for p in _pods(dev, namespace, "app=pooled"))
     assert set(nodes) <= set(unit_nodes), f"pods outside the unit's nodes {unit_nodes}: {nodes}"
+    # Asked about every node, so no request looked cut short by sampling (no false alarm on ~256 nodes).
+    assert "kube_queue_extender_scheduler_sampled_filters_total 0.0" in _extender_metrics(dev)

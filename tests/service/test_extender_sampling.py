@@ -1,15 +1,19 @@
 """The scheduler filters every node (``percentageOfNodesToScore: 100``) so the extender sees every unit; the
 extender then hands back at most as many of the chosen unit's nodes as the scheduler would have scored by
-default, a window that moves on with each pod."""
+default, a window that moves on with each pod. A scheduler left at its default sampling is noticed: a policy
+pod's request that names exactly the default sample is flagged, counted and warned about."""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import pytest
+from prometheus_client import REGISTRY
 
-from tests.service.test_extender_objects import bound, eci, ecs, node, pod, policy, virtual_node
-from webhook.extender.state import ExtenderState, scheduler_sample_size
+from tests.service.test_extender_objects import args, bound, eci, ecs, node, pod, policy, virtual_node
+from webhook.extender.app import SAMPLED_WARNING_SECONDS, log_line, make_app
+from webhook.extender.state import ExtenderState, looks_sampled, scheduler_sample_size
 
 NOW = 1_714_564_800.0
 
@@ -85,3 +89,46 @@ def test_without_sampling_every_passing_node_goes_back() -> None:
     state, names = cluster(499, 0, sample=False)
     decision = state.filter(pod("p", "100m"), names, NOW)
     assert len(decision.passing) == 499 and decision.sampled_from is None
+
+
+@pytest.mark.parametrize(
+    ("asked", "nodes", "sampled"),
+    [(230, 501, True), (230, 500, True), (500, 501, False), (229, 501, False), (100, 150, True), (50, 50, False)],
+)
+def test_a_request_looks_sampled_when_it_names_the_default_sample(asked: int, nodes: int, sampled: bool) -> None:
+    assert looks_sampled(asked, nodes) is sampled
+
+
+def test_a_policy_pod_asked_about_the_default_sample_only_is_flagged() -> None:
+    state, names = cluster(250, 250)  # [ecs pool=a, eci]: 501 nodes, the default sample is 230
+    sampled = [name for name in names if name.startswith("b-")][:200] + names[:30]  # 230, few of pool a
+    decision = state.filter(pod("p", "100m"), sampled, NOW)
+    assert decision.scheduler_sampled and "scheduler_sampled=true" in log_line(decision.log_fields())
+    assert not state.filter(pod("q", "100m"), names, NOW).scheduler_sampled  # every node: the full scan
+
+
+def test_a_pod_with_nothing_to_miss_is_not_flagged() -> None:
+    state, names = cluster(250, 250)
+    state.set_policies([policy(units=[ecs(pool="a")])])  # one unit: a sample can only narrow it
+    assert not state.filter(pod("p", "100m"), names[:230], NOW).scheduler_sampled
+    state.set_policies([])
+    assert not state.filter(pod("q", "100m"), names[:230], NOW).scheduler_sampled  # no policy at all
+
+
+def test_sampled_requests_are_counted_and_warned_about_now_and_then(caplog: pytest.LogCaptureFixture) -> None:
+    state, names = cluster(250, 250)
+    clock = [NOW]
+    app = make_app(state, clock=lambda: clock[0])
+    before = REGISTRY.get_sample_value("kube_queue_extender_scheduler_sampled_filters_total") or 0.0
+    with caplog.at_level(logging.WARNING, logger="webhook.extender"):
+        for index in range(3):
+            if index == 2:
+                clock[0] += SAMPLED_WARNING_SECONDS
+            reply = app.filter(args(pod(f"p{index}", "100m"), names[:230]))
+            assert reply.status == 200 and reply.then is not None
+            reply.then()
+    after = REGISTRY.get_sample_value("kube_queue_extender_scheduler_sampled_filters_total")
+    assert after == before + 3
+    warnings = [r.getMessage() for r in caplog.records if "event=scheduler_sampled" in r.getMessage()]
+    assert len(warnings) == 2  # the first, then not again until SAMPLED_WARNING_SECONDS later
+    assert "nodes=230 cluster_nodes=501" in warnings[0] and "percentageOfNodesToScore: 100" in warnings[0]

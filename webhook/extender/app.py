@@ -20,7 +20,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import perf_counter
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
@@ -55,6 +55,14 @@ DURATION = Histogram(
     ["verb"],
     buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
 )
+SCHEDULER_SAMPLED = Counter(
+    "kube_queue_extender_scheduler_sampled_filters",
+    "Filter requests for pods of a ResourcePolicy with several units that named exactly the scheduler's "
+    "default sample of the nodes (percentageOfNodesToScore not 100): an earlier unit may have been missed.",
+)
+SAMPLED_WARNING_SECONDS = 300.0
+"""At most one warning log line this often about requests that look sampled (each is counted, and its
+decision line says ``scheduler_sampled=true``)."""
 # The children the hot paths touch, looked up once (``labels()`` hashes its arguments on every call).
 FILTER_PASSED = REQUESTS.labels("filter", "passed")
 FILTER_REFUSED = REQUESTS.labels("filter", "refused")
@@ -103,6 +111,8 @@ class ExtenderApp:
     state: ExtenderState
     clock: Callable[[], float] = time.time
     nudger: Nudger | None = None
+    _warned_sampled: list[float] = field(default_factory=lambda: [float("-inf")])
+    """When the last ``scheduler_sampled`` warning was logged (a box: the app is frozen)."""
 
     def routes(self) -> Routes:
         """Path -> method -> handler, for :func:`webhook.extender.http.start_server`."""
@@ -156,6 +166,28 @@ class ExtenderApp:
         (FILTER_PASSED if decision.passing else FILTER_REFUSED).inc()
         FILTER_SECONDS.observe(seconds)
         _log_decision(decision, seconds)
+        if decision.scheduler_sampled:
+            self._sampled(decision)
+
+    def _sampled(self, decision: Decision) -> None:
+        """Count a request that looks cut short by the scheduler's sampling; warn now and then."""
+        SCHEDULER_SAMPLED.inc()
+        now = self.clock()
+        if now - self._warned_sampled[0] < SAMPLED_WARNING_SECONDS:
+            return
+        self._warned_sampled[0] = now
+        log.warning(
+            "component=extender event=scheduler_sampled pod=%s policy=%s nodes=%d cluster_nodes=%d hint=%s",
+            decision.pod,
+            decision.policy,
+            decision.nodes,
+            len(self.state.nodes),
+            _value(
+                "kube-scheduler stopped filtering after its default sample of the nodes, so the nodes of an earlier "
+                "unit of the pod's ResourcePolicy may be missing and the pod may go to a later unit: set "
+                "percentageOfNodesToScore: 100 in its KubeSchedulerConfiguration (manifests/scheduler/README.md)"
+            ),
+        )
 
     def prioritize(self, raw: bytes) -> Reply:
         """``ExtenderArgs`` in, ``HostPriorityList`` out (every node 0 when the extender cannot score)."""

@@ -125,6 +125,9 @@ class Decision:
     """Filter: the prioritize score of the passing nodes (all in one unit, so all alike)."""
     sampled_from: int | None = None
     """Filter: how many nodes passed before the window cut them to ``passing`` (``None``: not cut)."""
+    scheduler_sampled: bool = False
+    """Filter: the pod's policy has several units and the scheduler asked about exactly as many nodes as it
+    samples by default out of all it has (:func:`looks_sampled`): an earlier unit's nodes may be missing."""
 
     @property
     def scores(self) -> dict[str, int]:
@@ -138,6 +141,8 @@ class Decision:
             fields.update(passing=len(self.passing), failed=len(self.failed), unresolvable=len(self.unresolvable))
             if self.sampled_from is not None:
                 fields["sampled_from"] = self.sampled_from
+            if self.scheduler_sampled:
+                fields["scheduler_sampled"] = "true"
         else:
             fields["top_score"] = max((score for score, names in self.score_groups.items() if names), default=0)
         if self.policy:
@@ -265,6 +270,14 @@ def scheduler_sample_size(nodes: int) -> int:
         return nodes
     percent = max(5, 50 - nodes // 125)
     return max(100, nodes * percent // 100)
+
+
+def looks_sampled(asked: int, nodes: int) -> bool:
+    """Whether a filter request about ``asked`` of the cluster's ``nodes`` looks cut short by the scheduler's
+    default sampling (``percentageOfNodesToScore`` not 100): fewer than all, and exactly the default sample
+    size. With the full scan the scheduler asks about every node that passed its own filters, which is this
+    very number only by chance."""
+    return asked < nodes and asked == scheduler_sample_size(nodes)
 
 
 Names = TypeVar("Names", list[str], tuple[str, ...])
@@ -1168,6 +1181,7 @@ class ExtenderState:
             assumed=assumption is not None,
             retry_at=verdict.retry_at,
             passing_score=passing_score,
+            scheduler_sampled=verb == "filter" and len(policy.units) > 1 and looks_sampled(len(names), len(self.nodes)),
         )
         return decision, assumption
 
