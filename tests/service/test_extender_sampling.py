@@ -99,20 +99,30 @@ def test_a_request_looks_sampled_when_it_names_the_default_sample(asked: int, no
     assert looks_sampled(asked, nodes) is sampled
 
 
-def test_a_policy_pod_asked_about_the_default_sample_only_is_flagged() -> None:
+def test_a_policy_pod_asked_about_a_moving_default_sample_is_flagged() -> None:
     state, names = cluster(250, 250)  # [ecs pool=a, eci]: 501 nodes, the default sample is 230
-    sampled = [name for name in names if name.startswith("b-")][:200] + names[:30]  # 230, few of pool a
-    decision = state.filter(pod("p", "100m"), sampled, NOW)
-    assert decision.scheduler_sampled and "scheduler_sampled=true" in log_line(decision.log_fields())
+    samples = [(names[i * 100 :] + names[: i * 100])[:230] for i in range(3)]  # the start moves on each cycle
+    first, second, third = (state.filter(pod(f"p{i}", "100m"), sample, NOW) for i, sample in enumerate(samples))
+    assert not first.scheduler_sampled  # nothing to compare with yet
+    assert second.scheduler_sampled and third.scheduler_sampled
+    assert "scheduler_sampled=true" in log_line(second.log_fields())
     assert not state.filter(pod("q", "100m"), names, NOW).scheduler_sampled  # every node: the full scan
+
+
+def test_the_same_nodes_each_time_are_a_full_scan_that_passed_that_many_not_a_sample() -> None:
+    state, names = cluster(250, 250)
+    feasible = names[:230]  # the scheduler's own filters let exactly the default sample's number through
+    orders = [feasible, list(reversed(feasible))] * 2  # in another order each time: the scheduler filters in parallel
+    decisions = [state.filter(pod(f"p{i}", "100m"), order, NOW) for i, order in enumerate(orders)]
+    assert not any(d.scheduler_sampled for d in decisions)
 
 
 def test_a_pod_with_nothing_to_miss_is_not_flagged() -> None:
     state, names = cluster(250, 250)
     state.set_policies([policy(units=[ecs(pool="a")])])  # one unit: a sample can only narrow it
-    assert not state.filter(pod("p", "100m"), names[:230], NOW).scheduler_sampled
+    assert not any(state.filter(pod(f"p{i}", "100m"), names[i : i + 230], NOW).scheduler_sampled for i in range(3))
     state.set_policies([])
-    assert not state.filter(pod("q", "100m"), names[:230], NOW).scheduler_sampled  # no policy at all
+    assert not any(state.filter(pod(f"q{i}", "100m"), names[i : i + 230], NOW).scheduler_sampled for i in range(3))
 
 
 def test_sampled_requests_are_counted_and_warned_about_now_and_then(caplog: pytest.LogCaptureFixture) -> None:
@@ -121,10 +131,10 @@ def test_sampled_requests_are_counted_and_warned_about_now_and_then(caplog: pyte
     app = make_app(state, clock=lambda: clock[0])
     before = REGISTRY.get_sample_value("kube_queue_extender_scheduler_sampled_filters_total") or 0.0
     with caplog.at_level(logging.WARNING, logger="webhook.extender"):
-        for index in range(3):
-            if index == 2:
+        for index in range(4):  # the first request has no sample before it to compare with
+            if index == 3:
                 clock[0] += SAMPLED_WARNING_SECONDS
-            reply = app.filter(args(pod(f"p{index}", "100m"), names[:230]))
+            reply = app.filter(args(pod(f"p{index}", "100m"), names[index * 50 : index * 50 + 230]))
             assert reply.status == 200 and reply.then is not None
             reply.then()
     after = REGISTRY.get_sample_value("kube_queue_extender_scheduler_sampled_filters_total")

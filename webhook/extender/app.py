@@ -57,8 +57,8 @@ DURATION = Histogram(
 )
 SCHEDULER_SAMPLED = Counter(
     "kube_queue_extender_scheduler_sampled_filters",
-    "Filter requests for pods of a ResourcePolicy with several units that named exactly the scheduler's "
-    "default sample of the nodes (percentageOfNodesToScore not 100): an earlier unit may have been missed.",
+    "Filter requests for pods of a ResourcePolicy with several units that named a moving default sample of "
+    "the nodes (kube-scheduler's percentageOfNodesToScore not 100): an earlier unit may have been missed.",
 )
 SAMPLED_WARNING_SECONDS = 300.0
 """At most one warning log line this often about requests that look sampled (each is counted, and its

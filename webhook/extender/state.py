@@ -127,7 +127,8 @@ class Decision:
     """Filter: how many nodes passed before the window cut them to ``passing`` (``None``: not cut)."""
     scheduler_sampled: bool = False
     """Filter: the pod's policy has several units and the scheduler asked about exactly as many nodes as it
-    samples by default out of all it has (:func:`looks_sampled`): an earlier unit's nodes may be missing."""
+    samples by default out of all it has, other nodes than the last time it asked about that many
+    (:meth:`ExtenderState._sampled_by_scheduler`): an earlier unit's nodes may be missing."""
 
     @property
     def scores(self) -> dict[str, int]:
@@ -273,10 +274,11 @@ def scheduler_sample_size(nodes: int) -> int:
 
 
 def looks_sampled(asked: int, nodes: int) -> bool:
-    """Whether a filter request about ``asked`` of the cluster's ``nodes`` looks cut short by the scheduler's
+    """Whether a filter request about ``asked`` of the cluster's ``nodes`` may be cut short by the scheduler's
     default sampling (``percentageOfNodesToScore`` not 100): fewer than all, and exactly the default sample
     size. With the full scan the scheduler asks about every node that passed its own filters, which is this
-    very number only by chance."""
+    very number only by chance - but then the same nodes every time (see
+    :meth:`ExtenderState._sampled_by_scheduler`)."""
     return asked < nodes and asked == scheduler_sample_size(nodes)
 
 
@@ -478,6 +480,8 @@ class ExtenderState:
         self._last_filter: OrderedDict[str, Decision] = OrderedDict()
         """Pod uid -> its latest filter verdict that passed some node (consumed by its prioritize)."""
         self._requests = RequestCache()
+        self._sample_seen: frozenset[str] | None = None
+        """The names of the last filter request that looked like a default sample (:meth:`_sampled_by_scheduler`)."""
         self.ready = False
         """Set by the wiring once every watch has listed; until then the filter answers with ``Error``."""
         self.on_marks_needed: Callable[[str], None] | None = None
@@ -1181,9 +1185,20 @@ class ExtenderState:
             assumed=assumption is not None,
             retry_at=verdict.retry_at,
             passing_score=passing_score,
-            scheduler_sampled=verb == "filter" and len(policy.units) > 1 and looks_sampled(len(names), len(self.nodes)),
+            scheduler_sampled=verb == "filter" and len(policy.units) > 1 and self._sampled_by_scheduler(names),
         )
         return decision, assumption
+
+    def _sampled_by_scheduler(self, names: Sequence[str]) -> bool:
+        """Whether the scheduler cut this request to its default sample: :func:`looks_sampled`, and other
+        nodes than the last request that looked so. A sampling scheduler starts each cycle where the last
+        one stopped, so its samples move on; a fully scanning one whose own filters pass exactly that many
+        nodes names the same ones each time (and a sample that does not move has missed nothing)."""
+        if not looks_sampled(len(names), len(self.nodes)):
+            return False
+        current = frozenset(names)
+        previous, self._sample_seen = self._sample_seen, current
+        return previous is not None and previous != current
 
     def filter(
         self,
