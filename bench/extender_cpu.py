@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.extender_bench import CLUSTER_POLICY, _pod_manifest
 from tests.service.test_extender_objects import bound, node, pod, virtual_node
 from webhook.cli.main import configure_logging
+from webhook.extender import sources
 from webhook.extender.app import ExtenderApp, make_app
-from webhook.extender.sources import SlimListWatch, _incremental
 from webhook.extender.state import ExtenderState, pod_essentials
 from webhook.kube.cache import WatchCache
 
@@ -180,9 +180,7 @@ class _NoSource:
 def pod_cache(state: ExtenderState) -> WatchCache:
     """The extender's pod cache, wired to ``state`` as ``kq extender`` wires it (never listed or watched here:
     :func:`applier` hands it the events)."""
-    cache = WatchCache("extender-pods", SlimListWatch(_NoSource(), pod_essentials))
-    cache.add_listener(_incremental(state.upsert_pod, state.delete_pod, state.replace_pods))
-    return cache
+    return sources.pod_cache(_NoSource(), state)
 
 
 def passes(pods: int, repeat: int) -> tuple[list[float], list[float]]:

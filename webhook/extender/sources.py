@@ -146,14 +146,20 @@ def _whole(update: Callable[[list[Mapping[str, Any]]], None]) -> Callable[[Watch
     return listener
 
 
+def pod_cache(source: ListWatch, state: ExtenderState) -> WatchCache:
+    """The pod cache over ``source``: slim pods (:func:`~webhook.extender.state.pod_essentials`), applied to
+    ``state`` one event at a time."""
+    cache = WatchCache("extender-pods", SlimListWatch(source, pod_essentials))
+    cache.add_listener(_incremental(state.upsert_pod, state.delete_pod, state.replace_pods))
+    return cache
+
+
 def build_caches(client: KubeClient, state: ExtenderState, tree_namespace: str = TREE_NAMESPACE) -> list[WatchCache]:
     """The four caches, wired to ``state`` (not yet running)."""
     trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
     nodes = WatchCache("extender-nodes", ApiListWatch(client, NODES))
     nodes.add_listener(_incremental(state.upsert_node, state.delete_node, state.replace_nodes))
-    pods_listed = ApiListWatch(client, PODS, field_selector=POD_FIELD_SELECTOR)
-    pods = WatchCache("extender-pods", SlimListWatch(pods_listed, pod_essentials))
-    pods.add_listener(_incremental(state.upsert_pod, state.delete_pod, state.replace_pods))
+    pods = pod_cache(ApiListWatch(client, PODS, field_selector=POD_FIELD_SELECTOR), state)
     policies = WatchCache("extender-resourcepolicies", OptionalListWatch(ApiListWatch(client, POLICIES)))
     policies.add_listener(_whole(state.set_policies))
     quota_trees = WatchCache("extender-elasticquotatrees", OptionalListWatch(ApiListWatch(client, trees)))
