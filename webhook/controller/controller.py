@@ -43,23 +43,31 @@ from webhook.controller.leader import LeaderElector
 from webhook.controller.model import TrackedJob, track
 from webhook.controller.records import (
     ADMISSION_ANNOTATION,
+    BACKOFF_ANNOTATION,
     COMPONENT,
     MANAGED_NAMESPACE_LABEL,
     AdmissionRecord,
     EvictionNote,
     admit_patch,
+    backoff_patch,
+    clear_backoff_patch,
     clear_record_patch,
     evict_patch,
     kv,
     resource_version,
+    rfc3339_seconds,
+    spec_fingerprint,
 )
 from webhook.controller.settings import ControllerSettings, settings_from_args
+from webhook.controller.starts import PodIndex, StartChecks, check_starts, pod_slim
 from webhook.core.fit import format_rate
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree, queue_name
+from webhook.core.startup import StartVerdict, after_failed_start
 from webhook.core.workload import WorkloadError
 from webhook.kube.cache import ApiListWatch, CacheEvent, WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.kube.slim import SlimListWatch
 from webhook.workloads.base import QUOTA_LABEL, Adapter, JSONPatch
 from webhook.workloads.registry import all_adapters
 
@@ -69,6 +77,7 @@ TREE_GROUP, TREE_VERSION, TREE_PLURAL = "scheduling.sigs.k8s.io", "v1beta1", "el
 QUEUE_GROUP, QUEUE_VERSION, QUEUE_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "queues"
 NAMESPACES = ResourceRef("", "v1", "namespaces")
 PRIORITY_CLASSES = ResourceRef("scheduling.k8s.io", "v1", "priorityclasses")
+PODS = ResourceRef("", "v1", "pods")
 
 ObjKey = tuple[str, str, str]
 """``(cache name, namespace, name)``."""
@@ -103,6 +112,12 @@ def _lists(listing: Mapping[str, Any], plural: str) -> bool:
     )
 
 
+def format_seconds(seconds: float) -> str:
+    """``5m0s``, ``90s``: a duration as operators wrote it."""
+    whole = int(seconds)
+    return f"{whole // 60}m{whole % 60}s" if whole >= 60 else f"{seconds:g}s"
+
+
 def choose_tree(objects: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any] | None, QuotaTree | None, str | None]:
     """The honoured ElasticQuotaTree among the objects of the tree namespace (the oldest, normally the only
     one): ``(object, parsed tree, problem)``; the tree is ``None`` when there is no object or it is invalid."""
@@ -132,6 +147,7 @@ class Stats:
     conflicts: int = 0
     errors: int = 0
     status_writes: int = 0
+    backed_off: int = 0
     queue_writes: int = 0
     namespace_writes: int = 0
     last_pass_seconds: float = 0.0
@@ -161,6 +177,19 @@ class Controller:
         self.queues = self._cache("queues", self.queues_ref)
         self.namespaces = self._cache("namespaces", NAMESPACES)
         self.priority_classes = self._cache("priorityclasses", PRIORITY_CLASSES)
+        self.pod_index = PodIndex()
+        self.pods: WatchCache | None = None
+        """Tagged pods, slim, for the start check (only with a start timeout)."""
+        if settings.start_timeout > 0:
+            self.pods = WatchCache(
+                "pods", SlimListWatch(ApiListWatch(client, PODS, label_selector=QUOTA_LABEL), pod_slim)
+            )
+            self.pods.add_listener(self._pod_changed)
+        self._started: set[str] = set()
+        """Admission ids of released jobs seen started (docs/start-timeout.md)."""
+        self._awaiting: set[tuple[str, str, str]] = set()
+        self._timer_due: float | None = None
+        """When (monotonic) a start deadline or a retry time comes: a pass is due then."""
         self.job_caches: dict[str, tuple[Adapter, ResourceRef, WatchCache]] = {}
         self._job_cache_tasks: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -215,6 +244,17 @@ class Controller:
         elif cache is self.trees:
             self._tree_epoch += 1
         self._dirty.set()
+
+    def _pod_changed(self, cache: WatchCache, event: CacheEvent) -> None:
+        index = self.pod_index
+        index.listener(cache, event)
+        if index.changed & self._awaiting:
+            self._dirty.set()
+        index.changed.clear()
+
+    def _base_caches(self) -> list[WatchCache]:
+        caches = [self.trees, self.queues, self.namespaces, self.priority_classes]
+        return [*caches, self.pods] if self.pods is not None else caches
 
     def _leadership_changed(self, leading: bool) -> None:
         # Another replica may have written in between: forget what this one remembers having written.
@@ -273,7 +313,7 @@ class Controller:
         if self.elector is None:
             metrics.LEADER.set(1)
         try:
-            for cache in (self.trees, self.queues, self.namespaces, self.priority_classes):
+            for cache in self._base_caches():
                 self._start(cache.run(), f"cache-{cache.name}")
             self._start(self.events.run(), "events")
             if self.elector is not None:
@@ -365,7 +405,7 @@ class Controller:
             try:
                 await self.discover()
                 if not self.ready.is_set():
-                    caches = [self.trees, self.queues, self.namespaces, self.priority_classes]
+                    caches = self._base_caches()
                     caches += [cache for _, _, cache in self.job_caches.values()]
                     await asyncio.gather(*(cache.synced.wait() for cache in caches))
                     self.ready.set()
@@ -381,7 +421,7 @@ class Controller:
             await asyncio.sleep(self.settings.discovery_interval)
 
     def _synced(self) -> bool:
-        caches = [self.trees, self.queues, self.namespaces, self.priority_classes]
+        caches = self._base_caches()
         caches += [cache for _, _, cache in self.job_caches.values()]
         return self.ready.is_set() and all(cache.synced.is_set() for cache in caches)
 
@@ -390,8 +430,9 @@ class Controller:
         failures = 0
         while True:
             timeout = self.settings.resync_period
-            if self._status_due is not None:
-                timeout = max(0.05, min(timeout, self._status_due - self._clock()))
+            for due in (self._status_due, self._timer_due):
+                if due is not None:
+                    timeout = max(0.05, min(timeout, due - self._clock()))
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that arrives
             # as the event is set, and the controller would never stop.
             with contextlib.suppress(TimeoutError):
@@ -530,6 +571,19 @@ class Controller:
         if tree is None or tree_obj is None:
             return None
         jobs = self.tracked_jobs(tree)
+        now = self._wall()
+        checks = None
+        if self.settings.start_timeout > 0:
+            checks = check_starts(jobs, self.pod_index, self._started, now=now, timeout=self.settings.start_timeout)
+            self._started &= {job.record.id for job in jobs if job.record is not None}
+            self._awaiting = checks.awaiting
+            if checks.failed:
+                held = await self._back_off_all(jobs, checks, now)
+                if held is None:
+                    return None  # a failed start could not be held: decide on what is written, next pass
+                jobs = held
+            for job in checks.started_with_note:
+                await self._clear_backoff(job)
         queues = {_name(obj): obj for obj in self._view(self.queues)}
         decisions = decide(
             tree,
@@ -538,7 +592,9 @@ class Controller:
             oversell_rate=self.settings.oversell_rate,
             strict_priority=self.settings.strict_priority,
             reclaim_tries_per_quota=self.settings.reclaim_tries_per_quota,
+            now=now,
         )
+        self._set_timer(checks, decisions, now)
         for job in decisions.stale_records:
             await self._clear_record(job)
         # Plans in order: one with victims evicts them, then admits its preemptor; a run of plans without
@@ -698,6 +754,65 @@ class Controller:
                 f"{plan.reason}; reclaimed for {preemptor.workload.key} of quota {preemptor.leaf.full_name}",
             )
         return await self._admit(preemptor, "reclaim", plan.reason)
+
+    # Start timeout and backoff (docs/start-timeout.md) ----------------------------------------------------
+    def _set_timer(self, checks: StartChecks | None, decisions: Decisions, now: float) -> None:
+        """A pass is due at the next start deadline or retry time."""
+        due = [checks.next_deadline] if checks is not None and checks.next_deadline is not None else []
+        due += [job.backoff.retry_at for job in decisions.backoff if job.backoff and not job.backoff.gave_up]
+        self._timer_due = None if not due else self._clock() + max(0.0, min(due) - now) + 0.05
+
+    async def _back_off_all(
+        self, jobs: list[TrackedJob], checks: StartChecks, now: float
+    ) -> list[TrackedJob] | None:
+        """Hold every job that failed to start again; the jobs of the pass with those held (``None`` when one
+        could not be written: the pass then decides nothing on a quota it may not have freed)."""
+        replaced: dict[int, TrackedJob] = {}
+        complete = True
+        for job, verdict in checks.failed:
+            updated = await self._back_off(job, verdict, now)
+            if updated is None:
+                complete = False
+            else:
+                replaced[id(job)] = updated
+        if not complete:
+            return None
+        return [replaced.get(id(job), job) for job in jobs]
+
+    async def _back_off(self, job: TrackedJob, verdict: StartVerdict, now: float) -> TrackedJob | None:
+        workload = job.workload
+        note = after_failed_start(
+            job.backoff, job.spec or spec_fingerprint(job.obj), verdict, now=now, policy=self.settings.backoff
+        )
+        updated = await self._patch_job(job, backoff_patch(job.adapter, job.obj, note), "backoff")
+        if updated is None:
+            return None
+        self.stats.backed_off += 1
+        metrics.START_FAILURES.labels(verdict.category).inc()
+        queue = f"{self.settings.queue_namespace}/{queue_name(job.leaf.name, workload.key.namespace)}"
+        timeout = format_seconds(self.settings.start_timeout)
+        retry = "gave up: change or resubmit the job to try again" if note.gave_up else (
+            f"retries at {rfc3339_seconds(note.retry_at)} at its place in the queue"
+        )
+        log.info(kv(component="controller", decision="backoff", job=str(workload.key), quota=job.leaf.full_name,
+                    category=verdict.category, reason=verdict.reason, attempts=note.attempts,
+                    retry_at=None if note.gave_up else rfc3339_seconds(note.retry_at),
+                    gave_up="true" if note.gave_up else None))
+        self.events.emit(
+            updated, "Warning", "GaveUp" if note.gave_up else "BackOff", "Backoff",
+            f"Did not start within {timeout} ({verdict.reason}); held again and moved to the backoff list of "
+            f"queue {queue}, attempt {note.attempts}; its quota goes to the jobs behind it; {retry}",
+        )
+        try:
+            return track(job.adapter, updated, job.leaf, self._priorities())
+        except WorkloadError:
+            return None
+
+    async def _clear_backoff(self, job: TrackedJob) -> None:
+        ops = clear_backoff_patch(job.obj)
+        if ops and await self._patch_job(job, ops, "clear-backoff") is not None:
+            log.info(kv(component="controller", decision="clear-backoff", job=str(job.workload.key),
+                        quota=job.leaf.full_name, reason=f"started, {BACKOFF_ANNOTATION} dropped"))
 
     async def _clear_record(self, job: TrackedJob) -> None:
         ops = clear_record_patch(job.obj)

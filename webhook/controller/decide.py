@@ -41,6 +41,7 @@ from webhook.controller.records import (
     QUEUE_LABEL,
     QUOTA_FULLNAME_ANNOTATION,
     STRICT_MARK_ANNOTATION,
+    rfc3339_seconds,
 )
 from webhook.core.fit import FitResult, add_usage, check_fit, validate_rate
 from webhook.core.ledger import Ledger, build_ledger, status_tree
@@ -49,6 +50,7 @@ from webhook.core.queueing import LazyReasons, PassResult, Policy, QueuePolicyEr
 from webhook.core.quota import QuotaNode, QuotaTree, queue_name
 from webhook.core.reclaim import Reclaimer, ReclaimPlan
 from webhook.core.resources import MAX_JOBS, Resources
+from webhook.core.startup import GAVE_UP, BackoffState
 from webhook.core.workload import Phase, Workload, WorkloadKey
 
 QUEUE_GROUP = "scheduling.x-k8s.io"
@@ -267,6 +269,9 @@ class Decisions:
     """Usage once every decision is carried out (for the tree's status)."""
     policies: Mapping[str, Policy]
     checks: int = 0
+    backoff: tuple[TrackedJob, ...] = ()
+    """Held jobs that failed to start and wait for their retry time (or gave up): not admitted, listed in
+    their Queue's ``backoff`` (docs/start-timeout.md)."""
 
 
 def _queued(job: TrackedJob) -> TrackedJob:
@@ -383,14 +388,17 @@ class _Snapshot:
     admitted: dict[WorkloadKey, TrackedJob]
     stale: list[TrackedJob]
     ledger: Ledger
+    backoff: list[TrackedJob]
 
 
-def _snapshot(tree: QuotaTree, jobs: Iterable[TrackedJob]) -> _Snapshot:
+def _snapshot(tree: QuotaTree, jobs: Iterable[TrackedJob], now: float) -> _Snapshot:
     """Sort the jobs out, and their :func:`build_ledger`, summed per quota and phase first (one summed
     workload per quota and phase instead of one per job: the same ledger, a fraction of the work at depth).
-    Jobs of quotas that are not in the tree are passed as they are, so :attr:`Ledger.unknown` lists them."""
+    Jobs of quotas that are not in the tree are passed as they are, so :attr:`Ledger.unknown` lists them.
+    A held job in backoff (before its retry time, or given up) counts as requested but does not wait."""
     by_id: dict[int, TrackedJob] = {}
     waiting: list[Workload] = []
+    backoff: list[TrackedJob] = []
     admitted: dict[WorkloadKey, TrackedJob] = {}
     stale: list[TrackedJob] = []
     admitted_groups: dict[str, list[Resources]] = {}
@@ -402,7 +410,10 @@ def _snapshot(tree: QuotaTree, jobs: Iterable[TrackedJob]) -> _Snapshot:
         by_id[id(workload)] = job
         phase = workload.phase
         if phase is Phase.QUEUED:
-            waiting.append(workload)
+            if job.backoff is not None and job.backoff_state(now) in (BackoffState.WAITING, BackoffState.GAVE_UP):
+                backoff.append(job)
+            else:
+                waiting.append(workload)
             if job.record is not None:
                 stale.append(job)
             target = queued_groups
@@ -430,7 +441,7 @@ def _snapshot(tree: QuotaTree, jobs: Iterable[TrackedJob]) -> _Snapshot:
                 Workload(key=WorkloadKey("Sum", quota, phase.value), quota=quota, pod_sets=(), phase=phase,
                          request=Resources(amounts))
             )
-    return _Snapshot(by_id, waiting, admitted, stale, build_ledger(tree, [*summed, *unknown]))
+    return _Snapshot(by_id, waiting, admitted, stale, build_ledger(tree, [*summed, *unknown]), backoff)
 
 
 def decide(
@@ -442,10 +453,12 @@ def decide(
     strict_priority: bool = False,
     reclaim_tries_per_quota: int = 16,
     reclaim_budget: int | None = RECLAIM_BUDGET,
+    now: float = 0.0,
 ) -> Decisions:
-    """Admit, reclaim and place every job of the tree (see the module's steps). Nothing is written here."""
+    """Admit, reclaim and place every job of the tree (see the module's steps). Nothing is written here.
+    ``now`` (seconds since the epoch) decides which jobs in backoff may queue again."""
     rate = validate_rate(oversell_rate)
-    snapshot = _snapshot(tree, jobs)
+    snapshot = _snapshot(tree, jobs, now)
     by_id, admitted, ledger = snapshot.by_id, snapshot.admitted, snapshot.ledger
     policies = leaf_policies(tree, queues, strict_priority)
     result = admission_pass(tree, ledger.used_view(), snapshot.waiting, policies, rate)
@@ -534,6 +547,7 @@ def decide(
         ledger=final_ledger,
         policies=MappingProxyType(policies),
         checks=checks,
+        backoff=tuple(snapshot.backoff),
     )
 
 
@@ -544,8 +558,8 @@ def queue_statuses(
     tree: QuotaTree, decisions: Decisions, cap: int
 ) -> dict[str, dict[str, Any]]:
     """``status`` of every Queue the tree asks for: ``queueItemDetails.active`` lists the waiting jobs of the
-    Queue's namespace by position (at most ``cap``, ``activeOmitted`` counts the rest), ``backoff`` is empty
-    (a job that cannot start stays in ``active``)."""
+    Queue's namespace by position (at most ``cap``, ``activeOmitted`` counts the rest); ``backoff`` lists the
+    jobs that failed to start, soonest retry first (at most ``cap``, ``backoffOmitted`` counts the rest)."""
     by_queue: dict[str, list[TrackedJob]] = {name: [] for name in desired_queues(tree)}
     for job in decisions.waiting:
         name = queue_name(job.leaf.name, job.workload.key.namespace)
@@ -568,7 +582,38 @@ def queue_statuses(
         if len(members) > cap:
             details["activeOmitted"] = len(members) - cap
         out[name] = {"queueItemDetails": details}
+    backing: dict[str, list[TrackedJob]] = {}
+    for job in decisions.backoff:
+        name = queue_name(job.leaf.name, job.workload.key.namespace)
+        if name in out:
+            backing.setdefault(name, []).append(job)
+    for name, members in backing.items():
+        members.sort(key=lambda job: (job.backoff.retry_at if job.backoff else 0.0, job.workload.key.name))
+        details = out[name]["queueItemDetails"]
+        details["backoff"] = [backoff_item(job) for job in members[:cap]]
+        if len(members) > cap:
+            details["backoffOmitted"] = len(members) - cap
     return out
+
+
+def backoff_item(job: TrackedJob) -> dict[str, Any]:
+    """One entry of a Queue's ``backoff`` list: ``{name, namespace, priority, reason, message, retryAt,
+    attempts}``; ``reason`` is ``GaveUp`` once the job used all its attempts (``retryAt`` is then absent)."""
+    note = job.backoff
+    assert note is not None
+    item: dict[str, Any] = {
+        "name": job.workload.key.name,
+        "namespace": job.workload.key.namespace,
+        "priority": job.workload.priority,
+        "reason": GAVE_UP if note.gave_up else note.category,
+        "message": note.reason,
+        "attempts": note.attempts,
+    }
+    if not note.gave_up:
+        item["retryAt"] = rfc3339_seconds(note.retry_at)
+    if job.workload.key.kind != "Job":
+        item["kind"] = job.workload.key.kind
+    return item
 
 
 def tree_status(tree: QuotaTree, decisions: Decisions) -> dict[str, Any]:

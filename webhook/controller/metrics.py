@@ -10,7 +10,11 @@
 * ``kube_queue_oldest_pending_seconds{quota}`` - age of the longest-waiting job of a leaf quota (0 when none);
 * ``kube_queue_failed_attempts_total{action, reason}`` - admissions/evictions/record writes the API refused
   (``stale``: the object changed under the decision, retried next pass; ``api_error``; ``not_leader``);
-* ``kube_queue_oversell_rate`` - the controller's ``--oversellrate``.
+* ``kube_queue_oversell_rate`` - the controller's ``--oversellrate``;
+* ``kube_queue_backoff_jobs{queue}`` - jobs in a Queue's ``backoff`` list (failed to start, waiting to retry
+  or given up);
+* ``kube_queue_start_failures_total{reason}`` - released jobs held again because they did not start in time,
+  by the category of what their pods said (a bounded set, docs/start-timeout.md).
 
 Only the leader sets the per-quota gauges (a follower clears them), so a sum over replicas stays right.
 """
@@ -21,7 +25,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from webhook.controller.decide import Decisions
 from webhook.core.quantity import to_float
-from webhook.core.quota import QuotaTree
+from webhook.core.quota import QuotaTree, queue_name
 
 ADMISSIONS = Counter("kube_queue_admissions", "Jobs released by the queue controller", ["quota"])
 EVICTIONS = Counter("kube_queue_evictions", "Jobs evicted back to their queue by reclaim", ["quota"])
@@ -45,6 +49,12 @@ FAILED = Counter(
     "kube_queue_failed_attempts",
     "Controller writes the API refused, by action (admit, evict, clear-record) and reason",
     ["action", "reason"],
+)
+BACKOFF = Gauge("kube_queue_backoff_jobs", "Jobs in a Queue's backoff list (failed to start in time)", ["queue"])
+START_FAILURES = Counter(
+    "kube_queue_start_failures",
+    "Released jobs held again because their pods did not run within the start timeout, by reason",
+    ["reason"],
 )
 OVERSELL = Gauge("kube_queue_oversell_rate", "The controller's oversell rate (admission limit = max x rate)")
 QUOTA = {
@@ -70,6 +80,15 @@ def observe_pass(tree: QuotaTree, decisions: Decisions, seconds: float, now: flo
         oldest[quota] = max(oldest.get(quota, 0.0), now - job.workload.created)
     PENDING.clear()
     OLDEST.clear()
+    BACKOFF.clear()
+    backing: dict[str, int] = {
+        queue_name(leaf.name, namespace): 0 for leaf in tree.leaves() for namespace in leaf.namespaces
+    }
+    for job in decisions.backoff:
+        name = queue_name(job.leaf.name, job.workload.key.namespace)
+        backing[name] = backing.get(name, 0) + 1
+    for name, count in backing.items():
+        BACKOFF.labels(name).set(count)
     for quota, count in depth.items():
         PENDING.labels(quota).set(count)
         OLDEST.labels(quota).set(max(0.0, oldest[quota]))
@@ -93,6 +112,7 @@ def observe_pass(tree: QuotaTree, decisions: Decisions, seconds: float, now: flo
 def clear_quota_gauges() -> None:
     """A follower exports no per-quota state."""
     PENDING.clear()
+    BACKOFF.clear()
     OLDEST.clear()
     for gauge in QUOTA.values():
         gauge.clear()

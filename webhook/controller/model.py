@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.controller.records import AdmissionRecord, read_record, resource_version
+from webhook.controller.records import AdmissionRecord, read_backoff, read_record, resource_version, spec_fingerprint
 from webhook.core.quota import QuotaNode
 from webhook.core.resources import EMPTY
+from webhook.core.startup import BackoffNote, BackoffState, backoff_state
 from webhook.core.workload import Phase, Workload, WorkloadError
 from webhook.workloads.base import Adapter, int_at
 
@@ -38,6 +39,14 @@ class TrackedJob:
     workload: Workload
     leaf: QuotaNode
     record: AdmissionRecord | None
+    backoff: BackoffNote | None = None
+    """The note of a job that failed to start in time (docs/start-timeout.md)."""
+    spec: str = ""
+    """The spec's fingerprint (:func:`spec_fingerprint`), read only for a job with a backoff note."""
+
+    def backoff_state(self, now: float) -> BackoffState:
+        """Where the job stands with its backoff note at ``now``."""
+        return backoff_state(self.backoff, self.spec, now)
 
     @property
     def resource_version(self) -> str:
@@ -89,7 +98,9 @@ def track(
         workload = dataclasses.replace(workload, admitted_at=admitted_at)
     if workload.phase is not Phase.FINISHED:
         workload = _shrink_to_remaining(adapter, obj, workload)
-    return TrackedJob(adapter=adapter, obj=obj, workload=workload, leaf=leaf, record=record)
+    backoff = read_backoff(obj)
+    spec = spec_fingerprint(obj) if backoff is not None else ""
+    return TrackedJob(adapter=adapter, obj=obj, workload=workload, leaf=leaf, record=record, backoff=backoff, spec=spec)
 
 
 __all__ = ["TrackedJob", "WorkloadError", "remaining_job_pods", "track"]

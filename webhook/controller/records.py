@@ -15,6 +15,7 @@ time) do not get in the way. A stale snapshot therefore never admits or evicts t
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import uuid
 from collections.abc import Mapping
@@ -23,12 +24,16 @@ from typing import Any
 
 from webhook.core.placement import parse_timestamp
 from webhook.core.resources import Resources
+from webhook.core.startup import BackoffNote
 from webhook.workloads.base import Adapter, JSONPatch, pointer, rfc3339, value_at
 
 ADMISSION_ANNOTATION = "kube-queue.x-k8s.io/admission"
 """On an admitted job: the admission record (JSON)."""
 EVICTION_ANNOTATION = "kube-queue.x-k8s.io/evicted"
 """On a job evicted by reclaim: who reclaimed what, and when (JSON); removed when it is admitted again."""
+BACKOFF_ANNOTATION = "kube-queue.x-k8s.io/backoff"
+"""On a job that failed to start in time: attempts, reason, retry time (JSON, :func:`read_backoff`); only the
+controller writes it, and removes it once the job has started."""
 MANAGED_NAMESPACE_LABEL = "kube-queue.x-k8s.io/managed"
 """Namespaces of the quota tree carry this label (``"true"``); the webhook configurations select on it."""
 QUEUE_LABEL = "create-by-kubequeue"
@@ -126,6 +131,69 @@ class EvictionNote:
         )
 
 
+def encode_backoff(note: BackoffNote) -> str:
+    """The :data:`BACKOFF_ANNOTATION` value of ``note``."""
+    return json.dumps(
+        {
+            "attempts": note.attempts,
+            "reason": note.reason,
+            "category": note.category,
+            "retryAt": rfc3339(note.retry_at),
+            "failedAt": rfc3339(note.failed_at),
+            "spec": note.spec,
+            **({"gaveUp": True} if note.gave_up else {}),
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+def read_backoff(obj: Mapping[str, Any]) -> BackoffNote | None:
+    """The backoff note on ``obj``; ``None`` when absent or unreadable (an unreadable note holds nothing)."""
+    raw = value_at(obj, "metadata", "annotations", BACKOFF_ANNOTATION) if isinstance(obj, Mapping) else None
+    if not isinstance(raw, str):
+        return None
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(decoded, Mapping):
+        return None
+    attempts = decoded.get("attempts")
+    retry_at = parse_time(decoded.get("retryAt"))
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1 or retry_at is None:
+        return None
+    return BackoffNote(
+        attempts=attempts,
+        reason=str(decoded.get("reason") or ""),
+        category=str(decoded.get("category") or ""),
+        retry_at=retry_at,
+        failed_at=parse_time(decoded.get("failedAt")) or 0.0,
+        spec=str(decoded.get("spec") or ""),
+        gave_up=decoded.get("gaveUp") is True,
+    )
+
+
+_SUSPEND_KEYS = (("suspend",), ("runPolicy", "suspend"))
+
+
+def spec_fingerprint(obj: Mapping[str, Any]) -> str:
+    """A short hash of the job's spec without its hold switch: the same while it is held and released, new
+    when the user edits what it runs (a job that gave up starts afresh then)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return ""
+    copy = json.loads(json.dumps(spec))
+    for path in _SUSPEND_KEYS:
+        holder = copy
+        for part in path[:-1]:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if isinstance(holder, dict):
+            holder.pop(path[-1], None)
+    text = json.dumps(copy, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     metadata = obj.get("metadata")
     return metadata if isinstance(metadata, Mapping) else {}
@@ -197,6 +265,22 @@ def evict_patch(adapter: Adapter, obj: Mapping[str, Any], note: EvictionNote) ->
         *adapter.suspend_patch(obj),
         *annotation_ops(obj, {EVICTION_ANNOTATION: note.encode()}, remove=(ADMISSION_ANNOTATION,)),
     ]
+
+
+def backoff_patch(adapter: Adapter, obj: Mapping[str, Any], note: BackoffNote) -> list[JSONPatch]:
+    """Hold a job that failed to start again, drop its admission record and write its backoff note, in one
+    patch guarded like an eviction (still released, same shape, the same admission)."""
+    return [
+        *_spec_precondition(obj, record=True),
+        *adapter.suspend_patch(obj),
+        *annotation_ops(obj, {BACKOFF_ANNOTATION: encode_backoff(note)}, remove=(ADMISSION_ANNOTATION,)),
+    ]
+
+
+def clear_backoff_patch(obj: Mapping[str, Any]) -> list[JSONPatch]:
+    """Drop the backoff note of a job that started (or whose note no longer applies)."""
+    ops = annotation_ops(obj, {}, remove=(BACKOFF_ANNOTATION,))
+    return [*_precondition(obj), *ops] if ops else []
 
 
 def clear_record_patch(obj: Mapping[str, Any]) -> list[JSONPatch]:

@@ -11,8 +11,11 @@ import os
 import socket
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
+
+from webhook.core.placement import parse_duration
+from webhook.core.startup import BackoffPolicy
 
 STRICT_PRIORITY_ENV = "StrictPriority"
 """``StrictPriority=true`` in the controller's environment turns every queue to ``Block``."""
@@ -66,6 +69,12 @@ class ControllerSettings:
     admissions per second on the dev cluster)."""
     reclaim_tries_per_quota: int = 16
     """Waiting jobs of one quota tried as reclaim preemptors per pass (bounds the work of a pass)."""
+    start_timeout: float = 300.0
+    """A released job whose pods do not run within this many seconds is held again and backed off
+    (``--start-timeout``; 0 turns the check off). See docs/start-timeout.md."""
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+    """How long a job that failed to start waits before it queues again (``--backoff-base``,
+    ``--backoff-max``, ``--backoff-limit``)."""
 
     def __post_init__(self) -> None:
         if self.oversell_rate <= 0:
@@ -104,6 +113,30 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def parse_seconds(text: str) -> float:
+    """A duration flag: seconds (``300``) or a Go duration (``5m``, ``1h30m``); 0 allowed."""
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            value = parse_duration(text.strip())
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    return value
+
+
 def strict_priority_from_env(env: Mapping[str, str] | None = None) -> bool:
     """Whether ``StrictPriority`` is ``true`` (any case) in ``env`` (default: the process environment)."""
     value = (os.environ if env is None else env).get(STRICT_PRIORITY_ENV, "")
@@ -122,6 +155,30 @@ def add_controller_args(parser: argparse.ArgumentParser) -> None:
         default=Fraction(2),
         metavar="RATE",
         help="admit jobs while used + request <= max x RATE at every quota level (default 2; 1 = strictly by quota)",
+    )
+    group.add_argument(
+        "--start-timeout",
+        type=parse_seconds,
+        default=300.0,
+        metavar="DURATION",
+        help="hold a released job again and back it off when its pods do not run within this time "
+        "(seconds or 5m, 1h; default 5m; 0 = off)",
+    )
+    group.add_argument(
+        "--backoff-base",
+        type=parse_seconds,
+        default=60.0,
+        metavar="DURATION",
+        help="wait after a job's first failed start before it queues again; doubles with each (default 1m)",
+    )
+    group.add_argument(
+        "--backoff-max", type=parse_seconds, default=1800.0, metavar="DURATION",
+        help="the longest wait between retries of a job that fails to start (default 30m)",
+    )
+    group.add_argument(
+        "--backoff-limit", type=_count, default=0, metavar="N",
+        help="failed starts after which a job gives up (GaveUp) until it is changed or resubmitted (default 0 = "
+        "never)",
     )
     group.add_argument(
         "--no-controller",
@@ -178,4 +235,10 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None =
         lease_duration=float(get("lease_duration", defaults.lease_duration)),  # type: ignore[arg-type]
         renew_deadline=float(get("renew_deadline", defaults.renew_deadline)),  # type: ignore[arg-type]
         retry_period=float(get("retry_period", defaults.retry_period)),  # type: ignore[arg-type]
+        start_timeout=float(get("start_timeout", defaults.start_timeout)),  # type: ignore[arg-type]
+        backoff=BackoffPolicy(
+            base_delay=float(get("backoff_base", defaults.backoff.base_delay)),  # type: ignore[arg-type]
+            max_delay=float(get("backoff_max", defaults.backoff.max_delay)),  # type: ignore[arg-type]
+            limit=int(get("backoff_limit", defaults.backoff.limit)),  # type: ignore[call-overload]
+        ),
     )

@@ -25,6 +25,7 @@ from webhook.core.quota import TREE_NAMESPACE
 from webhook.extender.state import ExtenderState, pod_essentials
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
 from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
+from webhook.kube.slim import SlimListWatch
 
 log = logging.getLogger(__name__)
 
@@ -83,41 +84,6 @@ async def _nothing() -> AsyncIterator[JSON]:  # pragma: no cover
     yield {}
 
 
-@dataclass(frozen=True, slots=True)
-class SlimListWatch:
-    """A :class:`ListWatch` that hands on only ``slim(object)`` of every object it lists or watches (see
-    :func:`~webhook.extender.state.pod_essentials`: what the cache keeps is what the state reads)."""
-
-    inner: ListWatch
-    slim: Callable[[Mapping[str, Any]], JSON]
-
-    async def list_page(self, limit: int, continue_token: str | None) -> JSON:
-        page = await self.inner.list_page(limit, continue_token)
-        items = page.get("items")
-        if isinstance(items, list):
-            page["items"] = [self.slim(item) if isinstance(item, Mapping) else item for item in items]
-        return page
-
-    def watch(self, resource_version: str, timeout_seconds: int) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
-        return self._slimmed(self.inner.watch(resource_version, timeout_seconds))
-
-    @contextlib.asynccontextmanager
-    async def _slimmed(
-        self, opened: AbstractAsyncContextManager[AsyncIterator[JSON]]
-    ) -> AsyncIterator[AsyncIterator[JSON]]:
-        async with opened as events:
-            yield self._each(events)
-
-    async def _each(self, events: AsyncIterator[JSON]) -> AsyncIterator[JSON]:
-        slim = self.slim
-        async for event in events:
-            obj = event.get("object")
-            if isinstance(obj, Mapping) and event.get("type") in _OBJECT_EVENTS:
-                event["object"] = slim(obj)
-            yield event
-
-
-_OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
 """Watch events that carry the resource itself (``BOOKMARK`` carries only a version, ``ERROR`` a Status)."""
 
 

@@ -446,6 +446,16 @@ class Adapter(ABC):
         """Whether the queue holds this object at all (a Pod owned by a Job is queued with its Job)."""
         return True
 
+    def needs_all_pods(self, obj: Mapping[str, Any]) -> bool:
+        """Whether the job needs all its pods at once (a gang): it has started only when all of them run
+        (docs/start-timeout.md). True for every kind but those that override it."""
+        return True
+
+    def pod_owners(self, obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+        """``(kind, name)`` of each controller ownerReference the job's pods carry (empty: not known yet)."""
+        name = value_at(obj, "metadata", "name")
+        return ((self.kind, name),) if isinstance(name, str) else ()
+
     def queueing_problems(self, obj: Mapping[str, Any]) -> list[str]:
         """Why a job of this kind cannot be held and released by the queue as written (``[]`` when it can);
         each problem says what to change."""

@@ -32,5 +32,12 @@ class JobAdapter(SpecSuspendAdapter):
     def is_finished(self, obj: Mapping[str, Any]) -> bool:
         return condition_true(obj, "Complete", "Failed")
 
+    def needs_all_pods(self, obj: Mapping[str, Any]) -> bool:
+        """A Job with ``parallelism == completions`` runs all its pods at once; any other makes progress pod by
+        pod."""
+        parallelism = int_at(obj, 1, "spec", "parallelism")
+        completions = int_at(obj, None, "spec", "completions")
+        return completions is not None and completions == (1 if parallelism is None else parallelism)
+
 
 ADAPTERS = (JobAdapter(),)

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
-from webhook.workloads.base import ReplicaSpecsAdapter
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.workloads.base import ReplicaSpecsAdapter, value_at
 
 
 class MPIJobAdapter(ReplicaSpecsAdapter):
@@ -14,6 +17,11 @@ class MPIJobAdapter(ReplicaSpecsAdapter):
     kind = "MPIJob"
     plural = "mpijobs"
     replica_specs_field = "mpiReplicaSpecs"
+
+    def pod_owners(self, obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+        """The MPI Operator v2 owns the workers itself and runs the launcher as a Job ``<name>-launcher``."""
+        name = value_at(obj, "metadata", "name")
+        return ((self.kind, name), ("Job", f"{name}-launcher")) if isinstance(name, str) else ()
 
 
 ADAPTERS = (MPIJobAdapter(),)

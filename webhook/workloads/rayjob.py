@@ -71,6 +71,11 @@ class RayJobAdapter(SpecSuspendAdapter):
             "when it finishes, and the queue holds every job suspended until its quota allows"
         ]
 
+    def pod_owners(self, obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+        """A RayJob's pods belong to the RayCluster it created (``status.rayClusterName``)."""
+        cluster = value_at(obj, "status", "rayClusterName")
+        return (("RayCluster", cluster),) if isinstance(cluster, str) and cluster else ()
+
     def is_finished(self, obj: Mapping[str, Any]) -> bool:
         status = value_at(obj, "status", "jobDeploymentStatus")
         return status in ("Complete", "Failed")

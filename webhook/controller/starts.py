@@ -1,0 +1,209 @@
+"""Watching released jobs start: the pods of managed namespaces, indexed by owner, and the per-pass check.
+
+The controller watches the pods the webhook tagged with a quota (label selector on the quota label), keeps a
+slim copy of each (:func:`pod_slim`), and indexes them by their controller owner (:class:`PodIndex`). Each
+pass, :func:`check_starts` asks the core (:func:`webhook.core.startup.start_verdict`) about every released
+job that has not been seen started in its current admission: started, still waiting (until when), or failed
+(with the reason its pods give). The rules are in docs/start-timeout.md.
+
+What "seen started" means is remembered per admission id (the record's ``id``), in memory: after a restart
+a released job whose pods all run is seen started again at once; one whose pods do not all run and whose
+admission is older than the timeout fails its start then (a gang that lost a pod while the controller was
+down is a broken gang all the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.controller.model import TrackedJob
+from webhook.core.startup import PodState, StartStatus, StartVerdict, start_verdict
+from webhook.core.workload import Phase
+from webhook.kube.cache import RELIST, CacheEvent, WatchCache
+from webhook.kube.client import JSON
+
+OwnerKey = tuple[str, str, str]
+"""``(namespace, owner kind, owner name)``."""
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def pod_slim(pod: Mapping[str, Any]) -> JSON:
+    """What the start check reads of a pod: identity, controller owner, phase, the scheduler's refusal and the
+    first container waiting reason."""
+    metadata = _mapping(pod.get("metadata"))
+    status = _mapping(pod.get("status"))
+    owners = [
+        {"kind": ref.get("kind"), "name": ref.get("name")}
+        for ref in metadata.get("ownerReferences") or ()
+        if isinstance(ref, Mapping) and ref.get("controller") is True
+    ]
+    unschedulable = ""
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled" and (
+            condition.get("status") == "False"
+        ):
+            unschedulable = str(condition.get("message") or condition.get("reason") or "Unschedulable")
+    reason = message = ""
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for container in status.get(key) or ():
+            waiting = _mapping(_mapping(_mapping(container).get("state")).get("waiting"))
+            if waiting.get("reason") and not reason:
+                reason, message = str(waiting.get("reason")), str(waiting.get("message") or "")
+    slim: JSON = {
+        "metadata": {
+            "name": metadata.get("name"),
+            "namespace": metadata.get("namespace"),
+            "resourceVersion": metadata.get("resourceVersion"),
+            "ownerReferences": owners,
+        },
+        "status": {"phase": status.get("phase") or "Pending"},
+    }
+    if metadata.get("deletionTimestamp"):
+        slim["metadata"]["deletionTimestamp"] = metadata["deletionTimestamp"]
+    if unschedulable:
+        slim["status"]["unschedulable"] = unschedulable[:500]
+    if reason:
+        slim["status"]["waiting"] = {"reason": reason, "message": message[:500]}
+    return slim
+
+
+def pod_state(slim: Mapping[str, Any]) -> PodState:
+    metadata = _mapping(slim.get("metadata"))
+    status = _mapping(slim.get("status"))
+    waiting = _mapping(status.get("waiting"))
+    return PodState(
+        name=str(metadata.get("name") or ""),
+        phase=str(status.get("phase") or "Pending"),
+        unschedulable=str(status.get("unschedulable") or ""),
+        container_reason=str(waiting.get("reason") or ""),
+        container_message=str(waiting.get("message") or ""),
+        deleting=bool(metadata.get("deletionTimestamp")),
+    )
+
+
+def _owner_key(slim: Mapping[str, Any]) -> OwnerKey | None:
+    metadata = _mapping(slim.get("metadata"))
+    owners = metadata.get("ownerReferences") or ()
+    for ref in owners:
+        if isinstance(ref, Mapping) and ref.get("kind") and ref.get("name"):
+            return str(metadata.get("namespace") or ""), str(ref["kind"]), str(ref["name"])
+    return None
+
+
+class PodIndex:
+    """The pods of the pod cache by their controller owner, kept up to date by the cache's listener."""
+
+    def __init__(self) -> None:
+        self._by_owner: dict[OwnerKey, dict[str, PodState]] = {}
+        self._owner_of: dict[tuple[str, str], OwnerKey] = {}
+        self.changed: set[OwnerKey] = set()
+        """Owners whose pods changed since the controller last looked (it clears the set)."""
+
+    def listener(self, cache: WatchCache, event: CacheEvent) -> None:
+        """For :meth:`WatchCache.add_listener`."""
+        if event.type == RELIST:
+            self._by_owner.clear()
+            self._owner_of.clear()
+            for obj in cache.items():
+                self._put(obj)
+            self.changed.update(self._by_owner)
+            return
+        changed = event.obj
+        if changed is None:
+            return
+        if event.type == "DELETED":
+            self._drop(changed)
+        else:
+            self._put(changed)
+
+    def _put(self, obj: Mapping[str, Any]) -> None:
+        self._drop(obj)
+        owner = _owner_key(obj)
+        if owner is None:
+            return
+        state = pod_state(obj)
+        self._by_owner.setdefault(owner, {})[state.name] = state
+        self._owner_of[(owner[0], state.name)] = owner
+        self.changed.add(owner)
+
+    def _drop(self, obj: Mapping[str, Any]) -> None:
+        metadata = _mapping(obj.get("metadata"))
+        key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+        owner = self._owner_of.pop(key, None)
+        if owner is None:
+            return
+        pods = self._by_owner.get(owner)
+        if pods is not None:
+            pods.pop(key[1], None)
+            if not pods:
+                del self._by_owner[owner]
+        self.changed.add(owner)
+
+    def pods_of(self, job: TrackedJob) -> list[PodState]:
+        """The current pods of ``job`` (by the owners its adapter names)."""
+        namespace = job.workload.key.namespace
+        return [
+            pod
+            for kind, name in job.adapter.pod_owners(job.obj)
+            for pod in self._by_owner.get((namespace, kind, name), {}).values()
+        ]
+
+
+@dataclass(slots=True)
+class StartChecks:
+    """What one pass's start check found."""
+
+    failed: list[tuple[TrackedJob, StartVerdict]] = field(default_factory=list)
+    """Released jobs that failed to start: to back off."""
+    started_with_note: list[TrackedJob] = field(default_factory=list)
+    """Started jobs that still carry a backoff note: to clear."""
+    next_deadline: float | None = None
+    """The earliest time a waiting job fails its start (for the controller's timer)."""
+    awaiting: set[OwnerKey] = field(default_factory=set)
+    """The pod owners of the jobs still waiting to start (a change of their pods asks for a pass)."""
+
+
+def check_starts(
+    jobs: Iterable[TrackedJob], pods: PodIndex, started: set[str], *, now: float, timeout: float
+) -> StartChecks:
+    """Check every released job not yet seen started in its admission (ids in ``started``, which this adds
+    to). Pods and Pod-kind jobs that cannot be held again are not checked (nothing can hold them back)."""
+    out = StartChecks()
+    for job in jobs:
+        record = job.record
+        workload = job.workload
+        if workload.phase is not Phase.ADMITTED or record is None or not job.evictable:
+            continue
+        if record.id and record.id in started:
+            if job.backoff is not None:
+                out.started_with_note.append(job)
+            continue
+        expected = sum(pod_set.count for pod_set in workload.pod_sets)
+        admitted_at = record.admitted_at or workload.admitted_at or workload.created
+        verdict = start_verdict(
+            expected,
+            pods.pods_of(job),
+            gang=job.adapter.needs_all_pods(job.obj),
+            admitted_at=admitted_at,
+            now=now,
+            timeout=timeout,
+        )
+        if verdict.status is StartStatus.STARTED:
+            if record.id:
+                started.add(record.id)
+            if job.backoff is not None:
+                out.started_with_note.append(job)
+        elif verdict.status is StartStatus.FAILED:
+            out.failed.append((job, verdict))
+        else:
+            out.awaiting.update((workload.key.namespace, kind, name) for kind, name in job.adapter.pod_owners(job.obj))
+            if verdict.deadline is not None:
+                out.next_deadline = verdict.deadline if out.next_deadline is None else min(
+                    out.next_deadline, verdict.deadline
+                )
+    return out
