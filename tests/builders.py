@@ -23,6 +23,7 @@ from webhook.core.workload import Phase, PodSet, Workload, WorkloadKey
 
 __all__ = [
     "SEED_TREE_SPEC",
+    "batch_job_object",
     "job",
     "node",
     "res",
@@ -178,3 +179,42 @@ def job(
         phase=phase,
         admitted_at=admitted_at,
     )
+
+
+def batch_job_object(
+    name: str,
+    namespace: str = "user-a",
+    *,
+    pods: int = 1,
+    completions: int | None = None,
+    cpu: int = 10,
+    created: str = "2024-04-08T02:00:00Z",
+    admitted_at: str | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A batch/v1 Job as the API returns it: held, or released with an admission record (id ``name``) when
+    ``admitted_at`` is given. ``completions`` defaults to ``pods`` (a Job that runs all its pods at once)."""
+    notes = dict(annotations or {})
+    if admitted_at is not None:
+        notes["kube-queue.x-k8s.io/admission"] = (
+            f'{{"quota":"root/x","request":{{}},"admittedAt":"{admitted_at}","id":"{name}"}}'
+        )
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{namespace}-{name}",
+            "resourceVersion": "7",
+            "creationTimestamp": created,
+            "annotations": notes,
+        },
+        "spec": {
+            "suspend": admitted_at is None,
+            "parallelism": pods,
+            "completions": pods if completions is None else completions,
+            "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}]}},
+        },
+        "status": {},
+    }

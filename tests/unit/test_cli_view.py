@@ -158,3 +158,33 @@ def test_an_evicted_job_is_queuing_with_its_note() -> None:
     (only,) = job_views(_snapshot([job]))
     assert only.status == QUEUING
     assert only.eviction is not None and only.eviction["by"] == "Job/b/x"
+
+
+def _backoff_job(gave_up: bool, retry_at: float, edited: bool = False) -> dict[str, Any]:
+    from webhook.core.startup import BackoffNote  # noqa: PLC0415
+
+    job = batch_job("stuck", "a1", leaf="A", suspended=True)
+    note = BackoffNote(attempts=2, reason="pod stuck-x cannot be scheduled: 0/4 nodes are available",
+                       category="Unschedulable", retry_at=retry_at, failed_at=900.0,
+                       spec=records.spec_fingerprint(job), gave_up=gave_up)
+    job["metadata"]["annotations"][records.BACKOFF_ANNOTATION] = records.encode_backoff(note)
+    if edited:
+        job["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    return job
+
+
+def test_a_job_that_did_not_start_is_in_backoff_until_its_retry_and_why_says_why() -> None:
+    from webhook.cli.why import explain_backoff  # noqa: PLC0415
+
+    (waiting,) = job_views(_snapshot([_backoff_job(False, retry_at=1120.0)]))
+    assert waiting.status == view.BACKOFF
+    text = explain_backoff(waiting, 1000.0, 200)
+    assert "Why it did not start (Unschedulable): pod stuck-x cannot be scheduled" in text
+    assert "2 failed starts so far; it queues again at its original place at 1970-01-01T00:18:40Z (in 2m)" in text
+    (due,) = job_views(_snapshot([_backoff_job(False, retry_at=999.0)]))
+    assert due.status == QUEUING
+    (quit_,) = job_views(_snapshot([_backoff_job(True, retry_at=0.0)]))
+    assert quit_.status == view.BACKOFF
+    assert "gave up after 2 failed starts (GaveUp)" in explain_backoff(quit_, 1000.0, 200)
+    (edited,) = job_views(_snapshot([_backoff_job(True, retry_at=0.0, edited=True)]))
+    assert edited.status == QUEUING and edited.backoff is None

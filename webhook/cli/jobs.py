@@ -1,6 +1,7 @@
 """``kq list``, ``kq get JOB``, ``kq delete JOB``: the developer's jobs, their status and queue position.
 
-Status: QUEUING (held by the queue: suspended, not admitted), PENDING (admitted, not every pod running),
+Status: QUEUING (held by the queue: suspended, not admitted), BACKOFF (released, did not start within the
+start timeout, held again until its retry time), PENDING (admitted, not every pod running),
 RUNNING, SUCCEEDED, FAILED (and SUSPENDED for a job held in a namespace kube-queue does not manage).
 QUEUE is the job's leaf quota (each leaf quota is one queue, whatever the namespaces of its jobs) and
 POSITION its 1-based place in that queue: from the Queue's ``status.queueItemDetails`` when current, else
@@ -221,6 +222,9 @@ def _status_line(view: JobView) -> str:
         return f"QUEUING, position {view.position} in quota {view.quota}"
     if view.status == "QUEUING" and view.eviction:
         return "QUEUING (evicted by reclaim, back in its queue)"
+    if view.status == "BACKOFF" and view.backoff is not None:
+        note = view.backoff
+        return f"BACKOFF ({'gave up' if note.gave_up else 'retrying'} after {note.attempts} failed start(s))"
     return view.status
 
 
@@ -263,6 +267,8 @@ def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Mapping[str
     if view.eviction:
         by = view.eviction.get("by")
         field("Evicted", f"{view.eviction.get('reason', '')}" + (f" (for {by})" if by else ""))
+    if view.backoff is not None:
+        field("Backoff", f"{view.backoff.category}: {view.backoff.reason} (attempt {view.backoff.attempts})")
     if view.pods:
         from webhook.cli.output import Column  # noqa: PLC0415
         from webhook.cli.view import created_of, name_of  # noqa: PLC0415
@@ -411,8 +417,9 @@ def register(subparsers: Any) -> None:
     parser = subparser(
         subparsers,
         "list",
-        "list jobs with status (QUEUING/PENDING/RUNNING/SUCCEEDED/FAILED) and queue position",
-        "List the jobs of a namespace: QUEUING = held by the queue, PENDING = admitted but not every pod runs, "
+        "list jobs with status (QUEUING/BACKOFF/PENDING/RUNNING/SUCCEEDED/FAILED) and queue position",
+        "List the jobs of a namespace: QUEUING = held by the queue, BACKOFF = released but did not start in time, "
+        "held again until its retry, PENDING = admitted but not every pod runs, "
         "RUNNING, SUCCEEDED, FAILED. QUEUE is the job's quota; POSITION its place in that quota's queue.",
         ["kq list", "kq list -A", "kq list -n user-a -o wide", "kq list --status QUEUING -o json", "kq list --watch"],
         aliases=["ls"],

@@ -2,7 +2,7 @@
 
 A :class:`Snapshot` holds raw objects (the tree, Queues, jobs of every served kind, their pods, events,
 PriorityClasses); :func:`job_views` turns it into one :class:`JobView` per job with its status
-(QUEUING / PENDING / RUNNING / SUCCEEDED / FAILED), quota, queue and position; :func:`explain_wait` answers
+(QUEUING / BACKOFF / PENDING / RUNNING / SUCCEEDED / FAILED), quota, queue and position; :func:`explain_wait` answers
 "why does my job wait" with the decision core itself (:func:`webhook.core.queueing.admission_pass`,
 :func:`webhook.core.fit.check_fit` blockers, :func:`webhook.core.reclaim.explain_reclaim`); and
 :func:`quota_usage` gives each quota node's usage for ``kq top quota``.
@@ -30,7 +30,9 @@ from webhook.controller.records import (
     STRICT_MARK_ANNOTATION,
     AdmissionRecord,
     parse_time,
+    read_backoff,
     read_record,
+    spec_fingerprint,
 )
 from webhook.core.fit import Blocker, FitResult, validate_rate
 from webhook.core.ledger import build_ledger, status_tree
@@ -38,6 +40,7 @@ from webhook.core.queueing import Policy, admission_pass, positions_only
 from webhook.core.quota import QuotaNode, QuotaTree, QuotaTreeError, parse_tree, queue_name
 from webhook.core.reclaim import explain_reclaim
 from webhook.core.resources import EMPTY, ResourceError, Resources
+from webhook.core.startup import BackoffNote, BackoffState, backoff_state
 from webhook.core.workload import Phase, Workload, WorkloadError, WorkloadKey
 from webhook.workloads.base import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, Adapter, value_at
 from webhook.workloads.registry import all_adapters
@@ -49,6 +52,8 @@ RATE_ANNOTATIONS = ("kube-queue.x-k8s.io/oversell-rate", "kube-queue/oversell-ra
 DEFAULT_RATE = Fraction(2)
 
 QUEUING, PENDING, RUNNING, SUCCEEDED, FAILED = "QUEUING", "PENDING", "RUNNING", "SUCCEEDED", "FAILED"
+BACKOFF = "BACKOFF"
+"""Held again after it did not start in time; waits for its retry time (or gave up): docs/start-timeout.md."""
 SUSPENDED = "SUSPENDED"
 """Suspended in a namespace kube-queue does not manage: nothing will release it."""
 
@@ -198,6 +203,8 @@ class JobView:
     position: int | None = None
     position_source: str = ""
     """``status`` (the Queue's status) or ``computed`` (core queue order over the waiting jobs)."""
+    backoff: BackoffNote | None = None
+    """Its backoff note when it failed to start in time and the note still applies (same spec)."""
 
     @property
     def adapter(self) -> Adapter:
@@ -329,6 +336,14 @@ def job_views(snapshot: Snapshot) -> list[JobView]:
                 size_error = str(error)
         quota = leaf.full_name if leaf is not None else annotations_of(obj).get(QUOTA_FULLNAME_ANNOTATION)
         leaf_name = leaf.name if leaf is not None else (str(label) if label else None)
+        status = job_status(adapter, obj, managed, running, expected)
+        note = read_backoff(obj)
+        if note is not None and note.spec != spec_fingerprint(obj):
+            note = None
+        if status == QUEUING and backoff_state(note, note.spec if note else "", snapshot.now) in (
+            BackoffState.WAITING, BackoffState.GAVE_UP
+        ):
+            status = BACKOFF
         views.append(
             JobView(
                 source=source,
@@ -336,7 +351,7 @@ def job_views(snapshot: Snapshot) -> list[JobView]:
                 name=name,
                 namespace=namespace,
                 created=created_of(obj),
-                status=job_status(adapter, obj, managed, running, expected),
+                status=status,
                 leaf=leaf,
                 quota=str(quota) if quota else None,
                 queue=queue_name(leaf_name, namespace) if leaf_name and managed else None,
@@ -344,6 +359,7 @@ def job_views(snapshot: Snapshot) -> list[JobView]:
                 size_error=size_error,
                 record=read_record(obj),
                 eviction=read_eviction(obj),
+                backoff=note,
                 pods=tuple(pods),
                 running=running,
                 expected=expected,

@@ -1,6 +1,7 @@
 """``kq why JOB``: the exact reason a job waits, computed with the decision core from a snapshot.
 
-For a QUEUING job: the controller's admission pass is run on the snapshot (the tree, every job's admission
+For a job in BACKOFF (it did not start in time): why, how many attempts, when it retries. For a QUEUING
+job: the controller's admission pass is run on the snapshot (the tree, every job's admission
 record, the Queues' policies, the oversell rate), which gives the job's position, every quota level and
 resource that blocks it (request, used, limit and the shortfall), who is ahead of it, and whether reclaim
 could make room. Other states get a plain answer: admitted but pods pending (with the scheduler's reason),
@@ -195,6 +196,28 @@ def _pending_reasons(view: JobView) -> list[tuple[int, str]]:
     return sorted(((n, why) for why, n in counts.items()), key=lambda item: -item[0])
 
 
+def explain_backoff(view: JobView, now: float, width: int) -> str:
+    """The answer for a job in BACKOFF: it was released, its pods did not run in time, it was held again."""
+    from webhook.cli.output import human_age, wrap  # noqa: PLC0415
+    from webhook.controller.records import rfc3339_seconds  # noqa: PLC0415
+
+    note = view.backoff
+    assert note is not None
+    lines = [wrap(f"{_who(view)} is in BACKOFF in quota {view.quota} (queue kube-queue/{view.queue}): it was "
+                  f"released, but its pods did not run within the start timeout, so it was held again and its "
+                  f"quota went to the jobs behind it.", 2, width)]
+    lines.append(wrap(f"Why it did not start ({note.category}): {note.reason}", 2, width))
+    tries = f"{note.attempts} failed start{'s' if note.attempts != 1 else ''}"
+    if note.gave_up:
+        lines.append(wrap(f"It gave up after {tries} (GaveUp): it stays held until you change it (fix what the "
+                          "reason says, e.g. its nodeSelector, image or size) or delete and resubmit it.", 2, width))
+    else:
+        lines.append(wrap(f"{tries} so far; it queues again at its original place at "
+                          f"{rfc3339_seconds(note.retry_at)} (in {human_age(max(0.0, note.retry_at - now))}). "
+                          "Changing the job starts it afresh.", 2, width))
+    return "\n".join(lines)
+
+
 def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> str:
     """The answer for a job that does not wait in a queue (or whose quota cannot be read)."""
     from webhook.cli.output import age, describe, wrap  # noqa: PLC0415
@@ -262,11 +285,13 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
 
 def _why(ctx: Ctx, args: argparse.Namespace) -> int:
     from webhook.cli.jobs import find_job  # noqa: PLC0415
-    from webhook.cli.view import QUEUING, explain_wait, oversell_rate  # noqa: PLC0415
+    from webhook.cli.view import BACKOFF, QUEUING, explain_wait, oversell_rate  # noqa: PLC0415
 
     snapshot, views, view = find_job(ctx, args.job, complete=True, with_events=True)
     now = ctx.now()
-    if view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
+    if view.status == BACKOFF and view.backoff is not None:
+        ctx.print(explain_backoff(view, now, ctx.width))
+    elif view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
         rate, source = oversell_rate(args.oversellrate, snapshot.tree_obj, snapshot.queues, snapshot.events, now)
         report = explain_wait(snapshot, views, view, rate, source)
         ctx.print(explain_queuing(report, snapshot.events, now, ctx.width))
