@@ -50,6 +50,8 @@ class State(Enum):
     PENDING = "Pending"
     """Admitted, but its pods cannot all run yet (pod-level quota or node capacity)."""
     RUNNING = "Running"
+    BACKOFF = "Backoff"
+    """Released but did not start within the start timeout: held again until its retry time (or gave up)."""
     FINISHED = "Finished"
 
 
@@ -76,6 +78,9 @@ class SimJob:
     """Bumped on every eviction, so a stale completion event is ignored."""
     placement: Placement | None = None
     pending_reason: str = ""
+    never_starts: bool = False
+    """Its pods never run (the scenario says so): the start timeout holds it again."""
+    failed_starts: int = 0
     handle: Any = None
     """The decision path's own view of the job, cached until :attr:`workload` changes (``None`` then)."""
 
@@ -226,7 +231,7 @@ class SimResult:
     events: int = 0
 
 
-_FINISH, _SUBMIT = 0, 1
+_FINISH, _SUBMIT, _TIMEOUT, _RETRY = 0, 1, 2, 3
 
 
 def seconds(micros: int) -> float:
@@ -288,6 +293,10 @@ class Simulator:
                 if kind == _SUBMIT:
                     self._submit(index, at)
                     changed = True
+                elif kind == _TIMEOUT:
+                    changed = self._start_timed_out(index, generation, at) or changed
+                elif kind == _RETRY:
+                    changed = self._retry(index, generation, at) or changed
                 else:
                     changed = self._finish(index, generation, at) or changed
             if changed:
@@ -318,7 +327,7 @@ class Simulator:
             workload, created=seconds(at), uid=f"sim-{index}", phase=Phase.QUEUED, admitted_at=None
         )
         job = SimJob(index=index, adapter=submission.adapter, obj=submission.obj, leaf=leaf, workload=workload,
-                     submitted=at, run_for=submission.run_for)
+                     submitted=at, run_for=submission.run_for, never_starts=submission.never_starts)
         self.jobs[index] = job
         self.by_key[workload.key] = job
         self.active[index] = job
@@ -389,6 +398,43 @@ class Simulator:
         self.meter.admit(job.workload)
         self.pending[job.index] = job
         self._log(at, job, "admit", reason)
+        if job.never_starts and self.scenario.start_timeout > 0:
+            self._push(at + self.scenario.start_timeout, _TIMEOUT, job.index, job.generation)
+
+    def _start_timed_out(self, index: int, generation: int, at: int) -> bool:
+        """A released job still not running at its start deadline is held again and waits for its retry."""
+        job = self.jobs[index]
+        if job is None or job.generation != generation or job.state is not State.PENDING:
+            return False
+        self.pending.pop(index, None)
+        self.meter.admit(job.workload, -1)
+        job.workload = dataclasses.replace(job.workload, phase=Phase.QUEUED, admitted_at=None)
+        job.handle = None
+        job.state = State.BACKOFF
+        job.admitted = None
+        job.generation += 1
+        job.failed_starts += 1
+        del self.active[index]
+        policy = self.scenario.backoff
+        timeout = seconds(self.scenario.start_timeout)
+        if policy.limit and job.failed_starts >= policy.limit:
+            self._log(at, job, "backoff", f"did not start within {timeout:g}s; gave up after {job.failed_starts}")
+            return True
+        delay = int(policy.delay(job.failed_starts) * MICROS)
+        self._push(at + delay, _RETRY, index, job.generation)
+        self._log(at, job, "backoff", f"did not start within {timeout:g}s (attempt {job.failed_starts}); "
+                  f"retries in {seconds(delay):g}s, its quota goes to the jobs behind it")
+        return True
+
+    def _retry(self, index: int, generation: int, at: int) -> bool:
+        job = self.jobs[index]
+        if job is None or job.generation != generation or job.state is not State.BACKOFF:
+            return False
+        job.state = State.QUEUED
+        self.active[index] = job
+        self._queued_now.append(job)
+        self._log(at, job, "retry", "back in its queue at its original place")
+        return True
 
     def _evict(self, job: SimJob, at: int, reason: str) -> None:
         self._stop(job)
@@ -420,6 +466,11 @@ class Simulator:
             key=lambda job: (-job.workload.priority, job.admitted or 0, job.key.namespace, job.key.name),
         )
         for job in order:
+            if job.never_starts:
+                if not job.pending_reason:
+                    job.pending_reason = "its pods never start (the scenario says so)"
+                    self._log(at, job, "pending", job.pending_reason)
+                continue
             blocker = pod_quota_blocker(self.tree, self.meter.running, job.workload)
             placement: Placement | None = None
             if blocker is None and self.pool.modelled:

@@ -101,6 +101,8 @@ def _quota(result: SimResult, node: QuotaNode, jobs: Iterable[SimJob]) -> dict[s
         "running": sum(1 for job in members if job.state is State.RUNNING),
         "pending": sum(1 for job in members if job.state is State.PENDING),
         "waiting": sum(1 for job in members if job.state is State.QUEUED),
+        "backoff": sum(1 for job in members if job.state is State.BACKOFF),
+        "failed_starts": sum(job.failed_starts for job in members),
         "wait": wait_stats(waits),
         "never_admitted": len(never),
         "waiting_longest": max(never) if never else None,
@@ -129,6 +131,7 @@ def _job(result: SimResult, job: SimJob) -> dict[str, Any]:
         "wait": None if job.wait is None else seconds(job.wait),
         "admissions": job.admissions,
         "evictions": job.evictions,
+        "failed_starts": job.failed_starts,
         "labels": dict((job.obj.get("metadata") or {}).get("labels") or {}),
     }
 
@@ -253,11 +256,12 @@ def to_text(result: SimResult, *, timeline: bool = False) -> str:
                          _pct(figures["min_utilisation"]), _pct(figures["max_utilisation"]),
                          _amount(name, figures["borrowed_mean"]), _amount(name, figures["borrowed_peak"])])
     lines += _table(header, rows)
-    waiting = [job for job in data["jobs"] if job["state"] in ("Queued", "Pending")]
+    waiting = [job for job in data["jobs"] if job["state"] in ("Queued", "Pending", "Backoff")]
     if waiting:
         lines += ["", f"waiting at the end ({len(waiting)}):"]
         for job in waiting[:50]:
-            where = f"position {job['position']}" if job["state"] == "Queued" else "pending (admitted)"
+            where = {"Queued": f"position {job['position']}", "Backoff": "in backoff (did not start in time)"}.get(
+                job["state"], "pending (admitted)")
             lines.append(f"  {job['job']}  {job['quota']}  {where}: {job['reason'] or '-'}")
         if len(waiting) > 50:
             lines.append(f"  ... and {len(waiting) - 50} more (-o json lists every job)")

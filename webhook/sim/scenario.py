@@ -11,7 +11,8 @@ A scenario is one YAML file, usually of several documents (``---``). Every docum
 * any job kind the workload adapters know (batch ``Job``, ``PyTorchJob``, ``TFJob``, ``MPIJob``, ``RayJob``,
   ``Pod``): one submission, timed by its annotations ``sim.kube-queue.io/submit-at`` (default ``0s``),
   ``sim.kube-queue.io/run-for`` (default: runs until the end), ``sim.kube-queue.io/count`` (default 1) and
-  ``sim.kube-queue.io/every`` (spacing of the copies, default ``0s``).
+  ``sim.kube-queue.io/every`` (spacing of the copies, default ``0s``) and ``sim.kube-queue.io/never-starts``
+  (``"true"``: its pods never run, so the start timeout backs it off).
 
 Durations are Go-style (``1h2m3.5s``, ``200ms``, ``90s``, ``1d``) or bare numbers of seconds; ``forever`` (or no
 ``run-for``) means the job runs until the end of the simulation. Internally time is an integer count of
@@ -36,6 +37,7 @@ import yaml
 from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree, queue_name
 from webhook.core.resources import ResourceError, Resources
+from webhook.core.startup import BackoffPolicy
 from webhook.workloads.base import Adapter
 from webhook.workloads.registry import adapter_for
 
@@ -45,7 +47,11 @@ SUBMIT_AT_ANNOTATION = f"{SIM_GROUP}/submit-at"
 RUN_FOR_ANNOTATION = f"{SIM_GROUP}/run-for"
 COUNT_ANNOTATION = f"{SIM_GROUP}/count"
 EVERY_ANNOTATION = f"{SIM_GROUP}/every"
-SIM_ANNOTATIONS = (SUBMIT_AT_ANNOTATION, RUN_FOR_ANNOTATION, COUNT_ANNOTATION, EVERY_ANNOTATION)
+NEVER_STARTS_ANNOTATION = f"{SIM_GROUP}/never-starts"
+"""``"true"``: the job's pods can never run (a nodeSelector no node has, an image that cannot be pulled...):
+once released it is held again after the start timeout and retries with backoff (docs/start-timeout.md)."""
+SIM_ANNOTATIONS = (SUBMIT_AT_ANNOTATION, RUN_FOR_ANNOTATION, COUNT_ANNOTATION, EVERY_ANNOTATION,
+                   NEVER_STARTS_ANNOTATION)
 
 MICROS = 1_000_000
 """Microseconds in a second: the virtual clock's unit."""
@@ -138,6 +144,8 @@ class Submission:
     """Key of the leaf quota holding the job's namespace."""
     source: str
     """Where it came from (``file.yaml#3``, copy 2 of 5) for messages."""
+    never_starts: bool = False
+    """Its pods never run once released (the start timeout holds it again)."""
 
     @property
     def name(self) -> str:
@@ -166,6 +174,10 @@ class Scenario:
     until: int | None = None
     """End of the virtual clock in microseconds (``None``: when the last event happened)."""
     description: str = ""
+    start_timeout: int = 300 * MICROS
+    """The controller's ``--start-timeout`` in microseconds (0: off)."""
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+    """The controller's ``--backoff-base``, ``--backoff-max`` and ``--backoff-limit``."""
 
     def with_settings(
         self,
@@ -186,6 +198,8 @@ class Scenario:
             nodes=self.nodes,
             until=self.until if until is None else until,
             description=self.description,
+            start_timeout=self.start_timeout,
+            backoff=self.backoff,
         )
 
 
@@ -251,8 +265,8 @@ def scenario_from_objects(objects: Sequence[Mapping[str, Any]], name: str = "sce
 # Parsing ----------------------------------------------------------------------------------------------------
 
 _SCENARIO_FIELDS = {"oversellrate", "strictPriority", "queuePolicy", "queuePolicies", "until", "nodes", "include",
-                    "jobs", "description"}
-_JOB_FIELDS = {"file", "manifest", "at", "runFor", "count", "every"}
+                    "jobs", "description", "startTimeout", "backoffBase", "backoffMax", "backoffLimit"}
+_JOB_FIELDS = {"file", "manifest", "at", "runFor", "count", "every", "neverStarts"}
 
 
 def _kind(body: Mapping[str, Any]) -> tuple[str, str]:
@@ -333,6 +347,15 @@ class _JobEntry:
     run_for: int | None
     count: int
     every: int
+    never_starts: bool = False
+
+
+def _flag(value: object, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ScenarioError(f"{where}: expected true or false, got {value!r}")
 
 
 def _entry_from_manifest(body: Mapping[str, Any], where: str, overrides: Mapping[str, Any]) -> _JobEntry:
@@ -350,6 +373,7 @@ def _entry_from_manifest(body: Mapping[str, Any], where: str, overrides: Mapping
         run_for=parse_run_for(pick("runFor", RUN_FOR_ANNOTATION, None), f"{where}: run time"),
         count=_count(pick("count", COUNT_ANNOTATION, 1), where),
         every=parse_duration(pick("every", EVERY_ANNOTATION, 0), f"{where}: every"),
+        never_starts=_flag(pick("neverStarts", NEVER_STARTS_ANNOTATION, False), f"{where}: never-starts"),
     )
 
 
@@ -370,8 +394,10 @@ def parse_scenario(docs: Sequence[_Doc], *, default_name: str, reader: Reader) -
     * ``nodes``: node shapes ``[{name: ecs, count: 4, cpu: 32, memory: 128Gi, nvidia.com/gpu: 4, pods: 110}]``
       (default: node capacity is not modelled);
     * ``include``: files (relative to this one) whose documents join the scenario;
-    * ``jobs``: submissions ``{file: jobs/pi.yaml | manifest: {...}, at: 0s, runFor: 60s, count: 1, every: 1s}``
-      (fields given here win over the manifest's ``sim.kube-queue.io/*`` annotations).
+    * ``jobs``: submissions ``{file: jobs/pi.yaml | manifest: {...}, at: 0s, runFor: 60s, count: 1, every: 1s,
+      neverStarts: false}`` (fields given here win over the manifest's ``sim.kube-queue.io/*`` annotations);
+    * ``startTimeout`` (default ``5m``, ``0`` = off), ``backoffBase`` (``1m``), ``backoffMax`` (``30m``),
+      ``backoffLimit`` (``0`` = never give up): the controller's start timeout and backoff flags.
     """
     queue_docs: list[_Doc] = []
     tree_docs: list[_Doc] = []
@@ -458,6 +484,14 @@ def parse_scenario(docs: Sequence[_Doc], *, default_name: str, reader: Reader) -
     queues = _queues(tree, settings, settings_where, queue_docs)
     submissions = _submissions(tree, entries, priority_classes)
     description = settings.get("description", "")
+    limit = settings.get("backoffLimit", 0)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ScenarioError(f"{settings_where}: backoffLimit must be a whole number >= 0, got {limit!r}")
+    backoff = BackoffPolicy(
+        base_delay=parse_duration(settings.get("backoffBase", "1m"), f"{settings_where} backoffBase") / MICROS,
+        max_delay=parse_duration(settings.get("backoffMax", "30m"), f"{settings_where} backoffMax") / MICROS,
+        limit=limit,
+    )
     return Scenario(
         name=name,
         tree=tree,
@@ -469,6 +503,8 @@ def parse_scenario(docs: Sequence[_Doc], *, default_name: str, reader: Reader) -
         nodes=_nodes(settings.get("nodes"), f"{settings_where} nodes"),
         until=None if until is None else parse_duration(until, f"{settings_where} until"),
         description=description if isinstance(description, str) else "",
+        start_timeout=parse_duration(settings.get("startTimeout", "5m"), f"{settings_where} startTimeout"),
+        backoff=backoff,
     )
 
 
@@ -480,7 +516,7 @@ def _wrapper_entries(item: object, where: str, base: Path, reader: Reader, depth
         raise ScenarioError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(_JOB_FIELDS))}")
     if ("file" in item) == ("manifest" in item):
         raise ScenarioError(f"{where}: give exactly one of file (a YAML path) and manifest (an inline object)")
-    overrides = {key: item[key] for key in ("at", "runFor", "count", "every") if key in item}
+    overrides = {key: item[key] for key in ("at", "runFor", "count", "every", "neverStarts") if key in item}
     if "manifest" in item:
         manifest = item["manifest"]
         if not isinstance(manifest, Mapping):
@@ -600,7 +636,7 @@ def _submissions(
                 raise ScenarioError(f"{source}: cannot size {adapter.kind} {namespace}/{job_name}: {error}") from None
             at = entry.at + copy_index * entry.every
             submission = Submission(at=at, run_for=entry.run_for, adapter=adapter, obj=obj, leaf=leaf.key,
-                                    source=source)
+                                    source=source, never_starts=entry.never_starts)
             out.append((at, len(out), submission))
     out.sort(key=lambda item: (item[0], item[1]))
     return tuple(submission for _, _, submission in out)
