@@ -405,3 +405,19 @@ async def test_metrics_show_depth_usage_and_admissions() -> None:
     assert sample("kube_queue_quota_used", quota="root/Department-a", resource="cpu") == 60
     assert sample("kube_queue_quota_borrowed", quota="root/Department-a", resource="cpu") == 0
     assert sample("kube_queue_quota_max", quota="root", resource="cpu") == 100
+
+
+async def test_a_queue_deleted_and_re_created_gets_its_status_again_at_once() -> None:
+    # A new Queue object of the same name has no status, whatever was last written on the old one.
+    api = seed_api()
+    api.put(JOBS, pi("pi-1"))
+    api.put(JOBS, pi("pi-2"))
+    async with driven(api, status_interval=30.0) as controller:
+        await step(api, controller, passes=2)
+        first = api.obj(QUEUES, "root-department-a-user-a", "kube-queue")
+        assert [item["name"] for item in first["status"]["queueItemDetails"]["active"]] == ["pi-2"]
+        api.remove(QUEUES, "root-department-a-user-a", "kube-queue")
+        await step(api, controller, passes=2)
+        again = api.obj(QUEUES, "root-department-a-user-a", "kube-queue")
+        assert again["metadata"]["uid"] != first["metadata"]["uid"]
+        assert [item["name"] for item in again["status"]["queueItemDetails"]["active"]] == ["pi-2"]

@@ -868,12 +868,18 @@ class Controller:
             if obj is not None:
                 await self._write_status(self.queues_ref, self.queues, obj, status)
         await self._write_status(self.trees_ref, self.trees, tree_obj, tree_status(tree, decisions))
+        live = {f"{plural}/{_name(obj)}/{_meta(obj).get('uid') or ''}" for plural, obj in (
+            *((self.queues_ref.plural, obj) for obj in queues.values()), (self.trees_ref.plural, tree_obj))}
+        for key in [key for key in self._statuses if key not in live]:
+            del self._statuses[key]
 
     async def _write_status(
         self, ref: ResourceRef, cache: WatchCache, obj: Mapping[str, Any], status: Mapping[str, Any]
     ) -> None:
         name = _name(obj)
-        memory = self._statuses.setdefault(f"{ref.plural}/{name}", _StatusMemory())
+        # Keyed by uid too: a Queue or tree deleted and re-created under the same name is a new object with no
+        # status, whatever this replica last wrote on the old one.
+        memory = self._statuses.setdefault(f"{ref.plural}/{name}/{_meta(obj).get('uid') or ''}", _StatusMemory())
         if obj.get("status") == status or memory.payload == status:
             return
         now = self._clock()
