@@ -633,3 +633,12 @@ def test_a_block_queue_that_gave_a_job_back_takes_nothing_more_in_the_same_pass(
     assert decisions.late_admissions == ()
     assert sorted((job.workload.key.name, decisions.positions[job.workload.key]) for job in decisions.waiting) == [
         ("a0b", 1), ("a1", 2), ("a2", 3)]
+
+
+def test_nothing_is_released_into_a_namespace_being_deleted() -> None:
+    t = seed_tree()
+    leaf = t.leaf_for_namespace("user-a")
+    assert leaf is not None
+    jobs = [track(JOB, builders.batch_job_object("late"), leaf, {})]
+    assert decide(t, jobs, {}, oversell_rate=Fraction(1), closing=frozenset({"user-a"})).admissions == ()
+    assert [job.workload.key.name for job in decide(t, jobs, {}, oversell_rate=Fraction(1)).admissions] == ["late"]

@@ -281,3 +281,4 @@ def test_a_job_that_gave_up_stays_until_its_spec_changes() -> None:
     fixed = decide(t, [track(JOB, obj, leaf, {})], {}, oversell_rate=Fraction(1), now=T0)
     assert [job.workload.key.name for job in fixed.admissions] == ["quitter"]
 
+

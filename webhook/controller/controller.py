@@ -593,6 +593,10 @@ class Controller:
             strict_priority=self.settings.strict_priority,
             reclaim_tries_per_quota=self.settings.reclaim_tries_per_quota,
             now=now,
+            closing=frozenset(
+                _name(obj) for obj in self._view(self.namespaces)
+                if _meta(obj).get("deletionTimestamp") or (obj.get("status") or {}).get("phase") == "Terminating"
+            ),
         )
         self._set_timer(checks, decisions, now)
         for job in decisions.stale_records:

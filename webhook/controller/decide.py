@@ -391,11 +391,14 @@ class _Snapshot:
     backoff: list[TrackedJob]
 
 
-def _snapshot(tree: QuotaTree, jobs: Iterable[TrackedJob], now: float) -> _Snapshot:
+def _snapshot(
+    tree: QuotaTree, jobs: Iterable[TrackedJob], now: float, closing: frozenset[str] = frozenset()
+) -> _Snapshot:
     """Sort the jobs out, and their :func:`build_ledger`, summed per quota and phase first (one summed
     workload per quota and phase instead of one per job: the same ledger, a fraction of the work at depth).
     Jobs of quotas that are not in the tree are passed as they are, so :attr:`Ledger.unknown` lists them.
-    A held job in backoff (before its retry time, or given up) counts as requested but does not wait."""
+    A held job in backoff (before its retry time, or given up) counts as requested but does not wait; nor does
+    a held job of a namespace being deleted (``closing``): nothing is released into it."""
     by_id: dict[int, TrackedJob] = {}
     waiting: list[Workload] = []
     backoff: list[TrackedJob] = []
@@ -412,7 +415,7 @@ def _snapshot(tree: QuotaTree, jobs: Iterable[TrackedJob], now: float) -> _Snaps
         if phase is Phase.QUEUED:
             if job.backoff is not None and job.backoff_state(now) in (BackoffState.WAITING, BackoffState.GAVE_UP):
                 backoff.append(job)
-            else:
+            elif workload.key.namespace not in closing:
                 waiting.append(workload)
             if job.record is not None:
                 stale.append(job)
@@ -454,11 +457,13 @@ def decide(
     reclaim_tries_per_quota: int = 16,
     reclaim_budget: int | None = RECLAIM_BUDGET,
     now: float = 0.0,
+    closing: frozenset[str] = frozenset(),
 ) -> Decisions:
     """Admit, reclaim and place every job of the tree (see the module's steps). Nothing is written here.
-    ``now`` (seconds since the epoch) decides which jobs in backoff may queue again."""
+    ``now`` (seconds since the epoch) decides which jobs in backoff may queue again; no job of the namespaces
+    in ``closing`` (being deleted) is admitted."""
     rate = validate_rate(oversell_rate)
-    snapshot = _snapshot(tree, jobs, now)
+    snapshot = _snapshot(tree, jobs, now, closing)
     by_id, admitted, ledger = snapshot.by_id, snapshot.admitted, snapshot.ledger
     policies = leaf_policies(tree, queues, strict_priority)
     result = admission_pass(tree, ledger.used_view(), snapshot.waiting, policies, rate)
