@@ -83,6 +83,7 @@ def caches(controller: Controller) -> list[WatchCache]:
         controller.queues,
         controller.namespaces,
         controller.priority_classes,
+        controller.pods,
         *(cache for _, _, cache in controller.job_caches.values()),
     ]
 
@@ -93,8 +94,14 @@ async def catch_up(api: FakeApi, controller: Controller) -> None:
         behind = False
         for cache in caches(controller):
             source: Any = cache.source
+            source = getattr(source, "inner", source)  # a slim cache's underlying source
             kind = (source.ref.group, source.ref.version, source.ref.plural)
-            newest = max((version for version, changed, _, _ in api.log if changed == kind), default=0)
+            selector = getattr(source, "label_selector", None)
+            newest = max(
+                (version for version, changed, _, obj in api.log
+                 if changed == kind and api._selected(source.ref, obj, selector)),
+                default=0,
+            )
             if int(cache.resource_version or 0) < newest:
                 behind = True
         if not behind:
@@ -108,7 +115,7 @@ async def driven(api: FakeApi, **overrides: Any) -> AsyncIterator[Controller]:
     """A controller whose caches run but whose passes the test drives with ``reconcile()``."""
     controller = Controller(api, settings(**overrides))
     await controller.discover()
-    tasks = [asyncio.ensure_future(cache.run()) for cache in caches(controller)[:4]]
+    tasks = [asyncio.ensure_future(cache.run()) for cache in caches(controller)[:5]]
     tasks.append(asyncio.ensure_future(controller.events.run()))
     try:
         await asyncio.gather(*(cache.synced.wait() for cache in caches(controller)))
@@ -421,3 +428,51 @@ async def test_a_queue_deleted_and_re_created_gets_its_status_again_at_once() ->
         again = api.obj(QUEUES, "root-department-a-user-a", "kube-queue")
         assert again["metadata"]["uid"] != first["metadata"]["uid"]
         assert [item["name"] for item in again["status"]["queueItemDetails"]["active"]] == ["pi-2"]
+
+
+PODS: Kind = ("", "v1", "pods")
+
+
+def bound_pod(name: str, namespace: str, cpu: str, owner: tuple[str, str] | None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if owner is not None:
+        metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": owner[0], "name": owner[1], "uid": "x",
+                                        "controller": True}]
+    return {
+        "metadata": metadata,
+        "spec": {"nodeName": "ecs-0", "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"phase": "Running"},
+    }
+
+
+async def test_pods_no_job_accounts_for_count_against_the_quota() -> None:
+    # 30 CPU of Deployment pods in user-b and 10 in a Pod "owned" by a ConfigMap in user-a use Department-a's
+    # 100 CPU: a job of 8 x 10 CPU is not released (it could not fully run), one of 6 x 10 is.
+    api = seed_api()
+    for index in range(3):
+        api.put(PODS, bound_pod(f"web-{index}", "user-b", "10", ("ReplicaSet", "web-6d4")))
+    api.put(PODS, bound_pod("sneaky", "user-a", "10", ("ConfigMap", "mine")))
+    api.put(PODS, {**bound_pod("pending", "user-a", "50", None), "spec": {"containers": []}})  # not bound
+    api.put(JOBS, pi("big", pods=8))
+    async with driven(api) as controller:
+        await step(api, controller, passes=2)
+        assert not admitted(api, "big")
+        tree = api.obj(TREES, "elasticquotatree", "kube-system")
+        department_a = tree["status"]["root"]["children"][0]
+        assert department_a["used"]["cpu"] == "40"
+        api.put(JOBS, pi("fits", pods=6))
+        await step(api, controller, passes=2)
+        assert admitted(api, "fits") and not admitted(api, "big")
+        # The job's own pods are counted by its admission, not twice.
+        for index in range(6):
+            api.put(PODS, bound_pod(f"fits-{index}", "user-a", "10", ("Job", "fits")))
+        await step(api, controller, passes=2)
+        tree = api.obj(TREES, "elasticquotatree", "kube-system")
+        assert tree["status"]["root"]["children"][0]["used"]["cpu"] == "100"
+        # Deployment pods scaled away: their quota comes back.
+        for index in range(3):
+            api.remove(PODS, f"web-{index}", "user-b")
+        api.remove(PODS, "sneaky", "user-a")
+        await step(api, controller, passes=2)
+        tree = api.obj(TREES, "elasticquotatree", "kube-system")
+        assert tree["status"]["root"]["children"][0]["used"]["cpu"] == "60"

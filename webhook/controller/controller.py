@@ -65,7 +65,7 @@ from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree, queue_name
 from webhook.core.startup import StartVerdict, after_failed_start
 from webhook.core.workload import WorkloadError
-from webhook.kube.cache import ApiListWatch, CacheEvent, WatchCache
+from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.kube.slim import SlimListWatch
 from webhook.workloads.base import QUOTA_LABEL, Adapter, JSONPatch
@@ -78,6 +78,7 @@ QUEUE_GROUP, QUEUE_VERSION, QUEUE_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "q
 NAMESPACES = ResourceRef("", "v1", "namespaces")
 PRIORITY_CLASSES = ResourceRef("scheduling.k8s.io", "v1", "priorityclasses")
 PODS = ResourceRef("", "v1", "pods")
+UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 ObjKey = tuple[str, str, str]
 """``(cache name, namespace, name)``."""
@@ -178,13 +179,11 @@ class Controller:
         self.namespaces = self._cache("namespaces", NAMESPACES)
         self.priority_classes = self._cache("priorityclasses", PRIORITY_CLASSES)
         self.pod_index = PodIndex()
-        self.pods: WatchCache | None = None
-        """Tagged pods, slim, for the start check (only with a start timeout)."""
-        if settings.start_timeout > 0:
-            self.pods = WatchCache(
-                "pods", SlimListWatch(ApiListWatch(client, PODS, label_selector=QUOTA_LABEL), pod_slim)
-            )
-            self.pods.add_listener(self._pod_changed)
+        self.pods = WatchCache(
+            "pods", SlimListWatch(ApiListWatch(client, PODS, field_selector=UNFINISHED_PODS), pod_slim)
+        )
+        """Every unfinished pod, slim: the start check, and the usage of pods no job accounts for."""
+        self.pods.add_listener(self._pod_changed)
         self._started: set[str] = set()
         """Admission ids of released jobs seen started (docs/start-timeout.md)."""
         self._awaiting: set[tuple[str, str, str]] = set()
@@ -246,15 +245,33 @@ class Controller:
         self._dirty.set()
 
     def _pod_changed(self, cache: WatchCache, event: CacheEvent) -> None:
+        """A pod of a job waiting to start, or one bound in a managed namespace outside any job, asks for a
+        pass (pods of running jobs change all the time and change nothing the queue decides)."""
         index = self.pod_index
         index.listener(cache, event)
-        if index.changed & self._awaiting:
+        if index.changed & self._awaiting or event.type == RELIST or self._foreign_pod(event):
             self._dirty.set()
         index.changed.clear()
 
+    def _foreign_pod(self, event: CacheEvent) -> bool:
+        """Whether the event is a bound pod's, in a namespace of the tree, with no controller owner a job of the
+        queue could be (so it may change the quota's foreign usage)."""
+        obj = event.obj
+        tree = self._tree_parsed[0]
+        if obj is None or tree is None:
+            return False
+        metadata = _meta(obj)
+        if tree.leaf_for_namespace(str(metadata.get("namespace") or "")) is None:
+            return False
+        was_bound = event.old is not None and (event.old.get("spec") or {}).get("nodeName")
+        if not ((obj.get("spec") or {}).get("nodeName") or was_bound):
+            return False
+        owners = metadata.get("ownerReferences") or ()
+        kinds = {adapter.kind for adapter, _, _ in self.job_caches.values()} | {"RayCluster"}
+        return not any(isinstance(ref, Mapping) and ref.get("kind") in kinds for ref in owners)
+
     def _base_caches(self) -> list[WatchCache]:
-        caches = [self.trees, self.queues, self.namespaces, self.priority_classes]
-        return [*caches, self.pods] if self.pods is not None else caches
+        return [self.trees, self.queues, self.namespaces, self.priority_classes, self.pods]
 
     def _leadership_changed(self, leading: bool) -> None:
         # Another replica may have written in between: forget what this one remembers having written.
@@ -571,6 +588,7 @@ class Controller:
         if tree is None or tree_obj is None:
             return None
         jobs = self.tracked_jobs(tree)
+        foreign = self.pod_index.foreign_usage(tree, jobs)
         now = self._wall()
         checks = None
         if self.settings.start_timeout > 0:
@@ -593,6 +611,7 @@ class Controller:
             strict_priority=self.settings.strict_priority,
             reclaim_tries_per_quota=self.settings.reclaim_tries_per_quota,
             now=now,
+            foreign=foreign,
             closing=frozenset(
                 _name(obj) for obj in self._view(self.namespaces)
                 if _meta(obj).get("deletionTimestamp") or (obj.get("status") or {}).get("phase") == "Terminating"

@@ -392,13 +392,18 @@ class _Snapshot:
 
 
 def _snapshot(
-    tree: QuotaTree, jobs: Iterable[TrackedJob], now: float, closing: frozenset[str] = frozenset()
+    tree: QuotaTree,
+    jobs: Iterable[TrackedJob],
+    now: float,
+    closing: frozenset[str] = frozenset(),
+    foreign: Mapping[str, Resources] | None = None,
 ) -> _Snapshot:
     """Sort the jobs out, and their :func:`build_ledger`, summed per quota and phase first (one summed
     workload per quota and phase instead of one per job: the same ledger, a fraction of the work at depth).
     Jobs of quotas that are not in the tree are passed as they are, so :attr:`Ledger.unknown` lists them.
     A held job in backoff (before its retry time, or given up) counts as requested but does not wait; nor does
-    a held job of a namespace being deleted (``closing``): nothing is released into it."""
+    a held job of a namespace being deleted (``closing``): nothing is released into it. ``foreign`` (per leaf
+    key) is what pods no job accounts for use: admitted, never evicted, never a job of ``kube-queue/max-jobs``."""
     by_id: dict[int, TrackedJob] = {}
     waiting: list[Workload] = []
     backoff: list[TrackedJob] = []
@@ -433,6 +438,13 @@ def _snapshot(
             members = target[workload.quota] = []
         members.append(workload.request)
     summed = []
+    for key, usage in (foreign or {}).items():
+        node = nodes.get(key)
+        if node is not None and usage:
+            # request_with_count adds one job: these are pods, not a job.
+            amounts = {**dict(usage.items()), MAX_JOBS: usage.get_or_zero(MAX_JOBS) - NANO}
+            summed.append(Workload(key=WorkloadKey("Pods", node.name, "Admitted"), quota=node.name, pod_sets=(),
+                                   phase=Phase.ADMITTED, request=Resources(amounts)))
     for phase, target in ((Phase.ADMITTED, admitted_groups), (Phase.QUEUED, queued_groups)):
         for quota, members in target.items():
             # ``request_with_count`` adds one job; the other ``len(members) - 1`` are counted here.
@@ -458,12 +470,14 @@ def decide(
     reclaim_budget: int | None = RECLAIM_BUDGET,
     now: float = 0.0,
     closing: frozenset[str] = frozenset(),
+    foreign: Mapping[str, Resources] | None = None,
 ) -> Decisions:
     """Admit, reclaim and place every job of the tree (see the module's steps). Nothing is written here.
     ``now`` (seconds since the epoch) decides which jobs in backoff may queue again; no job of the namespaces
-    in ``closing`` (being deleted) is admitted."""
+    in ``closing`` (being deleted) is admitted; ``foreign`` is what pods outside the queue's jobs use per leaf
+    key (they count as admitted)."""
     rate = validate_rate(oversell_rate)
-    snapshot = _snapshot(tree, jobs, now, closing)
+    snapshot = _snapshot(tree, jobs, now, closing, foreign)
     by_id, admitted, ledger = snapshot.by_id, snapshot.admitted, snapshot.ledger
     policies = leaf_policies(tree, queues, strict_priority)
     result = admission_pass(tree, ledger.used_view(), snapshot.waiting, policies, rate)

@@ -1,10 +1,15 @@
-"""Watching released jobs start: the pods of managed namespaces, indexed by owner, and the per-pass check.
+"""The pods the controller sees: indexed by owner, for the start check and for the quota's own accounting.
 
-The controller watches the pods the webhook tagged with a quota (label selector on the quota label), keeps a
-slim copy of each (:func:`pod_slim`), and indexes them by their controller owner (:class:`PodIndex`). Each
-pass, :func:`check_starts` asks the core (:func:`webhook.core.startup.start_verdict`) about every released
-job that has not been seen started in its current admission: started, still waiting (until when), or failed
-(with the reason its pods give). The rules are in docs/start-timeout.md.
+The controller watches every pod that has not finished, keeps a slim copy of each (:func:`pod_slim`: owner,
+phase, node, request, what the scheduler and the kubelet say) and indexes them by namespace and controller
+owner (:class:`PodIndex`). Each pass:
+
+* :func:`check_starts` asks the core (:func:`webhook.core.startup.start_verdict`) about every released job
+  that has not been seen started in its current admission: started, still waiting (until when), or failed
+  (with the reason its pods give). The rules are in docs/start-timeout.md.
+* :meth:`PodIndex.foreign_usage` sums, per leaf quota, the requests of the pods bound in its namespaces that
+  no job of the queue accounts for (pods of Deployments, StatefulSets, a Pod owned by anything else): they
+  use the quota all the same, so the queue counts them (docs/security.md).
 
 What "seen started" means is remembered per admission id (the record's ``id``), in memory: after a restart
 a released job whose pods all run is seen started again at once; one whose pods do not all run and whose
@@ -19,8 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.controller.model import TrackedJob
+from webhook.core.quota import QuotaTree
+from webhook.core.resources import EMPTY, Resources
 from webhook.core.startup import PodState, StartStatus, StartVerdict, start_verdict
-from webhook.core.workload import Phase
+from webhook.core.workload import Phase, WorkloadError, pod_request
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
 from webhook.kube.client import JSON
 
@@ -54,6 +61,11 @@ def pod_slim(pod: Mapping[str, Any]) -> JSON:
             waiting = _mapping(_mapping(_mapping(container).get("state")).get("waiting"))
             if waiting.get("reason") and not reason:
                 reason, message = str(waiting.get("reason")), str(waiting.get("message") or "")
+    spec = _mapping(pod.get("spec"))
+    try:
+        request = pod_request(spec).to_spec()
+    except WorkloadError:
+        request = {}
     slim: JSON = {
         "metadata": {
             "name": metadata.get("name"),
@@ -61,6 +73,7 @@ def pod_slim(pod: Mapping[str, Any]) -> JSON:
             "resourceVersion": metadata.get("resourceVersion"),
             "ownerReferences": owners,
         },
+        "spec": {"nodeName": spec.get("nodeName") or "", "request": request},
         "status": {"phase": status.get("phase") or "Pending"},
     }
     if metadata.get("deletionTimestamp"):
@@ -95,12 +108,22 @@ def _owner_key(slim: Mapping[str, Any]) -> OwnerKey | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    """A pod bound to a node: its owner (``None``: it has no controller) and what it requests."""
+
+    owner: tuple[str, str] | None
+    request: Resources
+
+
 class PodIndex:
     """The pods of the pod cache by their controller owner, kept up to date by the cache's listener."""
 
     def __init__(self) -> None:
         self._by_owner: dict[OwnerKey, dict[str, PodState]] = {}
         self._owner_of: dict[tuple[str, str], OwnerKey] = {}
+        self._bound: dict[str, dict[str, _Bound]] = {}
+        """Namespace -> pod name -> the pod, for bound pods that have not finished."""
         self.changed: set[OwnerKey] = set()
         """Owners whose pods changed since the controller last looked (it clears the set)."""
 
@@ -109,6 +132,7 @@ class PodIndex:
         if event.type == RELIST:
             self._by_owner.clear()
             self._owner_of.clear()
+            self._bound.clear()
             for obj in cache.items():
                 self._put(obj)
             self.changed.update(self._by_owner)
@@ -124,9 +148,17 @@ class PodIndex:
     def _put(self, obj: Mapping[str, Any]) -> None:
         self._drop(obj)
         owner = _owner_key(obj)
+        state = pod_state(obj)
+        spec = _mapping(obj.get("spec"))
+        if spec.get("nodeName") and state.phase not in ("Succeeded", "Failed"):
+            try:
+                request = Resources.parse(_mapping(spec.get("request")))
+            except ValueError:
+                request = EMPTY
+            namespace = str(_mapping(obj.get("metadata")).get("namespace") or "")
+            self._bound.setdefault(namespace, {})[state.name] = _Bound(owner[1:] if owner else None, request)
         if owner is None:
             return
-        state = pod_state(obj)
         self._by_owner.setdefault(owner, {})[state.name] = state
         self._owner_of[(owner[0], state.name)] = owner
         self.changed.add(owner)
@@ -134,6 +166,9 @@ class PodIndex:
     def _drop(self, obj: Mapping[str, Any]) -> None:
         metadata = _mapping(obj.get("metadata"))
         key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+        bound = self._bound.get(key[0])
+        if bound is not None and bound.pop(key[1], None) is not None and not bound:
+            del self._bound[key[0]]
         owner = self._owner_of.pop(key, None)
         if owner is None:
             return
@@ -143,6 +178,30 @@ class PodIndex:
             if not pods:
                 del self._by_owner[owner]
         self.changed.add(owner)
+
+    def foreign_usage(self, tree: QuotaTree, jobs: Iterable[TrackedJob]) -> dict[str, Resources]:
+        """Per leaf key: what the bound, unfinished pods of its namespaces request that no job in ``jobs``
+        accounts for (not owned by one of them, nor one of them itself)."""
+        accounted: set[tuple[str, str, str]] = set()
+        for job in jobs:
+            key = job.workload.key
+            accounted.update((key.namespace, kind, name) for kind, name in job.adapter.pod_owners(job.obj))
+            if job.adapter.gates_at_creation_only:
+                accounted.add((key.namespace, "", key.name))  # a Pod queued as itself
+        out: dict[str, Resources] = {}
+        for namespace, pods in self._bound.items():
+            leaf = tree.leaf_for_namespace(namespace)
+            if leaf is None:
+                continue
+            total = out.get(leaf.key, EMPTY)
+            for name, pod in pods.items():
+                owner = pod.owner
+                if (namespace, *owner) in accounted if owner else (namespace, "", name) in accounted:
+                    continue
+                total = total + pod.request
+            if total:
+                out[leaf.key] = total
+        return out
 
     def pods_of(self, job: TrackedJob) -> list[PodState]:
         """The current pods of ``job`` (by the owners its adapter names)."""
