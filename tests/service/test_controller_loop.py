@@ -476,3 +476,18 @@ async def test_pods_no_job_accounts_for_count_against_the_quota() -> None:
         await step(api, controller, passes=2)
         tree = api.obj(TREES, "elasticquotatree", "kube-system")
         assert tree["status"]["root"]["children"][0]["used"]["cpu"] == "60"
+
+
+async def test_a_job_running_before_its_namespace_joined_counts_at_once_and_is_told_so() -> None:
+    api = seed_api()
+    early = pi("early", pods=5)
+    early["spec"]["suspend"] = False  # released by nobody: it ran before the tree listed user-a
+    api.put(JOBS, early)
+    api.put(JOBS, pi("queued", pods=6))
+    async with driven(api) as controller:
+        await step(api, controller, passes=3)
+        await controller.events.flush()
+    assert not admitted(api, "queued")  # 50 + 60 > 100: the early job's 50 CPU count
+    tree = api.obj(TREES, "elasticquotatree", "kube-system")
+    assert tree["status"]["root"]["children"][0]["used"]["cpu"] == "50"
+    assert events(api, "RunsOutsideQueue") == ["early"]

@@ -64,7 +64,7 @@ from webhook.core.fit import format_rate
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree, queue_name
 from webhook.core.startup import StartVerdict, after_failed_start
-from webhook.core.workload import WorkloadError
+from webhook.core.workload import Phase, WorkloadError
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.kube.slim import SlimListWatch
@@ -210,6 +210,8 @@ class Controller:
         self._gate_ready = True
         """False while a new leader reads back the Queued events the previous one sent (none is sent then)."""
         self._size_warned: dict[str, str] = {}
+        self._outside_told: set[str] = set()
+        """Uids of jobs told they run without having been admitted (Event ``RunsOutsideQueue``)."""
         self._reported_problem: str | None = None
         self._status_modes: dict[str, str | None] = {}
         self.events = EventRecorder(client, settings.identity, wall=wall)
@@ -618,6 +620,7 @@ class Controller:
             ),
         )
         self._set_timer(checks, decisions, now)
+        self._tell_outside(jobs)
         for job in decisions.stale_records:
             await self._clear_record(job)
         # Plans in order: one with victims evicts them, then admits its preemptor; a run of plans without
@@ -777,6 +780,28 @@ class Controller:
                 f"{plan.reason}; reclaimed for {preemptor.workload.key} of quota {preemptor.leaf.full_name}",
             )
         return await self._admit(preemptor, "reclaim", plan.reason)
+
+    def _tell_outside(self, jobs: Sequence[TrackedJob]) -> None:
+        """A job released without an admission record (it ran before its namespace joined the tree, or while
+        the webhook could not hold it) counts against its quota at once; tell it so, once."""
+        live: set[str] = set()
+        for job in jobs:
+            workload = job.workload
+            if workload.phase is not Phase.ADMITTED or job.record is not None or not workload.uid:
+                continue
+            live.add(workload.uid)
+            if workload.uid in self._outside_told or not self.is_leader():
+                continue
+            self._outside_told.add(workload.uid)
+            log.info(kv(component="controller", decision="count-unadmitted", job=str(workload.key),
+                        quota=job.leaf.full_name, request=workload.request.describe()))
+            self.events.emit(
+                job.obj, "Warning", "RunsOutsideQueue", "Count",
+                f"Started before its namespace joined quota {job.leaf.full_name} (or while kube-queue could not "
+                f"hold it): it counts against the quota as admitted (request {workload.request.describe()}); "
+                "jobs created from now on are queued",
+            )
+        self._outside_told &= live
 
     # Start timeout and backoff (docs/start-timeout.md) ----------------------------------------------------
     def _set_timer(self, checks: StartChecks | None, decisions: Decisions, now: float) -> None:
