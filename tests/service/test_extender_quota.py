@@ -67,11 +67,12 @@ def test_pods_placed_but_not_yet_bound_count() -> None:
     assert "used 20 > max 30" in decision.summary
 
 
-def test_the_quota_label_overrides_the_namespace_leaf() -> None:
+def test_a_quota_label_naming_another_leaf_does_not_move_the_pod_out_of_its_namespaces_quota() -> None:
+    # docs/accounting.md: the namespace's leaf now, as the controller counts; a user's label changes nothing.
     cluster = with_tree()
     cluster.add(pod("running", "25", node_name="ecs-0"))
     labelled = pod("p", "10", labels={QUOTA_LABEL: "user-c"})
-    assert cluster.filter(labelled, ECS).passing == ECS
+    assert cluster.filter(labelled, ECS).passing == ()
 
 
 def test_finished_and_deleted_pods_free_their_quota() -> None:
@@ -156,3 +157,19 @@ def test_a_pod_shape_is_parsed_once_and_reads_as_the_core_reads_it(monkeypatch: 
     assert cache.request(bad, "team/e") == EMPTY  # logged, not kept
     assert cache.request(bad, "team/e") == EMPTY
     assert len(parsed) == 5
+
+
+def test_a_namespace_moved_to_another_leaf_takes_its_running_pods_along() -> None:
+    # As the controller counts them (docs/accounting.md): no double count, nothing left behind in the old leaf.
+    cluster = with_tree()
+    cluster.add(pod("running", "25", node_name="ecs-0", labels={QUOTA_LABEL: "Team"}))
+    assert cluster.state.used("team").get_or_zero("cpu") == 25 * 10**9
+    moved = seed_quota_tree()
+    department_b = moved["spec"]["root"]["children"][1]
+    team = department_b["children"][1]
+    team["namespaces"] = []
+    moved["spec"]["root"]["children"][0]["namespaces"].append(NAMESPACE)
+    cluster.state.set_trees([moved])
+    assert cluster.state.used("team").get_or_zero("cpu") == 0
+    assert cluster.state.used("department-a").get_or_zero("cpu") == 25 * 10**9
+    assert cluster.filter(pod("p", "10"), ECS).passing == ECS  # Team's 30 is free; Department-a has room

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from tests.builders import node, res, tree
 from webhook.extender.podquota import QuotaBlocker, explain_blockers, pod_quota_blockers, quota_key
-from webhook.workloads.base import QUOTA_LABEL
 
 GI = 1024**3 * 10**9  # nano-units
 CPU = 10**9
@@ -22,14 +21,13 @@ TREE = tree(
 )
 
 
-def test_the_label_names_the_quota_else_the_namespace_leaf() -> None:
-    assert quota_key(TREE, "t", {}) == "team"
-    assert quota_key(TREE, "t", {QUOTA_LABEL: "Other"}) == "other"
-    assert quota_key(TREE, "t", {QUOTA_LABEL: "nowhere"}) == "team"
-    assert quota_key(TREE, "free", {}) is None
-    # A pod left in a namespace outside the tree never counts, whatever quota label it still carries.
-    assert quota_key(TREE, "free", {QUOTA_LABEL: "Other"}) is None
-    assert quota_key(None, "t", {}) is None
+def test_a_pod_counts_against_the_leaf_that_lists_its_namespace_now() -> None:
+    # The controller's rule (docs/accounting.md): a moved namespace takes its pods along, and a pod cannot
+    # charge another department by carrying its quota label.
+    assert quota_key(TREE, "t") == "team"
+    assert quota_key(TREE, "o") == "other"
+    assert quota_key(TREE, "free") is None
+    assert quota_key(None, "t") is None
 
 
 def test_nothing_blocks_within_every_max() -> None:

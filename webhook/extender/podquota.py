@@ -6,10 +6,9 @@ pods within ``max`` whatever the oversell rate: the extender refuses every node 
 its quota - its leaf or any ancestor - over ``max`` in a resource it requests, counting the pods already
 bound and the pods the extender let through but has not yet seen bound.
 
-Which quota: none unless the pod's namespace belongs to the tree (pods left in a namespace that has left the
-tree, still carrying an old quota label, never count); then the pod's label
-``quota.scheduling.alibabacloud.com/name`` when it names a node of the tree (any case), else the leaf that
-lists the namespace.
+Which quota: the leaf that lists the pod's namespace now, as the queue controller counts it (docs/accounting.md):
+none when no leaf lists it. The pod's quota label is not read: it says where the pod was created, and a
+namespace moved to another leaf takes its running pods with it, so both sides count them in one place.
 """
 
 from __future__ import annotations
@@ -20,25 +19,16 @@ from dataclasses import dataclass
 from webhook.core.quantity import format_quantity
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import MAX_JOBS, is_binary_resource
-from webhook.workloads.base import QUOTA_LABEL
 
 Usage = Mapping[str, Mapping[str, int]]
 """Quota node key (lower-case name) -> resource -> nano-units used by the pods of that node's subtree."""
 
 
-def quota_key(tree: QuotaTree | None, namespace: str, labels: Mapping[str, str]) -> str | None:
-    """The key of the quota node a pod counts against (see the module notes), or ``None``."""
+def quota_key(tree: QuotaTree | None, namespace: str) -> str | None:
+    """The key of the leaf a pod of ``namespace`` counts against (see the module notes), or ``None``."""
     if tree is None:
         return None
-    leaf = tree.leaf_by_namespace.get(namespace)
-    if leaf is None:
-        return None
-    label = labels.get(QUOTA_LABEL)
-    if label:
-        key = label.lower()
-        if key in tree.nodes:
-            return key
-    return leaf
+    return tree.leaf_by_namespace.get(namespace)
 
 
 @dataclass(frozen=True, slots=True)

@@ -674,7 +674,7 @@ class ExtenderState:
         view = record.view
         if view.node_name is None or view.finished or not record.request or self.tree is None:
             return
-        key = quota_key(self.tree, view.namespace, view.labels)
+        key = quota_key(self.tree, view.namespace)
         if key is None:
             return
         record.charged = key
@@ -721,7 +721,7 @@ class ExtenderState:
         self._charge_assumption(key, assumption)
 
     def _charge_assumption(self, key: str, assumption: Assumption) -> None:
-        quota = quota_key(self.tree, assumption.view.namespace, assumption.view.labels)
+        quota = quota_key(self.tree, assumption.view.namespace)
         if quota is not None and assumption.request:
             self._assumed_charge[key] = (quota, assumption.request)
             self._shift(self._assumed_usage, quota, assumption.request, 1)
@@ -953,7 +953,7 @@ class ExtenderState:
         key = _pod_key(view)
         policy = self.policy_for(view)
         # Prioritize only sees nodes the filter passed, so a pod its quota refuses never gets there.
-        quota = quota_key(self.tree, view.namespace, view.labels) if verb == "filter" else None
+        quota = quota_key(self.tree, view.namespace) if verb == "filter" else None
         counted = verb == "filter" and (quota is not None or policy is not None)
         request = self._requests.request(pod, view.key) if counted else EMPTY
         blocked = None if quota is None else self._quota_blocker(quota, request, key)
