@@ -491,3 +491,21 @@ async def test_a_job_running_before_its_namespace_joined_counts_at_once_and_is_t
     tree = api.obj(TREES, "elasticquotatree", "kube-system")
     assert tree["status"]["root"]["children"][0]["used"]["cpu"] == "50"
     assert events(api, "RunsOutsideQueue") == ["early"]
+
+
+async def test_a_job_whose_priority_class_disappeared_is_held_and_told_why() -> None:
+    # Deleting a class that queued jobs use must not drop them to priority 0 and release them: their pods
+    # would be refused by the API server for ever.
+    api = seed_api()
+    api.put(JOBS, pi("orphan", pods=1, priority_class="priority-3"))
+    api.remove(PRIORITY_CLASSES, "priority-3")
+    async with driven(api) as controller:
+        await step(api, controller, passes=2)
+        assert not admitted(api, "orphan")
+        await controller.events.flush()
+        assert events(api, "Held") == ["orphan"]
+        held = [e["message"] for e in api.objects(EVENTS) if e["reason"] == "Held"]
+        assert "its PriorityClass 'priority-3' does not exist" in held[0]
+        api.put(PRIORITY_CLASSES, {"metadata": {"name": "priority-3"}, "value": 3})
+        await step(api, controller, passes=2)
+        assert admitted(api, "orphan")

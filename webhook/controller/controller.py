@@ -40,7 +40,7 @@ from webhook.controller.decide import (
 )
 from webhook.controller.events import EVENTS, QUEUED_KEY_ANNOTATION, EventGate, EventRecorder, queued_memory
 from webhook.controller.leader import LeaderElector
-from webhook.controller.model import TrackedJob, track
+from webhook.controller.model import TrackedJob, held_reason, track
 from webhook.controller.records import (
     ADMISSION_ANNOTATION,
     BACKOFF_ANNOTATION,
@@ -210,6 +210,8 @@ class Controller:
         self._gate_ready = True
         """False while a new leader reads back the Queued events the previous one sent (none is sent then)."""
         self._size_warned: dict[str, str] = {}
+        self._held_told: dict[str, str] = {}
+        """Uid -> missing PriorityClass of the held jobs told why (Event ``Held``)."""
         self._outside_told: set[str] = set()
         """Uids of jobs told they run without having been admitted (Event ``RunsOutsideQueue``)."""
         self._reported_problem: str | None = None
@@ -621,6 +623,7 @@ class Controller:
         )
         self._set_timer(checks, decisions, now)
         self._tell_outside(jobs)
+        self._tell_held(decisions)
         for job in decisions.stale_records:
             await self._clear_record(job)
         # Plans in order: one with victims evicts them, then admits its preemptor; a run of plans without
@@ -780,6 +783,21 @@ class Controller:
                 f"{plan.reason}; reclaimed for {preemptor.workload.key} of quota {preemptor.leaf.full_name}",
             )
         return await self._admit(preemptor, "reclaim", plan.reason)
+
+    def _tell_held(self, decisions: Decisions) -> None:
+        """Tell each job held for a missing PriorityClass why, once per class it misses."""
+        live: dict[str, str] = {}
+        for job in decisions.held:
+            workload, missing = job.workload, job.missing_class
+            assert missing is not None
+            live[workload.uid] = missing
+            if self._held_told.get(workload.uid) == missing or not self.is_leader():
+                continue
+            reason = held_reason(missing)
+            log.info(kv(component="controller", decision="hold", job=str(workload.key), quota=job.leaf.full_name,
+                        reason=reason))
+            self.events.emit(job.obj, "Warning", "Held", "Queue", f"Held in quota {job.leaf.full_name}: {reason}")
+        self._held_told = live
 
     def _tell_outside(self, jobs: Sequence[TrackedJob]) -> None:
         """A job released without an admission record (it ran before its namespace joined the tree, or while

@@ -272,6 +272,8 @@ class Decisions:
     backoff: tuple[TrackedJob, ...] = ()
     """Held jobs that failed to start and wait for their retry time (or gave up): not admitted, listed in
     their Queue's ``backoff`` (docs/start-timeout.md)."""
+    held: tuple[TrackedJob, ...] = ()
+    """Held jobs that may not be released whatever the quota says: their PriorityClass does not exist."""
 
 
 def _queued(job: TrackedJob) -> TrackedJob:
@@ -389,6 +391,7 @@ class _Snapshot:
     stale: list[TrackedJob]
     ledger: Ledger
     backoff: list[TrackedJob]
+    held: list[TrackedJob]
 
 
 def _snapshot(
@@ -407,6 +410,7 @@ def _snapshot(
     by_id: dict[int, TrackedJob] = {}
     waiting: list[Workload] = []
     backoff: list[TrackedJob] = []
+    held: list[TrackedJob] = []
     admitted: dict[WorkloadKey, TrackedJob] = {}
     stale: list[TrackedJob] = []
     admitted_groups: dict[str, list[Resources]] = {}
@@ -420,6 +424,8 @@ def _snapshot(
         if phase is Phase.QUEUED:
             if job.backoff is not None and job.backoff_state(now) in (BackoffState.WAITING, BackoffState.GAVE_UP):
                 backoff.append(job)
+            elif job.missing_class is not None:
+                held.append(job)
             elif workload.key.namespace not in closing:
                 waiting.append(workload)
             if job.record is not None:
@@ -456,7 +462,7 @@ def _snapshot(
                 Workload(key=WorkloadKey("Sum", quota, phase.value), quota=quota, pod_sets=(), phase=phase,
                          request=Resources(amounts))
             )
-    return _Snapshot(by_id, waiting, admitted, stale, build_ledger(tree, [*summed, *unknown]), backoff)
+    return _Snapshot(by_id, waiting, admitted, stale, build_ledger(tree, [*summed, *unknown]), backoff, held)
 
 
 def decide(
@@ -567,6 +573,7 @@ def decide(
         policies=MappingProxyType(policies),
         checks=checks,
         backoff=tuple(snapshot.backoff),
+        held=tuple(snapshot.held),
     )
 
 

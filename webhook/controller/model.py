@@ -43,6 +43,9 @@ class TrackedJob:
     """The note of a job that failed to start in time (docs/start-timeout.md)."""
     spec: str = ""
     """The spec's fingerprint (:func:`spec_fingerprint`), read only for a job with a backoff note."""
+    missing_class: str | None = None
+    """The PriorityClass the job names when no such class exists: a held job is not released then (its pods
+    would be refused), and its priority is unknown."""
 
     def backoff_state(self, now: float) -> BackoffState:
         """Where the job stands with its backoff note at ``now``."""
@@ -100,7 +103,25 @@ def track(
         workload = _shrink_to_remaining(adapter, obj, workload)
     backoff = read_backoff(obj)
     spec = spec_fingerprint(obj) if backoff is not None else ""
-    return TrackedJob(adapter=adapter, obj=obj, workload=workload, leaf=leaf, record=record, backoff=backoff, spec=spec)
+    return TrackedJob(adapter=adapter, obj=obj, workload=workload, leaf=leaf, record=record, backoff=backoff, spec=spec,
+                      missing_class=missing_priority_class(adapter, obj, priority_classes))
 
 
-__all__ = ["TrackedJob", "WorkloadError", "remaining_job_pods", "track"]
+def missing_priority_class(adapter: Adapter, obj: Mapping[str, Any], priority_classes: Mapping[str, int]) -> str | None:
+    """The PriorityClass ``obj`` names when it does not exist (``None``: it names none, or it exists)."""
+    try:
+        name = adapter.priority_class_name(obj)
+    except WorkloadError:
+        return None
+    return name if name is not None and name not in priority_classes else None
+
+
+def held_reason(missing_class: str) -> str:
+    """Why a job naming a missing PriorityClass is held (Events, ``kq why``)."""
+    return (
+        f"its PriorityClass {missing_class!r} does not exist, so its pods would be refused and its place in the "
+        "queue is unknown: it stays held until an operator creates the class or the job names an existing one"
+    )
+
+
+__all__ = ["TrackedJob", "WorkloadError", "held_reason", "missing_priority_class", "remaining_job_pods", "track"]
