@@ -364,3 +364,20 @@ def test_logs_follow_waits_for_a_queued_job_to_start() -> None:
     assert result.err == "waiting for pi2 to start: it is QUEUING at position 2 (kq why pi2)\n"
     assert result.out == "started\nworking\n"
     assert ("GET", "/api/v1/namespaces/user-a/pods/pi2-0/log", (("follow", "true"),)) in api.requests
+
+
+def test_why_lists_at_most_the_nearest_jobs_ahead_and_counts_the_rest() -> None:
+    objects = [obj for obj in seed_objects() if obj.get("kind") != "Queue"]
+    objects += [batch_job(f"deep-{index:03d}", "user-a", workers=6, cpu="10", created=T0 + 10 + index,
+                          leaf="Department-a", suspended=True) for index in range(30)]
+    objects.append(batch_job("last", "user-a", workers=6, cpu="10", created=T0 + 100, leaf="Department-a",
+                             suspended=True))
+    api = FakeApi(objects, namespace="user-a", now=NOW, served={"kubeflow.org": ["v1"]})
+    capped = run(["why", "last", "--oversellrate", "1"], api, width=200)
+    assert capped.code == 0, capped.err
+    rows = [line for line in capped.out.splitlines() if line.split() and line.split()[0].isdigit()]
+    assert len(rows) == 20
+    assert "... and 10 more ahead of it (kq why last -n user-a --ahead 0 lists them all" in capped.out
+    everything = run(["why", "last", "--oversellrate", "1", "--ahead", "0"], api, width=200)
+    assert len([line for line in everything.out.splitlines() if line.split() and line.split()[0].isdigit()]) == 30
+    assert "more ahead of it" not in everything.out

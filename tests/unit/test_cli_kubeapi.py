@@ -173,3 +173,13 @@ def test_an_unreachable_server_is_one_line() -> None:
     assert caught.value.status == 0
     assert caught.value.one_line().startswith("cannot reach the API server http://127.0.0.1:9: ")
     assert "\n" not in caught.value.one_line()
+
+
+def test_a_kubeconfig_that_is_not_yaml_is_named_on_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.write_text("apiVersion: v1\nclusters:\n  - name: a\n   server: x\n")
+    with pytest.raises(ConfigError) as raised:
+        load_connection(kubeconfig=str(broken))
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"kubeconfig {broken} is not valid YAML: line 4, column 4: ")

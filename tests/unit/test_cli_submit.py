@@ -155,3 +155,18 @@ def test_wait_gives_up_after_the_timeout() -> None:
     result = run(argv, seed_api(), now=lambda: next(clock))
     assert result.code == 1
     assert result.err.startswith("error: w is still QUEUING after 10s; see why: kq why w -n user-a")
+
+
+def test_an_unreachable_cluster_is_not_called_a_refusal() -> None:
+    from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
+
+    class Down(FakeApi):
+        def create(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            raise ApiError(0, "ConnectionError", "cannot connect to https://127.0.0.1:16401: connection refused")
+
+    result = run(["submit", "job", "--name", "pi", "--", "sleep", "1"], Down([], namespace="team", now=NOW))
+    assert result.code == 1
+    assert result.err == (
+        "error: cannot reach the cluster to create Job pi: cannot connect to https://127.0.0.1:16401: connection "
+        "refused; nothing was created\n"
+    )

@@ -200,6 +200,14 @@ class Connection:
     credentials: Credentials = field(default_factory=Credentials)
 
 
+def _yaml_problem(error: Exception) -> str:
+    """A YAML parser error on one line: what is wrong and where (``line 3, column 5: ...``)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}{problem}"
+
+
 def _read_config_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text()
@@ -213,7 +221,7 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         try:
             doc = yaml.safe_load(text)
         except yaml.YAMLError as error:
-            raise ConfigError(f"kubeconfig {path} is not valid YAML: {error}") from None
+            raise ConfigError(f"kubeconfig {path} is not valid YAML: {_yaml_problem(error)}") from None
     if doc is None:
         return {}
     if not isinstance(doc, dict):

@@ -340,6 +340,9 @@ def _create(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
             ) from None
         if error.not_found:
             raise CliError(f"cannot create {kind} in namespace {namespace}: {error.one_line()}") from None
+        if error.status == 0:
+            raise CliError(f"cannot reach the cluster to create {kind} {name or '(generated name)'}: "
+                           f"{error.one_line()}; nothing was created") from None
         raise CliError(f"the cluster refused {kind} {name or '(generated name)'}: {error.one_line()}") from None
 
 

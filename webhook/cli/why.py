@@ -67,7 +67,12 @@ def blockers_table(report: WaitReport, width: int) -> str:
     return table(columns, rows, width)
 
 
-def ahead_table(report: WaitReport, width: int) -> str:
+AHEAD_SHOWN = 20
+"""Jobs ahead listed by ``kq why`` unless ``--ahead`` says otherwise (a deep queue would print thousands)."""
+
+
+def ahead_table(report: WaitReport, width: int, limit: int = 0) -> str:
+    """POSITION, JOB, KIND, PRIORITY, REQUEST of the jobs ahead: the ``limit`` nearest the head (0: all)."""
     from webhook.cli.output import Column, describe, table  # noqa: PLC0415
 
     columns = [
@@ -77,9 +82,10 @@ def ahead_table(report: WaitReport, width: int) -> str:
         Column("PRIORITY", right=True),
         Column("REQUEST", shrink=2, min_width=12),
     ]
+    shown = report.ahead[:limit] if limit > 0 else report.ahead
     rows = [
         [str(position), f"{w.key.namespace}/{w.key.name}", w.key.kind, str(w.priority), describe(w.request)]
-        for position, w in report.ahead
+        for position, w in shown
     ]
     return table(columns, rows, width)
 
@@ -97,8 +103,10 @@ def _last_queued(view: JobView, events: Sequence[Mapping[str, Any]]) -> Mapping[
     return None
 
 
-def explain_queuing(report: WaitReport, events: Sequence[Mapping[str, Any]], now: float, width: int) -> str:
-    """The answer for a QUEUING job whose quota is known."""
+def explain_queuing(
+    report: WaitReport, events: Sequence[Mapping[str, Any]], now: float, width: int, ahead: int = AHEAD_SHOWN
+) -> str:
+    """The answer for a QUEUING job whose quota is known (at most ``ahead`` jobs ahead listed; 0: all)."""
     from webhook.cli.output import age, describe, wrap  # noqa: PLC0415
     from webhook.core.fit import format_rate  # noqa: PLC0415
 
@@ -150,7 +158,11 @@ def explain_queuing(report: WaitReport, events: Sequence[Mapping[str, Any]], now
     lines.append("")
     if report.ahead:
         lines.append(f"Ahead of it in quota {view.quota}:")
-        lines.append(ahead_table(report, width).rstrip("\n"))
+        lines.append(ahead_table(report, width, ahead).rstrip("\n"))
+        rest = len(report.ahead) - ahead if ahead > 0 else 0
+        if rest > 0:
+            lines.append(wrap(f"... and {rest} more ahead of it (kq why {view.name} -n {view.namespace} --ahead 0 "
+                              "lists them all; kq list --status QUEUING shows the queue).", 2, width))
     else:
         lines.append(f"Nobody is ahead of it in quota {view.quota}.")
     lines.append("")
@@ -303,7 +315,7 @@ def _why(ctx: Ctx, args: argparse.Namespace) -> int:
     elif view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
         rate, source = oversell_rate(args.oversellrate, snapshot.tree_obj, snapshot.queues, snapshot.events, now)
         report = explain_wait(snapshot, views, view, rate, source)
-        ctx.print(explain_queuing(report, snapshot.events, now, ctx.width))
+        ctx.print(explain_queuing(report, snapshot.events, now, ctx.width, args.ahead))
     else:
         ctx.print(explain_other(view, snapshot, now, ctx.width))
     return 0
@@ -326,6 +338,13 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="RATE",
         help="the controller's --oversellrate (default: read from its events, else 2)",
+    )
+    parser.add_argument(
+        "--ahead",
+        type=int,
+        default=AHEAD_SHOWN,
+        metavar="N",
+        help=f"list at most N of the jobs ahead of it, nearest the head first (default {AHEAD_SHOWN}; 0 = all)",
     )
     add_connection_flags(parser)
     parser.set_defaults(handler=command(_why))
