@@ -301,10 +301,13 @@ async def test_queues_and_labels_follow_the_tree() -> None:
             "root-department-a-user-a", "root-department-b-user-c"
         ]
         assert MANAGED_NAMESPACE_LABEL not in api.obj(NAMESPACES, "user-b")["metadata"].get("labels", {})
+        # A deleted tree opens no gate: namespaces stay managed and Queues stay (docs/accounting.md).
         api.remove(TREES, "elasticquotatree", "kube-system")
         await step(api, controller)
-    assert api.objects(QUEUES) == []
-    assert all(MANAGED_NAMESPACE_LABEL not in (ns["metadata"].get("labels") or {}) for ns in api.objects(NAMESPACES))
+    assert sorted(q["metadata"]["name"] for q in api.objects(QUEUES)) == [
+        "root-department-a-user-a", "root-department-b-user-c"
+    ]
+    assert api.obj(NAMESPACES, "user-a")["metadata"]["labels"] == {MANAGED_NAMESPACE_LABEL: "true"}
 
 
 async def test_an_invalid_tree_changes_nothing() -> None:

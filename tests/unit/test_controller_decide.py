@@ -168,9 +168,9 @@ def test_stale_queues_with_our_label_are_deleted_and_others_left_alone() -> None
     assert [(a.verb, a.name) for a in actions] == [("delete", "root-gone-user-z")]
 
 
-def test_no_tree_deletes_every_queue_we_own() -> None:
-    actions = queue_actions(None, _seed_queues(), "kube-queue", strict=False)
-    assert sorted(a.name for a in actions if a.verb == "delete") == sorted(SEED_QUEUES)
+def test_a_missing_tree_leaves_the_queues_as_they_are() -> None:
+    # A tree deleted by mistake, or re-installed, must not open the gates nor lose the Queues' state.
+    assert queue_actions(None, _seed_queues(), "kube-queue", strict=False) == []
 
 
 def test_a_renamed_quota_fixes_the_annotation_and_adopts_an_unlabelled_queue() -> None:
@@ -229,7 +229,7 @@ def test_namespaces_of_the_tree_are_labelled_and_leavers_unlabelled() -> None:
         NamespaceAction("old", None),
         NamespaceAction("user-a", "true"),
     ]
-    assert namespace_actions(None, namespaces) == [NamespaceAction("old", None), NamespaceAction("user-b", None)]
+    assert namespace_actions(None, namespaces) == []  # no tree: every namespace stays as it is
 
 
 # Admission --------------------------------------------------------------------------------------------------

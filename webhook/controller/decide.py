@@ -131,7 +131,10 @@ def queue_actions(
 ) -> list[QueueAction]:
     """What keeps the Queues in step with the tree: create missing ones, fix labels, annotations and (under
     ``StrictPriority``) policies, delete our Queues no leaf asks for. Queues without our label are never
-    deleted (a Queue of the right name without it is adopted)."""
+    deleted (a Queue of the right name without it is adopted). Without a tree nothing changes: a tree deleted
+    by mistake (or re-installed) finds its Queues as it left them (docs/accounting.md)."""
+    if tree is None:
+        return []
     desired = desired_queues(tree)
     actions: list[QueueAction] = []
     for name in sorted(desired):
@@ -220,8 +223,12 @@ class NamespaceAction:
 
 
 def namespace_actions(tree: QuotaTree | None, namespaces: Mapping[str, Mapping[str, Any]]) -> list[NamespaceAction]:
-    """Label the tree's namespaces ``kube-queue.x-k8s.io/managed: "true"``; unlabel the ones that left it."""
-    managed = set(tree.leaf_by_namespace) if tree is not None else set()
+    """Label the tree's namespaces ``kube-queue.x-k8s.io/managed: "true"``; unlabel the ones that left it.
+    Without a tree nothing changes: the namespaces stay managed, so their new jobs stay held (the webhook holds
+    them untagged) until a tree lists them again, instead of running unqueued (docs/accounting.md)."""
+    if tree is None:
+        return []
+    managed = set(tree.leaf_by_namespace)
     actions = []
     for name in sorted(namespaces):
         value = _meta(namespaces[name], "labels").get(MANAGED_NAMESPACE_LABEL)
