@@ -14,6 +14,10 @@ controller:
 
 Pods owned by a controller (a Job's pods, a ReplicaSet's pods) are tagged but not held on their own: their
 owner is queued. Everything else passes untouched.
+
+A job the validating handler would refuse at creation (:func:`webhook.admission.validate.creation_refusal`)
+is refused here already, so its creator never reads a "queued for quota" warning for a job that was not
+created.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
+from webhook.admission.validate import creation_refusal
 from webhook.core.placement import PodView, policy_for_pod
 from webhook.core.quota import queue_name
 from webhook.core.workload import WorkloadError
@@ -51,6 +56,9 @@ def mutate_request(
         leaf = state.leaf_for_namespace(namespace)
         if leaf is None:
             return allow(request.uid)
+        refusal = creation_refusal(request, adapter, state)
+        if refusal is not None:
+            return refusal
         ops, held = _operations(
             adapter,
             request.obj,
