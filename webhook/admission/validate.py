@@ -48,7 +48,8 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
     if request.operation not in _WRITES or request.sub_resource:
         return allow(request.uid)
     if request.obj is None:
-        return deny(request.uid, f"{request.operation} of {request.display_name} carries no object", 400, "BadRequest")
+        what = f"request.object: the {request.operation} of {request.display_name} carries no object"
+        return deny(request.uid, what, 400, "BadRequest")
     if (group, kind) == (TREE_GROUP, TREE_KIND):
         return _tree(request, state)
     if (group, kind) == (POLICY_GROUP, POLICY_KIND):

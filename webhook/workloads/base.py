@@ -388,8 +388,15 @@ class Adapter(ABC):
         """Every pod template of the job with its pod count, in a stable order."""
 
     def pod_sets(self, obj: Mapping[str, Any]) -> tuple[PodSet, ...]:
-        """The job's pod sets (count × per-pod request), via the core's request rules."""
-        return tuple(pod_set(t.name, t.count, t.spec) for t in self.pod_templates(obj))
+        """The job's pod sets (count × per-pod request), via the core's request rules; an error names the
+        template's pod spec (``/spec/template/spec: pod set 'main': ...``)."""
+        out = []
+        for t in self.pod_templates(obj):
+            try:
+                out.append(pod_set(t.name, t.count, t.spec))
+            except WorkloadError as error:
+                raise WorkloadError(f"{pointer(*t.path, 'spec')}: {error}") from None
+        return tuple(out)
 
     def priority_class_name(self, obj: Mapping[str, Any]) -> str | None:
         """The PriorityClass the job names: the first pod template that names one."""
