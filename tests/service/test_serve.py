@@ -187,6 +187,7 @@ async def test_serve_answers_over_tls_from_watched_state(
         "/apis/scheduling.alibabacloud.com/v1alpha1/resourcepolicies",
         "/apis/scheduling.k8s.io/v1/priorityclasses",
         "/api/v1/namespaces",
+        "/api/v1/limitranges",
     }
     assert all("allowWatchBookmarks=true" in query for path, query in fake.requests if "watch=true" in query)
 

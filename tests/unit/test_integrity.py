@@ -106,6 +106,12 @@ RUNNING = facts(held=False)
         (RUNNING, dataclasses.replace(RUNNING, pod_sets=(PodSet("main", 9, res(cpu=1)),), held=True), []),
         (dataclasses.replace(RUNNING, finished=True), dataclasses.replace(RUNNING, pod_sets=()), []),
         (dataclasses.replace(RUNNING, pod_sets=None), RUNNING, []),  # an unreadable old size: nothing to keep
+        (  # a request the LimitRange defaults, written in at submission, taken out again
+            facts(),
+            facts(unrequested=frozenset({"spec.template.spec.containers[0].resources.requests.cpu"})),
+            ["spec.template.spec.containers[0].resources.requests.cpu: may not be removed", "LimitRange"],
+        ),
+        (facts(unrequested=frozenset({"a"})), facts(unrequested=frozenset({"a"})), []),  # already missing: kept
         (
             dataclasses.replace(RUNNING, gated=True),
             dataclasses.replace(RUNNING, gated=True, pod_sets=(PodSet("main", 2, res(cpu=2)),)),
@@ -121,7 +127,7 @@ def test_update_problems(old: JobFacts, new: JobFacts, expected: list[str]) -> N
     for words in expected:
         assert words in text
     for problem in problems:
-        assert problem.split(":")[0].startswith(("spec", "metadata"))  # every problem names its field
+        assert problem.split(":")[0].startswith(("spec", "metadata", "a"))  # every problem names its field
 
 
 def test_a_size_change_of_an_admitted_job_says_how_to_proceed() -> None:

@@ -9,6 +9,9 @@ controller:
   annotation ``kube-queue/quota-fullname: root/...``;
 * a held job gets ``kube-queue.x-k8s.io/submitted-at`` (the webhook's clock, to the microsecond), so jobs
   created in the same second keep their submission order in the queue;
+* every container of a held job's pod templates that neither requests nor limits a resource the namespace's
+  LimitRanges give a default request for gets that request written in, as the pods will get it, so the
+  queue sizes the job as its pods will be sized (issue 17, hole 4; :mod:`webhook.core.limitrange`);
 * every pod template (or Pod) that a ResourcePolicy with an ``eci`` unit selects gets the toleration of the
   virtual node's taint.
 
@@ -33,6 +36,7 @@ from webhook.core.placement import PodView, policy_for_pod
 from webhook.core.quota import queue_name
 from webhook.core.workload import WorkloadError
 from webhook.workloads.base import Adapter, JSONPatch, PatchError, apply_patch, str_at, submitted_patch
+from webhook.workloads.limits import limit_range_patch
 from webhook.workloads.registry import adapter_for
 
 
@@ -111,6 +115,10 @@ def _operations(
         if stamp:
             current = apply_patch(current, stamp)
             ops += stamp
+        defaults = limit_range_patch(adapter, current, state.defaults_in(namespace))
+        if defaults:
+            current = apply_patch(current, defaults)
+            ops += defaults
     tag = adapter.tag_patch(current, leaf_name, full_name)
     policies = state.policies_in(namespace)
     if tag:

@@ -137,7 +137,7 @@ def _job_update(
     assert new is not None
     if old is None:
         return allow(request.uid)
-    broken = update_problems(adapter, old, new, state.priority_classes)
+    broken = update_problems(adapter, old, new, state.priority_classes, state.defaults_in(request.namespace))
     if not broken:
         return allow(request.uid)
     try:

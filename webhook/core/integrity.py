@@ -10,7 +10,8 @@ the field it is about and says what to do instead:
   ``spec.priority`` is the value the API server resolved from its class, so it must match that class;
 * on update (:func:`update_problems`): a held job may not be released by a user; what decides a job's place
   (its quota labels, its submission stamp, its priority class) may not change; an admitted job (released,
-  not finished) may not change its size or requests unless it is suspended again in the same change.
+  not finished) may not change its size or requests unless it is suspended again in the same change; a
+  request that the namespace's LimitRange defaults (written in at submission) may not be removed.
 
 The controller's own writes never reach these rules (the admission shell lets its identity through).
 """
@@ -56,6 +57,9 @@ class JobFacts:
     """Pod set name -> the field of its template (``spec.template``)."""
     priority_is_resolved: bool = False
     """A Pod: the API server's Priority admission set ``spec.priority`` from the class before any webhook."""
+    unrequested: frozenset[str] = frozenset()
+    """Request fields a container leaves out although the namespace's LimitRange gives its pods a default
+    (``spec.template.spec.containers[0].resources.requests.cpu``): the pods would get it, uncounted."""
 
 
 def submission_problems(facts: JobFacts, priority_classes: Mapping[str, int]) -> list[str]:
@@ -102,6 +106,11 @@ def update_problems(old: JobFacts, new: JobFacts, priority_classes: Mapping[str,
     added = {field: value for field, value in new.literal_priorities.items() if literals.get(field) != value}
     if added:
         problems.extend(submission_problems(replace(new, literal_priorities=added), priority_classes))
+    for field in sorted(new.unrequested - old.unrequested):
+        problems.append(
+            f"{field}: may not be removed: the namespace's LimitRange would give the job's pods this request "
+            "without the queue counting it; keep (or change) the request instead"
+        )
     problems.extend(_size_problems(old, new))
     return problems
 

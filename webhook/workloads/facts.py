@@ -11,8 +11,10 @@ from typing import Any
 
 from webhook.core import integrity
 from webhook.core.integrity import JobFacts
+from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults
 from webhook.core.workload import PodSet, WorkloadError
 from webhook.workloads.base import QUOTA_LABEL, SUBMITTED_ANNOTATION, Adapter, PodTemplate, str_at, value_at
+from webhook.workloads.limits import request_gaps
 
 
 def field_name(*segments: str | int) -> str:
@@ -41,9 +43,12 @@ def _templates(adapter: Adapter, obj: Mapping[str, Any]) -> tuple[PodTemplate, .
         return ()
 
 
-def job_facts(adapter: Adapter, obj: Mapping[str, Any], *, strict: bool = True) -> JobFacts:
+def job_facts(
+    adapter: Adapter, obj: Mapping[str, Any], *, strict: bool = True, defaults: ContainerDefaults = NO_DEFAULTS
+) -> JobFacts:
     """The facts of ``obj``. ``strict``: a pod set that cannot be read raises :class:`WorkloadError` (naming the
-    field); otherwise unreadable parts read as absent (an old version is judged by what can be read)."""
+    field); otherwise unreadable parts read as absent (an old version is judged by what can be read).
+    ``defaults``: the namespace's LimitRange default requests."""
     templates = adapter.pod_templates(obj) if strict else _templates(adapter, obj)
     pod_sets: tuple[PodSet, ...] | None
     try:
@@ -80,6 +85,11 @@ def job_facts(adapter: Adapter, obj: Mapping[str, Any], *, strict: bool = True) 
         pod_sets=pod_sets,
         pod_set_fields={template.name: field_name(*template.path) or "spec" for template in templates},
         priority_is_resolved=not any(template.path for template in templates) and bool(templates),
+        unrequested=frozenset(
+            field_name(*path, "resources", "requests", name)
+            for path, _, missing in request_gaps(templates, defaults)
+            for name in missing
+        ),
     )
 
 
@@ -114,11 +124,17 @@ def submission_problems(adapter: Adapter, obj: Mapping[str, Any], priority_class
 
 
 def update_problems(
-    adapter: Adapter, old: Mapping[str, Any], new: Mapping[str, Any], priority_classes: Mapping[str, int]
+    adapter: Adapter,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    priority_classes: Mapping[str, int],
+    defaults: ContainerDefaults = NO_DEFAULTS,
 ) -> list[str]:
     """Why a user's update of a job is refused (``[]`` when allowed); see :mod:`webhook.core.integrity`.
     Raises :class:`WorkloadError` when the new version's hold or pod sets cannot be read."""
     adapter.is_suspended(new)
     return integrity.update_problems(
-        job_facts(adapter, old, strict=False), job_facts(adapter, new), priority_classes
+        job_facts(adapter, old, strict=False, defaults=defaults),
+        job_facts(adapter, new, defaults=defaults),
+        priority_classes,
     )
