@@ -29,9 +29,15 @@ from tests.service.helpers import CONTROLLER, JOB_BUILDERS, USER, patched, revie
 from webhook.admission.app import respond
 from webhook.admission.mutate import mutate
 from webhook.admission.state import AdmissionState, Settings
+from webhook.core.limitrange import container_defaults
 
 MINIMUM_REQUESTS = 10_000
-STATE = AdmissionState(tree=seed_tree(), priority_classes={"high": 1000, "low": 1})
+LIMIT_RANGE = {"spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "1", "memory": "1Gi"}}]}}
+STATE = AdmissionState(
+    tree=seed_tree(),
+    priority_classes={"high": 1000, "low": 1},
+    limit_defaults={"user-a": container_defaults([LIMIT_RANGE])},
+)
 SETTINGS = Settings(controller_users=frozenset({CONTROLLER}))
 TALLY: dict[str, int] = {}
 FIELD = re.compile(
