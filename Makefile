@@ -1,6 +1,6 @@
 # The two commands of the README:
 #   make up     bring up the dev cluster with the system installed
-#   make test   lint, types, and every test tier (unit, service, e2e)
+#   make test   lint, types, and every test tier (unit, service, fuzz, e2e)
 SHELL := bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,7 +13,7 @@ define pytest_must_run
 	if [ $$rc -eq 5 ]; then echo "pytest ran no test in $(1)" >&2; exit 1; fi; exit $$rc
 endef
 
-.PHONY: install deps up down status lint types unit service e2e test binaries bench clean
+.PHONY: install deps up down status lint types unit service fuzz e2e test binaries bench clean
 
 install: $(STAMP)
 
@@ -50,10 +50,14 @@ unit: install
 service: install
 	$(call pytest_must_run,tests/service -q -p no:cacheprovider)
 
+# Hypothesis over the admission handlers: at least 10,000 generated AdmissionReviews (about 40 s).
+fuzz: install
+	$(call pytest_must_run,tests/fuzz -q -p no:cacheprovider)
+
 e2e: install deps binaries
 	$(call pytest_must_run,tests/e2e -q -p no:cacheprovider)
 
-test: lint types unit service e2e
+test: lint types unit service fuzz e2e
 
 bench: install
 	$(BIN)/python -m bench

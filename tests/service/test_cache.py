@@ -12,7 +12,7 @@ import pytest
 from tests.builders import SEED_TREE_SPEC
 from webhook.admission.sources import _rebuild
 from webhook.admission.state import StateStore
-from webhook.kube.cache import RELIST, Backoff, CacheEvent, WatchCache
+from webhook.kube.cache import RECONNECT_CAP_SECONDS, RELIST, Backoff, CacheEvent, WatchCache
 from webhook.kube.client import JSON, KubeApiError, ResourceRef
 
 
@@ -179,6 +179,21 @@ def test_backoff_is_capped() -> None:
     delays = [backoff.next_delay() for _ in range(10)]
     assert all(d <= 8 for d in delays)
     assert delays[-1] >= 4
+
+
+async def test_reconnects_during_a_long_outage_wait_at_most_a_few_seconds() -> None:
+    # Issue 17 hole 6: after a 12 s API outage the job watch came back 13 s late (backoff capped at 30 s).
+    script = Script()
+    script.lists = [[obj("a", "1")]]
+    script.watches = [KubeApiError(0, "ConnectionError") for _ in range(21)]  # every reconnect fails
+    sleep = FakeSleep()
+    cache = WatchCache("jobs", script, sleep=sleep)  # the default backoff, as the service runs it
+    await run_until_idle(cache, script)
+    assert len(sleep.delays) == 21
+    assert max(sleep.delays) <= RECONNECT_CAP_SECONDS <= 5
+    assert min(sleep.delays[-10:]) >= RECONNECT_CAP_SECONDS / 2  # capped, not reset: no hammering either
+    # However long the outage, the first attempt after the API is back comes within the cap.
+    assert len(script.watch_calls) == 22 and set(script.watch_calls) == {"10"}
 
 
 async def test_listener_failures_do_not_stop_the_cache() -> None:

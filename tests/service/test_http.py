@@ -62,8 +62,13 @@ async def test_not_ready_until_caches_synced() -> None:
     not_ready = store(ready=False)
     async with TestClient(TestServer(make_app(not_ready, Settings()))) as test_client:
         assert (await test_client.get("/readyz")).status == 503
+        refused = await (await test_client.post("/mutate", data=orjson.dumps(review(batch_job())))).json()
+        assert refused["response"]["allowed"] is False
+        assert refused["response"]["status"]["message"].startswith("kube-queue is starting: caches not ready")
         not_ready.ready = True
         assert (await test_client.get("/readyz")).status == 200
+        accepted = await (await test_client.post("/mutate", data=orjson.dumps(review(batch_job())))).json()
+        assert accepted["response"]["allowed"] is True
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,9 @@ class FakeApiserver:
         self.objects: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.events: dict[str, asyncio.Queue[dict[str, Any]]] = defaultdict(asyncio.Queue)
         self.requests: list[tuple[str, str]] = []
+        self.lists_open = asyncio.Event()
+        """Lists are answered once this is set (tests clear it to hold the caches unlisted)."""
+        self.lists_open.set()
         self.app = web.Application()
         self.app.router.add_get("/{path:.*}", self.handle)
 
@@ -65,6 +68,7 @@ class FakeApiserver:
             while True:
                 event = await queue.get()
                 await response.write(orjson.dumps(event) + b"\n")
+        await self.lists_open.wait()
         return web.json_response({"items": self.objects[path], "metadata": {"resourceVersion": "10"}})
 
 
@@ -183,8 +187,49 @@ async def test_serve_answers_over_tls_from_watched_state(
         "/apis/scheduling.alibabacloud.com/v1alpha1/resourcepolicies",
         "/apis/scheduling.k8s.io/v1/priorityclasses",
         "/api/v1/namespaces",
+        "/api/v1/limitranges",
     }
     assert all("allowWatchBookmarks=true" in query for path, query in fake.requests if "watch=true" in query)
+
+
+async def test_admission_is_refused_until_the_caches_have_listed(
+    apiserver: tuple[FakeApiserver, int], tmp_path: Path
+) -> None:
+    # Issue 17 hole 3: after a restart the service answered /mutate before its caches listed, and a job
+    # created in that window passed untouched (not held, no quota label).
+    fake, api_port = apiserver
+    fake.lists_open.clear()
+    options, client_tls = tls_options(tmp_path, api_port)
+    base = f"https://127.0.0.1:{options.port}"
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(options, stop))
+    try:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(400):  # listening, but the lists are held
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with session.get(f"{base}/healthz", ssl=client_tls) as resp:
+                        if resp.status == 200:
+                            break
+                await asyncio.sleep(0.05)
+            async with session.get(f"{base}/readyz", ssl=client_tls) as resp:
+                assert resp.status == 503
+            for endpoint in ("mutate", "validate"):
+                body = orjson.dumps(review(batch_job()))
+                async with session.post(f"{base}/{endpoint}", data=body, ssl=client_tls) as resp:
+                    assert resp.status == 200
+                    out = await resp.json()
+                assert out["response"]["allowed"] is False
+                assert "kube-queue is starting: caches not ready" in out["response"]["status"]["message"]
+                assert "retry" in out["response"]["status"]["message"]
+                assert out["response"]["status"]["code"] == 503
+            fake.lists_open.set()
+            await wait_ready(session, base, client_tls)
+            async with session.post(f"{base}/mutate", data=orjson.dumps(review(batch_job())), ssl=client_tls) as resp:
+                out = await resp.json()
+            assert {"op": "add", "path": "/spec/suspend", "value": True} in decoded_patch(out)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=30)
 
 
 def uvloop_installed() -> bool:

@@ -135,6 +135,22 @@ def test_each_broken_tree_is_refused_naming_the_node_and_rule(
     assert node in text
 
 
+UNLABELLABLE_NAMES = ["Département-ä", "team b", "\N{ROCKET}-team", "d" * 64, "-team"]
+"""Issue 17 hole 4: node names that cannot be label values (a leaf's name is its jobs' quota label)."""
+
+
+@pytest.mark.parametrize("name", UNLABELLABLE_NAMES)
+@pytest.mark.parametrize("index", [0, 1])
+def test_node_names_that_cannot_be_label_values_are_refused(name: str, index: int, settings: Settings) -> None:
+    spec = copy.deepcopy(SEED_TREE_SPEC)
+    _child(spec, index)["name"] = name
+    out = validate(review(tree_object(spec)), AdmissionState(), settings)
+    assert not allowed(out)
+    text = message(out)
+    assert f"root/{name}: " in text and "[rule: label-value]" in text
+    assert "label value" in text
+
+
 def test_seed_variant_with_children_max_summing_above_root_max_is_accepted(settings: Settings) -> None:
     # MISSION.md: "root max >= sum of children's max" contradicts the seed's own example; not enforced.
     assert allowed(validate(review(tree_object()), AdmissionState(), settings))
@@ -174,6 +190,8 @@ def test_valid_resource_policy_is_accepted(state: AdmissionState, settings: Sett
         ({"units": [{"resource": "eci", "max": -1}]}, "max"),
         ({"whenTryNextUnits": {"policy": "Sometimes"}}, "policy"),
         ({"strategy": "spread"}, "strategy"),
+        # Issue 17 hole 4: 5,000 units stalled the event loop for 11 s; refused on their number.
+        ({"units": [{"resource": "ecs", "nodeSelector": {"pool": f"p{i}"}} for i in range(5000)]}, "spec.units"),
     ],
 )
 def test_invalid_resource_policies_are_refused(

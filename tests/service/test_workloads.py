@@ -119,16 +119,16 @@ def test_workload_phase_follows_hold_and_completion() -> None:
     assert adapter("Pod").is_finished({**pod(), "status": {"phase": "Succeeded"}})
 
 
-def test_priority_from_priority_class_then_literal_then_zero() -> None:
+def test_priority_comes_only_from_the_priority_class_never_a_template_literal() -> None:
     classes = {"high": 1000, "low": 1}
     job = batch_job()
     assert adapter("Job").priority(job, classes) == 0
-    job["spec"]["template"]["spec"]["priority"] = 7
-    assert adapter("Job").priority(job, classes) == 7
+    job["spec"]["template"]["spec"]["priority"] = 1_000_000_000
+    assert adapter("Job").priority(job, classes) == 0  # issue 17: a literal bought position 1
     job["spec"]["template"]["spec"]["priorityClassName"] = "high"
     assert adapter("Job").priority(job, classes) == 1000
     job["spec"]["template"]["spec"]["priorityClassName"] = "unknown"
-    assert adapter("Job").priority(job, classes) == 7
+    assert adapter("Job").priority(job, classes) == 0
 
 
 def test_kubeflow_priority_class_from_scheduling_policy_first() -> None:

@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from webhook.core import placement, selectors
 from webhook.core.placement import (
     DEFAULT_TIMEOUT_SECONDS,
+    MAX_UNITS,
     VIRTUAL_NODE_TOLERATION,
     AssumedPod,
     NodeView,
@@ -277,6 +279,58 @@ def test_units_with_overlapping_but_not_shadowed_selectors_are_valid() -> None:
         "(a node belongs to the first unit that matches)"
     ]
     assert validate_policy(policy_obj([ecs("a"), {"resource": "ecs"}, eci(nodeSelector={"z": "1"}), eci()])) == []
+
+
+def _counting_matches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the selector comparisons validation makes (the unit check's only operation)."""
+    calls = [0]
+    real = selectors.matches_labels
+
+    def counting(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+        calls[0] += 1
+        return real(selector, labels)
+
+    monkeypatch.setattr(placement, "matches_labels", counting)
+    return calls
+
+
+def test_unit_validation_is_bounded_by_the_unit_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 17 hole 4: 5,000 units took 11 s (a pairwise check on the admission event loop).
+    calls = _counting_matches(monkeypatch)
+    # The worst case the limit allows: no unit shadows another, so every pair is compared once.
+    assert validate_policy(policy_obj([ecs(f"p{index}") for index in range(MAX_UNITS)])) == []
+    assert calls[0] == MAX_UNITS * (MAX_UNITS - 1) // 2
+    calls[0] = 0
+    problems = validate_policy(policy_obj([ecs(f"p{index}") for index in range(5000)]))
+    assert problems == [
+        f"spec.units: 5000 units; at most {MAX_UNITS} are allowed (every pod tries the units in order): merge "
+        "units with the same nodes, or split the pods among policies by selector"
+    ]
+    assert calls[0] == 0  # refused on its length alone
+
+
+def test_shadowed_units_are_never_compared_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counting_matches(monkeypatch)
+    units = [{"resource": "ecs"}, *(ecs(f"p{index}") for index in range(MAX_UNITS - 1))]
+    problems = validate_policy(policy_obj(units))
+    assert len(problems) == MAX_UNITS - 1  # every unit after the catch-all is unreachable
+    assert calls[0] == MAX_UNITS - 1  # each compared with the catch-all only: linear
+
+
+_SELECTORS = st.dictionaries(st.sampled_from("abc"), st.sampled_from("xy"), max_size=2)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["ecs", "eci"]), _SELECTORS), min_size=1, max_size=8))
+def test_unreachable_units_match_the_pairwise_definition(units: list[tuple[str, dict[str, str]]]) -> None:
+    objects = [{"resource": resource, "nodeSelector": selector} for resource, selector in units]
+    expected = []
+    for later, (resource, selector) in enumerate(units):
+        for earlier, (other, shadow) in enumerate(units[:later]):
+            if other == resource and all(selector.get(key) == value for key, value in shadow.items()):
+                expected.append(f"spec.units[{later}]: can never be used: every {resource} node it selects is "
+                                f"taken first by spec.units[{earlier}] (a node belongs to the first unit that matches)")
+                break
+    assert validate_policy(policy_obj(objects)) == expected
 
 
 def test_every_problem_is_listed_at_once() -> None:

@@ -150,6 +150,15 @@ RULE_CASES: list[tuple[str, QuotaNode, list[tuple[str, str]]]] = [
     ("a name with spaces around it",
      two_level(node(" a")),
      [("root/ a", "name")]),
+    # Issue 17 hole 4: a node's name becomes the quota label of every job and pod under it.
+    ("a name with an accent", two_level(node("Département-ä")), [("root/Département-ä", "label-value")]),
+    ("a name with a space inside", two_level(node("team b")), [("root/team b", "label-value")]),
+    ("an emoji name", two_level(node("\N{ROCKET}")), [("root/\N{ROCKET}", "label-value")]),
+    ("a name over 63 characters", two_level(node("d" * 64)), [("root/" + "d" * 64, "label-value")]),
+    ("a leading dash", two_level(node("-team")), [("root/-team", "label-value")]),
+    ("a trailing dot", two_level(node("team.")), [("root/team.", "label-value")]),
+    ("an inner node too", two_level(node("team b", children=(node("x"),))), [("root/team b", "label-value")]),
+    ("63 characters, dots and underscores are fine", two_level(node("a" * 60 + "_.b")), []),
     ("a negative quantity",
      two_level(node("a", max=res(cpu=-1))),
      [("root/a", "quantity")]),
@@ -210,6 +219,10 @@ def test_validate_tree_reports_each_broken_rule(
         (two_level(node("a", namespaces=("User_A",))), ["'User_A' is not a valid namespace name"]),
         (two_level(node("a/b")), ["contains '/'"]),
         (two_level(node("")), ["non-empty name"]),
+        (two_level(node("team b")), ["'team b' is not a valid label value", "at most 63 characters",
+                                     "rename the node (for example 'team-b')"]),
+        (two_level(node("d" * 70)), ["has 70 characters", "shorten it"]),
+        (two_level(node("\N{ROCKET}")), ["for example 'team-1'"]),
     ],
 )
 def test_violation_messages_say_what_and_what_to_do(root: QuotaNode, fragments: list[str]) -> None:

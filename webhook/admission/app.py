@@ -3,7 +3,9 @@
 The HTTP layer is thin: :func:`respond` turns a request body into ``(HTTP status, body)`` with the pure
 handlers, so it can be tested and fuzzed without a server. Its contract:
 
-* a usable AdmissionReview -> 200 with the response review (``uid`` echoed);
+* a usable AdmissionReview -> 200 with the response review (``uid`` echoed); before the watch caches have
+  listed once (``/readyz`` answers 503 then), a refusal saying kube-queue is starting and to retry, so no job
+  passes untagged in the moments after a restart;
 * a review that names a ``uid`` but is otherwise unusable, or a handler failure -> 200 with a refusal
   (``allowed: false``) saying what was wrong;
 * anything else (not JSON, no ``uid``) -> 400 with a JSON error; a body over the size limit -> 413; a body
@@ -54,8 +56,19 @@ def _decision(review: Mapping[str, Any]) -> str:
     return "patched" if response.get("patch") else "allowed"
 
 
-def respond(endpoint: str, body: bytes, state: AdmissionState, settings: Settings) -> tuple[int, bytes]:
-    """``(HTTP status, response body)`` for one request to ``/mutate`` or ``/validate``."""
+NOT_READY_MESSAGE = (
+    "kube-queue is starting: caches not ready (quota tree, ResourcePolicies, PriorityClasses, namespaces "
+    "have not listed yet), so it cannot tell which quota {what} belongs to; retry in a few seconds"
+)
+"""The refusal of every admission request before the caches have listed (issue 17, hole 3): a job admitted
+then would pass untagged and unheld."""
+
+
+def respond(
+    endpoint: str, body: bytes, state: AdmissionState, settings: Settings, *, ready: bool = True
+) -> tuple[int, bytes]:
+    """``(HTTP status, response body)`` for one request to ``/mutate`` or ``/validate``. Until ``ready`` (every
+    cache has listed once) every usable review is refused with :data:`NOT_READY_MESSAGE`."""
     handler = HANDLERS.get(endpoint)
     if handler is None:
         return 404, _error(f"no admission endpoint {endpoint!r}; use /mutate or /validate")
@@ -77,6 +90,17 @@ def respond(endpoint: str, body: bytes, state: AdmissionState, settings: Setting
             metrics.observe(endpoint, "-", "denied", time.perf_counter() - started)
             return 200, encode(review)
         kind = request.kind.kind
+        if not ready:
+            log.info(
+                "component=admission endpoint=%s decision=not_ready operation=%s object=%r user=%s",
+                endpoint,
+                request.operation,
+                request.display_name,
+                request.username,
+            )
+            metrics.observe(endpoint, kind, "not_ready", time.perf_counter() - started)
+            message = NOT_READY_MESSAGE.format(what=request.display_name)
+            return 200, encode(deny(request.uid, message, 503, "ServiceUnavailable"))
         try:
             review = handler(request, state, settings)
         except Exception as error:
@@ -133,7 +157,7 @@ async def _admit(request: web.Request) -> web.Response:
             status=408, body=_error("the request body did not arrive in time"), content_type="application/json"
         )
     store = request.app[STORE_KEY]
-    status, payload = respond(endpoint, body, store.current, request.app[SETTINGS_KEY])
+    status, payload = respond(endpoint, body, store.current, request.app[SETTINGS_KEY], ready=store.ready)
     return web.Response(status=status, body=payload, content_type="application/json")
 
 

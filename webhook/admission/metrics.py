@@ -1,7 +1,7 @@
 """Prometheus metrics of the admission service (default registry; served by ``kq serve --metrics-port``).
 
 * ``kube_queue_webhook_requests_total{endpoint, kind, decision}`` - decision is ``allowed``, ``patched``,
-  ``denied`` or ``bad_request``;
+  ``denied``, ``bad_request`` or ``not_ready`` (refused before the caches listed);
 * ``kube_queue_webhook_request_duration_seconds{endpoint}`` - time in the handler (decode, decide, encode).
 """
 

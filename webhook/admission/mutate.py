@@ -9,11 +9,18 @@ controller:
   annotation ``kube-queue/quota-fullname: root/...``;
 * a held job gets ``kube-queue.x-k8s.io/submitted-at`` (the webhook's clock, to the microsecond), so jobs
   created in the same second keep their submission order in the queue;
+* every container of a held job's pod templates that neither requests nor limits a resource the namespace's
+  LimitRanges give a default request for gets that request written in, as the pods will get it, so the
+  queue sizes the job as its pods will be sized (issue 17, hole 4; :mod:`webhook.core.limitrange`);
 * every pod template (or Pod) that a ResourcePolicy with an ``eci`` unit selects gets the toleration of the
   virtual node's taint.
 
 Pods owned by a controller (a Job's pods, a ReplicaSet's pods) are tagged but not held on their own: their
 owner is queued. Everything else passes untouched.
+
+A job the validating handler would refuse at creation (:func:`webhook.admission.validate.creation_refusal`)
+is refused here already, so its creator never reads a "queued for quota" warning for a job that was not
+created.
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ from typing import Any
 
 from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
+from webhook.admission.validate import creation_refusal
 from webhook.core.placement import PodView, policy_for_pod
 from webhook.core.quota import queue_name
 from webhook.core.workload import WorkloadError
 from webhook.workloads.base import Adapter, JSONPatch, PatchError, apply_patch, str_at, submitted_patch
+from webhook.workloads.limits import limit_range_patch
 from webhook.workloads.registry import adapter_for
 
 
@@ -51,6 +60,9 @@ def mutate_request(
         leaf = state.leaf_for_namespace(namespace)
         if leaf is None:
             return allow(request.uid)
+        refusal = creation_refusal(request, adapter, state)
+        if refusal is not None:
+            return refusal
         ops, held = _operations(
             adapter,
             request.obj,
@@ -103,6 +115,10 @@ def _operations(
         if stamp:
             current = apply_patch(current, stamp)
             ops += stamp
+        defaults = limit_range_patch(adapter, current, state.defaults_in(namespace))
+        if defaults:
+            current = apply_patch(current, defaults)
+            ops += defaults
     tag = adapter.tag_patch(current, leaf_name, full_name)
     policies = state.policies_in(namespace)
     if tag:

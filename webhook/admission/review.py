@@ -98,7 +98,7 @@ def parse_request(review: object) -> AdmissionRequest:
         uid = raw_uid if isinstance(raw_uid, str) and raw_uid else None
     if review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
         raise ReviewError(
-            f"expected apiVersion {API_VERSION} kind {KIND}, "
+            f"apiVersion and kind: expected apiVersion {API_VERSION} kind {KIND}, "
             f"got apiVersion {review.get('apiVersion')!r} kind {review.get('kind')!r}",
             uid,
         )

@@ -1,8 +1,8 @@
 """Wiring: the watch caches that keep the admission state current.
 
-Four caches - ElasticQuotaTrees (in ``kube-system`` only: the webhook refuses trees anywhere else),
-ResourcePolicies, PriorityClasses and Namespaces - each rebuild their part of the :class:`StateStore` on
-every change. ``store.ready`` turns true once all four have listed.
+Five caches - ElasticQuotaTrees (in ``kube-system`` only: the webhook refuses trees anywhere else),
+ResourcePolicies, PriorityClasses, Namespaces and LimitRanges - each rebuild their part of the
+:class:`StateStore` on every change. ``store.ready`` turns true once all five have listed.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ TREES = ResourceRef("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", TR
 POLICIES = ResourceRef("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies")
 PRIORITY_CLASSES = ResourceRef("scheduling.k8s.io", "v1", "priorityclasses")
 NAMESPACES = ResourceRef("", "v1", "namespaces")
+LIMIT_RANGES = ResourceRef("", "v1", "limitranges")
 
 
 def _rebuild(update: Callable[[Iterable[Mapping[str, Any]]], None]) -> Callable[[WatchCache, CacheEvent], None]:
@@ -36,13 +37,14 @@ def _rebuild(update: Callable[[Iterable[Mapping[str, Any]]], None]) -> Callable[
 
 
 def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TREE_NAMESPACE) -> list[WatchCache]:
-    """The four caches, each wired to its part of ``store`` (not yet running)."""
+    """The five caches, each wired to its part of ``store`` (not yet running)."""
     trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
     pairs: list[tuple[str, ResourceRef, Callable[[Iterable[Mapping[str, Any]]], None]]] = [
         ("elasticquotatrees", trees, store.set_trees),
         ("resourcepolicies", POLICIES, store.set_policies),
         ("priorityclasses", PRIORITY_CLASSES, store.set_priority_classes),
         ("namespaces", NAMESPACES, store.set_namespaces),
+        ("limitranges", LIMIT_RANGES, store.set_limit_ranges),
     ]
     caches = []
     for name, ref, update in pairs:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, container_defaults
 from webhook.core.placement import PolicyError, ResourcePolicy, parse_policy
 from webhook.core.quota import TREE_NAMESPACE, QuotaNode, QuotaTree, QuotaTreeError, parse_tree
 
@@ -60,7 +61,8 @@ class AdmissionState:
     ``tree`` is the honoured quota tree (``None`` when there is none or it does not parse: then no namespace
     is managed). ``tree_names`` lists every ElasticQuotaTree the cache holds, as ``(namespace, name)``, for
     the one-tree rule. ``policies`` are the valid ResourcePolicies by namespace; ``priority_classes`` the
-    PriorityClass values by name; ``namespace_labels`` the labels of every namespace.
+    PriorityClass values by name; ``namespace_labels`` the labels of every namespace; ``limit_defaults`` the
+    LimitRange default requests by namespace.
     """
 
     tree: QuotaTree | None = None
@@ -69,9 +71,11 @@ class AdmissionState:
     policies: Mapping[str, tuple[ResourcePolicy, ...]] = field(default_factory=lambda: MappingProxyType({}))
     priority_classes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
+    limit_defaults: Mapping[str, ContainerDefaults] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policies", _frozen(self.policies))
+        object.__setattr__(self, "limit_defaults", _frozen(self.limit_defaults))
         object.__setattr__(self, "priority_classes", _frozen(self.priority_classes))
         object.__setattr__(self, "namespace_labels", _frozen(self.namespace_labels))
         if self.tree is not None and not self.tree_names:
@@ -83,6 +87,10 @@ class AdmissionState:
 
     def policies_in(self, namespace: str) -> tuple[ResourcePolicy, ...]:
         return self.policies.get(namespace, ())
+
+    def defaults_in(self, namespace: str) -> ContainerDefaults:
+        """The default container requests of the namespace's LimitRanges."""
+        return self.limit_defaults.get(namespace, NO_DEFAULTS)
 
     def unlabelled_namespaces(self) -> tuple[str, ...]:
         """Existing namespaces of the tree without the managed label: their jobs bypass the webhooks."""
@@ -160,6 +168,17 @@ def priority_classes_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[
     return out
 
 
+def limit_defaults_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, ContainerDefaults]:
+    """Namespace -> the default container requests of its LimitRanges (namespaces without defaults left out)."""
+    grouped: dict[str, list[Mapping[str, Any]]] = {}
+    for obj in objects:
+        namespace = _metadata(obj).get("namespace")
+        if isinstance(namespace, str):
+            grouped.setdefault(namespace, []).append(obj)
+    out = {namespace: container_defaults(items) for namespace, items in grouped.items()}
+    return {namespace: defaults for namespace, defaults in out.items() if defaults.requests}
+
+
 def namespace_labels_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, str]]:
     out: dict[str, Mapping[str, str]] = {}
     for obj in objects:
@@ -195,6 +214,9 @@ class StateStore:
 
     def set_priority_classes(self, objects: Iterable[Mapping[str, Any]]) -> None:
         self.current = replace(self.current, priority_classes=priority_classes_from_objects(objects))
+
+    def set_limit_ranges(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        self.current = replace(self.current, limit_defaults=limit_defaults_from_objects(objects))
 
     def set_namespaces(self, objects: Iterable[Mapping[str, Any]]) -> None:
         self.current = replace(self.current, namespace_labels=namespace_labels_from_objects(objects))

@@ -5,10 +5,13 @@
 * ``ResourcePolicy`` (CREATE/UPDATE): :func:`validate_policy`.
 * ``Queue`` (CREATE/UPDATE): ``spec.queuePolicy`` is ``Round``, ``Priority`` or ``Block`` (absent = Round).
 * Supported job kinds in a managed namespace, by anyone but the controller:
-  CREATE - the pod sets must be readable (the queue must be able to size the job) and the kind must be
-  able to wait suspended as written (a RayJob needs ``shutdownAfterJobFinishes: true``);
-  UPDATE - a held job may not be released (un-suspended, admission gate removed) and the quota label may
-  not change or go; the refusal says the job is queued and how to see its position.
+  CREATE - the pod sets must be readable (the queue must be able to size the job), the kind must be
+  able to wait suspended as written (a RayJob needs ``shutdownAfterJobFinishes: true``) and no pod template
+  may carry a literal ``priority`` (:func:`webhook.core.integrity.submission_problems`);
+  UPDATE - a held job may not be released (un-suspended, admission gate removed); its quota labels,
+  submission stamp and priority class may not change; an admitted job may not change its size or requests
+  (:func:`webhook.core.integrity.update_problems`); the refusal says where the job stands and how to see
+  its position.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from webhook.admission.state import AdmissionState, Settings
 from webhook.core.placement import validate_policy
 from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
 from webhook.core.workload import WorkloadError
-from webhook.workloads.base import QUOTA_LABEL, SUBMITTED_ANNOTATION, Adapter, str_at, value_at
+from webhook.workloads.base import Adapter, value_at
+from webhook.workloads.facts import submission_problems, update_problems
 from webhook.workloads.registry import adapter_for
 
 TREE_GROUP, TREE_KIND = "scheduling.sigs.k8s.io", "ElasticQuotaTree"
@@ -44,7 +48,8 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
     if request.operation not in _WRITES or request.sub_resource:
         return allow(request.uid)
     if request.obj is None:
-        return deny(request.uid, f"{request.operation} of {request.display_name} carries no object", 400, "BadRequest")
+        what = f"request.object: the {request.operation} of {request.display_name} carries no object"
+        return deny(request.uid, what, 400, "BadRequest")
     if (group, kind) == (TREE_GROUP, TREE_KIND):
         return _tree(request, state)
     if (group, kind) == (POLICY_GROUP, POLICY_KIND):
@@ -63,8 +68,8 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
         return allow(request.uid)
     try:
         if request.operation == "CREATE":
-            return _job_create(request, adapter)
-        return _job_update(request, adapter, leaf, settings)
+            return creation_refusal(request, adapter, state) or allow(request.uid)
+        return _job_update(request, adapter, leaf, state, settings)
     except WorkloadError as error:
         return deny(request.uid, f"kube-queue cannot read {request.display_name}: {error}", 422, "Invalid")
 
@@ -100,12 +105,14 @@ def queue_problems(obj: Mapping[str, Any]) -> list[str]:
     return [f"spec.queuePolicy: {policy!r} is not one of {', '.join(QUEUE_POLICIES)}"]
 
 
-def _job_create(request: AdmissionRequest, adapter: Adapter) -> dict[str, Any]:
+def creation_refusal(request: AdmissionRequest, adapter: Adapter, state: AdmissionState) -> dict[str, Any] | None:
+    """The refusal of a new job the queue cannot hold as written (``None`` when it can). The mutating handler
+    asks too, so a job it would refuse never gets the "queued" warning first."""
     assert request.obj is not None
     if not adapter.manages(request.obj):
-        return allow(request.uid)
+        return None
     try:
-        adapter.pod_sets(request.obj)
+        problems = submission_problems(adapter, request.obj, state.priority_classes)
     except WorkloadError as error:
         return deny(
             request.uid,
@@ -113,63 +120,30 @@ def _job_create(request: AdmissionRequest, adapter: Adapter) -> dict[str, Any]:
             code=422,
             reason="Invalid",
         )
-    problems = adapter.queueing_problems(request.obj)
-    if problems:
-        return deny(
-            request.uid,
-            f"kube-queue cannot queue {request.display_name}: " + "; ".join(problems),
-            code=422,
-            reason="Invalid",
-        )
-    return allow(request.uid)
-
-
-def _label(obj: Mapping[str, Any] | None) -> str | None:
-    if obj is None:
+    if not problems:
         return None
-    try:
-        return str_at(obj, "metadata", "labels", QUOTA_LABEL)
-    except WorkloadError:
-        return None
+    return deny(
+        request.uid,
+        f"kube-queue cannot queue {request.display_name}: " + "; ".join(problems),
+        code=422,
+        reason="Invalid",
+    )
 
 
-def _submitted(obj: Mapping[str, Any]) -> object:
-    try:
-        annotations = value_at(obj, "metadata", "annotations")
-    except WorkloadError:
-        return None
-    return annotations.get(SUBMITTED_ANNOTATION) if isinstance(annotations, Mapping) else None
-
-
-def _job_update(request: AdmissionRequest, adapter: Adapter, leaf: QuotaNode, settings: Settings) -> dict[str, Any]:
+def _job_update(
+    request: AdmissionRequest, adapter: Adapter, leaf: QuotaNode, state: AdmissionState, settings: Settings
+) -> dict[str, Any]:
     new, old = request.obj, request.old_obj
     assert new is not None
     if old is None:
         return allow(request.uid)
-    broken: list[str] = []
-    held = False
-    try:
-        held = adapter.is_suspended(old)
-        if held and not adapter.is_suspended(new):
-            broken.append(
-                "only kube-queue may remove its scheduling gate"
-                if adapter.gates_at_creation_only
-                else "only kube-queue may un-suspend it"
-            )
-    except WorkloadError as error:
-        broken.append(f"its hold cannot be read ({error})")
-    old_label, new_label = _label(old), _label(new)
-    if old_label != new_label:
-        if new_label is None:
-            broken.append(f"the label {QUOTA_LABEL}={old_label} may not be removed")
-        elif old_label is None:
-            broken.append(f"the label {QUOTA_LABEL} is set by kube-queue only")
-        else:
-            broken.append(f"the label {QUOTA_LABEL} may not change ({old_label} -> {new_label})")
-    if _submitted(old) != _submitted(new):
-        broken.append(f"the annotation {SUBMITTED_ANNOTATION} (its place in the queue) is set by kube-queue only")
+    broken = update_problems(adapter, old, new, state.priority_classes, state.defaults_in(request.namespace))
     if not broken:
         return allow(request.uid)
+    try:
+        held = adapter.is_suspended(old)
+    except WorkloadError:
+        held = False
     namespace = request.namespace
     name = request.name or str(value_at(new, "metadata", "name") or "")
     queue = queue_name(leaf.name, namespace)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import ssl
 import sys
+import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -98,9 +100,18 @@ def system_components(config: ClusterConfig, bins: Path) -> Sequence[Component]:
     return [*service_components(config, bins), *extender_components(config, bins)]
 
 
+def service_ready(config: ClusterConfig) -> bool:
+    """Whether ``kq serve`` answers ``/readyz`` with 200: its caches have listed, so it admits (before that it
+    refuses every admission request, and the API server with it)."""
+    context = ssl.create_default_context(cafile=str(config.pki / "ca.crt"))
+    url = f"https://127.0.0.1:{config.ports.webhook}/readyz"
+    with urllib.request.urlopen(url, context=context, timeout=1.0) as response:
+        return bool(response.status == 200)
+
+
 def restart_service(config: ClusterConfig, bins: Path, env: Mapping[str, str] | None = None) -> None:
     """Stop and start ``kq serve`` with ``config.service_args`` and ``env`` (the seed's "edit the
-    controller's arguments and restart it"); waits until it listens again."""
+    controller's arguments and restart it"); waits until it listens again and its caches have listed."""
     marker = str(config.state_dir)
     processes.stop(config.run, "kq-serve", marker)
     for component in service_components(config, bins, env):
@@ -108,6 +119,7 @@ def restart_service(config: ClusterConfig, bins: Path, env: Mapping[str, str] | 
         port = component.port
         assert port is not None
         processes.wait_for(lambda p=port: processes.port_open(p), 60, f"kq serve to listen on {port}")
+        processes.wait_for(lambda: service_ready(config), 60, "kq serve's caches to list (/readyz)")
 
 
 def install_api_objects(config: ClusterConfig, bins: Path) -> None:
@@ -142,6 +154,7 @@ def register_webhooks(config: ClusterConfig, bins: Path) -> None:
         from webhook.admission.configs import dev_webhook_configs  # noqa: PLC0415
     except ImportError:
         return
+    processes.wait_for(lambda: service_ready(config), 60, "kq serve's caches to list (/readyz)")
     ca = (config.pki / "ca.crt").read_bytes()
     items = dev_webhook_configs(f"https://127.0.0.1:{config.ports.webhook}", ca)
     doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})

@@ -25,6 +25,8 @@ lists ordered *units* of nodes. Rules implemented here (and where this module de
   unit is passed over when it is at ``max``, or - depending on ``whenTryNextUnits.policy`` - when it has no
   candidate node: always (``LackResourceOrExceedMax``, the default), never (``ExceedMax``: the pod waits), or
   once the pod has waited at least ``timeout`` (``TimeoutOrExceedMax``, default timeout 15 minutes).
+* **Size.** A policy lists at most :data:`MAX_UNITS` units; more are refused at validation, so neither the
+  webhook nor the extender spends more than a bounded time on one policy.
 * **Reasons.** Units are numbered from 1 in messages (``unit 2 (eci)``) and from 0 in code
   (:attr:`Placement.unit_index`). Failures that preemption cannot fix (a unit at its max, a node in no unit,
   waiting for an earlier unit) go to :attr:`Placement.unresolvable`; the rest to :attr:`Placement.failed`.
@@ -66,6 +68,10 @@ DEFAULT_TIMEOUT_SECONDS = 15 * 60.0
 """``whenTryNextUnits.timeout`` when ``TimeoutOrExceedMax`` gives none."""
 MAX_SCORE = 10
 """The highest extender score (prioritize replies are 0..10)."""
+MAX_UNITS = 100
+"""Most units a policy may list. Validation (the unreachable-unit check) and every placement walk the units,
+so the limit bounds the work one policy can cause on the webhook and extender event loops; real policies list
+a handful (an ECS pool or two, then ECI)."""
 
 
 class PolicyError(ValueError):
@@ -435,24 +441,36 @@ class _Reader:
         if not obj:
             self.problem(f"{path}: needs at least one unit")
             return ()
+        if len(obj) > MAX_UNITS:
+            self.problem(
+                f"{path}: {len(obj)} units; at most {MAX_UNITS} are allowed (every pod tries the units in "
+                "order): merge units with the same nodes, or split the pods among policies by selector"
+            )
+            return ()
         read = [self.unit(item, f"{path}[{index}]") for index, item in enumerate(obj)]
         self.unreachable_units(read, path)
         return tuple(unit for unit in read if unit is not None)
 
     def unreachable_units(self, units: list[Unit | None], path: str) -> None:
+        """Report each unit whose nodes an earlier unit of the same resource always takes first.
+
+        A unit is compared only with the earlier *reachable* units (one that an earlier unit shadows adds
+        nothing: whatever it would shadow, its own shadow does too), with the first one reported, as a
+        node picks its unit. At most :data:`MAX_UNITS` units reach here, so this is at most
+        ``MAX_UNITS**2 / 2`` selector comparisons, each stopping at the first label that differs."""
+        reachable: dict[UnitResource, list[tuple[int, FrozenLabels]]] = {}
         for later, unit in enumerate(units):
-            for earlier, shadow in enumerate(units[:later]):
-                if (
-                    unit is not None
-                    and shadow is not None
-                    and shadow.resource is unit.resource
-                    and matches_labels(shadow.node_selector, unit.node_selector)
-                ):
-                    self.problem(
-                        f"{path}[{later}]: can never be used: every {unit.resource} node it selects is "
-                        f"taken first by {path}[{earlier}] (a node belongs to the first unit that matches)"
-                    )
-                    break
+            if unit is None:
+                continue
+            earlier = reachable.setdefault(unit.resource, [])
+            shadow = next((index for index, sel in earlier if matches_labels(sel, unit.node_selector)), None)
+            if shadow is None:
+                earlier.append((later, unit.node_selector))
+                continue
+            self.problem(
+                f"{path}[{later}]: can never be used: every {unit.resource} node it selects is "
+                f"taken first by {path}[{shadow}] (a node belongs to the first unit that matches)"
+            )
 
     def try_next(self, obj: object, path: str) -> tuple[TryNextPolicy, float]:
         spec = self.mapping(obj, path)

@@ -28,6 +28,10 @@ QUEUE_NAME_MAX = 63
 """Queue names are DNS-1123 labels: at most 63 characters."""
 
 _DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?", re.ASCII)
+LABEL_VALUE_MAX = 63
+"""Kubernetes label values: at most 63 characters."""
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
+"""A non-empty Kubernetes label value (``k8s.io/apimachinery`` ``IsValidLabelValue``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +144,28 @@ def _name_problem(name: object) -> str | None:
     return None
 
 
+def _label_value_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a Kubernetes label value, or ``None``: a leaf's name becomes the quota label of
+    every job and pod under it (and a node's name is matched against pods' labels), so a name that cannot be
+    a label value would make every Job and Pod create in its namespaces fail."""
+    rule = (
+        "a node's name becomes the quota label (quota.scheduling.alibabacloud.com/name) of every job and pod "
+        "under it, so it must be a valid Kubernetes label value: at most 63 characters, ASCII letters, digits, "
+        "'-', '_' and '.', starting and ending with a letter or digit"
+    )
+    if len(name) > LABEL_VALUE_MAX:
+        return f"the name {name!r} has {len(name)} characters; {rule}; shorten it"
+    if not _LABEL_VALUE.fullmatch(name):
+        return f"the name {name!r} is not a valid label value; {rule}; rename the node (for example {_suggest(name)!r})"
+    return None
+
+
+def _suggest(name: str) -> str:
+    """A label-value spelling of ``name`` for the refusal message."""
+    cleaned = re.sub(r"[^-A-Za-z0-9_.]+", "-", name, flags=re.ASCII).strip("-_.")
+    return cleaned[:LABEL_VALUE_MAX].rstrip("-_.") or "team-1"
+
+
 def _check_quantities(node: QuotaNode, where: str, out: list[Violation]) -> None:
     for field_name, resources in (("min", node.min), ("max", node.max)):
         for name, nanos in resources.items():
@@ -198,7 +224,8 @@ def _check_child_max(child: QuotaNode, where: str, parent: QuotaNode, parent_whe
 def validate_tree(root: QuotaNode) -> list[Violation]:
     """Every rule of MISSION.md part 1 broken by the tree under ``root`` (empty when valid), in tree order.
 
-    Rules (ids): ``name`` (non-empty, no ``/``), ``unique-names`` (ignoring case), ``path`` (each node's
+    Rules (ids): ``name`` (non-empty, no ``/``), ``label-value`` (a name is a valid Kubernetes label value: it
+    becomes the quota label of the jobs and pods under it), ``unique-names`` (ignoring case), ``path`` (each node's
     ``path`` is its names from the root), ``quantity`` (no negative amounts; whole ``kube-queue/max-jobs``),
     ``min-le-max``, ``root-min-eq-max``, ``children-min-le-parent-min``, ``child-max-le-parent-max``
     (a resource absent from a ``max`` is unlimited there), ``namespaces-only-on-leaves``,
@@ -215,8 +242,11 @@ def validate_tree(root: QuotaNode) -> list[Violation]:
         node, path, parent = stack.pop()
         where = "/".join(path)
         problem = _name_problem(node.name)
+        label_problem = _label_value_problem(node.name) if problem is None else None
         if problem is not None:
             out.append(Violation(where or "<unnamed>", "name", problem))
+        elif label_problem is not None:
+            out.append(Violation(where, "label-value", label_problem))
         elif node.key in names:
             out.append(Violation(where, "unique-names",
                                  f"the name {node.name!r} is already used by {names[node.key]} (names are "

@@ -8,7 +8,8 @@ The loop (:meth:`WatchCache.run`) is the reflector of client-go in miniature:
    ``DELETED`` and notify; bookmarks only advance the resource version; when the server ends the watch
    (its ``timeoutSeconds``), watch again from the last version seen;
 3. a 410 Gone (HTTP status or ``ERROR`` event) goes back to 1 at once; any other error backs off
-   (exponential with jitter, capped) and re-watches from the last version (re-listing when there is none).
+   (exponential with jitter, capped at :data:`RECONNECT_CAP_SECONDS`) and re-watches from the last version
+   (re-listing when there is none).
 
 ``synced`` stays set after the first list: what the cache holds may lag while it reconnects, as an
 informer's does. Everything that touches the network sits behind :class:`ListWatch`, so tests drive the
@@ -87,13 +88,20 @@ class CacheEvent:
 Listener = Callable[["WatchCache", CacheEvent], None]
 
 
+RECONNECT_CAP_SECONDS = 4.0
+"""The longest wait between two attempts to reach the API server. After an outage a cache is back within this
+of the API answering, however long the outage was (issue 17 hole 6: with a 30 s cap a 12 s outage kept the
+job watch away 13 s more). A few list/watch attempts per cache every few seconds is nothing to the server."""
+
+
 @dataclass(slots=True)
 class Backoff:
-    """Exponential backoff with full jitter: ``initial * factor**n`` capped at ``cap`` seconds."""
+    """Exponential backoff with jitter: a delay in ``[base/2, base]``, ``base = initial * factor**n`` capped at
+    ``cap`` seconds (:data:`RECONNECT_CAP_SECONDS` by default)."""
 
     initial: float = 0.5
     factor: float = 2.0
-    cap: float = 30.0
+    cap: float = RECONNECT_CAP_SECONDS
     rng: random.Random = field(default_factory=random.Random)
     _attempt: int = 0
 

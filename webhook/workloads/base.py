@@ -369,6 +369,8 @@ class Adapter(ABC):
     kind: ClassVar[str]
     plural: ClassVar[str]
     """The resource name (``jobs``), as in webhook rules and API paths."""
+    priority_class_path: ClassVar[tuple[str, ...]] = ()
+    """Where the job itself names a PriorityClass that wins over its pod templates' (``()``: nowhere)."""
 
     @property
     def version(self) -> str:
@@ -386,8 +388,15 @@ class Adapter(ABC):
         """Every pod template of the job with its pod count, in a stable order."""
 
     def pod_sets(self, obj: Mapping[str, Any]) -> tuple[PodSet, ...]:
-        """The job's pod sets (count × per-pod request), via the core's request rules."""
-        return tuple(pod_set(t.name, t.count, t.spec) for t in self.pod_templates(obj))
+        """The job's pod sets (count × per-pod request), via the core's request rules; an error names the
+        template's pod spec (``/spec/template/spec: pod set 'main': ...``)."""
+        out = []
+        for t in self.pod_templates(obj):
+            try:
+                out.append(pod_set(t.name, t.count, t.spec))
+            except WorkloadError as error:
+                raise WorkloadError(f"{pointer(*t.path, 'spec')}: {error}") from None
+        return tuple(out)
 
     def priority_class_name(self, obj: Mapping[str, Any]) -> str | None:
         """The PriorityClass the job names: the first pod template that names one."""
@@ -408,12 +417,10 @@ class Adapter(ABC):
         return None
 
     def priority(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int]) -> int:
-        """The PriorityClass value named by the job, else its literal ``priority``, else 0."""
+        """The value of the PriorityClass the job names, else 0. A literal ``priority`` in a pod template is
+        never read: the API server refuses pods that carry one, and the webhook refuses it at submission."""
         name = self.priority_class_name(obj)
-        if name is not None and name in priority_classes:
-            return priority_classes[name]
-        explicit = self.explicit_priority(obj)
-        return explicit if explicit is not None else 0
+        return priority_classes.get(name, 0) if name is not None else 0
 
     @abstractmethod
     def is_suspended(self, obj: Mapping[str, Any]) -> bool:
@@ -536,6 +543,7 @@ class ReplicaSpecsAdapter(SpecSuspendAdapter):
     ``spec.runPolicy.suspend``, with an optional ``spec.runPolicy.schedulingPolicy.priorityClass``."""
 
     suspend_path = ("spec", "runPolicy", "suspend")
+    priority_class_path = ("spec", "runPolicy", "schedulingPolicy", "priorityClass")
     replica_specs_field: ClassVar[str]
     role_order: ClassVar[tuple[str, ...]] = ("chief", "master", "launcher", "ps", "worker", "evaluator")
     """Roles sorted first (lower-cased); others follow by name."""
@@ -567,7 +575,7 @@ class ReplicaSpecsAdapter(SpecSuspendAdapter):
         return (rank, role)
 
     def priority_class_name(self, obj: Mapping[str, Any]) -> str | None:
-        name = str_at(obj, "spec", "runPolicy", "schedulingPolicy", "priorityClass")
+        name = str_at(obj, *self.priority_class_path)
         return name if name is not None else super().priority_class_name(obj)
 
     def is_finished(self, obj: Mapping[str, Any]) -> bool:

@@ -75,6 +75,15 @@ class PodAdapter(Adapter):
             {"op": "remove", "path": pointer("spec", "schedulingGates", index)},
         ]
 
+    def priority(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int]) -> int:
+        """The PriorityClass value, else ``spec.priority``: on a Pod it is the value the API server's Priority
+        admission resolved from the class (it refuses any other) before a webhook sees the Pod."""
+        name = self.priority_class_name(obj)
+        if name is not None and name in priority_classes:
+            return priority_classes[name]
+        resolved = self.explicit_priority(obj)
+        return resolved if resolved is not None else 0
+
     def is_finished(self, obj: Mapping[str, Any]) -> bool:
         return value_at(obj, "status", "phase") in ("Succeeded", "Failed")
 

@@ -1,0 +1,163 @@
+"""The queue's integrity rules: what a user may write into a job at submission and change afterwards.
+
+Pure decisions over :class:`JobFacts`, the few things of one version of a job that the rules read (an adapter
+in ``webhook.workloads`` extracts them from the raw object). Each problem is one sentence that starts with
+the field it is about and says what to do instead:
+
+* at submission (:func:`submission_problems`): a literal ``priority`` in a job's pod template is refused (the
+  API server refuses every pod made from it, "the integer value of priority must not be provided in pod
+  spec", so the job would hold quota for ever); queue priority comes only from a PriorityClass. A Pod's
+  ``spec.priority`` is the value the API server resolved from its class, so it must match that class;
+* on update (:func:`update_problems`): a held job may not be released by a user; what decides a job's place
+  (its quota labels, its submission stamp, its priority class) may not change; an admitted job (released,
+  not finished) may not change its size or requests unless it is suspended again in the same change; a
+  request that the namespace's LimitRange defaults (written in at submission) may not be removed.
+
+The controller's own writes never reach these rules (the admission shell lets its identity through).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from webhook.core.workload import PodSet
+
+PRIORITY_REFUSED_BY_API = "the integer value of priority must not be provided in pod spec"
+"""The API server's own words for a pod that carries a literal priority (quoted in refusals)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What the integrity rules read of one version of a job.
+
+    Field names are written as users write them (``spec.template.spec.priorityClassName``), so every
+    problem starts with the field it is about.
+    """
+
+    kind: str
+    hold_field: str
+    """Where the hold lives: ``spec.suspend``, ``spec.runPolicy.suspend``, ``spec.schedulingGates``."""
+    gated: bool
+    """The hold is a scheduling gate (a Pod's): it can be removed, never set again."""
+    held: bool
+    finished: bool
+    quota_labels: Mapping[str, str | None]
+    """Field -> value of the quota label on the job and on each pod template."""
+    stamp: object
+    """The submission stamp annotation (``None`` when absent)."""
+    stamp_field: str
+    priority_classes: Mapping[str, str | None]
+    """Field -> PriorityClass name, for every field that can name the job's class."""
+    literal_priorities: Mapping[str, object]
+    """Field -> literal ``priority`` of each pod template that carries one."""
+    pod_sets: tuple[PodSet, ...] | None
+    """``None`` when they cannot be read."""
+    pod_set_fields: Mapping[str, str]
+    """Pod set name -> the field of its template (``spec.template``)."""
+    priority_is_resolved: bool = False
+    """A Pod: the API server's Priority admission set ``spec.priority`` from the class before any webhook."""
+    unrequested: frozenset[str] = frozenset()
+    """Request fields a container leaves out although the namespace's LimitRange gives its pods a default
+    (``spec.template.spec.containers[0].resources.requests.cpu``): the pods would get it, uncounted."""
+
+
+def submission_problems(facts: JobFacts, priority_classes: Mapping[str, int]) -> list[str]:
+    """What refuses the job at submission (``[]`` when nothing): literal priorities (see the module notes)."""
+    problems: list[str] = []
+    class_name = next((name for name in facts.priority_classes.values() if name), None)
+    for field, value in sorted(facts.literal_priorities.items()):
+        if facts.priority_is_resolved:
+            expected = priority_classes.get(class_name, None) if class_name else 0
+            if expected is None or value == expected:
+                continue
+            source = f"PriorityClass {class_name!r}" if class_name else "no PriorityClass"
+            problems.append(
+                f"{field}: {value!r} is not the priority of {source} ({expected}); remove {field} and name a "
+                "PriorityClass in spec.priorityClassName: the queue orders jobs by their PriorityClass only"
+            )
+            continue
+        problems.append(
+            f"{field}: a literal priority ({value!r}) is not allowed: the API server refuses every pod that "
+            f"carries one (\"{PRIORITY_REFUSED_BY_API}\"), so the job could never start. Remove it and name a "
+            "PriorityClass in priorityClassName (kubectl get priorityclasses): the queue orders jobs by "
+            "their PriorityClass only"
+        )
+    return problems
+
+
+def update_problems(old: JobFacts, new: JobFacts, priority_classes: Mapping[str, int]) -> list[str]:
+    """Why a user's change from ``old`` to ``new`` is refused (``[]`` when it is allowed)."""
+    problems: list[str] = []
+    if old.held and not new.held:
+        what = "remove its scheduling gate" if old.gated else "un-suspend it"
+        problems.append(f"{new.hold_field}: only kube-queue may {what}")
+    problems.extend(_label_problems(old.quota_labels, new.quota_labels))
+    if old.stamp != new.stamp:
+        problems.append(f"{new.stamp_field}: the submission stamp (its place in the queue) is set by kube-queue only")
+    for field in sorted(set(old.priority_classes) | set(new.priority_classes)):
+        before, after = old.priority_classes.get(field), new.priority_classes.get(field)
+        if before != after:
+            problems.append(
+                f"{field}: the priority class decides the job's place in its queue and may not change once it "
+                f"is queued ({before or 'none'} -> {after or 'none'}); delete and resubmit the job to change it"
+            )
+    literals = old.literal_priorities
+    added = {field: value for field, value in new.literal_priorities.items() if literals.get(field) != value}
+    if added:
+        problems.extend(submission_problems(replace(new, literal_priorities=added), priority_classes))
+    for field in sorted(new.unrequested - old.unrequested):
+        problems.append(
+            f"{field}: may not be removed: the namespace's LimitRange would give the job's pods this request "
+            "without the queue counting it; keep (or change) the request instead"
+        )
+    problems.extend(_size_problems(old, new))
+    return problems
+
+
+def _label_problems(old: Mapping[str, str | None], new: Mapping[str, str | None]) -> list[str]:
+    problems: list[str] = []
+    for field in sorted(set(old) | set(new)):
+        before, after = old.get(field), new.get(field)
+        if before == after:
+            continue
+        if after is None:
+            problems.append(f"{field}: the quota label ({before}) may not be removed")
+        elif before is None:
+            problems.append(f"{field}: the quota label is set by kube-queue only")
+        else:
+            problems.append(f"{field}: the quota label may not change ({before} -> {after})")
+    return problems
+
+
+def _describe(pod_set: PodSet | None) -> str:
+    if pod_set is None:
+        return "none"
+    return f"{pod_set.count} pod(s) x ({pod_set.per_pod.describe()})"
+
+
+def _size_problems(old: JobFacts, new: JobFacts) -> list[str]:
+    """An admitted job that stays admitted keeps the pod sets the queue counted when it released it."""
+    if old.held or old.finished or new.held or old.pod_sets is None:
+        return []
+    before = {pod_set.name: pod_set for pod_set in old.pod_sets}
+    after = {pod_set.name: pod_set for pod_set in new.pod_sets or ()}
+    changed = [name for name in sorted(set(before) | set(after)) if before.get(name) != after.get(name)]
+    if new.pod_sets is None:
+        changed = sorted(before)
+    problems: list[str] = []
+    for name in changed:
+        field = new.pod_set_fields.get(name) or old.pod_set_fields.get(name) or "spec"
+        fix = (
+            "delete and resubmit it"
+            if new.gated
+            else f"suspend it first ({new.hold_field}: true; it keeps its place in the queue) or delete and "
+            "resubmit it"
+        )
+        problems.append(
+            f"{field}: pod set {name!r} would change from {_describe(before.get(name))} to "
+            f"{_describe(after.get(name))}, but the job is admitted and its quota was counted for its size: "
+            f"an admitted job cannot change its size or requests; {fix}"
+        )
+    return problems
+

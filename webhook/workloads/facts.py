@@ -1,0 +1,140 @@
+"""Read the queue's integrity facts of a job through its adapter, and apply the core's rules to raw objects.
+
+The rules themselves live in :mod:`webhook.core.integrity`; this module only knows where each kind keeps
+the fields they read (its hold, quota labels, submission stamp, priority class fields, pod sets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.core import integrity
+from webhook.core.integrity import JobFacts
+from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults
+from webhook.core.workload import PodSet, WorkloadError
+from webhook.workloads.base import QUOTA_LABEL, SUBMITTED_ANNOTATION, Adapter, PodTemplate, str_at, value_at
+from webhook.workloads.limits import request_gaps
+
+
+def field_name(*segments: str | int) -> str:
+    """``spec.rayClusterSpec.workerGroupSpecs[0].template``: a field as users write it."""
+    out = ""
+    for segment in segments:
+        out += f"[{segment}]" if isinstance(segment, int) else (f".{segment}" if out else segment)
+    return out
+
+
+def _hold_field(adapter: Adapter) -> str:
+    path = getattr(adapter, "suspend_path", None)
+    return field_name(*path) if isinstance(path, tuple) else "spec.schedulingGates"
+
+
+def _label(obj: Mapping[str, Any], *base: str | int) -> str | None:
+    labels = value_at(obj, *base, "metadata", "labels")
+    value = labels.get(QUOTA_LABEL) if isinstance(labels, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def _templates(adapter: Adapter, obj: Mapping[str, Any]) -> tuple[PodTemplate, ...]:
+    try:
+        return adapter.pod_templates(obj)
+    except WorkloadError:
+        return ()
+
+
+def job_facts(
+    adapter: Adapter, obj: Mapping[str, Any], *, strict: bool = True, defaults: ContainerDefaults = NO_DEFAULTS
+) -> JobFacts:
+    """The facts of ``obj``. ``strict``: a pod set that cannot be read raises :class:`WorkloadError` (naming the
+    field); otherwise unreadable parts read as absent (an old version is judged by what can be read).
+    ``defaults``: the namespace's LimitRange default requests."""
+    templates = adapter.pod_templates(obj) if strict else _templates(adapter, obj)
+    pod_sets: tuple[PodSet, ...] | None
+    try:
+        pod_sets = adapter.pod_sets(obj)
+    except WorkloadError:
+        if strict:
+            raise
+        pod_sets = None
+    labels: dict[str, str | None] = {field_name("metadata", "labels", QUOTA_LABEL): _label(obj)}
+    classes: dict[str, str | None] = {}
+    literals: dict[str, object] = {}
+    if adapter.priority_class_path:
+        classes[field_name(*adapter.priority_class_path)] = _text(obj, adapter.priority_class_path)
+    for template in templates:
+        spec = (*template.path, "spec")
+        if template.path:
+            labels[field_name(*template.path, "metadata", "labels", QUOTA_LABEL)] = _label(obj, *template.path)
+        classes[field_name(*spec, "priorityClassName")] = _text(obj, (*spec, "priorityClassName"))
+        literal = _value(obj, (*spec, "priority"))
+        if literal is not None:
+            literals[field_name(*spec, "priority")] = literal
+    annotations = _value(obj, ("metadata", "annotations"))
+    return JobFacts(
+        kind=adapter.kind,
+        hold_field=_hold_field(adapter),
+        gated=adapter.gates_at_creation_only,
+        held=_safe(adapter.is_suspended, obj),
+        finished=_safe(adapter.is_finished, obj),
+        quota_labels=labels,
+        stamp=annotations.get(SUBMITTED_ANNOTATION) if isinstance(annotations, Mapping) else None,
+        stamp_field=field_name("metadata", "annotations", SUBMITTED_ANNOTATION),
+        priority_classes=classes,
+        literal_priorities=literals,
+        pod_sets=pod_sets,
+        pod_set_fields={template.name: field_name(*template.path) or "spec" for template in templates},
+        priority_is_resolved=not any(template.path for template in templates) and bool(templates),
+        unrequested=frozenset(
+            field_name(*path, "resources", "requests", name)
+            for path, _, missing in request_gaps(templates, defaults)
+            for name in missing
+        ),
+    )
+
+
+def _value(obj: Mapping[str, Any], path: tuple[str | int, ...]) -> Any:
+    try:
+        return value_at(obj, *path)
+    except WorkloadError:
+        return None
+
+
+def _text(obj: Mapping[str, Any], path: tuple[str | int, ...]) -> str | None:
+    try:
+        return str_at(obj, *path)
+    except WorkloadError:
+        value = _value(obj, path)
+        return repr(value)
+
+
+def _safe(check: Any, obj: Mapping[str, Any]) -> bool:
+    try:
+        return bool(check(obj))
+    except WorkloadError:
+        return False
+
+
+def submission_problems(adapter: Adapter, obj: Mapping[str, Any], priority_classes: Mapping[str, int]) -> list[str]:
+    """Why a new job cannot be queued as written (``[]`` when it can): the kind's own queueing problems and
+    the core's submission rules. Raises :class:`WorkloadError` when its pod sets cannot be read."""
+    problems = list(adapter.queueing_problems(obj))
+    problems.extend(integrity.submission_problems(job_facts(adapter, obj), priority_classes))
+    return problems
+
+
+def update_problems(
+    adapter: Adapter,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    priority_classes: Mapping[str, int],
+    defaults: ContainerDefaults = NO_DEFAULTS,
+) -> list[str]:
+    """Why a user's update of a job is refused (``[]`` when allowed); see :mod:`webhook.core.integrity`.
+    Raises :class:`WorkloadError` when the new version's hold or pod sets cannot be read."""
+    adapter.is_suspended(new)
+    return integrity.update_problems(
+        job_facts(adapter, old, strict=False, defaults=defaults),
+        job_facts(adapter, new, defaults=defaults),
+        priority_classes,
+    )
