@@ -112,6 +112,21 @@ RUNNING = facts(held=False)
             ["spec.template.spec.containers[0].resources.requests.cpu: may not be removed", "LimitRange"],
         ),
         (facts(unrequested=frozenset({"a"})), facts(unrequested=frozenset({"a"})), []),  # already missing: kept
+        (  # a user removing the backoff note would skip the wait (docs/start-timeout.md)
+            facts(controller_notes={"metadata.annotations[kube-queue.x-k8s.io/backoff]": "{...}"}),
+            facts(controller_notes={}),
+            ["metadata.annotations[kube-queue.x-k8s.io/backoff]: written by the kube-queue controller only"],
+        ),
+        (  # nor may one be forged
+            facts(),
+            facts(controller_notes={"metadata.annotations[kube-queue.x-k8s.io/admission]": "{}"}),
+            ["metadata.annotations[kube-queue.x-k8s.io/admission]: written by the kube-queue controller only"],
+        ),
+        (
+            facts(controller_notes={"metadata.annotations[kube-queue.x-k8s.io/evicted]": "x"}),
+            facts(controller_notes={"metadata.annotations[kube-queue.x-k8s.io/evicted]": "x"}),
+            [],
+        ),
         (
             dataclasses.replace(RUNNING, gated=True),
             dataclasses.replace(RUNNING, gated=True, pod_sets=(PodSet("main", 2, res(cpu=2)),)),
@@ -135,3 +150,10 @@ def test_a_size_change_of_an_admitted_job_says_how_to_proceed() -> None:
     assert problem.startswith("spec.template: pod set 'main'")
     assert "cannot change its size or requests" in problem
     assert "suspend it first (spec.suspend: true" in problem and "resubmit" in problem
+
+
+def test_a_priority_class_that_does_not_exist_is_refused_at_submission() -> None:
+    job = facts(priority_classes={"spec.template.spec.priorityClassName": "gone"})
+    (problem,) = submission_problems(job, CLASSES)
+    assert problem.startswith("spec.template.spec.priorityClassName: PriorityClass 'gone' does not exist")
+    assert submission_problems(facts(priority_classes={"spec.template.spec.priorityClassName": "high"}), CLASSES) == []

@@ -35,7 +35,16 @@ from webhook.admission.validate import creation_refusal
 from webhook.core.placement import PodView, policy_for_pod
 from webhook.core.quota import queue_name
 from webhook.core.workload import WorkloadError
-from webhook.workloads.base import Adapter, JSONPatch, PatchError, apply_patch, str_at, submitted_patch
+from webhook.workloads.base import (
+    CONTROLLER_ANNOTATIONS,
+    Adapter,
+    JSONPatch,
+    PatchError,
+    annotation_removal,
+    apply_patch,
+    str_at,
+    submitted_patch,
+)
 from webhook.workloads.limits import limit_range_patch
 from webhook.workloads.registry import adapter_for
 
@@ -58,7 +67,7 @@ def mutate_request(
     try:
         namespace = request.namespace or (str_at(request.obj, "metadata", "namespace") or "")
         leaf = state.leaf_for_namespace(namespace)
-        if leaf is None:
+        if leaf is None and not state.held_without_tree(namespace):
             return allow(request.uid)
         refusal = creation_refusal(request, adapter, state)
         if refusal is not None:
@@ -67,8 +76,8 @@ def mutate_request(
             adapter,
             request.obj,
             namespace,
-            leaf_name=leaf.name,
-            full_name=leaf.full_name,
+            leaf_name=leaf.name if leaf is not None else None,
+            full_name=leaf.full_name if leaf is not None else None,
             state=state,
             now=time.time() if now is None else now,
         )
@@ -81,14 +90,25 @@ def mutate_request(
             reason="Invalid",
         )
     warnings: list[str] = []
-    if held and settings.warn_on_hold:
+    if held and settings.warn_on_hold and leaf is None:
+        warnings.append(
+            f"kube-queue: {request.kind.kind} {namespace}/{name or '<generated>'} {_would(request)}held: no "
+            f"ElasticQuotaTree lists namespace {namespace} now (it was deleted, or is being re-created); it "
+            "queues when a tree lists the namespace again"
+        )
+    elif held and settings.warn_on_hold and leaf is not None:
         queue = queue_name(leaf.name, namespace)
         warnings.append(
-            f"kube-queue: {request.kind.kind} {namespace}/{name or '<generated>'} is queued for quota "
+            f"kube-queue: {request.kind.kind} {namespace}/{name or '<generated>'} {_would(request)}queued for quota "
             f"{leaf.full_name} (queue {queue}); it starts when the quota allows. "
             f"Position: kubectl get queue -n {settings.queue_namespace} {queue} -o yaml"
         )
     return allow(request.uid, ops, warnings)
+
+
+def _would(request: AdmissionRequest) -> str:
+    """``would be `` for a dry run (nothing is created), else ``is ``."""
+    return "would be " if request.dry_run else "is "
 
 
 def _operations(
@@ -96,8 +116,8 @@ def _operations(
     obj: Mapping[str, Any],
     namespace: str,
     *,
-    leaf_name: str,
-    full_name: str,
+    leaf_name: str | None,
+    full_name: str | None,
     state: AdmissionState,
     now: float,
 ) -> tuple[list[JSONPatch], bool]:
@@ -107,6 +127,10 @@ def _operations(
     current: Mapping[str, Any] = obj
     held = adapter.manages(obj)
     if held:
+        forged = annotation_removal(current, CONTROLLER_ANNOTATIONS)  # the controller's records are its own
+        if forged:
+            current = apply_patch(current, forged)
+            ops += forged
         suspend = adapter.suspend_patch(current)
         if suspend:
             current = apply_patch(current, suspend)
@@ -119,7 +143,7 @@ def _operations(
         if defaults:
             current = apply_patch(current, defaults)
             ops += defaults
-    tag = adapter.tag_patch(current, leaf_name, full_name)
+    tag = adapter.tag_patch(current, leaf_name, full_name) if leaf_name and full_name else []
     policies = state.policies_in(namespace)
     if tag:
         if policies:  # only the policy match below reads the tagged labels

@@ -85,6 +85,11 @@ class AdmissionState:
         """The leaf quota that owns ``namespace``; ``None`` when the namespace is not managed."""
         return None if self.tree is None else self.tree.leaf_for_namespace(namespace)
 
+    def held_without_tree(self, namespace: str) -> bool:
+        """Whether ``namespace`` is managed (labelled by the controller) while no usable tree exists: its jobs
+        are held, untagged, until a tree lists it again (docs/accounting.md)."""
+        return self.tree is None and self.namespace_labels.get(namespace, {}).get(MANAGED_LABEL) == "true"
+
     def policies_in(self, namespace: str) -> tuple[ResourcePolicy, ...]:
         return self.policies.get(namespace, ())
 

@@ -64,7 +64,7 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
     if adapter is None or settings.is_controller(request.username):
         return allow(request.uid)
     leaf = state.leaf_for_namespace(request.namespace)
-    if leaf is None:
+    if leaf is None and not state.held_without_tree(request.namespace):
         return allow(request.uid)
     try:
         if request.operation == "CREATE":
@@ -131,7 +131,7 @@ def creation_refusal(request: AdmissionRequest, adapter: Adapter, state: Admissi
 
 
 def _job_update(
-    request: AdmissionRequest, adapter: Adapter, leaf: QuotaNode, state: AdmissionState, settings: Settings
+    request: AdmissionRequest, adapter: Adapter, leaf: QuotaNode | None, state: AdmissionState, settings: Settings
 ) -> dict[str, Any]:
     new, old = request.obj, request.old_obj
     assert new is not None
@@ -146,13 +146,18 @@ def _job_update(
         held = False
     namespace = request.namespace
     name = request.name or str(value_at(new, "metadata", "name") or "")
-    queue = queue_name(leaf.name, namespace)
-    status = f"is queued for quota {leaf.full_name}" if held else f"runs under quota {leaf.full_name}"
+    if leaf is None:  # a managed namespace while no ElasticQuotaTree exists
+        status = "is held (no ElasticQuotaTree lists its namespace yet)" if held else "runs"
+        see = f". See `kq why {name} -n {namespace}`."
+    else:
+        queue = queue_name(leaf.name, namespace)
+        status = f"is queued for quota {leaf.full_name}" if held else f"runs under quota {leaf.full_name}"
+        see = (f". See its queue position with `kubectl get queue -n {settings.queue_namespace} {queue} -o yaml` "
+               f"or `kq why {name} -n {namespace}`.")
     message = (
         f"{adapter.kind} {namespace}/{name} {status}: "
         + "; ".join(broken)
         + (". It starts when its quota allows" if held else "")
-        + f". See its queue position with "
-        f"`kubectl get queue -n {settings.queue_namespace} {queue} -o yaml` or `kq why {name} -n {namespace}`."
+        + see
     )
     return deny(request.uid, message, code=403, reason="Forbidden")

@@ -25,15 +25,17 @@ from typing import Any
 from webhook.core.placement import parse_timestamp
 from webhook.core.resources import Resources
 from webhook.core.startup import BackoffNote
-from webhook.workloads.base import Adapter, JSONPatch, pointer, rfc3339, value_at
+from webhook.workloads.base import (
+    ADMISSION_ANNOTATION,
+    BACKOFF_ANNOTATION,
+    EVICTION_ANNOTATION,
+    Adapter,
+    JSONPatch,
+    pointer,
+    rfc3339,
+    value_at,
+)
 
-ADMISSION_ANNOTATION = "kube-queue.x-k8s.io/admission"
-"""On an admitted job: the admission record (JSON)."""
-EVICTION_ANNOTATION = "kube-queue.x-k8s.io/evicted"
-"""On a job evicted by reclaim: who reclaimed what, and when (JSON); removed when it is admitted again."""
-BACKOFF_ANNOTATION = "kube-queue.x-k8s.io/backoff"
-"""On a job that failed to start in time: attempts, reason, retry time (JSON, :func:`read_backoff`); only the
-controller writes it, and removes it once the job has started."""
 MANAGED_NAMESPACE_LABEL = "kube-queue.x-k8s.io/managed"
 """Namespaces of the quota tree carry this label (``"true"``); the webhook configurations select on it."""
 QUEUE_LABEL = "create-by-kubequeue"
@@ -303,3 +305,32 @@ def kv(**fields: object) -> str:
             text = json.dumps(text, ensure_ascii=False)
         parts.append(f"{key}={text}")
     return " ".join(parts)
+
+
+__all__ = [
+    "ADMISSION_ANNOTATION",
+    "BACKOFF_ANNOTATION",
+    "COMPONENT",
+    "EVICTION_ANNOTATION",
+    "MANAGED_NAMESPACE_LABEL",
+    "QUEUE_ARGS_ANNOTATION",
+    "QUEUE_LABEL",
+    "QUOTA_FULLNAME_ANNOTATION",
+    "STRICT_MARK_ANNOTATION",
+    "AdmissionRecord",
+    "EvictionNote",
+    "admit_patch",
+    "annotation_ops",
+    "backoff_patch",
+    "clear_backoff_patch",
+    "clear_record_patch",
+    "encode_backoff",
+    "evict_patch",
+    "kv",
+    "parse_time",
+    "read_backoff",
+    "read_record",
+    "resource_version",
+    "rfc3339_seconds",
+    "spec_fingerprint",
+]

@@ -4,12 +4,14 @@ Pure decisions over :class:`JobFacts`, the few things of one version of a job th
 in ``webhook.workloads`` extracts them from the raw object). Each problem is one sentence that starts with
 the field it is about and says what to do instead:
 
-* at submission (:func:`submission_problems`): a literal ``priority`` in a job's pod template is refused (the
+* at submission (:func:`submission_problems`): a PriorityClass that does not exist is refused (the job's pods
+  would be refused by the API server); a literal ``priority`` in a job's pod template is refused (the
   API server refuses every pod made from it, "the integer value of priority must not be provided in pod
   spec", so the job would hold quota for ever); queue priority comes only from a PriorityClass. A Pod's
   ``spec.priority`` is the value the API server resolved from its class, so it must match that class;
 * on update (:func:`update_problems`): a held job may not be released by a user; what decides a job's place
-  (its quota labels, its submission stamp, its priority class) may not change; an admitted job (released,
+  (its quota labels, its submission stamp, its priority class) may not change, nor may the controller's own
+  records on it (admission, eviction, backoff: docs/start-timeout.md); an admitted job (released,
   not finished) may not change its size or requests unless it is suspended again in the same change; a
   request that the namespace's LimitRange defaults (written in at submission) may not be removed.
 
@@ -57,6 +59,8 @@ class JobFacts:
     """Pod set name -> the field of its template (``spec.template``)."""
     priority_is_resolved: bool = False
     """A Pod: the API server's Priority admission set ``spec.priority`` from the class before any webhook."""
+    controller_notes: Mapping[str, object] | None = None
+    """Field -> value of each annotation only the controller writes (its records on the job)."""
     unrequested: frozenset[str] = frozenset()
     """Request fields a container leaves out although the namespace's LimitRange gives its pods a default
     (``spec.template.spec.containers[0].resources.requests.cpu``): the pods would get it, uncounted."""
@@ -66,6 +70,13 @@ def submission_problems(facts: JobFacts, priority_classes: Mapping[str, int]) ->
     """What refuses the job at submission (``[]`` when nothing): literal priorities (see the module notes)."""
     problems: list[str] = []
     class_name = next((name for name in facts.priority_classes.values() if name), None)
+    if class_name is not None and class_name not in priority_classes and not facts.priority_is_resolved:
+        field = next(field for field, name in sorted(facts.priority_classes.items()) if name == class_name)
+        problems.append(
+            f"{field}: PriorityClass {class_name!r} does not exist, so the job's pods would be refused and its "
+            "place in the queue is unknown; name an existing class (kubectl get priorityclasses) or ask an "
+            "operator to create it"
+        )
     for field, value in sorted(facts.literal_priorities.items()):
         if facts.priority_is_resolved:
             expected = priority_classes.get(class_name, None) if class_name else 0
@@ -95,6 +106,11 @@ def update_problems(old: JobFacts, new: JobFacts, priority_classes: Mapping[str,
     problems.extend(_label_problems(old.quota_labels, new.quota_labels))
     if old.stamp != new.stamp:
         problems.append(f"{new.stamp_field}: the submission stamp (its place in the queue) is set by kube-queue only")
+    notes_before, notes_after = old.controller_notes or {}, new.controller_notes or {}
+    for field in sorted(set(notes_before) | set(notes_after)):
+        if notes_before.get(field) != notes_after.get(field):
+            problems.append(f"{field}: written by the kube-queue controller only (its admission, eviction and "
+                            "backoff records); leave it as it is")
     for field in sorted(set(old.priority_classes) | set(new.priority_classes)):
         before, after = old.priority_classes.get(field), new.priority_classes.get(field)
         if before != after:

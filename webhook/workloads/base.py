@@ -29,6 +29,14 @@ QUOTA_LABEL = "quota.scheduling.alibabacloud.com/name"
 QUOTA_FULLNAME_ANNOTATION = "kube-queue/quota-fullname"
 """Annotation on jobs, their pods and queues: the quota's full path (``root/Department-a``)."""
 SUBMITTED_ANNOTATION = "kube-queue.x-k8s.io/submitted-at"
+ADMISSION_ANNOTATION = "kube-queue.x-k8s.io/admission"
+"""On an admitted job: the controller's admission record (JSON)."""
+EVICTION_ANNOTATION = "kube-queue.x-k8s.io/evicted"
+"""On a job evicted by reclaim: who reclaimed what, and when (JSON)."""
+BACKOFF_ANNOTATION = "kube-queue.x-k8s.io/backoff"
+"""On a job that failed to start in time: attempts, reason, retry time (JSON; docs/start-timeout.md)."""
+CONTROLLER_ANNOTATIONS = (ADMISSION_ANNOTATION, EVICTION_ANNOTATION, BACKOFF_ANNOTATION)
+"""Annotations only the queue controller writes (users may neither set, change nor remove them)."""
 """Annotation the webhook sets on a job it holds: when it was submitted, to the microsecond (RFC 3339).
 ``creationTimestamp`` has whole seconds only, so two jobs created in the same second would otherwise be
 ordered by name, not by who came first."""
@@ -223,6 +231,12 @@ def set_value_patch(obj: Mapping[str, Any], path: Sequence[str | int], value: An
             expected = "a list" if isinstance(following, int) else "an object"
             raise WorkloadError(f"{pointer(*path[: depth + 1])}: expected {expected}")
     return [{"op": "add", "path": pointer(*path), "value": value}]
+
+
+def annotation_removal(obj: Mapping[str, Any], keys: Sequence[str]) -> list[JSONPatch]:
+    """Operations that remove those of ``keys`` the object's annotations carry."""
+    current = mapping_at(obj, "metadata", "annotations") or {}
+    return [{"op": "remove", "path": pointer("metadata", "annotations", key)} for key in keys if key in current]
 
 
 def metadata_patch(

@@ -13,7 +13,15 @@ from webhook.core import integrity
 from webhook.core.integrity import JobFacts
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults
 from webhook.core.workload import PodSet, WorkloadError
-from webhook.workloads.base import QUOTA_LABEL, SUBMITTED_ANNOTATION, Adapter, PodTemplate, str_at, value_at
+from webhook.workloads.base import (
+    CONTROLLER_ANNOTATIONS,
+    QUOTA_LABEL,
+    SUBMITTED_ANNOTATION,
+    Adapter,
+    PodTemplate,
+    str_at,
+    value_at,
+)
 from webhook.workloads.limits import request_gaps
 
 
@@ -80,6 +88,11 @@ def job_facts(
         quota_labels=labels,
         stamp=annotations.get(SUBMITTED_ANNOTATION) if isinstance(annotations, Mapping) else None,
         stamp_field=field_name("metadata", "annotations", SUBMITTED_ANNOTATION),
+        controller_notes={
+            field_name("metadata", "annotations", key): annotations.get(key)
+            for key in CONTROLLER_ANNOTATIONS
+            if isinstance(annotations, Mapping) and annotations.get(key) is not None
+        },
         priority_classes=classes,
         literal_priorities=literals,
         pod_sets=pod_sets,
