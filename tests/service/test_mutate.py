@@ -92,13 +92,38 @@ def test_plain_pod_gets_the_admission_gate(state: AdmissionState, settings: Sett
     assert {"name": ADMISSION_GATE} in result["spec"]["schedulingGates"]
 
 
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+
+
 def test_pod_of_a_job_is_tagged_but_not_gated(state: AdmissionState, settings: Settings) -> None:
     obj = pod(owned=True)
-    out = mutate(review(obj), state, settings)
+    out = mutate(review(obj, user=JOB_CONTROLLER), state, settings)
     result = patched(obj, out)
     assert "schedulingGates" not in result["spec"]
     assert result["metadata"]["labels"][QUOTA_LABEL] == LEAF
     assert "warnings" not in response(out)
+
+
+def test_a_users_pod_naming_an_owner_is_held_like_a_bare_pod(state: AdmissionState, settings: Settings) -> None:
+    # The owner reference is the user's own words: only a workload controller's pods are trusted to belong to
+    # the owner they name (docs/security.md).
+    obj = pod(owned=True)
+    result = patched(obj, mutate(review(obj, user="alice"), state, settings))
+    assert {"name": ADMISSION_GATE} in result["spec"]["schedulingGates"]
+    adapter = adapter_for("", "Pod")
+    assert adapter is not None and adapter.manages(result)  # the controller queues it as a Pod
+
+
+def test_a_users_pod_bound_to_a_node_is_refused(state: AdmissionState, settings: Settings) -> None:
+    obj = pod()
+    obj["spec"]["nodeName"] = "ecs-3"
+    out = mutate(review(obj, user="alice"), state, settings)
+    assert response(out)["allowed"] is False
+    assert "spec.nodeName: a Pod in a namespace under quota root/Department-a must go through the scheduler" in (
+        response(out)["status"]["message"]
+    )
+    mirror = mutate(review(obj, user="system:node:ecs-3"), state, settings)
+    assert response(mirror)["allowed"] is True
 
 
 def test_already_tagged_and_held_job_gets_no_patch(state: AdmissionState, settings: Settings) -> None:

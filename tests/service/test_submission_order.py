@@ -75,7 +75,9 @@ def test_the_webhook_called_again_keeps_its_own_recent_stamp(
 
 
 def test_pods_of_a_job_and_jobs_outside_the_tree_are_not_stamped(state: AdmissionState, settings: Settings) -> None:
-    owned = held_at(pod(owned=True), T0, state, settings)
+    obj = pod(owned=True)
+    request = parse_request(review(obj, user="system:serviceaccount:kube-system:job-controller"))
+    owned = patched(obj, mutate_request(request, state, settings, now=T0))
     assert SUBMITTED_ANNOTATION not in owned["metadata"].get("annotations", {})
     outside = batch_job(namespace="default")
     assert patched(outside, mutate(review(outside), state, settings)) == outside

@@ -286,7 +286,9 @@ def test_a_user_cannot_touch_the_quota_label(change: str, state: AdmissionState,
 
 
 def test_relabelling_a_running_jobs_pod_is_refused(state: AdmissionState, settings: Settings) -> None:
-    old = held(pod(owned=True), state, settings)
+    owned = pod(owned=True)
+    by_job_controller = review(owned, user="system:serviceaccount:kube-system:job-controller")
+    old = patched(owned, mutate(by_job_controller, state, settings))
     new = copy.deepcopy(old)
     new["metadata"]["labels"][QUOTA_LABEL] = "Department-b"
     out = validate(review(new, operation="UPDATE", old=old), state, settings)

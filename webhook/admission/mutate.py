@@ -31,7 +31,7 @@ from typing import Any
 
 from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
-from webhook.admission.validate import creation_refusal
+from webhook.admission.validate import creation_refusal, held_at_creation
 from webhook.core.placement import PodView, policy_for_pod
 from webhook.core.quota import queue_name
 from webhook.core.workload import WorkloadError
@@ -69,7 +69,7 @@ def mutate_request(
         leaf = state.leaf_for_namespace(namespace)
         if leaf is None and not state.held_without_tree(namespace):
             return allow(request.uid)
-        refusal = creation_refusal(request, adapter, state)
+        refusal = creation_refusal(request, adapter, state, settings)
         if refusal is not None:
             return refusal
         ops, held = _operations(
@@ -80,6 +80,7 @@ def mutate_request(
             full_name=leaf.full_name if leaf is not None else None,
             state=state,
             now=time.time() if now is None else now,
+            held=held_at_creation(adapter, request.obj, request.username, settings),
         )
         name = request.name or str_at(request.obj, "metadata", "name") or ""
     except (WorkloadError, PatchError) as error:
@@ -120,12 +121,12 @@ def _operations(
     full_name: str | None,
     state: AdmissionState,
     now: float,
+    held: bool,
 ) -> tuple[list[JSONPatch], bool]:
     """The patch, computed step by step on a working copy so later steps see earlier ones (a template's
     labels include the quota label when the policies are matched)."""
     ops: list[JSONPatch] = []
     current: Mapping[str, Any] = obj
-    held = adapter.manages(obj)
     if held:
         forged = annotation_removal(current, CONTROLLER_ANNOTATIONS)  # the controller's records are its own
         if forged:

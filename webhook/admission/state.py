@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from webhook.core.integrity import WORKLOAD_CONTROLLERS, is_workload_controller
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, container_defaults
 from webhook.core.placement import PolicyError, ResourcePolicy, parse_policy
 from webhook.core.quota import TREE_NAMESPACE, QuotaNode, QuotaTree, QuotaTreeError, parse_tree
@@ -45,9 +46,16 @@ class Settings:
     """Larger request bodies are refused with HTTP 413 before they are read."""
     warn_on_hold: bool = True
     """Return a warning (``kubectl`` prints it) naming the queue when a job is held at creation."""
+    pod_creators: tuple[str, ...] = WORKLOAD_CONTROLLERS
+    """Identities (``*`` ends a prefix) whose Pods are trusted to belong to the owner they name, and that may
+    set ``spec.nodeName`` (``--pod-creator`` adds to the default)."""
 
     def is_controller(self, username: str) -> bool:
         return username in self.controller_users
+
+    def creates_workload_pods(self, username: str) -> bool:
+        """Whether ``username`` is a workload controller (or kube-queue's own controller)."""
+        return self.is_controller(username) or is_workload_controller(username, self.pod_creators)
 
 
 def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:

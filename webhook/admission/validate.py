@@ -21,6 +21,7 @@ from typing import Any
 
 from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
+from webhook.core.integrity import pod_creation_problems
 from webhook.core.placement import validate_policy
 from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
 from webhook.core.workload import WorkloadError
@@ -68,7 +69,7 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
         return allow(request.uid)
     try:
         if request.operation == "CREATE":
-            return creation_refusal(request, adapter, state) or allow(request.uid)
+            return creation_refusal(request, adapter, state, settings) or allow(request.uid)
         return _job_update(request, adapter, leaf, state, settings)
     except WorkloadError as error:
         return deny(request.uid, f"kube-queue cannot read {request.display_name}: {error}", 422, "Invalid")
@@ -105,11 +106,24 @@ def queue_problems(obj: Mapping[str, Any]) -> list[str]:
     return [f"spec.queuePolicy: {policy!r} is not one of {', '.join(QUEUE_POLICIES)}"]
 
 
-def creation_refusal(request: AdmissionRequest, adapter: Adapter, state: AdmissionState) -> dict[str, Any] | None:
+def creation_refusal(
+    request: AdmissionRequest, adapter: Adapter, state: AdmissionState, settings: Settings
+) -> dict[str, Any] | None:
     """The refusal of a new job the queue cannot hold as written (``None`` when it can). The mutating handler
-    asks too, so a job it would refuse never gets the "queued" warning first."""
+    asks too, so a job it would refuse never gets the "queued" warning first. A Pod bound to a node by its
+    creator is refused unless a workload controller creates it (it would skip the scheduler's quota)."""
     assert request.obj is not None
-    if not adapter.manages(request.obj):
+    if adapter.gates_at_creation_only:
+        leaf = state.leaf_for_namespace(request.namespace)
+        bound = pod_creation_problems(
+            value_at(request.obj, "spec", "nodeName"),
+            settings.creates_workload_pods(request.username),
+            leaf.full_name if leaf is not None else f"(namespace {request.namespace} is managed)",
+        )
+        if bound:
+            return deny(request.uid, f"kube-queue refuses {request.display_name}: " + "; ".join(bound), 403,
+                        "Forbidden")
+    if not held_at_creation(adapter, request.obj, request.username, settings):
         return None
     try:
         problems = submission_problems(adapter, request.obj, state.priority_classes)
@@ -128,6 +142,14 @@ def creation_refusal(request: AdmissionRequest, adapter: Adapter, state: Admissi
         code=422,
         reason="Invalid",
     )
+
+
+def held_at_creation(adapter: Adapter, obj: Mapping[str, Any], username: str, settings: Settings) -> bool:
+    """Whether a new object is queued on its own: every job; a Pod unless it names a controller owner and a
+    workload controller creates it (anyone else's Pod is held like a bare Pod, whatever owner it names)."""
+    if adapter.manages(obj):
+        return True
+    return adapter.gates_at_creation_only and not settings.creates_workload_pods(username)
 
 
 def _job_update(

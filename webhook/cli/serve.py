@@ -39,6 +39,7 @@ from webhook.admission.configs import NAME as CONFIG_NAME
 from webhook.admission.configs import SERVICE_NAME, SERVICE_NAMESPACE
 from webhook.admission.sources import build_caches, cache_context
 from webhook.admission.state import DEFAULT_CONTROLLER_USER, DEFAULT_MAX_BODY_BYTES, Settings, StateStore
+from webhook.core.integrity import WORKLOAD_CONTROLLERS
 from webhook.core.quota import TREE_NAMESPACE
 from webhook.kube.client import KubeClient
 from webhook.kube.selfcert import ensure_serving_secret, inject_ca_bundle, service_dns_names
@@ -132,6 +133,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"an identity that is never mutated and may release held jobs (repeatable; always includes "
         f"{DEFAULT_CONTROLLER_USER})",
     )
+    parser.add_argument(
+        "--pod-creator",
+        action="append",
+        default=[],
+        metavar="USER",
+        help="an identity (a trailing * makes it a prefix) that creates pods for workloads, such as an "
+        "operator's service account: its Pods are trusted to belong to the owner they name and may set "
+        "spec.nodeName (repeatable; Kubernetes' controllers, kubelets and the Kubeflow, MPI and KubeRay "
+        "operators' usual namespaces are always trusted)",
+    )
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics over HTTP on this port")
     parser.add_argument("--tree-namespace", default=TREE_NAMESPACE, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -165,6 +176,7 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
             raise SystemExit(f"kq serve: {path} does not exist; make it with `kq certs --out {path.parent}/`")
     settings = Settings(
         controller_users=frozenset({DEFAULT_CONTROLLER_USER, *args.controller_user}),
+        pod_creators=(*WORKLOAD_CONTROLLERS, *args.pod_creator),
         tree_namespace=args.tree_namespace,
         max_body_bytes=args.max_body_bytes,
     )

@@ -26,6 +26,39 @@ from dataclasses import dataclass, replace
 from webhook.core.workload import PodSet
 
 PRIORITY_REFUSED_BY_API = "the integer value of priority must not be provided in pod spec"
+
+WORKLOAD_CONTROLLERS = (
+    "system:serviceaccount:kube-system:*",
+    "system:kube-controller-manager",
+    "system:node:*",
+    "system:serviceaccount:kubeflow:*",
+    "system:serviceaccount:mpi-operator:*",
+    "system:serviceaccount:kuberay-system:*",
+    "system:serviceaccount:ray-system:*",
+)
+"""Who creates pods for workloads (``*`` ends a prefix): Kubernetes' own controllers (kube-controller-manager
+with service account credentials), kubelets (mirror pods), and the Kubeflow, MPI and KubeRay operators in
+their usual namespaces. Only their pods are trusted to belong to the owner they name (``--pod-creator`` adds
+more; docs/security.md)."""
+
+
+def is_workload_controller(username: str, patterns: tuple[str, ...] = WORKLOAD_CONTROLLERS) -> bool:
+    """Whether ``username`` matches one of ``patterns`` (exact, or a prefix when the pattern ends in ``*``)."""
+    return any(
+        username.startswith(pattern[:-1]) if pattern.endswith("*") else username == pattern for pattern in patterns
+    )
+
+
+def pod_creation_problems(node_name: object, trusted: bool, quota: str) -> list[str]:
+    """Why a Pod created in a namespace under ``quota`` is refused: a ``spec.nodeName`` set by anyone but a
+    workload controller skips the scheduler, and so the scheduler's pod-level quota."""
+    if not node_name or trusted:
+        return []
+    return [
+        f"spec.nodeName: a Pod in a namespace under quota {quota} must go through the scheduler, which keeps "
+        f"its quota within max; remove spec.nodeName ({node_name}) and ask for the node with a nodeSelector "
+        f"(kubernetes.io/hostname: {node_name}) or node affinity instead"
+    ]
 """The API server's own words for a pod that carries a literal priority (quoted in refusals)."""
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from webhook.core.workload import WorkloadError
 from webhook.workloads.base import (
+    ADMISSION_ANNOTATION,
     ADMISSION_GATE,
     Adapter,
     JSONPatch,
@@ -50,10 +51,19 @@ class PodAdapter(Adapter):
         return True
 
     def manages(self, obj: Mapping[str, Any]) -> bool:
+        """A Pod without a controller owner; or one the webhook held at creation although it names an owner
+        (its creator was no workload controller: docs/security.md), known by the gate while held and by the
+        admission record once released."""
         owners = value_at(obj, "metadata", "ownerReferences")
-        if not isinstance(owners, list):
+        if not isinstance(owners, list) or not any(
+            isinstance(owner, Mapping) and owner.get("controller") is True for owner in owners
+        ):
             return True
-        return not any(isinstance(owner, Mapping) and owner.get("controller") is True for owner in owners)
+        try:
+            gated = _gate_index(obj) is not None
+        except WorkloadError:
+            gated = False
+        return gated or value_at(obj, "metadata", "annotations", ADMISSION_ANNOTATION) is not None
 
     def is_suspended(self, obj: Mapping[str, Any]) -> bool:
         return _gate_index(obj) is not None
