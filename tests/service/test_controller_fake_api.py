@@ -36,6 +36,7 @@ CORE: tuple[Kind, ...] = (
     ("coordination.k8s.io", "v1", "leases"),
     ("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees"),
     ("scheduling.x-k8s.io", "v1alpha1", "queues"),
+    ("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies"),
 )
 
 

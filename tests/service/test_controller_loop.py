@@ -84,6 +84,7 @@ def caches(controller: Controller) -> list[WatchCache]:
         controller.namespaces,
         controller.priority_classes,
         controller.pods,
+        controller.policies,
         *(cache for _, _, cache in controller.job_caches.values()),
     ]
 
@@ -115,7 +116,7 @@ async def driven(api: FakeApi, **overrides: Any) -> AsyncIterator[Controller]:
     """A controller whose caches run but whose passes the test drives with ``reconcile()``."""
     controller = Controller(api, settings(**overrides))
     await controller.discover()
-    tasks = [asyncio.ensure_future(cache.run()) for cache in caches(controller)[:5]]
+    tasks = [asyncio.ensure_future(cache.run()) for cache in caches(controller)[:6]]
     tasks.append(asyncio.ensure_future(controller.events.run()))
     try:
         await asyncio.gather(*(cache.synced.wait() for cache in caches(controller)))

@@ -41,7 +41,8 @@ def test_dev_configs_point_at_the_url_and_trust_the_ca() -> None:
     for hook in validating["webhooks"]:
         assert hook["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
     for hook in mutating["webhooks"] + validating["webhooks"]:
-        assert hook["failurePolicy"] == "Fail"
+        placement_only = hook["name"] == "pods.placement.kube-queue.x-k8s.io"
+        assert hook["failurePolicy"] == ("Ignore" if placement_only else "Fail")
         assert hook["sideEffects"] == "None"
         assert hook["timeoutSeconds"] == 5
         assert hook["admissionReviewVersions"] == ["v1"]
@@ -50,7 +51,8 @@ def test_dev_configs_point_at_the_url_and_trust_the_ca() -> None:
 def test_job_hooks_match_managed_namespaces_only_and_never_kube_system() -> None:
     mutating, validating = dev_webhook_configs("https://127.0.0.1:9443", b"PEM")
     job_hooks = [
-        h for h in mutating["webhooks"] + validating["webhooks"] if h["name"].split(".")[0] in ("jobs", "pods")
+        h for h in mutating["webhooks"] + validating["webhooks"]
+        if h["name"].split(".")[0] in ("jobs", "pods") and h["name"].split(".")[1] != "placement"
     ]
     assert len(job_hooks) == 4
     for hook in job_hooks:
@@ -186,3 +188,15 @@ def test_kq_help_lists_serve_and_certs() -> None:
         [sys.executable, "-m", "webhook.cli.main", "--help"], capture_output=True, text=True, check=True
     )
     assert "serve" in out.stdout and "certs" in out.stdout
+
+
+def test_pods_of_namespaces_outside_the_tree_reach_only_the_placement_hook_and_never_depend_on_it() -> None:
+    # A ResourcePolicy works in any namespace (docs/placement.md): the controller labels such namespaces, and
+    # their pods get the virtual node's toleration from a hook that fails open.
+    mutating, _ = cluster_webhook_configs()
+    (hook,) = [h for h in mutating["webhooks"] if h["name"] == "pods.placement.kube-queue.x-k8s.io"]
+    assert hook["failurePolicy"] == "Ignore"
+    selector = hook["namespaceSelector"]
+    assert selector["matchLabels"] == {"kube-queue.x-k8s.io/placement": "true"}
+    assert {"key": MANAGED_LABEL, "operator": "DoesNotExist"} in selector["matchExpressions"]
+    assert [rule["resources"] for rule in hook["rules"]] == [["pods"]]

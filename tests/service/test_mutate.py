@@ -239,3 +239,19 @@ def test_mistyped_metadata_is_refused_not_an_internal_error(
     body["request"]["namespace"] = "user-a"
     resp = response(mutate(body, state, settings))
     assert resp["status"]["code"] == 422
+
+
+def test_a_pod_outside_the_tree_selected_by_an_eci_policy_gets_only_the_toleration(settings: Settings) -> None:
+    from tests.builders import seed_tree  # noqa: PLC0415
+
+    state = AdmissionState(tree=seed_tree(), policies={"free": (eci_policy(namespace="free"),)})
+    obj = pod()
+    obj["metadata"]["namespace"] = "free"
+    out = mutate(review(obj, namespace="free"), state, settings)
+    result = patched(obj, out)
+    assert ECI_TOLERATION in result["spec"]["tolerations"]
+    assert "schedulingGates" not in result["spec"]  # not queued: the namespace is not under a quota
+    assert QUOTA_LABEL not in (result["metadata"].get("labels") or {})
+    other = pod()
+    other["metadata"]["namespace"] = "elsewhere"
+    assert "patch" not in response(mutate(review(other, namespace="elsewhere"), state, settings))

@@ -642,3 +642,17 @@ def test_nothing_is_released_into_a_namespace_being_deleted() -> None:
     jobs = [track(JOB, builders.batch_job_object("late"), leaf, {})]
     assert decide(t, jobs, {}, oversell_rate=Fraction(1), closing=frozenset({"user-a"})).admissions == ()
     assert [job.workload.key.name for job in decide(t, jobs, {}, oversell_rate=Fraction(1)).admissions] == ["late"]
+
+
+def test_namespaces_outside_the_tree_with_an_eci_policy_get_the_placement_label() -> None:
+    namespaces: dict[str, dict[str, Any]] = {
+        "user-a": {"metadata": {"name": "user-a", "labels": {MANAGED_NAMESPACE_LABEL: "true"}}},
+        "free": {"metadata": {"name": "free"}},
+        "was": {"metadata": {"name": "was", "labels": {"kube-queue.x-k8s.io/placement": "true"}}},
+    }
+    actions = namespace_actions(seed_tree(), namespaces, frozenset({"user-a", "free"}))
+    # user-a is managed (its pods go to the main pod webhook); "was" no longer has such a policy.
+    assert actions == [
+        NamespaceAction("free", "true", "kube-queue.x-k8s.io/placement"),
+        NamespaceAction("was", None, "kube-queue.x-k8s.io/placement"),
+    ]

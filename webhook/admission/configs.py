@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from webhook.admission.state import MANAGED_LABEL
-from webhook.workloads.base import QUOTA_LABEL
+from webhook.workloads.base import PLACEMENT_NAMESPACE_LABEL, QUOTA_LABEL
 from webhook.workloads.registry import all_adapters
 
 __all__ = ["MANAGED_LABEL", "cluster_webhook_configs", "dev_webhook_configs", "set_ca_bundle", "webhook_configs"]
@@ -69,6 +69,16 @@ def _namespace_selector(require_managed_label: bool) -> dict[str, Any]:
     return selector
 
 
+def _placement_selector() -> dict[str, Any]:
+    return {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(EXCLUDED_NAMESPACES)},
+            {"key": MANAGED_LABEL, "operator": "DoesNotExist"},
+        ],
+        "matchLabels": {PLACEMENT_NAMESPACE_LABEL: "true"},
+    }
+
+
 def _webhook(
     name: str,
     client_config: dict[str, Any],
@@ -77,13 +87,14 @@ def _webhook(
     namespace_selector: dict[str, Any] | None = None,
     object_selector: dict[str, Any] | None = None,
     mutating: bool = False,
+    failure_policy: str = "Fail",
 ) -> dict[str, Any]:
     hook: dict[str, Any] = {
         "name": name,
         "admissionReviewVersions": ["v1"],
         "clientConfig": client_config,
         "rules": rules,
-        "failurePolicy": "Fail",
+        "failurePolicy": failure_policy,
         "matchPolicy": "Equivalent",
         "sideEffects": "None",
         "timeoutSeconds": TIMEOUT_SECONDS,
@@ -130,6 +141,24 @@ def webhook_configs(
                 _job_rules(["CREATE"], pods=True),
                 namespace_selector=managed,
                 mutating=True,
+            ),
+            *(
+                [
+                    # Namespaces outside the tree with a ResourcePolicy that has an eci unit: their Pods only
+                    # get the virtual node's toleration. Ignore on failure: no unrelated namespace, and no
+                    # such namespace, depends on the webhook to create pods (they just do not use the
+                    # virtual node while it is down).
+                    _webhook(
+                        "pods.placement.kube-queue.x-k8s.io",
+                        config("/mutate"),
+                        _job_rules(["CREATE"], pods=True),
+                        namespace_selector=_placement_selector(),
+                        mutating=True,
+                        failure_policy="Ignore",
+                    )
+                ]
+                if require_managed_label
+                else []
             ),
         ],
     }

@@ -68,7 +68,8 @@ def mutate_request(
         namespace = request.namespace or (str_at(request.obj, "metadata", "namespace") or "")
         leaf = state.leaf_for_namespace(namespace)
         if leaf is None and not state.held_without_tree(namespace):
-            return allow(request.uid)
+            # Outside the tree only a ResourcePolicy's toleration is added (docs/placement.md).
+            return allow(request.uid, _toleration_ops(adapter, request.obj, namespace, state))
         refusal = creation_refusal(request, adapter, state, settings)
         if refusal is not None:
             return refusal
@@ -150,12 +151,24 @@ def _operations(
         if policies:  # only the policy match below reads the tagged labels
             current = apply_patch(current, tag)
         ops += tag
-    if policies:
-        name = str_at(current, "metadata", "name") or ""
-        for template in adapter.pod_templates(current):
-            view = PodView(namespace=namespace, name=name, labels=template.labels)
-            policy = policy_for_pod(policies, view)
-            if policy is not None and policy.has_eci_unit:
-                # Each template's tolerations live under its own path: no need to re-apply between them.
-                ops += adapter.toleration_patch(current, template)
+    ops += _toleration_ops(adapter, current, namespace, state)
     return ops, held
+
+
+def _toleration_ops(
+    adapter: Adapter, obj: Mapping[str, Any], namespace: str, state: AdmissionState
+) -> list[JSONPatch]:
+    """The virtual node's toleration on every pod template (or Pod) that a ResourcePolicy with an ``eci``
+    unit selects (a policy works in every namespace it is created in)."""
+    policies = state.policies_in(namespace)
+    if not policies:
+        return []
+    ops: list[JSONPatch] = []
+    name = str_at(obj, "metadata", "name") or ""
+    for template in adapter.pod_templates(obj):
+        view = PodView(namespace=namespace, name=name, labels=template.labels)
+        policy = policy_for_pod(policies, view)
+        if policy is not None and policy.has_eci_unit:
+            # Each template's tolerations live under its own path: no need to re-apply between them.
+            ops += adapter.toleration_patch(obj, template)
+    return ops

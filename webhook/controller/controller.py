@@ -45,7 +45,6 @@ from webhook.controller.records import (
     ADMISSION_ANNOTATION,
     BACKOFF_ANNOTATION,
     COMPONENT,
-    MANAGED_NAMESPACE_LABEL,
     AdmissionRecord,
     EvictionNote,
     admit_patch,
@@ -61,6 +60,7 @@ from webhook.controller.records import (
 from webhook.controller.settings import ControllerSettings, settings_from_args
 from webhook.controller.starts import PodIndex, StartChecks, check_starts, pod_slim
 from webhook.core.fit import format_rate
+from webhook.core.placement import PolicyError, parse_policy
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree, queue_name
 from webhook.core.startup import StartVerdict, after_failed_start
@@ -78,6 +78,7 @@ QUEUE_GROUP, QUEUE_VERSION, QUEUE_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "q
 NAMESPACES = ResourceRef("", "v1", "namespaces")
 PRIORITY_CLASSES = ResourceRef("scheduling.k8s.io", "v1", "priorityclasses")
 PODS = ResourceRef("", "v1", "pods")
+POLICIES = ResourceRef("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies")
 UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 ObjKey = tuple[str, str, str]
@@ -111,6 +112,14 @@ def _lists(listing: Mapping[str, Any], plural: str) -> bool:
     return isinstance(resources, list) and any(
         isinstance(item, Mapping) and item.get("name") == plural for item in resources
     )
+
+
+def _has_eci_unit(obj: Mapping[str, Any]) -> bool:
+    """Whether a ResourcePolicy is valid and has an ``eci`` unit (its pods need the virtual node's toleration)."""
+    try:
+        return parse_policy(obj).has_eci_unit
+    except PolicyError:
+        return False
 
 
 def format_seconds(seconds: float) -> str:
@@ -178,6 +187,8 @@ class Controller:
         self.queues = self._cache("queues", self.queues_ref)
         self.namespaces = self._cache("namespaces", NAMESPACES)
         self.priority_classes = self._cache("priorityclasses", PRIORITY_CLASSES)
+        self.policies = self._cache("resourcepolicies", POLICIES)
+        """ResourcePolicies: namespaces outside the tree with an eci unit get the placement label."""
         self.pod_index = PodIndex()
         self.pods = WatchCache(
             "pods", SlimListWatch(ApiListWatch(client, PODS, field_selector=UNFINISHED_PODS), pod_slim)
@@ -275,7 +286,7 @@ class Controller:
         return not any(isinstance(ref, Mapping) and ref.get("kind") in kinds for ref in owners)
 
     def _base_caches(self) -> list[WatchCache]:
-        return [self.trees, self.queues, self.namespaces, self.priority_classes, self.pods]
+        return [self.trees, self.queues, self.namespaces, self.priority_classes, self.policies, self.pods]
 
     def _leadership_changed(self, leading: bool) -> None:
         # Another replica may have written in between: forget what this one remembers having written.
@@ -653,11 +664,14 @@ class Controller:
     # Namespaces and Queues ---------------------------------------------------------------------------------
     async def _sync_namespaces(self, tree: QuotaTree | None) -> None:
         namespaces = {_name(obj): obj for obj in self._view(self.namespaces)}
-        for action in namespace_actions(tree, namespaces):
+        placement = frozenset(
+            str(_meta(obj).get("namespace") or "") for obj in self._view(self.policies) if _has_eci_unit(obj)
+        )
+        for action in namespace_actions(tree, namespaces, placement):
             await self._label_namespace(action)
 
     async def _label_namespace(self, action: NamespaceAction) -> None:
-        patch = {"metadata": {"labels": {MANAGED_NAMESPACE_LABEL: action.value}}}
+        patch = {"metadata": {"labels": {action.label: action.value}}}
         try:
             updated = await self.client.merge_patch(NAMESPACES, action.name, patch)
         except KubeApiError as error:
@@ -666,7 +680,7 @@ class Controller:
         self._assume(self.namespaces, updated)
         self.stats.namespace_writes += 1
         log.info(kv(component="controller", decision="label-namespace" if action.value else "unlabel-namespace",
-                    namespace=action.name, label=MANAGED_NAMESPACE_LABEL))
+                    namespace=action.name, label=action.label))
 
     async def _sync_queues(self, tree: QuotaTree | None) -> None:
         existing = {_name(obj): obj for obj in self._view(self.queues)}

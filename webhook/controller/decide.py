@@ -52,6 +52,7 @@ from webhook.core.reclaim import Reclaimer, ReclaimPlan
 from webhook.core.resources import MAX_JOBS, Resources
 from webhook.core.startup import GAVE_UP, BackoffState
 from webhook.core.workload import Phase, Workload, WorkloadKey
+from webhook.workloads.base import PLACEMENT_NAMESPACE_LABEL
 
 QUEUE_GROUP = "scheduling.x-k8s.io"
 QUEUE_VERSION = "v1alpha1"
@@ -216,26 +217,41 @@ def leaf_policies(
 
 @dataclass(frozen=True, slots=True)
 class NamespaceAction:
-    """Set (``value="true"``) or remove (``value=None``) the managed label of a namespace."""
+    """Set (``value="true"``) or remove (``value=None``) a label of a namespace (the managed label unless
+    ``label`` says otherwise)."""
 
     name: str
     value: str | None
+    label: str = MANAGED_NAMESPACE_LABEL
 
 
-def namespace_actions(tree: QuotaTree | None, namespaces: Mapping[str, Mapping[str, Any]]) -> list[NamespaceAction]:
+def namespace_actions(
+    tree: QuotaTree | None,
+    namespaces: Mapping[str, Mapping[str, Any]],
+    placement: frozenset[str] = frozenset(),
+) -> list[NamespaceAction]:
     """Label the tree's namespaces ``kube-queue.x-k8s.io/managed: "true"``; unlabel the ones that left it.
-    Without a tree nothing changes: the namespaces stay managed, so their new jobs stay held (the webhook holds
-    them untagged) until a tree lists them again, instead of running unqueued (docs/accounting.md)."""
-    if tree is None:
-        return []
-    managed = set(tree.leaf_by_namespace)
+    Without a tree that label does not change: the namespaces stay managed, so their new jobs stay held (the
+    webhook holds them untagged) until a tree lists them again, instead of running unqueued
+    (docs/accounting.md). The namespaces in ``placement`` (a ResourcePolicy with an ``eci`` unit) that the
+    tree does not list get ``kube-queue.x-k8s.io/placement: "true"`` (their Pods go to the placement
+    webhook); the others lose it."""
+    managed = set(tree.leaf_by_namespace) if tree is not None else None
     actions = []
     for name in sorted(namespaces):
-        value = _meta(namespaces[name], "labels").get(MANAGED_NAMESPACE_LABEL)
-        if name in managed and value != "true":
+        labels = _meta(namespaces[name], "labels")
+        value = labels.get(MANAGED_NAMESPACE_LABEL)
+        if managed is not None and name in managed and value != "true":
             actions.append(NamespaceAction(name, "true"))
-        elif name not in managed and value is not None:
+        elif managed is not None and name not in managed and value is not None:
             actions.append(NamespaceAction(name, None))
+        inside = name in managed if managed is not None else value == "true"
+        wanted = name in placement and not inside
+        current = labels.get(PLACEMENT_NAMESPACE_LABEL)
+        if wanted and current != "true":
+            actions.append(NamespaceAction(name, "true", PLACEMENT_NAMESPACE_LABEL))
+        elif not wanted and current is not None:
+            actions.append(NamespaceAction(name, None, PLACEMENT_NAMESPACE_LABEL))
     return actions
 
 

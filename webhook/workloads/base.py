@@ -36,6 +36,9 @@ EVICTION_ANNOTATION = "kube-queue.x-k8s.io/evicted"
 BACKOFF_ANNOTATION = "kube-queue.x-k8s.io/backoff"
 """On a job that failed to start in time: attempts, reason, retry time (JSON; docs/start-timeout.md)."""
 CONTROLLER_ANNOTATIONS = (ADMISSION_ANNOTATION, EVICTION_ANNOTATION, BACKOFF_ANNOTATION)
+PLACEMENT_NAMESPACE_LABEL = "kube-queue.x-k8s.io/placement"
+"""Set (``"true"``) by the controller on a namespace outside the quota tree that holds a ResourcePolicy with an
+``eci`` unit: only such namespaces' Pods go to the placement webhook (the virtual node's toleration)."""
 """Annotations only the queue controller writes (users may neither set, change nor remove them)."""
 """Annotation the webhook sets on a job it holds: when it was submitted, to the microsecond (RFC 3339).
 ``creationTimestamp`` has whole seconds only, so two jobs created in the same second would otherwise be
