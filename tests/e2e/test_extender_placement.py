@@ -322,3 +322,38 @@ def test_the_first_unit_wins_on_a_cluster_the_scheduler_would_only_sample(
     assert set(nodes) <= set(unit_nodes), f"pods outside the unit's nodes {unit_nodes}: {nodes}"
     # Asked about every node, so no request looked cut short by sampling (no false alarm on ~256 nodes).
     assert "kube_queue_extender_scheduler_sampled_filters_total 0.0" in _extender_metrics(dev)
+
+
+def test_a_policy_outside_the_quota_tree_sends_its_pods_to_the_virtual_node(
+    dev_cluster: DevCluster, namespace: str
+) -> None:
+    # docs/placement.md: the namespace is in no leaf; the Deployment asks for no toleration. The controller
+    # labels the namespace for the placement webhook, which adds the virtual node's toleration, so the pods
+    # run there when the ECS unit has no room (here: no node in its pool).
+    dev = dev_cluster
+    units: list[dict[str, Any]] = [
+        {"resource": "ecs", "nodeSelector": {"pool": f"{namespace}-none"}},
+        {"resource": "eci", "max": 3},
+    ]
+    dev.apply(_policy(namespace, {"app": "burst"}, units))
+
+    def labelled() -> bool:
+        labels = dev.get_json("namespace", namespace)["metadata"].get("labels", {})
+        return bool(labels.get("kube-queue.x-k8s.io/placement") == "true")
+
+    dev.wait_until(labelled, 60, "the controller to label the namespace for the placement webhook")
+    time.sleep(WATCH_PROPAGATION)
+    deployment = _deployment(namespace, 3, "100m")
+    del deployment["spec"]["template"]["spec"]["tolerations"]
+    dev.apply(deployment)
+
+    def on_virtual() -> bool:
+        pods = _pods(dev, namespace)
+        return len(pods) == 3 and all(p["spec"].get("nodeName") == VIRTUAL for p in pods)
+
+    dev.wait_until(on_virtual, 120, "the 3 pods on the virtual node")
+    for pod in _pods(dev, namespace):
+        assert dict(VIRTUAL_NODE_TOLERATION) in pod["spec"]["tolerations"]
+        assert "schedulingGates" not in pod["spec"]  # not queued: no quota lists the namespace
+    dev.kubectl("delete", "resourcepolicy", "burst", "-n", namespace)
+    dev.wait_until(lambda: not labelled(), 60, "the placement label to go with the policy")
