@@ -77,7 +77,7 @@ def dev_cluster() -> Iterator[DevCluster]:
     config = ClusterConfig(state_dir=state, ports=Ports(E2E_PORT_BASE))
     try:
         bins = devsystem.up(config)
-    except cluster.DevClusterError:
+    except BaseException:  # any failure half-way (not only DevClusterError) must not leave processes running
         cluster.down(config, echo=lambda _: None)
         raise
     try:
