@@ -113,7 +113,7 @@ JOB_SPECS = st.lists(JOB_SPEC, min_size=24, max_size=56)
 
 def job_spec(code: int) -> tuple[int, int, int, tuple[int, int, int]]:
     """``(which quota, priority, admitted at, sizes)``: a size per resource in sixteenths of the total, 0-4,
-    0 meaning none of it. Smaller codes are smaller, higher-priority-first, earlier jobs, so shrinking simplifies."""
+    0 meaning none of it. Code 0 is an empty job of priority 0 admitted at 0, so shrinking heads for those."""
     code, pick = divmod(code, 64)
     code, priority = divmod(code, 3)
     code, stamp = divmod(code, 32)
