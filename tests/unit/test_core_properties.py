@@ -311,7 +311,7 @@ def test_reclaim_frees_enough_never_too_much_and_never_below_min(
     for victim in victims:
         assert not check_fit(quota_tree, add_usage(quota_tree, after, victim), preemptor, rate).fits
     # Never below min: below the common ancestor with the preemptor, a victim's quota keeps its min in
-    # every resource the victim holds.
+    # every reclaimed resource the victim holds (checked after the next block).
     own = quota_chain(quota_tree, preemptor.quota)
     assert own is not None
     own_keys = {n.key for n in own}
@@ -331,6 +331,8 @@ def test_reclaim_frees_enough_never_too_much_and_never_below_min(
                 for resource in contested
             ), (victim.key, chain[0].full_name)
         state = remove_usage(quota_tree, state, victim)
+    depth_of = {level.full_name: depth for depth, level in enumerate(own)}
+    blockers = check_fit(quota_tree, used, preemptor, rate).blockers
     for victim in victims:
         chain = quota_chain(quota_tree, victim.quota)
         assert chain is not None
@@ -338,12 +340,16 @@ def test_reclaim_frees_enough_never_too_much_and_never_below_min(
             assert victim.priority < preemptor.priority
             assert own[0].attributes.get(PREEMPT_POLICY) == PREEMPT_LOWER_PRIORITY
             continue
+        # ... in every resource reclaimed from it: those blocking the preemptor at the common ancestor or above.
+        meet = next(depth_of[level.full_name] for level in chain if level.key in own_keys)
+        reclaimed = {b.resource for b in blockers if depth_of[b.quota] >= meet and b.resource != MAX_JOBS}
+        assert any(victim.request.get_or_zero(resource) > 0 for resource in reclaimed), victim.key
         for level in chain:
             if level.key in own_keys:
                 break
             usage = after.get(level.key, EMPTY)
-            for resource, amount in victim.request.items():
-                if amount > 0 and resource != MAX_JOBS and resource in level.min:
+            for resource in reclaimed:
+                if victim.request.get_or_zero(resource) > 0 and resource in level.min:
                     assert usage.get_or_zero(resource) >= level.min[resource], (level.full_name, resource)
 
 
@@ -388,6 +394,7 @@ def reference_reclaim(
                 if not (own and workload.priority < preemptor.priority):
                     continue
                 guarded: tuple[QuotaNode, ...] = ()
+                meet = 0
             else:
                 meet = next(depth_of[level.key] for level in victim_chain if level.key in depth_of)
                 if within < meet:
@@ -399,7 +406,7 @@ def reference_reclaim(
                 rank = workload.admitted_at if workload.admitted_at is not None else workload.created
             key = workload.key
             order_key = (not is_fresh, same, workload.priority, -rank, key.namespace, key.name, key.kind)
-            entries.append((order_key, workload, victim_chain, guarded, same, is_fresh, index))
+            entries.append((order_key, workload, victim_chain, guarded, same, is_fresh, index, meet))
     entries.sort(key=lambda entry: entry[0])
 
     def above_min(levels: tuple[QuotaNode, ...], workload: Workload, blockers: tuple[Any, ...],
@@ -415,19 +422,23 @@ def reference_reclaim(
             for level in levels
         )
 
-    def keeps_min(levels: tuple[QuotaNode, ...], workload: Workload, usage: Mapping[str, Resources]) -> bool:
-        return all(
-            usage.get(level.key, EMPTY).get_or_zero(resource) - amount >= level.min[resource]
+    def keeps_min(levels: tuple[QuotaNode, ...], workload: Workload, usage: Mapping[str, Resources],
+                  reclaimed: set[str]) -> bool:
+        """It holds a reclaimed resource, and keeps every level at or above min in each one it holds."""
+        held = {resource for resource in reclaimed if workload.request.get_or_zero(resource) > 0}
+        return bool(held) and all(
+            usage.get(level.key, EMPTY).get_or_zero(resource) - workload.request[resource] >= level.min[resource]
             for level in levels
-            for resource, amount in workload.request.items()
-            if amount > 0 and resource != MAX_JOBS and resource in level.min
+            for resource in held
+            if resource in level.min
         )
 
     current: Mapping[str, Resources] = dict(used)
     blockers = fit.blockers
     chosen: list[tuple[Workload, bool, int]] = []
     stuck: set[str] = set()
-    for _, workload, victim_chain, guarded, same, is_fresh, index in entries:
+    names_depth = {level.full_name: depth for depth, level in enumerate(chain)}
+    for _, workload, victim_chain, guarded, same, is_fresh, index, meet in entries:
         names = {level.full_name for level in victim_chain}
         request = workload.request_with_count
         if not any(blocker.quota in names and request.get_or_zero(blocker.resource) > 0 for blocker in blockers):
@@ -435,7 +446,8 @@ def reference_reclaim(
         elif same:
             take = within > 0 or above_min((leaf,), workload, blockers, current)
         else:
-            take = keeps_min(guarded, workload, current)
+            reclaimed = {b.resource for b in fit.blockers if names_depth[b.quota] >= meet and b.resource != MAX_JOBS}
+            take = keeps_min(guarded, workload, current, reclaimed)
         if is_fresh and victim_chain[0].key in ordered:
             if victim_chain[0].key in stuck:
                 take = False

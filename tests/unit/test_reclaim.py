@@ -148,10 +148,40 @@ def test_explain_when_there_is_no_plan(admitted: list[Workload], preemptor: Work
     assert phrase in explain_reclaim(SEED, used, admitted, preemptor, 1)
 
 
-def test_a_job_holding_guaranteed_gpus_is_protected() -> None:
-    # Department-a is over min in CPU but under min in GPU: the job holding a GPU may not be evicted.
+def test_a_resource_nobody_contends_does_not_protect_a_borrower() -> None:
+    # Department-a borrows CPU (100 of 60) but is under its min in GPU (1 of 3). The preemptor lacks CPU and
+    # memory, not GPU: Department-a's GPU guarantee is not being reclaimed, so the job holding the GPU goes.
     jobs = [dept_a("a1", 60, 1, 1), dept_a("gpu", 40, 0, 2, gpu=1)]
-    assert plan(jobs, user_c(cpu=10)) is None
+    assert victims(plan(jobs, user_c(cpu=10))) == ["gpu"]
+
+
+def gpu_tree() -> QuotaTree:
+    """root 100 CPU / 4 GPU: ``a`` (min 60 CPU, 2 GPU), ``b`` (min 40 CPU, 2 GPU), ``c`` (no min)."""
+    total = res(cpu=100, gpu=4)
+    return tree(node("root", min=total, max=total, children=(
+        node("a", min=res(cpu=60, gpu=2), max=total, namespaces=("ns-a",)),
+        node("b", min=res(cpu=40, gpu=2), max=total, namespaces=("ns-b",)),
+        node("c", max=total, namespaces=("ns-c",)),
+    )))
+
+
+def test_a_quota_under_its_min_in_a_contended_resource_keeps_the_jobs_that_hold_it() -> None:
+    # b lacks CPU and a GPU. a borrows CPU (100 of 60) but holds only 1 of its 2 guaranteed GPUs: GPUs are
+    # being reclaimed, so its GPU job stays although it is a's most evictable one; a CPU-only job goes, and
+    # the GPUs come from c, which borrows all it holds.
+    quota_tree = gpu_tree()
+
+    def admitted(name: str, quota: str, cpu: int, gpu: int | None, at: float) -> Workload:
+        return job(name, namespace=f"ns-{quota}", quota=quota, cpu=cpu, gpu=gpu, phase=Phase.ADMITTED,
+                   created=at, admitted_at=at)
+
+    jobs = [admitted("a1", "a", 50, None, 1), admitted("a2", "a", 10, None, 2), admitted("a-gpu", "a", 40, 1, 3),
+            admitted("c-gpu", "c", 0, 3, 4)]
+    preemptor = job("b", namespace="ns-b", quota="b", cpu=10, gpu=1, created=9)
+    result = plan(jobs, preemptor, quota_tree=quota_tree)
+    assert victims(result) == ["c-gpu", "a2"]
+    assert result is not None
+    assert result.used_after_eviction["a"] == res(cpu=90, gpu=1, max_jobs=2)
 
 
 def test_only_jobs_that_relieve_the_blocking_resource_are_taken() -> None:
@@ -587,3 +617,34 @@ def test_in_a_block_quota_only_the_back_of_what_the_pass_admitted_is_held_back()
     block = Reclaimer(SEED, used, running, 1, fresh=fresh, ordered=["Department-a"]).plan(user_c(cpu=10))
     assert block is not None
     assert names_of(block.withheld) == ["f2", "f1"]
+
+
+def test_a_job_cap_is_not_a_guarantee_nobody_is_evicted_for_a_job_slot() -> None:
+    # The root admits two jobs; a (no min) runs both. b is within its CPU min, and only the job cap blocks
+    # it: nobody is owed a job slot, so nothing is evicted and why says so.
+    total = res(cpu=10, max_jobs=2)
+    quota_tree = tree(node("root", min=total, max=total, children=(
+        node("a", max=res(cpu=10), namespaces=("ns-a",)),
+        node("b", min=res(cpu=5), max=res(cpu=10), namespaces=("ns-b",)),
+    )))
+    running = [job(f"a{i}", namespace="ns-a", quota="a", cpu=1, phase=Phase.ADMITTED, admitted_at=i) for i in (1, 2)]
+    preemptor = job("b", namespace="ns-b", quota="b", cpu=1, created=9)
+    used = seeded(quota_tree, running)
+    assert plan_reclaim(quota_tree, used, running, preemptor, 1) is None
+    why = explain_reclaim(quota_tree, used, running, preemptor, 1)
+    assert why.startswith("no reclaim: Job/ns-b/b waits for a job slot (")
+    assert why.endswith("kube-queue/max-jobs is a cap, not a guarantee, so no job is evicted for a slot")
+    # With CPU short too, the job taken for CPU frees the slot as well.
+    busy = [*running, job("a3", namespace="ns-a", quota="a", cpu=0, phase=Phase.ADMITTED, admitted_at=3)]
+    busy[0] = job("a1", namespace="ns-a", quota="a", cpu=9, phase=Phase.ADMITTED, admitted_at=1)
+    quota_tree = tree(node("root", min=res(cpu=10, max_jobs=3), max=res(cpu=10, max_jobs=3), children=(
+        node("a", max=res(cpu=10), namespaces=("ns-a",)),
+        node("b", min=res(cpu=5), max=res(cpu=10), namespaces=("ns-b",)),
+    )))
+    assert victims(plan(busy, preemptor, quota_tree=quota_tree)) == ["a2"]
+
+
+def test_the_explanation_names_the_rule_when_borrowers_are_not_enough() -> None:
+    jobs = [dept_a("a1", 50, 0, 1), dept_a("a2", 50, 0, 2)]
+    assert "none taken below its min in what is reclaimed" in explain_reclaim(SEED, seeded(SEED, jobs), jobs,
+                                                                              user_c(cpu=10), 1)

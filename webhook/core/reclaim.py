@@ -1,9 +1,12 @@
-"""Reclaim: evict borrowers so that a quota gets back its guaranteed ``min`` (MISSION.md part 4).
+"""Reclaim: evict borrowers so that a quota gets back its guaranteed ``min`` (docs/reclaim.md).
 
 A quota may use up to its ``max`` while others are idle; that use beyond ``min`` is *borrowed*. When a job
 (the *preemptor*) does not fit although its quota would stay within ``min`` after admitting it
 (:func:`webhook.core.fit.within_min`), the owner takes its guarantee back by evicting admitted jobs of other
-quotas that borrow. The rules, in the order they are applied:
+quotas that borrow. The resources *being reclaimed* are those that block the preemptor when the plan starts
+(never ``kube-queue/max-jobs``: a cap, not a guarantee); from a given quota, those that block it at the
+lowest common ancestor of the two quotas or above (what the quota's jobs can free for it). The rules, in the
+order they are applied:
 
 * **Who may reclaim.** A preemptor that stays within ``min`` after admission at its leaf and at each
   ancestor where it competes with the victim's quota, i.e. every level of its chain below the lowest common
@@ -18,12 +21,18 @@ quotas that borrow. The rules, in the order they are applied:
   recently admitted (``admitted_at`` descending; a job without ``admitted_at`` counts as admitted when it
   was created), then namespace/name. A job is only taken when its eviction relieves a level and resource
   that still blocks the preemptor (it shares the blocking level and requests the blocking resource).
-* **Never below min.** Evicting a job must not take its quota below ``min`` in any resource the job holds,
-  at its leaf and at each ancestor below the lowest common ancestor with the preemptor (above that, the
-  preemptor's own admission replaces what is freed). A quota that is over ``min`` in CPU but at ``min`` in
-  GPU therefore keeps a job that holds GPUs. ``kube-queue/max-jobs`` is a cap, not a guarantee: ignored here.
-  So a victim's quota is always above its ``min`` in a resource the preemptor lacks (by at least what the
-  victim holds of it).
+* **Borrowers only, never below min in what is reclaimed.** A job of another quota may go only if it holds
+  a resource being reclaimed from its quota, and its eviction keeps its quota at or above ``min`` in every
+  reclaimed resource it holds, at its leaf and at each ancestor below the lowest common ancestor with the
+  preemptor (above that, the preemptor's own admission replaces what is freed). So its quota borrows that
+  resource (uses more than its ``min`` of it by at least what the job holds). Resources that nobody
+  contends do not protect it: a quota over ``min`` in CPU but under ``min`` in memory gives back a job that
+  holds CPU and memory to a preemptor that lacks only CPU (its memory guarantee is not being taken; it can
+  reclaim memory whenever it needs it). A quota under ``min`` in a contended resource keeps the jobs that
+  hold it. ``kube-queue/max-jobs`` is a cap, not a guarantee: nobody is owed a job slot, so a preemptor
+  blocked only by a job cap gets no reclaim (a job evicted for a slot would be owed it back just the same,
+  and take it back: eviction ping-pong); the cap's blockers are relieved by the jobs taken for the other
+  resources.
 * **No more than needed.** Victims are taken until the preemptor fits; then each chosen victim, in reverse
   order of choice, is given back if the preemptor still fits without evicting it.
 * **Only if it works.** When even the whole eligible set does not make the preemptor fit, nothing is
@@ -38,7 +47,7 @@ quotas that borrow. The rules, in the order they are applied:
   high-priority jobs evicts the same lower-priority jobs every time they get back in between two of them.)
 * **Not yet written admissions give way first.** Jobs the same decision pass has just admitted (``fresh``,
   nothing written yet) are eligible on the same terms, and are taken before any running job: such a job is
-  not evicted, it is *withheld* (:attr:`ReclaimPlan.withheld`) and simply stays queued. Never below ``min``
+  not evicted, it is *withheld* (:attr:`ReclaimPlan.withheld`) and simply stays queued. The borrower rule
   holds for it too (holding back what a quota below its ``min`` was just given, rather than evicting one of
   its running jobs, cost several times more evictions later on in the peer's replay). So capacity that
   frees up goes to a quota within its ``min`` (or to a higher-priority job of the same quota that may
@@ -57,8 +66,9 @@ A :class:`Reclaimer` plans many reclaims over one snapshot (one decision pass): 
 guarantees are computed once, candidate victims are indexed by leaf quota in eviction order, and each
 committed plan updates the index in place. Asked to (``take_room``), it also gives a job that fits room
 earlier plans left over, and keeps its quota within ``min``, a plan without victims. A preemptor that cannot
-succeed is turned away cheaply: unknown quota, fits already, never fits, not entitled, or (before any
-candidate is looked at) not enough borrowed capacity under the levels that block it to ever make it fit.
+succeed is turned away cheaply: unknown quota, fits already, never fits, not entitled, blocked by job caps
+only, or (before any candidate is looked at) not enough borrowed capacity under the levels that block it to
+ever make it fit.
 :func:`plan_reclaim` and :func:`explain_reclaim` are the one-shot forms; the sentences saying why there is no
 plan are only written when asked for.
 """
@@ -121,7 +131,7 @@ class _Chain:
 class _Candidate:
     """An admitted job that a plan may take (evict, or withhold when ``fresh``)."""
 
-    __slots__ = ("chain", "delta", "fresh", "held", "key", "priority", "sort", "workload")
+    __slots__ = ("chain", "delta", "fresh", "key", "priority", "sort", "workload")
 
     def __init__(self, workload: Workload, chain: _Chain, fresh: bool, rank: float) -> None:
         self.workload = workload
@@ -133,10 +143,6 @@ class _Candidate:
         delta[MAX_JOBS] = delta.get(MAX_JOBS, 0) + NANO
         self.delta = delta
         """What it holds at every level of its chain (:attr:`Workload.request_with_count`)."""
-        self.held = tuple(
-            (resource, amount) for resource, amount in workload.request.items() if amount > 0 and resource != MAX_JOBS
-        )
-        """The resources whose ``min`` its eviction must not break."""
         key = workload.key
         self.sort = (workload.priority, -rank, key.namespace, key.name, key.kind)
         """Eviction order inside one leaf: lowest priority, then most recently admitted, then name."""
@@ -445,13 +451,31 @@ class Reclaimer:
             for _, resource, _ in blockers
         )
 
-    def _keeps_min(self, candidate: _Candidate, guarded: tuple[str, ...]) -> bool:
+    @staticmethod
+    def _reclaimed(blockers: _Blockers, levels: int) -> tuple[tuple[str, ...], ...]:
+        """Per depth ``meet`` of the preemptor's chain (``0 .. levels``): the resources reclaimed from a quota
+        that meets the preemptor there, i.e. those (not ``kube-queue/max-jobs``, a cap that nobody is owed)
+        that block it at that level or above when the plan starts (blockers only go away while it goes on)."""
+        return tuple(
+            tuple(sorted({resource for depth, resource, _ in blockers if depth >= meet and resource != MAX_JOBS}))
+            for meet in range(levels + 1)
+        )
+
+    def _keeps_min(self, candidate: _Candidate, guarded: tuple[str, ...], reclaimed: tuple[str, ...]) -> bool:
+        """Whether ``candidate`` (of another quota) may go: it holds a resource being reclaimed from its quota,
+        and its eviction keeps each level in ``guarded`` (its quota's levels below the lowest common ancestor
+        with the preemptor) at or above ``min`` in every reclaimed resource it holds. Resources nobody
+        contends do not protect it, however far below ``min`` its quota is in them (docs/reclaim.md)."""
+        delta = candidate.delta
+        held = [(resource, delta[resource]) for resource in reclaimed if delta.get(resource, 0) > 0]
+        if not held:
+            return False
         for key in guarded:
             mins = self._mins[key]
             if not mins:
                 continue
             usage = self._use[key]
-            for resource, amount in candidate.held:
+            for resource, amount in held:
                 guaranteed = mins.get(resource)
                 if guaranteed is not None and usage.get(resource, 0) - amount < guaranteed:
                     return False
@@ -492,6 +516,9 @@ class Reclaimer:
         if not self._may_work(chain, blockers, within, own_lower):
             return _NoPlan(_NOT_ENOUGH, within, own)
 
+        reclaimed = self._reclaimed(blockers, len(chain.keys))
+        if own_lower is None and not reclaimed[1]:
+            return _NoPlan(_NOT_ENOUGH, within, own)  # only job caps block it: nobody is owed a job slot
         contested = tuple(sorted({resource for _, resource, _ in blockers}))
         meets: dict[str, tuple[int, tuple[str, ...]]] = {}
         stuck: set[str] = set()
@@ -523,7 +550,7 @@ class Reclaimer:
             elif same:
                 take = bool(within) or self._borrows(chain.keys[0], delta, current)
             else:
-                take = self._keeps_min(candidate, guarded)
+                take = self._keeps_min(candidate, guarded, reclaimed[meet])
             if candidate.fresh and candidate.chain.keys[0] in self._ordered:
                 leaf_key = candidate.chain.keys[0]
                 if leaf_key in stuck:
@@ -611,9 +638,14 @@ class Reclaimer:
             )
         if why == _BUDGET:
             return f"no reclaim tried for {preemptor.key}: this pass's reclaim budget is spent (next pass tries again)"
+        if not attempt.own and all(blocker.resource == MAX_JOBS for blocker in fit.blockers):
+            return (
+                f"no reclaim: {preemptor.key} waits for a job slot ({fit.explain()}); {MAX_JOBS} is a cap, "
+                "not a guarantee, so no job is evicted for a slot"
+            )
         scopes = []
         if attempt.within:
-            scopes.append("borrowers of other quotas, none taken below its min")
+            scopes.append("borrowers of other quotas, none taken below its min in what is reclaimed")
         if attempt.own:
             scopes.append(
                 "lower-priority jobs of its own quota"
