@@ -281,7 +281,10 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
                     "running pods within max, so these pods start as others finish.", 2, width))
         return "\n".join(lines)
     # QUEUING without a usable tree (or not sized).
-    problem = snapshot.problem or "the ElasticQuotaTree is missing"
+    problem = snapshot.problem or (
+        "no ElasticQuotaTree exists (deleted, or being re-created), so kube-queue holds the jobs of the namespaces "
+        "it manages until a tree lists their namespace again"
+    )
     if view.size_error:
         problem = f"kube-queue cannot size it: {view.size_error}"
     text = f"{who} is QUEUING"
