@@ -10,6 +10,7 @@ import importlib.util
 import json
 import ssl
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -105,8 +106,12 @@ def service_ready(config: ClusterConfig) -> bool:
     refuses every admission request, and the API server with it)."""
     context = ssl.create_default_context(cafile=str(config.pki / "ca.crt"))
     url = f"https://127.0.0.1:{config.ports.webhook}/readyz"
-    with urllib.request.urlopen(url, context=context, timeout=1.0) as response:
-        return bool(response.status == 200)
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=1.0) as response:
+            return bool(response.status == 200)
+    except urllib.error.HTTPError as error:  # 503 until ready: close its response, or its socket leaks
+        error.close()
+        return False
 
 
 def restart_service(config: ClusterConfig, bins: Path, env: Mapping[str, str] | None = None) -> None:
