@@ -47,10 +47,15 @@ def user_a(dev_cluster: DevCluster, managed: tuple[str, str, str]) -> Iterator[s
         role = resource.split(".")[0]
         dev.kubectl("create", "role", role, "--verb=*", f"--resource={resource}", "-n", namespace)
         dev.kubectl("create", "rolebinding", f"alice-{role}", f"--role={role}", f"--user={ALICE}", "-n", namespace)
+    # The classes the PyTorchJob below names (a job naming a class that does not exist is refused).
+    classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                "value": value} for name, value in (("low", 1), ("high", 1000))]
+    dev.apply(classes)
     try:
         yield namespace
     finally:
         dev.kubectl("delete", "-f", str(CRD), "--ignore-not-found", "--wait=false", check=False)
+        dev.kubectl("delete", "priorityclass", "low", "high", "--ignore-not-found", check=False)
 
 
 def _job(namespace: str, *, parallelism: int, completions: int, cpu: str = "10") -> dict[str, Any]:
