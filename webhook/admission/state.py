@@ -19,7 +19,8 @@ from typing import Any
 from webhook.core.integrity import WORKLOAD_CONTROLLERS, is_workload_controller
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, container_defaults
 from webhook.core.placement import PolicyError, ResourcePolicy, parse_policy
-from webhook.core.quota import TREE_NAMESPACE, QuotaNode, QuotaTree, QuotaTreeError, parse_tree
+from webhook.core.quota import TREE_NAMESPACE, QuotaNode, QuotaTree
+from webhook.core.treechoice import honoured_tree
 
 log = logging.getLogger(__name__)
 
@@ -132,23 +133,15 @@ def tree_from_objects(
 ) -> tuple[QuotaTree | None, frozenset[tuple[str, str]], str | None]:
     """The honoured tree among ElasticQuotaTree objects: the oldest one in ``tree_namespace`` (normally the
     only one). Returns ``(tree or None, every (namespace, name), why there is no tree)``."""
-    names: set[tuple[str, str]] = set()
-    candidates: list[tuple[str, str, Mapping[str, Any]]] = []
-    for obj in objects:
-        metadata = _metadata(obj)
-        namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
-        names.add((namespace, name))
-        if namespace == tree_namespace:
-            candidates.append((str(metadata.get("creationTimestamp") or "~"), name, obj))
-    if not candidates:
-        return None, frozenset(names), f"no ElasticQuotaTree in {tree_namespace}"
-    _, name, chosen = min(candidates, key=lambda item: (item[0], item[1]))
-    spec = chosen.get("spec")
-    try:
-        tree = parse_tree(spec if isinstance(spec, Mapping) else {})
-    except QuotaTreeError as error:
-        return None, frozenset(names), f"ElasticQuotaTree {tree_namespace}/{name} is invalid: {error}"
-    return tree, frozenset(names), None
+    listed = list(objects)
+    names = frozenset(
+        (str(_metadata(obj).get("namespace") or ""), str(_metadata(obj).get("name") or "")) for obj in listed
+    )
+    in_namespace = [obj for obj in listed if _metadata(obj).get("namespace") == tree_namespace]
+    honoured = honoured_tree(in_namespace, tree_namespace)
+    if honoured.obj is None:
+        return None, names, f"no ElasticQuotaTree in {tree_namespace}"
+    return honoured.tree, names, honoured.problem
 
 
 def policies_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, tuple[ResourcePolicy, ...]]:

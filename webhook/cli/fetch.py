@@ -26,10 +26,10 @@ from webhook.cli.view import (
     KindSource,
     Obj,
     Snapshot,
-    created_of,
     name_of,
 )
 from webhook.controller.records import COMPONENT
+from webhook.core.treechoice import oldest_tree_object
 from webhook.workloads.base import QUOTA_LABEL
 from webhook.workloads.registry import all_adapters
 
@@ -75,10 +75,8 @@ def ref_of(source: KindSource) -> Ref:
 
 
 def choose_tree(objects: Sequence[Obj]) -> Obj | None:
-    """The honoured ElasticQuotaTree: the oldest of the tree namespace (normally the only one)."""
-    if not objects:
-        return None
-    return min(objects, key=lambda obj: (created_of(obj) or float("inf"), name_of(obj)))
+    """The honoured tree object (:mod:`webhook.core.treechoice`), as the controller chooses it."""
+    return oldest_tree_object(objects, TREE_NAMESPACE)
 
 
 def read_tree(api: KubeApi) -> tuple[Obj | None, str | None]:

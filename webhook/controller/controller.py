@@ -62,8 +62,9 @@ from webhook.controller.starts import PodIndex, StartChecks, check_starts, pod_s
 from webhook.core.fit import format_rate
 from webhook.core.placement import PolicyError, parse_policy
 from webhook.core.queueing import Policy
-from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree, queue_name
+from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.startup import StartVerdict, after_failed_start
+from webhook.core.treechoice import honoured_tree
 from webhook.core.workload import Phase, WorkloadError
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
@@ -129,16 +130,15 @@ def format_seconds(seconds: float) -> str:
 
 
 def choose_tree(objects: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any] | None, QuotaTree | None, str | None]:
-    """The honoured ElasticQuotaTree among the objects of the tree namespace (the oldest, normally the only
-    one): ``(object, parsed tree, problem)``; the tree is ``None`` when there is no object or it is invalid."""
-    if not objects:
-        return None, None, None
-    chosen = min(objects, key=lambda obj: (str(_meta(obj).get("creationTimestamp") or "~"), _name(obj)))
-    spec = chosen.get("spec")
-    try:
-        return chosen, parse_tree(spec if isinstance(spec, Mapping) else {}), None
-    except QuotaTreeError as error:
-        return chosen, None, f"ElasticQuotaTree {_meta(chosen).get('namespace')}/{_name(chosen)} is invalid: {error}"
+    """The honoured ElasticQuotaTree among the objects of the tree namespace (:mod:`webhook.core.treechoice`):
+    ``(object, parsed tree, problem)``; the tree is ``None`` when there is no object or it is invalid."""
+    honoured = honoured_tree(objects, _namespace_of(objects))
+    return honoured.obj, honoured.tree, honoured.problem
+
+
+def _namespace_of(objects: Sequence[Mapping[str, Any]]) -> str:
+    """The namespace the tree cache watches (all its objects are in it)."""
+    return next((str(_meta(obj).get("namespace")) for obj in objects if _meta(obj).get("namespace")), "kube-system")
 
 
 @dataclass(slots=True)

@@ -66,9 +66,10 @@ from webhook.core.placement import (
     policy_for_pod,
     unit_of_node,
 )
-from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree
+from webhook.core.quota import TREE_NAMESPACE, QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.selectors import FrozenLabels
+from webhook.core.treechoice import honoured_tree
 from webhook.core.workload import WorkloadError, pod_request
 from webhook.extender.podquota import explain_blockers, pod_quota_blockers, quota_key
 
@@ -399,13 +400,6 @@ class RequestCache:
         return request
 
 
-def _created(obj: Mapping[str, Any]) -> tuple[bool, str, str]:
-    metadata = obj.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
-    stamp = metadata.get("creationTimestamp")
-    return (not isinstance(stamp, str), stamp if isinstance(stamp, str) else "", str(metadata.get("name") or ""))
-
-
 def _with_marks(view: PodView, marks: tuple[FrozenLabels, FrozenLabels]) -> PodView:
     labels, annotations = marks
     return PodView(
@@ -634,17 +628,14 @@ class ExtenderState:
 
     def set_trees(self, objs: Iterable[Mapping[str, Any]]) -> None:
         """Use the oldest ElasticQuotaTree given (the webhook allows only one); recharge every pod."""
-        trees = sorted(objs, key=_created)
-        tree: QuotaTree | None = None
-        problem = ""
-        if trees:
-            spec = trees[0].get("spec")
-            try:
-                tree = parse_tree(spec if isinstance(spec, Mapping) else {})
-            except QuotaTreeError as error:
-                problem = str(error)
-                if problem != self.tree_problem:
-                    log.warning("component=extender event=tree_ignored error=%r", problem)
+        listed = list(objs)
+        namespace = next((str((obj.get("metadata") or {}).get("namespace")) for obj in listed
+                          if (obj.get("metadata") or {}).get("namespace")), TREE_NAMESPACE)
+        honoured = honoured_tree(listed, namespace)
+        tree = honoured.tree
+        problem = honoured.problem or ""
+        if problem and problem != self.tree_problem:
+            log.warning("component=extender event=tree_ignored error=%r", problem)
         if tree == self.tree and problem == self.tree_problem:
             return
         self.tree, self.tree_problem = tree, problem

@@ -1,0 +1,36 @@
+"""Which ElasticQuotaTree is honoured: one rule for every part (webhook/core/treechoice.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.builders import SEED_TREE_SPEC
+from webhook.core.treechoice import honoured_tree, oldest_tree_object
+
+
+def tree_object(name: str, created: str | None, namespace: str = "kube-system", spec: Any = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if created is not None:
+        metadata["creationTimestamp"] = created
+    return {"metadata": metadata, "spec": SEED_TREE_SPEC if spec is None else spec}
+
+
+def test_the_oldest_in_the_tree_namespace_then_the_smallest_name() -> None:
+    newer = tree_object("a", "2024-04-08T02:00:01Z")
+    older = tree_object("z", "2024-04-08T02:00:00Z")
+    twin = tree_object("y", "2024-04-08T02:00:00Z")
+    unstamped = tree_object("0", None)
+    outside = tree_object("x", "2020-01-01T00:00:00Z", namespace="default")
+    assert oldest_tree_object([newer, older, twin, unstamped, outside]) is twin
+    assert oldest_tree_object([unstamped, newer]) is newer
+    assert oldest_tree_object([outside]) is None
+    assert oldest_tree_object([]) is None
+
+
+def test_the_honoured_tree_is_parsed_or_says_why_not() -> None:
+    chosen = honoured_tree([tree_object("t", "2024-04-08T02:00:00Z")])
+    assert chosen.tree is not None and chosen.problem is None
+    broken = honoured_tree([tree_object("t", "2024-04-08T02:00:00Z", spec={"root": {"name": "root", "min": {"cpu": "x"}}})])
+    assert broken.obj is not None and broken.tree is None
+    assert broken.problem is not None and broken.problem.startswith("ElasticQuotaTree kube-system/t is invalid: ")
+    assert honoured_tree([]) == type(chosen)(None, None, None)

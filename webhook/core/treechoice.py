@@ -1,0 +1,60 @@
+"""Which ElasticQuotaTree is honoured: one rule for the controller, the webhook, the extender and ``kq``.
+
+The webhook refuses a second tree and any tree outside the tree namespace, but objects created while it was
+down, or before it was installed, can still exist. Every part then honours the same one: the oldest object
+in the tree namespace (``creationTimestamp``; an object without one counts as newest), then the smallest name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core.quota import TREE_NAMESPACE, QuotaTree, QuotaTreeError, parse_tree
+
+__all__ = ["HonouredTree", "honoured_tree", "oldest_tree_object"]
+
+
+def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def _age_key(obj: Mapping[str, Any]) -> tuple[bool, str, str]:
+    metadata = _metadata(obj)
+    stamp = metadata.get("creationTimestamp")
+    # RFC 3339 in UTC (what the API server writes) sorts as text.
+    return (not isinstance(stamp, str) or not stamp, stamp if isinstance(stamp, str) else "",
+            str(metadata.get("name") or ""))
+
+
+def oldest_tree_object(
+    objects: Iterable[Mapping[str, Any]], namespace: str = TREE_NAMESPACE
+) -> Mapping[str, Any] | None:
+    """The honoured object among ElasticQuotaTree objects (see the module notes); ``None`` when there is none."""
+    candidates = [obj for obj in objects if str(_metadata(obj).get("namespace") or namespace) == namespace]
+    return min(candidates, key=_age_key) if candidates else None
+
+
+@dataclass(frozen=True, slots=True)
+class HonouredTree:
+    """The honoured object, its parsed tree (``None`` when there is no object or it does not parse) and why it
+    does not parse."""
+
+    obj: Mapping[str, Any] | None
+    tree: QuotaTree | None
+    problem: str | None
+
+
+def honoured_tree(objects: Iterable[Mapping[str, Any]], namespace: str = TREE_NAMESPACE) -> HonouredTree:
+    """The honoured tree (module notes), parsed."""
+    chosen = oldest_tree_object(objects, namespace)
+    if chosen is None:
+        return HonouredTree(None, None, None)
+    spec = chosen.get("spec")
+    try:
+        return HonouredTree(chosen, parse_tree(spec if isinstance(spec, Mapping) else {}), None)
+    except QuotaTreeError as error:
+        name = str(_metadata(chosen).get("name") or "")
+        return HonouredTree(chosen, None, f"ElasticQuotaTree {namespace}/{name} is invalid: {error}")
