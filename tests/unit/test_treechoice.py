@@ -30,7 +30,8 @@ def test_the_oldest_in_the_tree_namespace_then_the_smallest_name() -> None:
 def test_the_honoured_tree_is_parsed_or_says_why_not() -> None:
     chosen = honoured_tree([tree_object("t", "2024-04-08T02:00:00Z")])
     assert chosen.tree is not None and chosen.problem is None
-    broken = honoured_tree([tree_object("t", "2024-04-08T02:00:00Z", spec={"root": {"name": "root", "min": {"cpu": "x"}}})])
+    bad_spec = {"root": {"name": "root", "min": {"cpu": "x"}}}
+    broken = honoured_tree([tree_object("t", "2024-04-08T02:00:00Z", spec=bad_spec)])
     assert broken.obj is not None and broken.tree is None
     assert broken.problem is not None and broken.problem.startswith("ElasticQuotaTree kube-system/t is invalid: ")
     assert honoured_tree([]) == type(chosen)(None, None, None)

@@ -1,0 +1,196 @@
+"""The controller's writes about a job's life beyond admission, and the pod watch that drives them.
+
+A mixin of :class:`webhook.controller.controller.Controller` (kept apart so the loop's module stays readable):
+
+* the pod watch's listener: a change of a pod whose job waits to start, or of a bound pod in a namespace of
+  the tree that no job accounts for, asks for a pass (``docs/accounting.md``);
+* the start timeout (``docs/start-timeout.md``): holding a job that did not start again with its backoff note,
+  dropping the note once it started, and the timer for the next deadline or retry;
+* Events that tell a job why the queue treats it as it does: held for a PriorityClass that does not exist,
+  counted although it runs without admission.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from webhook.controller import metrics
+from webhook.controller.decide import Decisions
+from webhook.controller.events import EventRecorder
+from webhook.controller.model import TrackedJob, held_reason, track
+from webhook.controller.records import (
+    BACKOFF_ANNOTATION,
+    backoff_patch,
+    clear_backoff_patch,
+    kv,
+    rfc3339_seconds,
+    spec_fingerprint,
+)
+from webhook.controller.settings import ControllerSettings
+from webhook.controller.starts import PodIndex, StartChecks
+from webhook.core.quota import QuotaTree, queue_name
+from webhook.core.startup import StartVerdict, after_failed_start
+from webhook.core.workload import Phase, WorkloadError
+from webhook.kube.cache import RELIST, CacheEvent, WatchCache
+from webhook.workloads.base import Adapter, JSONPatch
+
+log = logging.getLogger("webhook.controller")
+
+
+def format_seconds(seconds: float) -> str:
+    """``5m0s``, ``90s``: a duration as operators wrote it."""
+    whole = int(seconds)
+    return f"{whole // 60}m{whole % 60}s" if whole >= 60 else f"{seconds:g}s"
+
+
+class JobLifecycle:
+    """The writes and listeners above; the controller provides the state they read."""
+
+    settings: ControllerSettings
+    events: EventRecorder
+    pod_index: PodIndex
+    job_caches: dict[str, tuple[Adapter, Any, WatchCache]]
+    _dirty: asyncio.Event
+    _awaiting: set[tuple[str, str, str]]
+    _tree_parsed: tuple[QuotaTree | None, str | None]
+    _timer_due: float | None
+    _held_told: dict[str, str]
+    _outside_told: set[str]
+    _clock: Callable[[], float]
+
+    def is_leader(self) -> bool:
+        raise NotImplementedError
+
+    def _priorities(self) -> dict[str, int]:
+        raise NotImplementedError
+
+    async def _patch_job(self, job: TrackedJob, ops: list[JSONPatch], what: str) -> Mapping[str, Any] | None:
+        raise NotImplementedError
+
+    def _backed_off(self) -> None:
+        raise NotImplementedError
+
+    # Pods -------------------------------------------------------------------------------------------------------
+    def _pod_changed(self, cache: WatchCache, event: CacheEvent) -> None:
+        """A pod of a job waiting to start, or one bound in a managed namespace outside any job, asks for a
+        pass (pods of running jobs change all the time and change nothing the queue decides)."""
+        index = self.pod_index
+        index.listener(cache, event)
+        if index.changed & self._awaiting or event.type == RELIST or self._foreign_pod(event):
+            self._dirty.set()
+        index.changed.clear()
+
+    def _foreign_pod(self, event: CacheEvent) -> bool:
+        """Whether the event is a bound pod's, in a namespace of the tree, with no controller owner a job of the
+        queue could be (so it may change the quota's foreign usage)."""
+        obj = event.obj
+        tree = self._tree_parsed[0]
+        if obj is None or tree is None:
+            return False
+        metadata = obj.get("metadata") or {}
+        if tree.leaf_for_namespace(str(metadata.get("namespace") or "")) is None:
+            return False
+        was_bound = event.old is not None and (event.old.get("spec") or {}).get("nodeName")
+        if not ((obj.get("spec") or {}).get("nodeName") or was_bound):
+            return False
+        owners = metadata.get("ownerReferences") or ()
+        kinds = {adapter.kind for adapter, _, _ in self.job_caches.values()} | {"RayCluster"}
+        return not any(isinstance(ref, Mapping) and ref.get("kind") in kinds for ref in owners)
+
+    def _tell_held(self, decisions: Decisions) -> None:
+        """Tell each job held for a missing PriorityClass why, once per class it misses."""
+        live: dict[str, str] = {}
+        for job in decisions.held:
+            workload, missing = job.workload, job.missing_class
+            assert missing is not None
+            live[workload.uid] = missing
+            if self._held_told.get(workload.uid) == missing or not self.is_leader():
+                continue
+            reason = held_reason(missing)
+            log.info(kv(component="controller", decision="hold", job=str(workload.key), quota=job.leaf.full_name,
+                        reason=reason))
+            self.events.emit(job.obj, "Warning", "Held", "Queue", f"Held in quota {job.leaf.full_name}: {reason}")
+        self._held_told = live
+
+    def _tell_outside(self, jobs: Sequence[TrackedJob]) -> None:
+        """A job released without an admission record (it ran before its namespace joined the tree, or while
+        the webhook could not hold it) counts against its quota at once; tell it so, once."""
+        live: set[str] = set()
+        for job in jobs:
+            workload = job.workload
+            if workload.phase is not Phase.ADMITTED or job.record is not None or not workload.uid:
+                continue
+            live.add(workload.uid)
+            if workload.uid in self._outside_told or not self.is_leader():
+                continue
+            self._outside_told.add(workload.uid)
+            log.info(kv(component="controller", decision="count-unadmitted", job=str(workload.key),
+                        quota=job.leaf.full_name, request=workload.request.describe()))
+            self.events.emit(
+                job.obj, "Warning", "RunsOutsideQueue", "Count",
+                f"Started before its namespace joined quota {job.leaf.full_name} (or while kube-queue could not "
+                f"hold it): it counts against the quota as admitted (request {workload.request.describe()}); "
+                "jobs created from now on are queued",
+            )
+        self._outside_told &= live
+
+    def _set_timer(self, checks: StartChecks | None, decisions: Decisions, now: float) -> None:
+        """A pass is due at the next start deadline or retry time."""
+        due = [checks.next_deadline] if checks is not None and checks.next_deadline is not None else []
+        due += [job.backoff.retry_at for job in decisions.backoff if job.backoff and not job.backoff.gave_up]
+        self._timer_due = None if not due else self._clock() + max(0.0, min(due) - now) + 0.05
+
+    async def _back_off_all(
+        self, jobs: list[TrackedJob], checks: StartChecks, now: float
+    ) -> list[TrackedJob] | None:
+        """Hold every job that failed to start again; the jobs of the pass with those held (``None`` when one
+        could not be written: the pass then decides nothing on a quota it may not have freed)."""
+        replaced: dict[int, TrackedJob] = {}
+        complete = True
+        for job, verdict in checks.failed:
+            updated = await self._back_off(job, verdict, now)
+            if updated is None:
+                complete = False
+            else:
+                replaced[id(job)] = updated
+        if not complete:
+            return None
+        return [replaced.get(id(job), job) for job in jobs]
+
+    async def _back_off(self, job: TrackedJob, verdict: StartVerdict, now: float) -> TrackedJob | None:
+        workload = job.workload
+        note = after_failed_start(
+            job.backoff, job.spec or spec_fingerprint(job.obj), verdict, now=now, policy=self.settings.backoff
+        )
+        updated = await self._patch_job(job, backoff_patch(job.adapter, job.obj, note), "backoff")
+        if updated is None:
+            return None
+        self._backed_off()
+        metrics.START_FAILURES.labels(verdict.category).inc()
+        queue = f"{self.settings.queue_namespace}/{queue_name(job.leaf.name, workload.key.namespace)}"
+        timeout = format_seconds(self.settings.start_timeout)
+        retry = "gave up: change or resubmit the job to try again" if note.gave_up else (
+            f"retries at {rfc3339_seconds(note.retry_at)} at its place in the queue"
+        )
+        log.info(kv(component="controller", decision="backoff", job=str(workload.key), quota=job.leaf.full_name,
+                    category=verdict.category, reason=verdict.reason, attempts=note.attempts,
+                    retry_at=None if note.gave_up else rfc3339_seconds(note.retry_at),
+                    gave_up="true" if note.gave_up else None))
+        self.events.emit(
+            updated, "Warning", "GaveUp" if note.gave_up else "BackOff", "Backoff",
+            f"Did not start within {timeout} ({verdict.reason}); held again and moved to the backoff list of "
+            f"queue {queue}, attempt {note.attempts}; its quota goes to the jobs behind it; {retry}",
+        )
+        try:
+            return track(job.adapter, updated, job.leaf, self._priorities())
+        except WorkloadError:
+            return None
+
+    async def _clear_backoff(self, job: TrackedJob) -> None:
+        ops = clear_backoff_patch(job.obj)
+        if ops and await self._patch_job(job, ops, "clear-backoff") is not None:
+            log.info(kv(component="controller", decision="clear-backoff", job=str(job.workload.key),
+                        quota=job.leaf.full_name, reason=f"started, {BACKOFF_ANNOTATION} dropped"))
