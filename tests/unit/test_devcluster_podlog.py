@@ -56,12 +56,15 @@ def test_a_full_file_is_kept_as_dot_1_and_started_afresh(tmp_path: Path) -> None
     assert [text.split(" at ")[0] for text in new[2:]] == [f"fake log line {n}" for n in range(9, 13)]
 
 
-def test_an_existing_file_is_appended_to_not_replaced(tmp_path: Path) -> None:
+def test_a_restarted_generator_appends_and_goes_on_numbering(tmp_path: Path) -> None:
     path = tmp_path / "pod.log"
     podlog.ensure_file(path)
     podlog.ensure_file(path)
+    podlog.run(path, 1.0, 100, now=lambda: T0, sleep=lambda _: None, lines=2)
     podlog.run(path, 1.0, 100, now=lambda: T0, sleep=lambda _: None, lines=1)
-    assert len(_texts(path)) == 3
+    texts = _texts(path)
+    assert len(texts) == 5
+    assert [text.split(" at ")[0] for text in texts[2:]] == [f"fake log line {n}" for n in (1, 2, 3)]
     assert not path.with_name("pod.log.1").exists()
 
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -67,12 +69,22 @@ def ensure_file(path: Path, interval: float = INTERVAL) -> None:
         start_file(path, interval, datetime.datetime.now(datetime.UTC))
 
 
-def _count_lines(path: Path) -> int:
+_TICK = re.compile(r" stdout F fake log line (\d+) at ")
+
+
+def _count_lines(path: Path) -> tuple[int, int]:
+    """How many lines ``path`` holds, and the number of its last generated line (0 when none)."""
+    count, last = 0, 0
     try:
-        with path.open("rb") as text:
-            return sum(1 for _ in text)
+        with path.open(encoding="utf-8", errors="replace") as text:
+            for line in text:
+                count += 1
+                match = _TICK.search(line)
+                if match:
+                    last = int(match.group(1))
     except FileNotFoundError:
-        return 0
+        pass
+    return count, last
 
 
 def run(
@@ -87,9 +99,8 @@ def run(
     """Append a line to ``path`` every ``interval`` seconds (``lines`` of them, forever when ``None``),
     starting the file afresh when it is missing or holds ``keep`` lines."""
     ensure_file(path, interval)
-    written = _count_lines(path)
-    number = 0
-    while lines is None or number < lines:
+    written, number = _count_lines(path)  # a restarted generator goes on numbering where it stopped
+    for _ in itertools.repeat(None) if lines is None else range(lines):
         sleep(interval)
         number += 1
         when = now()
