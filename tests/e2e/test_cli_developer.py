@@ -4,15 +4,19 @@ The module installs the seed's tree shape (Department-a: min 60 / max 100 CPU; D
 namespaces of its own and restarts the service with ``--oversellrate=1`` (strictly by quota, as in the
 seed's scenario 1), then: ``kq submit job --name pi1 --cpu 10 --memory 10Gi --workers 6 -- sleep 60`` and the
 same as ``pi2``; ``pi2`` is QUEUING at position 1; ``kq why pi2`` names the quota, resource and shortfall;
-``kq top quota`` matches the tree's status; ``kq logs`` says in one line why a kwok node has no logs.
+``kq top quota`` matches the tree's status; ``kq logs`` (and ``kubectl logs``) print the log kwok serves for
+the fake pods, and ``kq logs -f`` follows it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import queue
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -164,16 +168,59 @@ def test_kq_top_quota_matches_the_trees_status(kq: Kq) -> None:
     assert cpu_row[cpu_row.index("cpu") + 3] == department_a["used"].get("cpu", "0")
 
 
-def test_kq_logs_says_in_one_line_that_kwok_nodes_have_no_logs(kq: Kq) -> None:
-    ns = kq.team_a
-    for follow in ((), ("-f",)):
-        result = kq.run("logs", "pi1", *follow, namespace=ns)
-        assert result.returncode == 1
-        assert result.stdout == ""
-        lines = result.stderr.splitlines()
-        assert len(lines) == 1, result.stderr
-        assert lines[0].startswith("error: cannot read the logs of pod pi1-")
-        assert "a kwok fake node (the dev cluster) with no kubelet" in lines[0]
+def _follow(argv: list[str], seconds: float) -> tuple[list[str], int | None, str]:
+    """Run ``argv`` for at most ``seconds``: the lines it printed, its exit code if it ended by itself (``None``
+    when it was still following and was stopped), its stderr."""
+    lines: queue.Queue[str] = queue.Queue()
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        stdout, stderr = proc.stdout, proc.stderr
+        assert stdout is not None and stderr is not None
+
+        def pump() -> None:
+            for line in stdout:
+                lines.put(line.rstrip("\n"))
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        code = proc.poll()
+        if code is None:
+            proc.terminate()
+        proc.wait(10)
+        reader.join(10)
+        err = stderr.read()
+    return [lines.get() for _ in range(lines.qsize())], code, err
+
+
+def test_kq_logs_prints_the_kwok_pod_log_and_follows_it(kq: Kq) -> None:
+    ns, dev = kq.team_a, kq.dev
+    pod = next(item["metadata"]["name"] for item in dev.get_json("pods", "-n", ns, "-l", "job-name=pi1")["items"])
+    # kubectl reads it the same way (the API server asks kwok's server, the fake node's "kubelet").
+    assert "fake log line" in dev.kubectl("logs", pod, "-n", ns, "--tail", "2")
+
+    printed = kq.run("logs", "pi1", "--tail", "3", namespace=ns)
+    assert printed.returncode == 0, printed.stderr
+    lines = printed.stdout.splitlines()
+    assert len(lines) == 3, printed.stdout
+    assert all(line.startswith("fake log line ") and line.endswith("(the same for every pod)") for line in lines)
+    whole = kq.ok("logs", "pi1", namespace=ns).splitlines()
+    assert "kwok fake node" in whole[0] and "every pod" in whole[1]  # the file says what these logs are
+
+    both = kq.ok("logs", "pi1", "--all", "--tail", "1", namespace=ns).splitlines()
+    assert len(both) == 6 and all(line.startswith("[pi1-") for line in both)
+
+    # -f keeps the stream open and prints the lines written after it started (one every 2 s).
+    flags = [f"--kubeconfig={dev.config.kubeconfig}", "-n", ns]
+    followed, code, err = _follow(
+        [sys.executable, "-m", "webhook.cli.main", "logs", "pi1", "-f", "--tail", "1", *flags], 9
+    )
+    assert code is None, f"kq logs -f ended by itself ({code}): {err}"
+    numbers = [int(line.split()[3]) for line in followed if line.startswith("fake log line ")]
+    assert len(numbers) >= 3, followed
+    assert numbers == sorted(set(numbers)), followed  # new lines, in order, none twice
+
     queued = kq.run("logs", "pi2", namespace=ns)
     assert queued.returncode == 1
     assert queued.stderr.startswith("error: pi2 has no pods yet: it is QUEUING at position 1")

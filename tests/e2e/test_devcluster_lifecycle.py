@@ -29,7 +29,7 @@ def test_down_leaves_no_process_or_port(dev_cluster: DevCluster) -> None:
         cluster.up(config, bins=dev_cluster.bins, echo=lambda _: None)
         running = cluster.status(config).running
         pids = [pid for pid in running.values() if pid is not None]
-        assert len(pids) == 5
+        assert len(pids) == 6  # etcd, apiserver, kcm, scheduler, kwok, kwok-pod-log
         assert processes.busy_ports([config.ports.apiserver, config.ports.etcd])
     finally:
         cluster.down(config, purge=True, echo=lambda _: None)

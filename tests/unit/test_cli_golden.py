@@ -240,11 +240,13 @@ def test_a_job_in_another_namespace_is_pointed_at() -> None:
 
 
 def test_the_kwok_log_error_names_the_node_and_the_reason_on_one_line() -> None:
+    """A kwok cluster whose nodes do not point at a kwok log server (the dev cluster's do)."""
     result = run(["logs", "pi1"], seed_api())
     assert result.err == (
-        "error: cannot read the logs of pod pi1-0: it runs on node ecs-0, a kwok fake node (the dev cluster) with "
-        'no kubelet, so there are no logs to read (the API server said: Get "https://:10250/containerLogs/user-a/'
-        'pi1-0/main": dial tcp :10250: connect: connection refused (500 Internal Server Error))\n'
+        "error: cannot read the logs of pod pi1-0: it runs on node ecs-0, a kwok fake node with no kubelet and no "
+        "kwok log server configured for it (kwok ClusterLogs; `kq dev up` sets it up), so there are no logs to read "
+        '(the API server said: Get "https://:10250/containerLogs/user-a/pi1-0/main": dial tcp :10250: connect: '
+        "connection refused (500 Internal Server Error))\n"
     )
 
 

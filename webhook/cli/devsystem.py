@@ -199,6 +199,7 @@ def next_steps(config: ClusterConfig, seeded: bool = False) -> str:
         "  kq submit job -n user-a --name pi2 --cpu 10 --memory 10Gi --workers 6 -- sleep 60",
         "  kq list -n user-a                     # status, queue and position of each job",
         "  kq why pi2 -n user-a                  # why a job waits: quota level, resource, shortfall",
+        "  kq logs pi1 -n user-a -f --tail 3     # follow a job's log (fake pods share a generated one)",
         "  kq top quota                          # the quota tree: min / max / used / borrowed",
         "  kubectl get queue -n kube-queue       # one Queue per namespace of each quota",
         "  make down                             # stop everything",

@@ -4,8 +4,10 @@ Pods are ordered chief first (Kubeflow ``master``/``chief``/``launcher``, Ray ``
 completion index, then by name; the first one is the default. With several pods every line is prefixed with
 ``[pod]``; with ``-f`` their streams are followed at the same time.
 
-The API server reads logs from the node's kubelet. The dev cluster's nodes are kwok fakes without a kubelet,
-so reading logs there fails; the error says so in one line.
+The API server reads logs from the node's kubelet. kwok fake nodes have none: kwok's own server answers in its
+place only where kwok is configured for it (a ``ClusterLogs`` or ``Logs`` object, the node's kubelet endpoint
+pointing at kwok). The dev cluster is (every pod shows one generated log, see ``webhook/devcluster/podlog.py``);
+on a kwok cluster that is not, reading fails and the error says so in one line.
 """
 
 from __future__ import annotations
@@ -122,8 +124,9 @@ def explain_log_error(api: KubeApi, pod: Mapping[str, Any], error: ApiError) -> 
             annotations = {}
         if KWOK_ANNOTATION in annotations:
             return (
-                f"cannot read the logs of pod {name}: it runs on node {node}, a kwok fake node (the dev cluster) "
-                f"with no kubelet, so there are no logs to read (the API server said: {said})"
+                f"cannot read the logs of pod {name}: it runs on node {node}, a kwok fake node with no kubelet and "
+                f"no kwok log server configured for it (kwok ClusterLogs; `kq dev up` sets it up), so there are no "
+                f"logs to read (the API server said: {said})"
             )
         return f"cannot read the logs of pod {name}: the API server could not reach the kubelet of node {node}: {said}"
     return f"cannot read the logs of pod {name}: {said}"

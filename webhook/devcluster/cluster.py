@@ -2,7 +2,14 @@
 
 etcd, kube-apiserver (TLS, RBAC), kube-controller-manager, kube-scheduler and kwok run as local processes
 built from the upstream Go modules (see ``build-binaries.sh``). State lives in one directory (``.dev`` by
-default): ``kubeconfig``, ``pki/``, ``logs/``, ``run/`` (pid files), ``etcd/`` (data).
+default): ``kubeconfig``, ``pki/``, ``logs/``, ``run/`` (pid files), ``etcd/`` (data), ``kwok/`` (pod log).
+
+Pod logs: the API server reads a pod's log from its node's kubelet at the node's InternalIP
+(``--kubelet-preferred-address-types=InternalIP``) and ``status.daemonEndpoints.kubeletEndpoint.Port``. For the
+fake nodes those are 127.0.0.1 and kwok's own server (``--node-ip``, ``--node-port``, written into the nodes'
+status by the stages in ``kwok-stages.yaml``); kwok serves HTTPS with a certificate from the dev CA, which the
+API server checks (``--kubelet-certificate-authority``). kwok answers with the file its ``ClusterLogs``
+document names: a generated log shared by every pod (:mod:`webhook.devcluster.podlog`).
 """
 
 from __future__ import annotations
@@ -20,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook.devcluster import processes
-from webhook.devcluster.config import CONTROLLER_USER, ClusterConfig
+from webhook.devcluster import podlog, processes
+from webhook.devcluster.config import CONTROLLER_USER, KWOK_NODE_IP, ClusterConfig
 from webhook.devcluster.kubeconfig import write_kubeconfig
 from webhook.devcluster.pki_setup import ensure_pki
 
@@ -30,8 +37,10 @@ log = logging.getLogger("kq.dev")
 HERE = Path(__file__).resolve().parent
 STAGES = HERE / "kwok-stages.yaml"
 BUILD_SCRIPT = HERE / "build-binaries.sh"
-ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kq-serve")
+ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-pod-log", "kq-serve")
 """Start order; stop goes in reverse."""
+CONTROL_PLANE = ORDER[:-1]
+"""The cluster's own processes; whatever follows them is our service, started once the API is ready."""
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 ServiceHook = Callable[[ClusterConfig, Path], Sequence[processes.Component]]
 """Builds the service's components (our webhook, controller, extender) for a cluster; registered by the
@@ -119,6 +128,9 @@ def components(
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 "--endpoint-reconciler-type=none",
                 "--enable-priority-and-fairness=false",
+                # Pod logs come from kwok's server at each fake node's InternalIP (see the module's doc).
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-certificate-authority={pki / 'ca.crt'}",
                 "--max-requests-inflight=2000",
                 "--max-mutating-requests-inflight=1000",
                 "--v=1",
@@ -166,14 +178,29 @@ def components(
                 str(bins / "kwok"),
                 f"--kubeconfig={config.state_dir / 'kwok.kubeconfig'}",
                 f"--config={STAGES}",
+                f"--config={config.kwok_logs_config}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                f"--server-address=127.0.0.1:{p.kwok}",
+                f"--server-address={KWOK_NODE_IP}:{p.kwok}",
+                f"--tls-cert-file={pki / 'kwok-serving.crt'}",
+                f"--tls-private-key-file={pki / 'kwok-serving.key'}",
                 "--node-lease-duration-seconds=40",
                 "--cidr=10.244.0.0/16",
-                "--node-ip=10.255.0.1",
+                f"--node-ip={KWOK_NODE_IP}",
+                f"--node-port={p.kwok}",
             ),
             p.kwok,
+        ),
+        processes.Component(
+            "kwok-pod-log",
+            (
+                sys.executable,
+                "-m",
+                "webhook.devcluster.podlog",
+                f"--file={config.pod_log}",
+                f"--interval={podlog.INTERVAL:g}",
+                f"--keep={podlog.KEEP}",
+            ),
         ),
     ]
     if service is not None and config.with_service:
@@ -270,6 +297,8 @@ def _write_configs(
         write_kubeconfig(config.state_dir / filename, config.server, config.pki, user)
     text = scheduler_config(config, extender, scheduler_settings)
     (config.state_dir / "scheduler-config.yaml").write_text(text)
+    podlog.ensure_file(config.pod_log)
+    config.kwok_logs_config.write_text(podlog.cluster_logs(config.pod_log))
 
 
 def up(
@@ -313,19 +342,21 @@ def up(
         _wait_port(config, by_name["etcd"], 30)
         _start(config, by_name["kube-apiserver"])
         processes.wait_for(lambda: api_ready(config), 90, "kube-apiserver /readyz")
-        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok", "kwok-pod-log"):
             _start(config, by_name[name])
         _create_nodes(config, bins)
         _wait_nodes_ready(config, bins, 60)
+        _point_nodes_at_kwok(config, bins)
+        _wait_port(config, by_name["kwok"], 30)
         _wait_default_service_account(config, bins, 60)
         if after_api is not None:
             after_api(config, bins)
         for component in wanted:
-            if component.name not in by_name or component.name in ORDER[:5]:
+            if component.name not in by_name or component.name in CONTROL_PLANE:
                 continue
             _start(config, component)
         for component in wanted:
-            if component.name not in ORDER[:5] and component.port is not None:
+            if component.name not in CONTROL_PLANE and component.port is not None:
                 _wait_port(config, component, 60)
         if after_service is not None:
             after_service(config, bins)
@@ -373,6 +404,30 @@ def _wait_nodes_ready(config: ClusterConfig, bins: Path, timeout: float) -> None
         return names <= ready_names
 
     processes.wait_for(ready, timeout, f"nodes {sorted(names)} to be Ready (kwok)", interval=0.5)
+
+
+def kubelet_endpoint_status(config: ClusterConfig) -> dict[str, object]:
+    """The part of a fake node's status that sends the API server's log requests to kwok's server."""
+    return {
+        "addresses": [{"type": "InternalIP", "address": KWOK_NODE_IP}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": config.ports.kwok}},
+    }
+
+
+def _point_nodes_at_kwok(config: ClusterConfig, bins: Path) -> None:
+    """Patch the status of fake nodes that do not point at kwok's server yet. kwok's node stage writes it when
+    a node first becomes Ready; nodes kept Ready in the etcd of an older state directory (or of another port
+    base) still carry the old address or port."""
+    wanted = kubelet_endpoint_status(config)
+    patch = json.dumps({"status": wanted})
+    names = {node.name for node in config.nodes}
+    for item in json.loads(kubectl(config, bins, "get", "nodes", "-o", "json"))["items"]:
+        name = item["metadata"]["name"]
+        current = item.get("status", {})
+        internal = [a.get("address") for a in current.get("addresses", []) if a.get("type") == "InternalIP"]
+        port = current.get("daemonEndpoints", {}).get("kubeletEndpoint", {}).get("Port")
+        if name in names and (internal != [KWOK_NODE_IP] or port != config.ports.kwok):
+            kubectl(config, bins, "patch", "node", name, "--subresource=status", "-p", patch)
 
 
 def _wait_default_service_account(config: ClusterConfig, bins: Path, timeout: float) -> None:

@@ -20,6 +20,9 @@ FAIL_AFTER_ANNOTATION = "dev.kube-queue.io/fail-after"
 """Pod annotation: a Go duration after which a Running pod on a fake node fails."""
 CONTROLLER_USER = "kube-queue-controller"
 """The identity (client-certificate CN) our service uses on the dev cluster."""
+KWOK_NODE_IP = "127.0.0.1"
+"""Every fake node's InternalIP. The API server reads pod logs from ``https://<InternalIP>:<kubelet port>``; kwok
+answers there (its ``--server-address``, the node's ``status.daemonEndpoints.kubeletEndpoint.Port``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,3 +192,13 @@ class ClusterConfig:
     @property
     def server(self) -> str:
         return f"https://127.0.0.1:{self.ports.apiserver}"
+
+    @property
+    def pod_log(self) -> Path:
+        """The generated log kwok serves as every fake pod's log (see :mod:`webhook.devcluster.podlog`)."""
+        return self.state_dir / "kwok" / "pod.log"
+
+    @property
+    def kwok_logs_config(self) -> Path:
+        """kwok's ``ClusterLogs`` document pointing every pod at :attr:`pod_log`."""
+        return self.state_dir / "kwok" / "logs.yaml"

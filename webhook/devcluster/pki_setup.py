@@ -1,12 +1,13 @@
 """The dev cluster's certificates: one CA; the apiserver's serving certificate; a client certificate per
-component; the service-account key pair; our service's serving certificate. Made once, then reused."""
+component; the service-account key pair; our service's serving certificate; kwok's serving certificate (the
+fake nodes' "kubelet", which the apiserver checks against the CA). Made once, then reused."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from webhook import pki
-from webhook.devcluster.config import CONTROLLER_USER
+from webhook.devcluster.config import CONTROLLER_USER, KWOK_NODE_IP
 
 CLIENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "admin": ("kube-admin", ("system:masters",)),
@@ -58,6 +59,7 @@ def ensure_pki(directory: Path) -> None:
         "apiserver", "kube-apiserver", dns_names=APISERVER_NAMES, ip_addresses=("127.0.0.1", "10.96.0.1")
     )
     issue("service", "kube-queue-webhook", dns_names=SERVICE_NAMES, ip_addresses=("127.0.0.1",))
+    issue("kwok-serving", "kwok-kubelet", dns_names=("localhost",), ip_addresses=(KWOK_NODE_IP,))
     for stem, (user, groups) in CLIENTS.items():
         issue(stem, user, server=False, client=True, organizations=groups)
     if not (directory / "sa.key").exists():
