@@ -3,9 +3,13 @@ tainted, and ``up`` is idempotent."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import DevCluster
+from webhook.cli import devsystem
 from webhook.devcluster import cluster
 from webhook.devcluster.config import SUCCEED_AFTER_ANNOTATION
 
@@ -154,3 +158,36 @@ def test_the_virtual_node_taint_keeps_ordinary_pods_off(dev_cluster: DevCluster,
         lambda: all(_node_of(dev_cluster, namespace, f"o-{i}") for i in range(8)), 60, "ordinary pods bound"
     )
     assert all(_node_of(dev_cluster, namespace, f"o-{i}").startswith("ecs-") for i in range(8))
+
+
+def test_status_lists_the_extender_and_the_service_listens_on_loopback_only(dev_cluster: DevCluster) -> None:
+    config = dev_cluster.config
+    running = cluster.status(config).running
+    assert running.get("kq-serve") and running.get("kq-extender"), running
+    argv = [sys.executable, "-m", "webhook.cli.main", "dev", "status", f"--dir={config.state_dir}",
+            f"--port-base={config.ports.base}"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60).stdout
+    assert "kq-extender" in out and "kq-serve" in out
+    listening = subprocess.run(["ss", "-ltnH", f"sport = :{config.ports.webhook}"], capture_output=True,
+                               text=True, check=False, timeout=30).stdout
+    assert listening.split() and all("127.0.0.1:" in line for line in listening.splitlines()), listening
+
+
+def test_restart_applies_the_environment_and_flags_given(dev_cluster: DevCluster) -> None:
+    config = dev_cluster.config
+    common = [f"--dir={config.state_dir}", f"--port-base={config.ports.base}"]
+    argv = [sys.executable, "-m", "webhook.cli.main", "dev", "restart", *common, "--env", "StrictPriority=true",
+            "--service-arg=--oversellrate=1"]
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=180)
+        assert result.returncode == 0, result.stderr
+        assert "kq serve restarted with --oversellrate=1, StrictPriority=true" in result.stdout
+        pid = cluster.status(config).running["kq-serve"]
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"StrictPriority=true" in environ
+        assert "--oversellrate=1" in Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        bad = subprocess.run([*argv[:5], *common, "--env", "oops"], capture_output=True, text=True, check=False,
+                             timeout=60)
+        assert bad.returncode == 2 and "--env takes NAME=VALUE" in bad.stderr
+    finally:
+        devsystem.restart_service(config, dev_cluster.bins)

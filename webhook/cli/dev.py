@@ -1,4 +1,4 @@
-"""``kq dev up|down|status|env``: the local dev cluster."""
+"""``kq dev up|down|status|restart|env``: the local dev cluster."""
 
 from __future__ import annotations
 
@@ -61,6 +61,31 @@ def _status(args: argparse.Namespace) -> int:
     return 0 if current.all_running and current.api_ready else 1
 
 
+def _restart(args: argparse.Namespace) -> int:
+    """Restart ``kq serve`` with other flags or environment (the seed's "edit the controller's arguments and
+    restart it"), e.g. ``kq dev restart --env StrictPriority=true --service-arg=--oversellrate=1``."""
+    config = config_from_args(args)
+    env: dict[str, str] = {}
+    for item in args.env or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"kq dev restart: --env takes NAME=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        env[key] = value
+    if not cluster.status(config).api_ready:
+        print("kq dev restart: the dev cluster is not running; start it with `kq dev up`", file=sys.stderr)
+        return 1
+    try:
+        system.restart_service(config, cluster.binaries_dir(), env)
+    except cluster.DevClusterError as error:
+        print(f"kq dev restart: {error}", file=sys.stderr)
+        return 1
+    flags = " ".join(config.service_args) or "(no extra flags)"
+    environment = " ".join(f"{key}={value}" for key, value in env.items()) or "(no extra environment)"
+    print(f"kq serve restarted with {flags}, {environment}")
+    return 0
+
+
 def _env(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     print(_env_lines(config, cluster.binaries_dir()))
@@ -111,6 +136,18 @@ def register(subparsers: Any) -> None:
     st = sub.add_parser("status", help="which components run")
     _common(st)
     st.set_defaults(handler=_status)
+    restart = sub.add_parser(
+        "restart",
+        help="restart kq serve with other flags or environment",
+        description="Restart the dev cluster's kq serve; the flags and environment given replace the previous "
+        "ones (the seed's scenario 2: kq dev restart --env StrictPriority=true --service-arg=--oversellrate=1).",
+    )
+    _common(restart)
+    restart.add_argument(
+        "--service-arg", action="append", help="extra argument for `kq serve` (repeatable), e.g. --oversellrate=1"
+    )
+    restart.add_argument("--env", action="append", metavar="NAME=VALUE", help="environment for `kq serve` (repeatable)")
+    restart.set_defaults(handler=_restart)
     env = sub.add_parser("env", help="print the export lines for kubectl")
     _common(env)
     env.set_defaults(handler=_env)

@@ -45,6 +45,7 @@ def service_components(
         "-m",
         "webhook.cli.main",
         "serve",
+        "--host=127.0.0.1",  # loopback only on a laptop or shared machine (the in-cluster Deployment: all)
         f"--kubeconfig={config.state_dir / 'controller.kubeconfig'}",
         f"--port={config.ports.webhook}",
         f"--cert={pki / 'service.crt'}",
