@@ -157,3 +157,24 @@ def test_a_priority_class_that_does_not_exist_is_refused_at_submission() -> None
     (problem,) = submission_problems(job, CLASSES)
     assert problem.startswith("spec.template.spec.priorityClassName: PriorityClass 'gone' does not exist")
     assert submission_problems(facts(priority_classes={"spec.template.spec.priorityClassName": "high"}), CLASSES) == []
+
+
+def test_workload_controllers_are_matched_exactly_or_by_prefix() -> None:
+    from webhook.core.integrity import is_workload_controller  # noqa: PLC0415
+
+    assert is_workload_controller("system:serviceaccount:kube-system:job-controller")
+    assert is_workload_controller("system:kube-controller-manager")
+    assert is_workload_controller("system:node:ecs-3")
+    assert not is_workload_controller("alice")
+    assert not is_workload_controller("system:kube-controller-manager-impostor")
+    assert is_workload_controller("system:serviceaccount:ops:operator", ("system:serviceaccount:ops:*",))
+
+
+def test_a_bound_pod_is_refused_unless_a_workload_controller_creates_it() -> None:
+    from webhook.core.integrity import pod_creation_problems  # noqa: PLC0415
+
+    (problem,) = pod_creation_problems("ecs-3", trusted=False, quota="root/Team")
+    assert problem.startswith("spec.nodeName: a Pod in a namespace under quota root/Team must go through")
+    assert "kubernetes.io/hostname: ecs-3" in problem
+    assert pod_creation_problems("ecs-3", trusted=True, quota="root/Team") == []
+    assert pod_creation_problems(None, trusted=False, quota="root/Team") == []
