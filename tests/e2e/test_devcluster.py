@@ -3,6 +3,7 @@ tainted, and ``up`` is idempotent."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -191,3 +192,22 @@ def test_restart_applies_the_environment_and_flags_given(dev_cluster: DevCluster
         assert bad.returncode == 2 and "--env takes NAME=VALUE" in bad.stderr
     finally:
         devsystem.restart_service(config, dev_cluster.bins)
+
+
+def test_the_system_runs_under_the_shipped_rbac_only(dev_cluster: DevCluster) -> None:
+    # Issue 20: no cluster-admin anywhere; kq serve runs as the manifests' ServiceAccount (a TokenRequest token)
+    # and kq extender as the user manifests/scheduler/rbac.yaml binds, so a permission missing from manifests/
+    # fails the e2e tier here instead of on a customer's cluster.
+    controller = "system:serviceaccount:kube-queue:kube-queue-controller"
+
+    def can(*args: str) -> str:  # kubectl auth can-i prints yes/no and exits 1 on no
+        return dev_cluster.kubectl_result("auth", "can-i", *args).stdout.strip()
+
+    assert can("*", "*", "--as", controller) == "no"
+    assert can("*", "*", "--as", "kube-queue-extender") == "no"
+    assert can("patch", "jobs.batch", "-A", "--as", controller) == "yes"
+    assert can("watch", "pods", "-A", "--as", controller) == "yes"
+    gone = dev_cluster.kubectl_result("get", "clusterrolebinding", "kube-queue-dev-controller")
+    assert gone.returncode != 0
+    kubeconfig = json.loads((dev_cluster.config.state_dir / "controller.kubeconfig").read_text())
+    assert set(kubeconfig["users"][0]["user"]) == {"token"}

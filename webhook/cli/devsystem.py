@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from webhook.devcluster import cluster, processes
-from webhook.devcluster.config import CONTROLLER_USER, ClusterConfig
+from webhook.devcluster.config import SERVICE_ACCOUNT, ClusterConfig
+from webhook.devcluster.kubeconfig import write_token_kubeconfig
 from webhook.devcluster.processes import Component
 from webhook.extender.config import SCHEDULER_SETTINGS, extender_entry
 
@@ -50,7 +51,6 @@ def service_components(
         f"--port={config.ports.webhook}",
         f"--cert={pki / 'service.crt'}",
         f"--key={pki / 'service.key'}",
-        f"--controller-user={CONTROLLER_USER}",
         f"--metrics-port={config.ports.metrics}",
         *config.service_args,
     )
@@ -76,7 +76,7 @@ def extender_components(config: ClusterConfig, bins: Path) -> Sequence[Component
         "-m",
         "webhook.cli.main",
         "extender",
-        f"--kubeconfig={config.state_dir / 'controller.kubeconfig'}",
+        f"--kubeconfig={config.state_dir / 'extender.kubeconfig'}",
         "--host=127.0.0.1",
         f"--port={config.ports.extender}",
     )
@@ -130,28 +130,37 @@ def restart_service(config: ClusterConfig, bins: Path, env: Mapping[str, str] | 
         processes.wait_for(lambda: service_ready(config), 60, "kq serve's caches to list (/readyz)")
 
 
+SHIPPED_RBAC = (
+    MANIFESTS / "controller" / "rbac.yaml",
+    MANIFESTS / "webhook" / "rbac.yaml",
+    MANIFESTS / "scheduler" / "rbac.yaml",
+)
+"""The least-privilege roles an operator installs: the dev cluster runs the system under exactly these."""
+TOKEN_LIFETIME = "8760h"
+"""How long the service's token lives (``kq dev up`` issues a new one every time)."""
+
+
 def install_api_objects(config: ClusterConfig, bins: Path) -> None:
-    """CRDs, the kube-queue namespace and the controller user's permissions."""
+    """CRDs, the kube-queue namespace and the shipped RBAC; ``kq serve`` runs as the manifests' ServiceAccount
+    (a token from the TokenRequest API in ``controller.kubeconfig``) and ``kq extender`` as the user
+    ``kube-queue-extender`` (a client certificate), bound by nothing but the roles in ``manifests/``."""
     crds = MANIFESTS / "crds"
     if crds.is_dir() and any(crds.glob("*.yaml")):
         cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", str(crds))
         cluster.kubectl(
             config, bins, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds)
         )
-    objects = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-queue"}},
-        {
-            # Dev only: the controller user gets cluster-admin here; manifests/ carries the least-privilege
-            # ClusterRole used in real clusters.
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "kube-queue-dev-controller"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": CONTROLLER_USER}],
-        },
-    ]
-    doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
-    cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=doc)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SERVICE_ACCOUNT[0]}}
+    cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=json.dumps(namespace))
+    # An older dev cluster bound the controller to cluster-admin: that binding must not survive.
+    cluster.kubectl(config, bins, "delete", "clusterrolebinding", "kube-queue-dev-controller", "--ignore-not-found")
+    for path in SHIPPED_RBAC:
+        cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", str(path))
+    token = cluster.kubectl(
+        config, bins, "create", "token", SERVICE_ACCOUNT[1], "-n", SERVICE_ACCOUNT[0], f"--duration={TOKEN_LIFETIME}"
+    ).strip()
+    write_token_kubeconfig(config.state_dir / "controller.kubeconfig", config.server, config.pki,
+                           SERVICE_ACCOUNT[1], token)
 
 
 def register_webhooks(config: ClusterConfig, bins: Path) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from webhook.devcluster import podlog, processes
-from webhook.devcluster.config import CONTROLLER_USER, KWOK_NODE_IP, ClusterConfig
+from webhook.devcluster.config import KWOK_NODE_IP, ClusterConfig
 from webhook.devcluster.kubeconfig import write_kubeconfig
 from webhook.devcluster.pki_setup import ensure_pki
 
@@ -292,6 +292,7 @@ def _write_configs(
         "scheduler.kubeconfig": "scheduler",
         "kwok.kubeconfig": "kwok",
         "controller.kubeconfig": "controller",
+        "extender.kubeconfig": "extender",
     }
     for filename, user in users.items():
         write_kubeconfig(config.state_dir / filename, config.server, config.pki, user)
@@ -455,8 +456,3 @@ def down(config: ClusterConfig, purge: bool = False, echo: Callable[[str], None]
     if purge and config.state_dir.exists():
         shutil.rmtree(config.state_dir)
     echo(f"dev cluster down (stopped: {', '.join(stopped) or 'nothing was running'})")
-
-
-def controller_user() -> str:
-    """The username our service has on the dev cluster (client-certificate CN)."""
-    return CONTROLLER_USER

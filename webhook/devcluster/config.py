@@ -19,6 +19,10 @@ SUCCEED_AFTER_ANNOTATION = "dev.kube-queue.io/succeed-after"
 FAIL_AFTER_ANNOTATION = "dev.kube-queue.io/fail-after"
 """Pod annotation: a Go duration after which a Running pod on a fake node fails."""
 CONTROLLER_USER = "kube-queue-controller"
+EXTENDER_USER = "kube-queue-extender"
+"""The extender's identity, as manifests/scheduler/rbac.yaml names it (a client certificate)."""
+SERVICE_ACCOUNT = ("kube-queue", "kube-queue-controller")
+"""``kq serve`` runs as this ServiceAccount (manifests/controller/rbac.yaml), with a TokenRequest token."""
 """The identity (client-certificate CN) our service uses on the dev cluster."""
 KWOK_NODE_IP = "127.0.0.1"
 """Every fake node's InternalIP. The API server reads pod logs from ``https://<InternalIP>:<kubelet port>``; kwok

@@ -36,6 +36,20 @@ def kubeconfig(server: str, pki_dir: Path, user: str, context: str = "kq-dev") -
     }
 
 
+def token_kubeconfig(server: str, pki_dir: Path, name: str, token: str, context: str = "kq-dev") -> dict[str, object]:
+    """A kubeconfig that authenticates with a bearer ``token`` (a ServiceAccount's, from the TokenRequest API)."""
+    config = kubeconfig(server, pki_dir, "admin", context)
+    config["users"] = [{"name": f"{context}-{name}", "user": {"token": token}}]
+    config["contexts"] = [{"name": context, "context": {"cluster": context, "user": f"{context}-{name}"}}]
+    return config
+
+
+def write_token_kubeconfig(path: Path, server: str, pki_dir: Path, name: str, token: str) -> None:
+    """Write :func:`token_kubeconfig`, readable by the owner only."""
+    path.write_text(json.dumps(token_kubeconfig(server, pki_dir, name, token), indent=2))
+    path.chmod(0o600)
+
+
 def write_kubeconfig(path: Path, server: str, pki_dir: Path, user: str) -> None:
     """Write the kubeconfig (JSON, which every YAML reader accepts), readable by the owner only."""
     path.write_text(json.dumps(kubeconfig(server, pki_dir, user), indent=2))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from webhook import pki
-from webhook.devcluster.config import CONTROLLER_USER, KWOK_NODE_IP
+from webhook.devcluster.config import CONTROLLER_USER, EXTENDER_USER, KWOK_NODE_IP
 
 CLIENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "admin": ("kube-admin", ("system:masters",)),
@@ -15,6 +15,7 @@ CLIENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "scheduler": ("system:kube-scheduler", ()),
     "kwok": ("kwok-controller", ("system:masters",)),
     "controller": (CONTROLLER_USER, ()),
+    "extender": (EXTENDER_USER, ()),
 }
 """File stem -> (user name, groups)."""
 
