@@ -106,9 +106,12 @@ class JobLifecycle:
         for job in decisions.held:
             workload, missing = job.workload, job.missing_class
             assert missing is not None
-            live[workload.uid] = missing
-            if self._held_told.get(workload.uid) == missing or not self.is_leader():
+            if self._held_told.get(workload.uid) == missing:
+                live[workload.uid] = missing
                 continue
+            if not self.is_leader():
+                continue  # the leader tells (a follower that takes over will)
+            live[workload.uid] = missing
             reason = held_reason(missing)
             log.info(kv(component="controller", decision="hold", job=str(workload.key), quota=job.leaf.full_name,
                         reason=reason))
