@@ -29,12 +29,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import current_rss_mib, header, peak_rss_mib
-from tests.builders import job, node, res, tree
+from bench.objects import workload
 from webhook.controller.decide import decide
 from webhook.controller.model import TrackedJob
 from webhook.core.ledger import build_ledger
 from webhook.core.queueing import Policy, admission_pass
-from webhook.core.quota import QuotaTree
+from webhook.core.quota import QuotaTree, parse_tree
 from webhook.core.workload import Phase, Workload
 from webhook.workloads.job import JobAdapter
 
@@ -48,17 +48,25 @@ def build_tree(queues: int) -> QuotaTree:
     leaf_min, leaf_max = 10, 100
     department_min = leaf_min * per_department
     total = department_min * DEPARTMENTS
-    departments = []
-    for d in range(DEPARTMENTS):
-        leaves = [
-            node(f"q-{d}-{q}", min=res(cpu=leaf_min, memory=f"{4 * leaf_min}Gi"),
-                 max=res(cpu=leaf_max, memory=f"{4 * leaf_max}Gi"), namespaces=(f"ns-{d}-{q}",))
-            for q in range(per_department)
-        ]
-        departments.append(node(f"dept-{d}", min=res(cpu=department_min, memory=f"{4 * department_min}Gi"),
-                                max=res(cpu=total, memory=f"{4 * total}Gi"), children=leaves))
-    return tree(node("root", min=res(cpu=total, memory=f"{4 * total}Gi"), max=res(cpu=total, memory=f"{4 * total}Gi"),
-                     children=departments))
+
+    def limits(min_cpu: int, max_cpu: int) -> dict[str, Any]:
+        return {
+            "min": {"cpu": min_cpu, "memory": f"{4 * min_cpu}Gi"},
+            "max": {"cpu": max_cpu, "memory": f"{4 * max_cpu}Gi"},
+        }
+
+    departments = [
+        {
+            "name": f"dept-{d}",
+            **limits(department_min, total),
+            "children": [
+                {"name": f"q-{d}-{q}", **limits(leaf_min, leaf_max), "namespaces": [f"ns-{d}-{q}"]}
+                for q in range(per_department)
+            ],
+        }
+        for d in range(DEPARTMENTS)
+    ]
+    return parse_tree({"root": {"name": "root", **limits(total, total), "children": departments}})
 
 
 def build_jobs(quota_tree: QuotaTree, waiting: int, seed: int = 7) -> list[Workload]:
@@ -71,14 +79,14 @@ def build_jobs(quota_tree: QuotaTree, waiting: int, seed: int = 7) -> list[Workl
         assert len(sizes) == ADMITTED_PER_LEAF
         for index, cpu in enumerate(sizes):
             created += 1
-            jobs.append(job(f"run-{index}", namespace=leaf.namespaces[0], quota=leaf.key, cpu=cpu,
-                            memory=f"{4 * cpu}Gi", created=created, phase=Phase.ADMITTED, admitted_at=created))
+            jobs.append(workload(f"run-{index}", leaf.namespaces[0], leaf.key, cpu=cpu, memory=f"{4 * cpu}Gi",
+                                 created=created, phase=Phase.ADMITTED, admitted_at=created))
     for index in range(waiting):
         leaf = leaves[rng.randrange(len(leaves))]
         cpu = rng.choice((1, 2, 4, 8))
         created += 1
-        jobs.append(job(f"wait-{index}", namespace=leaf.namespaces[0], quota=leaf.key, cpu=cpu,
-                        memory=f"{4 * cpu}Gi", priority=rng.randrange(4), created=created))
+        jobs.append(workload(f"wait-{index}", leaf.namespaces[0], leaf.key, cpu=cpu, memory=f"{4 * cpu}Gi",
+                             priority=rng.randrange(4), created=created))
     return jobs
 
 

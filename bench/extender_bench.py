@@ -67,7 +67,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.service.test_extender_objects import bound, eci, ecs, node, pod, policy, quota_tree, virtual_node
+from bench.objects import bound, eci, ecs, node, pod, policy, quota_tree, virtual_node
 from webhook.cli import devsystem
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig, Ports, default_nodes

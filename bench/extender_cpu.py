@@ -38,7 +38,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.extender_bench import CLUSTER_POLICY, _pod_manifest
-from tests.service.test_extender_objects import bound, node, pod, virtual_node
+from bench.objects import bound, node, pod, virtual_node
 from webhook.cli.main import configure_logging
 from webhook.extender import sources
 from webhook.extender.app import ExtenderApp, make_app

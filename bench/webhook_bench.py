@@ -45,7 +45,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.builders import seed_tree
+from bench.objects import seed_tree
 from webhook.admission.app import respond
 from webhook.admission.server import choose_loop
 from webhook.admission.state import AdmissionState, Settings

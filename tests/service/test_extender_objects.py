@@ -1,6 +1,6 @@
 """Builders for the extender's tests: Node, Pod, ResourcePolicy and ElasticQuotaTree JSON, ExtenderArgs.
 
-No tests here; the other ``test_extender_*`` modules import these (and the bench builds its cluster with them).
+No tests here; the other ``test_extender_*`` modules import these.
 
     node("ecs-0", pool="a"), virtual_node(), pod("p1", cpu="10", labels={"app": "web"})
     policy("rp", units=[ecs(pool="a"), eci(max=4)], when="ExceedMax")

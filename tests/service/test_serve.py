@@ -142,7 +142,7 @@ def install_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
 
     plugin.attach = attach  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "kq_test_plugin", plugin)
-    monkeypatch.setattr(serve_module, "PLUGIN_MODULES", ("kq_test_plugin", "kq_absent_plugin"))
+    monkeypatch.setattr(serve_module, "PLUGIN_MODULES", ("kq_test_plugin",))
 
 
 async def test_serve_answers_over_tls_from_watched_state(

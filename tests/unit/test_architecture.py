@@ -103,3 +103,34 @@ def test_the_cli_command_table_names_the_module_that_registers_each_command() ->
         importlib.import_module(name).register(sub)
         registered.update(dict.fromkeys(sub.choices, name))
     assert registered == COMMANDS
+
+
+def _importers_of_tests(root: Path) -> dict[str, list[str]]:
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        bad = sorted(name for name in _imports(path) if name == "tests" or name.startswith("tests."))
+        if bad:
+            found[str(path.relative_to(root.parent))] = bad
+    return found
+
+
+def test_neither_the_package_nor_the_bench_imports_a_test_module() -> None:
+    # tests/ is not a library: what the benchmarks need lives in bench/ (bench/objects.py).
+    assert _importers_of_tests(ROOT) == {}
+    assert _importers_of_tests(ROOT.parent / "bench") == {}
+
+
+def test_the_package_ships_no_fake_api_server() -> None:
+    # Fakes of the API server are test-only (tests/fakeapi.py and the service tier's fakes).
+    fakes = {
+        f"{path.relative_to(ROOT.parent)}:{node.name}"
+        for path in ROOT.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.name.startswith("Fake")
+    }
+    assert fakes == set()
+
+
+def test_the_test_import_check_sees_test_imports() -> None:
+    # Guard against a vacuous pass: the same scanner finds the tests' own imports of tests modules.
+    assert _importers_of_tests(ROOT.parent / "tests" / "unit")

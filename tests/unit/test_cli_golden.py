@@ -1,4 +1,4 @@
-"""Golden-output tests of the developer commands over a fake API (``webhook.cli.fakeapi``).
+"""Golden-output tests of the developer commands over a fake API (``tests/fakeapi.py``).
 
 The cluster is the seed's: Department-a (user-a, user-b) and Department-b (user-c), the controller running
 with oversell rate 1. Every command's output is compared with ``tests/unit/golden/<name>.txt``; run with
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.cli import fakeapi
+from tests import fakeapi
+from tests.fakeapi import FakeApi, batch_job, event, pod, priority_class, queue, stamp
 from webhook.cli.common import Ctx
-from webhook.cli.fakeapi import FakeApi, batch_job, event, pod, priority_class, queue, stamp
 from webhook.cli.fetch import load_snapshot
 from webhook.cli.kubeapi import ApiError
 from webhook.cli.main import build_parser, main

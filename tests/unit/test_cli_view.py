@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests.fakeapi import batch_job, event, queue, stamp
 from webhook.cli import view
-from webhook.cli.fakeapi import batch_job, event, queue, stamp
 from webhook.cli.view import (
     FAILED,
     PENDING,

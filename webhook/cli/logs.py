@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import queue
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
+from webhook.core import duration
 
 if TYPE_CHECKING:
     from webhook.cli.kubeapi import ApiError, KubeApi
@@ -28,19 +28,17 @@ ROLE_RANK = ("master", "chief", "launcher", "head", "ps", "worker", "evaluator")
 ROLE_LABELS = ("training.kubeflow.org/replica-type", "ray.io/node-type")
 INDEX_LABELS = ("training.kubeflow.org/replica-index", "batch.kubernetes.io/job-completion-index")
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
 
 def parse_duration(text: str) -> int:
-    """``90s``, ``5m``, ``1h30m``, ``2h`` or plain seconds -> seconds; ``ArgumentTypeError`` otherwise."""
-    value = text.strip()
-    if value.isdigit():
-        return int(value)
-    match = _DURATION.fullmatch(value)
-    if not value or match is None or not any(match.groups()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use e.g. 30s, 5m, 1h or 1h30m")
-    hours, minutes, seconds = (int(part or 0) for part in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
+    """``90s``, ``5m``, ``1h30m``, ``2h`` or plain seconds -> seconds; ``ArgumentTypeError`` otherwise.
+
+    The grammar is :data:`webhook.core.duration.CLOCK` (whole numbers, so the seconds are whole).
+    """
+    try:
+        return int(duration.parse_duration(text.strip(), duration.CLOCK))
+    except duration.DurationError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use e.g. 30s, 5m, 1h or 1h30m") from None
 
 
 def _labels(pod: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,17 +1,18 @@
 """``kq``: the one command for developers and operators.
 
-Subcommands live in their own modules, each exposing ``register(subparsers)``; a module that is not
-installed yet (or fails to import) is skipped so the rest of the tool keeps working.
+Subcommands live in their own modules, each exposing ``register(subparsers)``. A listed module that is missing
+or fails to import stops the tool with a message naming it (see :mod:`webhook.cli.wiring`).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Sequence
 from typing import TextIO
+
+from webhook.cli.wiring import import_wired
 
 SUBCOMMAND_MODULES = (
     "webhook.cli.dev",
@@ -67,13 +68,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     command = _command_of(argv) if argv is not None else None
     modules = (COMMANDS[command],) if command in COMMANDS else SUBCOMMAND_MODULES
     for name in modules:
-        try:
-            module = importlib.import_module(name)
-        except ImportError as error:
-            if error.name != name:
-                raise
-            continue
-        module.register(subparsers)
+        import_wired(name, "command").register(subparsers)
     return parser
 
 

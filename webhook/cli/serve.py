@@ -7,7 +7,7 @@ In a cluster, ``--self-signed-secret kube-queue/kube-queue-webhook-tls --webhook
 makes the service keep its own certificate in that Secret and its CA in the webhook configurations.
 
 Other parts of the service join the same process and HTTPS port as *plugins*: each module named in
-:data:`PLUGIN_MODULES` that can be imported may define
+:data:`PLUGIN_MODULES` may define
 
 * ``add_arguments(parser: argparse.ArgumentParser) -> None`` - its own ``kq serve`` flags;
 * ``async def attach(app: web.Application, client: KubeClient, args: argparse.Namespace) -> None`` - add
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import logging
 import signal
 import ssl
@@ -39,6 +38,7 @@ from webhook.admission.configs import NAME as CONFIG_NAME
 from webhook.admission.configs import SERVICE_NAME, SERVICE_NAMESPACE
 from webhook.admission.sources import build_caches, cache_context
 from webhook.admission.state import DEFAULT_CONTROLLER_USER, DEFAULT_MAX_BODY_BYTES, Settings, StateStore
+from webhook.cli.wiring import import_wired
 from webhook.core.integrity import WORKLOAD_CONTROLLERS
 from webhook.core.quota import TREE_NAMESPACE
 from webhook.kube.client import KubeClient
@@ -47,8 +47,9 @@ from webhook.kube.serving import tls_context
 
 log = logging.getLogger(__name__)
 
-PLUGIN_MODULES = ("webhook.extender.plugin", "webhook.controller.plugin")
-"""Optional parts served by the same process (skipped while not installed)."""
+PLUGIN_MODULES = ("webhook.controller.plugin",)
+"""Parts served by the same process; each must import (a failure stops ``kq serve``, see
+:mod:`webhook.cli.wiring`). The extender is its own process (``kq extender``), not a plugin."""
 
 CERT_CHECK_SECONDS = 30.0
 """How often certificate files are checked for replacement (a mounted Secret updates in place)."""
@@ -78,15 +79,9 @@ class ServeOptions:
 
 
 def plugins() -> list[ModuleType]:
-    """The plugin modules that are installed (see the module notes)."""
-    found = []
-    for name in PLUGIN_MODULES:
-        try:
-            found.append(importlib.import_module(name))
-        except ImportError as error:
-            if error.name != name:
-                raise
-    return found
+    """The plugin modules (see the module notes); :class:`~webhook.cli.wiring.WiringError` if one fails to
+    import."""
+    return [import_wired(name, "plugin") for name in PLUGIN_MODULES]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

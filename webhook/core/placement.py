@@ -35,13 +35,12 @@ lists ordered *units* of nodes. Rules implemented here (and where this module de
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from webhook.core import duration
 from webhook.core.selectors import (
     EMPTY_LABELS,
     FrozenLabels,
@@ -228,44 +227,26 @@ def node_view(obj: Mapping[str, object]) -> NodeView:
 
 # Durations and timestamps -----------------------------------------------------------------------------------
 
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,  # Go accepts both micro signs
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
 def parse_duration(text: object) -> float:
     """Seconds in a Go duration string (``"30s"``, ``"1m"``, ``"1h30m"``, ``"1.5h"``, ``"0"``).
 
-    Raises ``ValueError`` for anything else, including negative durations and non-strings.
+    Raises ``ValueError`` for anything else, including negative durations and non-strings. The grammar is
+    :data:`webhook.core.duration.GO`; this keeps the policy's messages and float seconds.
     """
     if not isinstance(text, str):
         raise ValueError(f"expected a duration string such as 30s, 1m or 1h30m, got {type(text).__name__}")
-    if text == "0":
-        return 0.0
-    if text.startswith("-"):
-        raise ValueError(f"duration {text!r} must not be negative")
-    body = text.removeprefix("+")
-    seconds = 0.0
-    position = 0
-    while position < len(body):
-        match = _DURATION_PART.match(body, position)
-        if match is None:
-            break
-        seconds += float(match[1]) * _DURATION_UNITS[match[2]]
-        position = match.end()
-    if not body or position != len(body):
-        raise ValueError(f"duration {text!r} is not a number with a unit (ns, us, ms, s, m, h), like 30s or 1m")
-    if not math.isfinite(seconds):
-        raise ValueError(f"duration {text!r} is out of range")
-    return seconds
+    try:
+        exact = duration.parse_duration(text, duration.GO)
+    except duration.DurationError:
+        if text.startswith("-"):
+            raise  # "must not be negative"
+        raise ValueError(
+            f"duration {text!r} is not a number with a unit (ns, us, ms, s, m, h), like 30s or 1m"
+        ) from None
+    try:
+        return float(exact)
+    except OverflowError:
+        raise ValueError(f"duration {text!r} is out of range") from None
 
 
 def format_duration(seconds: float) -> str:

@@ -25,7 +25,6 @@ are reproducible. Everything here is pure: reading files is :func:`load_scenario
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -34,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from webhook.core import duration
 from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree, queue_name
 from webhook.core.resources import ResourceError, Resources
@@ -61,10 +61,6 @@ MAX_JOBS_PER_SCENARIO = 2_000_000
 """A guard against a typo in ``count`` that would expand into billions of submissions."""
 MAX_INCLUDE_DEPTH = 8
 
-_UNITS = {"ns": Fraction(1, 1000), "us": Fraction(1), "µs": Fraction(1), "ms": Fraction(1000),
-          "s": Fraction(MICROS), "m": Fraction(60 * MICROS), "h": Fraction(3600 * MICROS),
-          "d": Fraction(86400 * MICROS)}
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h|d)")
 _FOREVER = ("forever", "never", "inf", "infinity")
 
 
@@ -73,7 +69,10 @@ class ScenarioError(ValueError):
 
 
 def parse_duration(value: object, where: str = "duration") -> int:
-    """A duration in microseconds: ``"1m30s"``, ``"200ms"``, ``"1.5h"``, ``"2d"`` or a number of seconds."""
+    """A duration in microseconds: ``"1m30s"``, ``"200ms"``, ``"1.5h"``, ``"2d"`` or a number of seconds.
+
+    Units follow :data:`webhook.core.duration.SCENARIO`; YAML numbers and number text are seconds.
+    """
     if isinstance(value, bool):
         raise ScenarioError(f"{where}: expected a duration such as 60s, 500ms or 1m30s, got {value!r}")
     if isinstance(value, int | float):
@@ -84,21 +83,16 @@ def parse_duration(value: object, where: str = "duration") -> int:
         raise ScenarioError(f"{where}: expected a duration such as 60s, 500ms or 1m30s, got {value!r}")
     text = value.strip()
     try:
-        return round(Fraction(text) * MICROS)  # a bare number of seconds, as text
+        return round(Fraction(text) * MICROS)  # a bare number of seconds, as text (Fraction's syntax)
     except (ValueError, ZeroDivisionError):
         pass
-    position, total = 0, Fraction(0)
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != position:
-            break
-        total += Fraction(match.group(1)) * _UNITS[match.group(2)]
-        position = match.end()
-    if position != len(text) or position == 0:
+    try:
+        return round(duration.parse_duration(text, duration.SCENARIO) * MICROS)
+    except duration.DurationError:
         raise ScenarioError(
             f"{where}: {value!r} is not a duration; write a number with a unit (ns, us, ms, s, m, h, d) such as "
             "60s, 500ms, 1m30s or 1.5h"
-        )
-    return round(total)
+        ) from None
 
 
 def parse_run_for(value: object, where: str) -> int | None:

@@ -1,4 +1,4 @@
-"""An in-memory API server for the developer commands' tests (and offline demos), with object builders.
+"""An in-memory API server for the developer commands' tests, with object builders (test-only: not shipped).
 
 :class:`FakeApi` answers the requests the commands make (discovery, lists with label and field selectors,
 get, create, delete, pod logs) from a dict of objects, the way kube-apiserver would; it records every
