@@ -17,19 +17,27 @@ from typing import Any
 import aiohttp
 import orjson
 
+from bench.objects import eci, ecs, node, quota_tree
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION
+
+__all__ = [  # node, quota_tree and the units are the benchmarks' own builders, shared
+    "ALL_NODES",
+    "NAMESPACE",
+    "args",
+    "bound",
+    "eci",
+    "ecs",
+    "node",
+    "pod",
+    "policy",
+    "quota_tree",
+    "seed_quota_tree",
+    "serving",
+    "virtual_node",
+]
 
 NAMESPACE = "team"
 _uids = itertools.count(1)
-
-
-def node(name: str, /, virtual: bool = False, **labels: str) -> dict[str, Any]:
-    """A Node: ``type: ecs`` (or the virtual node's label and taint) plus ``labels``."""
-    all_labels = {"kubernetes.io/hostname": name, "type": "virtual-kubelet" if virtual else "ecs", **labels}
-    spec: dict[str, Any] = {}
-    if virtual:
-        spec["taints"] = [{"key": "virtual-kubelet.io/provider", "value": "alibabacloud", "effect": "NoSchedule"}]
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": all_labels}, "spec": spec}
 
 
 def virtual_node(name: str = "virtual-kubelet", **labels: str) -> dict[str, Any]:
@@ -87,20 +95,6 @@ def bound(obj: Mapping[str, Any], node_name: str) -> dict[str, Any]:
     return dict(out)
 
 
-def ecs(max: int | None = None, **node_selector: str) -> dict[str, Any]:
-    unit: dict[str, Any] = {"resource": "ecs", "nodeSelector": node_selector}
-    if max is not None:
-        unit["max"] = max
-    return unit
-
-
-def eci(max: int | None = None, **node_selector: str) -> dict[str, Any]:
-    unit: dict[str, Any] = {"resource": "eci", "nodeSelector": node_selector}
-    if max is not None:
-        unit["max"] = max
-    return unit
-
-
 def policy(
     name: str = "rp",
     units: Sequence[Mapping[str, Any]] = (),
@@ -125,20 +119,6 @@ def policy(
         "kind": "ResourcePolicy",
         "metadata": metadata,
         "spec": body,
-    }
-
-
-def quota_tree(root: Mapping[str, Any]) -> dict[str, Any]:
-    """An ElasticQuotaTree in kube-system with ``spec.root`` = ``root``."""
-    return {
-        "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
-        "kind": "ElasticQuotaTree",
-        "metadata": {
-            "name": "elasticquotatree",
-            "namespace": "kube-system",
-            "creationTimestamp": "2024-05-01T00:00:00Z",
-        },
-        "spec": {"root": dict(root)},
     }
 
 
