@@ -188,17 +188,26 @@ def batch_job_object(
     pods: int = 1,
     completions: int | None = None,
     cpu: int = 10,
+    memory: str | None = None,
     created: str = "2024-04-08T02:00:00Z",
     admitted_at: str | None = None,
     annotations: Mapping[str, str] | None = None,
+    priority: int | None = None,
+    suspend: bool | None = None,
+    status: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A batch/v1 Job as the API returns it: held, or released with an admission record (id ``name``) when
-    ``admitted_at`` is given. ``completions`` defaults to ``pods`` (a Job that runs all its pods at once)."""
+    ``admitted_at`` is given (``suspend`` overrides the hold). ``completions`` defaults to ``pods`` (a Job that
+    runs all its pods at once); ``priority`` writes a literal priority into its pod template."""
     notes = dict(annotations or {})
     if admitted_at is not None:
         notes["kube-queue.x-k8s.io/admission"] = (
             f'{{"quota":"root/x","request":{{}},"admittedAt":"{admitted_at}","id":"{name}"}}'
         )
+    requests = {"cpu": str(cpu), **({"memory": memory} if memory is not None else {})}
+    template_spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+    if priority is not None:
+        template_spec["priority"] = priority
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -211,10 +220,10 @@ def batch_job_object(
             "annotations": notes,
         },
         "spec": {
-            "suspend": admitted_at is None,
+            "suspend": (admitted_at is None) if suspend is None else suspend,
             "parallelism": pods,
             "completions": pods if completions is None else completions,
-            "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}]}},
+            "template": {"spec": template_spec},
         },
-        "status": {},
+        "status": dict(status or {}),
     }

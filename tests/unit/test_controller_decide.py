@@ -30,7 +30,6 @@ from webhook.controller.decide import (
 )
 from webhook.controller.model import TrackedJob, track
 from webhook.controller.records import (
-    ADMISSION_ANNOTATION,
     MANAGED_NAMESPACE_LABEL,
     QUEUE_LABEL,
     QUOTA_FULLNAME_ANNOTATION,
@@ -64,35 +63,10 @@ def job_obj(
     status: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A batch/v1 Job as the API returns it: held unless ``admitted`` (then released with a record)."""
-    annotations: dict[str, str] = {}
-    if admitted:
-        annotations[ADMISSION_ANNOTATION] = (
-            f'{{"quota":"root/x","request":{{}},"admittedAt":"{admitted_at}","id":"{name}"}}'
-        )
-    template_spec: dict[str, Any] = {
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu), "memory": memory}}}]
-    }
-    if priority is not None:
-        template_spec["priority"] = priority
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-{namespace}-{name}",
-            "resourceVersion": "7",
-            "creationTimestamp": created,
-            "annotations": annotations,
-        },
-        "spec": {
-            "suspend": (not admitted) if suspend is None else suspend,
-            "parallelism": pods,
-            "completions": pods,
-            "template": {"spec": template_spec},
-        },
-        "status": status or {},
-    }
+    return builders.batch_job_object(
+        name, namespace, pods=pods, cpu=cpu, memory=memory, created=created, priority=priority,
+        admitted_at=admitted_at if admitted else None, suspend=suspend, status=status,
+    )
 
 
 def tracked(t: QuotaTree, *objs: dict[str, Any], priorities: dict[str, int] | None = None) -> list[TrackedJob]:
