@@ -48,6 +48,11 @@ turn it back to ``Round`` when the variable goes away (an operator's own ``Block
 COMPONENT = "kube-queue-controller"
 
 
+def compact_json(value: Mapping[str, object]) -> str:
+    """An annotation value: JSON without spaces, keys sorted (the same record always reads the same)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
 def rfc3339_seconds(seconds: float) -> str:
     """``2024-04-08T02:04:17Z`` (what Kubernetes' ``metav1.Time`` accepts everywhere)."""
     stamp = datetime.datetime.fromtimestamp(int(seconds), tz=datetime.UTC)
@@ -77,15 +82,8 @@ class AdmissionRecord:
     """Unique per admission: a job admitted, evicted and admitted again carries a new id."""
 
     def encode(self) -> str:
-        return json.dumps(
-            {
-                "quota": self.quota,
-                "request": dict(self.request),
-                "admittedAt": rfc3339(self.admitted_at),
-                "id": self.id,
-            },
-            sort_keys=True,
-            separators=(",", ":"),
+        return compact_json(
+            {"quota": self.quota, "request": dict(self.request), "admittedAt": rfc3339(self.admitted_at), "id": self.id}
         )
 
     @classmethod
@@ -126,16 +124,12 @@ class EvictionNote:
     at: float
 
     def encode(self) -> str:
-        return json.dumps(
-            {"by": self.by, "quota": self.quota, "reason": self.reason, "at": rfc3339(self.at)},
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        return compact_json({"by": self.by, "quota": self.quota, "reason": self.reason, "at": rfc3339(self.at)})
 
 
 def encode_backoff(note: BackoffNote) -> str:
     """The :data:`BACKOFF_ANNOTATION` value of ``note``."""
-    return json.dumps(
+    return compact_json(
         {
             "attempts": note.attempts,
             "reason": note.reason,
@@ -144,9 +138,7 @@ def encode_backoff(note: BackoffNote) -> str:
             "failedAt": rfc3339(note.failed_at),
             "spec": note.spec,
             **({"gaveUp": True} if note.gave_up else {}),
-        },
-        sort_keys=True,
-        separators=(",", ":"),
+        }
     )
 
 
@@ -192,7 +184,7 @@ def spec_fingerprint(obj: Mapping[str, Any]) -> str:
             holder = holder.get(part) if isinstance(holder, dict) else None
         if isinstance(holder, dict):
             holder.pop(path[-1], None)
-    text = json.dumps(copy, sort_keys=True, separators=(",", ":"))
+    text = compact_json(copy)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -324,6 +316,7 @@ __all__ = [
     "backoff_patch",
     "clear_backoff_patch",
     "clear_record_patch",
+    "compact_json",
     "encode_backoff",
     "evict_patch",
     "kv",
