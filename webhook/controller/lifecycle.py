@@ -35,9 +35,13 @@ from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.startup import StartVerdict, after_failed_start
 from webhook.core.workload import Phase, WorkloadError
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
-from webhook.workloads.base import Adapter, JSONPatch
+from webhook.workloads.base import JSONPatch
+from webhook.workloads.registry import all_adapters
 
 log = logging.getLogger("webhook.controller")
+
+_JOB_OWNER_KINDS = frozenset({adapter.kind for adapter in all_adapters()} | {"RayCluster"})
+"""Owner kinds a pod of a queued job may name (a RayJob's pods belong to its RayCluster)."""
 
 
 def format_seconds(seconds: float) -> str:
@@ -52,7 +56,6 @@ class JobLifecycle:
     settings: ControllerSettings
     events: EventRecorder
     pod_index: PodIndex
-    job_caches: dict[str, tuple[Adapter, Any, WatchCache]]
     _dirty: asyncio.Event
     _awaiting: set[tuple[str, str, str]]
     _tree_parsed: tuple[QuotaTree | None, str | None]
@@ -97,8 +100,7 @@ class JobLifecycle:
         if not ((obj.get("spec") or {}).get("nodeName") or was_bound):
             return False
         owners = metadata.get("ownerReferences") or ()
-        kinds = {adapter.kind for adapter, _, _ in self.job_caches.values()} | {"RayCluster"}
-        return not any(isinstance(ref, Mapping) and ref.get("kind") in kinds for ref in owners)
+        return not any(isinstance(ref, Mapping) and ref.get("kind") in _JOB_OWNER_KINDS for ref in owners)
 
     def _tell_held(self, decisions: Decisions) -> None:
         """Tell each job held for a missing PriorityClass why, once per class it misses."""
