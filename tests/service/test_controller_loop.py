@@ -513,3 +513,25 @@ async def test_a_job_whose_priority_class_disappeared_is_held_and_told_why() -> 
         api.put(PRIORITY_CLASSES, {"metadata": {"name": "priority-3"}, "value": 3})
         await step(api, controller, passes=2)
         assert admitted(api, "orphan")
+
+
+async def test_a_pod_queued_as_itself_counts_once_whatever_owner_it_names() -> None:
+    # A user's Pod naming her ConfigMap as owner is held like a bare Pod and queued (docs/security.md); once
+    # released and bound it counts through its admission only, not again as a pod no job accounts for.
+    api = seed_api()
+    sneaky = bound_pod("sneaky", "user-a", "10", ("ConfigMap", "mine"))
+    sneaky["metadata"]["labels"] = {"quota.scheduling.alibabacloud.com/name": "Department-a"}
+    sneaky["spec"] = {"schedulingGates": [{"name": "kube-queue.x-k8s.io/admission"}],
+                      "containers": sneaky["spec"]["containers"]}
+    sneaky["status"] = {"phase": "Pending"}
+    api.put(PODS, sneaky)
+    async with driven(api) as controller:
+        await step(api, controller, passes=2)
+        released = api.obj(PODS, "sneaky", "user-a")
+        assert "schedulingGates" not in released["spec"] or not released["spec"]["schedulingGates"]
+        released["spec"]["nodeName"] = "ecs-0"
+        released["status"] = {"phase": "Running"}
+        api.put(PODS, released)
+        await step(api, controller, passes=2)
+        tree = api.obj(TREES, "elasticquotatree", "kube-system")
+        assert tree["status"]["root"]["children"][0]["used"]["cpu"] == "10"

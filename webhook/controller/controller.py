@@ -538,6 +538,37 @@ class Controller(JobLifecycle):
             del self._size_warned[uid]
         return out
 
+    def _accounts_for(self, jobs: Sequence[TrackedJob]) -> Callable[[str, str, str], bool]:
+        """Whether a job of this pass accounts for the pods that name an owner ``(namespace, kind, name)``
+        (kind ``Pod``: the pod queued as itself). Looked up in the pass's own memo of tracked jobs; only the jobs
+        whose pods name another owner (a RayJob's RayCluster, an MPIJob's launcher Job) are walked, once, and
+        only when a pod's owner is not a tracked job itself."""
+        memo = self._memo
+        caches = {adapter.kind: cache.name for adapter, _, cache in self.job_caches.values()}
+        indirect = {adapter for adapter, _, _ in self.job_caches.values()
+                    if type(adapter).pod_owners is not Adapter.pod_owners}
+        others: set[tuple[str, str, str]] | None = None
+
+        def accounted(namespace: str, kind: str, name: str) -> bool:
+            nonlocal others
+            cache = caches.get(kind)
+            if cache is not None:
+                entry = memo.get((cache, namespace, name))
+                if entry is not None and isinstance(entry[3], TrackedJob):
+                    return True
+            if kind == "Pod" or not indirect:
+                return False
+            if others is None:
+                others = {
+                    (job.workload.key.namespace, *owner)
+                    for job in jobs
+                    if job.adapter in indirect
+                    for owner in job.adapter.pod_owners(job.obj)
+                }
+            return (namespace, kind, name) in others
+
+        return accounted
+
     def _warn_unsized(self, obj: Mapping[str, Any], adapter: Adapter, problem: str) -> None:
         uid = str(_meta(obj).get("uid") or "")
         if self._size_warned.get(uid) == problem:
@@ -566,7 +597,7 @@ class Controller(JobLifecycle):
         if tree is None or tree_obj is None:
             return None
         jobs = self.tracked_jobs(tree)
-        foreign = self.pod_index.foreign_usage(tree, jobs)
+        foreign = self.pod_index.foreign_usage(tree, self._accounts_for(jobs))
         now = self._wall()
         checks = None
         if self.settings.start_timeout > 0:

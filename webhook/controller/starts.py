@@ -19,7 +19,7 @@ down is a broken gang all the same).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,15 +179,11 @@ class PodIndex:
                 del self._by_owner[owner]
         self.changed.add(owner)
 
-    def foreign_usage(self, tree: QuotaTree, jobs: Iterable[TrackedJob]) -> dict[str, Resources]:
-        """Per leaf key: what the bound, unfinished pods of its namespaces request that no job in ``jobs``
-        accounts for (not owned by one of them, nor one of them itself)."""
-        accounted: set[tuple[str, str, str]] = set()
-        for job in jobs:
-            key = job.workload.key
-            accounted.update((key.namespace, kind, name) for kind, name in job.adapter.pod_owners(job.obj))
-            if job.adapter.gates_at_creation_only:
-                accounted.add((key.namespace, "", key.name))  # a Pod queued as itself
+    def foreign_usage(self, tree: QuotaTree, accounted: Callable[[str, str, str], bool]) -> dict[str, Resources]:
+        """Per leaf key: what the bound, unfinished pods of its namespaces request that no job of the queue
+        accounts for. ``accounted(namespace, kind, name)`` says whether a job does: kind ``Pod`` asks whether the
+        pod itself is queued as a Pod (whatever owner it names), any other kind whether a job's pods name that
+        owner. One lookup a pod: the pass does not walk its jobs for this."""
         out: dict[str, Resources] = {}
         for namespace, pods in self._bound.items():
             leaf = tree.leaf_for_namespace(namespace)
@@ -195,8 +191,7 @@ class PodIndex:
                 continue
             total = out.get(leaf.key, EMPTY)
             for name, pod in pods.items():
-                owner = pod.owner
-                if (namespace, *owner) in accounted if owner else (namespace, "", name) in accounted:
+                if accounted(namespace, "Pod", name) or (pod.owner is not None and accounted(namespace, *pod.owner)):
                     continue
                 total = total + pod.request
             if total:
