@@ -178,6 +178,8 @@ class Controller(JobLifecycle):
         self.priority_classes = self._cache("priorityclasses", PRIORITY_CLASSES)
         self.policies = self._cache("resourcepolicies", POLICIES)
         """ResourcePolicies: namespaces outside the tree with an eci unit get the placement label."""
+        self._eci_policies: dict[tuple[str, str], tuple[str, bool]] = {}
+        """Per policy: ``(resourceVersion, has a valid eci unit)``."""
         self.pod_index = PodIndex()
         self.pods = WatchCache(
             "pods", SlimListWatch(ApiListWatch(client, PODS, field_selector=UNFINISHED_PODS), pod_slim)
@@ -658,11 +660,22 @@ class Controller(JobLifecycle):
     # Namespaces and Queues ---------------------------------------------------------------------------------
     async def _sync_namespaces(self, tree: QuotaTree | None) -> None:
         namespaces = {_name(obj): obj for obj in self._view(self.namespaces)}
-        placement = frozenset(
-            str(_meta(obj).get("namespace") or "") for obj in self._view(self.policies) if _has_eci_unit(obj)
-        )
+        policies = self._view(self.policies)
+        placement = frozenset(str(_meta(obj).get("namespace") or "") for obj in policies if self._eci_policy(obj))
+        if len(self._eci_policies) > len(policies):  # some were deleted: forget them
+            live = {(str(_meta(obj).get("namespace") or ""), _name(obj)) for obj in policies}
+            self._eci_policies = {key: value for key, value in self._eci_policies.items() if key in live}
         for action in namespace_actions(tree, namespaces, placement):
             await self._label_namespace(action)
+
+    def _eci_policy(self, obj: Mapping[str, Any]) -> bool:
+        """:func:`_has_eci_unit`, parsed once per version of the policy (not on every pass)."""
+        key = (str(_meta(obj).get("namespace") or ""), _name(obj))
+        version = resource_version(obj)
+        known = self._eci_policies.get(key)
+        if known is None or known[0] != version or not version:
+            known = self._eci_policies[key] = (version, _has_eci_unit(obj))
+        return known[1]
 
     async def _label_namespace(self, action: NamespaceAction) -> None:
         patch = {"metadata": {"labels": {action.label: action.value}}}
