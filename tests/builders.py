@@ -25,6 +25,7 @@ __all__ = [
     "SEED_TREE_SPEC",
     "batch_job_object",
     "job",
+    "job_manifest",
     "node",
     "res",
     "seed_tree",
@@ -226,4 +227,23 @@ def batch_job_object(
             "template": {"spec": template_spec},
         },
         "status": dict(status or {}),
+    }
+
+
+def job_manifest(name: str, *, pods: int, cpu: int, memory: str | None = None, **template_spec: Any) -> dict[str, Any]:
+    """A batch/v1 Job as a user writes it for ``kubectl create``: ``pods`` pods at once (parallelism ==
+    completions), each requesting ``cpu`` (and ``memory``); ``template_spec`` adds to the pod template's spec
+    (``nodeSelector=...``, ``priorityClassName=...``)."""
+    requests = {"cpu": str(cpu), **({"memory": memory} if memory is not None else {})}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+        **template_spec,
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"parallelism": pods, "completions": pods, "template": {"spec": spec}},
     }

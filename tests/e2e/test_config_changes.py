@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.test_controller_harness import create_namespaces, installed_tree, unique, wait_managed
 from webhook.cli import devsystem
@@ -53,11 +54,7 @@ class Setup:
         return str(found[0].get("used", {}).get("cpu", "0")) if found else "?"
 
     def job(self, namespace: str, name: str, pods: int, cpu: int, **spec: Any) -> None:
-        body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-                "spec": {"parallelism": pods, "completions": pods, "template": {"spec": {
-                    "containers": [{"name": "c", "image": "busybox",
-                                    "resources": {"requests": {"cpu": str(cpu)}}}],
-                    "restartPolicy": "Never", "terminationGracePeriodSeconds": 0, **spec}}}}
+        body = job_manifest(name, pods=pods, cpu=cpu, **spec)
         self.dev.kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(body))
 
     def running(self, namespace: str, name: str) -> int:
@@ -104,7 +101,8 @@ def test_a_namespace_moved_to_another_leaf_is_counted_once_and_its_pods_keep_run
     # The extender counts it in Team-y too: Team-y has 20 of 40 left, so a 2 x 10 job there runs whole.
     setup.job(setup.y, "after-move", 2, 10)
     dev.wait_until(lambda: setup.running(setup.y, "after-move") == 2, 60, "both pods of Team-y's new job running")
-    assert setup.used("root") == "40"
+    # The tree's status is written at most once a second (--status-interval=1): wait for it, same value.
+    dev.wait_until(lambda: setup.used("root") == "40", 30, "the tree's status to count both jobs once")
     setup.set_tree(setup.spec())
     dev.kubectl("delete", "job", "moving", "-n", setup.mover)
     dev.kubectl("delete", "job", "after-move", "-n", setup.y)

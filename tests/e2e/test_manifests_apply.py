@@ -14,10 +14,10 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.test_controller_harness import create_namespaces, installed_tree, unique, wait_managed
 from webhook.cli import devsystem
@@ -62,17 +62,10 @@ def running(dev_cluster: DevCluster) -> Iterator[str]:
         devsystem.restart_service(dev.config, dev.bins)
 
 
-def _job(name: str) -> dict[str, Any]:
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"parallelism": 2, "completions": 2, "template": {"spec": {
-                "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
-                "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "10"}}}]}}}}
-
-
 def test_re_applying_the_manifests_over_running_work_changes_nothing(dev_cluster: DevCluster, running: str) -> None:
     dev, namespace = dev_cluster, running
     for name in ("first", "second"):
-        dev.kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(_job(name)))
+        dev.kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(job_manifest(name, pods=2, cpu=10)))
         time.sleep(0.5)
 
     def pods_running(name: str) -> int:

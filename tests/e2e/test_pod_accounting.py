@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.test_controller_harness import create_namespaces, installed_tree, unique, wait_managed
 from webhook.cli import devsystem
@@ -114,14 +115,7 @@ def test_deployment_pods_count_and_a_job_that_could_not_fully_run_waits(
         return str(status.get("root", {}).get("used", {}).get("cpu", "0"))
 
     dev.wait_until(lambda: used() == "30", 30, "the tree's status to count the Deployment's 30 CPU")
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "two"},
-        "spec": {"parallelism": 2, "completions": 2, "template": {"spec": {**_pod("x")["spec"],
-                                                                            "restartPolicy": "Never"}}},
-    }
-    dev.kubectl("create", "-n", first, "-f", "-", stdin=json.dumps(job), user=USER)
+    dev.kubectl("create", "-n", first, "-f", "-", stdin=json.dumps(job_manifest("two", pods=2, cpu=10)), user=USER)
     queue = f"root-team-p-{first}"
 
     def waiting() -> list[str]:

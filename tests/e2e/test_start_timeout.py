@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.test_controller_harness import create_namespaces, installed_tree, unique, wait_managed
 from webhook.cli import devsystem
@@ -71,22 +72,6 @@ def _spec(small: str, gang: str) -> dict[str, Any]:
     }
 
 
-def batch_job(name: str, *, pods: int, cpu: int, node_selector: dict[str, str] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "3600"],
-                        "resources": {"requests": {"cpu": str(cpu), "memory": "1Gi"}}}],
-        "restartPolicy": "Never",
-    }
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {"parallelism": pods, "completions": pods, "template": {"spec": spec}},
-    }
-
-
 @pytest.fixture(scope="module")
 def setup(dev_cluster: DevCluster) -> Iterator[Setup]:
     dev = dev_cluster
@@ -120,10 +105,10 @@ def _backoff(job: dict[str, Any]) -> dict[str, Any] | None:
 def test_an_unplaceable_job_gives_its_quota_to_the_job_behind_it_and_retries_in_order(setup: Setup) -> None:
     dev, ns = setup.dev, setup.small
     dev.kubectl("create", "-n", ns, "-f", "-", stdin=json.dumps(
-        batch_job("stuck", pods=2, cpu=10, node_selector={"kube-queue.test/no-such-node": "true"})))
+        job_manifest("stuck", pods=2, cpu=10, memory="1Gi", nodeSelector={"kube-queue.test/no-such-node": "true"})))
     dev.wait_until(lambda: _admitted_at(setup.job(ns, "stuck")) is not None, 30, "stuck admitted")
     time.sleep(0.5)  # created after: behind it in the queue
-    dev.kubectl("create", "-n", ns, "-f", "-", stdin=json.dumps(batch_job("behind", pods=1, cpu=10)))
+    dev.kubectl("create", "-n", ns, "-f", "-", stdin=json.dumps(job_manifest("behind", pods=1, cpu=10, memory="1Gi")))
     dev.wait_until(lambda: [item["name"] for item in setup.queue(ns, "team-s").get("active", [])] == ["behind"],
                    30, "behind waiting at position 1")
     first_admission = _admitted_at(setup.job(ns, "stuck"))
@@ -166,7 +151,7 @@ def test_an_unplaceable_job_gives_its_quota_to_the_job_behind_it_and_retries_in_
 
 def test_a_half_started_gang_is_held_again_and_its_pods_leave_the_nodes(setup: Setup) -> None:
     dev, ns = setup.dev, setup.gang
-    dev.kubectl("create", "-n", ns, "-f", "-", stdin=json.dumps(batch_job("gang", pods=5, cpu=20)))
+    dev.kubectl("create", "-n", ns, "-f", "-", stdin=json.dumps(job_manifest("gang", pods=5, cpu=20, memory="1Gi")))
 
     def partly_running() -> bool:
         pods = setup.pods(ns, "gang")
