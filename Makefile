@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make up     bring up the dev cluster with the system installed
 #   make test   lint, types, and every test tier (unit, service, fuzz, e2e)
+# and, for the edit-test loop, `make check`: lint, types, unit and service tiers (no cluster, about 2 minutes).
 SHELL := bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,7 +14,7 @@ define pytest_must_run
 	if [ $$rc -eq 5 ]; then echo "pytest ran no test in $(1)" >&2; exit 1; fi; exit $$rc
 endef
 
-.PHONY: install deps up down status lint types unit service fuzz e2e test binaries bench clean
+.PHONY: install deps up down status lint types unit service fuzz e2e check test binaries bench clean
 
 install: $(STAMP)
 
@@ -56,6 +57,8 @@ fuzz: install
 
 e2e: install deps binaries
 	$(call pytest_must_run,tests/e2e -q -p no:cacheprovider)
+
+check: lint types unit service
 
 test: lint types unit service fuzz e2e
 

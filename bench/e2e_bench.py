@@ -30,15 +30,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import header
+from webhook.api.kinds import ELASTIC_QUOTA_TREE
+from webhook.api.names import ADMISSION_ANNOTATION, MANAGED_NAMESPACE_LABEL, TREE_NAMESPACE
 from webhook.cli import devsystem
-from webhook.controller.records import ADMISSION_ANNOTATION, MANAGED_NAMESPACE_LABEL
 from webhook.devcluster import cluster
 from webhook.devcluster.config import ClusterConfig, Ports
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 COMMAND = ".venv/bin/python -m bench.e2e_bench"
 NAMESPACE = "bench-admit"
-TREES = ResourceRef("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", "kube-system")
+TREES = ResourceRef.of(ELASTIC_QUOTA_TREE, TREE_NAMESPACE)
 NAMESPACES = ResourceRef("", "v1", "namespaces")
 JOBS = ResourceRef("batch", "v1", "jobs", NAMESPACE)
 
@@ -46,9 +47,9 @@ JOBS = ResourceRef("batch", "v1", "jobs", NAMESPACE)
 def tree(cap: int) -> dict[str, Any]:
     total = {"cpu": "1000", "memory": "1000Gi"}
     return {
-        "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
+        "apiVersion": ELASTIC_QUOTA_TREE.api_version,
         "kind": "ElasticQuotaTree",
-        "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+        "metadata": {"name": "elasticquotatree", "namespace": TREE_NAMESPACE},
         "spec": {"root": {"name": "root", "min": total, "max": total, "children": [
             {"name": "bench", "min": total, "max": {**total, "kube-queue/max-jobs": cap}, "namespaces": [NAMESPACE]},
         ]}},

@@ -68,6 +68,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.objects import bound, eci, ecs, node, pod, policy, quota_tree, virtual_node
+from webhook.api.kinds import RESOURCE_POLICY
 from webhook.cli import devsystem
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig, Ports, default_nodes
@@ -80,7 +81,7 @@ from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 PODS = ResourceRef("", "v1", "pods")
 NAMESPACES = ResourceRef("", "v1", "namespaces")
-POLICIES = ResourceRef("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies")
+POLICIES = ResourceRef.of(RESOURCE_POLICY)
 NULL_EXTENDER = "null-extender"
 NULL_WINDOW_EXTENDER = "null-extender-window"
 """The null extender passing back a window of the default sample's size, as the kq extender does."""

@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from webhook.api.kinds import ELASTIC_QUOTA_TREE, RESOURCE_POLICY
+from webhook.api.names import TREE_NAMESPACE
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION
 from webhook.core.quota import QuotaTree, parse_tree
 from webhook.core.resources import Resources
@@ -115,7 +117,7 @@ def _unit(resource: str, max: int | None, node_selector: Mapping[str, str]) -> d
 def policy(name: str, units: Sequence[Mapping[str, Any]], *, namespace: str) -> dict[str, Any]:
     """A ResourcePolicy selecting every pod of ``namespace`` (strategy ``prefer``)."""
     return {
-        "apiVersion": "scheduling.alibabacloud.com/v1alpha1",
+        "apiVersion": RESOURCE_POLICY.api_version,
         "kind": "ResourcePolicy",
         "metadata": {
             "name": name,
@@ -130,11 +132,11 @@ def policy(name: str, units: Sequence[Mapping[str, Any]], *, namespace: str) -> 
 def quota_tree(root: Mapping[str, Any]) -> dict[str, Any]:
     """An ElasticQuotaTree object in kube-system with ``spec.root`` = ``root``."""
     return {
-        "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
+        "apiVersion": ELASTIC_QUOTA_TREE.api_version,
         "kind": "ElasticQuotaTree",
         "metadata": {
             "name": "elasticquotatree",
-            "namespace": "kube-system",
+            "namespace": TREE_NAMESPACE,
             "creationTimestamp": "2024-05-01T00:00:00Z",
         },
         "spec": {"root": dict(root)},

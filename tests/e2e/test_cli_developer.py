@@ -229,7 +229,7 @@ def test_kq_logs_prints_the_kwok_pod_log_and_follows_it(kq: Kq) -> None:
 def test_a_short_job_runs_to_success_and_delete_removes_it(kq: Kq) -> None:
     ns, dev = kq.team_b, kq.dev
     out = kq.ok("submit", "job", "--name", "quick", "--cpu", "1", "--workers", "2",
-                "--annotation", "dev.kube-queue.io/succeed-after=2s", "--wait", "--", "true", namespace=ns)
+                "--annotation", "dev.kube-queue.x-k8s.io/succeed-after=2s", "--wait", "--", "true", namespace=ns)
     assert out.splitlines()[-1].startswith("quick: RUNNING") or "SUCCEEDED" in out
     dev.wait_until(lambda: kq.jobs(ns)["quick"]["status"] == "SUCCEEDED", 120, "quick SUCCEEDED")
     assert "has finished: SUCCEEDED" in " ".join(kq.ok("why", "quick", namespace=ns).split())

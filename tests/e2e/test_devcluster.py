@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.e2e.conftest import DevCluster
+from webhook.api.names import LEGACY_SUCCEED_AFTER_ANNOTATION, SUCCEED_AFTER_ANNOTATION
 from webhook.cli import devsystem
 from webhook.devcluster import cluster
-from webhook.devcluster.config import SUCCEED_AFTER_ANNOTATION
 
 
 def _pod(name: str, cpu: str, **spec: Any) -> dict[str, Any]:
@@ -61,16 +63,19 @@ def test_up_is_idempotent(dev_cluster: DevCluster) -> None:
     assert cluster.status(dev_cluster.config).running == before
 
 
-def test_a_job_runs_to_completion(dev_cluster: DevCluster, namespace: str) -> None:
+@pytest.mark.parametrize("annotation", [SUCCEED_AFTER_ANNOTATION, LEGACY_SUCCEED_AFTER_ANNOTATION])
+def test_a_job_runs_to_completion(dev_cluster: DevCluster, namespace: str, annotation: str) -> None:
+    # The legacy spelling (dev.kube-queue.io) of an earlier release is still honoured by the fake kubelet.
+    name = "pi" if annotation == SUCCEED_AFTER_ANNOTATION else "pi-legacy"
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": "pi", "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "completions": 3,
             "parallelism": 3,
             "template": {
-                "metadata": {"annotations": {SUCCEED_AFTER_ANNOTATION: "1s"}},
+                "metadata": {"annotations": {annotation: "1s"}},
                 "spec": {
                     "restartPolicy": "Never",
                     "containers": [
@@ -81,8 +86,8 @@ def test_a_job_runs_to_completion(dev_cluster: DevCluster, namespace: str) -> No
         },
     }
     dev_cluster.apply(job)
-    dev_cluster.kubectl("wait", "--for=condition=Complete", "job/pi", "-n", namespace, "--timeout=90s")
-    status = dev_cluster.get_json("job", "pi", "-n", namespace)["status"]
+    dev_cluster.kubectl("wait", "--for=condition=Complete", f"job/{name}", "-n", namespace, "--timeout=90s")
+    status = dev_cluster.get_json("job", name, "-n", namespace)["status"]
     assert status["succeeded"] == 3
 
 

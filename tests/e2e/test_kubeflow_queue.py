@@ -17,9 +17,8 @@ import pytest
 
 from tests.e2e.conftest import DevCluster
 from tests.e2e.test_controller_harness import create_namespaces, installed_tree, unique, wait_managed
+from webhook.api.names import ADMISSION_ANNOTATION, QUOTA_LABEL, SUBMITTED_ANNOTATION
 from webhook.cli import devsystem
-from webhook.controller.records import ADMISSION_ANNOTATION
-from webhook.workloads.base import QUOTA_LABEL, SUBMITTED_ANNOTATION
 
 pytestmark = pytest.mark.e2e
 

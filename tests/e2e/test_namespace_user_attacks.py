@@ -24,9 +24,8 @@ from tests.e2e.conftest import DevCluster
 from tests.e2e.test_kubeflow_queue import CRD, _pytorchjob
 from tests.e2e.test_webhook import _seed_job, managed
 from tests.service.test_validate import UNLABELLABLE_NAMES
-from webhook.controller.records import ADMISSION_ANNOTATION
+from webhook.api.names import ADMISSION_ANNOTATION, QUOTA_LABEL, SUBMITTED_ANNOTATION
 from webhook.core.placement import MAX_UNITS
-from webhook.workloads.base import QUOTA_LABEL, SUBMITTED_ANNOTATION
 
 pytestmark = pytest.mark.e2e
 

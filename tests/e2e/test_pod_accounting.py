@@ -22,8 +22,8 @@ import pytest
 from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.test_controller_harness import create_namespaces, installed_tree, unique, wait_managed
+from webhook.api.names import ADMISSION_GATE
 from webhook.cli import devsystem
-from webhook.workloads.base import ADMISSION_GATE
 
 pytestmark = pytest.mark.e2e
 

@@ -27,8 +27,8 @@ import pytest
 
 from tests.e2e.conftest import DevCluster
 from tests.e2e.test_controller_harness import installed_tree, wait_managed
+from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
 from webhook.cli import devsystem
-from webhook.controller.records import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,7 @@ from tests.builders import SEED_TREE_SPEC
 from tests.e2e.conftest import DevCluster
 from tests.e2e.test_controller_harness import create_namespaces, installed_tree, unique, wait_managed
 from tests.service.test_validate import BROKEN_TREES
-from webhook.workloads.base import SUBMITTED_ANNOTATION as SUBMITTED
+from webhook.api.names import SUBMITTED_ANNOTATION as SUBMITTED
 from webhook.workloads.base import creation_seconds
 
 pytestmark = pytest.mark.e2e

@@ -9,11 +9,11 @@ from typing import Any
 
 from tests.service.helpers import batch_job, message, patched, response, review
 from webhook.admission.mutate import mutate
-from webhook.admission.state import MANAGED_LABEL, AdmissionState, Settings
+from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import validate
-from webhook.workloads.base import ADMISSION_ANNOTATION, BACKOFF_ANNOTATION, QUOTA_LABEL
+from webhook.api.names import ADMISSION_ANNOTATION, BACKOFF_ANNOTATION, MANAGED_NAMESPACE_LABEL, QUOTA_LABEL
 
-MANAGED = {"user-a": {MANAGED_LABEL: "true"}}
+MANAGED = {"user-a": {MANAGED_NAMESPACE_LABEL: "true"}}
 
 
 def test_a_managed_namespace_holds_new_jobs_while_no_tree_exists(settings: Settings) -> None:

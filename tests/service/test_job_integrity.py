@@ -13,8 +13,9 @@ from tests.service.helpers import CONTROLLER, JOB_BUILDERS, batch_job, message, 
 from webhook.admission.mutate import mutate
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import validate
+from webhook.api.names import QUOTA_LABEL, SUBMITTED_ANNOTATION
 from webhook.core.integrity import PRIORITY_REFUSED_BY_API
-from webhook.workloads.base import QUOTA_LABEL, SUBMITTED_ANNOTATION, Adapter, apply_patch, value_at
+from webhook.workloads.base import Adapter, apply_patch, value_at
 from webhook.workloads.facts import field_name
 from webhook.workloads.registry import adapter_for
 

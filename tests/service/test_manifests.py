@@ -15,7 +15,7 @@ import yaml
 from cryptography import x509
 
 from webhook.admission.configs import cluster_webhook_configs, dev_webhook_configs
-from webhook.admission.state import MANAGED_LABEL
+from webhook.api.names import MANAGED_NAMESPACE_LABEL
 from webhook.cli import certs as certs_cli
 from webhook.cli import serve as serve_cli
 from webhook.kube.selfcert import issue, needs_renewal, service_dns_names
@@ -57,7 +57,7 @@ def test_job_hooks_match_managed_namespaces_only_and_never_kube_system() -> None
     assert len(job_hooks) == 4
     for hook in job_hooks:
         selector = hook["namespaceSelector"]
-        assert selector["matchLabels"] == {MANAGED_LABEL: "true"}
+        assert selector["matchLabels"] == {MANAGED_NAMESPACE_LABEL: "true"}
         assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]} in selector[
             "matchExpressions"
         ]
@@ -198,5 +198,5 @@ def test_pods_of_namespaces_outside_the_tree_reach_only_the_placement_hook_and_n
     assert hook["failurePolicy"] == "Ignore"
     selector = hook["namespaceSelector"]
     assert selector["matchLabels"] == {"kube-queue.x-k8s.io/placement": "true"}
-    assert {"key": MANAGED_LABEL, "operator": "DoesNotExist"} in selector["matchExpressions"]
+    assert {"key": MANAGED_NAMESPACE_LABEL, "operator": "DoesNotExist"} in selector["matchExpressions"]
     assert [rule["resources"] for rule in hook["rules"]] == [["pods"]]

@@ -22,8 +22,9 @@ from tests.service.helpers import (
 )
 from webhook.admission.mutate import mutate
 from webhook.admission.state import AdmissionState, Settings
+from webhook.api.names import ADMISSION_GATE, QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
 from webhook.core.placement import parse_policy
-from webhook.workloads.base import ADMISSION_GATE, ECI_TOLERATION, QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
+from webhook.workloads.base import ECI_TOLERATION
 from webhook.workloads.registry import adapter_for
 
 LEAF, FULL = "Department-a", "root/Department-a"

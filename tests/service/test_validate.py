@@ -24,7 +24,8 @@ from tests.service.helpers import (
 from webhook.admission.mutate import mutate
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import validate
-from webhook.workloads.base import ADMISSION_GATE, QUOTA_LABEL, apply_patch
+from webhook.api.names import ADMISSION_GATE, QUOTA_LABEL
+from webhook.workloads.base import apply_patch
 from webhook.workloads.registry import adapter_for
 
 Spec = dict[str, Any]

@@ -8,16 +8,9 @@ import pytest
 
 from tests.builders import res
 from tests.service.helpers import JOB_BUILDERS, batch_job, mpijob, pod, pytorchjob, rayjob, template, tfjob
+from webhook.api.names import ADMISSION_GATE, QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
 from webhook.core.workload import Phase, WorkloadError
-from webhook.workloads.base import (
-    ADMISSION_GATE,
-    QUOTA_FULLNAME_ANNOTATION,
-    QUOTA_LABEL,
-    Adapter,
-    PatchError,
-    apply_patch,
-    pointer,
-)
+from webhook.workloads.base import Adapter, PatchError, apply_patch, pointer
 from webhook.workloads.registry import adapter_for, all_adapters
 
 

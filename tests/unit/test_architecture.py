@@ -1,5 +1,5 @@
-"""The layering of ARCHITECTURE.md holds: the core is pure, adapters only use the core, shells never
-import each other (only the CLI ties them together)."""
+"""The layering of docs/architecture.md holds: the wire names are a leaf, the core is pure, adapters only use
+the core, shells never import each other (only the CLI ties them together)."""
 
 from __future__ import annotations
 
@@ -29,19 +29,51 @@ def _modules(package: str) -> list[Path]:
     return sorted((ROOT / package).rglob("*.py"))
 
 
-def test_core_imports_only_the_standard_library() -> None:
+@pytest.mark.parametrize(("package", "allowed"), [("api", ("webhook.api",)), ("core", ("webhook.core", "webhook.api"))])
+def test_api_and_core_import_only_the_standard_library(package: str, allowed: tuple[str, ...]) -> None:
     offenders = {}
-    for path in _modules("core"):
+    for path in _modules(package):
         bad = sorted(
             name
             for name in _imports(path)
             if name != "__future__"
-            and not name.startswith("webhook.core")
+            and not name.startswith(allowed)
             and name.split(".")[0] not in sys.stdlib_module_names
         )
         if bad:
             offenders[path.name] = bad
     assert offenders == {}
+
+
+def _string_literals(tree: ast.AST) -> list[tuple[int, str]]:
+    """The string constants of a module that are not docstrings."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_the_wire_names_are_defined_in_one_place() -> None:
+    # Our own label/annotation prefixes appear as string literals only in webhook/api (docstrings aside).
+    prefixes = ("kube-queue.x-k8s.io/", "kube-queue.io/", "kube-queue/", "dev.kube-queue", "sim.kube-queue")
+    found = []
+    scanned = 0
+    for path in ROOT.rglob("*.py"):
+        literals = _string_literals(ast.parse(path.read_text()))
+        scanned += len(literals)
+        if path.parent.name != "api":
+            where = path.relative_to(ROOT)
+            found += [f"{where}:{line}: {text}" for line, text in literals if text.startswith(prefixes)]
+    assert found == []
+    assert scanned > 1000  # the scan saw the package's literals (a guard against a vacuous pass)
 
 
 def test_core_does_no_io() -> None:
@@ -68,7 +100,7 @@ def test_workload_adapters_import_only_the_core() -> None:
         path.name: sorted(
             name
             for name in _imports(path)
-            if name.startswith("webhook.") and not name.startswith(("webhook.core", "webhook.workloads"))
+            if name.startswith("webhook.") and not name.startswith(("webhook.core", "webhook.workloads", "webhook.api"))
         )
         for path in _modules("workloads")
     }

@@ -19,7 +19,7 @@ DRY_RUNS = {
                           "--image", "pytorch/pytorch", "--priority", "priority-2", "-e", "EPOCHS=3",
                           "--dry-run", "--", "python train.py --epochs $EPOCHS"],
     "submit_tfjob": ["submit", "tfjob", "--name", "tf", "--cpu", "2", "--memory", "4Gi", "--workers", "2",
-                     "--annotation", "dev.kube-queue.io/succeed-after=60s", "--label", "team=ml", "--dry-run"],
+                     "--annotation", "dev.kube-queue.x-k8s.io/succeed-after=60s", "--label", "team=ml", "--dry-run"],
     "submit_mpijob": ["submit", "mpijob", "--name", "hvd", "--cpu", "8", "--workers", "2", "--dry-run", "--",
                       "mpirun", "-np", "2", "python", "hvd.py"],
 }
@@ -100,12 +100,12 @@ def test_submit_from_a_file_applies_the_overrides(tmp_path: Path) -> None:
     }))
     api = seed_api()
     result = run(["submit", "job", "-f", str(spec), "--name", "fromfile", "-e", "A=1",
-                  "--annotation", "dev.kube-queue.io/succeed-after=5s"], api)
+                  "--annotation", "dev.kube-queue.x-k8s.io/succeed-after=5s"], api)
     assert result.code == 0, result.err
     (created,) = api.created
     assert created["metadata"]["name"] == "fromfile" and "generateName" not in created["metadata"]
     template = created["spec"]["template"]
-    assert template["metadata"]["annotations"]["dev.kube-queue.io/succeed-after"] == "5s"
+    assert template["metadata"]["annotations"]["dev.kube-queue.x-k8s.io/succeed-after"] == "5s"
     assert template["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}]
 
 

@@ -16,7 +16,6 @@ from webhook.controller.model import remaining_job_pods, track
 from webhook.controller.records import (
     ADMISSION_ANNOTATION,
     EVICTION_ANNOTATION,
-    MANAGED_NAMESPACE_LABEL,
     AdmissionRecord,
     EvictionNote,
     admit_patch,
@@ -160,12 +159,6 @@ def test_log_lines_are_key_value_with_quoted_values() -> None:
         'job=Job/user-a/pi quota=root/Department-a reason="does not fit"'
     )
     assert kv(reason="100 × 1", empty="") == 'reason="100 × 1" empty=""'
-
-
-def test_the_managed_label_is_the_one_the_webhook_configurations_select_on() -> None:
-    from webhook.admission.configs import MANAGED_LABEL  # noqa: PLC0415 - a cross-check between two shells
-
-    assert MANAGED_NAMESPACE_LABEL == MANAGED_LABEL
 
 
 # Job view -------------------------------------------------------------------------------------------------

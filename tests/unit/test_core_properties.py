@@ -15,11 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import job, node, res, tree
+from webhook.api.names import MAX_JOBS
 from webhook.core.fit import add_usage, check_fit, check_min, quota_chain, remove_usage
 from webhook.core.queueing import PassResult, Policy, admission_pass, order
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
 from webhook.core.reclaim import Reclaimer, plan_reclaim
-from webhook.core.resources import EMPTY, MAX_JOBS, Resources
+from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Phase, Workload
 
 SETTINGS = settings(

@@ -8,6 +8,7 @@ from fractions import Fraction
 import pytest
 
 from tests.builders import job, node, res, seed_tree, tree
+from webhook.api.names import MAX_JOBS
 from webhook.core.fit import add_usage
 from webhook.core.queueing import (
     PassResult,
@@ -20,7 +21,7 @@ from webhook.core.queueing import (
     resolve_policy,
 )
 from webhook.core.quota import QuotaTree
-from webhook.core.resources import MAX_JOBS, Resources
+from webhook.core.resources import Resources
 from webhook.core.workload import Workload
 
 SEED = seed_tree()

@@ -10,15 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.builders import res
+from webhook.api.names import MAX_JOBS
 from webhook.core.quantity import NANO
-from webhook.core.resources import (
-    EMPTY,
-    MAX_JOBS,
-    ResourceError,
-    Resources,
-    is_binary_resource,
-    total,
-)
+from webhook.core.resources import EMPTY, ResourceError, Resources, is_binary_resource, total
 
 GI = 1024**3
 

@@ -93,8 +93,8 @@ def test_run_for_forever_and_duration_display() -> None:
 
 
 def test_annotations_time_a_job_and_copies_get_sequential_generated_names() -> None:
-    annotations = ('annotations: {sim.kube-queue.io/submit-at: "2s", sim.kube-queue.io/run-for: "30s", '
-                   'sim.kube-queue.io/count: "3", sim.kube-queue.io/every: "500ms", keep: "me"}')
+    annotations = ('annotations: {sim.kube-queue.x-k8s.io/submit-at: "2s", sim.kube-queue.x-k8s.io/run-for: "30s", '
+                   'sim.kube-queue.x-k8s.io/count: "3", sim.kube-queue.x-k8s.io/every: "500ms", keep: "me"}')
     loaded = scenario_from_text(scenario(job_yaml(annotations=annotations), job_yaml(name="solo", namespace="user-c")))
     names = [(s.namespace, s.name, s.at, s.run_for) for s in loaded.submissions]
     assert names == [
@@ -109,12 +109,25 @@ def test_annotations_time_a_job_and_copies_get_sequential_generated_names() -> N
     assert loaded.submissions[0].leaf == "department-b"
 
 
+def test_the_simulator_still_reads_the_annotations_and_group_of_an_earlier_release() -> None:
+    # sim.kube-queue.io was the group before every name moved under kube-queue.x-k8s.io (docs/architecture.md).
+    annotations = ('annotations: {sim.kube-queue.io/submit-at: "2s", sim.kube-queue.io/count: "2", '
+                   'sim.kube-queue.io/run-for: "1s", sim.kube-queue.x-k8s.io/run-for: "30s", keep: "me"}')
+    settings = "apiVersion: sim.kube-queue.io/v1alpha1\nkind: Scenario\nspec: {oversellrate: 1}"
+    loaded = scenario_from_text("\n---\n".join([settings, TREE, job_yaml(annotations=annotations)]))
+    assert [(s.name, s.at, s.run_for) for s in loaded.submissions] == [
+        ("pi-00001", 2_000_000, 30_000_000), ("pi-00002", 2_000_000, 30_000_000)], "the current name wins"
+    assert loaded.oversell_rate == 1
+    assert loaded.submissions[0].obj["metadata"]["annotations"] == {"keep": "me"}
+
+
 def test_the_scenario_document_holds_settings_nodes_and_wrapped_jobs(tmp_path: Path) -> None:
     (tmp_path / "tree.yaml").write_text(TREE)
     (tmp_path / "jobs").mkdir()
-    (tmp_path / "jobs" / "pi.yaml").write_text(job_yaml(annotations='annotations: {sim.kube-queue.io/run-for: "9s"}'))
+    run_for = 'annotations: {sim.kube-queue.x-k8s.io/run-for: "9s"}'
+    (tmp_path / "jobs" / "pi.yaml").write_text(job_yaml(annotations=run_for))
     text = """
-apiVersion: sim.kube-queue.io/v1alpha1
+apiVersion: sim.kube-queue.x-k8s.io/v1alpha1
 kind: Scenario
 metadata: {name: mine}
 spec:
@@ -185,7 +198,7 @@ def test_a_scenario_needs_exactly_one_tree() -> None:
         scenario_from_text(scenario(TREE))
 
 
-SETTINGS = "apiVersion: sim.kube-queue.io/v1alpha1\nkind: Scenario\nspec: "
+SETTINGS = "apiVersion: sim.kube-queue.x-k8s.io/v1alpha1\nkind: Scenario\nspec: "
 
 
 @pytest.mark.parametrize(
@@ -193,9 +206,10 @@ SETTINGS = "apiVersion: sim.kube-queue.io/v1alpha1\nkind: Scenario\nspec: "
     [
         (job_yaml(namespace="elsewhere"), "namespace 'elsewhere' is in no leaf of the ElasticQuotaTree"),
         (job_yaml(name="x") + "\n---\n" + job_yaml(name="x"), "Job user-a/x is already submitted by scenario#2"),
-        (job_yaml(name="x", annotations='annotations: {sim.kube-queue.io/count: "2"}'),
+        (job_yaml(name="x", annotations='annotations: {sim.kube-queue.x-k8s.io/count: "2"}'),
          "2 copies cannot share the name 'x'; use generateName instead"),
-        (job_yaml(annotations='annotations: {sim.kube-queue.io/submit-at: "soon"}'), "submit time: 'soon' is not"),
+        (job_yaml(annotations='annotations: {sim.kube-queue.x-k8s.io/submit-at: "soon"}'),
+         "submit time: 'soon' is not"),
         (job_yaml().replace("cpu: 10", "cpu: ten"), "cannot size Job user-a/pi-00001"),
         (SETTINGS + "{oversell: 1}", "unknown setting(s) oversell; known:"),
         (SETTINGS + "{oversellrate: 0}", "oversellrate must be positive"),
@@ -222,6 +236,6 @@ def test_an_invalid_tree_is_refused_with_its_violations() -> None:
 
 
 def test_a_missing_include_names_the_file(tmp_path: Path) -> None:
-    text = "apiVersion: sim.kube-queue.io/v1alpha1\nkind: Scenario\nspec: {include: [nowhere.yaml]}"
+    text = "apiVersion: sim.kube-queue.x-k8s.io/v1alpha1\nkind: Scenario\nspec: {include: [nowhere.yaml]}"
     with pytest.raises(ScenarioError, match=r"cannot read scenario file .*nowhere.yaml"):
         scenario_from_text(text, base=tmp_path)

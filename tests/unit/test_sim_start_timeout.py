@@ -34,7 +34,7 @@ def test_the_example_hands_the_quota_to_the_job_behind_after_the_timeout() -> No
 
 
 SCENARIO = """
-apiVersion: sim.kube-queue.io/v1alpha1
+apiVersion: sim.kube-queue.x-k8s.io/v1alpha1
 kind: Scenario
 spec:
   oversellrate: 1
@@ -55,7 +55,7 @@ kind: Job
 metadata:
   name: never
   namespace: ns
-  annotations: {sim.kube-queue.io/never-starts: "true"}
+  annotations: {sim.kube-queue.x-k8s.io/never-starts: "true"}
 spec:
   template: {spec: {containers: [{name: c, resources: {requests: {cpu: "10"}}}]}}
 """

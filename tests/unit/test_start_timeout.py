@@ -8,15 +8,10 @@ from fractions import Fraction
 import pytest
 
 from tests.builders import batch_job_object, seed_tree
+from webhook.api.names import BACKOFF_ANNOTATION
 from webhook.controller.decide import decide, queue_statuses
 from webhook.controller.model import track
-from webhook.controller.records import (
-    BACKOFF_ANNOTATION,
-    backoff_patch,
-    encode_backoff,
-    read_backoff,
-    spec_fingerprint,
-)
+from webhook.controller.records import backoff_patch, encode_backoff, read_backoff, spec_fingerprint
 from webhook.controller.starts import PodIndex, check_starts, pod_slim
 from webhook.core.quantity import parse_quantity
 from webhook.core.startup import (

@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.builders import job, res
+from webhook.api.names import MAX_JOBS
 from webhook.core.quantity import NANO
-from webhook.core.resources import EMPTY, MAX_JOBS, Resources
+from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import (
     Phase,
     PodSet,

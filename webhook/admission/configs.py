@@ -22,16 +22,16 @@ from typing import Any
 
 import orjson
 
-from webhook.admission.state import MANAGED_LABEL
-from webhook.workloads.base import PLACEMENT_NAMESPACE_LABEL, QUOTA_LABEL
+from webhook.api.kinds import OUR_KINDS
+from webhook.api.names import MANAGED_NAMESPACE_LABEL, PLACEMENT_NAMESPACE_LABEL, QUEUE_NAMESPACE, QUOTA_LABEL
 from webhook.workloads.registry import all_adapters
 
-__all__ = ["MANAGED_LABEL", "cluster_webhook_configs", "dev_webhook_configs", "set_ca_bundle", "webhook_configs"]
+__all__ = ["cluster_webhook_configs", "dev_webhook_configs", "set_ca_bundle", "webhook_configs"]
 
 NAME = "kube-queue"
 """Name of both configuration objects."""
 SERVICE_NAME = "kube-queue-webhook"
-SERVICE_NAMESPACE = "kube-queue"
+SERVICE_NAMESPACE = QUEUE_NAMESPACE
 SERVICE_PORT = 443
 TIMEOUT_SECONDS = 5
 EXCLUDED_NAMESPACES = ("kube-system",)
@@ -65,7 +65,7 @@ def _namespace_selector(require_managed_label: bool) -> dict[str, Any]:
         ]
     }
     if require_managed_label:
-        selector["matchLabels"] = {MANAGED_LABEL: "true"}
+        selector["matchLabels"] = {MANAGED_NAMESPACE_LABEL: "true"}
     return selector
 
 
@@ -73,7 +73,7 @@ def _placement_selector() -> dict[str, Any]:
     return {
         "matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(EXCLUDED_NAMESPACES)},
-            {"key": MANAGED_LABEL, "operator": "DoesNotExist"},
+            {"key": MANAGED_NAMESPACE_LABEL, "operator": "DoesNotExist"},
         ],
         "matchLabels": {PLACEMENT_NAMESPACE_LABEL: "true"},
     }
@@ -163,9 +163,7 @@ def webhook_configs(
         ],
     }
     everywhere = [
-        ("elasticquotatrees", "scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees"),
-        ("resourcepolicies", "scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies"),
-        ("queues", "scheduling.x-k8s.io", "v1alpha1", "queues"),
+        (kind.plural, kind.group, kind.version, kind.plural) for kind in OUR_KINDS
     ]
     validating = {
         "apiVersion": "admissionregistration.k8s.io/v1",

@@ -32,11 +32,11 @@ from typing import Any
 from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import creation_refusal, held_at_creation
+from webhook.api.names import CONTROLLER_ANNOTATIONS
 from webhook.core.placement import PodView, policy_for_pod
 from webhook.core.quota import queue_name
 from webhook.core.workload import WorkloadError
 from webhook.workloads.base import (
-    CONTROLLER_ANNOTATIONS,
     Adapter,
     JSONPatch,
     PatchError,

@@ -14,8 +14,10 @@ from typing import Any
 
 import orjson
 
-API_VERSION = "admission.k8s.io/v1"
-KIND = "AdmissionReview"
+from webhook.api.kinds import ADMISSION_REVIEW
+
+API_VERSION = ADMISSION_REVIEW.api_version
+KIND = ADMISSION_REVIEW.kind
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 
 

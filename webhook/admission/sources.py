@@ -16,17 +16,18 @@ from typing import Any
 from aiohttp import web
 
 from webhook.admission.state import StateStore
-from webhook.core.quota import TREE_NAMESPACE
+from webhook.api import kinds
+from webhook.api.names import TREE_NAMESPACE
 from webhook.kube.cache import ApiListWatch, CacheEvent, WatchCache, wait_synced
 from webhook.kube.client import KubeClient, ResourceRef
 
 log = logging.getLogger(__name__)
 
-TREES = ResourceRef("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", TREE_NAMESPACE)
-POLICIES = ResourceRef("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies")
-PRIORITY_CLASSES = ResourceRef("scheduling.k8s.io", "v1", "priorityclasses")
-NAMESPACES = ResourceRef("", "v1", "namespaces")
-LIMIT_RANGES = ResourceRef("", "v1", "limitranges")
+TREES = ResourceRef.of(kinds.ELASTIC_QUOTA_TREE, TREE_NAMESPACE)
+POLICIES = ResourceRef.of(kinds.RESOURCE_POLICY)
+PRIORITY_CLASSES = ResourceRef.of(kinds.PRIORITY_CLASS)
+NAMESPACES = ResourceRef.of(kinds.NAMESPACE)
+LIMIT_RANGES = ResourceRef.of(kinds.LIMIT_RANGE)
 
 
 def _rebuild(update: Callable[[Iterable[Mapping[str, Any]]], None]) -> Callable[[WatchCache, CacheEvent], None]:

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from webhook.api.names import MANAGED_NAMESPACE_LABEL, QUEUE_NAMESPACE, TREE_NAMESPACE
+from webhook.api.objects import meta
 from webhook.core.integrity import WORKLOAD_CONTROLLERS, is_workload_controller
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, container_defaults
 from webhook.core.placement import PolicyError, ResourcePolicy, parse_policy
-from webhook.core.quota import TREE_NAMESPACE, QuotaNode, QuotaTree
+from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.treechoice import honoured_tree
 
 log = logging.getLogger(__name__)
@@ -28,9 +30,6 @@ DEFAULT_CONTROLLER_USER = "system:serviceaccount:kube-queue:kube-queue-controlle
 """The in-cluster controller's service account."""
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 """An AdmissionReview carries the object and the old object (each at most ~1.5 MiB in etcd) plus envelope."""
-QUEUE_NAMESPACE = "kube-queue"
-MANAGED_LABEL = "kube-queue.x-k8s.io/managed"
-"""Namespace label (``"true"``) that routes a namespace's jobs to the webhooks; the controller sets it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +96,7 @@ class AdmissionState:
     def held_without_tree(self, namespace: str) -> bool:
         """Whether ``namespace`` is managed (labelled by the controller) while no usable tree exists: its jobs
         are held, untagged, until a tree lists it again (docs/accounting.md)."""
-        return self.tree is None and self.namespace_labels.get(namespace, {}).get(MANAGED_LABEL) == "true"
+        return self.tree is None and self.namespace_labels.get(namespace, {}).get(MANAGED_NAMESPACE_LABEL) == "true"
 
     def policies_in(self, namespace: str) -> tuple[ResourcePolicy, ...]:
         return self.policies.get(namespace, ())
@@ -114,18 +113,14 @@ class AdmissionState:
             sorted(
                 namespace
                 for namespace in self.tree.leaf_by_namespace
-                if namespace in self.namespace_labels and self.namespace_labels[namespace].get(MANAGED_LABEL) != "true"
+                if namespace in self.namespace_labels
+                and self.namespace_labels[namespace].get(MANAGED_NAMESPACE_LABEL) != "true"
             )
         )
 
     def other_trees(self, namespace: str, name: str) -> int:
         """How many trees exist besides ``namespace/name``."""
         return len(self.tree_names - {(namespace, name)})
-
-
-def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata = obj.get("metadata")
-    return metadata if isinstance(metadata, Mapping) else {}
 
 
 def tree_from_objects(
@@ -135,9 +130,9 @@ def tree_from_objects(
     only one). Returns ``(tree or None, every (namespace, name), why there is no tree)``."""
     listed = list(objects)
     names = frozenset(
-        (str(_metadata(obj).get("namespace") or ""), str(_metadata(obj).get("name") or "")) for obj in listed
+        (str(meta(obj).get("namespace") or ""), str(meta(obj).get("name") or "")) for obj in listed
     )
-    in_namespace = [obj for obj in listed if _metadata(obj).get("namespace") == tree_namespace]
+    in_namespace = [obj for obj in listed if meta(obj).get("namespace") == tree_namespace]
     honoured = honoured_tree(in_namespace, tree_namespace)
     if honoured.obj is None:
         return None, names, f"no ElasticQuotaTree in {tree_namespace}"
@@ -151,7 +146,7 @@ def policies_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, tup
         try:
             policy = parse_policy(obj)
         except PolicyError as error:
-            metadata = _metadata(obj)
+            metadata = meta(obj)
             log.warning(
                 "component=admission event=policy_ignored policy=%s/%s reason=%r",
                 metadata.get("namespace"),
@@ -167,7 +162,7 @@ def priority_classes_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[
     """PriorityClass name -> value."""
     out: dict[str, int] = {}
     for obj in objects:
-        name = _metadata(obj).get("name")
+        name = meta(obj).get("name")
         value = obj.get("value")
         if isinstance(name, str) and isinstance(value, int) and not isinstance(value, bool):
             out[name] = value
@@ -178,7 +173,7 @@ def limit_defaults_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[st
     """Namespace -> the default container requests of its LimitRanges (namespaces without defaults left out)."""
     grouped: dict[str, list[Mapping[str, Any]]] = {}
     for obj in objects:
-        namespace = _metadata(obj).get("namespace")
+        namespace = meta(obj).get("namespace")
         if isinstance(namespace, str):
             grouped.setdefault(namespace, []).append(obj)
     out = {namespace: container_defaults(items) for namespace, items in grouped.items()}
@@ -188,7 +183,7 @@ def limit_defaults_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[st
 def namespace_labels_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, str]]:
     out: dict[str, Mapping[str, str]] = {}
     for obj in objects:
-        metadata = _metadata(obj)
+        metadata = meta(obj)
         name = metadata.get("name")
         labels = metadata.get("labels")
         if isinstance(name, str):
@@ -235,6 +230,6 @@ class StateStore:
                 "component=admission event=namespaces_not_routed namespaces=%s label=%s=true "
                 "hint=the controller labels the tree's namespaces; until then their jobs bypass the webhooks",
                 ",".join(unlabelled),
-                MANAGED_LABEL,
+                MANAGED_NAMESPACE_LABEL,
             )
         self._unlabelled = unlabelled

@@ -21,6 +21,7 @@ from typing import Any
 
 from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
+from webhook.api.kinds import ELASTIC_QUOTA_TREE, QUEUE, RESOURCE_POLICY
 from webhook.core.integrity import pod_creation_problems
 from webhook.core.placement import validate_policy
 from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
@@ -29,9 +30,9 @@ from webhook.workloads.base import Adapter, value_at
 from webhook.workloads.facts import submission_problems, update_problems
 from webhook.workloads.registry import adapter_for
 
-TREE_GROUP, TREE_KIND = "scheduling.sigs.k8s.io", "ElasticQuotaTree"
-POLICY_GROUP, POLICY_KIND = "scheduling.alibabacloud.com", "ResourcePolicy"
-QUEUE_GROUP, QUEUE_KIND = "scheduling.x-k8s.io", "Queue"
+TREE_GROUP, TREE_KIND = ELASTIC_QUOTA_TREE.group, ELASTIC_QUOTA_TREE.kind
+POLICY_GROUP, POLICY_KIND = RESOURCE_POLICY.group, RESOURCE_POLICY.kind
+QUEUE_GROUP, QUEUE_KIND = QUEUE.group, QUEUE.kind
 QUEUE_POLICIES = ("Round", "Priority", "Block")
 """``Priority`` is accepted as an alias of ``Round`` (the seed's wording)."""
 

@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from webhook.core.quota import TREE_NAMESPACE
+from webhook.api.names import TREE_NAMESPACE
 from webhook.extender.config import extender_entry
 from webhook.extender.server import ExtenderOptions, serve
 from webhook.extender.state import DEFAULT_ASSUME_TTL

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from webhook.api.names import QUEUE_NAMESPACE, QUOTA_LABEL, TREE_NAMESPACE
+from webhook.api.objects import Obj, name_of
 from webhook.cli.kubeapi import (
     EVENTS,
     PODS,
@@ -20,17 +22,9 @@ from webhook.cli.kubeapi import (
     KubeApi,
     Ref,
 )
-from webhook.cli.view import (
-    QUEUE_NAMESPACE,
-    TREE_NAMESPACE,
-    KindSource,
-    Obj,
-    Snapshot,
-    name_of,
-)
+from webhook.cli.view import KindSource, Snapshot
 from webhook.controller.records import COMPONENT
 from webhook.core.treechoice import oldest_tree_object
-from webhook.workloads.base import QUOTA_LABEL
 from webhook.workloads.registry import all_adapters
 
 

@@ -16,6 +16,8 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from webhook.api.names import QUEUE_NAMESPACE
+from webhook.api.objects import created_of, meta, name_of
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
@@ -248,7 +250,7 @@ def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Mapping[str
         tree = snapshot.tree
         if tree is not None and view.leaf is not None:
             policy = f" (policy {leaf_policies(tree, snapshot.queues)[view.leaf.key].value})"
-        field("Queue", f"kube-queue/{view.queue}{policy}")
+        field("Queue", f"{QUEUE_NAMESPACE}/{view.queue}{policy}")
     else:
         field("Queue", "- (namespace not managed by kube-queue)")
     field("Quota", view.quota or "-")
@@ -271,7 +273,6 @@ def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Mapping[str
         field("Backoff", f"{view.backoff.category}: {view.backoff.reason} (attempt {view.backoff.attempts})")
     if view.pods:
         from webhook.cli.output import Column  # noqa: PLC0415
-        from webhook.cli.view import created_of, name_of  # noqa: PLC0415
 
         rows = []
         for pod in sorted(view.pods, key=name_of):
@@ -317,7 +318,6 @@ def sorted_events(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
 def _get(ctx: Ctx, args: argparse.Namespace) -> int:
     from webhook.cli.fetch import job_events  # noqa: PLC0415
     from webhook.cli.output import to_json, to_yaml  # noqa: PLC0415
-    from webhook.cli.view import meta  # noqa: PLC0415
 
     snapshot, _, view = find_job(ctx, args.job)
     if args.output in ("json", "yaml"):

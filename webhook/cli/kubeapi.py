@@ -29,6 +29,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from webhook.api import kinds
+from webhook.api.kinds import Kind
+
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 DEFAULT_TIMEOUT = 30.0
 
@@ -71,6 +74,11 @@ class Ref:
     plural: str
     namespaced: bool = True
 
+    @classmethod
+    def of(cls, kind: Kind) -> Ref:
+        """The reference of one of :mod:`webhook.api.kinds`."""
+        return cls(kind.group, kind.version, kind.plural, kind.namespaced)
+
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
@@ -88,14 +96,14 @@ class Ref:
         return base
 
 
-JOBS = Ref("batch", "v1", "jobs")
-PODS = Ref("", "v1", "pods")
-EVENTS = Ref("", "v1", "events")
-NODES = Ref("", "v1", "nodes", namespaced=False)
-NAMESPACES = Ref("", "v1", "namespaces", namespaced=False)
-PRIORITY_CLASSES = Ref("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
-TREES = Ref("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees")
-QUEUES = Ref("scheduling.x-k8s.io", "v1alpha1", "queues")
+JOBS = Ref.of(kinds.JOB)
+PODS = Ref.of(kinds.POD)
+EVENTS = Ref.of(kinds.EVENT)
+NODES = Ref.of(kinds.NODE)
+NAMESPACES = Ref.of(kinds.NAMESPACE)
+PRIORITY_CLASSES = Ref.of(kinds.PRIORITY_CLASS)
+TREES = Ref.of(kinds.ELASTIC_QUOTA_TREE)
+QUEUES = Ref.of(kinds.QUEUE)
 
 
 class KubeApi:

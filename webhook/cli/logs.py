@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from webhook.api.names import FAKE_NODE_ANNOTATION as KWOK_ANNOTATION
+from webhook.api.names import INDEX_LABELS, ROLE_LABELS
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 from webhook.core import duration
 
@@ -25,9 +27,6 @@ if TYPE_CHECKING:
     from webhook.cli.kubeapi import ApiError, KubeApi
 
 ROLE_RANK = ("master", "chief", "launcher", "head", "ps", "worker", "evaluator")
-ROLE_LABELS = ("training.kubeflow.org/replica-type", "ray.io/node-type")
-INDEX_LABELS = ("training.kubeflow.org/replica-index", "batch.kubernetes.io/job-completion-index")
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
 
 def parse_duration(text: str) -> int:

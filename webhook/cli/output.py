@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.api.names import MAX_JOBS
+
 WIDTH = 80
 """Tables are shrunk to fit this many columns."""
 WIDE = 120
@@ -18,7 +20,7 @@ WIDE = 120
 GAP = "   "
 ELLIPSIS = "…"
 
-RESOURCE_ALIASES = {"nvidia.com/gpu": "gpu", "kube-queue/max-jobs": "jobs"}
+RESOURCE_ALIASES = {"nvidia.com/gpu": "gpu", MAX_JOBS: "jobs"}
 """Short display names for long resource names."""
 
 
@@ -174,7 +176,7 @@ def describe(resources: Mapping[str, int]) -> str:
     parts = [
         f"{resource_name(name)}={quantity(name, amount)}"
         for name, amount in sorted(resources.items())
-        if name != "kube-queue/max-jobs" and amount
+        if name != MAX_JOBS and amount
     ]
     return ", ".join(parts) or "nothing"
 

@@ -11,10 +11,12 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from webhook.api.names import MAX_JOBS, QUEUE_NAMESPACE, QUOTA_FULLNAME_ANNOTATION
+from webhook.api.objects import Obj, annotations_of, created_of, name_of
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
-    from webhook.cli.view import NodeUsage, Obj
+    from webhook.cli.view import NodeUsage
     from webhook.core.quota import QuotaTree
 
 TOP_GAP = "  "
@@ -93,7 +95,7 @@ def top_rows(usages: Sequence[NodeUsage], wide: bool) -> tuple[list[Any], list[l
 
 def top_data(usages: Sequence[NodeUsage]) -> list[dict[str, Any]]:
     """``kq top quota -o json|yaml``: every node with its lists."""
-    from webhook.core.resources import MAX_JOBS, Resources  # noqa: PLC0415
+    from webhook.core.resources import Resources  # noqa: PLC0415
 
     out = []
     for usage in usages:
@@ -180,7 +182,7 @@ def _policy(queue: Obj) -> str:
 def _queues_and_tree(ctx: Ctx) -> tuple[dict[str, Obj], QuotaTree | None]:
     from webhook.cli.fetch import CliError, read_tree  # noqa: PLC0415
     from webhook.cli.kubeapi import QUEUES, ApiError  # noqa: PLC0415
-    from webhook.cli.view import QUEUE_NAMESPACE, Snapshot, name_of  # noqa: PLC0415
+    from webhook.cli.view import Snapshot  # noqa: PLC0415
 
     try:
         queues: dict[str, Obj] = {name_of(obj): obj for obj in ctx.api.list(QUEUES, QUEUE_NAMESPACE)}
@@ -194,8 +196,6 @@ def _queues_and_tree(ctx: Ctx) -> tuple[dict[str, Obj], QuotaTree | None]:
 
 def queue_rows(queues: Mapping[str, Obj], tree: QuotaTree | None, now: float) -> tuple[list[Any], list[list[str]]]:
     from webhook.cli.output import Column, age  # noqa: PLC0415
-    from webhook.cli.view import annotations_of, created_of  # noqa: PLC0415
-    from webhook.workloads.base import QUOTA_FULLNAME_ANNOTATION  # noqa: PLC0415
 
     where = _queue_namespaces(tree)
     columns = [
@@ -219,8 +219,6 @@ def queue_rows(queues: Mapping[str, Obj], tree: QuotaTree | None, now: float) ->
 
 def describe_queue(name: str, queue: Obj, tree: QuotaTree | None, width: int = 80) -> str:
     from webhook.cli.output import Column, table  # noqa: PLC0415
-    from webhook.cli.view import annotations_of  # noqa: PLC0415
-    from webhook.workloads.base import QUOTA_FULLNAME_ANNOTATION  # noqa: PLC0415
 
     quota, namespace = _queue_namespaces(tree).get(
         name, (str(annotations_of(queue).get(QUOTA_FULLNAME_ANNOTATION) or "-"), "-")

@@ -38,9 +38,9 @@ from webhook.admission.configs import NAME as CONFIG_NAME
 from webhook.admission.configs import SERVICE_NAME, SERVICE_NAMESPACE
 from webhook.admission.sources import build_caches, cache_context
 from webhook.admission.state import DEFAULT_CONTROLLER_USER, DEFAULT_MAX_BODY_BYTES, Settings, StateStore
+from webhook.api.names import TREE_NAMESPACE
 from webhook.cli.wiring import import_wired
 from webhook.core.integrity import WORKLOAD_CONTROLLERS
-from webhook.core.quota import TREE_NAMESPACE
 from webhook.kube.client import KubeClient
 from webhook.kube.selfcert import ensure_serving_secret, inject_ca_bundle, service_dns_names
 from webhook.kube.serving import tls_context

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
+from webhook.api.objects import annotations_of, labels_of
 from webhook.cli.common import Ctx, add_connection_flags, command, key_values, subparser
 
 KINDS: dict[str, tuple[str, str, str]] = {
@@ -359,8 +361,6 @@ def _served(ctx: Ctx, group: str, version: str, plural: str) -> bool:
 
 
 def _report(ctx: Ctx, args: argparse.Namespace, created: Mapping[str, Any], name: str, namespace: str) -> None:
-    from webhook.cli.view import annotations_of, labels_of  # noqa: PLC0415
-    from webhook.workloads.base import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL  # noqa: PLC0415
 
     kind = str(created.get("kind") or "")
     group = str(created.get("apiVersion") or "").rpartition("/")[0]
@@ -400,7 +400,7 @@ def register(subparsers: Any) -> None:
         [
             "kq submit job --name pi1 --cpu 10 --memory 10Gi --workers 6 -- sleep 60",
             "kq submit pytorchjob --name mnist --gpus 1 --workers 4 -- python train.py",
-            "kq submit job --name quick --annotation dev.kube-queue.io/succeed-after=60s",
+            "kq submit job --name q --annotation dev.kube-queue.x-k8s.io/succeed-after=60s",
             "kq submit job -f job.yaml --name try2",
             "kq submit job --name pi1 --cpu 1 --dry-run > job.yaml",
         ],
@@ -433,7 +433,7 @@ def register(subparsers: Any) -> None:
         parser.add_argument("-e", "--env", action="append", metavar="K=V", help="environment variable (repeatable)")
         parser.add_argument(
             "--annotation", action="append", metavar="K=V",
-            help="pod annotation (repeatable), e.g. dev.kube-queue.io/succeed-after=60s on the dev cluster",
+            help="pod annotation (repeatable), e.g. dev.kube-queue.x-k8s.io/succeed-after=60s on the dev cluster",
         )
         parser.add_argument("--label", action="append", metavar="K=V", help="label on the job and its pods")
         parser.add_argument("-f", "--filename", metavar="FILE", help="create this YAML object instead (- = stdin)")

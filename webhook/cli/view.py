@@ -22,12 +22,19 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from webhook.api.names import (
+    EVICTION_ANNOTATION,
+    MAX_JOBS,
+    QUOTA_FULLNAME_ANNOTATION,
+    QUOTA_LABEL,
+    RATE_ANNOTATIONS,
+    STRICT_MARK_ANNOTATION,
+)
+from webhook.api.objects import Obj, annotations_of, created_of, labels_of, meta, name_of, namespace_of
 from webhook.controller import decide
 from webhook.controller.model import remaining_job_pods, track
 from webhook.controller.records import (
     COMPONENT,
-    EVICTION_ANNOTATION,
-    STRICT_MARK_ANNOTATION,
     AdmissionRecord,
     parse_time,
     read_backoff,
@@ -42,12 +49,9 @@ from webhook.core.reclaim import explain_reclaim
 from webhook.core.resources import EMPTY, ResourceError, Resources
 from webhook.core.startup import BackoffNote, BackoffState, backoff_state
 from webhook.core.workload import Phase, Workload, WorkloadError, WorkloadKey
-from webhook.workloads.base import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, Adapter, value_at
+from webhook.workloads.base import Adapter, value_at
 from webhook.workloads.registry import all_adapters
 
-QUEUE_NAMESPACE = "kube-queue"
-TREE_NAMESPACE = "kube-system"
-RATE_ANNOTATIONS = ("kube-queue.x-k8s.io/oversell-rate", "kube-queue/oversell-rate")
 """Annotations on the tree or a Queue that state the controller's ``--oversellrate`` (read when present)."""
 DEFAULT_RATE = Fraction(2)
 
@@ -56,36 +60,6 @@ BACKOFF = "BACKOFF"
 """Held again after it did not start in time; waits for its retry time (or gave up): docs/start-timeout.md."""
 SUSPENDED = "SUSPENDED"
 """Suspended in a namespace kube-queue does not manage: nothing will release it."""
-
-Obj = Mapping[str, Any]
-
-
-def meta(obj: Obj) -> Mapping[str, Any]:
-    metadata = obj.get("metadata")
-    return metadata if isinstance(metadata, Mapping) else {}
-
-
-def name_of(obj: Obj) -> str:
-    return str(meta(obj).get("name") or "")
-
-
-def namespace_of(obj: Obj) -> str:
-    return str(meta(obj).get("namespace") or "")
-
-
-def annotations_of(obj: Obj) -> Mapping[str, Any]:
-    value = meta(obj).get("annotations")
-    return value if isinstance(value, Mapping) else {}
-
-
-def labels_of(obj: Obj) -> Mapping[str, Any]:
-    value = meta(obj).get("labels")
-    return value if isinstance(value, Mapping) else {}
-
-
-def created_of(obj: Obj) -> float:
-    return parse_time(meta(obj).get("creationTimestamp")) or 0.0
-
 
 # Records written by the controller ---------------------------------------------------------------------------
 
@@ -659,7 +633,7 @@ def displayed_resources(usage: NodeUsage) -> list[str]:
     """The resources a node's rows show: those in its ``min`` or ``max``, then any other it uses
     (``kube-queue/max-jobs`` only when the node caps it)."""
     names = {*usage.node.min, *usage.node.max, *usage.used}
-    if "kube-queue/max-jobs" not in usage.node.max and "kube-queue/max-jobs" not in usage.node.min:
-        names.discard("kube-queue/max-jobs")
+    if MAX_JOBS not in usage.node.max and MAX_JOBS not in usage.node.min:
+        names.discard(MAX_JOBS)
     first = ("cpu", "memory", "nvidia.com/gpu")
     return [name for name in first if name in names] + sorted(names - set(first))

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from webhook.api.objects import meta
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def ahead_table(report: WaitReport, width: int, limit: int = 0) -> str:
 
 
 def _last_queued(view: JobView, events: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    from webhook.cli.view import controller_events, meta  # noqa: PLC0415
+    from webhook.cli.view import controller_events  # noqa: PLC0415
 
     uid = meta(view.obj).get("uid")
     for event in controller_events(events):

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.api import names
 from webhook.controller.records import COMPONENT, kv, parse_time, rfc3339_seconds
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.workloads.base import rfc3339
@@ -27,7 +28,7 @@ MAX_MESSAGE = 1024
 """The apiserver refuses Event messages over 1 KiB."""
 
 
-QUEUED_KEY_ANNOTATION = "kube-queue.x-k8s.io/queued-key"
+QUEUED_KEY_ANNOTATION = names.QUEUED_KEY_ANNOTATION
 """On a Queued Event: what it dedupes on (:func:`webhook.controller.decide.reason_key`), so a replica that
 becomes leader knows which Queued events were already told and does not tell every waiting job again."""
 

@@ -22,6 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.api.names import (
+    CONTROLLER_COMPONENT,
+    MANAGED_NAMESPACE_LABEL,
+    QUEUE_ARGS_ANNOTATION,
+    QUEUE_LABEL,
+    QUOTA_FULLNAME_ANNOTATION,
+    STRICT_MARK_ANNOTATION,
+)
 from webhook.core.placement import parse_timestamp
 from webhook.core.resources import Resources
 from webhook.core.startup import BackoffNote
@@ -36,16 +44,7 @@ from webhook.workloads.base import (
     value_at,
 )
 
-MANAGED_NAMESPACE_LABEL = "kube-queue.x-k8s.io/managed"
-"""Namespaces of the quota tree carry this label (``"true"``); the webhook configurations select on it."""
-QUEUE_LABEL = "create-by-kubequeue"
-"""Queues the controller owns carry ``create-by-kubequeue: "true"``; only those are ever deleted."""
-QUOTA_FULLNAME_ANNOTATION = "kube-queue/quota-fullname"
-QUEUE_ARGS_ANNOTATION = "kube-queue/queue-args"
-STRICT_MARK_ANNOTATION = "kube-queue.x-k8s.io/strict-priority"
-"""Set on a Queue whose ``Block`` policy the controller forced because of ``StrictPriority=true``, so it can
-turn it back to ``Round`` when the variable goes away (an operator's own ``Block`` is left alone)."""
-COMPONENT = "kube-queue-controller"
+COMPONENT = CONTROLLER_COMPONENT
 
 
 def compact_json(value: Mapping[str, object]) -> str:

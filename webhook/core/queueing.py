@@ -34,10 +34,11 @@ from fractions import Fraction
 from operator import attrgetter
 from types import MappingProxyType
 
+from webhook.api.names import MAX_JOBS
 from webhook.core.fit import FitResult, check_fit, limits_of, validate_rate
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaTree
-from webhook.core.resources import EMPTY, MAX_JOBS, Resources
+from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Workload, WorkloadKey
 
 __all__ = [

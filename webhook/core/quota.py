@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from webhook.api.names import MAX_JOBS, TREE_NAMESPACE
 from webhook.core.quantity import NANO, format_quantity
-from webhook.core.resources import EMPTY, MAX_JOBS, ResourceError, Resources, is_binary_resource
+from webhook.core.resources import EMPTY, ResourceError, Resources, is_binary_resource
 
 PREEMPT_POLICY = "preempt-policy"
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 
-TREE_NAMESPACE = "kube-system"
 """The only namespace where an ElasticQuotaTree is honoured."""
 MAX_DEPTH = 32
 """Deepest tree accepted (levels, the root being level 1)."""

@@ -9,11 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
+from webhook.api.names import MAX_JOBS as MAX_JOBS  # noqa: PLC0414 - re-exported for the core
 from webhook.core.dictmap import DictMap
 from webhook.core.quantity import QuantityError, format_quantity, parse_quantity
-
-MAX_JOBS = "kube-queue/max-jobs"
-"""The special count resource: at most that many admitted jobs."""
 
 _BINARY_HINTS = ("memory", "storage", "hugepages-")
 

@@ -11,18 +11,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.quota import TREE_NAMESPACE, QuotaTree, QuotaTreeError, parse_tree
+from webhook.api.names import TREE_NAMESPACE
+from webhook.api.objects import meta
+from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree
 
 __all__ = ["HonouredTree", "honoured_tree", "oldest_tree_object"]
 
 
-def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata = obj.get("metadata")
-    return metadata if isinstance(metadata, Mapping) else {}
-
-
 def _age_key(obj: Mapping[str, Any]) -> tuple[bool, str, str]:
-    metadata = _metadata(obj)
+    metadata = meta(obj)
     stamp = metadata.get("creationTimestamp")
     # RFC 3339 in UTC (what the API server writes) sorts as text.
     return (not isinstance(stamp, str) or not stamp, stamp if isinstance(stamp, str) else "",
@@ -33,7 +30,7 @@ def oldest_tree_object(
     objects: Iterable[Mapping[str, Any]], namespace: str = TREE_NAMESPACE
 ) -> Mapping[str, Any] | None:
     """The honoured object among ElasticQuotaTree objects (see the module notes); ``None`` when there is none."""
-    candidates = [obj for obj in objects if str(_metadata(obj).get("namespace") or namespace) == namespace]
+    candidates = [obj for obj in objects if str(meta(obj).get("namespace") or namespace) == namespace]
     return min(candidates, key=_age_key) if candidates else None
 
 
@@ -56,5 +53,5 @@ def honoured_tree(objects: Iterable[Mapping[str, Any]], namespace: str = TREE_NA
     try:
         return HonouredTree(chosen, parse_tree(spec if isinstance(spec, Mapping) else {}), None)
     except QuotaTreeError as error:
-        name = str(_metadata(chosen).get("name") or "")
+        name = str(meta(chosen).get("name") or "")
         return HonouredTree(chosen, None, f"ElasticQuotaTree {namespace}/{name} is invalid: {error}")

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from webhook.api.names import MAX_JOBS
 from webhook.core.quantity import NANO, QuantityError, parse_quantity
-from webhook.core.resources import EMPTY, MAX_JOBS, Resources
+from webhook.core.resources import EMPTY, Resources
 
 
 class WorkloadError(ValueError):

@@ -6,22 +6,24 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-VIRTUAL_NODE_LABEL = ("type", "virtual-kubelet")
-VIRTUAL_NODE_TAINT = {
-    "key": "virtual-kubelet.io/provider",
-    "value": "alibabacloud",
-    "effect": "NoSchedule",
-}
+from webhook.api.names import (
+    CONTROLLER_COMPONENT,
+    EXTENDER_COMPONENT,
+    FAKE_NODE_ANNOTATION,
+    QUEUE_NAMESPACE,
+    VIRTUAL_NODE_LABEL_KEY,
+    VIRTUAL_NODE_LABEL_VALUE,
+    VIRTUAL_NODE_TAINT_KEY,
+    VIRTUAL_NODE_TAINT_VALUE,
+)
+
+VIRTUAL_NODE_LABEL = (VIRTUAL_NODE_LABEL_KEY, VIRTUAL_NODE_LABEL_VALUE)
+VIRTUAL_NODE_TAINT = {"key": VIRTUAL_NODE_TAINT_KEY, "value": VIRTUAL_NODE_TAINT_VALUE, "effect": "NoSchedule"}
 ECS_NODE_LABEL = ("type", "ecs")
-SUCCEED_AFTER_ANNOTATION = "dev.kube-queue.io/succeed-after"
-"""Pod annotation: a Go duration ("5s") after which a Running pod on a fake node succeeds."""
-FAIL_AFTER_ANNOTATION = "dev.kube-queue.io/fail-after"
-"""Pod annotation: a Go duration after which a Running pod on a fake node fails."""
-CONTROLLER_USER = "kube-queue-controller"
-EXTENDER_USER = "kube-queue-extender"
+CONTROLLER_USER = CONTROLLER_COMPONENT
+EXTENDER_USER = EXTENDER_COMPONENT
 """The extender's identity, as manifests/scheduler/rbac.yaml names it (a client certificate)."""
-SERVICE_ACCOUNT = ("kube-queue", "kube-queue-controller")
+SERVICE_ACCOUNT = (QUEUE_NAMESPACE, CONTROLLER_COMPONENT)
 """``kq serve`` runs as this ServiceAccount (manifests/controller/rbac.yaml), with a TokenRequest token."""
 """The identity (client-certificate CN) our service uses on the dev cluster."""
 KWOK_NODE_IP = "127.0.0.1"

@@ -5,7 +5,7 @@ passed, then may use the next unit. Nothing in the cluster changes at that momen
 retries unschedulable pods on cluster events, or after ``podMaxInUnschedulablePodsDuration`` (5 minutes) -
 could leave the pod waiting far longer than its timeout. The filter therefore reports when the wait ends
 (``Decision.retry_at``), and :class:`Nudger` touches the pod then: one annotation,
-``kube-queue.io/placement-retry-at``, whose update sends the pod back to the scheduler's active queue (pods
+``kube-queue.x-k8s.io/placement-retry-at``, whose update sends the pod back to the scheduler's active queue (pods
 an extender rejected are requeued on any update of theirs).
 """
 
@@ -18,11 +18,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from webhook.api.names import PLACEMENT_RETRY_ANNOTATION
 from webhook.kube.client import KubeApiError
 
 log = logging.getLogger(__name__)
 
-RETRY_ANNOTATION = "kube-queue.io/placement-retry-at"
+RETRY_ANNOTATION = PLACEMENT_RETRY_ANNOTATION
 MARGIN_SECONDS = 0.5
 """Touch the pod this long after the wait ends, so the next filter sees it over."""
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webhook.core.quota import TREE_NAMESPACE
+from webhook.api.names import TREE_NAMESPACE
 from webhook.extender.app import MAX_BODY_BYTES, PREFIX, make_app
 from webhook.extender.http import HttpServer, start_server
 from webhook.extender.marker import Marker

@@ -21,7 +21,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.core.quota import TREE_NAMESPACE
+from webhook.api.names import TREE_NAMESPACE
 from webhook.extender.state import ExtenderState, pod_essentials
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
 from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef

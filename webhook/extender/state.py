@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from webhook.api.names import TREE_NAMESPACE
 from webhook.core.placement import (
     DELETION_COST_ANNOTATION,
     MAX_SCORE,
@@ -66,7 +67,7 @@ from webhook.core.placement import (
     policy_for_pod,
     unit_of_node,
 )
-from webhook.core.quota import TREE_NAMESPACE, QuotaTree
+from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.selectors import FrozenLabels
 from webhook.core.treechoice import honoured_tree

@@ -21,6 +21,8 @@ import orjson
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from webhook.api.kinds import Kind
+
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
@@ -86,6 +88,11 @@ class ResourceRef:
     version: str
     plural: str
     namespace: str | None = None
+
+    @classmethod
+    def of(cls, kind: Kind, namespace: str | None = None) -> ResourceRef:
+        """The reference of one of :mod:`webhook.api.kinds`, narrowed to ``namespace`` when given."""
+        return cls(kind.group, kind.version, kind.plural, namespace)
 
     @property
     def api_version(self) -> str:

@@ -18,7 +18,7 @@ milliseconds, no scaling) and then finishes it. Here the same shape is: a root o
 (``cohort-<c>``, min = max = 120 CPU: a cohort cannot borrow from another), 30 leaves (``cq-<c>-<q>``, min 20,
 max 120 = nominal + borrowing limit, attribute ``preempt-policy: PreemptLowerPriority``), one namespace per leaf,
 PriorityClasses ``small``/``medium``/``large``, and batch Jobs of one pod each. Reclaim of borrowed capacity is
-kube-queue's own (MISSION.md part 4). Nodes are not modelled (the peer's test has none) and the oversell rate
+kube-queue's own (docs/reclaim.md). Nodes are not modelled (the peer's test has none) and the oversell rate
 is 1 (Kueue admits strictly by quota).
 
 ``python -m webhook.sim.peer > examples/scenarios/peer-shape.yaml`` writes the scenario file.
@@ -32,9 +32,11 @@ from typing import Any
 
 import yaml
 
+from webhook.api.kinds import ELASTIC_QUOTA_TREE
+from webhook.api.names import PERF_CLASS_LABEL, TREE_NAMESPACE
 from webhook.sim.scenario import SCENARIO_API_VERSION
 
-CLASS_LABEL = "kube-queue.io/perf-class"
+CLASS_LABEL = PERF_CLASS_LABEL
 """Label on every generated Job: its size class (``small``, ``medium``, ``large``)."""
 PEER_SOURCE = "kubernetes-sigs/kueue test/performance/scheduler/configs/baseline/generator.yaml"
 PEER_RANGESPEC = "kubernetes-sigs/kueue test/performance/scheduler/configs/baseline/rangespec.yaml"
@@ -128,9 +130,9 @@ def peer_shape(cohorts: int = COHORTS, queues_per_cohort: int = QUEUES_PER_COHOR
                             "children": children})
     root_cpu = NOMINAL_CPU * queues_per_cohort * cohorts
     tree = {
-        "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
+        "apiVersion": ELASTIC_QUOTA_TREE.api_version,
         "kind": "ElasticQuotaTree",
-        "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+        "metadata": {"name": "elasticquotatree", "namespace": TREE_NAMESPACE},
         "spec": {"root": {"name": "root", "min": {"cpu": root_cpu}, "max": {"cpu": root_cpu},
                           "children": departments}},
     }

@@ -23,9 +23,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from webhook.api.names import MAX_JOBS
 from webhook.core.quantity import NANO, format_quantity
 from webhook.core.quota import QuotaNode
-from webhook.core.resources import MAX_JOBS, is_binary_resource
+from webhook.core.resources import is_binary_resource
 from webhook.sim.engine import Entry, SimJob, SimResult, State, seconds
 from webhook.sim.scenario import format_duration
 

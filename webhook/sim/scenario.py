@@ -2,16 +2,16 @@
 
 A scenario is one YAML file, usually of several documents (``---``). Every document is one of:
 
-* ``kind: Scenario`` (``apiVersion: sim.kube-queue.io/v1alpha1``), at most one: the settings, the nodes, files to
+* ``kind: Scenario`` (``apiVersion: sim.kube-queue.x-k8s.io/v1alpha1``), at most one: the settings, the nodes, files to
   include and a list of job submissions (see :func:`parse_scenario` for every field);
 * ``kind: ElasticQuotaTree``: exactly one in the scenario (its ``spec`` is read as the controller reads it);
 * ``kind: PriorityClass``: name -> value, as the controller's priority lookup;
 * ``kind: Queue``: its ``spec.queuePolicy`` counts as the cluster's Queue of that name does;
 * ``kind: Namespace``: accepted and ignored (so the seed's files can be included as they are);
 * any job kind the workload adapters know (batch ``Job``, ``PyTorchJob``, ``TFJob``, ``MPIJob``, ``RayJob``,
-  ``Pod``): one submission, timed by its annotations ``sim.kube-queue.io/submit-at`` (default ``0s``),
-  ``sim.kube-queue.io/run-for`` (default: runs until the end), ``sim.kube-queue.io/count`` (default 1) and
-  ``sim.kube-queue.io/every`` (spacing of the copies, default ``0s``) and ``sim.kube-queue.io/never-starts``
+  ``Pod``): one submission, timed by its annotations ``sim.kube-queue.x-k8s.io/submit-at`` (default ``0s``),
+  ``sim.kube-queue.x-k8s.io/run-for`` (default: runs until the end), ``sim.kube-queue.x-k8s.io/count`` (default 1) and
+  ``sim.kube-queue.x-k8s.io/every`` (spacing of the copies, default ``0s``) and ``sim.kube-queue.x-k8s.io/never-starts``
   (``"true"``: its pods never run, so the start timeout backs it off).
 
 Durations are Go-style (``1h2m3.5s``, ``200ms``, ``90s``, ``1d``) or bare numbers of seconds; ``forever`` (or no
@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from webhook.api.names import LEGACY_SIM_GROUP, SIM_GROUP
 from webhook.core import duration
 from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree, queue_name
@@ -41,7 +42,6 @@ from webhook.core.startup import BackoffPolicy
 from webhook.workloads.base import Adapter
 from webhook.workloads.registry import adapter_for
 
-SIM_GROUP = "sim.kube-queue.io"
 SCENARIO_API_VERSION = f"{SIM_GROUP}/v1alpha1"
 SUBMIT_AT_ANNOTATION = f"{SIM_GROUP}/submit-at"
 RUN_FOR_ANNOTATION = f"{SIM_GROUP}/run-for"
@@ -52,6 +52,8 @@ NEVER_STARTS_ANNOTATION = f"{SIM_GROUP}/never-starts"
 once released it is held again after the start timeout and retries with backoff (docs/start-timeout.md)."""
 SIM_ANNOTATIONS = (SUBMIT_AT_ANNOTATION, RUN_FOR_ANNOTATION, COUNT_ANNOTATION, EVERY_ANNOTATION,
                    NEVER_STARTS_ANNOTATION)
+_LEGACY = {f"{LEGACY_SIM_GROUP}/{key.split('/', 1)[1]}": key for key in SIM_ANNOTATIONS}
+"""The same annotations under the group an earlier release used (``sim.kube-queue.io``): still read."""
 
 MICROS = 1_000_000
 """Microseconds in a second: the virtual clock's unit."""
@@ -328,9 +330,14 @@ def _nodes(raw: object, where: str) -> tuple[NodeShape, ...]:
 
 
 def _annotations(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The manifest's annotations, with the legacy ``sim.kube-queue.io/*`` names read as the current ones (a
+    current name wins over its legacy spelling)."""
     metadata = body.get("metadata")
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    return annotations if isinstance(annotations, Mapping) else {}
+    if not isinstance(annotations, Mapping):
+        return {}
+    legacy = {_LEGACY[key]: value for key, value in annotations.items() if key in _LEGACY}
+    return {**legacy, **annotations} if legacy else annotations
 
 
 @dataclass(slots=True)
@@ -389,7 +396,7 @@ def parse_scenario(docs: Sequence[_Doc], *, default_name: str, reader: Reader) -
       (default: node capacity is not modelled);
     * ``include``: files (relative to this one) whose documents join the scenario;
     * ``jobs``: submissions ``{file: jobs/pi.yaml | manifest: {...}, at: 0s, runFor: 60s, count: 1, every: 1s,
-      neverStarts: false}`` (fields given here win over the manifest's ``sim.kube-queue.io/*`` annotations);
+      neverStarts: false}`` (fields given here win over the manifest's ``sim.kube-queue.x-k8s.io/*`` annotations);
     * ``startTimeout`` (default ``5m``, ``0`` = off), ``backoffBase`` (``1m``), ``backoffMax`` (``30m``),
       ``backoffLimit`` (``0`` = never give up): the controller's start timeout and backoff flags.
     """
@@ -410,7 +417,7 @@ def parse_scenario(docs: Sequence[_Doc], *, default_name: str, reader: Reader) -
         except ValueError as error:
             kinds = "ElasticQuotaTree, PriorityClass, Queue, Scenario or a job"
             raise ScenarioError(f"{where}: {error} ({kinds})") from None
-        if kind == "Scenario" and group == SIM_GROUP:
+        if kind == "Scenario" and group in (SIM_GROUP, LEGACY_SIM_GROUP):
             if settings is not None:
                 raise ScenarioError(f"{where}: a second Scenario document (the first is {settings_where}); keep one")
             spec = body.get("spec", {})
@@ -567,7 +574,7 @@ def _without_sim_annotations(body: Mapping[str, Any]) -> dict[str, Any]:
     obj = copy.deepcopy(dict(body))
     metadata = obj.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("annotations"), dict):
-        for key in SIM_ANNOTATIONS:
+        for key in (*SIM_ANNOTATIONS, *_LEGACY):
             metadata["annotations"].pop(key, None)
         if not metadata["annotations"]:
             del metadata["annotations"]

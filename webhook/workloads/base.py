@@ -16,6 +16,33 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from webhook.api.names import (
+    ADMISSION_ANNOTATION as ADMISSION_ANNOTATION,  # noqa: PLC0414
+)
+from webhook.api.names import (
+    ADMISSION_GATE as ADMISSION_GATE,  # noqa: PLC0414
+)
+from webhook.api.names import (
+    BACKOFF_ANNOTATION as BACKOFF_ANNOTATION,  # noqa: PLC0414
+)
+from webhook.api.names import (
+    CONTROLLER_ANNOTATIONS as CONTROLLER_ANNOTATIONS,  # noqa: PLC0414
+)
+from webhook.api.names import (
+    EVICTION_ANNOTATION as EVICTION_ANNOTATION,  # noqa: PLC0414
+)
+from webhook.api.names import (
+    PLACEMENT_NAMESPACE_LABEL as PLACEMENT_NAMESPACE_LABEL,  # noqa: PLC0414
+)
+from webhook.api.names import (
+    QUOTA_FULLNAME_ANNOTATION as QUOTA_FULLNAME_ANNOTATION,  # noqa: PLC0414
+)
+from webhook.api.names import (  # re-exported: adapters and shells import them from here
+    QUOTA_LABEL as QUOTA_LABEL,  # noqa: PLC0414
+)
+from webhook.api.names import (
+    SUBMITTED_ANNOTATION as SUBMITTED_ANNOTATION,  # noqa: PLC0414
+)
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION, parse_timestamp
 from webhook.core.workload import Phase, PodSet, Workload, WorkloadError, WorkloadKey, pod_set
 from webhook.workloads.patch import PatchError as PatchError  # noqa: PLC0414 - re-exported (it lived here)
@@ -25,27 +52,6 @@ from webhook.workloads.patch import unescape_pointer as unescape_pointer  # noqa
 JSONPatch = dict[str, Any]
 """One JSON Patch operation: ``{"op": "add", "path": "/spec/suspend", "value": True}``."""
 
-QUOTA_LABEL = "quota.scheduling.alibabacloud.com/name"
-"""Label on jobs and their pods: the name of the leaf quota that owns them."""
-QUOTA_FULLNAME_ANNOTATION = "kube-queue/quota-fullname"
-"""Annotation on jobs, their pods and queues: the quota's full path (``root/Department-a``)."""
-SUBMITTED_ANNOTATION = "kube-queue.x-k8s.io/submitted-at"
-ADMISSION_ANNOTATION = "kube-queue.x-k8s.io/admission"
-"""On an admitted job: the controller's admission record (JSON)."""
-EVICTION_ANNOTATION = "kube-queue.x-k8s.io/evicted"
-"""On a job evicted by reclaim: who reclaimed what, and when (JSON)."""
-BACKOFF_ANNOTATION = "kube-queue.x-k8s.io/backoff"
-"""On a job that failed to start in time: attempts, reason, retry time (JSON; docs/start-timeout.md)."""
-CONTROLLER_ANNOTATIONS = (ADMISSION_ANNOTATION, EVICTION_ANNOTATION, BACKOFF_ANNOTATION)
-PLACEMENT_NAMESPACE_LABEL = "kube-queue.x-k8s.io/placement"
-"""Set (``"true"``) by the controller on a namespace outside the quota tree that holds a ResourcePolicy with an
-``eci`` unit: only such namespaces' Pods go to the placement webhook (the virtual node's toleration)."""
-"""Annotations only the queue controller writes (users may neither set, change nor remove them)."""
-"""Annotation the webhook sets on a job it holds: when it was submitted, to the microsecond (RFC 3339).
-``creationTimestamp`` has whole seconds only, so two jobs created in the same second would otherwise be
-ordered by name, not by who came first."""
-ADMISSION_GATE = "kube-queue.x-k8s.io/admission"
-"""Scheduling gate that holds a plain Pod until the controller admits it."""
 ECI_TOLERATION: dict[str, str] = dict(VIRTUAL_NODE_TOLERATION)
 """The toleration for the virtual (ECI) node's taint ``virtual-kubelet.io/provider=alibabacloud:NoSchedule``."""
 

@@ -9,19 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.api.names import CONTROLLER_ANNOTATIONS, QUOTA_LABEL, SUBMITTED_ANNOTATION
 from webhook.core import integrity
 from webhook.core.integrity import JobFacts
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults
 from webhook.core.workload import PodSet, WorkloadError
-from webhook.workloads.base import (
-    CONTROLLER_ANNOTATIONS,
-    QUOTA_LABEL,
-    SUBMITTED_ANNOTATION,
-    Adapter,
-    PodTemplate,
-    str_at,
-    value_at,
-)
+from webhook.workloads.base import Adapter, PodTemplate, str_at, value_at
 from webhook.workloads.limits import request_gaps
 
 

@@ -10,17 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.api.names import ADMISSION_ANNOTATION, ADMISSION_GATE
 from webhook.core.workload import WorkloadError
-from webhook.workloads.base import (
-    ADMISSION_ANNOTATION,
-    ADMISSION_GATE,
-    Adapter,
-    JSONPatch,
-    PodTemplate,
-    pointer,
-    set_value_patch,
-    value_at,
-)
+from webhook.workloads.base import Adapter, JSONPatch, PodTemplate, pointer, set_value_patch, value_at
 
 
 def _gate_index(obj: Mapping[str, Any]) -> int | None:

@@ -1,0 +1,45 @@
+"""The API resources the system reads and writes: group, version, plural and kind, defined once.
+
+The job kinds are not here: each job-kind adapter (:mod:`webhook.workloads`) names its own, and the registry
+is their one home. The API clients build their references from these (``ResourceRef.of(QUEUE)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One API resource: ``Kind("scheduling.x-k8s.io", "v1alpha1", "queues", "Queue")``; ``group`` is ``""`` for
+    the core group."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """``group/version``, or just ``version`` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+ELASTIC_QUOTA_TREE: Final = Kind("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", "ElasticQuotaTree")
+QUEUE: Final = Kind("scheduling.x-k8s.io", "v1alpha1", "queues", "Queue")
+RESOURCE_POLICY: Final = Kind("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies", "ResourcePolicy")
+
+POD: Final = Kind("", "v1", "pods", "Pod")
+EVENT: Final = Kind("", "v1", "events", "Event")
+NODE: Final = Kind("", "v1", "nodes", "Node", namespaced=False)
+NAMESPACE: Final = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
+LIMIT_RANGE: Final = Kind("", "v1", "limitranges", "LimitRange")
+JOB: Final = Kind("batch", "v1", "jobs", "Job")
+PRIORITY_CLASS: Final = Kind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
+LEASE: Final = Kind("coordination.k8s.io", "v1", "leases", "Lease")
+ADMISSION_REVIEW: Final = Kind("admission.k8s.io", "v1", "", "AdmissionReview", namespaced=False)
+
+OUR_KINDS: Final = (ELASTIC_QUOTA_TREE, RESOURCE_POLICY, QUEUE)
+"""The custom resources the system's CRDs define (manifests/crds/)."""

@@ -1,0 +1,109 @@
+"""Every label, annotation, scheduling gate, namespace and Event reason on the wire, defined once.
+
+The system's own names share one prefix, :data:`PREFIX` (``kube-queue.x-k8s.io``); the dev cluster and the
+simulator use its sub-domains ``dev.`` and ``sim.``. Names the seed defines (``kube-queue/quota-fullname``,
+``kube-queue/queue-args``, ``create-by-kubequeue``, the ``quota.scheduling.alibabacloud.com`` label) keep their
+seed spelling, because users and other tools read them. Names an earlier release wrote under
+``kube-queue.io`` are still read (:data:`LEGACY_PREFIX`) and never written.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PREFIX: Final = "kube-queue.x-k8s.io"
+"""The prefix of every label and annotation the system defines for itself."""
+LEGACY_PREFIX: Final = "kube-queue.io"
+"""The prefix an earlier release used for a few names; read for existing objects, never written."""
+SEED_PREFIX: Final = "kube-queue"
+"""The seed's own prefix (``kube-queue/quota-fullname``, ``kube-queue/queue-args``, ``kube-queue/max-jobs``)."""
+DEV_PREFIX: Final = f"dev.{PREFIX}"
+"""Annotations only the dev cluster's fake kubelet (kwok) reads."""
+SIM_GROUP: Final = f"sim.{PREFIX}"
+"""The simulator's scenario group and annotation prefix."""
+LEGACY_SIM_GROUP: Final = f"sim.{LEGACY_PREFIX}"
+LEGACY_DEV_PREFIX: Final = f"dev.{LEGACY_PREFIX}"
+
+# Namespaces -------------------------------------------------------------------------------------------------
+QUEUE_NAMESPACE: Final = "kube-queue"
+"""Where the controller keeps the Queues (one a namespace of each leaf quota) and the system runs."""
+TREE_NAMESPACE: Final = "kube-system"
+"""Where the ElasticQuotaTree lives (the seed's ``kubectl -n kube-system get eqtree``)."""
+
+# Labels -----------------------------------------------------------------------------------------------------
+QUOTA_LABEL: Final = "quota.scheduling.alibabacloud.com/name"
+"""Label on jobs and their pods: the name of the leaf quota that owns them."""
+MANAGED_NAMESPACE_LABEL: Final = f"{PREFIX}/managed"
+"""Namespaces of the quota tree carry this label (``"true"``); the webhook configurations select on it."""
+PLACEMENT_NAMESPACE_LABEL: Final = f"{PREFIX}/placement"
+"""Set (``"true"``) by the controller on a namespace outside the quota tree that holds a ResourcePolicy with an
+``eci`` unit: only such namespaces' Pods go to the placement webhook (the virtual node's toleration)."""
+QUEUE_LABEL: Final = "create-by-kubequeue"
+"""Queues the controller owns carry ``create-by-kubequeue: "true"``; only those are ever deleted."""
+PERF_CLASS_LABEL: Final = f"{PREFIX}/perf-class"
+"""The size class (small/medium/large) of a job in the peer-shaped simulator workload."""
+LEGACY_PERF_CLASS_LABEL: Final = f"{LEGACY_PREFIX}/perf-class"
+
+# Annotations ------------------------------------------------------------------------------------------------
+QUOTA_FULLNAME_ANNOTATION: Final = f"{SEED_PREFIX}/quota-fullname"
+"""Annotation on jobs, their pods and queues: the quota's full path (``root/Department-a``)."""
+QUEUE_ARGS_ANNOTATION: Final = f"{SEED_PREFIX}/queue-args"
+"""The seed's per-Queue arguments (``{}``), kept as the seed writes it."""
+SUBMITTED_ANNOTATION: Final = f"{PREFIX}/submitted-at"
+"""Annotation the webhook sets on a job it holds: when it was submitted, to the microsecond (RFC 3339).
+``creationTimestamp`` has whole seconds only, so two jobs created in the same second would otherwise be
+ordered by name, not by who came first."""
+ADMISSION_ANNOTATION: Final = f"{PREFIX}/admission"
+"""On an admitted job: the controller's admission record (JSON)."""
+EVICTION_ANNOTATION: Final = f"{PREFIX}/evicted"
+"""On a job evicted by reclaim: who reclaimed what, and when (JSON)."""
+BACKOFF_ANNOTATION: Final = f"{PREFIX}/backoff"
+"""On a job that failed to start in time: attempts, reason, retry time (JSON; docs/start-timeout.md)."""
+CONTROLLER_ANNOTATIONS: Final = (ADMISSION_ANNOTATION, EVICTION_ANNOTATION, BACKOFF_ANNOTATION)
+"""Annotations only the queue controller writes (users may neither set, change nor remove them)."""
+STRICT_MARK_ANNOTATION: Final = f"{PREFIX}/strict-priority"
+"""Set on a Queue whose ``Block`` policy the controller forced because of ``StrictPriority=true``, so it can
+turn it back to ``Round`` when the variable goes away (an operator's own ``Block`` is left alone)."""
+OVERSELL_RATE_ANNOTATION: Final = f"{PREFIX}/oversell-rate"
+"""On the controller's Queues: the oversell rate it admits with (``2``, ``3/2``), for ``kq why``."""
+LEGACY_OVERSELL_RATE_ANNOTATION: Final = f"{SEED_PREFIX}/oversell-rate"
+RATE_ANNOTATIONS: Final = (OVERSELL_RATE_ANNOTATION, LEGACY_OVERSELL_RATE_ANNOTATION)
+"""Where the oversell rate is read from, in order."""
+QUEUED_KEY_ANNOTATION: Final = f"{PREFIX}/queued-key"
+"""On a Queued Event: what it dedupes on, so a new leader does not repeat an Event already sent."""
+PLACEMENT_RETRY_ANNOTATION: Final = f"{PREFIX}/placement-retry-at"
+"""Written by the extender on a pod it refused for a full unit: its update puts the pod back in the
+scheduler's active queue when the unit has room again (docs/placement.md)."""
+SUCCEED_AFTER_ANNOTATION: Final = f"{DEV_PREFIX}/succeed-after"
+"""Dev cluster only: a pod with this annotation (a duration) succeeds that long after it starts."""
+FAIL_AFTER_ANNOTATION: Final = f"{DEV_PREFIX}/fail-after"
+"""Dev cluster only: a pod with this annotation (a duration) fails that long after it starts."""
+LEGACY_SUCCEED_AFTER_ANNOTATION: Final = f"{LEGACY_DEV_PREFIX}/succeed-after"
+LEGACY_FAIL_AFTER_ANNOTATION: Final = f"{LEGACY_DEV_PREFIX}/fail-after"
+FAKE_NODE_ANNOTATION: Final = "kwok.x-k8s.io/node"
+"""On the dev cluster's nodes: kwok manages them (``fake``)."""
+
+# Scheduling gates, taints, resources ------------------------------------------------------------------------
+ADMISSION_GATE: Final = f"{PREFIX}/admission"
+"""Scheduling gate that holds a plain Pod until the controller admits it."""
+VIRTUAL_NODE_TAINT_KEY: Final = "virtual-kubelet.io/provider"
+VIRTUAL_NODE_TAINT_VALUE: Final = "alibabacloud"
+VIRTUAL_NODE_LABEL_KEY: Final = "type"
+VIRTUAL_NODE_LABEL_VALUE: Final = "virtual-kubelet"
+MAX_JOBS: Final = f"{SEED_PREFIX}/max-jobs"
+"""The pseudo-resource that caps how many jobs a quota runs; each admitted job counts 1."""
+
+# Pod labels of the job kinds (for logs and roles) -----------------------------------------------------------
+ROLE_LABELS: Final = ("training.kubeflow.org/replica-type", "ray.io/node-type")
+INDEX_LABELS: Final = ("training.kubeflow.org/replica-index", "batch.kubernetes.io/job-completion-index")
+
+# Components and Event reasons -------------------------------------------------------------------------------
+CONTROLLER_COMPONENT: Final = "kube-queue-controller"
+"""``reportingComponent`` of the controller's Events, its Lease name and its user on the dev cluster."""
+EXTENDER_COMPONENT: Final = "kube-queue-extender"
+REASON_ADMITTED: Final = "Admitted"
+REASON_QUEUED: Final = "Queued"
+REASON_EVICTED: Final = "Evicted"
+REASON_HELD: Final = "Held"
+REASON_BACKOFF: Final = "BackOff"
+REASON_GAVE_UP: Final = "GaveUp"
