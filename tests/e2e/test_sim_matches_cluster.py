@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.test_controller_harness import installed_tree, wait_managed
+from tests.e2e.harness import installed_tree, wait_managed
 from webhook.api.names import SUCCEED_AFTER_ANNOTATION
 from webhook.cli import devsystem
 from webhook.cli.simulate import run_scenario
