@@ -29,7 +29,8 @@ FULLNAME = "kube-queue/quota-fullname"
 
 
 def _seed_job(namespace: str) -> dict[str, Any]:
-    """The seed's Job (MISSION.md part 3) with ``suspend: false``, as a user who ignores the queue writes it."""
+    """The seed's Job (examples/seed/jobs/pi.yaml) with ``suspend: false``, as a user who ignores the queue
+    writes it."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

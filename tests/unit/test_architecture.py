@@ -1,5 +1,5 @@
-"""The layering of ARCHITECTURE.md holds: the core is pure, adapters only use the core, shells never
-import each other (only the CLI ties them together)."""
+"""The layering of docs/architecture.md holds: the wire names are a leaf, the core is pure, adapters only use
+the core, shells never import each other (only the CLI ties them together)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ milliseconds, no scaling) and then finishes it. Here the same shape is: a root o
 (``cohort-<c>``, min = max = 120 CPU: a cohort cannot borrow from another), 30 leaves (``cq-<c>-<q>``, min 20,
 max 120 = nominal + borrowing limit, attribute ``preempt-policy: PreemptLowerPriority``), one namespace per leaf,
 PriorityClasses ``small``/``medium``/``large``, and batch Jobs of one pod each. Reclaim of borrowed capacity is
-kube-queue's own (MISSION.md part 4). Nodes are not modelled (the peer's test has none) and the oversell rate
+kube-queue's own (docs/reclaim.md). Nodes are not modelled (the peer's test has none) and the oversell rate
 is 1 (Kueue admits strictly by quota).
 
 ``python -m webhook.sim.peer > examples/scenarios/peer-shape.yaml`` writes the scenario file.
