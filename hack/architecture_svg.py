@@ -67,7 +67,7 @@ def layers() -> list[str]:
         ("admission", ("webhook: hold, tag,", "validate")),
         ("controller", ("queue: admit, reclaim,", "start timeout, status")),
         ("extender", ("scheduler extender:", "pod quota, placement")),
-        ("sim", ("virtual clock over", "the controller's decide")),
+        ("sim", ("virtual clock over", "the core's decide()")),
         ("devcluster", ("local Kubernetes", "with kwok nodes")),
     )
     out = [text(20, 28, "The packages of webhook/: an arrow means \"may import\" (tests/unit/test_architecture.py)",
