@@ -84,7 +84,7 @@ def test_node_names_that_cannot_be_label_values_are_refused(name: str, index: in
 
 
 def test_seed_variant_with_children_max_summing_above_root_max_is_accepted(settings: Settings) -> None:
-    # MISSION.md: "root max >= sum of children's max" contradicts the seed's own example; not enforced.
+    # docs/quota-tree.md: "root max >= sum of children's max" contradicts the seed's own example; not enforced.
     assert allowed(validate(review(tree_object()), AdmissionState(), settings))
 
 

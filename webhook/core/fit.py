@@ -5,7 +5,7 @@ name, as in :attr:`QuotaTree.nodes`) to what the admitted jobs of that node's su
 the mapping uses nothing. Usage counts admitted jobs in ``kube-queue/max-jobs`` (one job is ``NANO``
 nano-units, i.e. ``1``), exactly as :func:`add_usage` records it, so that job caps can be checked.
 
-The rules (MISSION.md part 3):
+The rules (docs/queueing.md):
 
 * A workload *fits* when, at its leaf and at every ancestor up to the root, for every resource it requests
   (a positive amount in :attr:`Workload.request_with_count`), ``used + request <= max × oversell_rate``.

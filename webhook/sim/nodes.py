@@ -2,8 +2,8 @@
 
 Admission (the queue) and running (pods on nodes) differ in two ways, and the simulator models both:
 
-* **Pod-level quota** (MISSION.md part 5): a pod whose quota would run over ``max`` at any level is kept
-  pending by the scheduler extender, whatever the oversell rate. With ``--oversellrate`` above 1 the queue
+* **Pod-level quota** (:mod:`webhook.core.podquota`): a pod whose quota would run over ``max`` at any level
+  is kept pending by the scheduler extender, whatever the oversell rate. With ``--oversellrate`` above 1 the queue
   admits up to ``max × rate``; the jobs admitted beyond ``max`` wait here as pending pods.
 * **Node capacity**: when the scenario lists nodes, each pod goes to the first node (in the order listed)
   with enough free allocatable for every resource it requests that the nodes declare (``pods`` counts one
