@@ -41,6 +41,8 @@ TEXT_WIDTH = 100
 """Columns of the ``kq why`` / ``kq get`` text the pages show."""
 
 ApiFactory = Callable[[Identity], KubeApi]
+OPEN_APIS: web.RequestKey[list[KubeApi]] = web.RequestKey("kq_console_apis", list)
+SIGN_IN_AGAIN = "Your token may have expired: sign in again with a valid one."
 
 
 @dataclass
@@ -82,12 +84,26 @@ def identity_of(request: web.Request) -> Identity:
     return identify(settings.identity, settings.sessions, request.headers, request.cookies.get(SESSION_COOKIE))
 
 
-def api_of(request: web.Request) -> KubeApi:
-    """A new API client acting as the request's user."""
+def new_api(request: web.Request) -> KubeApi:
+    """A new API client acting as the request's user; the caller closes it (:func:`close_api`)."""
     settings = settings_of(request)
     identity = identity_of(request)
     factory = settings.api_factory or (lambda who: http_api_for(settings.identity, who))
     return factory(identity)
+
+
+def api_of(request: web.Request) -> KubeApi:
+    """A new API client acting as the request's user, closed when the request is done."""
+    api = new_api(request)
+    request.setdefault(OPEN_APIS, []).append(api)
+    return api
+
+
+def close_api(api: KubeApi) -> None:
+    """Close the client's kept-alive connection, if it has one."""
+    close = getattr(api, "close", None)
+    if callable(close):
+        close()
 
 
 def make_ctx(api: KubeApi, namespace: str | None, settings: ConsoleSettings) -> Ctx:
@@ -130,8 +146,7 @@ def api_problem(error: ApiError) -> tuple[int, str]:
     """The HTTP status and the sentence a user sees for an API refusal."""
     said = error.one_line()
     if error.status == 401:
-        return 401, (f"The cluster did not accept your credentials ({said}). Your token may have expired: "
-                     "sign in again with a valid one.")
+        return 401, f"The cluster did not accept your credentials ({said}). {SIGN_IN_AGAIN}"
     if error.status == 403:
         return 403, f"Kubernetes RBAC does not allow you this: {said}"
     if error.status == 404:
@@ -148,6 +163,10 @@ def cli_problem(text: str) -> int:
     for code in (401, 403, 409):
         if f"({code} " in text:
             return code
+    if "Unauthorized" in text:
+        return 401
+    if "forbidden" in text.lower():
+        return 403
     if "already exists" in text:
         return 409
     if "not found" in text or "(404 " in text:
@@ -193,10 +212,26 @@ async def errors_middleware(
         status, message = api_problem(error)
         return error_page(request, status, message)
     except CliError as error:
-        return error_page(request, cli_problem(str(error)), str(error))
+        status = cli_problem(str(error))
+        message = str(error)
+        if status == 401:
+            message += ". " + SIGN_IN_AGAIN
+        return error_page(request, status, message)
     except Exception:
         log.exception("console: %s %s failed", request.method, request.path)
         return error_page(request, 500, "The console failed unexpectedly; its log has the details.")
+
+
+@web.middleware
+async def close_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """The request's API clients are closed once it is answered."""
+    try:
+        return await handler(request)
+    finally:
+        for api in request.get(OPEN_APIS, ()):
+            close_api(api)
 
 
 @web.middleware
@@ -246,7 +281,7 @@ def build_app(settings: ConsoleSettings) -> web.Application:
     :mod:`webhook.console.live`)."""
     from webhook.console import developer, live, operator  # noqa: PLC0415
 
-    app = web.Application(middlewares=[headers_middleware, origin_middleware, errors_middleware])
+    app = web.Application(middlewares=[close_middleware, headers_middleware, origin_middleware, errors_middleware])
     app[SETTINGS] = settings
     aiohttp_jinja2.setup(
         app,

@@ -20,6 +20,7 @@ from webhook.console.app import (
     ConsoleSettings,
     api_of,
     check_namespace,
+    close_api,
     in_thread,
     make_ctx,
     namespace_of,
@@ -170,9 +171,11 @@ async def login(request: web.Request) -> web.StreamResponse:
     try:
         user = await in_thread(whoami, api)
     except ApiError as error:
+        close_api(api)
         problem = f"The cluster does not accept this token ({error.one_line()}): paste a valid one."
         context = page_context(request, next=target, problem=problem)
         return aiohttp_jinja2.render_template("login.html", request, context, status=401)
+    close_api(api)
     old = request.cookies.get(SESSION_COOKIE)
     settings.sessions.close(old)
     key = settings.sessions.open(token, user)

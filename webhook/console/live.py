@@ -27,6 +27,7 @@ from webhook.console.app import (
     api_problem,
     in_thread,
     namespace_of,
+    new_api,
     settings_of,
 )
 from webhook.console.identity import NoIdentity
@@ -125,7 +126,7 @@ async def push_fragments(
     settings = settings_of(request)
     stream = await open_stream(request)
     wake = asyncio.Event()
-    watches = Watches(lambda: api_of(request), list(watch_paths), wake.set)
+    watches = Watches(lambda: new_api(request), list(watch_paths), wake.set)
     last = None
     try:
         while True:
@@ -238,7 +239,7 @@ async def log_events(request: web.Request) -> web.StreamResponse:
             return stream.response
         lines: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        reader = api_of(request)
+        reader = new_api(request)
         chosen = pod
 
         def pump() -> None:
