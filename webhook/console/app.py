@@ -276,6 +276,11 @@ def page_context(request: web.Request, **values: Any) -> dict[str, Any]:
     return {"identity": identity, "who": who, **values}
 
 
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness and readiness: the process serves (it holds no cache to wait for)."""
+    return web.Response(text="ok\n")
+
+
 def build_app(settings: ConsoleSettings) -> web.Application:
     """The console (routes in :mod:`webhook.console.developer`, :mod:`webhook.console.operator`,
     :mod:`webhook.console.live`)."""
@@ -290,6 +295,7 @@ def build_app(settings: ConsoleSettings) -> web.Application:
         undefined=jinja2.StrictUndefined,
     )
     app.router.add_static("/static/", HERE / "static", name="static")
+    app.router.add_get("/healthz", healthz)
     developer.add_routes(app)
     operator.add_routes(app)
     live.add_routes(app)
