@@ -309,3 +309,23 @@ async def test_a_log_the_api_cannot_read_is_explained(world: World) -> None:
     async with client.get("/events/logs/user-a/job/pi1") as stream:
         _, data = await next_event(stream.content, lambda e, d: e == "problem")
         assert "cannot read the logs of pod pi1-0" in data
+
+
+async def test_the_job_stream_pushes_its_why(world: World) -> None:
+    client, _, _ = world
+    async with client.get("/events/job/user-a/job/pi2") as stream:
+        _, first = await next_event(stream.content, lambda e, d: e == "update")
+        assert 'data-status="QUEUING"' in first
+        assert "is QUEUING: position 2 of 2 in quota root/Department-a" in " ".join(first.split())
+
+
+async def test_a_stream_without_an_identity_is_a_401_not_a_redirect() -> None:
+    settings, _ = console(seed_api())
+    client: Client = TestClient(TestServer(build_app(settings)))
+    await client.start_server()
+    try:
+        answer = await client.get("/events/jobs?namespace=user-a", allow_redirects=False)
+        assert answer.status == 401
+        assert "sign in" in await answer.text()
+    finally:
+        await client.close()
