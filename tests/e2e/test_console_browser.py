@@ -220,7 +220,8 @@ def test_the_operator_page_shows_the_tree_with_the_seeds_numbers(console: Consol
         answer = page.goto(f"{console.url}operator")
         assert answer is not None and answer.status == 200
         rows = {
-            (row.get_attribute("data-quota"), row.get_attribute("data-resource")): (row.locator(".numbers").text_content() or "")
+            (row.get_attribute("data-quota"), row.get_attribute("data-resource")):
+                row.locator(".numbers").text_content() or ""
             for row in page.locator("#quota-tree .quota-row").all()
         }
         assert rows[("root", "cpu")].startswith("min 100 · max 100")
