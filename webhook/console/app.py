@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import aiohttp_jinja2
 import jinja2
@@ -202,7 +203,8 @@ async def errors_middleware(
         raise
     except NoIdentity as error:
         if request.method == "GET" and not request.path.startswith("/events"):
-            raise web.HTTPSeeOther(f"/login?next={request.path_qs}" if request.path != "/" else "/login") from None
+            target = "/login" if request.path == "/" else f"/login?next={quote(request.path_qs, safe='/?=')}"
+            raise web.HTTPSeeOther(target) from None
         return error_page(request, 401, f"Not signed in: {error}.")
     except BadInput as error:
         return error_page(request, error.status, str(error))
