@@ -299,29 +299,43 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
     return "\n".join(lines)
 
 
-def _why(ctx: Ctx, args: argparse.Namespace) -> int:
-    from webhook.cli.jobs import find_job  # noqa: PLC0415
+def explain_job(
+    snapshot: Snapshot,
+    views: Sequence[JobView],
+    view: JobView,
+    now: float,
+    width: int,
+    *,
+    oversellrate: Fraction | None = None,
+    ahead: int = AHEAD_SHOWN,
+) -> str:
+    """The whole answer of ``kq why`` for ``view`` (read with ``complete`` and ``with_events``), whatever its
+    state; the web console shows the same text."""
     from webhook.cli.view import BACKOFF, QUEUING, explain_wait, oversell_rate  # noqa: PLC0415
     from webhook.controller.model import held_reason, missing_priority_class  # noqa: PLC0415
 
-    snapshot, views, view = find_job(ctx, args.job, complete=True, with_events=True)
-    now = ctx.now()
     # An empty map means the classes could not be read (every cluster has the two system classes).
     classes = snapshot.priority_classes
     missing = missing_priority_class(view.adapter, view.obj, classes) if view.queue and classes else None
     if view.status == BACKOFF and view.backoff is not None:
-        ctx.print(explain_backoff(view, now, ctx.width))
-    elif view.status == QUEUING and missing is not None:
+        return explain_backoff(view, now, width)
+    if view.status == QUEUING and missing is not None:
         from webhook.cli.output import wrap  # noqa: PLC0415
 
-        ctx.print(wrap(f"{_who(view)} is QUEUING in quota {view.quota} but held: {held_reason(missing)}.", 2,
-                       ctx.width))
-    elif view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
-        rate, source = oversell_rate(args.oversellrate, snapshot.tree_obj, snapshot.queues, snapshot.events, now)
+        return wrap(f"{_who(view)} is QUEUING in quota {view.quota} but held: {held_reason(missing)}.", 2, width)
+    if view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
+        rate, source = oversell_rate(oversellrate, snapshot.tree_obj, snapshot.queues, snapshot.events, now)
         report = explain_wait(snapshot, views, view, rate, source)
-        ctx.print(explain_queuing(report, snapshot.events, now, ctx.width, args.ahead))
-    else:
-        ctx.print(explain_other(view, snapshot, now, ctx.width))
+        return explain_queuing(report, snapshot.events, now, width, ahead)
+    return explain_other(view, snapshot, now, width)
+
+
+def _why(ctx: Ctx, args: argparse.Namespace) -> int:
+    from webhook.cli.jobs import find_job  # noqa: PLC0415
+
+    snapshot, views, view = find_job(ctx, args.job, complete=True, with_events=True)
+    text = explain_job(snapshot, views, view, ctx.now(), ctx.width, oversellrate=args.oversellrate, ahead=args.ahead)
+    ctx.print(text)
     return 0
 
 

@@ -260,8 +260,8 @@ def status(config: ClusterConfig, names: Sequence[str] = ORDER) -> Status:
     marker = _marker(config)
     running = {
         name: processes.running_pid(config.run, name, marker)
-        for name in (*names, "kq-extender")
-        if name not in ("kq-serve", "kq-extender") or processes.pid_file(config.run, name).exists()
+        for name in dict.fromkeys((*names, "kq-extender", "kq-console"))
+        if name not in ("kq-serve", "kq-extender", "kq-console") or processes.pid_file(config.run, name).exists()
     }
     return Status(running=running, api_ready=bool(running.get("kube-apiserver")) and api_ready(config))
 
