@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.clirun import NOW, run, seed_api
 from tests.fakeapi import FakeApi, pod
-from tests.unit.test_cli_golden import NOW, run, seed_api
 from webhook.cli.kubeapi import Connection, KubeApi
 from webhook.console.app import ConsoleSettings, build_app
 from webhook.console.identity import Identity, IdentitySettings

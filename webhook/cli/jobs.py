@@ -294,14 +294,14 @@ def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Mapping[str
         lines.append("Events:")
         reason_width = min(18, max(len(str(event.get("reason") or "")) for event in events)) + 2
         for event in events:
-            stamp = _event_stamp(event)
+            stamp = event_stamp(event)
             kind, reason = str(event.get("type") or ""), str(event.get("reason") or "")
             head = f"  {age(stamp, now):>6}  {kind:<8}{reason:<{reason_width}}"
             lines.append(wrap(str(event.get("message") or ""), len(head), width, lead=head))
     return "\n".join(lines)
 
 
-def _event_stamp(event: Mapping[str, Any]) -> float:
+def event_stamp(event: Mapping[str, Any]) -> float:
     from webhook.controller.records import parse_time  # noqa: PLC0415
 
     for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
@@ -312,7 +312,7 @@ def _event_stamp(event: Mapping[str, Any]) -> float:
 
 
 def sorted_events(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return sorted(events, key=_event_stamp)
+    return sorted(events, key=event_stamp)
 
 
 def _get(ctx: Ctx, args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from urllib.parse import quote
 import aiohttp_jinja2
 from aiohttp import web
 
+from webhook.api.objects import meta
 from webhook.console.app import (
     BadInput,
     ConsoleSettings,
@@ -100,7 +101,6 @@ def load_detail(api: KubeApi, namespace: str, kind: str, name: str, settings: Co
     """``kq get`` and ``kq why`` of one job, computed by their own functions."""
     from webhook.cli.fetch import job_events  # noqa: PLC0415
     from webhook.cli.jobs import describe_job, find_job, sorted_events  # noqa: PLC0415
-    from webhook.cli.view import meta  # noqa: PLC0415
     from webhook.cli.why import explain_job  # noqa: PLC0415
     from webhook.console.app import TEXT_WIDTH  # noqa: PLC0415
 
@@ -265,10 +265,10 @@ def _kinds() -> list[tuple[str, str]]:
 
 def create_job(api: KubeApi, obj: dict[str, Any], settings: ConsoleSettings) -> dict[str, Any]:
     """Create the object as ``kq submit`` does (its messages for a name taken, a kind not served...)."""
-    from webhook.cli.submit import _create  # noqa: PLC0415 - the command's own create, with its messages
+    from webhook.cli.submit import create_object  # noqa: PLC0415 - the command's own create, with its messages
 
     namespace = str(obj["metadata"]["namespace"])
-    return _create(make_ctx(api, namespace, settings), obj)
+    return create_object(make_ctx(api, namespace, settings), obj)
 
 
 async def submit(request: web.Request) -> web.StreamResponse:

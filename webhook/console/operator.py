@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import aiohttp_jinja2
 from aiohttp import web
 
+from webhook.api.names import QUEUE_NAMESPACE
+from webhook.api.objects import name_of
 from webhook.console.app import api_of, in_thread, page_context, settings_of
 
 if TYPE_CHECKING:
@@ -138,7 +140,7 @@ def oldest_waits(views: Sequence[JobView] | None, now: float) -> dict[str, str]:
 
 
 def _decisions(events: Sequence[Mapping[str, Any]], now: float) -> list[Decision]:
-    from webhook.cli.jobs import _event_stamp  # noqa: PLC0415 - the stamp `kq get` shows
+    from webhook.cli.jobs import event_stamp  # noqa: PLC0415 - the stamp `kq get` shows
     from webhook.cli.output import age  # noqa: PLC0415
     from webhook.cli.view import controller_events  # noqa: PLC0415
 
@@ -146,7 +148,7 @@ def _decisions(events: Sequence[Mapping[str, Any]], now: float) -> list[Decision
     for event in controller_events(events)[:EVENTS_SHOWN]:
         target = event.get("involvedObject") or {}
         out.append(Decision(
-            age=age(_event_stamp(event), now),
+            age=age(event_stamp(event), now),
             kind=str(event.get("type") or ""),
             reason=str(event.get("reason") or ""),
             target=f"{target.get('kind', '')} {target.get('namespace', '')}/{target.get('name', '')}",
@@ -160,7 +162,7 @@ def load_operator(api: KubeApi, now: float) -> OperatorView:
     from webhook.cli.fetch import CliError, load_snapshot, read_tree  # noqa: PLC0415
     from webhook.cli.kubeapi import EVENTS, QUEUES, ApiError  # noqa: PLC0415
     from webhook.cli.quota import queue_rows  # noqa: PLC0415
-    from webhook.cli.view import QUEUE_NAMESPACE, Snapshot, job_views, name_of, quota_usage  # noqa: PLC0415
+    from webhook.cli.view import Snapshot, job_views, quota_usage  # noqa: PLC0415
     from webhook.controller.records import COMPONENT  # noqa: PLC0415
 
     page = OperatorView()
