@@ -27,10 +27,10 @@ from aiohttp import web
 
 from webhook.controller import metrics
 from webhook.controller.decide import (
-    Decisions,
+    JobDecisions,
+    JobReclaim,
     NamespaceAction,
     QueueAction,
-    Reclaim,
     decide,
     namespace_actions,
     queue_actions,
@@ -583,7 +583,7 @@ class Controller(JobLifecycle):
                              f"kube-queue cannot size this job for its quota, so it is not queued: {problem}")
 
     # One pass ----------------------------------------------------------------------------------------------
-    async def reconcile(self) -> Decisions | None:
+    async def reconcile(self) -> JobDecisions | None:
         """One pass: namespaces, Queues, admissions, reclaims, events, statuses."""
         started = self._clock()
         self.stats.passes += 1
@@ -778,7 +778,7 @@ class Controller(JobLifecycle):
 
         await asyncio.gather(*(one(*entry) for entry in jobs))
 
-    async def _reclaim(self, plan: Reclaim) -> bool:
+    async def _reclaim(self, plan: JobReclaim) -> bool:
         preemptor = plan.preemptor
         for victim in plan.victims:
             note = EvictionNote(
@@ -823,7 +823,7 @@ class Controller(JobLifecycle):
         self._dirty.set()
 
     # Events ------------------------------------------------------------------------------------------------
-    def _queued_events(self, decisions: Decisions) -> None:
+    def _queued_events(self, decisions: JobDecisions) -> None:
         if not self._gate_ready:
             return
         live: set[str] = set()
@@ -854,7 +854,7 @@ class Controller(JobLifecycle):
         self._gate.keep_only(live)
 
     # Status ------------------------------------------------------------------------------------------------
-    async def _write_statuses(self, tree: QuotaTree, tree_obj: Mapping[str, Any], decisions: Decisions) -> None:
+    async def _write_statuses(self, tree: QuotaTree, tree_obj: Mapping[str, Any], decisions: JobDecisions) -> None:
         self._status_due = None
         queues = {_name(obj): obj for obj in self._view(self.queues)}
         for name, status in queue_statuses(tree, decisions, self.settings.queue_item_cap).items():

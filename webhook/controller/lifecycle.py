@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from webhook.controller import metrics
-from webhook.controller.decide import Decisions
+from webhook.controller.decide import JobDecisions
 from webhook.controller.events import EventRecorder
 from webhook.controller.model import TrackedJob, held_reason, track
 from webhook.controller.records import (
@@ -102,7 +102,7 @@ class JobLifecycle:
         owners = metadata.get("ownerReferences") or ()
         return not any(isinstance(ref, Mapping) and ref.get("kind") in _JOB_OWNER_KINDS for ref in owners)
 
-    def _tell_held(self, decisions: Decisions) -> None:
+    def _tell_held(self, decisions: JobDecisions) -> None:
         """Tell each job held for a missing PriorityClass why, once per class it misses."""
         live: dict[str, str] = {}
         for job in decisions.held:
@@ -142,7 +142,7 @@ class JobLifecycle:
             )
         self._outside_told &= live
 
-    def _set_timer(self, checks: StartChecks | None, decisions: Decisions, now: float) -> None:
+    def _set_timer(self, checks: StartChecks | None, decisions: JobDecisions, now: float) -> None:
         """A pass is due at the next start deadline or retry time."""
         due = [checks.next_deadline] if checks is not None and checks.next_deadline is not None else []
         due += [job.backoff.retry_at for job in decisions.backoff if job.backoff and not job.backoff.gave_up]
