@@ -3,9 +3,9 @@
 Design (as Kueue's): watch caches (list + watch, re-list on 410, see :mod:`webhook.kube.cache`) keep the
 ElasticQuotaTree, Queues, Namespaces, PriorityClasses and every installed job kind in memory; any change
 marks the state dirty; a single loop waits for that (or a periodic tick), builds immutable values, calls the
-pure :func:`webhook.controller.decide.decide` (the core's pass) and carries out its decisions with guarded API writes. Only
-the Lease holder writes (followers keep their caches warm). Everything is rebuilt from the API after a
-restart: the admission records on the jobs are the ledger.
+pure :func:`webhook.controller.decide.decide` (the core's pass) and carries out its decisions with guarded API
+writes. Only the Lease holder writes (followers keep their caches warm). Everything is rebuilt from the API
+after a restart: the admission records on the jobs are the ledger.
 
 Objects this replica patched are remembered until the watch delivers that version (or a newer one), so a
 pass that runs before the watch caught up never decides on a stale view of its own writes.

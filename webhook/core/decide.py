@@ -36,8 +36,8 @@ from types import MappingProxyType
 from typing import Any, Generic
 
 from webhook.core.decisions import Decisions, J, Reclaim
-from webhook.core.fit import FitResult, add_usage, check_fit, validate_rate
-from webhook.core.ledger import Ledger, build_ledger
+from webhook.core.fit import FitResult, check_fit, validate_rate
+from webhook.core.ledger import Ledger, build_ledger, shift_usage
 from webhook.core.quantity import NANO
 from webhook.core.queueing import LazyReasons, PassResult, Policy, QueuePolicyError, admission_pass
 from webhook.core.quota import QuotaTree, queue_name
@@ -155,7 +155,7 @@ def _fit_all(
     for workload in workloads:
         if not check_fit(tree, current, workload, rate).fits:
             return None
-        current = add_usage(tree, current, workload)
+        current = shift_usage(tree, current, (workload,), +1)
     return current
 
 

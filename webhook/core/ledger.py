@@ -8,6 +8,11 @@ can try "what if this job ran / this one were evicted" cheaply and throw the res
 How a workload is counted follows its :class:`Phase`: ``ADMITTED`` in ``used`` and ``request``, ``QUEUED`` in
 ``request`` only, ``FINISHED`` in neither. The operations read ``workload.phase`` as *how the workload is
 counted in this ledger now*, which is how :func:`build_ledger` counted it.
+
+This module is the one place that adds usage up a quota chain: the :class:`Ledger` (persistent), plain
+``node key -> Resources`` maps (:func:`shift_usage`, behind :func:`webhook.core.fit.add_usage`) and the
+mutable :class:`ChainTally` the reclaim planner and the simulator's meters count in. What blocks a job on
+its chain (``max`` and ``min`` blockers) is read from any of them by :mod:`webhook.core.fit`.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Phase, Workload
 
-__all__ = ["Ledger", "NodeUsage", "build_ledger", "status_tree"]
+__all__ = ["ChainTally", "Ledger", "NodeUsage", "build_ledger", "chain_keys", "shift_usage", "status_tree"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +279,66 @@ def build_ledger(tree: QuotaTree, workloads: Iterable[Workload]) -> Ledger:
         for key in request
     }
     return Ledger(tree)._derive(_cells(tree.root, usages), tuple(unknown))
+
+
+def chain_keys(tree: QuotaTree, quota: str) -> tuple[str, ...] | None:
+    """The node keys from the quota named ``quota`` (any case) up to the root; ``None`` when unknown."""
+    key: str | None = quota.lower()
+    if key not in tree.nodes:
+        return None
+    keys: list[str] = []
+    while key is not None:
+        keys.append(key)
+        key = tree.parents[key]
+    return tuple(keys)
+
+
+def shift_usage(
+    tree: QuotaTree, used: Mapping[str, Resources], workloads: Iterable[Workload], sign: int
+) -> dict[str, Resources]:
+    """``used`` (node key -> what admitted jobs use) with each workload's ``request_with_count`` added
+    (``sign`` 1) or removed (-1) at its leaf and every ancestor; a new mapping, ``used`` is untouched. Amounts
+    are not clamped at zero, so a double removal shows as a negative usage. ``KeyError`` for an unknown quota."""
+    out = dict(used)
+    for workload in workloads:
+        keys = chain_keys(tree, workload.quota)
+        if keys is None:
+            raise KeyError(f"quota {workload.quota!r} of {workload.key} is not in the ElasticQuotaTree")
+        delta = workload.request_with_count
+        for key in keys:
+            current = out.get(key, EMPTY)
+            out[key] = current + delta if sign > 0 else current - delta
+    return out
+
+
+class ChainTally(dict[str, dict[str, int]]):
+    """Mutable per-node amounts in nano-units (node key -> resource -> amount), for loops that count and
+    uncount many times (the reclaim planner, the simulator's meters): :meth:`shift` adds along a chain of
+    node keys, :meth:`shift_workload` along a workload's chain."""
+
+    __slots__ = ()
+
+    def shift(self, keys: Iterable[str], delta: Mapping[str, int], sign: int) -> None:
+        """Add ``sign`` times ``delta`` (resource -> amount) at every node of ``keys``."""
+        for key in keys:
+            usage = self.get(key)
+            if usage is None:
+                usage = self[key] = {}
+            for resource, amount in delta.items():
+                usage[resource] = usage.get(resource, 0) + sign * amount
+
+    def shift_workload(
+        self, tree: QuotaTree, workload: Workload, sign: int, extra: Iterable[tuple[str, int]] = ()
+    ) -> None:
+        """Add (``sign`` 1) or remove (-1) the workload's request, and ``extra``, at its leaf and every ancestor;
+        ``KeyError`` for an unknown quota."""
+        keys = chain_keys(tree, workload.quota)
+        if keys is None:
+            raise KeyError(f"quota {workload.quota!r} of {workload.key} is not in the ElasticQuotaTree")
+        delta = dict(workload.request.items())
+        for resource, amount in extra:
+            delta[resource] = delta.get(resource, 0) + amount
+        self.shift(keys, delta, sign)
 
 
 def status_tree(tree: QuotaTree, ledger: Ledger) -> dict[str, Any]:

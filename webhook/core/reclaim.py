@@ -82,7 +82,8 @@ from fractions import Fraction
 from operator import attrgetter
 from types import MappingProxyType
 
-from webhook.core.fit import add_usage, check_fit, check_min, limits_of, remove_usage, validate_rate
+from webhook.core.fit import check_fit, check_min, limits_of, validate_rate
+from webhook.core.ledger import ChainTally, shift_usage
 from webhook.core.quantity import NANO
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, MAX_JOBS, Resources, total
@@ -239,7 +240,8 @@ class Reclaimer:
         self._limits: dict[str, dict[str, int]] = {}
         self._mins: dict[str, dict[str, int]] = {}
         self._guaranteed: dict[str, dict[str, int]] = {}
-        self._use: dict[str, dict[str, int]] = {}
+        self._use = ChainTally()
+        """What the plans count as used, per node (nano-units)."""
         for key, node in tree.nodes.items():
             self._limits[key] = limits_of(node, self.rate)
             self._mins[key] = {name: amount for name, amount in node.min.items() if name != MAX_JOBS}
@@ -327,12 +329,6 @@ class Reclaimer:
                     donors.discard(leaf)
 
     # Usage ------------------------------------------------------------------------------------------------
-    def _shift(self, keys: tuple[str, ...], delta: Mapping[str, int], sign: int) -> None:
-        for key in keys:
-            usage = self._use[key]
-            for resource, amount in delta.items():
-                usage[resource] = usage.get(resource, 0) + sign * amount
-
     def _blockers(self, chain: _Chain, wanted: list[tuple[str, int]]) -> _Blockers:
         out: _Blockers = []
         for depth, key in enumerate(chain.keys):
@@ -501,7 +497,7 @@ class Reclaimer:
                     preemptor=preemptor,
                     victims=(),
                     reason=f"{chain.leaf.full_name} takes room left over, within its min",
-                    used_after=MappingProxyType(add_usage(self.tree, self._used, preemptor)),
+                    used_after=MappingProxyType(shift_usage(self.tree, self._used, (preemptor,), +1)),
                     used_after_eviction=MappingProxyType(dict(self._used)),
                 )
             return _NO_PLAN[_FITS]
@@ -559,7 +555,7 @@ class Reclaimer:
                     stuck.add(leaf_key)  # the jobs ahead of it in its Block queue stay admitted too
             if not take:
                 continue
-            self._shift(candidate.chain.keys, delta, -1)
+            self._use.shift(candidate.chain.keys, delta, -1)
             chosen.append(candidate)
             current = self._blockers(chain, wanted)
             if not current:
@@ -567,7 +563,7 @@ class Reclaimer:
                 break
         if not fits:
             for candidate in chosen:
-                self._shift(candidate.chain.keys, candidate.delta, +1)
+                self._use.shift(candidate.chain.keys, candidate.delta, +1)
             return _NoPlan(_BUDGET if spent else _NOT_ENOUGH, within, own)
 
         for index in range(len(chosen) - 1, -1, -1):
@@ -576,16 +572,16 @@ class Reclaimer:
                 other.fresh and other.chain is candidate.chain and other.sort > candidate.sort for other in chosen
             ):
                 continue  # a job ahead of it in its Block queue stays held back: so does it
-            self._shift(candidate.chain.keys, candidate.delta, +1)
+            self._use.shift(candidate.chain.keys, candidate.delta, +1)
             if self._fits(chain, wanted):
                 del chosen[index]
             else:
-                self._shift(candidate.chain.keys, candidate.delta, -1)
+                self._use.shift(candidate.chain.keys, candidate.delta, -1)
         for candidate in chosen:
-            self._shift(candidate.chain.keys, candidate.delta, +1)
+            self._use.shift(candidate.chain.keys, candidate.delta, +1)
 
         taken = [candidate.workload for candidate in chosen]
-        after_eviction = remove_usage(self.tree, self._used, *taken)
+        after_eviction = shift_usage(self.tree, self._used, taken, -1)
         reason = _reason_clauses(
             chain.leaf,
             preemptor,
@@ -599,7 +595,7 @@ class Reclaimer:
             preemptor=preemptor,
             victims=tuple(candidate.workload for candidate in chosen if not candidate.fresh),
             reason=reason,
-            used_after=MappingProxyType(add_usage(self.tree, after_eviction, preemptor)),
+            used_after=MappingProxyType(shift_usage(self.tree, after_eviction, (preemptor,), +1)),
             used_after_eviction=MappingProxyType(after_eviction),
             withheld=tuple(candidate.workload for candidate in chosen if candidate.fresh),
         )
@@ -664,7 +660,7 @@ class Reclaimer:
         for workload in (*plan.victims, *plan.withheld):
             candidate = self._candidates[workload.key]
             self._gone.add(workload.key)
-            self._shift(candidate.chain.keys, candidate.delta, -1)
+            self._use.shift(candidate.chain.keys, candidate.delta, -1)
             leaf = candidate.chain.keys[0]
             sums = self._totals[leaf][candidate.fresh]
             for resource, amount in candidate.delta.items():
@@ -672,7 +668,7 @@ class Reclaimer:
             touched.add(leaf)
         chain = self._chain(plan.preemptor.quota)
         assert chain is not None
-        self._shift(chain.keys, dict(plan.preemptor.request_with_count.items()), +1)
+        self._use.shift(chain.keys, dict(plan.preemptor.request_with_count.items()), +1)
         touched.add(chain.keys[0])
         self._used = dict(plan.used_after)
         for leaf in touched:

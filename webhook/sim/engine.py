@@ -31,12 +31,11 @@ from typing import Any, Protocol
 from webhook.core.decide import decide, leaf_policies
 from webhook.core.decisions import Decisions, PlainJob
 from webhook.core.fit import FitResult
-from webhook.core.quantity import NANO
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaNode, QuotaTree
-from webhook.core.resources import MAX_JOBS
 from webhook.core.workload import Phase, Workload, WorkloadKey
-from webhook.sim.nodes import NodePool, Placement, pod_quota_blocker, shift
+from webhook.sim.meter import UsageMeter
+from webhook.sim.nodes import NodePool, Placement, pod_quota_blocker
 from webhook.sim.scenario import MICROS, Scenario
 from webhook.workloads.base import Adapter
 
@@ -166,68 +165,6 @@ class Entry:
     decision: str
     """``queue``, ``admit``, ``evict``, ``pending``, ``start`` or ``finish``."""
     reason: str
-
-
-class UsageMeter:
-    """Per quota node: what admitted jobs use (the ledger's ``used``) and what running jobs use, with their
-    time integrals (for means) and peaks. Amounts in nano-units, time in microseconds."""
-
-    def __init__(self, tree: QuotaTree) -> None:
-        self.tree = tree
-        self.used: dict[str, dict[str, int]] = {}
-        self.running: dict[str, dict[str, int]] = {}
-        self.used_area: dict[str, dict[str, int]] = {}
-        self.running_area: dict[str, dict[str, int]] = {}
-        self.borrowed_area: dict[str, dict[str, int]] = {}
-        self.used_peak: dict[str, dict[str, int]] = {}
-        self.running_peak: dict[str, dict[str, int]] = {}
-        self.borrowed_peak: dict[str, dict[str, int]] = {}
-        self.clock = 0
-        self._guaranteed = {
-            node.key: {name: node.min.get_or_zero(name) for name in {*node.min, *node.max} if name != MAX_JOBS}
-            for node in tree.nodes.values()
-        }
-
-    def _borrowed(self, key: str, usage: Mapping[str, int]) -> dict[str, int]:
-        return {name: max(0, usage.get(name, 0) - floor) for name, floor in self._guaranteed[key].items()}
-
-    def advance(self, to: int) -> None:
-        """Account for the time from the last call to ``to`` at the current usage."""
-        span = to - self.clock
-        if span <= 0:
-            return
-        for source, target in ((self.used, self.used_area), (self.running, self.running_area)):
-            for key, usage in source.items():
-                area = target.setdefault(key, {})
-                for name, amount in usage.items():
-                    if amount:
-                        area[name] = area.get(name, 0) + amount * span
-        for key, usage in self.used.items():
-            area = self.borrowed_area.setdefault(key, {})
-            for name, amount in self._borrowed(key, usage).items():
-                if amount:
-                    area[name] = area.get(name, 0) + amount * span
-        self.clock = to
-
-    def sample(self) -> None:
-        """Record peaks of the current usage."""
-        for source, peaks in ((self.used, self.used_peak), (self.running, self.running_peak)):
-            for key, usage in source.items():
-                peak = peaks.setdefault(key, {})
-                for name, amount in usage.items():
-                    if amount > peak.get(name, 0):
-                        peak[name] = amount
-        for key, usage in self.used.items():
-            peak = self.borrowed_peak.setdefault(key, {})
-            for name, amount in self._borrowed(key, usage).items():
-                if amount > peak.get(name, 0):
-                    peak[name] = amount
-
-    def admit(self, workload: Workload, sign: int = 1) -> None:
-        shift(self.used, self.tree, workload, sign, ((MAX_JOBS, NANO),))
-
-    def run(self, workload: Workload, sign: int = 1) -> None:
-        shift(self.running, self.tree, workload, sign, ((MAX_JOBS, NANO),))
 
 
 @dataclass(slots=True)
