@@ -292,3 +292,24 @@ def test_a_chain_tally_counts_and_uncounts_in_place() -> None:
     assert tally["root"]["cpu"] == -cpu  # never clamped: a double removal shows
     with pytest.raises(KeyError, match="nowhere"):
         tally.shift_workload(three_level(), job("lost", "x", "nowhere"), +1)
+
+
+def test_a_chain_tally_reports_max_and_min_blockers_leaf_first() -> None:
+    cpu, gpu = res(cpu=1).get_or_zero("cpu"), res(gpu=1).get_or_zero("nvidia.com/gpu")
+    tally = ChainTally({"team-1": {"cpu": 15 * cpu}, "dept": {"cpu": 55 * cpu}, "root": {"cpu": 90 * cpu}})
+    keys = ("team-1", "dept", "root")
+    limits = {"team-1": {"cpu": 30 * cpu}, "dept": {"cpu": 100 * cpu}, "root": {"cpu": 100 * cpu, "nvidia.com/gpu": 0}}
+    wanted = [("cpu", 20 * cpu), ("nvidia.com/gpu", gpu)]
+    assert tally.over(keys, wanted, limits) == [
+        (0, "cpu", 5 * cpu), (2, "cpu", 10 * cpu), (2, "nvidia.com/gpu", gpu)
+    ]
+    assert not tally.fits(keys, wanted, limits)
+    assert tally.over(keys, [("cpu", 5 * cpu)], limits) == []
+    assert tally.fits(keys, [("cpu", 5 * cpu)], limits)
+    guaranteed = {"team-1": {"cpu": 30 * cpu}, "dept": {"cpu": 60 * cpu}, "root": {}}
+    # Within min at the team for 5 CPU; the department (55 + 10 > 60) is the first level over for 10.
+    assert tally.within(keys, 2, [("cpu", 5 * cpu)], guaranteed) == len(keys)
+    assert tally.within(keys, 2, [("cpu", 10 * cpu), ("memory", 0)], guaranteed) == 1
+    assert tally.within(keys, 2, [("cpu", 6 * cpu)], guaranteed) == 1
+    assert tally.within(keys, 2, [("cpu", 50 * cpu)], guaranteed) == 0
+    assert tally.within(keys, 2, [("nvidia.com/gpu", gpu)], guaranteed) == len(keys), "not governed: no min"

@@ -26,7 +26,7 @@ from webhook.controller.records import (
 )
 from webhook.core.decide import LEFTOVER_NOTE, RECLAIM_BUDGET, leaf_policies, queue_policy_text
 from webhook.core.decide import decide as core_decide
-from webhook.core.decisions import Decisions, Reclaim, reason_key, waiting_summary
+from webhook.core.decisions import Decisions, Reclaim, reason_key
 from webhook.core.ledger import status_tree
 from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaNode, QuotaTree, queue_name
@@ -56,7 +56,6 @@ __all__ = [
     "reason_key",
     "sort_jobs",
     "tree_status",
-    "waiting_summary",
 ]
 
 JobDecisions = Decisions[TrackedJob]

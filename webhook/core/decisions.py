@@ -19,7 +19,7 @@ from webhook.core.queueing import Policy
 from webhook.core.startup import BackoffNote, BackoffState, backoff_state
 from webhook.core.workload import Workload, WorkloadKey
 
-__all__ = ["Decisions", "J", "PlainJob", "QueueJob", "Reclaim", "reason_key", "waiting_summary"]
+__all__ = ["Decisions", "J", "PlainJob", "QueueJob", "Reclaim", "reason_key"]
 
 
 class QueueJob(Protocol):
@@ -111,13 +111,6 @@ class Decisions(Generic[J]):
     their Queue's ``backoff`` (docs/start-timeout.md)."""
     held: tuple[J, ...] = ()
     """Held jobs that may not be released whatever the quota says: their PriorityClass does not exist."""
-
-
-def waiting_summary(decisions: Decisions[J], job: QueueJob) -> tuple[int, str]:
-    """``(position, why)`` of a waiting job."""
-    key = job.workload.key
-    reason = decisions.reasons.get(key)
-    return decisions.positions.get(key, 0), reason.explain() if reason is not None else "waiting"
 
 
 def reason_key(reason: FitResult | None) -> str:

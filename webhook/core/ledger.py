@@ -11,13 +11,15 @@ counted in this ledger now*, which is how :func:`build_ledger` counted it.
 
 This module is the one place that adds usage up a quota chain: the :class:`Ledger` (persistent), plain
 ``node key -> Resources`` maps (:func:`shift_usage`, behind :func:`webhook.core.fit.add_usage`) and the
-mutable :class:`ChainTally` the reclaim planner and the simulator's meters count in. What blocks a job on
-its chain (``max`` and ``min`` blockers) is read from any of them by :mod:`webhook.core.fit`.
+mutable :class:`ChainTally` the reclaim planner and the simulator's meters count in, which also reports what
+blocks an amount on a chain (``max`` and ``min``). :mod:`webhook.core.fit` words the same checks, with full
+:class:`~webhook.core.fit.Blocker` reasons, over any ``node key -> Resources`` map (a ledger's
+:meth:`Ledger.used_view` included).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -314,7 +316,8 @@ def shift_usage(
 class ChainTally(dict[str, dict[str, int]]):
     """Mutable per-node amounts in nano-units (node key -> resource -> amount), for loops that count and
     uncount many times (the reclaim planner, the simulator's meters): :meth:`shift` adds along a chain of
-    node keys, :meth:`shift_workload` along a workload's chain."""
+    node keys, :meth:`shift_workload` along a workload's chain; :meth:`over`, :meth:`fits` and :meth:`within`
+    report the ``max`` and ``min`` blockers of adding an amount along a chain."""
 
     __slots__ = ()
 
@@ -339,6 +342,56 @@ class ChainTally(dict[str, dict[str, int]]):
         for resource, amount in extra:
             delta[resource] = delta.get(resource, 0) + amount
         self.shift(keys, delta, sign)
+
+    # Checks along a chain (amounts and limits in nano-units; ``limits`` and ``guaranteed`` by node key) --------
+    def over(
+        self, keys: Sequence[str], wanted: Sequence[tuple[str, int]], limits: Mapping[str, Mapping[str, int]]
+    ) -> list[tuple[int, str, int]]:
+        """The ``max`` blockers of adding ``wanted`` (resource, amount) at every node of ``keys`` (leaf first):
+        ``(depth, resource, how much too much)`` wherever ``count + amount > limit``; a resource without a
+        limit at a node is unlimited there."""
+        out: list[tuple[int, str, int]] = []
+        for depth, key in enumerate(keys):
+            node_limits, usage = limits[key], self[key]
+            for resource, amount in wanted:
+                limit = node_limits.get(resource)
+                if limit is not None:
+                    excess = usage.get(resource, 0) + amount - limit
+                    if excess > 0:
+                        out.append((depth, resource, excess))
+        return out
+
+    def fits(
+        self, keys: Sequence[str], wanted: Sequence[tuple[str, int]], limits: Mapping[str, Mapping[str, int]]
+    ) -> bool:
+        """Whether :meth:`over` finds no blocker (stops at the first)."""
+        for key in keys:
+            node_limits, usage = limits[key], self[key]
+            for resource, amount in wanted:
+                limit = node_limits.get(resource)
+                if limit is not None and usage.get(resource, 0) + amount > limit:
+                    return False
+        return True
+
+    def within(
+        self,
+        keys: Sequence[str],
+        levels: int,
+        request: Iterable[tuple[str, int]],
+        guaranteed: Mapping[str, Mapping[str, int]],
+    ) -> int:
+        """The ``min`` check: how many of the first ``levels`` nodes of ``keys``, from the leaf up, stay within
+        their guarantee after adding ``request`` (the depth of the first that does not; ``len(keys)`` when every
+        one of them does). Resources absent from a node's ``guaranteed`` are not governed there."""
+        pairs = tuple((resource, amount) for resource, amount in request if amount > 0)
+        for depth in range(levels):
+            key = keys[depth]
+            node_min, usage = guaranteed[key], self[key]
+            for resource, amount in pairs:
+                limit = node_min.get(resource)
+                if limit is not None and usage.get(resource, 0) + amount > limit:
+                    return depth
+        return len(keys)
 
 
 def status_tree(tree: QuotaTree, ledger: Ledger) -> dict[str, Any]:

@@ -184,38 +184,15 @@ class ReclaimIndex:
 
     # Usage ------------------------------------------------------------------------------------------------
     def _blockers(self, chain: Chain, wanted: list[tuple[str, int]]) -> Blockers:
-        out: Blockers = []
-        for depth, key in enumerate(chain.keys):
-            limits, usage = self._limits[key], self._use[key]
-            for resource, amount in wanted:
-                limit = limits.get(resource)
-                if limit is not None:
-                    over = usage.get(resource, 0) + amount - limit
-                    if over > 0:
-                        out.append((depth, resource, over))
-        return out
+        return self._use.over(chain.keys, wanted, self._limits)
 
     def _fits(self, chain: Chain, wanted: list[tuple[str, int]]) -> bool:
-        for key in chain.keys:
-            limits, usage = self._limits[key], self._use[key]
-            for resource, amount in wanted:
-                limit = limits.get(resource)
-                if limit is not None and usage.get(resource, 0) + amount > limit:
-                    return False
-        return True
+        return self._use.fits(chain.keys, wanted, self._limits)
 
     def _within(self, chain: Chain, request: Resources) -> int:
         """How many levels of the chain, from the leaf up, stay within ``min`` after admitting a job that
         requests ``request`` (:func:`webhook.core.fit.check_min`, level by level)."""
-        for depth in range(chain.competing):
-            key = chain.keys[depth]
-            guaranteed, usage = self._guaranteed[key], self._use[key]
-            for resource, amount in request.items():
-                if amount > 0:
-                    limit = guaranteed.get(resource)  # never max-jobs
-                    if limit is not None and usage.get(resource, 0) + amount > limit:
-                        return depth
-        return len(chain.keys)
+        return self._use.within(chain.keys, chain.competing, request.items(), self._guaranteed)
 
     def _own_lower(self, chain: Chain, priority: int) -> dict[str, int]:
         """What the leaf's own strictly lower-priority candidates hold."""
