@@ -17,7 +17,7 @@ from tests.unit.test_core_properties import quota_trees
 from webhook.cli.simulate import run_scenario
 from webhook.controller.decide import (
     LEFTOVER_NOTE,
-    Decisions,
+    JobDecisions,
     NamespaceAction,
     decide,
     desired_queues,
@@ -84,7 +84,7 @@ def names(jobs: tuple[TrackedJob, ...]) -> list[str]:
 
 def run(
     t: QuotaTree, *objs: dict[str, Any], rate: int = 1, strict: bool = False, queues: dict[str, Any] | None = None
-) -> Decisions:
+) -> JobDecisions:
     return decide(t, tracked(t, *objs), queues or {}, oversell_rate=Fraction(rate), strict_priority=strict)
 
 
