@@ -94,10 +94,10 @@ def seed_objects(with_status: bool = True) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = [pi1, pi2, big, done, broke, pend, mnist, loose, *pods]
     objects += [
         queue("root-department-a-user-a", "root/Department-a", [
-            {"name": "pi2", "namespace": "user-a", "priority": 0, "position": 2}], created=T0),
+            {"name": "pi2", "namespace": "user-a", "priority": 0, "position": 2}], created=T0, rate="1"),
         queue("root-department-a-user-b", "root/Department-a", [
-            {"name": "big", "namespace": "user-b", "priority": 0, "position": 1}], created=T0),
-        queue("root-department-b-user-c", "root/Department-b", [], created=T0),
+            {"name": "big", "namespace": "user-b", "priority": 0, "position": 1}], created=T0, rate="1"),
+        queue("root-department-b-user-c", "root/Department-b", [], created=T0, rate="1"),
         priority_class("priority-2", 2),
         fakeapi.node("ecs-0"),
         event(pi1, "Admitted", "Admitted by quota root/Department-a (request cpu=60, memory=60Gi, oversell rate 1)",

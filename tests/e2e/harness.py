@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.e2e.conftest import DevCluster
+from webhook.api.names import MANAGED_NAMESPACE_LABEL
 from webhook.cli import devsystem
 from webhook.controller.controller import Controller
-from webhook.controller.records import MANAGED_NAMESPACE_LABEL
 from webhook.controller.settings import ControllerSettings
 from webhook.kube.client import KubeClient
 

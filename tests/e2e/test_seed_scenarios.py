@@ -39,6 +39,10 @@ def test_the_controller_creates_one_queue_per_namespace_of_each_leaf(seed: Seed)
     queue = seed.queue("root-department-a-user-a")
     assert queue["metadata"]["labels"]["create-by-kubequeue"] == "true"
     assert queue["metadata"]["annotations"]["kube-queue/quota-fullname"] == "root/Department-a"
+    # The service runs --oversellrate=1 here: the controller states it on its Queues (what `kq why` reads).
+    seed.dev.wait_until(
+        lambda: seed.queue("root-department-a-user-a")["metadata"]["annotations"].get(
+            "kube-queue.x-k8s.io/oversell-rate") == "1", 30, "the oversell rate on the Queue")
     assert seed.queue("root-department-b-user-c")["metadata"]["annotations"]["kube-queue/quota-fullname"] == (
         "root/Department-b"
     )

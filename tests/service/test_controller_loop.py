@@ -15,13 +15,9 @@ from prometheus_client import REGISTRY
 
 from tests.builders import SEED_TREE_SPEC
 from tests.service.test_controller_fake_api import JOBS, FakeApi, Kind
+from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION, MANAGED_NAMESPACE_LABEL
 from webhook.controller import add_controller_args, run_controller
 from webhook.controller.controller import Controller
-from webhook.controller.records import (
-    ADMISSION_ANNOTATION,
-    EVICTION_ANNOTATION,
-    MANAGED_NAMESPACE_LABEL,
-)
 from webhook.controller.settings import ControllerSettings
 from webhook.kube.cache import WatchCache
 

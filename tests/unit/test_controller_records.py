@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 
 from tests.builders import seed_tree
+from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
 from webhook.controller.events import EventGate, involved
 from webhook.controller.model import remaining_job_pods, track
 from webhook.controller.records import (
-    ADMISSION_ANNOTATION,
-    EVICTION_ANNOTATION,
     AdmissionRecord,
     EvictionNote,
     admit_patch,

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.builders import job, node, res, seed_tree, tree
+from webhook.api.names import MAX_JOBS
 from webhook.core.ledger import ChainTally, Ledger, NodeUsage, build_ledger, chain_keys, shift_usage, status_tree
 from webhook.core.quota import QuotaTree
-from webhook.core.resources import EMPTY, MAX_JOBS
+from webhook.core.resources import EMPTY
 from webhook.core.workload import Phase, Workload
 
 A, Q, F = Phase.ADMITTED, Phase.QUEUED, Phase.FINISHED

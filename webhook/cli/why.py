@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from webhook.api.names import REASON_QUEUED
 from webhook.api.objects import meta
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
@@ -98,7 +99,7 @@ def _last_queued(view: JobView, events: Sequence[Mapping[str, Any]]) -> Mapping[
     for event in controller_events(events):
         target = event.get("involvedObject") or {}
         if target.get("name") == view.name and (not uid or target.get("uid") in (None, uid)):
-            if event.get("reason") == "Queued":
+            if event.get("reason") == REASON_QUEUED:
                 return event
             return None  # a newer Admitted/Evicted event: the Queued one is out of date
     return None
@@ -324,7 +325,7 @@ def explain_job(
 
         return wrap(f"{_who(view)} is QUEUING in quota {view.quota} but held: {held_reason(missing)}.", 2, width)
     if view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
-        rate, source = oversell_rate(oversellrate, snapshot.tree_obj, snapshot.queues, snapshot.events, now)
+        rate, source = oversell_rate(oversellrate, snapshot.tree_obj, snapshot.queues)
         report = explain_wait(snapshot, views, view, rate, source)
         return explain_queuing(report, snapshot.events, now, width, ahead)
     return explain_other(view, snapshot, now, width)

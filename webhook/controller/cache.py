@@ -17,6 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from webhook.api import kinds
+from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE
 from webhook.controller.model import TrackedJob, track
 from webhook.controller.records import kv, resource_version
 from webhook.controller.settings import ControllerSettings
@@ -28,17 +30,15 @@ from webhook.core.workload import WorkloadError
 from webhook.kube.cache import ApiListWatch, CacheEvent, WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.kube.slim import SlimListWatch
-from webhook.workloads.base import QUOTA_LABEL, Adapter
+from webhook.workloads.base import Adapter
 from webhook.workloads.registry import all_adapters
 
 log = logging.getLogger("webhook.controller")
 
-TREE_GROUP, TREE_VERSION, TREE_PLURAL = "scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees"
-QUEUE_GROUP, QUEUE_VERSION, QUEUE_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "queues"
-NAMESPACES = ResourceRef("", "v1", "namespaces")
-PRIORITY_CLASSES = ResourceRef("scheduling.k8s.io", "v1", "priorityclasses")
-PODS = ResourceRef("", "v1", "pods")
-POLICIES = ResourceRef("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies")
+NAMESPACES = ResourceRef.of(kinds.NAMESPACE)
+PRIORITY_CLASSES = ResourceRef.of(kinds.PRIORITY_CLASS)
+PODS = ResourceRef.of(kinds.POD)
+POLICIES = ResourceRef.of(kinds.RESOURCE_POLICY)
 UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 ObjKey = tuple[str, str, str]
@@ -97,7 +97,7 @@ def choose_tree(objects: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any]
 
 def _namespace_of(objects: Sequence[Mapping[str, Any]]) -> str:
     """The namespace the tree cache watches (all its objects are in it)."""
-    return next((str(meta(obj).get("namespace")) for obj in objects if meta(obj).get("namespace")), "kube-system")
+    return next((str(meta(obj).get("namespace")) for obj in objects if meta(obj).get("namespace")), TREE_NAMESPACE)
 
 
 def kind_key(adapter: Adapter) -> str:
@@ -126,8 +126,8 @@ class ClusterCache:
         self._on_change = on_change
         self._start = start
         self._on_unsized = on_unsized
-        self.trees_ref = ResourceRef(TREE_GROUP, TREE_VERSION, TREE_PLURAL, settings.tree_namespace)
-        self.queues_ref = ResourceRef(QUEUE_GROUP, QUEUE_VERSION, QUEUE_PLURAL, settings.queue_namespace)
+        self.trees_ref = ResourceRef.of(kinds.ELASTIC_QUOTA_TREE, settings.tree_namespace)
+        self.queues_ref = ResourceRef.of(kinds.QUEUE, settings.queue_namespace)
         self.trees = self._cache("elasticquotatrees", self.trees_ref)
         self.queues = self._cache("queues", self.queues_ref)
         self.namespaces = self._cache("namespaces", NAMESPACES)

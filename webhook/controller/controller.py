@@ -20,10 +20,11 @@ from typing import Any
 
 from aiohttp import web
 
+from webhook.api.names import QUEUED_KEY_ANNOTATION, REASON_QUEUED
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache, meta, name_of
 from webhook.controller.decide import JobDecisions, decide, reason_key
-from webhook.controller.events import EVENTS, QUEUED_KEY_ANNOTATION, EventGate, EventRecorder, queued_memory
+from webhook.controller.events import EVENTS, EventGate, EventRecorder, queued_memory
 from webhook.controller.leader import LeaderElector
 from webhook.controller.lifecycle import JobLifecycle
 from webhook.controller.model import TrackedJob
@@ -340,7 +341,7 @@ class Controller(JobLifecycle):
             self.events.emit(
                 job.obj,
                 "Warning" if hopeless else "Normal",
-                "Queued",
+                REASON_QUEUED,
                 "Queue",
                 f"Queued at position {position} in quota {job.leaf.full_name} (queue "
                 f"{self.settings.queue_namespace}/{queue}, policy {policy}): {why}",

@@ -15,15 +15,18 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from webhook.controller.model import TrackedJob
-from webhook.controller.records import (
+from webhook.api.kinds import QUEUE
+from webhook.api.names import (
     MANAGED_NAMESPACE_LABEL,
+    OVERSELL_RATE_ANNOTATION,
+    PLACEMENT_NAMESPACE_LABEL,
     QUEUE_ARGS_ANNOTATION,
     QUEUE_LABEL,
     QUOTA_FULLNAME_ANNOTATION,
     STRICT_MARK_ANNOTATION,
-    rfc3339_seconds,
 )
+from webhook.controller.model import TrackedJob
+from webhook.controller.records import rfc3339_seconds
 from webhook.core.decide import LEFTOVER_NOTE, RECLAIM_BUDGET, leaf_policies, queue_policy_text
 from webhook.core.decide import decide as core_decide
 from webhook.core.decisions import Decisions, Reclaim, reason_key
@@ -32,7 +35,6 @@ from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaNode, QuotaTree, queue_name
 from webhook.core.resources import Resources
 from webhook.core.startup import GAVE_UP
-from webhook.workloads.base import PLACEMENT_NAMESPACE_LABEL
 
 __all__ = [
     "LEFTOVER_NOTE",
@@ -62,9 +64,6 @@ JobDecisions = Decisions[TrackedJob]
 """What a pass says about the controller's jobs."""
 JobReclaim = Reclaim[TrackedJob]
 
-QUEUE_GROUP = "scheduling.x-k8s.io"
-QUEUE_VERSION = "v1alpha1"
-QUEUE_KIND = "Queue"
 
 
 # Queues and namespaces -------------------------------------------------------------------------------------
@@ -111,14 +110,16 @@ def _meta(obj: Mapping[str, Any], field_name: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def queue_body(desired: DesiredQueue, namespace: str, strict: bool) -> dict[str, Any]:
-    """A new Queue object."""
+def queue_body(desired: DesiredQueue, namespace: str, strict: bool, rate: str | None = None) -> dict[str, Any]:
+    """A new Queue object (``rate``: the oversell rate the controller admits with, stated on it for ``kq``)."""
     annotations = {QUOTA_FULLNAME_ANNOTATION: desired.full_name, QUEUE_ARGS_ANNOTATION: "{}\n"}
     if strict:
         annotations[STRICT_MARK_ANNOTATION] = "true"
+    if rate is not None:
+        annotations[OVERSELL_RATE_ANNOTATION] = rate
     return {
-        "apiVersion": f"{QUEUE_GROUP}/{QUEUE_VERSION}",
-        "kind": QUEUE_KIND,
+        "apiVersion": QUEUE.api_version,
+        "kind": QUEUE.kind,
         "metadata": {
             "name": desired.name,
             "namespace": namespace,
@@ -130,7 +131,11 @@ def queue_body(desired: DesiredQueue, namespace: str, strict: bool) -> dict[str,
 
 
 def queue_actions(
-    tree: QuotaTree | None, existing: Mapping[str, Mapping[str, Any]], namespace: str, strict: bool
+    tree: QuotaTree | None,
+    existing: Mapping[str, Mapping[str, Any]],
+    namespace: str,
+    strict: bool,
+    rate: str | None = None,
 ) -> list[QueueAction]:
     """What keeps the Queues in step with the tree: create missing ones, fix labels, annotations and (under
     ``StrictPriority``) policies, delete our Queues no leaf asks for. Queues without our label are never
@@ -144,7 +149,7 @@ def queue_actions(
         want = desired[name]
         obj = existing.get(name)
         if obj is None:
-            actions.append(QueueAction("create", name, queue_body(want, namespace, strict), "missing"))
+            actions.append(QueueAction("create", name, queue_body(want, namespace, strict, rate), "missing"))
             continue
         labels, annotations = _meta(obj, "labels"), _meta(obj, "annotations")
         patch_labels: dict[str, Any] = {}
@@ -157,6 +162,9 @@ def queue_actions(
         if annotations.get(QUOTA_FULLNAME_ANNOTATION) != want.full_name:
             patch_annotations[QUOTA_FULLNAME_ANNOTATION] = want.full_name
             why.append("quota-fullname")
+        if rate is not None and annotations.get(OVERSELL_RATE_ANNOTATION) != rate:
+            patch_annotations[OVERSELL_RATE_ANNOTATION] = rate
+            why.append("oversell-rate")
         current = queue_policy_text(obj)
         try:
             parsed: Policy | None = Policy.parse(current)

@@ -38,7 +38,7 @@ def queued_memory(events: Sequence[Mapping[str, Any]], now: float) -> dict[str, 
     without a key (sent by an older version) or a readable time are skipped."""
     latest: dict[str, tuple[str, float]] = {}
     for event in events:
-        if event.get("reason") != "Queued" or not _ours(event):
+        if event.get("reason") != names.REASON_QUEUED or not _ours(event):
             continue
         target = event.get("involvedObject")
         uid = target.get("uid") if isinstance(target, Mapping) else None

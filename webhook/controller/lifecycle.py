@@ -16,19 +16,13 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
+from webhook.api.names import BACKOFF_ANNOTATION, REASON_BACKOFF, REASON_GAVE_UP, REASON_HELD
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
 from webhook.controller.decide import JobDecisions
 from webhook.controller.events import EventRecorder
 from webhook.controller.model import TrackedJob, held_reason, track
-from webhook.controller.records import (
-    BACKOFF_ANNOTATION,
-    backoff_patch,
-    clear_backoff_patch,
-    kv,
-    rfc3339_seconds,
-    spec_fingerprint,
-)
+from webhook.controller.records import backoff_patch, clear_backoff_patch, kv, rfc3339_seconds, spec_fingerprint
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import StartChecks
 from webhook.controller.writer import Stats, Writer
@@ -109,7 +103,7 @@ class JobLifecycle:
             reason = held_reason(missing)
             log.info(kv(component="controller", decision="hold", job=str(workload.key), quota=job.leaf.full_name,
                         reason=reason))
-            self.events.emit(job.obj, "Warning", "Held", "Queue", f"Held in quota {job.leaf.full_name}: {reason}")
+            self.events.emit(job.obj, "Warning", REASON_HELD, "Queue", f"Held in quota {job.leaf.full_name}: {reason}")
         self._held_told = live
 
     def _tell_outside(self, jobs: Sequence[TrackedJob]) -> None:
@@ -177,7 +171,7 @@ class JobLifecycle:
                     retry_at=None if note.gave_up else rfc3339_seconds(note.retry_at),
                     gave_up="true" if note.gave_up else None))
         self.events.emit(
-            updated, "Warning", "GaveUp" if note.gave_up else "BackOff", "Backoff",
+            updated, "Warning", REASON_GAVE_UP if note.gave_up else REASON_BACKOFF, "Backoff",
             f"Did not start within {timeout} ({verdict.reason}); held again and moved to the backoff list of "
             f"queue {queue}, attempt {note.attempts}; its quota goes to the jobs behind it; {retry}",
         )

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.api.names import ADMISSION_ANNOTATION, REASON_ADMITTED, REASON_EVICTED
 from webhook.controller import metrics
 from webhook.controller.cache import NAMESPACES, ClusterCache, meta, name_of
 from webhook.controller.decide import (
@@ -28,15 +29,7 @@ from webhook.controller.decide import (
 )
 from webhook.controller.events import EventGate, EventRecorder
 from webhook.controller.model import TrackedJob
-from webhook.controller.records import (
-    ADMISSION_ANNOTATION,
-    AdmissionRecord,
-    EvictionNote,
-    admit_patch,
-    clear_record_patch,
-    evict_patch,
-    kv,
-)
+from webhook.controller.records import AdmissionRecord, EvictionNote, admit_patch, clear_record_patch, evict_patch, kv
 from webhook.controller.settings import ControllerSettings
 from webhook.core.fit import format_rate
 from webhook.core.quota import QuotaTree, queue_name
@@ -136,7 +129,8 @@ class Writer:
     async def sync_queues(self, tree: QuotaTree | None) -> None:
         """Create, fix and delete Queues as the tree asks (:func:`queue_actions`)."""
         existing = self.cache.by_name(self.cache.queues)
-        for action in queue_actions(tree, existing, self.settings.queue_namespace, self.settings.strict_priority):
+        queue_namespace, strict = self.settings.queue_namespace, self.settings.strict_priority
+        for action in queue_actions(tree, existing, queue_namespace, strict, self._rate_text):
             await self._queue_action(action)
 
     async def _queue_action(self, action: QueueAction) -> None:
@@ -203,7 +197,7 @@ class Writer:
         if reclaimed:
             message += f" after reclaim: {reclaimed}"
         # Queued for the background sender: an Event never holds up the next write.
-        self.events.emit(updated, "Normal", "Admitted", "Admit", message)
+        self.events.emit(updated, "Normal", REASON_ADMITTED, "Admit", message)
         return True
 
     async def admit_all(self, jobs: Sequence[tuple[TrackedJob, str, str | None]]) -> None:
@@ -242,7 +236,7 @@ class Writer:
             self.events.emit(
                 updated,
                 "Warning",
-                "Evicted",
+                REASON_EVICTED,
                 "Reclaim",
                 f"Evicted back to queue {self.settings.queue_namespace}/{queue} at its original place: "
                 f"{plan.reason}; reclaimed for {preemptor.workload.key} of quota {preemptor.leaf.full_name}",

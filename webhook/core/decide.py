@@ -35,6 +35,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Generic
 
+from webhook.api.names import MAX_JOBS
 from webhook.core.decisions import Decisions, J, Reclaim
 from webhook.core.fit import FitResult, check_fit, validate_rate
 from webhook.core.ledger import Ledger, build_ledger, shift_usage
@@ -42,7 +43,7 @@ from webhook.core.quantity import NANO
 from webhook.core.queueing import LazyReasons, PassResult, Policy, QueuePolicyError, admission_pass
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.reclaim import Reclaimer, ReclaimPlan
-from webhook.core.resources import MAX_JOBS, Resources
+from webhook.core.resources import Resources
 from webhook.core.startup import BackoffState
 from webhook.core.workload import Phase, Workload, WorkloadKey
 

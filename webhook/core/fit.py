@@ -26,10 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+from webhook.api.names import MAX_JOBS
 from webhook.core.ledger import shift_usage
 from webhook.core.quantity import format_quantity
 from webhook.core.quota import QuotaNode, QuotaTree
-from webhook.core.resources import EMPTY, MAX_JOBS, Resources, is_binary_resource
+from webhook.core.resources import EMPTY, Resources, is_binary_resource
 from webhook.core.workload import Workload, WorkloadKey
 
 __all__ = [

@@ -38,15 +38,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from webhook.api.names import (
+    VIRTUAL_NODE_LABEL_KEY,
+    VIRTUAL_NODE_LABEL_VALUE,
+    VIRTUAL_NODE_TAINT_KEY,
+    VIRTUAL_NODE_TAINT_VALUE,
+)
 from webhook.core.placement_policy import (
     API_VERSION,
     DEFAULT_TIMEOUT_SECONDS,
     KIND,
     MAX_UNITS,
-    VIRTUAL_NODE_LABEL_KEY,
-    VIRTUAL_NODE_LABEL_VALUE,
-    VIRTUAL_NODE_TAINT_KEY,
-    VIRTUAL_NODE_TAINT_VALUE,
     VIRTUAL_NODE_TOLERATION,
     PolicyError,
     ResourcePolicy,

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from webhook.api.kinds import RESOURCE_POLICY
 from webhook.core import duration
 from webhook.core.selectors import (
     EMPTY_LABELS,
@@ -23,8 +24,8 @@ from webhook.core.selectors import (
 if TYPE_CHECKING:
     from webhook.core.placement import NodeView, PodView
 
-API_VERSION = "scheduling.alibabacloud.com/v1alpha1"
-KIND = "ResourcePolicy"
+API_VERSION = RESOURCE_POLICY.api_version
+KIND = RESOURCE_POLICY.kind
 VIRTUAL_NODE_LABEL_KEY = "type"
 VIRTUAL_NODE_LABEL_VALUE = "virtual-kubelet"
 VIRTUAL_NODE_TAINT_KEY = "virtual-kubelet.io/provider"

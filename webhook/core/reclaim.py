@@ -80,12 +80,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
 
+from webhook.api.names import MAX_JOBS
 from webhook.core.fit import check_fit, check_min
 from webhook.core.ledger import shift_usage
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.reclaim_index import Candidate, ReclaimIndex
-from webhook.core.resources import MAX_JOBS, Resources, total
+from webhook.core.resources import Resources, total
 from webhook.core.workload import Workload
 
 __all__ = ["ReclaimPlan", "Reclaimer", "explain_reclaim", "plan_reclaim"]

@@ -15,11 +15,12 @@ from fractions import Fraction
 from operator import attrgetter
 from types import MappingProxyType
 
+from webhook.api.names import MAX_JOBS
 from webhook.core.fit import limits_of, validate_rate
 from webhook.core.ledger import ChainTally
 from webhook.core.quantity import NANO
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
-from webhook.core.resources import EMPTY, MAX_JOBS, Resources
+from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Workload, WorkloadKey
 
 __all__ = ["Blockers", "Candidate", "Chain", "ReclaimIndex", "sort_key"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from webhook.api.names import MAX_JOBS
 from webhook.core.ledger import ChainTally
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaTree
-from webhook.core.resources import MAX_JOBS
 from webhook.core.workload import Workload
 
 __all__ = ["UsageMeter"]

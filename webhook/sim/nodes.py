@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from webhook.api.names import MAX_JOBS
 from webhook.core.quantity import NANO, format_quantity
 from webhook.core.quota import QuotaTree
-from webhook.core.resources import MAX_JOBS, Resources, is_binary_resource
+from webhook.core.resources import Resources, is_binary_resource
 from webhook.core.workload import Workload
 from webhook.sim.scenario import NodeShape
 
