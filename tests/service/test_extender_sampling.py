@@ -12,8 +12,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tests.service.test_extender_objects import args, bound, eci, ecs, node, pod, policy, virtual_node
+from webhook.core.sampling import looks_sampled, scheduler_sample_size
 from webhook.extender.app import SAMPLED_WARNING_SECONDS, log_line, make_app
-from webhook.extender.state import ExtenderState, looks_sampled, scheduler_sample_size
+from webhook.extender.state import ExtenderState
 
 NOW = 1_714_564_800.0
 

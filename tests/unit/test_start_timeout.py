@@ -18,6 +18,7 @@ from webhook.controller.records import (
     spec_fingerprint,
 )
 from webhook.controller.starts import PodIndex, check_starts, pod_slim
+from webhook.core.podquota import QuotaBlocker
 from webhook.core.quantity import parse_quantity
 from webhook.core.startup import (
     CATEGORIES,
@@ -33,7 +34,6 @@ from webhook.core.startup import (
     failure_reason,
     start_verdict,
 )
-from webhook.extender.podquota import QuotaBlocker
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
 from webhook.workloads.job import JobAdapter
 from webhook.workloads.kubeflow import PyTorchJobAdapter

@@ -14,11 +14,13 @@ from typing import Any
 
 from webhook.core.quota import TREE_NAMESPACE
 from webhook.extender.app import MAX_BODY_BYTES, PREFIX, make_app
+from webhook.extender.cache import DEFAULT_ASSUME_TTL
+from webhook.extender.decision import MarkPatch
 from webhook.extender.http import HttpServer, start_server
 from webhook.extender.marker import Marker
 from webhook.extender.nudge import Nudger
 from webhook.extender.sources import PODS, build_caches, running
-from webhook.extender.state import DEFAULT_ASSUME_TTL, ExtenderState, MarkPatch
+from webhook.extender.state import ExtenderState
 from webhook.kube.client import KubeClient
 from webhook.kube.serving import freeze_heap, tls_context
 

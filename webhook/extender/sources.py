@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.quota import TREE_NAMESPACE
-from webhook.extender.state import ExtenderState, pod_essentials
+from webhook.extender.pods import pod_essentials
+from webhook.extender.state import ExtenderState
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
 from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
 from webhook.kube.slim import SlimListWatch

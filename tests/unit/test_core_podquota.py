@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.builders import node, res, tree
-from webhook.extender.podquota import QuotaBlocker, explain_blockers, pod_quota_blockers, quota_key
+from webhook.core.podquota import QuotaBlocker, explain_blockers, pod_quota_blockers, quota_key
 
 GI = 1024**3 * 10**9  # nano-units
 CPU = 10**9
