@@ -114,7 +114,7 @@ def _whole(update: Callable[[list[Mapping[str, Any]]], None]) -> Callable[[Watch
 
 
 def pod_cache(source: ListWatch, state: ExtenderState) -> WatchCache:
-    """The pod cache over ``source``: slim pods (:func:`~webhook.extender.state.pod_essentials`), applied to
+    """The pod cache over ``source``: slim pods (:func:`~webhook.extender.pods.pod_essentials`), applied to
     ``state`` one event at a time."""
     cache = WatchCache("extender-pods", SlimListWatch(source, pod_essentials))
     cache.add_listener(_incremental(state.upsert_pod, state.delete_pod, state.replace_pods))

@@ -25,11 +25,10 @@ from typing import Any
 
 from webhook.core.placement import NodeView, PodView, ResourcePolicy, node_view, pod_view
 from webhook.core.quota import QuotaTree
-from webhook.core.resources import Resources
 from webhook.core.sampling import looks_sampled, rotating_window, scheduler_sample_size
 from webhook.extender.cache import DEFAULT_ASSUME_TTL, ExtenderCache
 from webhook.extender.decide import Outcome, VerdictCache, decide
-from webhook.extender.decision import Assumption, Decision, MarkPatch
+from webhook.extender.decision import Assumption, Decision
 from webhook.extender.pods import pod_key, uid_of
 
 LAST_FILTERS = 256
@@ -51,6 +50,22 @@ class ExtenderState:
         """Pod uid -> its latest filter verdict that passed some node (consumed by its prioritize)."""
         self.ready = False
         """Set by the wiring once every watch has listed; until then the filter answers with ``Error``."""
+        cache = self.cache
+        # What the watches and the other shells call, straight to the cache (see there).
+        self.upsert_node = cache.upsert_node
+        self.delete_node = cache.delete_node
+        self.replace_nodes = cache.replace_nodes
+        self.upsert_pod = cache.upsert_pod
+        self.delete_pod = cache.delete_pod
+        self.replace_pods = cache.replace_pods
+        self.pod_views = cache.pod_views
+        self.pod = cache.pod
+        self.policies = cache.policies
+        self.policy_for = cache.policy_for
+        self.set_trees = cache.set_trees
+        self.used = cache.used
+        self.expire = cache.expire
+        self.marks_patch = cache.marks_patch
 
     # The cache, as the watches and the other shells use it --------------------------------------------------
     @property
@@ -93,59 +108,10 @@ class ExtenderState:
     def on_marks_needed(self, callback: Callable[[str], None] | None) -> None:
         self.cache.on_marks_needed = callback
 
-    def upsert_node(self, obj: Mapping[str, Any]) -> None:
-        self.cache.upsert_node(obj)
-
-    def delete_node(self, obj: Mapping[str, Any]) -> None:
-        self.cache.delete_node(obj)
-
-    def replace_nodes(self, objs: Iterable[Mapping[str, Any]]) -> None:
-        self.cache.replace_nodes(objs)
-
-    def upsert_pod(self, obj: Mapping[str, Any]) -> None:
-        self.cache.upsert_pod(obj)
-
-    def delete_pod(self, obj: Mapping[str, Any]) -> None:
-        self.cache.delete_pod(obj)
-
-    def replace_pods(self, objs: Iterable[Mapping[str, Any]]) -> None:
-        """A re-list: the store is replaced; assumptions of pods now bound or gone are dropped."""
-        self.cache.replace_pods(objs)
-
-    def pod_views(self) -> list[PodView]:
-        """Every cached pod."""
-        return self.cache.pod_views()
-
-    def pod(self, key: str) -> PodView | None:
-        """The cached view of a pod (by uid, or ``namespace/name`` for pods without one)."""
-        return self.cache.pod(key)
-
     def set_policies(self, objs: Iterable[Mapping[str, Any]]) -> None:
         """Replace every ResourcePolicy; invalid ones are logged and ignored."""
         self.cache.set_policies(objs)
         self.verdicts.keep_policies(self.cache.policy_keys())
-
-    def policies(self, namespace: str) -> tuple[ResourcePolicy, ...]:
-        return self.cache.policies(namespace)
-
-    def policy_for(self, view: PodView) -> ResourcePolicy | None:
-        return self.cache.policy_for(view)
-
-    def set_trees(self, objs: Iterable[Mapping[str, Any]]) -> None:
-        """Use the oldest ElasticQuotaTree given (the webhook allows only one); recharge every pod."""
-        self.cache.set_trees(objs)
-
-    def used(self, quota: str) -> Resources:
-        """What the bound pods of a quota node's subtree request (for tests and ``why``)."""
-        return self.cache.used(quota)
-
-    def expire(self, now: float) -> None:
-        """Forget assumed placements whose time is up."""
-        self.cache.expire(now)
-
-    def marks_patch(self, key: str) -> MarkPatch | None:
-        """What the bound pod ``key`` lacks (:meth:`ExtenderCache.marks_patch`)."""
-        return self.cache.marks_patch(key)
 
     def unit_counts(self, policy: ResourcePolicy, for_pod: PodView, now: float) -> tuple[int, ...]:
         """How many of the policy's pods each unit holds when placing ``for_pod`` (assumptions due by
