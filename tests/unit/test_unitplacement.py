@@ -17,6 +17,7 @@ from webhook.core.placement import (
     parse_policy,
     place,
     placement_key,
+    unit_deletion_cost,
     unit_of_node,
 )
 from webhook.core.unitplacement import (
@@ -193,3 +194,8 @@ def test_the_scheduler_s_reason_names_the_policy_and_not_the_wait() -> None:
     assert policy_reason(policy, "unit 1 (eci) is full (waited 3s)") == "ResourcePolicy team/rp: unit 1 (eci) is full"
     named = "ResourcePolicy team/rp: waiting (waited 1m2s) for unit 1"
     assert policy_reason(policy, named) == "ResourcePolicy team/rp: waiting for unit 1"
+
+
+def test_the_first_unit_costs_nothing_to_write_and_later_units_go_first() -> None:
+    assert [unit_deletion_cost(index, 3) for index in range(3)] == [0, -100, -200]
+    assert unit_deletion_cost(0, 1) == 0
