@@ -16,14 +16,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.api import names
+from webhook.api import kinds, names
 from webhook.controller.records import COMPONENT, kv, parse_time, rfc3339_seconds
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.workloads.base import rfc3339
 
 log = logging.getLogger(__name__)
 
-EVENTS = ResourceRef("", "v1", "events")
+EVENTS = ResourceRef.of(kinds.EVENT)
 MAX_MESSAGE = 1024
 """The apiserver refuses Event messages over 1 KiB."""
 

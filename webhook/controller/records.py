@@ -23,7 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.api.names import (
+    ADMISSION_ANNOTATION,
+    BACKOFF_ANNOTATION,
     CONTROLLER_COMPONENT,
+    EVICTION_ANNOTATION,
     MANAGED_NAMESPACE_LABEL,
     QUEUE_ARGS_ANNOTATION,
     QUEUE_LABEL,
@@ -33,16 +36,7 @@ from webhook.api.names import (
 from webhook.core.placement import parse_timestamp
 from webhook.core.resources import Resources
 from webhook.core.startup import BackoffNote
-from webhook.workloads.base import (
-    ADMISSION_ANNOTATION,
-    BACKOFF_ANNOTATION,
-    EVICTION_ANNOTATION,
-    Adapter,
-    JSONPatch,
-    pointer,
-    rfc3339,
-    value_at,
-)
+from webhook.workloads.base import Adapter, JSONPatch, pointer, rfc3339, value_at
 
 COMPONENT = CONTROLLER_COMPONENT
 

@@ -379,6 +379,9 @@ def place(
     ``candidates`` already passed the scheduler's filter plugins (a candidate has room). ``unit_counts`` comes
     from :func:`count_pods_per_unit`. ``TimeoutOrExceedMax`` measures the pod's wait from ``pod_first_seen``
     (when the extender first saw it), else from the pod's creation time, else from ``now``.
+
+    Callers keep verdicts by :func:`placement_key`, which lists what this function reads of its inputs: a
+    change here that reads something more must change the key too (a property test holds them together).
     """
     if len(unit_counts) != len(policy.units):
         raise ValueError(f"expected {len(policy.units)} unit counts for {policy.key}, got {len(unit_counts)}")
@@ -462,6 +465,27 @@ def place(
     )
 
 
+PlacementKey = tuple[frozenset[int | None], tuple[int, ...]]
+"""The units that have candidates, and the unit counts that show (see :func:`placement_key`)."""
+
+
+def placement_key(
+    policy: ResourcePolicy, units_present: Iterable[int | None], unit_counts: Sequence[int]
+) -> PlacementKey | None:
+    """What :func:`place` reads of its inputs besides ``policy``, when that is all it reads: which units
+    (0-based, ``None`` for "in no unit") have candidates, and the counts of the units with a ``max`` (a unit
+    without one shows its count nowhere). Two calls with the same policy and key give the same verdict *by
+    unit*: every candidate of a unit gets what any other candidate of that unit gets, whatever its name.
+
+    ``None`` under ``TimeoutOrExceedMax``: then the verdict also depends on the clock and on how long the pod
+    has waited, and is not to be kept.
+    """
+    if policy.when_try_next is TryNextPolicy.TIMEOUT_OR_EXCEED_MAX:
+        return None
+    shown = tuple(0 if unit.max is None else count for unit, count in zip(policy.units, unit_counts, strict=True))
+    return frozenset(units_present), shown
+
+
 def place_unmanaged(pod: PodView, candidates: Sequence[NodeView]) -> Placement:
     """Placement of a pod no policy governs: every node passes except virtual nodes, unless the pod opted into
     ECI (label ``alibabacloud.com/eci: "true"``). Every candidate scores the same."""
@@ -497,3 +521,11 @@ def deletion_cost(unit_index: int, n_units: int) -> int:
     if n_units < 1 or not 0 <= unit_index < n_units:
         raise ValueError(f"unit index {unit_index} is outside 0..{n_units - 1}")
     return (n_units - 1 - unit_index) * 100
+
+
+def unit_deletion_cost(index: int, n_units: int) -> int:
+    """The pod-deletion-cost the extender writes for a pod in unit ``index``: :func:`deletion_cost` shifted so
+    that the first unit costs 0 - the cost of a pod without the annotation. Pods of the preferred unit,
+    usually nearly all of them, then need no write at all; pods of later units get -100, -200, ... and still
+    go first when a ReplicaSet shrinks."""
+    return deletion_cost(index, n_units) - deletion_cost(0, n_units)

@@ -12,13 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webhook.api.names import TREE_NAMESPACE
-from webhook.extender.app import MAX_BODY_BYTES, PREFIX, make_app
+from webhook.api.names import PREFIX, TREE_NAMESPACE
+from webhook.extender.app import MAX_BODY_BYTES, make_app
+from webhook.extender.cache import DEFAULT_ASSUME_TTL
+from webhook.extender.decision import MarkPatch
 from webhook.extender.http import HttpServer, start_server
 from webhook.extender.marker import Marker
 from webhook.extender.nudge import Nudger
 from webhook.extender.sources import PODS, build_caches, running
-from webhook.extender.state import DEFAULT_ASSUME_TTL, ExtenderState, MarkPatch
+from webhook.extender.state import ExtenderState
 from webhook.kube.client import KubeClient
 from webhook.kube.serving import freeze_heap, tls_context
 
