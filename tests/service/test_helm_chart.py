@@ -31,6 +31,10 @@ MANIFESTS = ROOT / "manifests"
 CHART = MANIFESTS / "helm" / "kube-queue"
 SYNC_SCRIPT = ROOT / "hack" / "sync-helm-chart.sh"
 
+# On a cold machine the first test builds kubectl and helm from their Go modules (README: minutes each); the
+# tier's 300 s per-test limit would cut that build short. A hang still ends, only later.
+pytestmark = pytest.mark.timeout(2400)
+
 Obj = dict[str, Any]
 Key = tuple[str, str, str, str]
 
