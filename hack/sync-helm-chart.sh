@@ -17,6 +17,7 @@ webhook/rbac.yaml files/webhook/rbac.yaml
 webhook/webhook-configurations.yaml files/webhook/webhook-configurations.yaml
 controller/rbac.yaml files/controller/rbac.yaml
 scheduler/rbac.yaml files/scheduler/rbac.yaml
+console/rbac.yaml files/console/rbac.yaml
 monitoring/prometheusrule.yaml files/monitoring/prometheusrule.yaml
 monitoring/grafana-dashboard.json files/monitoring/grafana-dashboard.json
 LIST

@@ -4,10 +4,10 @@ RBAC objects, webhook configurations), and re-applying them over a running syste
 changes nothing: no job released, lost or re-queued, the tree, the Queues and their order kept, and the
 controller goes on queueing afterwards.
 
-The Deployment, its Service and PodDisruptionBudget and the webhook configurations are only dry-run here: the
-dev cluster runs the service as a local process (the shipped configurations point at an in-cluster Service it
-does not have). Everything else an upgrade re-applies (CRDs, namespace, RBAC, the extender's files) is applied
-for real, from manifests/ and from the chart (``helm template | kubectl apply --server-side``).
+Deployments, Services, the PodDisruptionBudget and the webhook configurations are only dry-run here: the dev
+cluster runs the service as a local process (the shipped configurations point at an in-cluster Service it does
+not have). Everything else an upgrade re-applies (CRDs, namespace, RBAC, the extender's files) is applied for
+real, from manifests/ and from the chart (``helm template | kubectl apply --server-side``).
 """
 
 from __future__ import annotations
@@ -49,8 +49,11 @@ VALUES_MATRIX: dict[str, dict[str, Any]] = {
                 "matchLabels": {"app.kubernetes.io/name": "kube-queue"}}}}]}},
     },
     "single-replica-existing-namespace": {"replicas": 1, "createNamespace": False},
-    "extender": {"extender": {"enabled": True, "port": 18888}},
+    "extender-console": {"extender": {"enabled": True, "port": 18888}, "console": {"enabled": True}},
 }
+
+UPGRADE_VALUES: dict[str, Any] = {"extender": {"enabled": True}, "console": {"enabled": True}}
+"""What the upgrade re-applies from the chart: every part, the optional ones included."""
 
 
 def helm_template(values: dict[str, Any], tmp: Path) -> str:
@@ -93,8 +96,9 @@ def test_the_chart_is_accepted_by_the_api_server(dev_cluster: DevCluster, tmp_pa
     # Every rendered object was sent, and the API server took each one.
     assert len([line for line in applied.splitlines() if line.strip()]) == len(objects), applied
     assert "deployment.apps/kube-queue serverside-applied (server dry run)" in applied, applied
-    if case == "extender":
+    if case == "extender-console":
         assert "configmap/kube-queue-scheduler serverside-applied (server dry run)" in applied, applied
+        assert "deployment.apps/kube-queue-console serverside-applied (server dry run)" in applied, applied
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +166,7 @@ def test_re_applying_the_manifests_and_the_chart_over_running_work_changes_nothi
     # The upgrade: manifests/ parts, then every chart object the dev cluster can take for real.
     for part in UPGRADED:
         dev.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(MANIFESTS / part))
-    rendered = [doc for doc in yaml.safe_load_all(helm_template({"extender": {"enabled": True}}, tmp_path)) if doc]
+    rendered = [doc for doc in yaml.safe_load_all(helm_template(UPGRADE_VALUES, tmp_path)) if doc]
     real = [obj for obj in rendered if obj["kind"] not in DRY_RUN_ONLY]
     assert {obj["kind"] for obj in real} >= {"CustomResourceDefinition", "Namespace", "ClusterRole", "ConfigMap"}
     dev.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=as_list(real))

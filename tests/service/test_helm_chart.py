@@ -2,9 +2,10 @@
 ``kubectl kustomize`` (both built into the binary cache by webhook/devcluster/build-binaries.sh; no cluster).
 
 One source of truth: with default values the chart renders exactly the objects of ``kubectl kustomize
-manifests/`` (and with the monitoring toggles on, those of manifests/monitoring/ as well; with the extender on,
-manifests/scheduler/); its copied files equal their sources. The values matrix (HA, monitoring off, custom
-flags, extender) renders flags that ``kq serve`` / ``kq extender``'s own parsers accept and read back as set.
+manifests/`` (with the monitoring toggles on, those of manifests/monitoring/ as well; with the console on,
+manifests/console/; with the extender on, manifests/scheduler/); its copied files equal their sources. The
+values matrix (HA, monitoring off, custom flags, console, extender) renders flags that kq's own parsers accept
+and read back as set.
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def test_the_chart_copies_equal_their_sources_in_manifests() -> None:
     {"replicas": 1},
     {"monitoring": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
                     "dashboard": {"enabled": True}, "extenderPodMonitor": {"enabled": True}}},
-    {"extender": {"enabled": True}, "logLevel": "debug"},
-], ids=["defaults", "single", "monitoring", "extender"])
+    {"extender": {"enabled": True}, "console": {"enabled": True}, "logLevel": "debug"},
+], ids=["defaults", "single", "monitoring", "extender-console"])
 def test_helm_lint_passes(helm: Path, tmp_path: Path, values: Obj) -> None:
     argv = [str(helm), "lint", "--strict", str(CHART)]
     if values:
@@ -158,6 +159,22 @@ def test_monitoring_toggles_render_the_monitoring_kustomization(helm: Path, kube
         objects = render(helm, {"monitoring": {toggle: {"enabled": True}}}, tmp_path)
         extra = [k for k in by_key(objects) if k not in base]
         assert [k[1] for k in extra] == [kind], toggle
+
+
+def test_the_console_renders_manifests_console(helm: Path, kubectl: Path, tmp_path: Path) -> None:
+    rendered = render(helm, {"console": {"enabled": True}}, tmp_path)
+    assert_same_objects(rendered, kustomize(kubectl, MANIFESTS) + kustomize(kubectl, MANIFESTS / "console"))
+
+
+def test_console_values_become_the_flags_kq_console_reads(helm: Path, tmp_path: Path) -> None:
+    values = {"console": {"enabled": True, "namespace": "team-a", "port": 8081,
+                          "extraArgs": ["--user-header=X-Remote-User"]}}
+    rendered = render(helm, values, tmp_path)
+    container = only(rendered, "Deployment", "kube-queue-console")["spec"]["template"]["spec"]["containers"][0]
+    parsed = build_parser(container["args"]).parse_args(container["args"])
+    assert (parsed.host, parsed.port, parsed.namespace, parsed.user_header) == (
+        "0.0.0.0", 8081, "team-a", "X-Remote-User")
+    assert container["ports"] == [{"name": "http", "containerPort": 8081}]
 
 
 def test_the_extender_renders_manifests_scheduler(helm: Path, tmp_path: Path) -> None:
