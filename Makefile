@@ -27,8 +27,10 @@ $(STAMP): pyproject.toml
 deps:
 	bash hack/system-deps.sh
 
+# The dev cluster's Kubernetes binaries, and helm (for the chart in manifests/helm/), cached by version.
 binaries:
 	bash webhook/devcluster/build-binaries.sh
+	bash webhook/devcluster/build-binaries.sh helm
 
 up: install
 	$(BIN)/kq dev up --seed
