@@ -156,3 +156,21 @@ def pytorchjob(name: str, namespace: str, workers: int) -> dict[str, Any]:
             "pytorchReplicaSpecs": {"Master": replicas(1), "Worker": replicas(workers)},
         },
     }
+
+
+def developer_tree_spec(team_a: str, team_a2: str, team_b: str) -> dict[str, Any]:
+    """The developer commands' two-department tree over three fresh namespaces."""
+    whole = {"cpu": 100, "memory": "100Gi", "nvidia.com/gpu": 4}
+    return {
+        "root": {
+            "name": "root",
+            "min": whole,
+            "max": whole,
+            "children": [
+                {"name": "Department-a", "min": {"cpu": 60, "memory": "60Gi", "nvidia.com/gpu": 3}, "max": whole,
+                 "namespaces": [team_a, team_a2]},
+                {"name": "Department-b", "min": {"cpu": 40, "memory": "40Gi", "nvidia.com/gpu": 1}, "max": whole,
+                 "namespaces": [team_b]},
+            ],
+        }
+    }

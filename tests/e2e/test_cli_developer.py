@@ -25,6 +25,7 @@ import pytest
 
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.setups import developer_tree_spec
 from webhook.cli import devsystem
 
 pytestmark = pytest.mark.e2e
@@ -53,23 +54,6 @@ class Kq:
         return {item["name"]: item for item in items}
 
 
-def _spec(team_a: str, team_a2: str, team_b: str) -> dict[str, Any]:
-    whole = {"cpu": 100, "memory": "100Gi", "nvidia.com/gpu": 4}
-    return {
-        "root": {
-            "name": "root",
-            "min": whole,
-            "max": whole,
-            "children": [
-                {"name": "Department-a", "min": {"cpu": 60, "memory": "60Gi", "nvidia.com/gpu": 3}, "max": whole,
-                 "namespaces": [team_a, team_a2]},
-                {"name": "Department-b", "min": {"cpu": 40, "memory": "40Gi", "nvidia.com/gpu": 1}, "max": whole,
-                 "namespaces": [team_b]},
-            ],
-        }
-    }
-
-
 @pytest.fixture(scope="module")
 def kq(dev_cluster: DevCluster) -> Iterator[Kq]:
     dev = dev_cluster
@@ -80,7 +64,7 @@ def kq(dev_cluster: DevCluster) -> Iterator[Kq]:
     devsystem.restart_service(strict, dev.bins)
     try:
         create_namespaces(dev, *names)
-        with installed_tree(dev, _spec(*names)):
+        with installed_tree(dev, developer_tree_spec(*names)):
             wait_managed(dev, *names)
             yield Kq(dev, *names)
             for namespace in names:

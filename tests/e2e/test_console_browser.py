@@ -28,7 +28,7 @@ import pytest
 
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
-from tests.e2e.test_cli_developer import _spec
+from tests.e2e.setups import developer_tree_spec
 from webhook.cli import devsystem
 
 pytestmark = pytest.mark.e2e
@@ -92,7 +92,7 @@ def console(dev_cluster: DevCluster) -> Iterator[Console]:
         dev.kubectl("create", "clusterrolebinding", f"{team_a}-quota-viewer", "--clusterrole=kube-queue-quota-viewer",
                     f"--serviceaccount={team_a}:{DEVELOPER}")
         token = dev.kubectl("create", "token", DEVELOPER, "-n", team_a, "--duration=1h").strip()
-        with installed_tree(dev, _spec(*names)), sync_playwright() as playwright:
+        with installed_tree(dev, developer_tree_spec(*names)), sync_playwright() as playwright:
             wait_managed(dev, *names)
             browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"], headless=True)
             try:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.service.test_controller_fake_api import Kind
-from tests.service.test_controller_loop import seed_api, settings
+from tests.service.controller_fakeapi import Kind
+from tests.service.controller_support import seed_api, settings
 from webhook.controller.controller import Controller
 
 PYTORCHJOBS: Kind = ("kubeflow.org", "v1", "pytorchjobs")

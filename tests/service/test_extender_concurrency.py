@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from tests.service.test_extender_objects import Cluster, args, bound, eci, ecs, pod, policy, serving
-from tests.service.test_extender_wire import post, read_response
+from tests.service.extender_support import Cluster, args, bound, eci, ecs, pod, policy, serving
+from tests.service.wire_support import post, read_response
 from webhook.extender.app import MAX_BODY_BYTES, make_app
 from webhook.extender.http import start_server
 

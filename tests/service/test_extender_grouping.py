@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.service.test_extender_objects import eci, ecs, node, policy, virtual_node
+from tests.service.extender_support import eci, ecs, node, policy, virtual_node
 from webhook.core.placement import ResourcePolicy
 from webhook.core.unitplacement import FEW_OUTSIDE, MISSING, Grouping, UnitKey, group_by_unit
 from webhook.extender.state import ExtenderState

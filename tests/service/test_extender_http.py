@@ -10,7 +10,7 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.service.test_extender_objects import args, eci, ecs, node, pod, policy, serving, virtual_node
+from tests.service.extender_support import args, eci, ecs, node, pod, policy, serving, virtual_node
 from webhook import pki
 from webhook.extender.app import make_app
 from webhook.extender.state import ExtenderState

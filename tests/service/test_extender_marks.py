@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from tests.service.test_extender_objects import Cluster, eci, ecs, pod, policy
+from tests.service.extender_support import Cluster, eci, ecs, pod, policy
 from webhook.core.placement import DELETION_COST_ANNOTATION, deletion_cost, unit_deletion_cost
 from webhook.extender.decision import MarkPatch
 from webhook.extender.marker import Marker

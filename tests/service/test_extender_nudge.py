@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.service.test_extender_objects import Cluster, args, eci, ecs, pod, policy, serving
+from tests.service.extender_support import Cluster, args, eci, ecs, pod, policy, serving
 from webhook.extender.app import make_app
 from webhook.extender.nudge import RETRY_ANNOTATION, Nudger
 from webhook.kube.client import KubeApiError

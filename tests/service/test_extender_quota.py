@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import pytest
 
 import webhook.extender.pods as pods_module
-from tests.service.test_extender_objects import (
+from tests.service.extender_support import (
     NAMESPACE,
     Cluster,
     bound,

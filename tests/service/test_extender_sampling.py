@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 from prometheus_client import REGISTRY
 
-from tests.service.test_extender_objects import args, bound, eci, ecs, node, pod, policy, virtual_node
+from tests.service.extender_support import args, bound, eci, ecs, node, pod, policy, virtual_node
 from webhook.core.sampling import scheduler_sample_size
 from webhook.extender.app import SAMPLED_WARNING_SECONDS, log_line, make_app
 from webhook.extender.state import ExtenderState

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from tests.service.test_extender_objects import eci, ecs, node, pod, policy, virtual_node
+from tests.service.extender_support import eci, ecs, node, pod, policy, virtual_node
 from webhook.core.placement import pod_view
 from webhook.core.workload import pod_request
 from webhook.extender.pods import pod_essentials

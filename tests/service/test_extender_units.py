@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.service.test_extender_objects import (
+from tests.service.extender_support import (
     ALL_NODES,
     Cluster,
     eci,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.service.wire_support import closed, connect, post, read_response
 from webhook.extender.http import MAX_HEAD_BYTES, HttpServer, Reply, Routes, start_server
 
 MAX_BODY = 1024
@@ -44,33 +45,6 @@ async def server() -> AsyncIterator[HttpServer]:
         yield listener
     finally:
         await listener.close()
-
-
-def post(path: str, body: bytes, *extra: str, version: str = "HTTP/1.1") -> bytes:
-    head = [f"POST {path} {version}", "Host: x", f"Content-Length: {len(body)}", *extra]
-    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
-
-
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
-    """One response: status, headers (lower-case names), body."""
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ")[1])
-    headers = {}
-    for line in lines[1:]:
-        if line:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-    body = await reader.readexactly(int(headers.get("content-length", "0")))
-    return status, headers, body
-
-
-async def connect(server: HttpServer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_connection("127.0.0.1", server.port)
-
-
-async def closed(reader: asyncio.StreamReader) -> bool:
-    return await asyncio.wait_for(reader.read(1), timeout=5) == b""
 
 
 async def test_keep_alive_answers_request_after_request_on_one_connection(server: HttpServer) -> None:
@@ -203,26 +177,13 @@ async def test_close_drops_open_connections(server: HttpServer) -> None:
     writer.close()
 
 
-async def exchange_twice() -> bytes:
-    """Start a server, send two pipelined requests, return both bodies (for the uvloop check below)."""
-    listener = await start_server(ROUTES, "127.0.0.1", 0, max_body=MAX_BODY)
-    try:
-        reader, writer = await connect(listener)
-        writer.write(post("/echo", b"a") + post("/echo", b"b"))
-        bodies = [(await read_response(reader))[2] for _ in range(2)]
-        writer.close()
-        return b"|".join(bodies)
-    finally:
-        await listener.close()
-
-
 def test_it_serves_on_uvloop_too() -> None:
     """uvloop's transports are not ``asyncio.Transport`` subclasses; the protocol must not care. In a child
     process, so that a broken run fails within the timeout instead of hanging in uvloop's shutdown."""
     pytest.importorskip("uvloop")
     script = (
         "import uvloop\n"
-        "from tests.service.test_extender_wire import exchange_twice\n"
+        "from tests.service.wire_support import exchange_twice\n"
         "print(uvloop.run(exchange_twice()))"
     )
     result = subprocess.run(

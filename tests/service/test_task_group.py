@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from tests.service.test_controller_loop import seed_api, settings
+from tests.service.controller_support import seed_api, settings
 from webhook.controller.controller import Controller
 from webhook.kube.tasks import TaskGroup
 

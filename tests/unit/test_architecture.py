@@ -168,3 +168,55 @@ def test_the_package_ships_no_fake_api_server() -> None:
 def test_the_test_import_check_sees_test_imports() -> None:
     # Guard against a vacuous pass: the same scanner finds the tests' own imports of tests modules.
     assert _importers_of_tests(ROOT.parent / "tests" / "unit")
+
+
+def _ours(module: str) -> bool:
+    return module == "tests" or module.startswith("tests.")
+
+
+def _is_test_module(module: str) -> bool:
+    return (_ours(module) or module.startswith(".")) and module.rpartition(".")[2].startswith("test_")
+
+
+def _test_module_imports(source: str) -> list[str]:
+    """The ``test_*`` modules a source imports (``import a.test_x``, ``from a.test_x import y`` or
+    ``from a import test_x``), relative imports included."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if _is_test_module(alias.name)]
+        elif isinstance(node, ast.ImportFrom) and (node.level or _ours(node.module or "")):
+            module = "." * node.level + (node.module or "")
+            if _is_test_module(module):
+                found.append(module)
+            else:
+                found += [f"{module}.{alias.name}" for alias in node.names if alias.name.startswith("test_")]
+    return found
+
+
+def test_no_test_module_imports_another_test_module() -> None:
+    # Shared helpers live in support modules pytest does not collect (tests/builders.py, tests/strategies.py,
+    # tests/service/*_support.py, ...), so a test module is never also a library.
+    paths = sorted((ROOT.parent / "tests").rglob("*.py"))
+    assert sum(path.name.startswith("test_") for path in paths) > 50  # the scan reaches the test tiers
+    found = {
+        str(path.relative_to(ROOT.parent)): names
+        for path in paths
+        if (names := _test_module_imports(path.read_text()))
+    }
+    assert found == {}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from tests.service.test_controller_loop import seed_api",
+        "import tests.unit.test_core_properties",
+        "from tests.unit import test_core_properties",
+        "from .test_extender_wire import post",
+        "from . import test_extender_wire",
+    ],
+)
+def test_the_test_module_check_sees_each_form_of_import(source: str) -> None:
+    assert _test_module_imports(source)
+    assert not _test_module_imports(source.replace("test_", "support_"))

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests import builders
 from tests.builders import node, res, seed_tree, tree
-from tests.unit.test_core_properties import quota_trees
+from tests.strategies import quota_trees
 from webhook.api.names import (
     MANAGED_NAMESPACE_LABEL,
     OVERSELL_RATE_ANNOTATION,

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.service.test_extender_objects import bound, node, pod, policy, virtual_node
+from tests.service.extender_support import bound, node, pod, policy, virtual_node
 from webhook.core.placement import pod_view
 from webhook.core.resources import EMPTY
 from webhook.extender.decision import Assumption
