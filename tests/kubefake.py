@@ -134,12 +134,12 @@ class ObjectStore:
         ]
 
     # Writing ----------------------------------------------------------------------------------------------------
-    def put(self, kind: Kind, obj: JSON) -> JSON:
-        """Create or overwrite directly (as another client would)."""
+    def put(self, kind: Kind, obj: JSON, *, uid: str | None = None) -> JSON:
+        """Create (with ``uid``, see :meth:`create`) or overwrite directly (as another client would)."""
         metadata = obj.setdefault("metadata", {})
         key = (metadata.get("namespace") or "", metadata["name"])
         if key not in self.items.setdefault(kind, {}):
-            return self._insert(kind, obj)
+            return self._insert(kind, obj, uid)
         return self._commit(kind, "MODIFIED", obj)
 
     def create(self, kind: Kind, obj: Mapping[str, Any], *, uid: str | None = None) -> JSON:

@@ -4,16 +4,21 @@ cost that makes a shrinking ReplicaSet remove the later units' pods first; the M
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable
 from typing import Any
 
-from tests.service.extender_support import Cluster, eci, ecs, pod, policy
+from tests.kubefake import Kind
+from tests.service.controller_fakeapi import FakeApi
+from tests.service.extender_support import Cluster, bound, eci, ecs, pod, policy
 from webhook.core.placement import DELETION_COST_ANNOTATION, deletion_cost, unit_deletion_cost
 from webhook.extender.decision import MarkPatch
 from webhook.extender.marker import Marker
-from webhook.kube.client import KubeApiError
+from webhook.kube.client import ResourceRef
 
 ONLY_VIRTUAL = ("ecs-2", "virtual-kubelet")
+PODS_KIND: Kind = ("", "v1", "pods")
+PODS = ResourceRef("", "v1", "pods")
 MARKED_ECI = {**eci(max=2), "podLabels": {"placed": "eci"}, "podAnnotations": {"note": "burst"}}
 
 
@@ -119,40 +124,40 @@ def test_a_policy_that_appears_later_asks_for_the_deletion_cost_of_pods_already_
     assert wanted == [obj["metadata"]["uid"]]
 
 
-class FakeApi:
-    """Records patches; fails the first ``failures`` calls with ``error``."""
+class Apiserver:
+    """The pods in the one fake apiserver (:class:`tests.service.controller_fakeapi.FakeApi`), patched as the
+    extender's Marker patches them (a merge patch of ``pods``); each patched pod goes back into the
+    extender's state, as its pod watch would deliver it."""
 
-    def __init__(self, cluster: Cluster, failures: int = 0, error: Exception | None = None) -> None:
+    def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.failures = failures
-        self.error = error or KubeApiError(500, "InternalError", "etcd is slow")
-        self.calls: list[MarkPatch] = []
+        self.api = FakeApi()
+
+    def put(self, obj: dict[str, Any]) -> None:
+        """The pod as the apiserver holds it (created, or bound by the scheduler)."""
+        self.api.put(PODS_KIND, copy.deepcopy(obj), uid=obj["metadata"]["uid"])
+
+    def place(self, obj: dict[str, Any]) -> None:
+        """The scheduler places the pod with the extender and binds it."""
+        node_name = self.cluster.place(obj, ONLY_VIRTUAL)
+        assert node_name is not None
+        self.put(bound(obj, node_name))
+
+    @property
+    def calls(self) -> list[tuple[str, str]]:
+        return [call for call in self.api.calls if call[0] == "PATCH"]
 
     async def __call__(self, patch: MarkPatch) -> Any:
-        self.calls.append(patch)
-        if self.failures:
-            self.failures -= 1
-            raise self.error
-        # The watch reports the patched pod.
-        key = patch.uid
-        view = self.cluster.state.pod(key)
-        assert view is not None
-        obj = pod(
-            view.name,
-            uid=view.uid,
-            labels={**view.labels, **patch.labels},
-            annotations={**view.annotations, **patch.annotations},
-            node_name=view.node_name,
-        )
-        self.cluster.state.upsert_pod(obj)
-        return {}
+        patched = await self.api.merge_patch(PODS, patch.name, patch.body(), namespace=patch.namespace)
+        self.cluster.state.upsert_pod(patched)
+        return patched
 
 
 async def no_sleep(seconds: float) -> None:
     await asyncio.sleep(0)
 
 
-async def run_marker(cluster: Cluster, api: FakeApi, act: Callable[[], object]) -> Marker:
+async def run_marker(cluster: Cluster, api: Apiserver, act: Callable[[], object]) -> Marker:
     marker = Marker(cluster.state, api, workers=2, retry_delay=0.0, sleep=no_sleep)
     task = asyncio.create_task(marker.run())
     try:
@@ -168,12 +173,13 @@ async def run_marker(cluster: Cluster, api: FakeApi, act: Callable[[], object]) 
 
 async def test_the_marker_patches_each_placed_pod_once() -> None:
     cluster = marked_cluster()
-    api = FakeApi(cluster)
+    api = Apiserver(cluster)
     obj = pod("p")
 
     def act() -> None:
+        api.put(obj)
         cluster.add(obj)
-        cluster.place(obj, ONLY_VIRTUAL)
+        api.place(obj)
         cluster.add(obj | {"status": {"phase": "Running"}, "spec": {**obj["spec"], "nodeName": "virtual-kubelet"}})
 
     marker = await run_marker(cluster, api, act)
@@ -188,16 +194,17 @@ async def test_the_marker_patches_each_placed_pod_once() -> None:
 
 async def test_the_marker_retries_failed_patches() -> None:
     cluster = marked_cluster()
-    api = FakeApi(cluster, failures=2)
+    api = Apiserver(cluster)
+    api.api.fail(500, lambda method, path: method == "PATCH", times=2)
     obj = pod("p")
-    marker = await run_marker(cluster, api, lambda: cluster.place(obj, ONLY_VIRTUAL))
+    marker = await run_marker(cluster, api, lambda: api.place(obj))
     assert len(api.calls) == 3
     assert marker.patched == 1
 
 
 async def test_the_marker_drops_a_pod_that_is_gone() -> None:
     cluster = marked_cluster()
-    api = FakeApi(cluster, failures=5, error=KubeApiError(404, "NotFound", "pods \"p\" not found"))
+    api = Apiserver(cluster)  # the pod was deleted from the apiserver: every patch of it answers 404
     obj = pod("p")
     marker = await run_marker(cluster, api, lambda: cluster.place(obj, ONLY_VIRTUAL))
     assert len(api.calls) == 1
