@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 
 from tests import fakeapi
-from tests.fakeapi import FakeApi, batch_job, event, pod, priority_class, queue, stamp
+from tests.fakeapi import FakeApi, batch_job, event, pod, priority_class, queue
+from tests.kubefake import stamp
 from webhook.cli.common import Ctx
 from webhook.cli.fetch import load_snapshot
 from webhook.cli.kubeapi import ApiError

@@ -1,20 +1,21 @@
-"""An in-memory API server for the developer commands' tests, with object builders (test-only: not shipped).
+"""The developer commands' fake of kube-apiserver, with object builders (test-only: not shipped).
 
-:class:`FakeApi` answers the requests the commands make (discovery, lists with label and field selectors,
-get, create, delete, pod logs) from a dict of objects, the way kube-apiserver would; it records every
-request. The builders make the objects a kube-queue cluster holds (the tree, Queues, jobs as the webhook and
-the controller leave them, pods, Events), with fixed times so that rendered output is stable.
+:class:`FakeApi` is :class:`tests.kubefake.ObjectStore` behind the CLI's :class:`KubeApi` interface: it answers
+the requests the commands make (discovery, lists with label and field selectors, get, create, delete, pod
+logs) the way kube-apiserver would, and records every request. The builders make the objects a kube-queue
+cluster holds (the tree, Queues, jobs as the webhook and the controller leave them, pods, Events), with fixed
+times so that rendered output is stable.
 """
 
 from __future__ import annotations
 
 import copy
-import datetime
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
+from tests.kubefake import ByGroupPlural, Kind, ObjectStore, stamp
 from webhook.api.names import OVERSELL_RATE_ANNOTATION
 from webhook.cli.kubeapi import ApiError, KubeApi
 
@@ -30,11 +31,6 @@ BUILTIN_GROUPS = {
 
 def plural_of(kind: str) -> str:
     return IRREGULAR_PLURALS.get(kind, kind.lower() + "s")
-
-
-def stamp(seconds: float) -> str:
-    """RFC 3339 (seconds) as the API writes ``creationTimestamp``."""
-    return datetime.datetime.fromtimestamp(int(seconds), tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _group_version(api_version: str) -> tuple[str, str]:
@@ -59,46 +55,6 @@ def _path_parts(path: str) -> tuple[str, str, str | None, str | None, str | None
     return group, version, namespace, plural, name, sub
 
 
-def _lookup(obj: Mapping[str, Any], dotted: str) -> Any:
-    current: Any = obj
-    for step in dotted.split("."):
-        if not isinstance(current, Mapping):
-            return None
-        current = current.get(step)
-    return current
-
-
-def _labels_match(obj: Mapping[str, Any], selector: str) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    for term in filter(None, (t.strip() for t in selector.split(","))):
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            if labels.get(key) == value:
-                return False
-        elif "=" in term:
-            key, value = term.split("=", 1)
-            if labels.get(key.rstrip("=")) != value:
-                return False
-        elif term.startswith("!"):
-            if term[1:] in labels:
-                return False
-        elif term not in labels:
-            return False
-    return True
-
-
-FIELD_ALIASES = {"source": ("source.component", "reportingComponent")}
-
-
-def _fields_match(obj: Mapping[str, Any], selector: str) -> bool:
-    for term in filter(None, (t.strip() for t in selector.split(","))):
-        key, _, value = term.partition("=")
-        paths = FIELD_ALIASES.get(key, (key,))
-        if not any(str(_lookup(obj, path) or "") == value for path in paths):
-            return False
-    return True
-
-
 class FakeApi(KubeApi):
     """See the module notes. ``logs`` maps ``(namespace, pod)`` to its lines, or to an :class:`ApiError` the log
     endpoint answers with; ``served`` adds API groups (``{"kubeflow.org": ["v1"]}``)."""
@@ -116,7 +72,9 @@ class FakeApi(KubeApi):
     ) -> None:
         self.namespace = namespace
         self.now = now
-        self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self.store = ObjectStore(ApiError, version=0, clock=now)
+        self.objects = ByGroupPlural(self.store)
+        """The live objects by ``(group, plural, namespace, name)``; edit or delete them as another client would."""
         self.groups: dict[str, list[str]] = {k: list(v) for k, v in BUILTIN_GROUPS.items()}
         for group, versions in (served or {}).items():
             self.groups.setdefault(group, []).extend(v for v in versions if v not in self.groups.get(group, []))
@@ -141,15 +99,18 @@ class FakeApi(KubeApi):
             self.groups[group].append(version)
         metadata = stored.setdefault("metadata", {})
         self._uid += 1
-        metadata.setdefault("uid", f"uid-{metadata.get('name', 'x')}-{self._uid}")
-        metadata.setdefault("resourceVersion", str(self._uid))
+        uid = str(metadata.get("uid") or f"uid-{metadata.get('name', 'x')}-{self._uid}")
         metadata.setdefault("creationTimestamp", stamp(self.now))
         kind = str(stored.get("kind"))
         namespace = "" if kind in CLUSTER_SCOPED else str(metadata.get("namespace") or "default")
         if namespace:
             metadata["namespace"] = namespace
-        self.objects[(group, plural_of(kind), namespace, str(metadata["name"]))] = stored
-        return stored
+        self.store.put((group, version, plural_of(kind)), stored, uid=uid)
+        return self.objects[(group, plural_of(kind), namespace, str(metadata["name"]))]
+
+    def _kinds(self, group: str, plural: str) -> list[Kind]:
+        """The stored kinds of ``group``/``plural``, whatever the version (objects are found by either)."""
+        return sorted(kind for kind in self.store.items if kind[0] == group and kind[2] == plural)
 
     def _check(self, plural: str, namespace: str | None) -> None:
         if (plural, namespace) in self.forbidden:
@@ -190,12 +151,11 @@ class FakeApi(KubeApi):
             self._check(plural, namespace)
             items = [
                 obj
-                for (g, p, ns, _), obj in sorted(self.objects.items())
-                if g == group and p == plural and (namespace is None or ns == namespace)
-                and _labels_match(obj, params.get("labelSelector", ""))
-                and _fields_match(obj, params.get("fieldSelector", ""))
+                for kind in self._kinds(group, plural)
+                for obj in self.store.select(kind, namespace, params.get("labelSelector"), params.get("fieldSelector"))
             ]
-            return {"kind": "List", "metadata": {"resourceVersion": "1"}, "items": copy.deepcopy(items)}
+            items.sort(key=lambda obj: (obj["metadata"].get("namespace") or "", obj["metadata"]["name"]))
+            return {"kind": "List", "metadata": {"resourceVersion": str(self.store.version)}, "items": items}
         key = (group, plural, namespace or "", name or "")
         if method == "GET":
             if key not in self.objects:
@@ -204,7 +164,9 @@ class FakeApi(KubeApi):
         if method == "DELETE":
             if key not in self.objects:
                 raise ApiError(404, "NotFound", f'{plural}.{group or "core"} "{name}" not found')
-            return self.objects.pop(key)
+            found = copy.deepcopy(self.objects[key])
+            del self.objects[key]
+            return found
         if method == "POST":
             obj = copy.deepcopy(dict(body))
             metadata = obj.setdefault("metadata", {})

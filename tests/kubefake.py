@@ -6,7 +6,7 @@
 ``a``, ``!a``) and field selectors (``path=value``), gets, creates (``generateName``, 409 on a duplicate),
 replaces (409 on a stale resourceVersion), applies JSON Patch (with ``test``) and merge patch (with the
 ``status`` subresource) and deletes. Errors are raised through ``error(status, reason, message)`` so that each
-adapter raises its client's own error type: ``tests/service/controller_fakeapi.py`` (the controller's
+adapter raises its client's own error type: ``tests/service/kubeclient_fake.py`` (the shells'
 ``KubeClient``), ``tests/fakeapi.py`` (the developer commands' ``KubeApi``).
 """
 

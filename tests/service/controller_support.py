@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from tests.builders import SEED_TREE_SPEC
-from tests.service.controller_fakeapi import JOBS, FakeApi, Kind
+from tests.service.kubeclient_fake import JOBS, FakeApi, Kind
 from webhook.api.names import ADMISSION_ANNOTATION
 from webhook.controller.controller import Controller
 from webhook.controller.settings import ControllerSettings

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.service.controller_fakeapi import Kind
 from tests.service.controller_support import seed_api, settings
+from tests.service.kubeclient_fake import Kind
 from webhook.controller.controller import Controller
 
 PYTORCHJOBS: Kind = ("kubeflow.org", "v1", "pytorchjobs")

@@ -1,4 +1,4 @@
-"""The controller's in-memory apiserver (:mod:`tests.service.controller_fakeapi`) pins its own behaviour."""
+"""The controller's in-memory apiserver (:mod:`tests.service.kubeclient_fake`) pins its own behaviour."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.service.controller_fakeapi import JOBS, FakeApi
+from tests.service.kubeclient_fake import JOBS, FakeApi
 from webhook.kube.client import KubeApiError, ResourceRef
 
 

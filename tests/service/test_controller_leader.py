@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 from typing import Any
 
-from tests.service.controller_fakeapi import JOBS, FakeApi, Kind
 from tests.service.controller_support import admitted, pi, seed_api, settings
+from tests.service.kubeclient_fake import JOBS, FakeApi, Kind
 from webhook.controller.controller import Controller
 from webhook.controller.leader import LeaderElector
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from tests.service.controller_fakeapi import JOBS, Kind
 from tests.service.controller_support import (
     EVENTS,
     NAMESPACES,
@@ -28,6 +27,7 @@ from tests.service.controller_support import (
     settings,
     step,
 )
+from tests.service.kubeclient_fake import JOBS, Kind
 from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION, MANAGED_NAMESPACE_LABEL
 from webhook.controller import add_controller_args, run_controller
 from webhook.controller.controller import Controller

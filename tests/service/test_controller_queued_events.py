@@ -7,8 +7,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from tests.service.controller_fakeapi import JOBS, FakeApi
 from tests.service.controller_support import EVENTS, events, pi, seed_api, settings
+from tests.service.kubeclient_fake import JOBS, FakeApi
 from webhook.api.names import QUEUED_KEY_ANNOTATION
 from webhook.controller.controller import Controller
 from webhook.controller.events import queued_memory

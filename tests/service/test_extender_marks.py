@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.kubefake import Kind
-from tests.service.controller_fakeapi import FakeApi
 from tests.service.extender_support import Cluster, bound, eci, ecs, pod, policy
+from tests.service.kubeclient_fake import FakeApi
 from webhook.core.placement import DELETION_COST_ANNOTATION, deletion_cost, unit_deletion_cost
 from webhook.extender.decision import MarkPatch
 from webhook.extender.marker import Marker
@@ -125,7 +125,7 @@ def test_a_policy_that_appears_later_asks_for_the_deletion_cost_of_pods_already_
 
 
 class Apiserver:
-    """The pods in the one fake apiserver (:class:`tests.service.controller_fakeapi.FakeApi`), patched as the
+    """The pods in the one fake apiserver (:class:`tests.service.kubeclient_fake.FakeApi`), patched as the
     extender's Marker patches them (a merge patch of ``pods``); each patched pod goes back into the
     extender's state, as its pod watch would deliver it."""
 

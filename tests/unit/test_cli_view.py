@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.fakeapi import batch_job, queue, stamp
+from tests.fakeapi import batch_job, queue
+from tests.kubefake import stamp
 from webhook.cli import view
 from webhook.cli.view import (
     FAILED,

@@ -1,5 +1,5 @@
-"""The controller's fake of kube-apiserver: :class:`tests.kubefake.ObjectStore` behind the
-:class:`KubeClient` interface, for the controller's service tests.
+"""The service shells' fake of kube-apiserver: :class:`tests.kubefake.ObjectStore` behind the
+:class:`KubeClient` interface, for the controller's and the extender's service tests.
 
 It serves paginated lists and watches (events after a version, namespace and label-selector filters; field
 selectors are not applied, so that :func:`FakeApi._selected` says what a watch delivers), JSON Patch, merge
