@@ -51,6 +51,22 @@ def merge(target: Any, patch: Any) -> Any:
     return out
 
 
+def parse_path(path: str) -> tuple[Kind, str | None, str | None, str | None]:
+    """``(kind, namespace, name, subresource)`` of an API path (``/api/v1/...`` or ``/apis/group/version/...``)."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    else:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    namespace = None
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
+        namespace, rest = rest[1], rest[2:]
+    plural = rest[0]
+    name = rest[1] if len(rest) > 1 else None
+    sub = rest[2] if len(rest) > 2 else None
+    return (group, version, plural), namespace, name, sub
+
+
 def _lookup(obj: Mapping[str, Any], dotted: str) -> Any:
     current: Any = obj
     for step in dotted.split("."):

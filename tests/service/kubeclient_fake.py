@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from tests.kubefake import Kind, ObjectStore, labels_match
+from tests.kubefake import Kind, ObjectStore, labels_match, parse_path
 from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
 
 __all__ = ["CORE", "JOBS", "FakeApi", "Injected", "Kind"]
@@ -31,22 +31,6 @@ CORE: tuple[Kind, ...] = (
     ("scheduling.x-k8s.io", "v1alpha1", "queues"),
     ("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies"),
 )
-
-
-def _parse_path(path: str) -> tuple[Kind, str | None, str | None, str | None]:
-    """``(kind, namespace, name, subresource)`` of an API path."""
-    parts = path.strip("/").split("/")
-    if parts[0] == "api":
-        group, version, rest = "", parts[1], parts[2:]
-    else:
-        group, version, rest = parts[1], parts[2], parts[3:]
-    namespace = None
-    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
-        namespace, rest = rest[1], rest[2:]
-    plural = rest[0]
-    name = rest[1] if len(rest) > 1 else None
-    sub = rest[2] if len(rest) > 2 else None
-    return (group, version, plural), namespace, name, sub
 
 
 @dataclass
@@ -127,7 +111,7 @@ class FakeApi(ObjectStore, KubeClient):
             if not served:
                 raise KubeApiError(404, "NotFound", f"{path} not found")
             return {"kind": "APIResourceList", "resources": served}
-        kind, namespace, name, _ = _parse_path(path)
+        kind, namespace, name, _ = parse_path(path)
         if method == "DELETE" and name is not None:
             ObjectStore.delete(self, self._installed(kind), name, namespace)
             return {}

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.service.apiserver_http import HttpApiserver, serving
 from webhook.cli.kubeapi import Connection, Credentials
 from webhook.cli.main import main
 from webhook.console.app import ConsoleSettings, build_app
@@ -24,49 +23,11 @@ CONSOLE_TOKEN = "console-own-token-never-used-for-users"
 Client = TestClient[Any, Any]
 
 
-@dataclass
-class ApiServer:
-    """A tiny HTTP API server: records each request's credentials; refuses what ``refuse`` maps to a status."""
-
-    users: dict[str, str] = field(default_factory=lambda: {TOKEN: "alice"})
-    refuse: dict[str, int] = field(default_factory=dict)
-    seen: list[tuple[str, str, str, str]] = field(default_factory=list)
-    """``(method, path, Authorization, Impersonate-User)``."""
-
-    async def handle(self, request: web.Request) -> web.Response:
-        auth = request.headers.get("Authorization", "")
-        self.seen.append((request.method, request.path, auth, request.headers.get("Impersonate-User", "")))
-        token = auth.removeprefix("Bearer ")
-        if token not in self.users:
-            return self.status(401, "Unauthorized", "Unauthorized")
-        user = request.headers.get("Impersonate-User") or self.users[token]
-        for prefix, status in self.refuse.items():
-            if request.path.startswith(prefix):
-                return self.status(status, "Forbidden", f'jobs.batch is forbidden: User "{user}" cannot list '
-                                   f'resource "jobs" in API group "batch" in the namespace "user-c"')
-        if request.path.endswith("/selfsubjectreviews"):
-            return web.json_response({"status": {"userInfo": {"username": user}}})
-        if request.path == "/apis":
-            return web.json_response({"groups": []})
-        return web.json_response({"kind": "List", "metadata": {}, "items": []})
-
-    @staticmethod
-    def status(code: int, reason: str, message: str) -> web.Response:
-        body = {"kind": "Status", "status": "Failure", "reason": reason, "message": message, "code": code}
-        return web.json_response(body, status=code)
-
-
 @pytest.fixture
-async def apiserver() -> AsyncIterator[tuple[ApiServer, str]]:
-    server = ApiServer()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", server.handle)
-    test_server = TestServer(app)
-    await test_server.start_server()
-    try:
-        yield server, f"http://127.0.0.1:{test_server.port}"
-    finally:
-        await test_server.close()
+async def apiserver() -> AsyncIterator[tuple[HttpApiserver, str]]:
+    server = HttpApiserver({TOKEN: "alice"})
+    async with serving(server) as url:
+        yield server, url
 
 
 def settings_for(url: str, **identity: Any) -> ConsoleSettings:
@@ -80,7 +41,7 @@ async def started(settings: ConsoleSettings) -> Client:
     return client
 
 
-async def test_without_an_identity_pages_ask_for_a_token(apiserver: tuple[ApiServer, str]) -> None:
+async def test_without_an_identity_pages_ask_for_a_token(apiserver: tuple[HttpApiserver, str]) -> None:
     server, url = apiserver
     client = await started(settings_for(url))
     try:
@@ -96,7 +57,7 @@ async def test_without_an_identity_pages_ask_for_a_token(apiserver: tuple[ApiSer
 
 
 async def test_the_pasted_token_goes_with_every_request_and_never_the_consoles(
-    apiserver: tuple[ApiServer, str],
+    apiserver: tuple[HttpApiserver, str],
 ) -> None:
     server, url = apiserver
     client = await started(settings_for(url))
@@ -112,8 +73,8 @@ async def test_the_pasted_token_goes_with_every_request_and_never_the_consoles(
         assert 'acting as <b id="who">alice</b>' in html
         assert TOKEN not in html
         assert len(server.seen) > 3
-        assert {auth for _, _, auth, _ in server.seen} == {f"Bearer {TOKEN}"}
-        assert any(path == "/apis/batch/v1/namespaces/user-a/jobs" for _, path, _, _ in server.seen)
+        assert {seen.authorization for seen in server.seen} == {f"Bearer {TOKEN}"}
+        assert any(seen.path == "/apis/batch/v1/namespaces/user-a/jobs" for seen in server.seen)
         # Signing out forgets the token: the next page asks for it again.
         await client.post("/logout", allow_redirects=False)
         answer = await client.get("/jobs", allow_redirects=False)
@@ -122,7 +83,7 @@ async def test_the_pasted_token_goes_with_every_request_and_never_the_consoles(
         await client.close()
 
 
-async def test_a_token_the_cluster_refuses_is_a_clear_401(apiserver: tuple[ApiServer, str]) -> None:
+async def test_a_token_the_cluster_refuses_is_a_clear_401(apiserver: tuple[HttpApiserver, str]) -> None:
     _, url = apiserver
     client = await started(settings_for(url))
     try:
@@ -135,7 +96,7 @@ async def test_a_token_the_cluster_refuses_is_a_clear_401(apiserver: tuple[ApiSe
         await client.close()
 
 
-async def test_a_namespace_rbac_refuses_is_a_clear_403(apiserver: tuple[ApiServer, str]) -> None:
+async def test_a_namespace_rbac_refuses_is_a_clear_403(apiserver: tuple[HttpApiserver, str]) -> None:
     server, url = apiserver
     server.refuse["/apis/batch/v1/namespaces/user-c/"] = 403
     client = await started(settings_for(url))
@@ -150,7 +111,7 @@ async def test_a_namespace_rbac_refuses_is_a_clear_403(apiserver: tuple[ApiServe
         await client.close()
 
 
-async def test_a_token_that_expires_after_sign_in_asks_to_sign_in_again(apiserver: tuple[ApiServer, str]) -> None:
+async def test_a_token_that_expires_after_sign_in_asks_to_sign_in_again(apiserver: tuple[HttpApiserver, str]) -> None:
     server, url = apiserver
     client = await started(settings_for(url))
     try:
@@ -174,7 +135,7 @@ async def test_a_token_that_expires_after_sign_in_asks_to_sign_in_again(apiserve
     ],
 )
 async def test_a_pasted_text_that_is_no_token_is_a_400(
-    apiserver: tuple[ApiServer, str], pasted: str, message: str
+    apiserver: tuple[HttpApiserver, str], pasted: str, message: str
 ) -> None:
     server, url = apiserver
     client = await started(settings_for(url))
@@ -187,13 +148,13 @@ async def test_a_pasted_text_that_is_no_token_is_a_400(
         await client.close()
 
 
-async def test_a_proxys_token_header_is_the_identity(apiserver: tuple[ApiServer, str]) -> None:
+async def test_a_proxys_token_header_is_the_identity(apiserver: tuple[HttpApiserver, str]) -> None:
     server, url = apiserver
     client = await started(settings_for(url, token_header="X-Forwarded-Access-Token"))
     try:
         answer = await client.get("/jobs", headers={"X-Forwarded-Access-Token": TOKEN})
         assert answer.status == 200
-        assert {auth for _, _, auth, _ in server.seen} == {f"Bearer {TOKEN}"}
+        assert {seen.authorization for seen in server.seen} == {f"Bearer {TOKEN}"}
         answer = await client.get("/jobs")
         assert answer.status == 200  # the login page: no header, no session
         assert "sign in" in (await answer.text()).lower()
@@ -201,7 +162,7 @@ async def test_a_proxys_token_header_is_the_identity(apiserver: tuple[ApiServer,
         await client.close()
 
 
-async def test_a_proxys_user_header_is_impersonated(apiserver: tuple[ApiServer, str]) -> None:
+async def test_a_proxys_user_header_is_impersonated(apiserver: tuple[HttpApiserver, str]) -> None:
     server, url = apiserver
     server.users[CONSOLE_TOKEN] = "kube-queue-console"
     client = await started(settings_for(url, user_header="X-Remote-User"))
@@ -209,19 +170,19 @@ async def test_a_proxys_user_header_is_impersonated(apiserver: tuple[ApiServer, 
         answer = await client.get("/jobs", headers={"X-Remote-User": "bob"})
         assert answer.status == 200
         assert 'acting as <b id="who">bob</b>' in await answer.text()
-        assert {(auth, who) for _, _, auth, who in server.seen} == {(f"Bearer {CONSOLE_TOKEN}", "bob")}
+        assert {(seen.authorization, seen.impersonate) for seen in server.seen} == {(f"Bearer {CONSOLE_TOKEN}", "bob")}
     finally:
         await client.close()
 
 
-async def test_the_dev_mode_acts_as_the_kubeconfig_user(apiserver: tuple[ApiServer, str]) -> None:
+async def test_the_dev_mode_acts_as_the_kubeconfig_user(apiserver: tuple[HttpApiserver, str]) -> None:
     server, url = apiserver
     server.users[CONSOLE_TOKEN] = "admin"
     client = await started(settings_for(url, act_as_kubeconfig=True))
     try:
         answer = await client.get("/jobs")
         assert answer.status == 200
-        assert {auth for _, _, auth, _ in server.seen} == {f"Bearer {CONSOLE_TOKEN}"}
+        assert {seen.authorization for seen in server.seen} == {f"Bearer {CONSOLE_TOKEN}"}
     finally:
         await client.close()
 
@@ -231,7 +192,7 @@ def test_the_dev_mode_refuses_to_listen_beyond_loopback(capsys: pytest.CaptureFi
     assert "only listens on loopback" in capsys.readouterr().err
 
 
-async def test_no_token_is_ever_logged(apiserver: tuple[ApiServer, str], caplog: pytest.LogCaptureFixture) -> None:
+async def test_no_token_is_ever_logged(apiserver: tuple[HttpApiserver, str], caplog: pytest.LogCaptureFixture) -> None:
     server, url = apiserver
     caplog.set_level(logging.DEBUG)
     client = await started(settings_for(url, token_header="X-Token"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import copy
 import gc
 import importlib
 import logging
@@ -12,7 +13,6 @@ import socket
 import ssl
 import sys
 import types
-from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tests.builders import SEED_TREE_SPEC
+from tests.kubefake import Kind
+from tests.service.apiserver_http import HttpApiserver
 from tests.service.helpers import batch_job, review
 from webhook.admission import server
 from webhook.admission.review import decoded_patch
@@ -34,42 +36,13 @@ from webhook.cli.serve import ServeOptions, serve
 from webhook.kube.client import KubeClient
 from webhook.kube.serving import tls_context
 
+TREES: Kind = ("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees")
 TREE: dict[str, Any] = {
     "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
     "kind": "ElasticQuotaTree",
     "metadata": {"name": "elasticquotatree", "namespace": "kube-system", "resourceVersion": "5"},
     "spec": SEED_TREE_SPEC,
 }
-
-
-class FakeApiserver:
-    """Lists from ``objects``; watches stream what tests put in ``events`` (per collection path)."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        self.events: dict[str, asyncio.Queue[dict[str, Any]]] = defaultdict(asyncio.Queue)
-        self.requests: list[tuple[str, str]] = []
-        self.lists_open = asyncio.Event()
-        """Lists are answered once this is set (tests clear it to hold the caches unlisted)."""
-        self.lists_open.set()
-        self.app = web.Application()
-        self.app.router.add_get("/{path:.*}", self.handle)
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        path = "/" + request.match_info["path"]
-        self.requests.append((path, request.query_string))
-        if request.headers.get("Authorization") != "Bearer test-token":
-            return web.json_response({"kind": "Status", "code": 401, "reason": "Unauthorized"}, status=401)
-        if request.query.get("watch") == "true":
-            response = web.StreamResponse()
-            response.content_type = "application/json"
-            await response.prepare(request)
-            queue = self.events[path]
-            while True:
-                event = await queue.get()
-                await response.write(orjson.dumps(event) + b"\n")
-        await self.lists_open.wait()
-        return web.json_response({"items": self.objects[path], "metadata": {"resourceVersion": "10"}})
 
 
 def kubeconfig(path: Path, port: int) -> Path:
@@ -93,9 +66,9 @@ def free_port() -> int:
 
 
 @pytest.fixture
-async def apiserver() -> AsyncIterator[tuple[FakeApiserver, int]]:
-    fake = FakeApiserver()
-    fake.objects["/apis/scheduling.sigs.k8s.io/v1beta1/namespaces/kube-system/elasticquotatrees"] = [TREE]
+async def apiserver() -> AsyncIterator[tuple[HttpApiserver, int]]:
+    fake = HttpApiserver({"test-token": "tester"})
+    fake.put(TREES, copy.deepcopy(TREE))
     server = TestServer(fake.app, host="127.0.0.1")
     await server.start_server()
     assert server.port is not None
@@ -146,7 +119,7 @@ def install_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_serve_answers_over_tls_from_watched_state(
-    apiserver: tuple[FakeApiserver, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    apiserver: tuple[HttpApiserver, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake, api_port = apiserver
     install_plugin(monkeypatch)
@@ -165,10 +138,7 @@ async def test_serve_answers_over_tls_from_watched_state(
                 assert await resp.text() == "pong"
 
             # The tree is deleted: the watch carries it to the state, and user-a is no longer managed.
-            tree_path = "/apis/scheduling.sigs.k8s.io/v1beta1/namespaces/kube-system/elasticquotatrees"
-            await fake.events[tree_path].put(
-                {"type": "DELETED", "object": {**TREE, "metadata": {**TREE["metadata"], "resourceVersion": "11"}}}
-            )
+            fake.remove(TREES, "elasticquotatree", "kube-system")
             for _ in range(400):
                 async with session.post(
                     f"{base}/mutate", data=orjson.dumps(review(batch_job())), ssl=client_tls
@@ -181,7 +151,7 @@ async def test_serve_answers_over_tls_from_watched_state(
     finally:
         stop.set()
         await asyncio.wait_for(task, timeout=30)
-    watched = {path for path, query in fake.requests if "watch=true" in query}
+    watched = {seen.path for seen in fake.seen if "watch=true" in seen.query}
     assert watched == {
         "/apis/scheduling.sigs.k8s.io/v1beta1/namespaces/kube-system/elasticquotatrees",
         "/apis/scheduling.alibabacloud.com/v1alpha1/resourcepolicies",
@@ -189,11 +159,11 @@ async def test_serve_answers_over_tls_from_watched_state(
         "/api/v1/namespaces",
         "/api/v1/limitranges",
     }
-    assert all("allowWatchBookmarks=true" in query for path, query in fake.requests if "watch=true" in query)
+    assert all("allowWatchBookmarks=true" in seen.query for seen in fake.seen if "watch=true" in seen.query)
 
 
 async def test_admission_is_refused_until_the_caches_have_listed(
-    apiserver: tuple[FakeApiserver, int], tmp_path: Path
+    apiserver: tuple[HttpApiserver, int], tmp_path: Path
 ) -> None:
     # Issue 17 hole 3: after a restart the service answered /mutate before its caches listed, and a job
     # created in that window passed untouched (not held, no quota label).
@@ -282,8 +252,8 @@ def test_kq_serve_runs_on_the_chosen_loop_and_logs_it(
 async def mutate_once_on_this_loop(tmp_path: Path) -> tuple[str, list[dict[str, Any]]]:
     """Start a fake apiserver and ``serve`` on the running loop, send one mutate over TLS, stop; return the
     loop's module and the patch."""
-    fake = FakeApiserver()
-    fake.objects["/apis/scheduling.sigs.k8s.io/v1beta1/namespaces/kube-system/elasticquotatrees"] = [TREE]
+    fake = HttpApiserver({"test-token": "tester"})
+    fake.put(TREES, copy.deepcopy(TREE))
     api = TestServer(fake.app, host="127.0.0.1")
     await api.start_server()
     assert api.port is not None
