@@ -56,7 +56,7 @@ class FakeApi(ObjectStore, KubeClient):
         self.injected: list[Injected] = []
         self.rng = random.Random(7)
         self.before_write: Callable[[str, str], None] | None = None
-        """Called with ``(method, path)`` before every JSON patch is applied (to interleave other writes)."""
+        """Called with ``(method, path)`` before every write is applied (to interleave other clients' writes)."""
 
     # Test helpers -----------------------------------------------------------------------------------------
     def fail(self, status: int, match: Callable[[str, str], bool], times: int = 1, probability: float = 1.0) -> None:
@@ -74,6 +74,10 @@ class FakeApi(ObjectStore, KubeClient):
             if rule.status == 0:
                 raise KubeApiError(0, "ConnectionError", f"{method} {path}: injected")
             raise KubeApiError(rule.status, "Injected", f"{method} {path}: injected")
+
+    def _before_write(self, method: str, path: str) -> None:
+        if self.before_write is not None:
+            self.before_write(method, path)
 
     def _installed(self, kind: Kind) -> Kind:
         if kind not in self.kinds:
@@ -123,6 +127,7 @@ class FakeApi(ObjectStore, KubeClient):
 
     async def create(self, ref: ResourceRef, body: Mapping[str, Any], namespace: str | None = None) -> JSON:  # type: ignore[override]
         self._check("POST", ref.path(None, namespace))
+        self._before_write("POST", ref.path(None, namespace))
         obj = dict(body)
         ns = namespace or ref.namespace
         if ns:
@@ -131,6 +136,7 @@ class FakeApi(ObjectStore, KubeClient):
 
     async def replace(self, ref: ResourceRef, name: str, body: Mapping[str, Any], namespace: str | None = None) -> JSON:  # type: ignore[override]
         self._check("PUT", ref.path(name, namespace))
+        self._before_write("PUT", ref.path(name, namespace))
         return ObjectStore.replace(self, self._installed(self._kind(ref)), name, namespace or ref.namespace, body)
 
     async def json_patch(  # type: ignore[override]
@@ -142,8 +148,7 @@ class FakeApi(ObjectStore, KubeClient):
         subresource: str | None = None,
     ) -> JSON:
         self._check("PATCH", ref.path(name, namespace, subresource))
-        if self.before_write is not None:
-            self.before_write("PATCH", ref.path(name, namespace, subresource))
+        self._before_write("PATCH", ref.path(name, namespace, subresource))
         kind = self._installed(self._kind(ref))
         return ObjectStore.json_patch(self, kind, name, namespace or ref.namespace, ops, subresource)
 
@@ -156,6 +161,7 @@ class FakeApi(ObjectStore, KubeClient):
         subresource: str | None = None,
     ) -> JSON:
         self._check("PATCH", ref.path(name, namespace, subresource))
+        self._before_write("PATCH", ref.path(name, namespace, subresource))
         kind = self._installed(self._kind(ref))
         return ObjectStore.merge_patch(self, kind, name, namespace or ref.namespace, patch, subresource)
 
