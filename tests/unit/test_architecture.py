@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -220,3 +221,60 @@ def test_no_test_module_imports_another_test_module() -> None:
 def test_the_test_module_check_sees_each_form_of_import(source: str) -> None:
     assert _test_module_imports(source)
     assert not _test_module_imports(source.replace("test_", "support_"))
+
+
+API_CLIENTS = {"KubeClient", "KubeApi"}
+"""The package's two API client interfaces; a test class deriving one of them fakes the API server."""
+STORE_BACKED = {"ObjectStore", "FakeApi", "HttpApiserver"}
+"""What a fake may build to keep its objects in the one store (each ``FakeApi`` and ``HttpApiserver`` is
+itself judged by the check)."""
+SCRIPTED_STUBS = {"tests/unit/test_cli_logs.py:StubApi"}
+"""Stubs that script one endpoint's answers (pod logs, with a gate between streams), not an API server."""
+
+
+def _fake_api_servers(root: Path) -> dict[str, bool]:
+    """Each class under ``root`` that derives an API client, ``ObjectStore`` or a class named like a fake API
+    server, and whether it keeps its objects in :class:`tests.kubefake.ObjectStore` (by deriving it, deriving
+    a class that does, or building one). A base is resolved by name (any class of that name)."""
+    found: list[tuple[str, ast.ClassDef]] = [
+        (f"{path.relative_to(root.parent)}:{node.name}", node)
+        for path in sorted(root.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+    ]
+    by_name: dict[str, list[ast.ClassDef]] = {}
+    for _, node in found:
+        by_name.setdefault(node.name, []).append(node)
+
+    def bases(node: ast.ClassDef) -> set[str]:
+        return {base.id if isinstance(base, ast.Name) else ast.unparse(base) for base in node.bases}
+
+    def inherits(node: ast.ClassDef, test: Callable[[ast.ClassDef], bool], roots: set[str], depth: int = 0) -> bool:
+        return test(node) or any(
+            base in roots
+            or (depth < 5 and any(inherits(other, test, roots, depth + 1) for other in by_name.get(base, [])))
+            for base in bases(node)
+        )
+
+    def builds_a_store(node: ast.ClassDef) -> bool:  # the store itself, or a fake the check passes below
+        return any(
+            isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in STORE_BACKED
+            for call in ast.walk(node)
+        )
+
+    def named_a_fake(node: ast.ClassDef) -> bool:
+        return "apiserver" in node.name.lower() or node.name in ("FakeApi", "FakeClient")
+
+    return {
+        where: inherits(node, builds_a_store, {"ObjectStore"})
+        for where, node in found
+        if inherits(node, named_a_fake, API_CLIENTS | {"ObjectStore"})
+    }
+
+
+def test_every_fake_api_server_in_the_tests_keeps_its_objects_in_the_one_store() -> None:
+    fakes = _fake_api_servers(ROOT.parent / "tests")
+    # The scan sees the fakes it judges: the CLI's, the shells' KubeClient one and the HTTP front.
+    assert {"tests/fakeapi.py:FakeApi", "tests/service/kubeclient_fake.py:FakeApi",
+            "tests/service/apiserver_http.py:HttpApiserver"} <= set(fakes)
+    assert {name for name, on_store in fakes.items() if not on_store} == SCRIPTED_STUBS
