@@ -228,8 +228,6 @@ API_CLIENTS = {"KubeClient", "KubeApi"}
 STORE_BACKED = {"ObjectStore", "FakeApi", "HttpApiserver"}
 """What a fake may build to keep its objects in the one store (each ``FakeApi`` and ``HttpApiserver`` is
 itself judged by the check)."""
-SCRIPTED_STUBS = {"tests/unit/test_cli_logs.py:StubApi"}
-"""Stubs that script one endpoint's answers (pod logs, with a gate between streams), not an API server."""
 
 
 def _fake_api_servers(root: Path) -> dict[str, bool]:
@@ -277,4 +275,4 @@ def test_every_fake_api_server_in_the_tests_keeps_its_objects_in_the_one_store()
     # The scan sees the fakes it judges: the CLI's, the shells' KubeClient one and the HTTP front.
     assert {"tests/fakeapi.py:FakeApi", "tests/service/kubeclient_fake.py:FakeApi",
             "tests/service/apiserver_http.py:HttpApiserver"} <= set(fakes)
-    assert {name for name, on_store in fakes.items() if not on_store} == SCRIPTED_STUBS
+    assert {name for name, on_store in fakes.items() if not on_store} == set()

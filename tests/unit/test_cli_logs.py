@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
 
-from webhook.cli.kubeapi import ApiError, KubeApi
+from tests.fakeapi import FakeApi
+from webhook.cli.kubeapi import ApiError
 from webhook.cli.logs import choose_pods, log_query, parse_duration, stream_pods
 
 
@@ -22,42 +23,33 @@ def _pod(name: str, role: str | None = None, index: int | None = None, node: str
     return {"metadata": {"name": name, "labels": labels}, "spec": {"nodeName": node}}
 
 
-class StubApi(KubeApi):
-    """Streams scripted lines per pod; ``gate`` lets the test interleave two followed streams."""
+class GatedApi(FakeApi):
+    """The CLI's fake API server serving ``lines`` as the logs of pods in ``ns``; pod ``b``'s second line comes
+    only once ``gate`` is set, so that the test can interleave two followed streams."""
 
-    def __init__(self, lines: dict[str, Sequence[str] | ApiError], gate: threading.Event | None = None) -> None:
-        self.lines = lines
+    def __init__(self, lines: Mapping[str, Sequence[str] | ApiError], gate: threading.Event | None = None) -> None:
+        super().__init__(logs={("ns", pod): found for pod, found in lines.items()})
         self.gate = gate
-        self.queries: list[tuple[str, tuple[tuple[str, str], ...]]] = []
 
     def stream_lines(self, path: str, query: Sequence[tuple[str, str]] = ()) -> Iterator[str]:
-        pod = path.split("/")[-2]
-        self.queries.append((pod, tuple(query)))
-        found = self.lines[pod]
-        if isinstance(found, ApiError):
-            raise found
-        for number, line in enumerate(found):
-            if self.gate is not None and pod == "b" and number == 1:
+        for number, line in enumerate(super().stream_lines(path, query)):
+            if self.gate is not None and "/pods/b/" in path and number == 1:
                 self.gate.wait(10)  # b's second line comes only after a has printed everything
             yield line
 
-    def request(self, method: str, path: str, query: Sequence[tuple[str, str]] = (), body: Any = None,
-                content_type: str = "application/json") -> Any:
-        raise ApiError(403, "Forbidden", "nodes is forbidden")
-
 
 def test_one_pod_prints_plain_lines() -> None:
-    api = StubApi({"a": ["one", "two"]})
+    api = GatedApi({"a": ["one", "two"]})
     out: list[str] = []
     assert stream_pods(api, "ns", [_pod("a")], [("follow", "true")], write=out.append, fail=out.append,
                        prefix=False) == 0
     assert out == ["one", "two"]
-    assert api.queries == [("a", (("follow", "true"),))]
+    assert api.requests == [("GET", "/api/v1/namespaces/ns/pods/a/log", (("follow", "true"),))]
 
 
 def test_several_followed_pods_interleave_with_prefixes_and_keep_each_pods_order() -> None:
     gate = threading.Event()
-    api = StubApi({"a": ["a1", "a2", "a3"], "b": ["b1", "b2"]}, gate)
+    api = GatedApi({"a": ["a1", "a2", "a3"], "b": ["b1", "b2"]}, gate)
     out: list[str] = []
 
     def write(line: str) -> None:
@@ -74,7 +66,7 @@ def test_several_followed_pods_interleave_with_prefixes_and_keep_each_pods_order
 
 def test_a_failing_pod_is_one_line_and_the_others_still_stream() -> None:
     refused = ApiError(500, "Internal Server Error", 'Get "https://:10250/containerLogs/ns/b/main": dial tcp :10250')
-    api = StubApi({"a": ["a1"], "b": refused})
+    api = GatedApi({"a": ["a1"], "b": refused})
     out: list[str] = []
     problems: list[str] = []
     failures = stream_pods(api, "ns", [_pod("a"), _pod("b", node="ecs-9")], [], write=out.append,
