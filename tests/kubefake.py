@@ -7,7 +7,8 @@
 replaces (409 on a stale resourceVersion), applies JSON Patch (with ``test``) and merge patch (with the
 ``status`` subresource) and deletes. Errors are raised through ``error(status, reason, message)`` so that each
 adapter raises its client's own error type: ``tests/service/kubeclient_fake.py`` (the shells'
-``KubeClient``), ``tests/fakeapi.py`` (the developer commands' ``KubeApi``).
+``KubeClient``), ``tests/fakeapi.py`` (the developer commands' ``KubeApi``) and
+``tests/service/apiserver_http.py`` (over real HTTP, for a shell started from a kubeconfig).
 """
 
 from __future__ import annotations
