@@ -113,8 +113,12 @@ class ObjectStore:
     """See the module notes. ``items[kind][(namespace, name)]`` holds the live objects (cluster-scoped ones
     under the namespace ``""``); ``log`` holds ``(resourceVersion, kind, type, object)`` of every change."""
 
-    def __init__(self, error: ErrorFactory, *, version: int = 100, clock: float = 1712541600.0) -> None:
+    def __init__(
+        self, error: ErrorFactory, *, version: int = 100, clock: float = 1712541600.0, generations: bool = True
+    ) -> None:
         self.error = error
+        self.generations = generations
+        """Give new objects ``metadata.generation`` 1; when off, only objects created with one keep one up."""
         self.items: dict[Kind, dict[tuple[str, str], JSON]] = {}
         self.log: list[tuple[int, Kind, str, JSON]] = []
         self.version = version
@@ -175,7 +179,8 @@ class ObjectStore:
         metadata["uid"] = uid if uid is not None else f"uid-{next(self._names)}"
         self.clock += 1
         metadata.setdefault("creationTimestamp", stamp(self.clock))
-        metadata.setdefault("generation", 1)
+        if self.generations:
+            metadata.setdefault("generation", 1)
         items[key] = new
         return self._bump(kind, "ADDED", new)
 
