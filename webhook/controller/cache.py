@@ -19,8 +19,9 @@ from typing import Any
 
 from webhook.api import kinds
 from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE
+from webhook.api.objects import meta, name_of, resource_version_of
 from webhook.controller.model import TrackedJob, track
-from webhook.controller.records import kv, resource_version
+from webhook.controller.records import kv
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import PodIndex, pod_slim
 from webhook.core.placement import PolicyError, parse_policy
@@ -51,20 +52,9 @@ Unsized = Callable[[Mapping[str, Any], Adapter, str], None]
 def rv(obj: Mapping[str, Any]) -> int:
     """The object's ``resourceVersion`` as a number (-1 when it is not one)."""
     try:
-        return int(resource_version(obj))
+        return int(resource_version_of(obj))
     except ValueError:
         return -1
-
-
-def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The object's ``metadata`` (empty when absent)."""
-    metadata = obj.get("metadata")
-    return metadata if isinstance(metadata, Mapping) else {}
-
-
-def name_of(obj: Mapping[str, Any]) -> str:
-    """The object's ``metadata.name``."""
-    return str(meta(obj).get("name") or "")
 
 
 def _group_path(group: str, version: str) -> str:
@@ -386,7 +376,7 @@ class ClusterCache:
     def _eci_policy(self, obj: Mapping[str, Any]) -> bool:
         """:func:`_has_eci_unit`, parsed once per version of the policy (not on every pass)."""
         key = (str(meta(obj).get("namespace") or ""), name_of(obj))
-        version = resource_version(obj)
+        version = resource_version_of(obj)
         known = self._eci_policies.get(key)
         if known is None or known[0] != version or not version:
             known = self._eci_policies[key] = (version, _has_eci_unit(obj))

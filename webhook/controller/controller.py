@@ -21,8 +21,9 @@ from typing import Any
 from aiohttp import web
 
 from webhook.api.names import QUEUED_KEY_ANNOTATION, REASON_QUEUED
+from webhook.api.objects import meta, name_of
 from webhook.controller import metrics
-from webhook.controller.cache import ClusterCache, meta, name_of
+from webhook.controller.cache import ClusterCache
 from webhook.controller.decide import JobDecisions, decide, reason_key
 from webhook.controller.events import EVENTS, EventGate, EventRecorder, queued_memory
 from webhook.controller.leader import LeaderElector

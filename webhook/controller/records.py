@@ -33,7 +33,7 @@ from webhook.api.names import (
     QUOTA_FULLNAME_ANNOTATION,
     STRICT_MARK_ANNOTATION,
 )
-from webhook.api.objects import parse_time
+from webhook.api.objects import meta, parse_time, resource_version_of
 from webhook.core.resources import Resources
 from webhook.core.startup import BackoffNote
 from webhook.workloads.base import Adapter, JSONPatch, pointer, rfc3339, value_at
@@ -171,18 +171,9 @@ def spec_fingerprint(obj: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata = obj.get("metadata")
-    return metadata if isinstance(metadata, Mapping) else {}
-
-
-def resource_version(obj: Mapping[str, Any]) -> str:
-    return str(_metadata(obj).get("resourceVersion") or "")
-
-
 def _precondition(obj: Mapping[str, Any]) -> list[JSONPatch]:
     """``test`` the resourceVersion: any change at all refuses the patch."""
-    version = resource_version(obj)
+    version = resource_version_of(obj)
     return [{"op": "test", "path": "/metadata/resourceVersion", "value": version}] if version else []
 
 
@@ -203,7 +194,7 @@ def _spec_precondition(obj: Mapping[str, Any], record: bool = False) -> list[JSO
 
 
 def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    annotations = _metadata(obj).get("annotations")
+    annotations = meta(obj).get("annotations")
     return annotations if isinstance(annotations, Mapping) else None
 
 
@@ -306,7 +297,6 @@ __all__ = [
     "parse_time",
     "read_backoff",
     "read_record",
-    "resource_version",
     "rfc3339_seconds",
     "spec_fingerprint",
 ]
