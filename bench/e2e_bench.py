@@ -186,6 +186,7 @@ async def _burst(config: ClusterConfig, client: KubeClient, name: str, namespace
     before = await e2e_metrics.scrape(config)
     wall = time.time()
     figures = await run()
+    figures["releases_delta"] = e2e_metrics.delta(before, await e2e_metrics.scrape(config))
     if leaf is not None:
         figures["status_settled_s"] = await _status_settled(client, leaf, namespace, count)
         figures["events_sent_s"] = await _admitted_events(client, namespace, count)
@@ -248,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.redirect_stdout(sys.stderr):  # its progress lines are not part of the report
             devsystem.up(config)
         figures = asyncio.run(measure(config, args.jobs))
-        print(json.dumps({name: {key: value for key, value in shape.items() if key not in ("delta", "log")}
+        skip = ("delta", "releases_delta", "log")
+        print(json.dumps({name: {key: value for key, value in shape.items() if key not in skip}
                           for name, shape in figures.items()}), file=sys.stderr)
     except Exception as error:  # a report, not a test: say what went wrong instead of inventing numbers
         problem = f"{type(error).__name__}: {error}"

@@ -21,6 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig
 
+WEBHOOK = "WEBHOOK"
+"""The pseudo-verb of the admission webhook figures in :attr:`Scrape.requests`."""
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY", "DELETECOLLECTION")
 """``apiserver_request_total`` verbs that change something (the others read: GET, LIST, WATCH)."""
 
@@ -33,7 +35,9 @@ class Scrape:
     """One reading of both endpoints."""
 
     requests: Mapping[RequestKey, float]
-    """``apiserver_request_total`` summed over codes, groups, versions, scopes and components."""
+    """``apiserver_request_total`` summed over codes, groups, versions, scopes and components; also
+    ``("WEBHOOK", name, "seconds" | "calls")`` from ``apiserver_admission_webhook_admission_duration_seconds``
+    (the time the API server waited on each admission webhook)."""
     controller: Mapping[str, float]
     """The controller's counters and histogram sums/counts, by metric name (labels summed)."""
     cpu: Mapping[str, float] = field(default_factory=dict)
@@ -52,7 +56,14 @@ class Delta:
         return {key: value for key, value in self.requests.items() if key[0] in WRITE_VERBS and value > 0}
 
     def reads(self) -> float:
-        return sum(value for key, value in self.requests.items() if key[0] not in WRITE_VERBS)
+        return sum(value for key, value in self.requests.items() if key[0] not in (*WRITE_VERBS, WEBHOOK))
+
+    def webhooks(self) -> dict[str, tuple[float, float]]:
+        """Per admission webhook the API server called: ``(calls, seconds waited)``."""
+        names = {key[1] for key in self.requests if key[0] == WEBHOOK}
+        return {name: (self.requests.get((WEBHOOK, name, "calls"), 0.0),
+                       self.requests.get((WEBHOOK, name, "seconds"), 0.0)) for name in sorted(names)
+                if self.requests.get((WEBHOOK, name, "calls"), 0.0) > 0}
 
     def get(self, name: str) -> float:
         return self.controller.get(name, 0.0)
@@ -61,6 +72,13 @@ class Delta:
 def parse_requests(text: str) -> dict[RequestKey, float]:
     out: dict[RequestKey, float] = {}
     for family in text_string_to_metric_families(text):
+        if family.name == "apiserver_admission_webhook_admission_duration_seconds":
+            for sample in family.samples:
+                what = {"_sum": "seconds", "_count": "calls"}.get(sample.name[len(family.name):])
+                if what is not None:
+                    key = ("WEBHOOK", sample.labels.get("name", ""), what)
+                    out[key] = out.get(key, 0.0) + sample.value
+            continue
         if family.name != "apiserver_request":
             continue
         for sample in family.samples:
@@ -80,6 +98,10 @@ CONTROLLER_SAMPLES = (
 )
 
 
+PHASES = ("kube_queue_controller_pass_phase_seconds_sum",)
+"""Kept per ``phase`` label too (``name{phase}``), when the controller exports it."""
+
+
 def parse_controller(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
@@ -88,6 +110,9 @@ def parse_controller(text: str) -> dict[str, float]:
                 sample.name in CONTROLLER_SAMPLES or sample.name.endswith(("_total", "_sum", "_count"))
             ):
                 out[sample.name] = out.get(sample.name, 0.0) + sample.value
+                if sample.name in PHASES:
+                    key = f"{sample.name}{{{sample.labels.get('phase', '')}}}"
+                    out[key] = out.get(key, 0.0) + sample.value
     return out
 
 

@@ -41,6 +41,18 @@ def _controller(shape: dict[str, Any], namespace: str) -> dict[str, float]:
     }
 
 
+def webhook_rows(deltas: list[Delta], jobs: int) -> list[str]:
+    names = sorted({name for delta in deltas for name in delta.webhooks()})
+    rows = []
+    for name in names:
+        cells = []
+        for delta in deltas:
+            calls, seconds = delta.webhooks().get(name, (0.0, 0.0))
+            cells.append(f"{calls / max(1, jobs):.2f} ({1000 * seconds / calls:.0f} ms)" if calls else "-")
+        rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return rows or ["| (none) | - | - | - | - |"]
+
+
 def report(figures: dict[str, dict[str, Any]] | None, command: str, in_flight: int, problem: str = "") -> str:
     lines = header(TITLE, command)
     if figures is None:
@@ -117,6 +129,12 @@ def report(figures: dict[str, dict[str, Any]] | None, command: str, in_flight: i
     }
     for key, fmt in rows:
         lines.append(f"| {names[key]} | {fmt.format(ours['held'][key])} | {fmt.format(ours['open'][key])} |")
+    prefix = "kube_queue_controller_pass_phase_seconds_sum{"
+    phases = sorted({key[len(prefix):-1] for shape in (held, open_) for key in shape["delta"].controller
+                     if key.startswith(prefix)})
+    for phase in phases:
+        lines.append(f"| time in passes: {phase} | {held['delta'].get(prefix + phase + '}'):.2f} s | "
+                     f"{open_['delta'].get(prefix + phase + '}'):.2f} s |")
     lines += [
         f"| after the last release: Queue and tree status final | {held['status_settled_s']:.2f} s | "
         f"{open_['status_settled_s']:.2f} s |",
@@ -133,6 +151,19 @@ def report(figures: dict[str, dict[str, Any]] | None, command: str, in_flight: i
         "",
         *writes_table({"raw release": (raw["delta"], jobs), "held": (held["delta"], jobs),
                        "raw open": (raw_open["delta"], jobs), "open": (open_["delta"], jobs)}),
+        "",
+        "The same, counted only from the start of each shape to its last release (what competed with the "
+        "releases):",
+        "",
+        *writes_table({"raw release": (raw["releases_delta"], jobs), "held": (held["releases_delta"], jobs),
+                       "raw open": (raw_open["releases_delta"], jobs), "open": (open_["releases_delta"], jobs)}),
+        "",
+        "Admission webhooks the API server called in the whole burst "
+        "(`apiserver_admission_webhook_admission_duration_seconds`): calls per released job, and the mean wait.",
+        "",
+        "| webhook | " + " | ".join(("raw release", "held", "raw open", "open")) + " |",
+        "|---|" + "---:|" * 4,
+        *webhook_rows([raw["delta"], held["delta"], raw_open["delta"], open_["delta"]], jobs),
         "",
         "CPU each process of the dev cluster used in the same windows (`/proc/<pid>/stat`), per released job; "
         "the windows lasted " + ", ".join(f"{shape['window_s']:.1f} s" for shape in (raw, held, raw_open, open_))

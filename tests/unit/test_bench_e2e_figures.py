@@ -63,3 +63,20 @@ def test_the_controller_log_is_read_by_decision_within_the_window(tmp_path: Path
     ]) + "\n")
     found = controller_log(log, 1_000_000 + 1, 1_000_000 + 10)
     assert found == {"decision=admit ns-a": [1_000_005.0], "event=stale": [1_000_006.0]}
+
+
+WEBHOOKS = """\
+# TYPE apiserver_admission_webhook_admission_duration_seconds histogram
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="pods.mutate",type="admit",le="+Inf"} 4
+apiserver_admission_webhook_admission_duration_seconds_sum{name="pods.mutate",type="admit"} 0.2
+apiserver_admission_webhook_admission_duration_seconds_count{name="pods.mutate",type="admit"} 4
+"""
+
+
+def test_the_webhook_waits_are_read_apart_from_the_requests() -> None:
+    before = Scrape(parse_requests(APISERVER), {})
+    after = Scrape(parse_requests(APISERVER + WEBHOOKS), {})
+    change = delta(before, after)
+    assert change.webhooks() == {"pods.mutate": (4.0, 0.2)}
+    assert change.writes() == {}
+    assert change.reads() == 0.0
