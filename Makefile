@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make up     bring up the dev cluster with the system installed
 #   make test   lint, types, and every test tier (unit, service, fuzz, e2e)
-# and, for the edit-test loop, `make check`: lint, types, unit and service tiers (no cluster, about 2 minutes).
+# and, for the edit-test loop, `make check`: lint, types, unit and service tiers (no cluster needed).
 SHELL := bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -27,8 +27,10 @@ $(STAMP): pyproject.toml
 deps:
 	bash hack/system-deps.sh
 
+# The dev cluster's Kubernetes binaries, and helm (for the chart in manifests/helm/), cached by version.
 binaries:
 	bash webhook/devcluster/build-binaries.sh
+	bash webhook/devcluster/build-binaries.sh helm
 
 up: install
 	$(BIN)/kq dev up --seed
@@ -46,10 +48,10 @@ types: install
 	$(BIN)/mypy
 
 unit: install
-	$(call pytest_must_run,tests/unit -q -p no:cacheprovider --cov=webhook.core --cov-report=term --cov-fail-under=95)
+	$(call pytest_must_run,tests/unit -q -p no:cacheprovider $(XDIST) --cov=webhook.core --cov-report=term --cov-fail-under=95)
 
 service: install
-	$(call pytest_must_run,tests/service -q -p no:cacheprovider)
+	$(call pytest_must_run,tests/service -q -p no:cacheprovider $(XDIST))
 
 # Hypothesis over the admission handlers: at least 10,000 generated AdmissionReviews (about 40 s).
 fuzz: install
@@ -58,6 +60,9 @@ fuzz: install
 e2e: install deps binaries
 	$(call pytest_must_run,tests/e2e -q -p no:cacheprovider)
 
+# The fast loop spreads the unit and service tiers over every core (pytest-xdist); make test runs them in one
+# process, as CI always has.
+check: XDIST := -n auto
 check: lint types unit service
 
 test: lint types unit service fuzz e2e

@@ -70,12 +70,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.objects import bound, eci, ecs, node, pod, policy, quota_tree, virtual_node
 from webhook.api.kinds import RESOURCE_POLICY
 from webhook.cli import devsystem
+from webhook.core.sampling import rotating_window, scheduler_sample_size
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig, Ports, default_nodes
 from webhook.extender.app import MAX_BODY_BYTES, make_app
 from webhook.extender.config import SCHEDULER_SETTINGS, extender_entry
 from webhook.extender.http import start_server
-from webhook.extender.state import ExtenderState, rotating_window, scheduler_sample_size
+from webhook.extender.state import ExtenderState
 from webhook.kube import serving
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 

@@ -42,7 +42,8 @@ from bench.objects import bound, node, pod, virtual_node
 from webhook.cli.main import configure_logging
 from webhook.extender import sources
 from webhook.extender.app import ExtenderApp, make_app
-from webhook.extender.state import ExtenderState, pod_essentials
+from webhook.extender.pods import pod_essentials
+from webhook.extender.state import ExtenderState
 from webhook.kube.cache import WatchCache
 
 NAMESPACE = "bench"

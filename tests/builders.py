@@ -12,17 +12,23 @@ Shared by every test suite; keep this API stable (add parameters only with defau
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from webhook.api.kinds import ELASTIC_QUOTA_TREE
+from webhook.api.names import TREE_NAMESPACE
 from webhook.core.quota import QuotaNode, QuotaTree, build_tree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Phase, PodSet, Workload, WorkloadKey
 
 __all__ = [
+    "BROKEN_TREES",
     "SEED_TREE_SPEC",
+    "UNLABELLABLE_NAMES",
+    "Spec",
     "batch_job_object",
     "job",
     "job_manifest",
@@ -30,6 +36,9 @@ __all__ = [
     "res",
     "seed_tree",
     "tree",
+    "tree_child",
+    "tree_object",
+    "tree_root",
 ]
 
 ResourcesLike = Resources | Mapping[str, int | str] | None
@@ -247,3 +256,75 @@ def job_manifest(name: str, *, pods: int, cpu: int, memory: str | None = None, *
         "metadata": {"name": name},
         "spec": {"parallelism": pods, "completions": pods, "template": {"spec": spec}},
     }
+
+
+# Broken input shared by the tiers (the webhook refuses each, naming the node and the rule) ------------------
+
+Spec = dict[str, Any]
+
+
+def tree_object(
+    spec: Spec | None = None, namespace: str = TREE_NAMESPACE, name: str = "elasticquotatree"
+) -> dict[str, Any]:
+    return {
+        "apiVersion": ELASTIC_QUOTA_TREE.api_version,
+        "kind": "ElasticQuotaTree",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": copy.deepcopy(spec if spec is not None else SEED_TREE_SPEC),
+    }
+
+
+def tree_root(spec: Spec) -> Spec:
+    root = spec["root"]
+    assert isinstance(root, dict)
+    return root
+
+
+def tree_child(spec: Spec, index: int) -> Spec:
+    child = tree_root(spec)["children"][index]
+    assert isinstance(child, dict)
+    return child
+
+
+BROKEN_TREES: list[tuple[str, Callable[[Spec], None], str, str]] = [
+    ("min above max", lambda s: tree_child(s, 1)["min"].__setitem__("cpu", 200), "min-le-max", "root/Department-b"),
+    ("root min != max", lambda s: tree_root(s)["min"].__setitem__("cpu", 90), "root-min-eq-max", "root"),
+    (
+        "children min above parent min",
+        lambda s: tree_child(s, 0)["min"].__setitem__("cpu", 70),
+        "children-min-le-parent-min",
+        "root",
+    ),
+    (
+        "child max above parent max",
+        lambda s: tree_child(s, 1)["max"].__setitem__("cpu", 101),
+        "child-max-le-parent-max",
+        "root/Department-b",
+    ),
+    (
+        "namespaces on an inner node",
+        lambda s: tree_root(s).__setitem__("namespaces", ["ops"]),
+        "namespaces-only-on-leaves",
+        "root",
+    ),
+    (
+        "namespace in two leaves",
+        lambda s: tree_child(s, 1)["namespaces"].append("user-a"),
+        "namespace-in-one-leaf",
+        "root/Department-b",
+    ),
+    (
+        "duplicate names ignoring case",
+        lambda s: tree_child(s, 1).__setitem__("name", "DEPARTMENT-A"),
+        "unique-names",
+        "DEPARTMENT-A",
+    ),
+    ("bad quantity", lambda s: tree_child(s, 0)["max"].__setitem__("memory", "lots"), "quantity", "Department-a"),
+    ("negative quantity", lambda s: tree_child(s, 0)["min"].__setitem__("cpu", "-1"), "quantity", "Department-a"),
+    ("no root", lambda s: s.pop("root"), "type", "spec.root"),
+    ("bad namespace name", lambda s: tree_child(s, 0)["namespaces"].append("User_A"), "namespace-name", "Department-a"),
+]
+
+
+UNLABELLABLE_NAMES = ["Département-ä", "team b", "\N{ROCKET}-team", "d" * 64, "-team"]
+"""Issue 17 hole 4: node names that cannot be label values (a leaf's name is its jobs' quota label)."""

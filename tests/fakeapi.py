@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
+from webhook.api.names import OVERSELL_RATE_ANNOTATION
 from webhook.cli.kubeapi import ApiError, KubeApi
 
 CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass"}
@@ -284,8 +285,15 @@ def tree(spec: Mapping[str, Any], status: Mapping[str, Any] | None = None, creat
 
 
 def queue(
-    name: str, quota: str, active: Sequence[Mapping[str, Any]] = (), policy: str = "Round", created: float = 0.0
+    name: str,
+    quota: str,
+    active: Sequence[Mapping[str, Any]] = (),
+    policy: str = "Round",
+    created: float = 0.0,
+    rate: str | None = None,
 ) -> dict[str, Any]:
+    """A Queue as the controller keeps it (``rate``: the oversell rate it states on the Queue)."""
+    annotations = {QUOTA_FULLNAME: quota} | ({OVERSELL_RATE_ANNOTATION: rate} if rate is not None else {})
     return {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1",
         "kind": "Queue",
@@ -293,7 +301,7 @@ def queue(
             "name": name,
             "namespace": "kube-queue",
             "labels": {"create-by-kubequeue": "true"},
-            "annotations": {QUOTA_FULLNAME: quota},
+            "annotations": annotations,
             "creationTimestamp": stamp(created),
         },
         "spec": {"queuePolicy": policy},

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.test_controller_harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 from webhook.cli import devsystem
 
 pytestmark = pytest.mark.e2e

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.test_controller_harness import (
+from tests.e2e.harness import (
     LoopThread,
     Replica,
     create_namespaces,
@@ -35,8 +35,7 @@ from tests.e2e.test_controller_harness import (
     unique,
     wait_managed,
 )
-from webhook.api.names import SUCCEED_AFTER_ANNOTATION
-from webhook.controller.records import ADMISSION_ANNOTATION
+from webhook.api.names import ADMISSION_ANNOTATION, SUCCEED_AFTER_ANNOTATION
 from webhook.kube.cache import ApiListWatch, CacheEvent, WatchCache
 from webhook.kube.client import KubeClient, ResourceRef
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.test_controller_harness import (
+from tests.e2e.harness import (
     LoopThread,
     Replica,
     create_namespaces,

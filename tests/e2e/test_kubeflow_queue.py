@@ -10,36 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.test_controller_harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.setups import CRD, pytorchjob
 from webhook.api.names import ADMISSION_ANNOTATION, QUOTA_LABEL, SUBMITTED_ANNOTATION
 from webhook.cli import devsystem
 
 pytestmark = pytest.mark.e2e
-
-CRD = Path(__file__).resolve().parent / "crds" / "kubeflow-pytorchjobs.yaml"
-
-
-def _pytorchjob(name: str, namespace: str, workers: int) -> dict[str, Any]:
-    def replicas(count: int) -> dict[str, Any]:
-        container = {"name": "pytorch", "image": "pytorch", "resources": {"requests": {"cpu": "10"}}}
-        return {"replicas": count, "template": {"spec": {"containers": [container]}}}
-
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "runPolicy": {"suspend": False},
-            "pytorchReplicaSpecs": {"Master": replicas(1), "Worker": replicas(workers)},
-        },
-    }
-
 
 @pytest.fixture(scope="module")
 def kubeflow(dev_cluster: DevCluster) -> Iterator[str]:
@@ -78,7 +59,7 @@ def test_pytorchjobs_are_held_tagged_admitted_in_order_and_queued(dev_cluster: D
     dev, namespace = dev_cluster, kubeflow
     # 1 master + 4 workers of 10 CPU = 50 each; the quota's limit is max 40 x the service's default oversell
     # rate 2 = 80: the first fits, the second waits.
-    first = dev.create(_pytorchjob("first", namespace, workers=4), user="alice")
+    first = dev.create(pytorchjob("first", namespace, workers=4), user="alice")
     assert first.returncode == 0, first.stderr
     created = json.loads(first.stdout)
     assert created["spec"]["runPolicy"]["suspend"] is True, "held even though the submitter wrote false"
@@ -87,7 +68,7 @@ def test_pytorchjobs_are_held_tagged_admitted_in_order_and_queued(dev_cluster: D
     for role in ("Master", "Worker"):
         template = created["spec"]["pytorchReplicaSpecs"][role]["template"]
         assert template["metadata"]["labels"][QUOTA_LABEL] == "Research"
-    second = dev.create(_pytorchjob("second", namespace, workers=4), user="alice")
+    second = dev.create(pytorchjob("second", namespace, workers=4), user="alice")
     assert second.returncode == 0, second.stderr
 
     dev.wait_until(lambda: _get(dev, namespace, "first")["spec"]["runPolicy"]["suspend"] is False, 60,

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.builders import SEED_TREE_SPEC
 from tests.e2e.conftest import DevCluster
-from tests.e2e.test_controller_harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 
 pytestmark = pytest.mark.e2e
 

@@ -19,11 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.builders import SEED_TREE_SPEC
+from tests.builders import SEED_TREE_SPEC, UNLABELLABLE_NAMES
 from tests.e2e.conftest import DevCluster
-from tests.e2e.test_kubeflow_queue import CRD, _pytorchjob
-from tests.e2e.test_webhook import _seed_job, managed
-from tests.service.test_validate import UNLABELLABLE_NAMES
+from tests.e2e.setups import CRD, managed, pytorchjob, seed_job
 from webhook.api.names import ADMISSION_ANNOTATION, QUOTA_LABEL, SUBMITTED_ANNOTATION
 from webhook.core.placement import MAX_UNITS
 
@@ -58,7 +56,7 @@ def user_a(dev_cluster: DevCluster, managed: tuple[str, str, str]) -> Iterator[s
 
 
 def _job(namespace: str, *, parallelism: int, completions: int, cpu: str = "10") -> dict[str, Any]:
-    job = _seed_job(namespace)
+    job = seed_job(namespace)
     job["spec"]["parallelism"], job["spec"]["completions"] = parallelism, completions
     for container in job["spec"]["template"]["spec"]["containers"]:
         container["resources"] = {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": {"cpu": cpu, "memory": "1Gi"}}
@@ -90,7 +88,7 @@ def test_a_literal_priority_is_refused_at_submission(dev_cluster: DevCluster, us
     assert "the integer value of priority must not be provided in pod spec" in result.stderr
     assert "PriorityClass" in result.stderr
     assert "queued for quota" not in result.stderr  # hole 4: no warning on a refused request
-    pytorch = _pytorchjob("literal", user_a, workers=1)
+    pytorch = pytorchjob("literal", user_a, workers=1)
     pytorch["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["priority"] = 1_000_000_000
     result = dev_cluster.create(pytorch, user=ALICE)
     assert result.returncode != 0
@@ -99,7 +97,7 @@ def test_a_literal_priority_is_refused_at_submission(dev_cluster: DevCluster, us
 
 def test_a_queued_pytorchjobs_priority_class_cannot_change(dev_cluster: DevCluster, user_a: str) -> None:
     # 31 pods x 10 CPU: more than Department-a's max x the oversell rate, so it stays held.
-    job = _pytorchjob("climber", user_a, workers=30)
+    job = pytorchjob("climber", user_a, workers=30)
     job["spec"]["runPolicy"]["schedulingPolicy"] = {"priorityClass": "low"}
     created = _created(dev_cluster, job)
     assert created["spec"]["runPolicy"]["suspend"] is True

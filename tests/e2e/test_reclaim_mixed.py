@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_seed_scenarios import Seed
-from tests.e2e.test_seed_scenarios import seed as seeded  # noqa: F401 - the seed scenarios' setup, reused
-from webhook.controller.records import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
+from tests.e2e.setups import Seed
+from tests.e2e.setups import seed as seeded  # noqa: F401 - the seed scenarios' setup, reused
+from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
 
 pytestmark = pytest.mark.e2e
 

@@ -16,90 +16,18 @@ and the service restarted as it was.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import DevCluster
-from tests.e2e.test_controller_harness import installed_tree, wait_managed
+from tests.e2e.setups import QUEUES, Seed, seed
 from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
-from webhook.cli import devsystem
 
 pytestmark = pytest.mark.e2e
-
-SEED = Path(__file__).resolve().parents[2] / "examples" / "seed"
-JOBS = SEED / "jobs"
-USERS = ("user-a", "user-b", "user-c")
-QUEUES = {"root-department-a-user-a", "root-department-a-user-b", "root-department-b-user-c"}
+__all__ = ["seed"]  # the module's set-up: the seed's namespaces, tree and PriorityClasses
 
 
-@dataclasses.dataclass
-class Seed:
-    dev: DevCluster
-    jobs: dict[str, str] = dataclasses.field(default_factory=dict)
-    """Scenario role -> generated job name."""
-
-    def create(self, role: str, filename: str) -> str:
-        out = self.dev.kubectl("create", "-f", str(JOBS / filename))
-        match = re.search(r"job\.batch/(\S+) created", out)
-        assert match, out
-        self.jobs[role] = match.group(1)
-        return match.group(1)
-
-    def job(self, namespace: str, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.dev.get_json("job", name, "-n", namespace)
-        return result
-
-    def queue(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.dev.get_json("queue", name, "-n", "kube-queue")
-        return result
-
-    def active(self, queue: str) -> list[dict[str, Any]]:
-        details = self.queue(queue).get("status", {}).get("queueItemDetails", {})
-        return list(details.get("active", []))
-
-    def running_pods(self, namespace: str, job: str) -> int:
-        pods = self.dev.get_json("pods", "-n", namespace, "-l", f"job-name={job}")["items"]
-        return sum(1 for pod in pods if pod.get("status", {}).get("phase") == "Running")
-
-    def suspended(self, namespace: str, job: str) -> bool:
-        return bool(self.job(namespace, job)["spec"].get("suspend"))
-
-    def restart(self, args: tuple[str, ...], env: dict[str, str] | None = None) -> None:
-        config = dataclasses.replace(self.dev.config, service_args=(*self.dev.config.service_args, *args))
-        devsystem.restart_service(config, self.dev.bins, env)
-
-
-def _tree_spec() -> dict[str, Any]:
-    import yaml  # noqa: PLC0415
-
-    doc = yaml.safe_load((SEED / "01-elasticquotatree.yaml").read_text())
-    spec: dict[str, Any] = doc["spec"]
-    return spec
-
-
-@pytest.fixture(scope="module")
-def seed(dev_cluster: DevCluster) -> Iterator[Seed]:
-    dev = dev_cluster
-    setup = Seed(dev)
-    setup.restart(("--oversellrate=1", "--status-interval=1"))
-    dev.kubectl("apply", "-f", str(SEED / "00-namespaces.yaml"))
-    dev.kubectl("apply", "-f", str(SEED / "02-priorityclasses.yaml"))
-    try:
-        with installed_tree(dev, _tree_spec()):
-            wait_managed(dev, *USERS)
-            yield setup
-            for namespace in USERS:
-                dev.kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=false")
-    finally:
-        dev.kubectl("delete", "-f", str(SEED / "00-namespaces.yaml"), "--wait=false", "--ignore-not-found")
-        dev.kubectl("delete", "-f", str(SEED / "02-priorityclasses.yaml"), "--ignore-not-found")
-        devsystem.restart_service(dev.config, dev.bins)
 
 
 def test_the_controller_creates_one_queue_per_namespace_of_each_leaf(seed: Seed) -> None:
@@ -111,6 +39,10 @@ def test_the_controller_creates_one_queue_per_namespace_of_each_leaf(seed: Seed)
     queue = seed.queue("root-department-a-user-a")
     assert queue["metadata"]["labels"]["create-by-kubequeue"] == "true"
     assert queue["metadata"]["annotations"]["kube-queue/quota-fullname"] == "root/Department-a"
+    # The service runs --oversellrate=1 here: the controller states it on its Queues (what `kq why` reads).
+    seed.dev.wait_until(
+        lambda: seed.queue("root-department-a-user-a")["metadata"]["annotations"].get(
+            "kube-queue.x-k8s.io/oversell-rate") == "1", 30, "the oversell rate on the Queue")
     assert seed.queue("root-department-b-user-c")["metadata"]["annotations"]["kube-queue/quota-fullname"] == (
         "root/Department-b"
     )

@@ -21,11 +21,10 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.test_controller_harness import installed_tree, wait_managed
-from webhook.api.names import SUCCEED_AFTER_ANNOTATION
+from tests.e2e.harness import installed_tree, wait_managed
+from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION, SUCCEED_AFTER_ANNOTATION
 from webhook.cli import devsystem
 from webhook.cli.simulate import run_scenario
-from webhook.controller.records import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
 from webhook.core.fit import format_rate
 from webhook.core.quota import queue_name
 from webhook.sim.engine import State

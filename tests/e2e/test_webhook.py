@@ -7,82 +7,32 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.builders import SEED_TREE_SPEC
+from tests.builders import BROKEN_TREES, SEED_TREE_SPEC
 from tests.e2e.conftest import DevCluster
-from tests.e2e.test_controller_harness import create_namespaces, installed_tree, unique, wait_managed
-from tests.service.test_validate import BROKEN_TREES
+from tests.e2e.setups import managed, seed_job
 from webhook.api.names import SUBMITTED_ANNOTATION as SUBMITTED
 from webhook.workloads.base import creation_seconds
 
 pytestmark = pytest.mark.e2e
+__all__ = ["managed"]  # the module's namespaces: a seed-shaped tree over fresh ones
 
 SEED_JOB = Path(__file__).resolve().parents[2] / "examples" / "seed" / "jobs"
 QUOTA_LABEL = "quota.scheduling.alibabacloud.com/name"
 FULLNAME = "kube-queue/quota-fullname"
 
 
-def _seed_job(namespace: str) -> dict[str, Any]:
-    """The seed's Job (MISSION.md part 3) with ``suspend: false``, as a user who ignores the queue writes it."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"generateName": "pi-", "namespace": namespace},
-        "spec": {
-            "suspend": False,
-            "completions": 6,
-            "parallelism": 6,
-            "template": {
-                "spec": {
-                    "schedulerName": "default-scheduler",
-                    "containers": [
-                        {
-                            "name": "pi",
-                            "image": "perl:5.34.0",
-                            "command": ["sleep", "1d"],
-                            "resources": {
-                                "requests": {"cpu": "10", "memory": "10Gi"},
-                                "limits": {"cpu": "10", "memory": "10Gi"},
-                            },
-                        }
-                    ],
-                    "restartPolicy": "Never",
-                }
-            },
-        },
-    }
-
-
-@pytest.fixture(scope="module")
-def managed(dev_cluster: DevCluster) -> Iterator[tuple[str, str, str]]:
-    """A tree shaped like the seed's, over fresh namespaces: (dept-a namespace, dept-b namespace, unmanaged)."""
-    ns_a, ns_b, outside = unique("wh-a"), unique("wh-b"), unique("wh-out")
-    create_namespaces(dev_cluster, ns_a, ns_b, outside)
-    for ns in (ns_a, ns_b, outside):  # alice is an ordinary developer: she may edit her namespaces
-        dev_cluster.kubectl("create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice", "-n", ns)
-    spec = copy.deepcopy(SEED_TREE_SPEC)
-    spec["root"]["children"][0]["namespaces"] = [ns_a]
-    spec["root"]["children"][1]["namespaces"] = [ns_b]
-    try:
-        with installed_tree(dev_cluster, spec):
-            wait_managed(dev_cluster, ns_a, ns_b)
-            yield ns_a, ns_b, outside
-    finally:
-        for ns in (ns_a, ns_b, outside):
-            dev_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-
-
 def test_the_seed_job_comes_back_suspended_and_labelled(
     dev_cluster: DevCluster, managed: tuple[str, str, str]
 ) -> None:
     ns_a, _, _ = managed
-    result = dev_cluster.create(_seed_job(ns_a), user="alice")
+    result = dev_cluster.create(seed_job(ns_a), user="alice")
     assert result.returncode == 0, result.stderr
     job = json.loads(result.stdout)
     assert job["spec"]["suspend"] is True
@@ -100,7 +50,7 @@ def test_a_user_cannot_unsuspend_a_held_job_or_change_its_quota(
 ) -> None:
     ns_a, _, _ = managed
     # 250 CPU: above max x oversell rate (100 x 2) on its own, so it is never admitted and stays held.
-    job = _seed_job(ns_a)
+    job = seed_job(ns_a)
     job["spec"]["parallelism"] = job["spec"]["completions"] = 25
     created = json.loads(dev_cluster.create(job, user="alice").stdout)
     name = created["metadata"]["name"]
@@ -119,7 +69,7 @@ def test_a_user_cannot_unsuspend_a_held_job_or_change_its_quota(
 
 def test_unmanaged_namespaces_pass_untouched(dev_cluster: DevCluster, managed: tuple[str, str, str]) -> None:
     _, _, outside = managed
-    job = _seed_job(outside)
+    job = seed_job(outside)
     job["spec"]["parallelism"] = job["spec"]["completions"] = 1
     created = json.loads(dev_cluster.create(job, user="alice").stdout)
     assert created["spec"]["suspend"] is False

@@ -17,27 +17,27 @@ async def test_a_kind_is_watched_while_its_crd_is_installed() -> None:
     api = seed_api()
     controller = Controller(api, settings())
     try:
-        await controller.discover()
-        assert KEY not in controller.job_caches
+        await controller.cache.discover()
+        assert KEY not in controller.cache.job_caches
         api.kinds.add(PYTORCHJOBS)
-        await controller.discover()
-        assert KEY in controller.job_caches and KEY in controller.stats.kinds
-        task = controller._job_cache_tasks[KEY]
+        await controller.cache.discover()
+        assert KEY in controller.cache.job_caches and KEY in controller.stats.kinds
+        task = controller.cache.job_cache_tasks[KEY]
 
         api.fail(503, lambda method, path: path == "/apis/kubeflow.org/v1", times=1)
-        await controller.discover()
-        assert KEY in controller.job_caches, "a 503 from discovery is not proof the kind is gone"
+        await controller.cache.discover()
+        assert KEY in controller.cache.job_caches, "a 503 from discovery is not proof the kind is gone"
 
         api.kinds.discard(PYTORCHJOBS)
-        await controller.discover()
-        assert KEY not in controller.job_caches and KEY not in controller.stats.kinds
+        await controller.cache.discover()
+        assert KEY not in controller.cache.job_caches and KEY not in controller.stats.kinds
         await asyncio.gather(task, return_exceptions=True)
         assert task.cancelled()
-        assert "Job.batch" in controller.job_caches, "other kinds keep their caches"
+        assert "Job.batch" in controller.cache.job_caches, "other kinds keep their caches"
 
         api.kinds.add(PYTORCHJOBS)
-        await controller.discover()
-        assert KEY in controller.job_caches, "re-installed: watched again"
+        await controller.cache.discover()
+        assert KEY in controller.cache.job_caches, "re-installed: watched again"
     finally:
         for task in controller._tasks:
             task.cancel()

@@ -15,13 +15,9 @@ from prometheus_client import REGISTRY
 
 from tests.builders import SEED_TREE_SPEC
 from tests.service.test_controller_fake_api import JOBS, FakeApi, Kind
+from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION, MANAGED_NAMESPACE_LABEL
 from webhook.controller import add_controller_args, run_controller
 from webhook.controller.controller import Controller
-from webhook.controller.records import (
-    ADMISSION_ANNOTATION,
-    EVICTION_ANNOTATION,
-    MANAGED_NAMESPACE_LABEL,
-)
 from webhook.controller.settings import ControllerSettings
 from webhook.kube.cache import WatchCache
 
@@ -79,13 +75,13 @@ def settings(**overrides: Any) -> ControllerSettings:
 
 def caches(controller: Controller) -> list[WatchCache]:
     return [
-        controller.trees,
-        controller.queues,
-        controller.namespaces,
-        controller.priority_classes,
-        controller.pods,
-        controller.policies,
-        *(cache for _, _, cache in controller.job_caches.values()),
+        controller.cache.trees,
+        controller.cache.queues,
+        controller.cache.namespaces,
+        controller.cache.priority_classes,
+        controller.cache.pods,
+        controller.cache.policies,
+        *(cache for _, _, cache in controller.cache.job_caches.values()),
     ]
 
 
@@ -115,7 +111,7 @@ async def catch_up(api: FakeApi, controller: Controller) -> None:
 async def driven(api: FakeApi, **overrides: Any) -> AsyncIterator[Controller]:
     """A controller whose caches run but whose passes the test drives with ``reconcile()``."""
     controller = Controller(api, settings(**overrides))
-    await controller.discover()
+    await controller.cache.discover()
     tasks = [asyncio.ensure_future(cache.run()) for cache in caches(controller)[:6]]
     tasks.append(asyncio.ensure_future(controller.events.run()))
     try:
@@ -211,7 +207,7 @@ async def test_its_own_writes_count_even_before_the_watch_delivers_them() -> Non
         await catch_up(api, controller)
         await controller.reconcile()
         assert admitted(api, "first")
-        job_cache = controller.job_caches["Job.batch"][2]
+        job_cache = controller.cache.job_caches["Job.batch"][2]
         for _ in range(1000):
             if int(job_cache.resource_version or 0) >= created[0]:
                 break

@@ -9,8 +9,9 @@ from typing import Any
 
 from tests.service.test_controller_fake_api import JOBS, FakeApi
 from tests.service.test_controller_loop import EVENTS, events, pi, seed_api, settings
+from webhook.api.names import QUEUED_KEY_ANNOTATION
 from webhook.controller.controller import Controller
-from webhook.controller.events import QUEUED_KEY_ANNOTATION, queued_memory
+from webhook.controller.events import queued_memory
 
 
 async def until(check: Callable[[], bool], what: str, tries: int = 4000) -> None:

@@ -1,4 +1,5 @@
-"""The filter's grouping of the scheduler's node names by unit (``ExtenderState._group_by_unit``) is exactly
+"""The filter's grouping of the scheduler's node names by unit (the cache's unit indices, then the core's
+``group_by_unit``) is exactly
 the plain per-name grouping - whatever the order of the names, the units' sizes and the unknown nodes."""
 
 from __future__ import annotations
@@ -7,7 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.service.test_extender_objects import eci, ecs, node, policy, virtual_node
-from webhook.extender.state import _MISSING, FEW_OUTSIDE, ExtenderState, UnitKey
+from webhook.core.placement import ResourcePolicy
+from webhook.core.unitplacement import FEW_OUTSIDE, MISSING, Grouping, UnitKey, group_by_unit
+from webhook.extender.state import ExtenderState
 
 POOLS = ("a", "b", "c", "none")
 """``a``, ``b`` and ``c`` are the policy's ECS units 0, 1 and 2; ``none`` is in no unit."""
@@ -26,13 +29,19 @@ def reference(state: ExtenderState, names: list[str]) -> dict[UnitKey, tuple[str
     for name in names:
         view = state.nodes.get(name)
         if view is None:
-            unit: UnitKey = _MISSING
+            unit: UnitKey = MISSING
         elif view.is_virtual:
             unit = 3
         else:
             unit = units[view.labels["pool"]]
         groups.setdefault(unit, []).append(name)
     return {unit: tuple(members) for unit, members in groups.items()}
+
+
+def group(state: ExtenderState, rule: ResourcePolicy, names: list[str]) -> Grouping:
+    """What the filter does with the names."""
+    indices, present = state.cache.unit_indices(rule, names, None)
+    return group_by_unit(names, indices, present)
 
 
 @st.composite
@@ -56,18 +65,18 @@ def test_grouping_by_unit_is_the_plain_grouping(cluster: tuple[list[str], list[s
     pools, names = cluster
     state = state_with(pools)
     rule = state.policies("team")[0]
-    grouping = state._group_by_unit(rule, names, None)
+    grouping = group(state, rule, names)
     expected = reference(state, names)
     assert grouping == expected
     assert list(grouping) == list(expected)  # the groups in order of first appearance
-    assert state._group_by_unit(rule, names, None) == expected  # again, from the filled cache
+    assert group(state, rule, names) == expected  # again, from the filled cache
 
 
 def test_a_unit_with_a_few_nodes_among_many_is_picked_out_in_order() -> None:
     pools = ["a"] * 300 + ["b"] * 3 + ["a"] * 100
     state = state_with(pools)
     names = [f"n{index}" for index in reversed(range(len(pools)))] + ["virtual-kubelet"]
-    grouping = state._group_by_unit(state.policies("team")[0], names, None)
+    grouping = group(state, state.policies("team")[0], names)
     assert grouping[1] == ("n302", "n301", "n300")
     assert grouping[3] == ("virtual-kubelet",)
     assert len(grouping[0]) == 400 and grouping[0][:2] == ("n402", "n401") and "n301" not in grouping[0]

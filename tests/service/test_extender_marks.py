@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.service.test_extender_objects import Cluster, eci, ecs, pod, policy
-from webhook.core.placement import DELETION_COST_ANNOTATION, deletion_cost
+from webhook.core.placement import DELETION_COST_ANNOTATION, deletion_cost, unit_deletion_cost
+from webhook.extender.decision import MarkPatch
 from webhook.extender.marker import Marker
-from webhook.extender.state import MarkPatch, unit_deletion_cost
 from webhook.kube.client import KubeApiError
 
 ONLY_VIRTUAL = ("ecs-2", "virtual-kubelet")

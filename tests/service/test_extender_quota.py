@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 
-import webhook.extender.state as state_module
+import webhook.extender.pods as pods_module
 from tests.service.test_extender_objects import (
     NAMESPACE,
     Cluster,
@@ -19,10 +19,10 @@ from tests.service.test_extender_objects import (
     quota_tree,
     seed_quota_tree,
 )
+from webhook.api.names import QUOTA_LABEL
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import pod_request
-from webhook.extender.state import RequestCache
-from webhook.workloads.base import QUOTA_LABEL
+from webhook.extender.pods import RequestCache
 
 ECS = ("ecs-0", "ecs-1", "ecs-2", "ecs-3")
 
@@ -144,7 +144,7 @@ def test_a_pod_shape_is_parsed_once_and_reads_as_the_core_reads_it(monkeypatch: 
         parsed.append(spec)
         return pod_request(spec)
 
-    monkeypatch.setattr(state_module, "pod_request", counting)
+    monkeypatch.setattr(pods_module, "pod_request", counting)
     cache = RequestCache(size=2)
     first, second = pod("a", "2", memory="1Gi"), pod("b", "2", memory="1Gi")
     assert cache.request(first, "team/a") == pod_request(first["spec"])

@@ -12,18 +12,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tests.service.test_extender_objects import args, bound, eci, ecs, node, pod, policy, virtual_node
+from webhook.core.sampling import scheduler_sample_size
 from webhook.extender.app import SAMPLED_WARNING_SECONDS, log_line, make_app
-from webhook.extender.state import ExtenderState, looks_sampled, scheduler_sample_size
+from webhook.extender.state import ExtenderState
 
 NOW = 1_714_564_800.0
-
-
-@pytest.mark.parametrize(
-    ("nodes", "size"),
-    [(1, 1), (99, 99), (100, 100), (200, 100), (500, 230), (1000, 420), (5000, 500), (50_000, 2500)],
-)
-def test_the_sample_size_is_kube_schedulers_default(nodes: int, size: int) -> None:
-    assert scheduler_sample_size(nodes) == size
 
 
 def cluster(pool_a: int, pool_b: int, *, sample: bool = True) -> tuple[ExtenderState, list[str]]:
@@ -89,14 +82,6 @@ def test_without_sampling_every_passing_node_goes_back() -> None:
     state, names = cluster(499, 0, sample=False)
     decision = state.filter(pod("p", "100m"), names, NOW)
     assert len(decision.passing) == 499 and decision.sampled_from is None
-
-
-@pytest.mark.parametrize(
-    ("asked", "nodes", "sampled"),
-    [(230, 501, True), (230, 500, True), (500, 501, False), (229, 501, False), (100, 150, True), (50, 50, False)],
-)
-def test_a_request_looks_sampled_when_it_names_the_default_sample(asked: int, nodes: int, sampled: bool) -> None:
-    assert looks_sampled(asked, nodes) is sampled
 
 
 def test_a_policy_pod_asked_about_a_moving_default_sample_is_flagged() -> None:

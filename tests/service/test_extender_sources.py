@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 from tests.service.test_extender_objects import eci, ecs, node, pod, policy, virtual_node
 from webhook.core.placement import pod_view
 from webhook.core.workload import pod_request
+from webhook.extender.pods import pod_essentials
 from webhook.extender.sources import OptionalListWatch, _incremental, _whole, running
-from webhook.extender.state import ExtenderState, pod_essentials
+from webhook.extender.state import ExtenderState
 from webhook.kube.cache import WatchCache
 from webhook.kube.client import JSON, KubeApiError
 from webhook.kube.slim import SlimListWatch

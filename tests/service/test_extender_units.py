@@ -282,7 +282,7 @@ def test_a_kept_unit_verdict_answers_as_a_fresh_one(when: str) -> None:
     for index in range(18):
         names = candidates[index % len(candidates)]
         obj = pod(f"p{index}", created=None if index % 4 == 0 else "2024-05-01T12:00:00Z")
-        fresh.state._verdicts.clear()
+        fresh.state.verdicts.clear()
         decision = kept.filter(obj, names)
         assert decision == fresh.filter(obj, names)
         if decision.passing:

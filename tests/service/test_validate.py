@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import SEED_TREE_SPEC
+from tests.builders import BROKEN_TREES, SEED_TREE_SPEC, UNLABELLABLE_NAMES, Spec, tree_child, tree_object
 from tests.service.helpers import (
     CONTROLLER,
     JOB_BUILDERS,
@@ -27,19 +27,6 @@ from webhook.admission.validate import validate
 from webhook.api.names import ADMISSION_GATE, QUOTA_LABEL
 from webhook.workloads.base import apply_patch
 from webhook.workloads.registry import adapter_for
-
-Spec = dict[str, Any]
-
-
-def tree_object(
-    spec: Spec | None = None, namespace: str = "kube-system", name: str = "elasticquotatree"
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
-        "kind": "ElasticQuotaTree",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": copy.deepcopy(spec if spec is not None else SEED_TREE_SPEC),
-    }
 
 
 def allowed(out: dict[str, Any]) -> bool:
@@ -71,58 +58,6 @@ def test_a_tree_outside_kube_system_is_refused(settings: Settings) -> None:
     assert "tree-namespace" in message(out)
 
 
-def _root(spec: Spec) -> Spec:
-    root = spec["root"]
-    assert isinstance(root, dict)
-    return root
-
-
-def _child(spec: Spec, index: int) -> Spec:
-    child = _root(spec)["children"][index]
-    assert isinstance(child, dict)
-    return child
-
-
-BROKEN_TREES: list[tuple[str, Callable[[Spec], None], str, str]] = [
-    ("min above max", lambda s: _child(s, 1)["min"].__setitem__("cpu", 200), "min-le-max", "root/Department-b"),
-    ("root min != max", lambda s: _root(s)["min"].__setitem__("cpu", 90), "root-min-eq-max", "root"),
-    (
-        "children min above parent min",
-        lambda s: _child(s, 0)["min"].__setitem__("cpu", 70),
-        "children-min-le-parent-min",
-        "root",
-    ),
-    (
-        "child max above parent max",
-        lambda s: _child(s, 1)["max"].__setitem__("cpu", 101),
-        "child-max-le-parent-max",
-        "root/Department-b",
-    ),
-    (
-        "namespaces on an inner node",
-        lambda s: _root(s).__setitem__("namespaces", ["ops"]),
-        "namespaces-only-on-leaves",
-        "root",
-    ),
-    (
-        "namespace in two leaves",
-        lambda s: _child(s, 1)["namespaces"].append("user-a"),
-        "namespace-in-one-leaf",
-        "root/Department-b",
-    ),
-    (
-        "duplicate names ignoring case",
-        lambda s: _child(s, 1).__setitem__("name", "DEPARTMENT-A"),
-        "unique-names",
-        "DEPARTMENT-A",
-    ),
-    ("bad quantity", lambda s: _child(s, 0)["max"].__setitem__("memory", "lots"), "quantity", "Department-a"),
-    ("negative quantity", lambda s: _child(s, 0)["min"].__setitem__("cpu", "-1"), "quantity", "Department-a"),
-    ("no root", lambda s: s.pop("root"), "type", "spec.root"),
-    ("bad namespace name", lambda s: _child(s, 0)["namespaces"].append("User_A"), "namespace-name", "Department-a"),
-]
-
-
 @pytest.mark.parametrize(("case", "breaker", "rule", "node"), BROKEN_TREES, ids=[c[0] for c in BROKEN_TREES])
 def test_each_broken_tree_is_refused_naming_the_node_and_rule(
     case: str, breaker: Callable[[Spec], None], rule: str, node: str, settings: Settings
@@ -136,15 +71,11 @@ def test_each_broken_tree_is_refused_naming_the_node_and_rule(
     assert node in text
 
 
-UNLABELLABLE_NAMES = ["Département-ä", "team b", "\N{ROCKET}-team", "d" * 64, "-team"]
-"""Issue 17 hole 4: node names that cannot be label values (a leaf's name is its jobs' quota label)."""
-
-
 @pytest.mark.parametrize("name", UNLABELLABLE_NAMES)
 @pytest.mark.parametrize("index", [0, 1])
 def test_node_names_that_cannot_be_label_values_are_refused(name: str, index: int, settings: Settings) -> None:
     spec = copy.deepcopy(SEED_TREE_SPEC)
-    _child(spec, index)["name"] = name
+    tree_child(spec, index)["name"] = name
     out = validate(review(tree_object(spec)), AdmissionState(), settings)
     assert not allowed(out)
     text = message(out)
@@ -153,7 +84,7 @@ def test_node_names_that_cannot_be_label_values_are_refused(name: str, index: in
 
 
 def test_seed_variant_with_children_max_summing_above_root_max_is_accepted(settings: Settings) -> None:
-    # MISSION.md: "root max >= sum of children's max" contradicts the seed's own example; not enforced.
+    # docs/quota-tree.md: "root max >= sum of children's max" contradicts the seed's own example; not enforced.
     assert allowed(validate(review(tree_object()), AdmissionState(), settings))
 
 

@@ -15,7 +15,7 @@ from bench.extender_bench import (
     rates,
     round_order,
 )
-from webhook.extender.state import scheduler_sample_size
+from webhook.core.sampling import scheduler_sample_size
 
 
 def test_a_run_no_longer_than_the_head_has_no_later_rate() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.clirun import NOW, check_golden, fits, run, seed_api
 from tests.fakeapi import FakeApi, pod
-from tests.unit.test_cli_golden import NOW, check_golden, fits, run, seed_api
 from webhook.workloads.registry import adapter_for
 
 DRY_RUNS = {

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakeapi import batch_job, event, queue, stamp
+from tests.fakeapi import batch_job, queue, stamp
 from webhook.cli import view
 from webhook.cli.view import (
     FAILED,
@@ -134,21 +134,18 @@ def test_positions_follow_priority_then_creation_across_the_namespaces_of_a_leaf
     }
 
 
-def test_the_oversell_rate_is_read_from_the_flag_an_annotation_the_events_or_the_default() -> None:
-    pi = batch_job("pi", "a1")
-    events = [
-        event(pi, "Admitted", "Admitted by quota root/A (request cpu=6, oversell rate 1.5)", 100.0),
-        event(pi, "Queued", "Queued ...: quota root/A: cpu request 6 + used 6 > limit 10 (max 10 × oversell 1)", 90.0),
-        event(pi, "Admitted", "Admitted ... (oversell rate 3)", 200.0, component="someone-else"),
-    ]
-    tree_obj = {"metadata": {"name": "t", "annotations": {"kube-queue.x-k8s.io/oversell-rate": "4"}}}
-    assert oversell_rate(Fraction(1), tree_obj, {}, events, 300.0) == (Fraction(1), "--oversellrate")
-    rate, source = oversell_rate(None, tree_obj, {}, events, 300.0)
-    assert (rate, source) == (Fraction(4), "annotation kube-queue.x-k8s.io/oversell-rate on the ElasticQuotaTree")
-    rate, source = oversell_rate(None, None, {}, events, 300.0)
-    assert rate == Fraction(3, 2)
-    assert source == "the controller's Admitted event on pi, 3m20s ago"
-    assert oversell_rate(None, None, {}, [], 300.0)[0] == Fraction(2)
+def test_the_oversell_rate_is_read_from_the_flag_the_controllers_queues_the_tree_or_the_default() -> None:
+    # Structured, never parsed back from Event text: the controller states its rate on every Queue it keeps.
+    queues = {"q-b": queue("q-b", "root/B", rate="3/2"), "q-a": queue("q-a", "root/A")}
+    tree_obj = {"metadata": {"name": "t", "annotations": {"kube-queue/oversell-rate": "4"}}}
+    assert oversell_rate(Fraction(1), tree_obj, queues) == (Fraction(1), "--oversellrate")
+    assert oversell_rate(None, tree_obj, queues) == (
+        Fraction(3, 2), "annotation kube-queue.x-k8s.io/oversell-rate on Queue q-b")
+    assert oversell_rate(None, tree_obj, {"q-a": queue("q-a", "root/A")}) == (
+        Fraction(4), "annotation kube-queue/oversell-rate on the ElasticQuotaTree")
+    broken = {"q": queue("q", "root/A", rate="lots"), "r": queue("r", "root/A", rate="0")}
+    assert oversell_rate(None, None, broken)[0] == Fraction(2), "an unreadable or invalid rate is not used"
+    assert oversell_rate(None, None, {})[0] == Fraction(2)
 
 
 def test_an_evicted_job_is_queuing_with_its_note() -> None:

@@ -14,10 +14,17 @@ from hypothesis import strategies as st
 from tests import builders
 from tests.builders import node, res, seed_tree, tree
 from tests.unit.test_core_properties import quota_trees
+from webhook.api.names import (
+    MANAGED_NAMESPACE_LABEL,
+    OVERSELL_RATE_ANNOTATION,
+    QUEUE_LABEL,
+    QUOTA_FULLNAME_ANNOTATION,
+    STRICT_MARK_ANNOTATION,
+)
 from webhook.cli.simulate import run_scenario
 from webhook.controller.decide import (
     LEFTOVER_NOTE,
-    Decisions,
+    JobDecisions,
     NamespaceAction,
     decide,
     desired_queues,
@@ -29,12 +36,6 @@ from webhook.controller.decide import (
     tree_status,
 )
 from webhook.controller.model import TrackedJob, track
-from webhook.controller.records import (
-    MANAGED_NAMESPACE_LABEL,
-    QUEUE_LABEL,
-    QUOTA_FULLNAME_ANNOTATION,
-    STRICT_MARK_ANNOTATION,
-)
 from webhook.core.ledger import build_ledger
 from webhook.core.queueing import Policy, admission_pass
 from webhook.core.quota import QuotaTree, queue_name
@@ -84,7 +85,7 @@ def names(jobs: tuple[TrackedJob, ...]) -> list[str]:
 
 def run(
     t: QuotaTree, *objs: dict[str, Any], rate: int = 1, strict: bool = False, queues: dict[str, Any] | None = None
-) -> Decisions:
+) -> JobDecisions:
     return decide(t, tracked(t, *objs), queues or {}, oversell_rate=Fraction(rate), strict_priority=strict)
 
 
@@ -157,6 +158,18 @@ def test_a_renamed_quota_fixes_the_annotation_and_adopts_an_unlabelled_queue() -
     assert action.body == {
         "metadata": {"labels": {QUEUE_LABEL: "true"}, "annotations": {QUOTA_FULLNAME_ANNOTATION: "root/Department-a"}}
     }
+
+
+def test_the_controller_states_its_oversell_rate_on_every_queue() -> None:
+    created = queue_actions(seed_tree(), {}, "kube-queue", strict=False, rate="1.5")
+    assert {a.body["metadata"]["annotations"][OVERSELL_RATE_ANNOTATION] for a in created} == {"1.5"}
+    # A restart with another rate patches each Queue once; the same rate again changes nothing.
+    existing = {a.name: a.body for a in created}
+    patched = queue_actions(seed_tree(), existing, "kube-queue", strict=False, rate="1")
+    assert [(a.verb, a.body, a.why) for a in patched] == [
+        ("patch", {"metadata": {"annotations": {OVERSELL_RATE_ANNOTATION: "1"}}}, "oversell-rate")
+    ] * len(existing)
+    assert queue_actions(seed_tree(), existing, "kube-queue", strict=False, rate="1.5") == []
 
 
 def test_strict_priority_turns_every_queue_to_block_and_back_only_where_it_did() -> None:

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from tests.service.test_extender_objects import bound, node, pod, policy, virtual_node
 from webhook.core.placement import pod_view
 from webhook.core.resources import EMPTY
-from webhook.extender.state import Assumption, ExtenderState
+from webhook.extender.decision import Assumption
+from webhook.extender.state import ExtenderState
 
 NODES = [node("a-0", pool="a"), node("a-1", pool="a"), node("b-0", pool="b"), virtual_node()]
 NODE_NAMES = ["a-0", "a-1", "b-0", "virtual-kubelet", "gone"]
@@ -95,7 +96,7 @@ def test_tallied_counts_equal_the_cores_after_any_events(data: st.DataObject) ->
             state.upsert_pod(obj)
         elif op == "assume" and view.node_name is None:
             expires = data.draw(st.sampled_from([50.0, 150.0]))
-            state._assume(key, Assumption(view, data.draw(st.sampled_from(NODE_NAMES)), expires, EMPTY, "team/rp"))
+            state.cache.assume(key, Assumption(view, data.draw(st.sampled_from(NODE_NAMES)), expires, EMPTY, "team/rp"))
         elif op == "bind":
             placed = bound(obj, data.draw(st.sampled_from(NODE_NAMES)))
             state.upsert_pod(placed)

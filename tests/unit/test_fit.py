@@ -8,6 +8,7 @@ from fractions import Fraction
 import pytest
 
 from tests.builders import job, node, res, seed_tree, tree
+from webhook.api.names import MAX_JOBS
 from webhook.core.fit import (
     FIT,
     Blocker,
@@ -25,7 +26,7 @@ from webhook.core.fit import (
 )
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaTree
-from webhook.core.resources import MAX_JOBS, Resources
+from webhook.core.resources import Resources
 from webhook.core.workload import WorkloadKey
 
 SEED = seed_tree()

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.builders import job, node, res, seed_tree, tree
-from webhook.core.ledger import Ledger, NodeUsage, build_ledger, status_tree
+from webhook.api.names import MAX_JOBS
+from webhook.core.ledger import ChainTally, Ledger, NodeUsage, build_ledger, chain_keys, shift_usage, status_tree
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY
 from webhook.core.workload import Phase, Workload
@@ -249,3 +250,67 @@ def test_admit_then_evict_is_the_identity_for_queued_jobs(workloads: list[Worklo
         if workload.phase is Q:
             ledger = ledger.with_queued(_as(workload, A))
     assert ledger == start
+
+
+# The chain arithmetic: one place that adds usage up a quota chain --------------------------------------------
+
+
+def test_chain_keys_run_from_the_leaf_to_the_root_in_any_case() -> None:
+    assert chain_keys(three_level(), "Team-1") == ("team-1", "dept", "root")
+    assert chain_keys(three_level(), "root") == ("root",)
+    assert chain_keys(three_level(), "nowhere") is None
+
+
+def test_shift_usage_adds_and_removes_along_the_chain_without_touching_its_input() -> None:
+    big = job("big", "t1", "team-1", cpu=10, phase=A)
+    small = job("small", "o", "other", cpu=3, phase=A)
+    before = {"root": res(cpu=1)}
+    after = shift_usage(three_level(), before, (big, small), +1)
+    assert before == {"root": res(cpu=1)}
+    assert after["team-1"].get_or_zero("cpu") == res(cpu=10).get_or_zero("cpu")
+    assert after["dept"] == after["team-1"]
+    assert after["other"].get_or_zero(MAX_JOBS) == res(**{MAX_JOBS: 1}).get_or_zero(MAX_JOBS)
+    assert after["root"].get_or_zero("cpu") == res(cpu=14).get_or_zero("cpu")
+    assert after["root"].get_or_zero(MAX_JOBS) == res(**{MAX_JOBS: 2}).get_or_zero(MAX_JOBS)
+    back = shift_usage(three_level(), after, (big, small), -1)
+    assert all(not amount for usage in back.values() for name, amount in usage.items() if name != "cpu")
+    assert back["root"].get_or_zero("cpu") == res(cpu=1).get_or_zero("cpu")
+    with pytest.raises(KeyError, match="nowhere"):
+        shift_usage(three_level(), {}, (job("lost", "x", "nowhere"),), +1)
+
+
+def test_a_chain_tally_counts_and_uncounts_in_place() -> None:
+    tally = ChainTally()
+    workload = job("big", "t1", "team-1", cpu=10, phase=A)
+    tally.shift_workload(three_level(), workload, +1, ((MAX_JOBS, 7),))
+    cpu = res(cpu=10).get_or_zero("cpu")
+    assert tally == {key: {"cpu": cpu, MAX_JOBS: 7} for key in ("team-1", "dept", "root")}
+    tally.shift(("dept", "root"), {"cpu": cpu}, -1)
+    assert tally["team-1"]["cpu"] == cpu
+    assert tally["dept"]["cpu"] == tally["root"]["cpu"] == 0
+    tally.shift_workload(three_level(), workload, -1, ((MAX_JOBS, 7),))
+    assert tally["team-1"] == {"cpu": 0, MAX_JOBS: 0}
+    assert tally["root"]["cpu"] == -cpu  # never clamped: a double removal shows
+    with pytest.raises(KeyError, match="nowhere"):
+        tally.shift_workload(three_level(), job("lost", "x", "nowhere"), +1)
+
+
+def test_a_chain_tally_reports_max_and_min_blockers_leaf_first() -> None:
+    cpu, gpu = res(cpu=1).get_or_zero("cpu"), res(gpu=1).get_or_zero("nvidia.com/gpu")
+    tally = ChainTally({"team-1": {"cpu": 15 * cpu}, "dept": {"cpu": 55 * cpu}, "root": {"cpu": 90 * cpu}})
+    keys = ("team-1", "dept", "root")
+    limits = {"team-1": {"cpu": 30 * cpu}, "dept": {"cpu": 100 * cpu}, "root": {"cpu": 100 * cpu, "nvidia.com/gpu": 0}}
+    wanted = [("cpu", 20 * cpu), ("nvidia.com/gpu", gpu)]
+    assert tally.over(keys, wanted, limits) == [
+        (0, "cpu", 5 * cpu), (2, "cpu", 10 * cpu), (2, "nvidia.com/gpu", gpu)
+    ]
+    assert not tally.fits(keys, wanted, limits)
+    assert tally.over(keys, [("cpu", 5 * cpu)], limits) == []
+    assert tally.fits(keys, [("cpu", 5 * cpu)], limits)
+    guaranteed = {"team-1": {"cpu": 30 * cpu}, "dept": {"cpu": 60 * cpu}, "root": {}}
+    # Within min at the team for 5 CPU; the department (55 + 10 > 60) is the first level over for 10.
+    assert tally.within(keys, 2, [("cpu", 5 * cpu)], guaranteed) == len(keys)
+    assert tally.within(keys, 2, [("cpu", 10 * cpu), ("memory", 0)], guaranteed) == 1
+    assert tally.within(keys, 2, [("cpu", 6 * cpu)], guaranteed) == 1
+    assert tally.within(keys, 2, [("cpu", 50 * cpu)], guaranteed) == 0
+    assert tally.within(keys, 2, [("nvidia.com/gpu", gpu)], guaranteed) == len(keys), "not governed: no min"

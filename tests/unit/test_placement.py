@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.core import placement, selectors
+from webhook.core import placement_policy, selectors
 from webhook.core.placement import (
     DEFAULT_TIMEOUT_SECONDS,
     MAX_UNITS,
@@ -290,7 +290,7 @@ def _counting_matches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         calls[0] += 1
         return real(selector, labels)
 
-    monkeypatch.setattr(placement, "matches_labels", counting)
+    monkeypatch.setattr(placement_policy, "matches_labels", counting)
     return calls
 
 

@@ -1,4 +1,4 @@
-"""The ElasticQuotaTree: every rule of MISSION.md part 1, parsing a spec, whole-object checks and queue names."""
+"""The ElasticQuotaTree: every rule of docs/quota-tree.md, parsing a spec, whole-object checks and queue names."""
 
 from __future__ import annotations
 
@@ -243,7 +243,7 @@ def test_a_node_built_with_a_wrong_path_is_reported() -> None:
 
 def test_the_root_max_need_not_cover_the_sum_of_the_childrens_max() -> None:
     # The seed's comment says otherwise, but its own example (two children of max 100 under a root of 100)
-    # contradicts it: MISSION.md says not to enforce it.
+    # contradicts it: docs/quota-tree.md says it is not enforced.
     assert validate_tree(seed_root()) == []
 
 

@@ -20,13 +20,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import job, node, res, seed_tree, tree
+from webhook.api.names import MAX_JOBS
 from webhook.controller.decide import decide
 from webhook.controller.model import TrackedJob
 from webhook.core.fit import add_usage, check_fit, check_min, quota_chain, remove_usage
 from webhook.core.queueing import Policy, admission_pass
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.reclaim import Reclaimer, explain_reclaim
-from webhook.core.resources import EMPTY, MAX_JOBS, Resources
+from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Phase, Workload
 from webhook.workloads.job import JobAdapter
 

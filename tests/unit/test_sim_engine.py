@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
-import webhook.cli.simulate as simulate_cli
-import webhook.controller.decide as controller_decide
-from webhook.cli.simulate import ControllerPath, run_scenario
+import webhook.sim.engine as sim_engine
+from webhook.cli.simulate import run_scenario
+from webhook.core.decide import decide as core_decide
+from webhook.core.decisions import Decisions, PlainJob
+from webhook.core.ledger import build_ledger
 from webhook.core.quota import QuotaTree
-from webhook.sim.engine import SimJob, State, Verdict, simulate
+from webhook.sim.engine import CorePath, SimJob, State, simulate
 from webhook.sim.report import percentile, to_dict, to_json, wait_stats
 from webhook.sim.scenario import scenario_from_text
 
@@ -167,17 +169,17 @@ def test_the_run_is_deterministic() -> None:
     assert json.loads(first)["passes"] >= 4
 
 
-def test_every_pass_is_the_controllers_decide(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_pass_is_the_cores_decide(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real = controller_decide.decide
+    real = core_decide
 
-    def spy(tree: QuotaTree, tracked: Sequence[Any], queues: Mapping[str, Any], **kwargs: Any) -> Any:
-        calls.append(len(tracked))
-        return real(tree, tracked, queues, **kwargs)
+    def spy(tree: QuotaTree, jobs: Sequence[Any], policies: Mapping[str, Any], **kwargs: Any) -> Any:
+        calls.append(len(jobs))
+        return real(tree, jobs, policies, **kwargs)
 
-    monkeypatch.setattr(simulate_cli, "decide", spy)
+    monkeypatch.setattr(sim_engine, "decide", spy)
     text = "\n---\n".join([TREE, job("a1", 60, "0s", "5s"), job("a2", 60, "1s", "5s")])
-    result = simulate(scenario_from_text(text), ControllerPath())
+    result = simulate(scenario_from_text(text), CorePath())
     assert calls == [1, 2, 1, 0]  # unfinished jobs at 0s, 1s, 5s (a1 done), 10s (a2 done)
     assert result.passes == 4
     assert [job.state for job in result.jobs] == [State.FINISHED, State.FINISHED]
@@ -190,8 +192,9 @@ class _AdmitNothing:
         return adapter.to_workload(obj, leaf.name, priority_classes)
 
     def decide(self, tree: QuotaTree, jobs: Sequence[SimJob], queues: Mapping[str, Mapping[str, Any]], *,
-               oversell_rate: Fraction, strict_priority: bool) -> Verdict:
-        return Verdict((), (), (), {job.key: index for index, job in enumerate(jobs, start=1)}, {})
+               oversell_rate: Fraction, strict_priority: bool) -> Decisions[PlainJob]:
+        positions = {job.key: index for index, job in enumerate(jobs, start=1)}
+        return Decisions((), (), (), positions, {}, (), (), build_ledger(tree, ()), {})
 
 
 def test_the_engine_only_carries_out_the_paths_decisions() -> None:

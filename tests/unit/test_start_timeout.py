@@ -13,6 +13,7 @@ from webhook.controller.decide import decide, queue_statuses
 from webhook.controller.model import track
 from webhook.controller.records import backoff_patch, encode_backoff, read_backoff, spec_fingerprint
 from webhook.controller.starts import PodIndex, check_starts, pod_slim
+from webhook.core.podquota import QuotaBlocker
 from webhook.core.quantity import parse_quantity
 from webhook.core.startup import (
     CATEGORIES,
@@ -28,7 +29,6 @@ from webhook.core.startup import (
     failure_reason,
     start_verdict,
 )
-from webhook.extender.podquota import QuotaBlocker
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
 from webhook.workloads.job import JobAdapter
 from webhook.workloads.kubeflow import PyTorchJobAdapter

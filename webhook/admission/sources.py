@@ -7,7 +7,6 @@ ResourcePolicies, PriorityClasses, Namespaces and LimitRanges - each rebuild the
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -20,6 +19,7 @@ from webhook.api import kinds
 from webhook.api.names import TREE_NAMESPACE
 from webhook.kube.cache import ApiListWatch, CacheEvent, WatchCache, wait_synced
 from webhook.kube.client import KubeClient, ResourceRef
+from webhook.kube.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
@@ -63,19 +63,15 @@ def cache_context(
 
     @contextlib.asynccontextmanager
     async def context(app: web.Application) -> AsyncIterator[None]:
-        tasks = [asyncio.create_task(cache.run(), name=f"cache-{cache.name}") for cache in caches]
-
         async def mark_ready() -> None:
             await wait_synced(caches)
             store.ready = True
             log.info("component=admission event=ready caches=%s", ",".join(cache.name for cache in caches))
 
-        tasks.append(asyncio.create_task(mark_ready(), name="caches-ready"))
-        try:
+        async with TaskGroup("admission") as group:
+            for cache in caches:
+                group.start(cache.run(), f"cache-{cache.name}")
+            group.start(mark_ready(), "caches-ready")
             yield
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
     return context

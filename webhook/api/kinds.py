@@ -39,6 +39,13 @@ LIMIT_RANGE: Final = Kind("", "v1", "limitranges", "LimitRange")
 JOB: Final = Kind("batch", "v1", "jobs", "Job")
 PRIORITY_CLASS: Final = Kind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 LEASE: Final = Kind("coordination.k8s.io", "v1", "leases", "Lease")
+SECRET: Final = Kind("", "v1", "secrets", "Secret")
+MUTATING_WEBHOOK_CONFIGURATION: Final = Kind(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False
+)
+VALIDATING_WEBHOOK_CONFIGURATION: Final = Kind(
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False
+)
 ADMISSION_REVIEW: Final = Kind("admission.k8s.io", "v1", "", "AdmissionReview", namespaced=False)
 
 OUR_KINDS: Final = (ELASTIC_QUOTA_TREE, RESOURCE_POLICY, QUEUE)

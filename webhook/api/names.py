@@ -42,7 +42,6 @@ QUEUE_LABEL: Final = "create-by-kubequeue"
 """Queues the controller owns carry ``create-by-kubequeue: "true"``; only those are ever deleted."""
 PERF_CLASS_LABEL: Final = f"{PREFIX}/perf-class"
 """The size class (small/medium/large) of a job in the peer-shaped simulator workload."""
-LEGACY_PERF_CLASS_LABEL: Final = f"{LEGACY_PREFIX}/perf-class"
 
 # Annotations ------------------------------------------------------------------------------------------------
 QUOTA_FULLNAME_ANNOTATION: Final = f"{SEED_PREFIX}/quota-fullname"

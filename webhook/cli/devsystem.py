@@ -83,6 +83,34 @@ def extender_components(config: ClusterConfig, bins: Path) -> Sequence[Component
     return [Component("kq-extender", argv, config.ports.extender)]
 
 
+def console_available() -> bool:
+    """Whether ``kq console`` exists in this build."""
+    return importlib.util.find_spec("webhook.console") is not None
+
+
+def console_url(config: ClusterConfig) -> str:
+    """Where the dev cluster's web console listens (loopback, HTTP)."""
+    return f"http://127.0.0.1:{config.ports.console}/"
+
+
+def console_components(config: ClusterConfig, bins: Path) -> Sequence[Component]:
+    """``kq console`` for the dev cluster, on ``config.ports.console``: loopback only, acting as the
+    kubeconfig's admin for visitors who paste no token of their own (docs/console.md)."""
+    if not console_available():
+        return []
+    argv = (
+        sys.executable,
+        "-m",
+        "webhook.cli.main",
+        "console",
+        f"--kubeconfig={config.kubeconfig}",
+        "--act-as-kubeconfig",
+        "--host=127.0.0.1",
+        f"--port={config.ports.console}",
+    )
+    return [Component("kq-console", argv, config.ports.console)]
+
+
 def scheduler_extender(config: ClusterConfig) -> dict[str, object] | None:
     """The scheduler's ``extenders[0]`` for the dev cluster (``None`` when the service is not started: a
     scheduler that must ask an extender nobody runs would schedule nothing)."""
@@ -98,8 +126,8 @@ def scheduler_settings(config: ClusterConfig) -> dict[str, object]:
 
 
 def system_components(config: ClusterConfig, bins: Path) -> Sequence[Component]:
-    """Every process of our system on the dev cluster: ``kq serve`` and ``kq extender``."""
-    return [*service_components(config, bins), *extender_components(config, bins)]
+    """Every process of our system on the dev cluster: ``kq serve``, ``kq extender`` and ``kq console``."""
+    return [*service_components(config, bins), *extender_components(config, bins), *console_components(config, bins)]
 
 
 def service_ready(config: ClusterConfig) -> bool:
@@ -212,6 +240,7 @@ def next_steps(config: ClusterConfig, seeded: bool = False) -> str:
         "  kq logs pi1 -n user-a -f --tail 3     # follow a job's log (fake pods share a generated one)",
         "  kq top quota                          # the quota tree: min / max / used / borrowed",
         "  kubectl get queue -n kube-queue       # one Queue per namespace of each quota",
+        f"  {console_url(config):<37} # the web console: jobs, why they wait, logs, the quota tree",
         "  make down                             # stop everything",
     ]
     return "\n".join(lines)

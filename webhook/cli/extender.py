@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 
 from webhook.api.names import TREE_NAMESPACE
+from webhook.extender.cache import DEFAULT_ASSUME_TTL
 from webhook.extender.config import extender_entry
 from webhook.extender.server import ExtenderOptions, serve
-from webhook.extender.state import DEFAULT_ASSUME_TTL
 from webhook.kube.serving import run as run_on_loop
 
 

@@ -44,6 +44,7 @@ from webhook.core.integrity import WORKLOAD_CONTROLLERS
 from webhook.kube.client import KubeClient
 from webhook.kube.selfcert import ensure_serving_secret, inject_ca_bundle, service_dns_names
 from webhook.kube.serving import tls_context
+from webhook.kube.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
@@ -257,13 +258,12 @@ async def _metrics(request: web.Request) -> web.Response:
 
 @contextlib.asynccontextmanager
 async def _background(*coroutines: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
-    tasks = [asyncio.create_task(c) for c in coroutines]
-    try:
+    """Run ``coroutines`` while the server runs: one that fails is logged and stops the others, and its error
+    surfaces when the server stops (:class:`webhook.kube.tasks.TaskGroup`)."""
+    async with TaskGroup("serve") as group:
+        for coroutine in coroutines:
+            group.start(coroutine, getattr(coroutine, "__qualname__", "background"))
         yield
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> None:

@@ -4,91 +4,25 @@
     kq simulate examples/scenarios/seed-3-reclaim.yaml --timeline
     kq simulate examples/scenarios/peer-shape.yaml -o json > run.json
 
-The simulator (:mod:`webhook.sim`) is a shell of its own and may not import the controller, so the CLI wires
-them together here: :class:`ControllerPath` hands the simulator the controller's own pure decision function
-(:func:`webhook.controller.decide.decide`) and its job view (:func:`webhook.controller.model.track`). The
-benchmarks and tests use the same wiring, so every simulated decision is the controller's.
+The simulator (:mod:`webhook.sim`) runs the core's decision pass (:func:`webhook.core.decide.decide`), the very
+function the live controller runs on every change (:class:`webhook.sim.engine.CorePath`); the benchmarks and
+tests use the same path, so every simulated decision is the controller's.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping, Sequence
-from fractions import Fraction
-from typing import Any
 
-from webhook.controller.decide import decide
-from webhook.controller.model import TrackedJob, track
 from webhook.controller.settings import parse_rate
-from webhook.core.quota import QuotaNode, QuotaTree
-from webhook.core.workload import Workload
-from webhook.sim.engine import DecisionPath, ReclaimStep, SimJob, SimResult, Verdict, simulate
+from webhook.sim.engine import CorePath, DecisionPath, SimResult, simulate
 from webhook.sim.report import to_json, to_text
 from webhook.sim.scenario import Scenario, ScenarioError, load_scenario, parse_duration
-from webhook.workloads.base import Adapter
-
-
-class ControllerPath:
-    """The controller's decision code, shaped for the simulator (:class:`webhook.sim.engine.DecisionPath`)."""
-
-    def __init__(self, reclaim_tries_per_quota: int = 16) -> None:
-        self.reclaim_tries_per_quota = reclaim_tries_per_quota
-
-    def workload(
-        self, adapter: Adapter, obj: Mapping[str, Any], leaf: QuotaNode, priority_classes: Mapping[str, int]
-    ) -> Workload:
-        return track(adapter, obj, leaf, priority_classes).workload
-
-    @staticmethod
-    def _tracked(job: SimJob) -> TrackedJob:
-        handle = job.handle
-        if isinstance(handle, TrackedJob) and handle.workload is job.workload:
-            return handle
-        # An admitted job carries its admission record in the cluster; the record only matters to the
-        # controller for jobs held again while still carrying one (never the case here).
-        tracked = TrackedJob(adapter=job.adapter, obj=job.obj, workload=job.workload, leaf=job.leaf, record=None)
-        job.handle = tracked
-        return tracked
-
-    def decide(
-        self,
-        tree: QuotaTree,
-        jobs: Sequence[SimJob],
-        queues: Mapping[str, Mapping[str, Any]],
-        *,
-        oversell_rate: Fraction,
-        strict_priority: bool,
-    ) -> Verdict:
-        decisions = decide(
-            tree,
-            [self._tracked(job) for job in jobs],
-            queues,
-            oversell_rate=oversell_rate,
-            strict_priority=strict_priority,
-            reclaim_tries_per_quota=self.reclaim_tries_per_quota,
-        )
-        return Verdict(
-            admissions=tuple(job.workload.key for job in decisions.admissions),
-            reclaims=tuple(
-                ReclaimStep(
-                    preemptor=plan.preemptor.workload.key,
-                    victims=tuple(victim.workload.key for victim in plan.victims),
-                    reason=plan.reason,
-                )
-                for plan in decisions.reclaims
-            ),
-            late_admissions=tuple(job.workload.key for job in decisions.late_admissions),
-            positions=decisions.positions,
-            reasons=decisions.reasons,
-            policies=decisions.policies,
-            checks=decisions.checks,
-        )
 
 
 def controller_path() -> DecisionPath:
-    """The live controller's decision path (what every simulation should use)."""
-    return ControllerPath()
+    """The live controller's decision path (what every simulation should use): the core's pass."""
+    return CorePath()
 
 
 def run_scenario(scenario: Scenario, *, record_timeline: bool = True) -> SimResult:
@@ -145,4 +79,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["ControllerPath", "controller_path", "register", "run", "run_scenario"]
+__all__ = ["controller_path", "register", "run", "run_scenario"]

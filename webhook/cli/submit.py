@@ -307,7 +307,7 @@ def _submit(ctx: Ctx, args: argparse.Namespace) -> int:
     if args.dry_run:
         ctx.print(to_yaml(obj).rstrip("\n"))
         return 0
-    created = _create(ctx, obj)
+    created = create_object(ctx, obj)
     name = str(created.get("metadata", {}).get("name") or obj["metadata"].get("name"))
     namespace = str(created.get("metadata", {}).get("namespace") or obj["metadata"]["namespace"])
     _report(ctx, args, created, name, namespace)
@@ -318,7 +318,7 @@ def _submit(ctx: Ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def _create(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
+def create_object(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
     from webhook.cli.fetch import CliError  # noqa: PLC0415
     from webhook.cli.kubeapi import ApiError, Ref  # noqa: PLC0415
 

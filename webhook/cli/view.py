@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -25,18 +24,18 @@ from typing import Any
 from webhook.api.names import (
     EVICTION_ANNOTATION,
     MAX_JOBS,
+    OVERSELL_RATE_ANNOTATION,
     QUOTA_FULLNAME_ANNOTATION,
     QUOTA_LABEL,
     RATE_ANNOTATIONS,
     STRICT_MARK_ANNOTATION,
 )
-from webhook.api.objects import Obj, annotations_of, created_of, labels_of, meta, name_of, namespace_of
+from webhook.api.objects import Obj, annotations_of, created_of, event_time, labels_of, meta, name_of, namespace_of
 from webhook.controller import decide
 from webhook.controller.model import remaining_job_pods, track
 from webhook.controller.records import (
     COMPONENT,
     AdmissionRecord,
-    parse_time,
     read_backoff,
     read_record,
     spec_fingerprint,
@@ -419,15 +418,6 @@ def strict_priority(queues: Mapping[str, Obj]) -> bool:
     return any(annotations_of(queue).get(STRICT_MARK_ANNOTATION) == "true" for queue in queues.values())
 
 
-_RATE_IN_EVENT = re.compile(r"(?:oversell rate|× oversell) ([0-9]+(?:\.[0-9]+)?(?:/[0-9]+)?)\)")
-
-
-def _event_time(event: Obj) -> float:
-    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
-        stamp = parse_time(event.get(key))
-        if stamp:
-            return stamp
-    return created_of(event)
 
 
 def controller_events(events: Iterable[Obj]) -> list[Obj]:
@@ -438,7 +428,7 @@ def controller_events(events: Iterable[Obj]) -> list[Obj]:
         if event.get("reportingComponent") == COMPONENT
         or (isinstance(event.get("source"), Mapping) and event["source"].get("component") == COMPONENT)
     ]
-    return sorted(mine, key=_event_time, reverse=True)
+    return sorted(mine, key=event_time, reverse=True)
 
 
 def _rate(text: str) -> Fraction | None:
@@ -448,34 +438,23 @@ def _rate(text: str) -> Fraction | None:
         return None
 
 
-def oversell_rate(
-    explicit: Fraction | None, tree_obj: Obj | None, queues: Mapping[str, Obj], events: Iterable[Obj], now: float
-) -> tuple[Fraction, str]:
-    """The oversell rate the controller admits with, and where it was read: ``--oversellrate``; an annotation
-    on the tree or a Queue; the newest Admitted/Queued event of the controller (their messages state it);
-    else the controller's default, 2."""
+def oversell_rate(explicit: Fraction | None, tree_obj: Obj | None, queues: Mapping[str, Obj]) -> tuple[Fraction, str]:
+    """The oversell rate the controller admits with, and where it was read: ``--oversellrate``; the rate the
+    controller states on its Queues (:data:`OVERSELL_RATE_ANNOTATION`); an operator's annotation on the tree
+    (either spelling of :data:`RATE_ANNOTATIONS`); else the controller's default, 2."""
     if explicit is not None:
         return explicit, "--oversellrate"
-    holders: list[tuple[str, Obj]] = [("the ElasticQuotaTree", tree_obj)] if tree_obj is not None else []
-    holders += [(f"Queue {name}", obj) for name, obj in sorted(queues.items())]
-    for where, obj in holders:
-        for key in RATE_ANNOTATIONS:
+    holders: list[tuple[str, Obj, tuple[str, ...]]] = [
+        (f"Queue {name}", obj, (OVERSELL_RATE_ANNOTATION,)) for name, obj in sorted(queues.items())
+    ]
+    if tree_obj is not None:
+        holders.append(("the ElasticQuotaTree", tree_obj, RATE_ANNOTATIONS))
+    for where, obj, keys in holders:
+        for key in keys:
             value = annotations_of(obj).get(key)
             rate = _rate(value) if isinstance(value, str) else None
             if rate is not None:
                 return rate, f"annotation {key} on {where}"
-    from webhook.cli.output import age  # noqa: PLC0415
-
-    for event in controller_events(events):
-        match = _RATE_IN_EVENT.search(str(event.get("message") or ""))
-        rate = _rate(match.group(1)) if match else None
-        if rate is not None:
-            target = event.get("involvedObject") if isinstance(event.get("involvedObject"), Mapping) else {}
-            assert isinstance(target, Mapping)
-            return rate, (
-                f"the controller's {event.get('reason')} event on {target.get('name')}, "
-                f"{age(_event_time(event), now)} ago"
-            )
     return DEFAULT_RATE, "the default; pass --oversellrate if the controller runs with another"
 
 

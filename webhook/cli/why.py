@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from webhook.api.objects import meta
+from webhook.api.names import REASON_QUEUED
+from webhook.api.objects import event_time, meta
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def _last_queued(view: JobView, events: Sequence[Mapping[str, Any]]) -> Mapping[
     for event in controller_events(events):
         target = event.get("involvedObject") or {}
         if target.get("name") == view.name and (not uid or target.get("uid") in (None, uid)):
-            if event.get("reason") == "Queued":
+            if event.get("reason") == REASON_QUEUED:
                 return event
             return None  # a newer Admitted/Evicted event: the Queued one is out of date
     return None
@@ -172,19 +173,9 @@ def explain_queuing(
     queued = _last_queued(view, events)
     if queued is not None:
         lines.append("")
-        stamp = _stamp(queued)
+        stamp = event_time(queued)
         lines.append(wrap(f"The controller said {age(stamp, now)} ago: {queued.get('message', '')}", 2, width))
     return "\n".join(lines)
-
-
-def _stamp(event: Mapping[str, Any]) -> float:
-    from webhook.controller.records import parse_time  # noqa: PLC0415
-
-    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
-        stamp = parse_time(event.get(key))
-        if stamp:
-            return stamp
-    return 0.0
 
 
 def _pending_reasons(view: JobView) -> list[tuple[int, str]]:
@@ -294,34 +285,48 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
     lines = [wrap(f"{text}. The exact reason cannot be computed: {problem}.", 2, width)]
     queued = _last_queued(view, snapshot.events)
     if queued is not None:
-        said = f"The controller said {age(_stamp(queued), now)} ago: {queued.get('message', '')}"
+        said = f"The controller said {age(event_time(queued), now)} ago: {queued.get('message', '')}"
         lines += ["", wrap(said, 2, width)]
     return "\n".join(lines)
 
 
-def _why(ctx: Ctx, args: argparse.Namespace) -> int:
-    from webhook.cli.jobs import find_job  # noqa: PLC0415
+def explain_job(
+    snapshot: Snapshot,
+    views: Sequence[JobView],
+    view: JobView,
+    now: float,
+    width: int,
+    *,
+    oversellrate: Fraction | None = None,
+    ahead: int = AHEAD_SHOWN,
+) -> str:
+    """The whole answer of ``kq why`` for ``view`` (read with ``complete`` and ``with_events``), whatever its
+    state; the web console shows the same text."""
     from webhook.cli.view import BACKOFF, QUEUING, explain_wait, oversell_rate  # noqa: PLC0415
     from webhook.controller.model import held_reason, missing_priority_class  # noqa: PLC0415
 
-    snapshot, views, view = find_job(ctx, args.job, complete=True, with_events=True)
-    now = ctx.now()
     # An empty map means the classes could not be read (every cluster has the two system classes).
     classes = snapshot.priority_classes
     missing = missing_priority_class(view.adapter, view.obj, classes) if view.queue and classes else None
     if view.status == BACKOFF and view.backoff is not None:
-        ctx.print(explain_backoff(view, now, ctx.width))
-    elif view.status == QUEUING and missing is not None:
+        return explain_backoff(view, now, width)
+    if view.status == QUEUING and missing is not None:
         from webhook.cli.output import wrap  # noqa: PLC0415
 
-        ctx.print(wrap(f"{_who(view)} is QUEUING in quota {view.quota} but held: {held_reason(missing)}.", 2,
-                       ctx.width))
-    elif view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
-        rate, source = oversell_rate(args.oversellrate, snapshot.tree_obj, snapshot.queues, snapshot.events, now)
+        return wrap(f"{_who(view)} is QUEUING in quota {view.quota} but held: {held_reason(missing)}.", 2, width)
+    if view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
+        rate, source = oversell_rate(oversellrate, snapshot.tree_obj, snapshot.queues)
         report = explain_wait(snapshot, views, view, rate, source)
-        ctx.print(explain_queuing(report, snapshot.events, now, ctx.width, args.ahead))
-    else:
-        ctx.print(explain_other(view, snapshot, now, ctx.width))
+        return explain_queuing(report, snapshot.events, now, width, ahead)
+    return explain_other(view, snapshot, now, width)
+
+
+def _why(ctx: Ctx, args: argparse.Namespace) -> int:
+    from webhook.cli.jobs import find_job  # noqa: PLC0415
+
+    snapshot, views, view = find_job(ctx, args.job, complete=True, with_events=True)
+    text = explain_job(snapshot, views, view, ctx.now(), ctx.width, oversellrate=args.oversellrate, ahead=args.ahead)
+    ctx.print(text)
     return 0
 
 

@@ -16,14 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.api import names
-from webhook.controller.records import COMPONENT, kv, parse_time, rfc3339_seconds
+from webhook.api import kinds, names
+from webhook.api.objects import parse_time
+from webhook.controller.records import COMPONENT, kv, rfc3339_seconds
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.workloads.base import rfc3339
 
 log = logging.getLogger(__name__)
 
-EVENTS = ResourceRef("", "v1", "events")
+EVENTS = ResourceRef.of(kinds.EVENT)
 MAX_MESSAGE = 1024
 """The apiserver refuses Event messages over 1 KiB."""
 
@@ -38,7 +39,7 @@ def queued_memory(events: Sequence[Mapping[str, Any]], now: float) -> dict[str, 
     without a key (sent by an older version) or a readable time are skipped."""
     latest: dict[str, tuple[str, float]] = {}
     for event in events:
-        if event.get("reason") != "Queued" or not _ours(event):
+        if event.get("reason") != names.REASON_QUEUED or not _ours(event):
             continue
         target = event.get("involvedObject")
         uid = target.get("uid") if isinstance(target, Mapping) else None

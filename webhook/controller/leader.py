@@ -20,13 +20,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from webhook.api.kinds import LEASE
 from webhook.controller.records import kv
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.workloads.base import rfc3339
 
 log = logging.getLogger(__name__)
 
-LEASES = ResourceRef("coordination.k8s.io", "v1", "leases")
+LEASES = ResourceRef.of(LEASE)
 
 Clock = Callable[[], float]
 
@@ -138,7 +139,7 @@ class LeaderElector:
             if not error.is_not_found:
                 raise
             body = {
-                "apiVersion": "coordination.k8s.io/v1",
+                "apiVersion": LEASE.api_version,
                 "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": self._spec(None, self._wall()),
@@ -162,7 +163,7 @@ class LeaderElector:
             return False
         metadata = lease.get("metadata") or {}
         body = {
-            "apiVersion": "coordination.k8s.io/v1",
+            "apiVersion": LEASE.api_version,
             "kind": "Lease",
             "metadata": {
                 "name": self.name,
@@ -193,7 +194,7 @@ class LeaderElector:
                 return
             stamp = rfc3339(self._wall())
             body = {
-                "apiVersion": "coordination.k8s.io/v1",
+                "apiVersion": LEASE.api_version,
                 "kind": "Lease",
                 "metadata": {
                     "name": self.name,

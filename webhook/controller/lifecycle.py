@@ -15,27 +15,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
+from webhook.api.names import BACKOFF_ANNOTATION, REASON_BACKOFF, REASON_GAVE_UP, REASON_HELD
 from webhook.controller import metrics
-from webhook.controller.decide import Decisions
+from webhook.controller.cache import ClusterCache
+from webhook.controller.decide import JobDecisions
 from webhook.controller.events import EventRecorder
 from webhook.controller.model import TrackedJob, held_reason, track
-from webhook.controller.records import (
-    BACKOFF_ANNOTATION,
-    backoff_patch,
-    clear_backoff_patch,
-    kv,
-    rfc3339_seconds,
-    spec_fingerprint,
-)
+from webhook.controller.records import backoff_patch, clear_backoff_patch, kv, rfc3339_seconds, spec_fingerprint
 from webhook.controller.settings import ControllerSettings
-from webhook.controller.starts import PodIndex, StartChecks
-from webhook.core.quota import QuotaTree, queue_name
+from webhook.controller.starts import StartChecks
+from webhook.controller.writer import Stats, Writer
+from webhook.core.quota import queue_name
 from webhook.core.startup import StartVerdict, after_failed_start
 from webhook.core.workload import Phase, WorkloadError
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
-from webhook.workloads.base import JSONPatch
 from webhook.workloads.registry import all_adapters
 
 log = logging.getLogger("webhook.controller")
@@ -55,10 +49,11 @@ class JobLifecycle:
 
     settings: ControllerSettings
     events: EventRecorder
-    pod_index: PodIndex
+    cache: ClusterCache
+    writer: Writer
+    stats: Stats
     _dirty: asyncio.Event
     _awaiting: set[tuple[str, str, str]]
-    _tree_parsed: tuple[QuotaTree | None, str | None]
     _timer_due: float | None
     _held_told: dict[str, str]
     _outside_told: set[str]
@@ -67,20 +62,11 @@ class JobLifecycle:
     def is_leader(self) -> bool:
         raise NotImplementedError
 
-    def _priorities(self) -> dict[str, int]:
-        raise NotImplementedError
-
-    async def _patch_job(self, job: TrackedJob, ops: list[JSONPatch], what: str) -> Mapping[str, Any] | None:
-        raise NotImplementedError
-
-    def _backed_off(self) -> None:
-        raise NotImplementedError
-
     # Pods -------------------------------------------------------------------------------------------------------
     def _pod_changed(self, cache: WatchCache, event: CacheEvent) -> None:
         """A pod of a job waiting to start, or one bound in a managed namespace outside any job, asks for a
         pass (pods of running jobs change all the time and change nothing the queue decides)."""
-        index = self.pod_index
+        index = self.cache.pod_index
         index.listener(cache, event)
         if index.changed & self._awaiting or event.type == RELIST or self._foreign_pod(event):
             self._dirty.set()
@@ -90,7 +76,7 @@ class JobLifecycle:
         """Whether the event is a bound pod's, in a namespace of the tree, with no controller owner a job of the
         queue could be (so it may change the quota's foreign usage)."""
         obj = event.obj
-        tree = self._tree_parsed[0]
+        tree = self.cache.tree_parsed[0]
         if obj is None or tree is None:
             return False
         metadata = obj.get("metadata") or {}
@@ -102,7 +88,7 @@ class JobLifecycle:
         owners = metadata.get("ownerReferences") or ()
         return not any(isinstance(ref, Mapping) and ref.get("kind") in _JOB_OWNER_KINDS for ref in owners)
 
-    def _tell_held(self, decisions: Decisions) -> None:
+    def _tell_held(self, decisions: JobDecisions) -> None:
         """Tell each job held for a missing PriorityClass why, once per class it misses."""
         live: dict[str, str] = {}
         for job in decisions.held:
@@ -117,7 +103,7 @@ class JobLifecycle:
             reason = held_reason(missing)
             log.info(kv(component="controller", decision="hold", job=str(workload.key), quota=job.leaf.full_name,
                         reason=reason))
-            self.events.emit(job.obj, "Warning", "Held", "Queue", f"Held in quota {job.leaf.full_name}: {reason}")
+            self.events.emit(job.obj, "Warning", REASON_HELD, "Queue", f"Held in quota {job.leaf.full_name}: {reason}")
         self._held_told = live
 
     def _tell_outside(self, jobs: Sequence[TrackedJob]) -> None:
@@ -142,7 +128,7 @@ class JobLifecycle:
             )
         self._outside_told &= live
 
-    def _set_timer(self, checks: StartChecks | None, decisions: Decisions, now: float) -> None:
+    def _set_timer(self, checks: StartChecks | None, decisions: JobDecisions, now: float) -> None:
         """A pass is due at the next start deadline or retry time."""
         due = [checks.next_deadline] if checks is not None and checks.next_deadline is not None else []
         due += [job.backoff.retry_at for job in decisions.backoff if job.backoff and not job.backoff.gave_up]
@@ -170,10 +156,10 @@ class JobLifecycle:
         note = after_failed_start(
             job.backoff, job.spec or spec_fingerprint(job.obj), verdict, now=now, policy=self.settings.backoff
         )
-        updated = await self._patch_job(job, backoff_patch(job.adapter, job.obj, note), "backoff")
+        updated = await self.writer.patch_job(job, backoff_patch(job.adapter, job.obj, note), "backoff")
         if updated is None:
             return None
-        self._backed_off()
+        self.stats.backed_off += 1
         metrics.START_FAILURES.labels(verdict.category).inc()
         queue = f"{self.settings.queue_namespace}/{queue_name(job.leaf.name, workload.key.namespace)}"
         timeout = format_seconds(self.settings.start_timeout)
@@ -185,17 +171,17 @@ class JobLifecycle:
                     retry_at=None if note.gave_up else rfc3339_seconds(note.retry_at),
                     gave_up="true" if note.gave_up else None))
         self.events.emit(
-            updated, "Warning", "GaveUp" if note.gave_up else "BackOff", "Backoff",
+            updated, "Warning", REASON_GAVE_UP if note.gave_up else REASON_BACKOFF, "Backoff",
             f"Did not start within {timeout} ({verdict.reason}); held again and moved to the backoff list of "
             f"queue {queue}, attempt {note.attempts}; its quota goes to the jobs behind it; {retry}",
         )
         try:
-            return track(job.adapter, updated, job.leaf, self._priorities())
+            return track(job.adapter, updated, job.leaf, self.cache.priorities())
         except WorkloadError:
             return None
 
     async def _clear_backoff(self, job: TrackedJob) -> None:
         ops = clear_backoff_patch(job.obj)
-        if ops and await self._patch_job(job, ops, "clear-backoff") is not None:
+        if ops and await self.writer.patch_job(job, ops, "clear-backoff") is not None:
             log.info(kv(component="controller", decision="clear-backoff", job=str(job.workload.key),
                         quota=job.leaf.full_name, reason=f"started, {BACKOFF_ANNOTATION} dropped"))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from webhook.controller.decide import Decisions
+from webhook.controller.decide import JobDecisions
 from webhook.core.quantity import to_float
 from webhook.core.quota import QuotaTree, queue_name
 
@@ -69,7 +69,7 @@ QUOTA = {
 }
 
 
-def observe_pass(tree: QuotaTree, decisions: Decisions, seconds: float, now: float) -> None:
+def observe_pass(tree: QuotaTree, decisions: JobDecisions, seconds: float, now: float) -> None:
     """Refresh the per-quota gauges after a pass (``now``: wall-clock seconds, for waiting ages)."""
     PASS.observe(seconds)
     depth: dict[str, int] = {leaf.full_name: 0 for leaf in tree.leaves()}

@@ -51,6 +51,10 @@ class TrackedJob:
         """Where the job stands with its backoff note at ``now``."""
         return backoff_state(self.backoff, self.spec, now)
 
+    def with_workload(self, workload: Workload) -> TrackedJob:
+        """The same job with ``workload`` (the decision pass holds evicted jobs again this way)."""
+        return dataclasses.replace(self, workload=workload)
+
     @property
     def resource_version(self) -> str:
         return resource_version(self.obj)

@@ -23,26 +23,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.api.names import (
+    ADMISSION_ANNOTATION,
+    BACKOFF_ANNOTATION,
     CONTROLLER_COMPONENT,
+    EVICTION_ANNOTATION,
     MANAGED_NAMESPACE_LABEL,
     QUEUE_ARGS_ANNOTATION,
     QUEUE_LABEL,
     QUOTA_FULLNAME_ANNOTATION,
     STRICT_MARK_ANNOTATION,
 )
-from webhook.core.placement import parse_timestamp
+from webhook.api.objects import parse_time
 from webhook.core.resources import Resources
 from webhook.core.startup import BackoffNote
-from webhook.workloads.base import (
-    ADMISSION_ANNOTATION,
-    BACKOFF_ANNOTATION,
-    EVICTION_ANNOTATION,
-    Adapter,
-    JSONPatch,
-    pointer,
-    rfc3339,
-    value_at,
-)
+from webhook.workloads.base import Adapter, JSONPatch, pointer, rfc3339, value_at
 
 COMPONENT = CONTROLLER_COMPONENT
 
@@ -56,16 +50,6 @@ def rfc3339_seconds(seconds: float) -> str:
     """``2024-04-08T02:04:17Z`` (what Kubernetes' ``metav1.Time`` accepts everywhere)."""
     stamp = datetime.datetime.fromtimestamp(int(seconds), tz=datetime.UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: object) -> float | None:
-    """Seconds since the epoch of an RFC 3339 time; ``None`` when absent or unreadable."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return parse_timestamp(text)
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,14 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, TREE_NAMESPACE
 from webhook.core.placement import parse_duration
 from webhook.core.startup import BackoffPolicy
 
 STRICT_PRIORITY_ENV = "StrictPriority"
 """``StrictPriority=true`` in the controller's environment turns every queue to ``Block``."""
-QUEUE_NAMESPACE = "kube-queue"
-TREE_NAMESPACE = "kube-system"
-DEFAULT_LEASE_NAME = "kube-queue-controller"
+DEFAULT_LEASE_NAME = CONTROLLER_COMPONENT
 
 
 @dataclass(frozen=True, slots=True)

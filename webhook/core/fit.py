@@ -5,7 +5,7 @@ name, as in :attr:`QuotaTree.nodes`) to what the admitted jobs of that node's su
 the mapping uses nothing. Usage counts admitted jobs in ``kube-queue/max-jobs`` (one job is ``NANO``
 nano-units, i.e. ``1``), exactly as :func:`add_usage` records it, so that job caps can be checked.
 
-The rules (MISSION.md part 3):
+The rules (docs/queueing.md):
 
 * A workload *fits* when, at its leaf and at every ancestor up to the root, for every resource it requests
   (a positive amount in :attr:`Workload.request_with_count`), ``used + request <= max × oversell_rate``.
@@ -22,13 +22,15 @@ Every function here is pure: inputs are never modified, results are new values.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+from webhook.api.names import MAX_JOBS
+from webhook.core.ledger import shift_usage
 from webhook.core.quantity import format_quantity
 from webhook.core.quota import QuotaNode, QuotaTree
-from webhook.core.resources import EMPTY, MAX_JOBS, Resources, is_binary_resource
+from webhook.core.resources import EMPTY, Resources, is_binary_resource
 from webhook.core.workload import Workload, WorkloadKey
 
 __all__ = [
@@ -285,25 +287,11 @@ def within_min(tree: QuotaTree, used: Mapping[str, Resources], workload: Workloa
     return check_min(tree, used, workload).fits
 
 
-def _shift(
-    tree: QuotaTree, used: Mapping[str, Resources], workloads: Iterable[Workload], sign: int
-) -> dict[str, Resources]:
-    out = dict(used)
-    for workload in workloads:
-        chain = quota_chain(tree, workload.quota)
-        if chain is None:
-            raise KeyError(f"quota {workload.quota!r} of {workload.key} is not in the ElasticQuotaTree")
-        delta = workload.request_with_count
-        for node in chain:
-            current = out.get(node.key, EMPTY)
-            out[node.key] = current + delta if sign > 0 else current - delta
-    return out
-
-
 def add_usage(tree: QuotaTree, used: Mapping[str, Resources], *workloads: Workload) -> dict[str, Resources]:
     """Usage after admitting ``workloads``: each one's request and one ``max-jobs`` added at its leaf and
-    every ancestor. Returns a new mapping; ``used`` is untouched. ``KeyError`` for an unknown quota."""
-    return _shift(tree, used, workloads, +1)
+    every ancestor (:func:`webhook.core.ledger.shift_usage`). Returns a new mapping; ``used`` is untouched.
+    ``KeyError`` for an unknown quota."""
+    return shift_usage(tree, used, workloads, +1)
 
 
 def remove_usage(
@@ -312,5 +300,5 @@ def remove_usage(
     """Usage after ``workloads`` stop being admitted (finished or evicted): the inverse of
     :func:`add_usage`. Amounts are not clamped at zero, so a double removal shows up as a negative usage
     instead of being hidden."""
-    return _shift(tree, used, workloads, -1)
+    return shift_usage(tree, used, workloads, -1)
 

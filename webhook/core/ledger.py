@@ -8,11 +8,18 @@ can try "what if this job ran / this one were evicted" cheaply and throw the res
 How a workload is counted follows its :class:`Phase`: ``ADMITTED`` in ``used`` and ``request``, ``QUEUED`` in
 ``request`` only, ``FINISHED`` in neither. The operations read ``workload.phase`` as *how the workload is
 counted in this ledger now*, which is how :func:`build_ledger` counted it.
+
+This module is the one place that adds usage up a quota chain: the :class:`Ledger` (persistent), plain
+``node key -> Resources`` maps (:func:`shift_usage`, behind :func:`webhook.core.fit.add_usage`) and the
+mutable :class:`ChainTally` the reclaim planner and the simulator's meters count in, which also reports what
+blocks an amount on a chain (``max`` and ``min``). :mod:`webhook.core.fit` words the same checks, with full
+:class:`~webhook.core.fit.Blocker` reasons, over any ``node key -> Resources`` map (a ledger's
+:meth:`Ledger.used_view` included).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +27,7 @@ from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Phase, Workload
 
-__all__ = ["Ledger", "NodeUsage", "build_ledger", "status_tree"]
+__all__ = ["ChainTally", "Ledger", "NodeUsage", "build_ledger", "chain_keys", "shift_usage", "status_tree"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +281,117 @@ def build_ledger(tree: QuotaTree, workloads: Iterable[Workload]) -> Ledger:
         for key in request
     }
     return Ledger(tree)._derive(_cells(tree.root, usages), tuple(unknown))
+
+
+def chain_keys(tree: QuotaTree, quota: str) -> tuple[str, ...] | None:
+    """The node keys from the quota named ``quota`` (any case) up to the root; ``None`` when unknown."""
+    key: str | None = quota.lower()
+    if key not in tree.nodes:
+        return None
+    keys: list[str] = []
+    while key is not None:
+        keys.append(key)
+        key = tree.parents[key]
+    return tuple(keys)
+
+
+def shift_usage(
+    tree: QuotaTree, used: Mapping[str, Resources], workloads: Iterable[Workload], sign: int
+) -> dict[str, Resources]:
+    """``used`` (node key -> what admitted jobs use) with each workload's ``request_with_count`` added
+    (``sign`` 1) or removed (-1) at its leaf and every ancestor; a new mapping, ``used`` is untouched. Amounts
+    are not clamped at zero, so a double removal shows as a negative usage. ``KeyError`` for an unknown quota."""
+    out = dict(used)
+    for workload in workloads:
+        keys = chain_keys(tree, workload.quota)
+        if keys is None:
+            raise KeyError(f"quota {workload.quota!r} of {workload.key} is not in the ElasticQuotaTree")
+        delta = workload.request_with_count
+        for key in keys:
+            current = out.get(key, EMPTY)
+            out[key] = current + delta if sign > 0 else current - delta
+    return out
+
+
+class ChainTally(dict[str, dict[str, int]]):
+    """Mutable per-node amounts in nano-units (node key -> resource -> amount), for loops that count and
+    uncount many times (the reclaim planner, the simulator's meters): :meth:`shift` adds along a chain of
+    node keys, :meth:`shift_workload` along a workload's chain; :meth:`over`, :meth:`fits` and :meth:`within`
+    report the ``max`` and ``min`` blockers of adding an amount along a chain."""
+
+    __slots__ = ()
+
+    def shift(self, keys: Iterable[str], delta: Mapping[str, int], sign: int) -> None:
+        """Add ``sign`` times ``delta`` (resource -> amount) at every node of ``keys``."""
+        for key in keys:
+            usage = self.get(key)
+            if usage is None:
+                usage = self[key] = {}
+            for resource, amount in delta.items():
+                usage[resource] = usage.get(resource, 0) + sign * amount
+
+    def shift_workload(
+        self, tree: QuotaTree, workload: Workload, sign: int, extra: Iterable[tuple[str, int]] = ()
+    ) -> None:
+        """Add (``sign`` 1) or remove (-1) the workload's request, and ``extra``, at its leaf and every ancestor;
+        ``KeyError`` for an unknown quota."""
+        keys = chain_keys(tree, workload.quota)
+        if keys is None:
+            raise KeyError(f"quota {workload.quota!r} of {workload.key} is not in the ElasticQuotaTree")
+        delta = dict(workload.request.items())
+        for resource, amount in extra:
+            delta[resource] = delta.get(resource, 0) + amount
+        self.shift(keys, delta, sign)
+
+    # Checks along a chain (amounts and limits in nano-units; ``limits`` and ``guaranteed`` by node key) --------
+    def over(
+        self, keys: Sequence[str], wanted: Sequence[tuple[str, int]], limits: Mapping[str, Mapping[str, int]]
+    ) -> list[tuple[int, str, int]]:
+        """The ``max`` blockers of adding ``wanted`` (resource, amount) at every node of ``keys`` (leaf first):
+        ``(depth, resource, how much too much)`` wherever ``count + amount > limit``; a resource without a
+        limit at a node is unlimited there."""
+        out: list[tuple[int, str, int]] = []
+        for depth, key in enumerate(keys):
+            node_limits, usage = limits[key], self[key]
+            for resource, amount in wanted:
+                limit = node_limits.get(resource)
+                if limit is not None:
+                    excess = usage.get(resource, 0) + amount - limit
+                    if excess > 0:
+                        out.append((depth, resource, excess))
+        return out
+
+    def fits(
+        self, keys: Sequence[str], wanted: Sequence[tuple[str, int]], limits: Mapping[str, Mapping[str, int]]
+    ) -> bool:
+        """Whether :meth:`over` finds no blocker (stops at the first)."""
+        for key in keys:
+            node_limits, usage = limits[key], self[key]
+            for resource, amount in wanted:
+                limit = node_limits.get(resource)
+                if limit is not None and usage.get(resource, 0) + amount > limit:
+                    return False
+        return True
+
+    def within(
+        self,
+        keys: Sequence[str],
+        levels: int,
+        request: Iterable[tuple[str, int]],
+        guaranteed: Mapping[str, Mapping[str, int]],
+    ) -> int:
+        """The ``min`` check: how many of the first ``levels`` nodes of ``keys``, from the leaf up, stay within
+        their guarantee after adding ``request`` (the depth of the first that does not; ``len(keys)`` when every
+        one of them does). Resources absent from a node's ``guaranteed`` are not governed there."""
+        pairs = tuple((resource, amount) for resource, amount in request if amount > 0)
+        for depth in range(levels):
+            key = keys[depth]
+            node_min, usage = guaranteed[key], self[key]
+            for resource, amount in pairs:
+                limit = node_min.get(resource)
+                if limit is not None and usage.get(resource, 0) + amount > limit:
+                    return depth
+        return len(keys)
 
 
 def status_tree(tree: QuotaTree, ledger: Ledger) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Queue order and the admission pass: who is released next, who waits, where, and why.
 
-Order inside a quota (MISSION.md part 3): priority descending, then creation time, then namespace and name
+Order inside a quota (docs/queueing.md): priority descending, then creation time, then namespace and name
 (:attr:`Workload.order_key`). Each leaf quota is one queue, whatever the namespaces of its jobs, so a
 job's *position* is its 1-based place among the still-waiting jobs of its quota.
 

@@ -222,7 +222,7 @@ def _check_child_max(child: QuotaNode, where: str, parent: QuotaNode, parent_whe
 
 
 def validate_tree(root: QuotaNode) -> list[Violation]:
-    """Every rule of MISSION.md part 1 broken by the tree under ``root`` (empty when valid), in tree order.
+    """Every rule of docs/quota-tree.md broken by the tree under ``root`` (empty when valid), in tree order.
 
     Rules (ids): ``name`` (non-empty, no ``/``), ``label-value`` (a name is a valid Kubernetes label value: it
     becomes the quota label of the jobs and pods under it), ``unique-names`` (ignoring case), ``path`` (each node's

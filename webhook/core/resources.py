@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
-from webhook.api.names import MAX_JOBS as MAX_JOBS  # noqa: PLC0414 - re-exported for the core
+from webhook.api.names import MAX_JOBS
 from webhook.core.dictmap import DictMap
 from webhook.core.quantity import QuantityError, format_quantity, parse_quantity
 

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from webhook.api.names import REASON_GAVE_UP
+
 __all__ = [
     "BackoffNote",
     "BackoffPolicy",
@@ -55,7 +57,7 @@ CONTAINER_FAILURES = (
 CATEGORIES = (*CONTAINER_FAILURES, "Unschedulable", "PartialStart", "NotCreated", "NotRunning")
 """Every category a failed start may have (the metric's ``reason`` label takes only these)."""
 
-GAVE_UP = "GaveUp"
+GAVE_UP = REASON_GAVE_UP
 """The reason a job in backoff shows once it has used all its attempts."""
 
 _POD_QUOTA_REFUSAL = re.compile(r"quota \S+: \S+ request \S+ \+ used \S+ > max \S+")

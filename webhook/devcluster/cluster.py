@@ -79,6 +79,22 @@ def binaries_dir() -> Path:
     return Path(result.stdout.strip().splitlines()[-1])
 
 
+def helm_binary() -> Path:
+    """Build (once) and return the ``helm`` binary (``$KQ_HELM`` when set), for the chart in manifests/helm/."""
+    override = os.environ.get("KQ_HELM")
+    if override:
+        return Path(override)
+    result = subprocess.run(
+        ["bash", str(BUILD_SCRIPT), "helm"], stdout=subprocess.PIPE, stderr=sys.stderr, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise DevClusterError(
+            f"building helm failed (exit {result.returncode}); see the Go output above. "
+            f"Retry with: bash {BUILD_SCRIPT} helm"
+        )
+    return Path(result.stdout.strip().splitlines()[-1]) / "helm"
+
+
 def _marker(config: ClusterConfig) -> str:
     return str(config.state_dir)
 
@@ -260,8 +276,8 @@ def status(config: ClusterConfig, names: Sequence[str] = ORDER) -> Status:
     marker = _marker(config)
     running = {
         name: processes.running_pid(config.run, name, marker)
-        for name in (*names, "kq-extender")
-        if name not in ("kq-serve", "kq-extender") or processes.pid_file(config.run, name).exists()
+        for name in dict.fromkeys((*names, "kq-extender", "kq-console"))
+        if name not in ("kq-serve", "kq-extender", "kq-console") or processes.pid_file(config.run, name).exists()
     }
     return Status(running=running, api_ready=bool(running.get("kube-apiserver")) and api_ready(config))
 

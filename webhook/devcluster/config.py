@@ -125,6 +125,10 @@ class Ports:
         return self.base + 1
 
     @property
+    def console(self) -> int:
+        return self.base + 2
+
+    @property
     def apiserver(self) -> int:
         return self.base + 3
 
@@ -157,6 +161,7 @@ class Ports:
         return {
             "etcd": self.etcd,
             "etcd-peer": self.etcd_peer,
+            "console": self.console,
             "kube-apiserver": self.apiserver,
             "kube-controller-manager": self.controller_manager,
             "kube-scheduler": self.scheduler,

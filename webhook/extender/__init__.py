@@ -1,9 +1,15 @@
 """kube-scheduler extender: ResourcePolicy placement (ECS first, then the virtual node under a pod cap) and
-pod-level elastic quota, behind ``POST /extender/filter`` and ``POST /extender/prioritize``.
+pod-level elastic quota (the rules in :mod:`webhook.core.podquota`, :mod:`webhook.core.placement`,
+:mod:`webhook.core.unitplacement` and :mod:`webhook.core.sampling`), behind ``POST /extender/filter`` and
+``POST /extender/prioritize``.
 
 * :mod:`~webhook.extender.protocol` - the wire format (Go field names), orjson in and out;
-* :mod:`~webhook.extender.state` - the watch-fed picture of the cluster and every decision (no I/O);
-* :mod:`~webhook.extender.podquota` - pod-level quota checks (pure);
+* :mod:`~webhook.extender.state` - the entry points: the cache, the decisions over it, and what they record;
+* :mod:`~webhook.extender.cache` - the watch-fed picture of the cluster and the placements made (no I/O);
+* :mod:`~webhook.extender.units` - node -> unit maps and pods per unit, kept by the cache;
+* :mod:`~webhook.extender.pods` - the pods as kept (slimmed, requests parsed once per shape);
+* :mod:`~webhook.extender.decide` - the filter and prioritize decisions over a read-only view of the cache;
+* :mod:`~webhook.extender.decision` - the decisions, assumed placements and mark patches (values);
 * :mod:`~webhook.extender.app` - the handlers, logs and metrics;
 * :mod:`~webhook.extender.http` - the small HTTP/1.1 server they answer on (one pod per call, in the
   scheduler's serial cycle: the answer must come at once);

@@ -25,6 +25,7 @@ from time import perf_counter
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
+from webhook.extender.decision import Decision
 from webhook.extender.http import Reply, Routes, text_reply
 from webhook.extender.nudge import Nudger
 from webhook.extender.protocol import (
@@ -35,7 +36,7 @@ from webhook.extender.protocol import (
     parse_args,
     priority_reply,
 )
-from webhook.extender.state import Decision, ExtenderState
+from webhook.extender.state import ExtenderState
 
 log = logging.getLogger("webhook.extender")
 

@@ -18,7 +18,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from webhook.extender.state import ExtenderState, MarkPatch
+from webhook.extender.decision import MarkPatch
+from webhook.extender.state import ExtenderState
 from webhook.kube.client import KubeApiError
 
 log = logging.getLogger(__name__)

@@ -12,15 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webhook.api.names import TREE_NAMESPACE
-from webhook.extender.app import MAX_BODY_BYTES, PREFIX, make_app
+from webhook.api.names import PREFIX, TREE_NAMESPACE
+from webhook.extender.app import MAX_BODY_BYTES, make_app
+from webhook.extender.cache import DEFAULT_ASSUME_TTL
+from webhook.extender.decision import MarkPatch
 from webhook.extender.http import HttpServer, start_server
 from webhook.extender.marker import Marker
 from webhook.extender.nudge import Nudger
 from webhook.extender.sources import PODS, build_caches, running
-from webhook.extender.state import DEFAULT_ASSUME_TTL, ExtenderState, MarkPatch
+from webhook.extender.state import ExtenderState
 from webhook.kube.client import KubeClient
 from webhook.kube.serving import freeze_heap, tls_context
+from webhook.kube.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +70,8 @@ async def extender_running(
     caches = build_caches(client, state, options.tree_namespace)
     app = make_app(state, time.time, nudger)
     listener: HttpServer | None = None
-    marker_task = asyncio.create_task(marker.run(), name="extender-marker")
+    background = TaskGroup("extender")
+    background.start(marker.run(), "extender-marker")
     try:
         async with running(caches, state, on_ready=freeze_heap):
             context = tls_context(options.cert, options.key) if options.cert and options.key else None
@@ -86,9 +90,10 @@ async def extender_running(
     finally:
         if listener is not None:
             await listener.close()
-        marker_task.cancel()
-        await asyncio.gather(marker_task, return_exceptions=True)
-        await nudger.close()
+        try:
+            await background.close()
+        finally:
+            await nudger.close()
 
 
 async def serve(options: ExtenderOptions, stop: asyncio.Event | None = None) -> None:

@@ -21,18 +21,21 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.api import kinds
 from webhook.api.names import TREE_NAMESPACE
-from webhook.extender.state import ExtenderState, pod_essentials
+from webhook.extender.pods import pod_essentials
+from webhook.extender.state import ExtenderState
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
 from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
 from webhook.kube.slim import SlimListWatch
+from webhook.kube.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
-NODES = ResourceRef("", "v1", "nodes")
-PODS = ResourceRef("", "v1", "pods")
-POLICIES = ResourceRef("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies")
-TREES = ResourceRef("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", TREE_NAMESPACE)
+NODES = ResourceRef.of(kinds.NODE)
+PODS = ResourceRef.of(kinds.POD)
+POLICIES = ResourceRef.of(kinds.RESOURCE_POLICY)
+TREES = ResourceRef.of(kinds.ELASTIC_QUOTA_TREE, TREE_NAMESPACE)
 ABSENT_RETRY_SECONDS = 10.0
 POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 """The pods the extender watches: bound and not finished - the only ones that count towards a unit's ``max``
@@ -113,7 +116,7 @@ def _whole(update: Callable[[list[Mapping[str, Any]]], None]) -> Callable[[Watch
 
 
 def pod_cache(source: ListWatch, state: ExtenderState) -> WatchCache:
-    """The pod cache over ``source``: slim pods (:func:`~webhook.extender.state.pod_essentials`), applied to
+    """The pod cache over ``source``: slim pods (:func:`~webhook.extender.pods.pod_essentials`), applied to
     ``state`` one event at a time."""
     cache = WatchCache("extender-pods", SlimListWatch(source, pod_essentials))
     cache.add_listener(_incremental(state.upsert_pod, state.delete_pod, state.replace_pods))
@@ -139,7 +142,6 @@ async def running(
 ) -> AsyncIterator[None]:
     """Run the caches for the block's lifetime; ``state.ready`` (and ``on_ready()``) once they have all
     listed."""
-    tasks = [asyncio.create_task(cache.run(), name=f"cache-{cache.name}") for cache in caches]
 
     async def mark_ready() -> None:
         await wait_synced(caches)
@@ -154,11 +156,9 @@ async def running(
             "yes" if state.tree is not None else "no",
         )
 
-    tasks.append(asyncio.create_task(mark_ready(), name="extender-caches-ready"))
-    try:
+    async with TaskGroup("extender") as group:
+        for cache in caches:
+            group.start(cache.run(), f"cache-{cache.name}")
+        group.start(mark_ready(), "extender-caches-ready")
         yield
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 

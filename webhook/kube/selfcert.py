@@ -21,13 +21,14 @@ from typing import Any
 from cryptography import x509
 
 from webhook import pki
+from webhook.api import kinds
 from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
 
 log = logging.getLogger(__name__)
 
-SECRETS = ResourceRef("", "v1", "secrets")
-MUTATING = ResourceRef("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
-VALIDATING = ResourceRef("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
+SECRETS = ResourceRef.of(kinds.SECRET)
+MUTATING = ResourceRef.of(kinds.MUTATING_WEBHOOK_CONFIGURATION)
+VALIDATING = ResourceRef.of(kinds.VALIDATING_WEBHOOK_CONFIGURATION)
 RENEW_BEFORE = datetime.timedelta(days=30)
 CERT_DAYS = 365
 

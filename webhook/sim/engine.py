@@ -2,8 +2,8 @@
 
 The clock jumps from event to event (a submission, a completion). At each event time every event of that
 time is applied first, then the queue decides exactly as the live controller's reconcile pass does — the
-:class:`DecisionPath` is the controller's own pure ``decide`` (wired in by ``kq simulate``; the simulator
-never re-implements a decision) — and its decisions are carried out:
+:class:`CorePath` runs the core's own pass (:func:`webhook.core.decide.decide`, the one the controller runs;
+the simulator never re-implements a decision) — and its decisions are carried out:
 
 * **admit**: the job leaves its queue and counts in its quota's ``used`` (the ledger, as ``eqtree
   status.used``); it starts when its pods can run (:mod:`webhook.sim.nodes`), and finishes ``run-for``
@@ -23,18 +23,19 @@ from __future__ import annotations
 import dataclasses
 import heapq
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 from typing import Any, Protocol
 
+from webhook.core.decide import decide, leaf_policies
+from webhook.core.decisions import Decisions, PlainJob
 from webhook.core.fit import FitResult
-from webhook.core.quantity import NANO
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaNode, QuotaTree
-from webhook.core.resources import MAX_JOBS
 from webhook.core.workload import Phase, Workload, WorkloadKey
-from webhook.sim.nodes import NodePool, Placement, pod_quota_blocker, shift
+from webhook.sim.meter import UsageMeter
+from webhook.sim.nodes import NodePool, Placement, pod_quota_blocker
 from webhook.sim.scenario import MICROS, Scenario
 from webhook.workloads.base import Adapter
 
@@ -94,30 +95,8 @@ class SimJob:
         return None if self.first_admitted is None else self.first_admitted - self.submitted
 
 
-@dataclass(frozen=True, slots=True)
-class ReclaimStep:
-    """Evict ``victims`` and admit ``preemptor`` (one plan of a pass)."""
-
-    preemptor: WorkloadKey
-    victims: tuple[WorkloadKey, ...]
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What one decision pass says, by job key (the shape of the controller's ``Decisions``)."""
-
-    admissions: tuple[WorkloadKey, ...]
-    reclaims: tuple[ReclaimStep, ...]
-    late_admissions: tuple[WorkloadKey, ...]
-    positions: Mapping[WorkloadKey, int]
-    reasons: Mapping[WorkloadKey, FitResult]
-    policies: Mapping[str, Policy] = field(default_factory=dict)
-    checks: int = 0
-
-
 class DecisionPath(Protocol):
-    """The live controller's decision code, as the simulator calls it."""
+    """The decision code, as the simulator calls it (:class:`CorePath`; a test may stand in its own)."""
 
     def workload(
         self, adapter: Adapter, obj: Mapping[str, Any], leaf: QuotaNode, priority_classes: Mapping[str, int]
@@ -132,8 +111,48 @@ class DecisionPath(Protocol):
         *,
         oversell_rate: Fraction,
         strict_priority: bool,
-    ) -> Verdict:
+    ) -> Decisions[PlainJob]:
         """One reconcile pass over every unfinished job."""
+
+
+class CorePath:
+    """The core's pass over the simulated jobs: each leaf's policy from the scenario's Queues
+    (:func:`leaf_policies`), then :func:`decide`, as the live controller runs them."""
+
+    def __init__(self, reclaim_tries_per_quota: int = 16) -> None:
+        self.reclaim_tries_per_quota = reclaim_tries_per_quota
+
+    def workload(
+        self, adapter: Adapter, obj: Mapping[str, Any], leaf: QuotaNode, priority_classes: Mapping[str, int]
+    ) -> Workload:
+        return adapter.to_workload(obj, leaf.name, priority_classes)
+
+    @staticmethod
+    def _job(job: SimJob) -> PlainJob:
+        handle = job.handle
+        if isinstance(handle, PlainJob) and handle.workload is job.workload:
+            return handle
+        # An admitted job carries its admission record in the cluster; the record only matters to the
+        # controller for jobs held again while still carrying one (never the case here).
+        plain = job.handle = PlainJob(job.workload)
+        return plain
+
+    def decide(
+        self,
+        tree: QuotaTree,
+        jobs: Sequence[SimJob],
+        queues: Mapping[str, Mapping[str, Any]],
+        *,
+        oversell_rate: Fraction,
+        strict_priority: bool,
+    ) -> Decisions[PlainJob]:
+        return decide(
+            tree,
+            [self._job(job) for job in jobs],
+            leaf_policies(tree, queues, strict_priority),
+            oversell_rate=oversell_rate,
+            reclaim_tries_per_quota=self.reclaim_tries_per_quota,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,68 +165,6 @@ class Entry:
     decision: str
     """``queue``, ``admit``, ``evict``, ``pending``, ``start`` or ``finish``."""
     reason: str
-
-
-class UsageMeter:
-    """Per quota node: what admitted jobs use (the ledger's ``used``) and what running jobs use, with their
-    time integrals (for means) and peaks. Amounts in nano-units, time in microseconds."""
-
-    def __init__(self, tree: QuotaTree) -> None:
-        self.tree = tree
-        self.used: dict[str, dict[str, int]] = {}
-        self.running: dict[str, dict[str, int]] = {}
-        self.used_area: dict[str, dict[str, int]] = {}
-        self.running_area: dict[str, dict[str, int]] = {}
-        self.borrowed_area: dict[str, dict[str, int]] = {}
-        self.used_peak: dict[str, dict[str, int]] = {}
-        self.running_peak: dict[str, dict[str, int]] = {}
-        self.borrowed_peak: dict[str, dict[str, int]] = {}
-        self.clock = 0
-        self._guaranteed = {
-            node.key: {name: node.min.get_or_zero(name) for name in {*node.min, *node.max} if name != MAX_JOBS}
-            for node in tree.nodes.values()
-        }
-
-    def _borrowed(self, key: str, usage: Mapping[str, int]) -> dict[str, int]:
-        return {name: max(0, usage.get(name, 0) - floor) for name, floor in self._guaranteed[key].items()}
-
-    def advance(self, to: int) -> None:
-        """Account for the time from the last call to ``to`` at the current usage."""
-        span = to - self.clock
-        if span <= 0:
-            return
-        for source, target in ((self.used, self.used_area), (self.running, self.running_area)):
-            for key, usage in source.items():
-                area = target.setdefault(key, {})
-                for name, amount in usage.items():
-                    if amount:
-                        area[name] = area.get(name, 0) + amount * span
-        for key, usage in self.used.items():
-            area = self.borrowed_area.setdefault(key, {})
-            for name, amount in self._borrowed(key, usage).items():
-                if amount:
-                    area[name] = area.get(name, 0) + amount * span
-        self.clock = to
-
-    def sample(self) -> None:
-        """Record peaks of the current usage."""
-        for source, peaks in ((self.used, self.used_peak), (self.running, self.running_peak)):
-            for key, usage in source.items():
-                peak = peaks.setdefault(key, {})
-                for name, amount in usage.items():
-                    if amount > peak.get(name, 0):
-                        peak[name] = amount
-        for key, usage in self.used.items():
-            peak = self.borrowed_peak.setdefault(key, {})
-            for name, amount in self._borrowed(key, usage).items():
-                if amount > peak.get(name, 0):
-                    peak[name] = amount
-
-    def admit(self, workload: Workload, sign: int = 1) -> None:
-        shift(self.used, self.tree, workload, sign, ((MAX_JOBS, NANO),))
-
-    def run(self, workload: Workload, sign: int = 1) -> None:
-        shift(self.running, self.tree, workload, sign, ((MAX_JOBS, NANO),))
 
 
 @dataclass(slots=True)
@@ -244,9 +201,9 @@ class Simulator:
     ``record_timeline=False`` skips the timeline (and the "why" of each queued job), for large replays.
     """
 
-    def __init__(self, scenario: Scenario, path: DecisionPath, *, record_timeline: bool = True) -> None:
+    def __init__(self, scenario: Scenario, path: DecisionPath | None = None, *, record_timeline: bool = True) -> None:
         self.scenario = scenario
-        self.path = path
+        self.path = CorePath() if path is None else path
         self.tree = scenario.tree
         self.record = record_timeline
         self.meter = UsageMeter(scenario.tree)
@@ -349,7 +306,8 @@ class Simulator:
 
     # Decisions ---------------------------------------------------------------------------------------------
     def _settle(self, at: int) -> None:
-        verdict: Verdict | None = None
+        verdict: Decisions[PlainJob] | None = None
+        by_key = self.by_key
         for _ in range(MAX_ROUNDS_PER_EVENT):
             verdict = self.path.decide(
                 self.tree,
@@ -360,15 +318,15 @@ class Simulator:
             )
             self.passes += 1
             self.checks += verdict.checks
-            for key in verdict.admissions:
-                self._admit(self.by_key[key], at, "fits its quota at every level")
+            for admitted in verdict.admissions:
+                self._admit(by_key[admitted.workload.key], at, "fits its quota at every level")
             for step in verdict.reclaims:
-                preemptor = self.by_key[step.preemptor]
+                preemptor = step.preemptor.workload.key
                 for victim in step.victims:
-                    self._evict(self.by_key[victim], at, f"{step.reason}; for {step.preemptor}")
-                self._admit(preemptor, at, f"reclaim: {step.reason}")
-            for key in verdict.late_admissions:
-                self._admit(self.by_key[key], at, "fits after the reclaim")
+                    self._evict(by_key[victim.workload.key], at, f"{step.reason}; for {preemptor}")
+                self._admit(by_key[preemptor], at, f"reclaim: {step.reason}")
+            for late in verdict.late_admissions:
+                self._admit(by_key[late.workload.key], at, "fits after the reclaim")
             if not verdict.reclaims and not verdict.late_admissions:
                 break
         self._start_pending(at)
@@ -497,6 +455,7 @@ class Simulator:
                 self._push(at + job.run_for, _FINISH, job.index, job.generation)
 
 
-def simulate(scenario: Scenario, path: DecisionPath, *, record_timeline: bool = True) -> SimResult:
-    """Run ``scenario`` with the decision ``path`` (see :class:`Simulator`)."""
+def simulate(scenario: Scenario, path: DecisionPath | None = None, *, record_timeline: bool = True) -> SimResult:
+    """Run ``scenario`` with the decision ``path`` (the core's, :class:`CorePath`, unless given; see
+    :class:`Simulator`)."""
     return Simulator(scenario, path, record_timeline=record_timeline).run()

@@ -2,8 +2,8 @@
 
 Admission (the queue) and running (pods on nodes) differ in two ways, and the simulator models both:
 
-* **Pod-level quota** (MISSION.md part 5): a pod whose quota would run over ``max`` at any level is kept
-  pending by the scheduler extender, whatever the oversell rate. With ``--oversellrate`` above 1 the queue
+* **Pod-level quota** (:mod:`webhook.core.podquota`): a pod whose quota would run over ``max`` at any level
+  is kept pending by the scheduler extender, whatever the oversell rate. With ``--oversellrate`` above 1 the queue
   admits up to ``max × rate``; the jobs admitted beyond ``max`` wait here as pending pods.
 * **Node capacity**: when the scenario lists nodes, each pod goes to the first node (in the order listed)
   with enough free allocatable for every resource it requests that the nodes declare (``pods`` counts one
@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from webhook.core.podquota import charge, pod_quota_blockers
 from webhook.core.quantity import NANO, format_quantity
 from webhook.core.quota import QuotaTree
-from webhook.core.resources import MAX_JOBS, Resources, is_binary_resource
+from webhook.core.resources import Resources, is_binary_resource
 from webhook.core.workload import Workload
 from webhook.sim.scenario import NodeShape
 
@@ -94,25 +95,19 @@ def pod_quota_blocker(
     tree: QuotaTree, running: Mapping[str, Mapping[str, int]], workload: Workload
 ) -> str | None:
     """Why the extender's pod-level quota keeps the job's pods pending (``running + request > max`` at some
-    level, unscaled), or ``None`` when they may run."""
-    request = [(name, amount) for name, amount in workload.request.items() if amount > 0 and name != MAX_JOBS]
-    for node in tree.chain(workload.quota):
-        used = running.get(node.key, {})
-        for name, amount in request:
-            cap = node.max.get(name)
-            if cap is not None and used.get(name, 0) + amount > cap:
-                binary = is_binary_resource(name)
-                return (f"pod-level quota {node.full_name}: {name} running "
-                        f"{format_quantity(used.get(name, 0), binary)} + request {format_quantity(amount, binary)} "
-                        f"> max {format_quantity(cap, binary)}")
-    return None
+    level, unscaled: :func:`webhook.core.podquota.pod_quota_blockers`), or ``None`` when they may run."""
+    blockers = pod_quota_blockers(tree, workload.quota, workload.request, running, by_name=False, first=True)
+    if not blockers:
+        return None
+    (blocker,) = blockers
+    binary = is_binary_resource(blocker.resource)
+    return (f"pod-level quota {blocker.quota}: {blocker.resource} running "
+            f"{format_quantity(blocker.used, binary)} + request {format_quantity(blocker.request, binary)} "
+            f"> max {format_quantity(blocker.max, binary)}")
 
 
 def shift(into: dict[str, dict[str, int]], tree: QuotaTree, workload: Workload, sign: int,
           extra: Iterable[tuple[str, int]] = ()) -> None:
-    """Add (``sign=1``) or remove (``-1``) the workload's request at its leaf and every ancestor."""
-    amounts = [*workload.request.items(), *extra]
-    for node in tree.chain(workload.quota):
-        usage = into.setdefault(node.key, {})
-        for name, amount in amounts:
-            usage[name] = usage.get(name, 0) + sign * amount
+    """Add (``sign=1``) or remove (``-1``) the workload's request at its leaf and every ancestor
+    (:func:`webhook.core.podquota.charge`)."""
+    charge(into, tree, workload.quota, [*workload.request.items(), *extra], sign)

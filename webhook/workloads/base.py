@@ -16,33 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from webhook.api.names import (
-    ADMISSION_ANNOTATION as ADMISSION_ANNOTATION,  # noqa: PLC0414
-)
-from webhook.api.names import (
-    ADMISSION_GATE as ADMISSION_GATE,  # noqa: PLC0414
-)
-from webhook.api.names import (
-    BACKOFF_ANNOTATION as BACKOFF_ANNOTATION,  # noqa: PLC0414
-)
-from webhook.api.names import (
-    CONTROLLER_ANNOTATIONS as CONTROLLER_ANNOTATIONS,  # noqa: PLC0414
-)
-from webhook.api.names import (
-    EVICTION_ANNOTATION as EVICTION_ANNOTATION,  # noqa: PLC0414
-)
-from webhook.api.names import (
-    PLACEMENT_NAMESPACE_LABEL as PLACEMENT_NAMESPACE_LABEL,  # noqa: PLC0414
-)
-from webhook.api.names import (
-    QUOTA_FULLNAME_ANNOTATION as QUOTA_FULLNAME_ANNOTATION,  # noqa: PLC0414
-)
-from webhook.api.names import (  # re-exported: adapters and shells import them from here
-    QUOTA_LABEL as QUOTA_LABEL,  # noqa: PLC0414
-)
-from webhook.api.names import (
-    SUBMITTED_ANNOTATION as SUBMITTED_ANNOTATION,  # noqa: PLC0414
-)
+from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, SUBMITTED_ANNOTATION
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION, parse_timestamp
 from webhook.core.workload import Phase, PodSet, Workload, WorkloadError, WorkloadKey, pod_set
 from webhook.workloads.patch import PatchError as PatchError  # noqa: PLC0414 - re-exported (it lived here)

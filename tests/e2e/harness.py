@@ -1,0 +1,223 @@
+"""What the end-to-end modules share (a support module, not a test module): controller replicas running
+inside the test process against the dev cluster (for the fault and leader-election tests), plus the
+cluster-global fixtures: the service without its own controller, and a quota tree installed for one module
+and restored afterwards.
+
+The replicas run in a background thread with their own event loop, so the test thread can keep using
+``kubectl`` (blocking) while they work. Killing a replica cancels its task: no Lease release, no clean-up,
+as when a process dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import threading
+import uuid
+from collections.abc import Coroutine, Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from tests.e2e.conftest import DevCluster
+from webhook.api.names import MANAGED_NAMESPACE_LABEL
+from webhook.cli import devsystem
+from webhook.controller.controller import Controller
+from webhook.controller.settings import ControllerSettings
+from webhook.kube.client import KubeClient
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An asyncio event loop in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="controllers", daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 60) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def close(self) -> None:
+        async def cancel_all() -> None:
+            tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self.run(cancel_all(), timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+class Replica:
+    """One controller replica: :meth:`start`, then :meth:`kill` (a crash) or :meth:`stop` (a clean stop)."""
+
+    def __init__(self, loop: LoopThread, kubeconfig: Path, settings: ControllerSettings) -> None:
+        self.loop = loop
+        self.kubeconfig = kubeconfig
+        self.settings = settings
+        self.controller: Controller | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+
+    async def _main(self, ready: asyncio.Future[None]) -> None:
+        client = await KubeClient.connect(str(self.kubeconfig))
+        try:
+            self._stop = asyncio.Event()
+            self.controller = Controller(client, self.settings)
+            ready.set_result(None)
+            await self.controller.run(self._stop)
+        finally:
+            await client.close()
+
+    async def astart(self) -> Replica:
+        """:meth:`start` from inside the replicas' loop."""
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.ensure_future(self._main(ready))
+        await ready
+        return self
+
+    def start(self) -> Replica:
+        return self.loop.run(self.astart())
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def is_leader(self) -> bool:
+        controller = self.controller
+        return controller is not None and self.running and controller.is_leader()
+
+    def admitted(self) -> int:
+        return self.controller.stats.admitted if self.controller is not None else 0
+
+    async def akill(self) -> None:
+        """:meth:`kill` from inside the replicas' loop."""
+        task = self._task
+        if task is None:
+            return
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    def kill(self) -> None:
+        """Cancel the replica at whatever it is doing (the Lease is left to expire)."""
+        self.loop.run(self.akill())
+
+    def stop(self) -> None:
+        """Stop cleanly (releases the Lease)."""
+
+        async def stop() -> None:
+            if self._stop is not None:
+                self._stop.set()
+            if self._task is not None:
+                await asyncio.gather(self._task, return_exceptions=True)
+
+        self.loop.run(stop())
+
+
+@pytest.fixture(scope="module")
+def loop_thread() -> Iterator[LoopThread]:
+    thread = LoopThread()
+    yield thread
+    thread.close()
+
+
+@pytest.fixture(scope="module")
+def service_without_controller(dev_cluster: DevCluster) -> Iterator[DevCluster]:
+    """The service (webhooks) keeps running, but its own controller is off while the module's in-process
+    replicas run; it is restored afterwards."""
+    quiet = dataclasses.replace(
+        dev_cluster.config, service_args=(*dev_cluster.config.service_args, "--no-controller")
+    )
+    devsystem.restart_service(quiet, dev_cluster.bins)
+    try:
+        yield dev_cluster
+    finally:
+        devsystem.restart_service(dev_cluster.config, dev_cluster.bins)
+
+
+@contextlib.contextmanager
+def installed_tree(dev: DevCluster, spec: dict[str, Any]) -> Iterator[str]:
+    """The cluster's one ElasticQuotaTree has ``spec`` for the duration (created, or an existing tree's spec
+    replaced); afterwards the previous spec comes back (or the tree is deleted). Yields the tree's name."""
+    existing = dev.get_json("elasticquotatrees", "-n", "kube-system")["items"]
+    if existing:
+        name = existing[0]["metadata"]["name"]
+        saved = existing[0]["spec"]
+        _replace_spec(dev, name, spec)
+    else:
+        name, saved = "elasticquotatree", None
+        dev.apply(
+            {
+                "apiVersion": "scheduling.sigs.k8s.io/v1beta1",
+                "kind": "ElasticQuotaTree",
+                "metadata": {"name": name, "namespace": "kube-system"},
+                "spec": spec,
+            }
+        )
+    try:
+        yield name
+    finally:
+        if saved is not None:
+            _replace_spec(dev, name, saved)
+        else:
+            dev.kubectl("delete", "elasticquotatree", name, "-n", "kube-system", "--ignore-not-found")
+
+
+def _replace_spec(dev: DevCluster, name: str, spec: dict[str, Any]) -> None:
+    patch = json.dumps([{"op": "replace", "path": "/spec", "value": spec}])
+    dev.kubectl("patch", "elasticquotatree", name, "-n", "kube-system", "--type=json", "-p", patch)
+
+
+def create_namespaces(dev: DevCluster, *names: str) -> None:
+    """Create namespaces and wait for their default ServiceAccount (pods need it)."""
+    for name in names:
+        dev.kubectl("create", "namespace", name)
+    for name in names:
+
+        def ready(namespace: str = name) -> bool:
+            return dev.kubectl_result("get", "serviceaccount", "default", "-n", namespace).returncode == 0
+
+        dev.wait_until(ready, 60, f"default ServiceAccount in {name}")
+
+
+def wait_managed(dev: DevCluster, *names: str, timeout: float = 60) -> None:
+    """Until the controller labelled the namespaces (only then does the webhook hold their jobs)."""
+
+    def labelled() -> bool:
+        for name in names:
+            labels = dev.get_json("namespace", name)["metadata"].get("labels", {})
+            if labels.get(MANAGED_NAMESPACE_LABEL) != "true":
+                return False
+        return True
+
+    dev.wait_until(labelled, timeout, f"namespaces {names} labelled {MANAGED_NAMESPACE_LABEL}")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def replica_settings(**overrides: Any) -> ControllerSettings:
+    """Fast settings for in-process replicas (short lease, quick status writes)."""
+    values: dict[str, Any] = {
+        "oversell_rate": 1,
+        "status_interval": 1.0,
+        "lease_name": unique("kq-test-lease"),
+        "lease_duration": 4.0,
+        "renew_deadline": 3.0,
+        "retry_period": 0.5,
+        "resync_period": 2.0,
+        "event_interval": 5.0,
+    }
+    values.update(overrides)
+    values["oversell_rate"] = Fraction(values["oversell_rate"])
+    return ControllerSettings(**values)

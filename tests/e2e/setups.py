@@ -1,0 +1,158 @@
+"""Set-ups several end-to-end modules share (a support module, not a test module): the seed's namespaces,
+tree and PriorityClasses (:func:`seed`), a seed-shaped tree over fresh namespaces (:func:`managed`), and the
+manifests the modules submit (the seed's Job, a PyTorchJob)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import SEED_TREE_SPEC
+from tests.e2e.conftest import DevCluster
+from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from webhook.cli import devsystem
+
+SEED = Path(__file__).resolve().parents[2] / "examples" / "seed"
+JOBS = SEED / "jobs"
+USERS = ("user-a", "user-b", "user-c")
+QUEUES = {"root-department-a-user-a", "root-department-a-user-b", "root-department-b-user-c"}
+
+
+@dataclasses.dataclass
+class Seed:
+    dev: DevCluster
+    jobs: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Scenario role -> generated job name."""
+
+    def create(self, role: str, filename: str) -> str:
+        out = self.dev.kubectl("create", "-f", str(JOBS / filename))
+        match = re.search(r"job\.batch/(\S+) created", out)
+        assert match, out
+        self.jobs[role] = match.group(1)
+        return match.group(1)
+
+    def job(self, namespace: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.dev.get_json("job", name, "-n", namespace)
+        return result
+
+    def queue(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.dev.get_json("queue", name, "-n", "kube-queue")
+        return result
+
+    def active(self, queue: str) -> list[dict[str, Any]]:
+        details = self.queue(queue).get("status", {}).get("queueItemDetails", {})
+        return list(details.get("active", []))
+
+    def running_pods(self, namespace: str, job: str) -> int:
+        pods = self.dev.get_json("pods", "-n", namespace, "-l", f"job-name={job}")["items"]
+        return sum(1 for pod in pods if pod.get("status", {}).get("phase") == "Running")
+
+    def suspended(self, namespace: str, job: str) -> bool:
+        return bool(self.job(namespace, job)["spec"].get("suspend"))
+
+    def restart(self, args: tuple[str, ...], env: dict[str, str] | None = None) -> None:
+        config = dataclasses.replace(self.dev.config, service_args=(*self.dev.config.service_args, *args))
+        devsystem.restart_service(config, self.dev.bins, env)
+
+
+def _tree_spec() -> dict[str, Any]:
+    import yaml  # noqa: PLC0415
+
+    doc = yaml.safe_load((SEED / "01-elasticquotatree.yaml").read_text())
+    spec: dict[str, Any] = doc["spec"]
+    return spec
+
+
+@pytest.fixture(scope="module")
+def seed(dev_cluster: DevCluster) -> Iterator[Seed]:
+    dev = dev_cluster
+    setup = Seed(dev)
+    setup.restart(("--oversellrate=1", "--status-interval=1"))
+    dev.kubectl("apply", "-f", str(SEED / "00-namespaces.yaml"))
+    dev.kubectl("apply", "-f", str(SEED / "02-priorityclasses.yaml"))
+    try:
+        with installed_tree(dev, _tree_spec()):
+            wait_managed(dev, *USERS)
+            yield setup
+            for namespace in USERS:
+                dev.kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=false")
+    finally:
+        dev.kubectl("delete", "-f", str(SEED / "00-namespaces.yaml"), "--wait=false", "--ignore-not-found")
+        dev.kubectl("delete", "-f", str(SEED / "02-priorityclasses.yaml"), "--ignore-not-found")
+        devsystem.restart_service(dev.config, dev.bins)
+
+
+def seed_job(namespace: str) -> dict[str, Any]:
+    """The seed's Job (examples/seed/jobs/pi.yaml) with ``suspend: false``, as a user who ignores the queue
+    writes it."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"generateName": "pi-", "namespace": namespace},
+        "spec": {
+            "suspend": False,
+            "completions": 6,
+            "parallelism": 6,
+            "template": {
+                "spec": {
+                    "schedulerName": "default-scheduler",
+                    "containers": [
+                        {
+                            "name": "pi",
+                            "image": "perl:5.34.0",
+                            "command": ["sleep", "1d"],
+                            "resources": {
+                                "requests": {"cpu": "10", "memory": "10Gi"},
+                                "limits": {"cpu": "10", "memory": "10Gi"},
+                            },
+                        }
+                    ],
+                    "restartPolicy": "Never",
+                }
+            },
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def managed(dev_cluster: DevCluster) -> Iterator[tuple[str, str, str]]:
+    """A tree shaped like the seed's, over fresh namespaces: (dept-a namespace, dept-b namespace, unmanaged)."""
+    ns_a, ns_b, outside = unique("wh-a"), unique("wh-b"), unique("wh-out")
+    create_namespaces(dev_cluster, ns_a, ns_b, outside)
+    for ns in (ns_a, ns_b, outside):  # alice is an ordinary developer: she may edit her namespaces
+        dev_cluster.kubectl("create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice", "-n", ns)
+    spec = copy.deepcopy(SEED_TREE_SPEC)
+    spec["root"]["children"][0]["namespaces"] = [ns_a]
+    spec["root"]["children"][1]["namespaces"] = [ns_b]
+    try:
+        with installed_tree(dev_cluster, spec):
+            wait_managed(dev_cluster, ns_a, ns_b)
+            yield ns_a, ns_b, outside
+    finally:
+        for ns in (ns_a, ns_b, outside):
+            dev_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+CRD = Path(__file__).resolve().parent / "crds" / "kubeflow-pytorchjobs.yaml"
+
+
+def pytorchjob(name: str, namespace: str, workers: int) -> dict[str, Any]:
+    def replicas(count: int) -> dict[str, Any]:
+        container = {"name": "pytorch", "image": "pytorch", "resources": {"requests": {"cpu": "10"}}}
+        return {"replicas": count, "template": {"spec": {"containers": [container]}}}
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "runPolicy": {"suspend": False},
+            "pytorchReplicaSpecs": {"Master": replicas(1), "Worker": replicas(workers)},
+        },
+    }

@@ -1,0 +1,393 @@
+"""The controller's watch-fed state: every object a pass reads, and the views a pass builds from them.
+
+Watch caches (list + watch, re-list on 410, see :mod:`webhook.kube.cache`) keep the ElasticQuotaTree, Queues,
+Namespaces, PriorityClasses, ResourcePolicies, unfinished pods and every installed job kind in memory; any
+change calls the owner's ``on_change`` (the controller marks itself dirty). Objects this replica patched are
+remembered (:meth:`ClusterCache.assume`) until the watch delivers that version or a newer one, so a pass that
+runs before the watch caught up never decides on a stale view of its own writes. The parsed tree, the
+PriorityClass map and each job's view (:func:`webhook.controller.model.track`) are rebuilt only when what
+they are read from changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from webhook.api import kinds
+from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE
+from webhook.controller.model import TrackedJob, track
+from webhook.controller.records import kv, resource_version
+from webhook.controller.settings import ControllerSettings
+from webhook.controller.starts import PodIndex, pod_slim
+from webhook.core.placement import PolicyError, parse_policy
+from webhook.core.quota import QuotaTree
+from webhook.core.treechoice import honoured_tree
+from webhook.core.workload import WorkloadError
+from webhook.kube.cache import ApiListWatch, CacheEvent, WatchCache
+from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.kube.slim import SlimListWatch
+from webhook.workloads.base import Adapter
+from webhook.workloads.registry import all_adapters
+
+log = logging.getLogger("webhook.controller")
+
+NAMESPACES = ResourceRef.of(kinds.NAMESPACE)
+PRIORITY_CLASSES = ResourceRef.of(kinds.PRIORITY_CLASS)
+PODS = ResourceRef.of(kinds.POD)
+POLICIES = ResourceRef.of(kinds.RESOURCE_POLICY)
+UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+ObjKey = tuple[str, str, str]
+"""``(cache name, namespace, name)``."""
+
+Unsized = Callable[[Mapping[str, Any], Adapter, str], None]
+"""Told about a job that cannot be sized: ``(object, adapter, problem)``."""
+
+
+def rv(obj: Mapping[str, Any]) -> int:
+    """The object's ``resourceVersion`` as a number (-1 when it is not one)."""
+    try:
+        return int(resource_version(obj))
+    except ValueError:
+        return -1
+
+
+def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's ``metadata`` (empty when absent)."""
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    """The object's ``metadata.name``."""
+    return str(meta(obj).get("name") or "")
+
+
+def _group_path(group: str, version: str) -> str:
+    """The discovery path of an API group version."""
+    return f"/apis/{group}/{version}" if group else f"/api/{version}"
+
+
+def _lists(listing: Mapping[str, Any], plural: str) -> bool:
+    """Whether a discovery ``APIResourceList`` names the resource ``plural``."""
+    resources = listing.get("resources")
+    return isinstance(resources, list) and any(
+        isinstance(item, Mapping) and item.get("name") == plural for item in resources
+    )
+
+
+def _has_eci_unit(obj: Mapping[str, Any]) -> bool:
+    """Whether a ResourcePolicy is valid and has an ``eci`` unit (its pods need the virtual node's toleration)."""
+    try:
+        return parse_policy(obj).has_eci_unit
+    except PolicyError:
+        return False
+
+
+def choose_tree(objects: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any] | None, QuotaTree | None, str | None]:
+    """The honoured ElasticQuotaTree among the objects of the tree namespace (:mod:`webhook.core.treechoice`):
+    ``(object, parsed tree, problem)``; the tree is ``None`` when there is no object or it is invalid."""
+    honoured = honoured_tree(objects, _namespace_of(objects))
+    return honoured.obj, honoured.tree, honoured.problem
+
+
+def _namespace_of(objects: Sequence[Mapping[str, Any]]) -> str:
+    """The namespace the tree cache watches (all its objects are in it)."""
+    return next((str(meta(obj).get("namespace")) for obj in objects if meta(obj).get("namespace")), TREE_NAMESPACE)
+
+
+def kind_key(adapter: Adapter) -> str:
+    """``Kind.group`` (``core`` for the core group): how :attr:`ClusterCache.job_caches` names a kind."""
+    return f"{adapter.kind}.{adapter.group or 'core'}"
+
+
+class ClusterCache:
+    """The objects one controller replica watches, and what a pass reads of them.
+
+    ``on_change`` is called on every change of a watched object; ``start`` runs a coroutine as one of the
+    owner's tasks (the caches of job kinds found by :meth:`discover`); ``on_unsized`` is told about every job
+    :meth:`tracked_jobs` cannot size.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        settings: ControllerSettings,
+        *,
+        on_change: Callable[[], None],
+        start: Callable[[Awaitable[None], str], asyncio.Task[None]],
+        on_unsized: Unsized,
+    ) -> None:
+        self.client = client
+        self._on_change = on_change
+        self._start = start
+        self._on_unsized = on_unsized
+        self.trees_ref = ResourceRef.of(kinds.ELASTIC_QUOTA_TREE, settings.tree_namespace)
+        self.queues_ref = ResourceRef.of(kinds.QUEUE, settings.queue_namespace)
+        self.trees = self._cache("elasticquotatrees", self.trees_ref)
+        self.queues = self._cache("queues", self.queues_ref)
+        self.namespaces = self._cache("namespaces", NAMESPACES)
+        self.priority_classes = self._cache("priorityclasses", PRIORITY_CLASSES)
+        self.policies = self._cache("resourcepolicies", POLICIES)
+        """ResourcePolicies: namespaces outside the tree with an eci unit get the placement label."""
+        self._eci_policies: dict[tuple[str, str], tuple[str, bool]] = {}
+        """Per policy: ``(resourceVersion, has a valid eci unit)``."""
+        self.pod_index = PodIndex()
+        self.pods = WatchCache(
+            "pods", SlimListWatch(ApiListWatch(client, PODS, field_selector=UNFINISHED_PODS), pod_slim)
+        )
+        """Every unfinished pod, slim: the start check, and the usage of pods no job accounts for (the owner
+        adds the listener)."""
+        self.job_caches: dict[str, tuple[Adapter, ResourceRef, WatchCache]] = {}
+        """Per :func:`kind_key`: the adapter, the served version and the cache of every installed job kind."""
+        self.job_cache_tasks: dict[str, asyncio.Task[None]] = {}
+        self.kinds: list[str] = []
+        """The kinds watched, in the order they were found."""
+        self._assumed: dict[ObjKey, Mapping[str, Any]] = {}
+        self._memo: dict[ObjKey, tuple[int, int, int, TrackedJob | str]] = {}
+        self._tree_epoch = 0
+        self._tree_seen_epoch = -1
+        self._tree_version = 0
+        self._tree_spec_key: str | None = None
+        self.tree_parsed: tuple[QuotaTree | None, str | None] = (None, None)
+        """The honoured tree (``None`` without one) and the problem with it, as the last pass read them."""
+        self._tree_obj: Mapping[str, Any] | None = None
+        self._priority_epoch = 0
+        self._priority_map: dict[str, int] = {}
+        self._priority_map_epoch = -1
+
+    # Wiring ------------------------------------------------------------------------------------------------
+    def _cache(self, name: str, ref: ResourceRef, label_selector: str | None = None) -> WatchCache:
+        cache = WatchCache(name, ApiListWatch(self.client, ref, label_selector=label_selector))
+        cache.add_listener(self._changed)
+        return cache
+
+    def _changed(self, cache: WatchCache, event: CacheEvent) -> None:
+        if cache is self.priority_classes:
+            self._priority_epoch += 1
+        elif cache is self.trees:
+            self._tree_epoch += 1
+        self._on_change()
+
+    def base_caches(self) -> list[WatchCache]:
+        """The caches of everything but the job kinds."""
+        return [self.trees, self.queues, self.namespaces, self.priority_classes, self.policies, self.pods]
+
+    def all_caches(self) -> list[WatchCache]:
+        """Every cache, the job kinds' last."""
+        return [*self.base_caches(), *(cache for _, _, cache in self.job_caches.values())]
+
+    def synced(self) -> bool:
+        """Whether every cache has listed."""
+        return all(cache.synced.is_set() for cache in self.all_caches())
+
+    # Discovery ---------------------------------------------------------------------------------------------
+    async def _served(self, adapter: Adapter) -> str | None:
+        """The first version of the adapter's kind the API serves, ``None`` when not installed."""
+        for version in adapter.versions:
+            try:
+                listing = await self.client.request("GET", _group_path(adapter.group, version))
+            except KubeApiError as error:
+                if error.status in (404, 503):
+                    continue
+                raise
+            if _lists(listing, adapter.plural):
+                return version
+        return None
+
+    async def _gone(self, ref: ResourceRef) -> bool:
+        """Whether the API says for sure that ``ref`` is no longer served (its CRD was removed): its group
+        version is unknown (404) or lists no such resource. Any other failure is not proof."""
+        try:
+            listing = await self.client.request("GET", _group_path(ref.group, ref.version))
+        except KubeApiError as error:
+            return error.status == 404
+        return isinstance(listing.get("resources"), list) and not _lists(listing, ref.plural)
+
+    async def discover(self) -> None:
+        """Start a cache for every supported job kind that the API serves and has none yet; stop the cache
+        of a kind the API no longer serves (its CRD was uninstalled), so it does not retry forever."""
+        for adapter in all_adapters():
+            key = kind_key(adapter)
+            if key in self.job_caches:
+                _, ref, cache = self.job_caches[key]
+                if await self._gone(ref):
+                    self._stop_job_cache(key, cache)
+                continue
+            version = await self._served(adapter)
+            if version is None:
+                continue
+            ref = ResourceRef(adapter.group, version, adapter.plural)
+            # Plain Pods: only the ones the webhook tagged (a Job's pods are tagged too; adapter.manages
+            # leaves them out).
+            selector = QUOTA_LABEL if adapter.gates_at_creation_only else None
+            cache = self._cache(f"{adapter.plural}.{adapter.group or 'core'}", ref, selector)
+            self.job_caches[key] = (adapter, ref, cache)
+            self.kinds.append(key)
+            self.job_cache_tasks[key] = self._start(cache.run(), f"cache-{cache.name}")
+            log.info(kv(component="controller", event="watching", kind=adapter.kind, apiVersion=ref.api_version))
+
+    def _stop_job_cache(self, key: str, cache: WatchCache) -> None:
+        task = self.job_cache_tasks.pop(key, None)
+        if task is not None:
+            task.cancel()
+        del self.job_caches[key]
+        self.kinds.remove(key)
+        self._on_change()
+        log.info(kv(component="controller", event="unwatching", kind=key, reason="no longer served",
+                    objects=len(cache)))
+
+    def job_cache(self, job: TrackedJob) -> tuple[ResourceRef, WatchCache]:
+        """The served resource and the cache of the job's kind."""
+        _, ref, cache = self.job_caches[kind_key(job.adapter)]
+        return ref, cache
+
+    # Views -------------------------------------------------------------------------------------------------
+    def view(self, cache: WatchCache) -> list[Mapping[str, Any]]:
+        """The cache's objects, each replaced by this replica's newer write when the watch lags behind."""
+        out = []
+        seen: set[ObjKey] = set()
+        for cached in cache.items():
+            metadata = meta(cached)
+            key = (cache.name, str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+            seen.add(key)
+            assumed = self._assumed.get(key)
+            if assumed is not None and rv(cached) < rv(assumed):
+                out.append(assumed)
+                continue
+            if assumed is not None:
+                del self._assumed[key]
+            out.append(cached)
+        for key in [key for key in self._assumed if key[0] == cache.name and key not in seen]:
+            del self._assumed[key]
+        return out
+
+    def by_name(self, cache: WatchCache) -> dict[str, Mapping[str, Any]]:
+        """:meth:`view` by object name (for cluster-scoped or one-namespace caches)."""
+        return {name_of(obj): obj for obj in self.view(cache)}
+
+    def assume(self, cache: WatchCache, obj: Mapping[str, Any]) -> None:
+        """Remember ``obj`` as this replica wrote it, until the watch delivers it (or a newer version)."""
+        metadata = meta(obj)
+        self._assumed[(cache.name, str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))] = obj
+
+    def tree(self) -> tuple[Mapping[str, Any] | None, QuotaTree | None, str | None]:
+        """The honoured tree object and its parsed tree; the parsed tree (and the version that keys the job
+        memo) only changes when the object's name or spec does, not on status writes."""
+        if self._tree_seen_epoch != self._tree_epoch:
+            self._tree_seen_epoch = self._tree_epoch
+            objects = self.view(self.trees)
+            chosen, _, _ = choose_tree(objects) if objects else (None, None, None)
+            spec_key = None if chosen is None else json.dumps([name_of(chosen), chosen.get("spec")], sort_keys=True)
+            if spec_key != self._tree_spec_key or self._tree_version == 0:
+                _, tree, problem = choose_tree(objects)
+                self._tree_spec_key = spec_key
+                self.tree_parsed = (tree, problem)
+                self._tree_version += 1
+            self._tree_obj = chosen
+        tree, problem = self.tree_parsed
+        return self._tree_obj, tree, problem
+
+    def priorities(self) -> dict[str, int]:
+        """PriorityClass name -> value."""
+        if self._priority_map_epoch != self._priority_epoch:
+            out: dict[str, int] = {}
+            for obj in self.priority_classes.items():
+                value = obj.get("value")
+                if isinstance(value, int) and not isinstance(value, bool):
+                    out[name_of(obj)] = value
+            self._priority_map = out
+            self._priority_map_epoch = self._priority_epoch
+        return self._priority_map
+
+    def tracked_jobs(self, tree: QuotaTree) -> list[TrackedJob]:
+        """Every job of a managed namespace, sized (each job that cannot be sized goes to ``on_unsized``)."""
+        priorities = self.priorities()
+        out: list[TrackedJob] = []
+        live: set[ObjKey] = set()
+        for adapter, _, cache in self.job_caches.values():
+            for obj in self.view(cache):
+                metadata = meta(obj)
+                namespace = str(metadata.get("namespace") or "")
+                leaf = tree.leaf_for_namespace(namespace)
+                if leaf is None or not adapter.manages(obj):
+                    continue
+                key = (cache.name, namespace, str(metadata.get("name") or ""))
+                live.add(key)
+                version = rv(obj)
+                memo = self._memo.get(key)
+                if memo is not None and memo[:3] == (version, self._tree_version, self._priority_epoch):
+                    job: TrackedJob | str = memo[3]
+                else:
+                    try:
+                        job = track(adapter, obj, leaf, priorities)
+                    except WorkloadError as error:
+                        job = str(error)
+                    self._memo[key] = (version, self._tree_version, self._priority_epoch, job)
+                if isinstance(job, str):
+                    self._on_unsized(obj, adapter, job)
+                    continue
+                out.append(job)
+        for key in [key for key in self._memo if key not in live]:
+            del self._memo[key]
+        return out
+
+    def accounts_for(self, jobs: Sequence[TrackedJob]) -> Callable[[str, str, str], bool]:
+        """Whether a job of this pass accounts for the pods that name an owner ``(namespace, kind, name)``
+        (kind ``Pod``: the pod queued as itself). Looked up in the pass's own memo of tracked jobs; only the jobs
+        whose pods name another owner (a RayJob's RayCluster, an MPIJob's launcher Job) are walked, once, and
+        only when a pod's owner is not a tracked job itself."""
+        memo = self._memo
+        caches = {adapter.kind: cache.name for adapter, _, cache in self.job_caches.values()}
+        indirect = {adapter for adapter, _, _ in self.job_caches.values()
+                    if type(adapter).pod_owners is not Adapter.pod_owners}
+        others: set[tuple[str, str, str]] | None = None
+
+        def accounted(namespace: str, kind: str, name: str) -> bool:
+            nonlocal others
+            cache = caches.get(kind)
+            if cache is not None:
+                entry = memo.get((cache, namespace, name))
+                if entry is not None and isinstance(entry[3], TrackedJob):
+                    return True
+            if kind == "Pod" or not indirect:
+                return False
+            if others is None:
+                others = {
+                    (job.workload.key.namespace, *owner)
+                    for job in jobs
+                    if job.adapter in indirect
+                    for owner in job.adapter.pod_owners(job.obj)
+                }
+            return (namespace, kind, name) in others
+
+        return accounted
+
+    def closing_namespaces(self) -> frozenset[str]:
+        """Namespaces being deleted (nothing is released into them)."""
+        return frozenset(
+            name_of(obj) for obj in self.view(self.namespaces)
+            if meta(obj).get("deletionTimestamp") or (obj.get("status") or {}).get("phase") == "Terminating"
+        )
+
+    def placement_namespaces(self) -> frozenset[str]:
+        """Namespaces with a ResourcePolicy that has an ``eci`` unit (each policy parsed once per version)."""
+        policies = self.view(self.policies)
+        placement = frozenset(str(meta(obj).get("namespace") or "") for obj in policies if self._eci_policy(obj))
+        if len(self._eci_policies) > len(policies):  # some were deleted: forget them
+            live = {(str(meta(obj).get("namespace") or ""), name_of(obj)) for obj in policies}
+            self._eci_policies = {key: value for key, value in self._eci_policies.items() if key in live}
+        return placement
+
+    def _eci_policy(self, obj: Mapping[str, Any]) -> bool:
+        """:func:`_has_eci_unit`, parsed once per version of the policy (not on every pass)."""
+        key = (str(meta(obj).get("namespace") or ""), name_of(obj))
+        version = resource_version(obj)
+        known = self._eci_policies.get(key)
+        if known is None or known[0] != version or not version:
+            known = self._eci_policies[key] = (version, _has_eci_unit(obj))
+        return known[1]

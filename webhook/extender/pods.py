@@ -1,0 +1,169 @@
+"""The pods as the extender keeps them: slimmed on arrival, their requests parsed once per shape.
+
+:func:`pod_essentials` is what the pod watch stores of each pod; :class:`RequestCache` parses requests;
+:class:`PodRecord` is one cached pod with its request and the quota node it is charged to.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from webhook.core.placement import PodView
+from webhook.core.resources import EMPTY, Resources
+from webhook.core.selectors import FrozenLabels
+from webhook.core.workload import WorkloadError, pod_request
+
+log = logging.getLogger(__name__)
+
+Marks = tuple[FrozenLabels, FrozenLabels]
+"""A unit's ``podLabels`` and ``podAnnotations``."""
+
+
+def uid_of(pod: Mapping[str, Any]) -> str:
+    """The uid of a raw pod object (``""`` when it has none)."""
+    metadata = pod.get("metadata")
+    uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
+    return uid if isinstance(uid, str) else ""
+
+
+def pod_key(view: PodView) -> str:
+    """The cache key of a pod: its uid, else ``namespace/name``."""
+    return view.uid or view.key
+
+
+_POD_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "creationTimestamp",
+    "deletionTimestamp",
+)
+_POD_SPEC = ("nodeName", "resources", "overhead")
+_CONTAINER = ("name", "resources", "restartPolicy")
+
+
+def _pick(obj: object, keys: Sequence[str]) -> object:
+    """``obj`` with only ``keys`` when it is a mapping (anything else as it is: malformed stays malformed)."""
+    if not isinstance(obj, Mapping):
+        return obj
+    return {key: obj[key] for key in keys if key in obj}
+
+
+def pod_essentials(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a Pod the extender reads (:func:`~webhook.core.placement.pod_view`,
+    :func:`~webhook.core.workload.pod_request`, the cache's key and resource version), nothing else.
+
+    The pod watch keeps every pod; without ``managedFields``, volumes, env, probes and status conditions a
+    pod is a few small dictionaries instead of a few hundred, so the cache takes a fraction of the memory
+    and the garbage collector, which walks every dictionary it has not been told to skip, a fraction of the
+    time - its full passes over tens of thousands of pods stall the event loop, requests included.
+    """
+    out: dict[str, Any] = {"metadata": _pick(obj.get("metadata"), _POD_METADATA)}
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping):
+        kept: dict[str, Any] = {key: spec[key] for key in _POD_SPEC if key in spec}
+        for field_name in ("containers", "initContainers"):
+            containers = spec.get(field_name)
+            if isinstance(containers, list):
+                kept[field_name] = [_pick(container, _CONTAINER) for container in containers]
+            elif containers is not None:
+                kept[field_name] = containers
+        out["spec"] = kept
+    elif spec is not None:
+        out["spec"] = spec
+    status = obj.get("status")
+    if status is not None:
+        out["status"] = _pick(status, ("phase",))
+    return out
+
+
+def _request_key(spec: Mapping[str, Any]) -> bytes | None:
+    """What :func:`~webhook.core.workload.pod_request` reads of a pod spec - every container's
+    ``resources`` (and an init container's ``restartPolicy``), pod-level ``resources``, ``overhead`` -
+    serialized (orjson, in C); ``None`` for a spec too odd to key (then the request is parsed as it is)."""
+    try:
+        return orjson.dumps(
+            (
+                [container.get("resources") for container in spec.get("containers") or ()],
+                [(c.get("resources"), c.get("restartPolicy")) for c in spec.get("initContainers") or ()],
+                spec.get("resources"),
+                spec.get("overhead"),
+            )
+        )
+    except (AttributeError, TypeError, orjson.JSONEncodeError):
+        return None
+
+
+class RequestCache:
+    """Pod requests by :func:`_request_key`. Parsing quantities is the dearest part of reading a pod (exact
+    fractions), and the pods of one Deployment or Job all ask the same: the filter and the pod's binding
+    event parse each shape once. Bounded: emptied when it reaches ``size`` shapes."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._known: dict[bytes, Resources] = {}
+
+    def request(self, pod: Mapping[str, Any], where: str) -> Resources:
+        """The pod's effective request (``EMPTY``, logged, when its spec is malformed)."""
+        spec = pod.get("spec")
+        if not isinstance(spec, Mapping):
+            return EMPTY
+        key = _request_key(spec)
+        known = None if key is None else self._known.get(key)
+        if known is not None:
+            return known
+        try:
+            request = pod_request(spec)
+        except WorkloadError as error:
+            log.warning("component=extender event=bad_pod_request pod=%s error=%r", where, str(error))
+            return EMPTY
+        if key is not None:
+            if len(self._known) >= self.size:
+                self._known.clear()
+            self._known[key] = request
+        return request
+
+
+@dataclass(slots=True)
+class PodRecord:
+    """One cached pod: its view, its request (parsed once bound) and where the request is charged."""
+
+    view: PodView
+    request: Resources
+    charged: str | None
+    """Quota node key the pod's request is charged to (bound, unfinished pods), else ``None``."""
+
+
+
+def with_marks(view: PodView, marks: Marks) -> PodView:
+    """``view`` as if it carried ``marks`` already (a placed pod counts so until the watch shows them)."""
+    labels, annotations = marks
+    return PodView(
+        namespace=view.namespace,
+        name=view.name,
+        uid=view.uid,
+        labels={**view.labels, **labels},
+        annotations={**view.annotations, **annotations},
+        node_name=view.node_name,
+        terminating=view.terminating,
+        finished=view.finished,
+        created=view.created,
+    )
+
+
+def carries(view: PodView, marks: Marks) -> bool:
+    """Whether the pod carries every label and annotation of ``marks``."""
+    labels, annotations = marks
+    return all(view.labels.get(k) == v for k, v in labels.items()) and all(
+        view.annotations.get(k) == v for k, v in annotations.items()
+    )
+
+
