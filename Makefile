@@ -14,6 +14,9 @@ define pytest_must_run
 	if [ $$rc -eq 5 ]; then echo "pytest ran no test in $(1)" >&2; exit 1; fi; exit $$rc
 endef
 
+# The unit and service tiers are spread over every core (pytest-xdist); XDIST= runs them in one process.
+XDIST ?= -n auto
+
 .PHONY: install deps up down status lint types unit service fuzz e2e check test binaries bench clean
 
 install: $(STAMP)
@@ -60,9 +63,6 @@ fuzz: install
 e2e: install deps binaries
 	$(call pytest_must_run,tests/e2e -q -p no:cacheprovider)
 
-# The fast loop spreads the unit and service tiers over every core (pytest-xdist); make test runs them in one
-# process, as CI always has.
-check: XDIST := -n auto
 check: lint types unit service
 
 test: lint types unit service fuzz e2e

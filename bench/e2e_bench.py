@@ -1,17 +1,23 @@
-"""End to end on a dev cluster of its own: jobs admitted per second from a deep queue (a report, not a test).
+"""End to end on a dev cluster of its own: our admissions per second beside the physical limit (a report).
 
     .venv/bin/python -m bench.e2e_bench [--jobs 500] [--port-base 56400]
 
-1. Starts a dev cluster (``webhook.cli.devsystem.up``) in a temporary state directory on its own ports, with the
-   service (webhook, controller, extender) running ``--oversellrate=1``.
-2. Installs a tree whose leaf holds namespace ``bench-admit`` with ``kube-queue/max-jobs: 0``: nothing can be
-   admitted, so the JOBS small Jobs created there (1 pod, 10m CPU, 16Mi) pile up in the queue, held by the webhook.
-3. Watches the Jobs, then lifts the cap (patches the tree). Each Job's admission is the moment the watch sees its
-   ``spec.suspend`` flip to false with the controller's admission annotation. The sustained rate is
-   ``(N - 1) / (last - first admission)``; the end-to-end rate counts from the patch.
-4. Stops the cluster and removes its state.
+One dev cluster (``webhook.cli.devsystem.up``, the service with ``--oversellrate=1``), four shapes of JOBS small
+Jobs (1 pod, 10m CPU, 16Mi) each in its own namespace, measured in this order (:mod:`bench.e2e_shapes`):
 
-Goal (issue 7): at least 100 jobs/s sustained; the peer (Kueue) is ~42/s.
+1. raw release: suspended Jobs outside the quota tree, each released by one ``spec.suspend: false`` merge patch,
+   with the controller's own number of writes in flight: what the API server allows (issue 23);
+2. held, then released (issue 7): Jobs wait in a quota capped at ``kube-queue/max-jobs: 0``, then the cap is
+   lifted and the controller releases them;
+3. raw open: Jobs created suspended outside the tree and released by one patch each as soon as they exist;
+4. open: Jobs created into a quota that fits them all, released by the controller as they come.
+
+A release is the moment a watch on the namespace sees ``spec.suspend`` false (ours: with the admission
+annotation). Each burst ends when every pod of the shape runs and, for ours, when the Queue's and the tree's
+status say the final state; the API server's and the controller's Prometheus metrics are scraped around it
+(:mod:`bench.e2e_metrics`), and the controller's log gives its side of the timing. The sustained rate is
+``(N - 1) / (last - first release)``. Goal (issue 7): at least 100 jobs/s; issue 23: at least 90 % of the raw
+rate.
 """
 
 from __future__ import annotations
@@ -19,29 +25,47 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import json
+import re
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.machine import header
-from webhook.api.kinds import ELASTIC_QUOTA_TREE
-from webhook.api.names import ADMISSION_ANNOTATION, MANAGED_NAMESPACE_LABEL, TREE_NAMESPACE
+from bench import e2e_metrics, e2e_shapes
+from bench.e2e_report import report
+from webhook.api.kinds import ELASTIC_QUOTA_TREE, QUEUE
+from webhook.api.names import MANAGED_NAMESPACE_LABEL, QUEUE_NAMESPACE, TREE_NAMESPACE
 from webhook.cli import devsystem
+from webhook.controller.settings import ControllerSettings
+from webhook.core.quota import queue_name
+from webhook.core.resources import Resources
 from webhook.devcluster import cluster
-from webhook.devcluster.config import ClusterConfig, Ports
+from webhook.devcluster.config import ClusterConfig, NodeSpec, Ports, default_nodes
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 COMMAND = ".venv/bin/python -m bench.e2e_bench"
-NAMESPACE = "bench-admit"
+HELD, OPEN, RAW, RAW_OPEN = "bench-admit", "bench-open", "bench-raw", "bench-raw-open"
+HELD_LEAF, OPEN_LEAF = "bench", "open"
 TREES = ResourceRef.of(ELASTIC_QUOTA_TREE, TREE_NAMESPACE)
+QUEUES = ResourceRef.of(QUEUE, QUEUE_NAMESPACE)
 NAMESPACES = ResourceRef("", "v1", "namespaces")
-JOBS = ResourceRef("batch", "v1", "jobs", NAMESPACE)
+WRITES_IN_FLIGHT = ControllerSettings().write_concurrency
+"""The controller's own number of release patches in flight: the raw shapes use the same."""
+
+
+def nodes(jobs: int) -> tuple[NodeSpec, ...]:
+    """Four regular nodes with room for every pod of the four shapes (so no pod of a later shape waits for a
+    node an earlier one filled), and the virtual node."""
+    room = max(110, jobs + 50)
+    regular = tuple(NodeSpec(f"ecs-{i}", "64", "256Gi", 4, pods=room) for i in range(4))
+    return regular + tuple(spec for spec in default_nodes() if spec.virtual)
 
 
 def tree(cap: int) -> dict[str, Any]:
@@ -51,168 +75,192 @@ def tree(cap: int) -> dict[str, Any]:
         "kind": "ElasticQuotaTree",
         "metadata": {"name": "elasticquotatree", "namespace": TREE_NAMESPACE},
         "spec": {"root": {"name": "root", "min": total, "max": total, "children": [
-            {"name": "bench", "min": total, "max": {**total, "kube-queue/max-jobs": cap}, "namespaces": [NAMESPACE]},
+            {"name": HELD_LEAF, "min": total, "max": {**total, "kube-queue/max-jobs": cap}, "namespaces": [HELD]},
+            {"name": OPEN_LEAF, "min": {"cpu": "0", "memory": "0"}, "max": total, "namespaces": [OPEN]},
         ]}},
     }
 
 
-def job(index: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": f"small-{index:04d}", "namespace": NAMESPACE},
-        "spec": {
-            "parallelism": 1,
-            "completions": 1,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}},
-        },
-    }
-
-
-async def _wait(check: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.25)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-async def measure(kubeconfig: Path, count: int) -> dict[str, Any]:
-    async with await KubeClient.connect(str(kubeconfig)) as client:
-        await client.create(TREES, tree(0))
-        await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-
-        async def managed() -> bool:
-            labels = (await client.get(NAMESPACES, NAMESPACE)).get("metadata", {}).get("labels", {})
+async def _prepare(client: KubeClient) -> None:
+    await client.create(TREES, tree(0))
+    for namespace in (HELD, OPEN, RAW, RAW_OPEN):
+        await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    for namespace in (HELD, OPEN):
+        async def managed(namespace: str = namespace) -> bool:
+            labels = (await client.get(NAMESPACES, namespace)).get("metadata", {}).get("labels", {})
             return bool(labels.get(MANAGED_NAMESPACE_LABEL) == "true")
 
-        await _wait(managed, 120, f"namespace {NAMESPACE} to be managed")
-
-        async def service_account() -> bool:
+        await e2e_shapes.wait_for(managed, 120, f"namespace {namespace} to be managed")
+    for namespace in (HELD, OPEN, RAW, RAW_OPEN):
+        async def service_account(namespace: str = namespace) -> bool:
             try:
-                await client.get(ResourceRef("", "v1", "serviceaccounts", NAMESPACE), "default")
+                await client.get(ResourceRef("", "v1", "serviceaccounts", namespace), "default")
             except KubeApiError:
                 return False
             return True
 
-        await _wait(service_account, 60, "the default ServiceAccount")
-        semaphore = asyncio.Semaphore(16)
+        await e2e_shapes.wait_for(service_account, 60, f"the default ServiceAccount of {namespace}")
 
-        async def create(index: int) -> None:
-            async with semaphore:
-                await client.create(JOBS, job(index))
 
+async def _pods_running(client: KubeClient, namespace: str, count: int, timeout: float = 180) -> float:
+    """Wait until ``count`` pods of the namespace run; the seconds waited."""
+    started = time.perf_counter()
+    pods = ResourceRef("", "v1", "pods", namespace)
+
+    async def check() -> bool:
+        items = (await client.list_page(pods, limit=count + 50)).get("items", [])
+        return sum(1 for item in items if (item.get("status") or {}).get("phase") == "Running") >= count
+
+    await e2e_shapes.wait_for(check, timeout, f"{count} running pods in {namespace}")
+    return time.perf_counter() - started
+
+
+async def _status_settled(client: KubeClient, leaf: str, namespace: str, count: int, timeout: float = 60) -> float:
+    """Wait until the Queue of ``namespace`` lists no waiting job and the tree's status shows the ``count``
+    jobs used in ``leaf``; the seconds waited (the burst is over when the status says so)."""
+    started = time.perf_counter()
+    expected = Resources.parse({"cpu": f"{10 * count}m", "memory": f"{16 * count}Mi"})
+
+    async def check() -> bool:
+        queue = await client.get(QUEUES, queue_name(leaf, namespace))
+        details = (queue.get("status") or {}).get("queueItemDetails") or {}
+        if details.get("active") or details.get("activeOmitted"):
+            return False
+        status = (await client.get(TREES, "elasticquotatree")).get("status") or {}
+        children = (status.get("root") or {}).get("children") or ()
+        node = next((child for child in children if child.get("name") == leaf), None)
+        if node is None:
+            return False
+        used = Resources.parse(node.get("used") or {})
+        return all(used.get_or_zero(name) == expected.get_or_zero(name) for name in ("cpu", "memory"))
+
+    await e2e_shapes.wait_for(check, timeout, f"the status of queue {queue_name(leaf, namespace)} and the tree")
+    return time.perf_counter() - started
+
+
+async def _admitted_events(client: KubeClient, namespace: str, count: int, timeout: float = 120) -> float:
+    """Wait until the controller's ``Admitted`` Event of each of the ``count`` jobs exists; the seconds waited
+    (Events are sent in the background, after the release)."""
+    started = time.perf_counter()
+    events = ResourceRef("", "v1", "events", namespace)
+
+    async def check() -> bool:
+        page = await client.list_page(events, limit=count + 50, field_selector="reason=Admitted")
+        return len(page.get("items") or ()) >= count
+
+    await e2e_shapes.wait_for(check, timeout, f"{count} Admitted events in {namespace}")
+    return time.perf_counter() - started
+
+
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ webhook\.controller (.*)$")
+
+
+def controller_log(log: Path, since: float, until: float) -> dict[str, list[float]]:
+    """Wall-clock times of the controller's log lines between ``since`` and ``until`` (epoch seconds), by what
+    they say (``decision=admit``, ``decision=queue``, ``event=stale``...)."""
+    out: dict[str, list[float]] = {}
+    if not log.exists():
+        return out
+    for line in log.read_text(errors="replace").splitlines():
+        found = LOG_LINE.match(line)
+        if found is None:
+            continue
+        stamp = datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()
+        if not since - 0.001 <= stamp <= until:
+            continue
+        fields = dict(part.split("=", 1) for part in found.group(2).split() if "=" in part)
+        what = next((f"{key}={fields[key]}" for key in ("decision", "event") if key in fields), "other")
+        if what == "decision=admit":
+            what += f" {fields.get('job', '').split('/')[1] if '/' in fields.get('job', '') else ''}"
+        out.setdefault(what, []).append(stamp)
+    return out
+
+
+Measured = dict[str, Any]
+
+
+async def _burst(config: ClusterConfig, client: KubeClient, name: str, namespace: str, *, count: int,
+                 run: Callable[[], Awaitable[Measured]], leaf: str | None) -> Measured:
+    """One shape: scrape, run, wait for the end of the burst (pods running; ours: status settled), scrape."""
+    print(f"e2e bench: {name} ...", file=sys.stderr)
+    before = await e2e_metrics.scrape(config)
+    wall = time.time()
+    figures = await run()
+    figures["releases_delta"] = e2e_metrics.delta(before, await e2e_metrics.scrape(config))
+    if leaf is not None:
+        figures["status_settled_s"] = await _status_settled(client, leaf, namespace, count)
+        figures["events_sent_s"] = await _admitted_events(client, namespace, count)
+    figures["pods_running_s"] = await _pods_running(client, namespace, count)
+    after = await e2e_metrics.scrape(config)
+    figures["window_s"] = time.time() - wall
+    figures["delta"] = e2e_metrics.delta(before, after)
+    figures["log"] = controller_log(config.logs / "kq-serve.log", wall, time.time())
+    figures["wall_start"] = wall
+    return figures
+
+
+async def measure(config: ClusterConfig, count: int) -> dict[str, Measured]:
+    async with await KubeClient.connect(str(config.kubeconfig)) as client:
+        await _prepare(client)
         started = time.perf_counter()
-        await asyncio.gather(*(create(index) for index in range(count)))
+        await e2e_shapes.create_all(client, [e2e_shapes.job(index, HELD) for index in range(count)], HELD)
         created = time.perf_counter() - started
+        await e2e_shapes.all_suspended(client, HELD, count)
+        await e2e_shapes.raw_prepare(client, RAW, count)
+        out: dict[str, Measured] = {}
+        out["raw"] = await _burst(config, client, "raw release", RAW, count=count, leaf=None,
+                                  run=lambda: e2e_shapes.raw_release(client, RAW, count, WRITES_IN_FLIGHT))
 
-        async def all_held() -> bool:
-            items = (await client.list_page(JOBS, limit=count + 10)).get("items", [])
-            return len(items) == count and all(item["spec"].get("suspend") for item in items)
+        async def lift() -> None:
+            patch = [{"op": "replace", "path": "/spec/root/children/0/max/kube-queue~1max-jobs", "value": count * 2}]
+            await client.json_patch(TREES, "elasticquotatree", patch)
 
-        await _wait(all_held, 120, f"{count} held Jobs")
-        listing = await client.list_page(JOBS, limit=count + 10)
-        version = str(listing["metadata"]["resourceVersion"])
-        admitted: dict[str, float] = {}
-        done = asyncio.Event()
-
-        async def watch() -> None:
-            nonlocal version
-            while not done.is_set():
-                async with client.watch(JOBS, resource_version=version, timeout_seconds=60) as events:
-                    async for event in events:
-                        obj = event.get("object", {})
-                        metadata = obj.get("metadata", {})
-                        if metadata.get("resourceVersion"):
-                            version = str(metadata["resourceVersion"])
-                        if event.get("type") not in ("ADDED", "MODIFIED"):
-                            continue
-                        name = metadata.get("name")
-                        released = not obj.get("spec", {}).get("suspend")
-                        recorded = ADMISSION_ANNOTATION in (metadata.get("annotations") or {})
-                        if released and recorded and name not in admitted:
-                            admitted[name] = time.perf_counter()
-                            if len(admitted) == count:
-                                done.set()
-                                return
-
-        watcher = asyncio.ensure_future(watch())
-        await asyncio.sleep(1.0)  # the watch is open before the cap is lifted
-        patch = [{"op": "replace", "path": "/spec/root/children/0/max/kube-queue~1max-jobs", "value": count * 2}]
-        lifted = time.perf_counter()
-        await client.json_patch(TREES, "elasticquotatree", patch)
-        try:
-            await asyncio.wait_for(done.wait(), timeout=600)
-        finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError, KubeApiError):
-                await watcher
-        times = sorted(admitted.values())
-        return {
-            "jobs": count,
-            "created_seconds": created,
-            "first_after_patch": times[0] - lifted,
-            "last_after_patch": times[-1] - lifted,
-            "sustained_per_second": (count - 1) / (times[-1] - times[0]) if times[-1] > times[0] else float("inf"),
-            "end_to_end_per_second": count / (times[-1] - lifted),
-        }
-
-
-def report(figures: dict[str, Any] | None, command: str, problem: str = "") -> str:
-    lines = header("End to end on the dev cluster: admissions per second from a deep queue", command)
-    if figures is None:
-        return "\n".join([*lines, f"not measured: {problem}", ""])
-    lines += [
-        f"A dev cluster of its own (real kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok; the "
-        f"service with `--oversellrate=1`). {figures['jobs']} small Jobs (1 pod, 10m CPU) wait in one quota capped "
-        "at `kube-queue/max-jobs: 0`; then the cap is lifted. An admission is the moment a watch sees the Job "
-        "released (`spec.suspend: false`) with its admission record; the Job controller creates and the "
-        "scheduler binds the pods meanwhile, on the same machine.",
-        "",
-        "| figure | value | goal / peer |",
-        "|---|---:|---:|",
-        f"| sustained admissions (first to last) | {figures['sustained_per_second']:.1f} jobs/s | >= 100/s; "
-        "Kueue ~42/s |",
-        f"| from lifting the cap to the last admission | {figures['end_to_end_per_second']:.1f} jobs/s "
-        f"({figures['last_after_patch']:.2f} s for {figures['jobs']}) | - |",
-        f"| from lifting the cap to the first admission | {figures['first_after_patch'] * 1000:.0f} ms | - |",
-        f"| creating the {figures['jobs']} Jobs (webhook on the path, 16 at a time) | "
-        f"{figures['jobs'] / figures['created_seconds']:.1f} jobs/s | - |",
-        "",
-    ]
-    return "\n".join(lines)
+        out["held"] = await _burst(config, client, "held, then released", HELD, count=count, leaf=HELD_LEAF,
+                                   run=lambda: e2e_shapes.held_release(client, HELD, count, lift))
+        out["held"]["created_per_second"] = count / created
+        out["raw_open"] = await _burst(config, client, "raw open", RAW_OPEN, count=count, leaf=None,
+                                       run=lambda: e2e_shapes.raw_open(client, RAW_OPEN, count, WRITES_IN_FLIGHT))
+        out["open"] = await _burst(config, client, "open", OPEN, count=count, leaf=OPEN_LEAF,
+                                   run=lambda: e2e_shapes.open_submit(client, OPEN, count))
+        return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--port-base", type=int, default=56400)
+    parser.add_argument("--service-arg", action="append", default=[], metavar="ARG",
+                        help="one more argument for kq serve (e.g. --service-arg=--status-interval=2)")
     args = parser.parse_args(argv)
-    command = COMMAND if (args.jobs, args.port_base) == (500, 56400) else (
-        f"{COMMAND} --jobs {args.jobs} --port-base {args.port_base}")
+    command = COMMAND if (args.jobs, args.port_base, args.service_arg) == (500, 56400, []) else " ".join(
+        [COMMAND, f"--jobs {args.jobs}", f"--port-base {args.port_base}",
+         *(f"--service-arg={arg}" for arg in args.service_arg)])
     if not devsystem.service_available():
-        sys.stdout.write(report(None, command, "the service (kq serve) is not in this build"))
+        sys.stdout.write(report(None, command, WRITES_IN_FLIGHT, "the service (kq serve) is not in this build"))
         return 0
     state = Path(tempfile.mkdtemp(prefix="kq-bench-e2e-"))
-    config = ClusterConfig(state_dir=state, ports=Ports(args.port_base), service_args=("--oversellrate=1",))
+    config = ClusterConfig(state_dir=state, ports=Ports(args.port_base), nodes=nodes(args.jobs),
+                           service_args=("--oversellrate=1", *args.service_arg))
     echo = lambda line: print(line, file=sys.stderr)  # noqa: E731
-    figures: dict[str, Any] | None = None
+    figures: dict[str, Measured] | None = None
     problem = ""
     try:
         print(f"e2e bench: dev cluster in {state} on ports {args.port_base}+ ...", file=sys.stderr)
         with contextlib.redirect_stdout(sys.stderr):  # its progress lines are not part of the report
             devsystem.up(config)
-        figures = asyncio.run(measure(config.kubeconfig, args.jobs))
-        print(json.dumps(figures), file=sys.stderr)
+        figures = asyncio.run(measure(config, args.jobs))
+        skip = ("delta", "releases_delta", "log")
+        print(json.dumps({name: {key: value for key, value in shape.items() if key not in skip}
+                          for name, shape in figures.items()}), file=sys.stderr)
     except Exception as error:  # a report, not a test: say what went wrong instead of inventing numbers
         problem = f"{type(error).__name__}: {error}"
         print(f"e2e bench failed: {problem}; logs in {config.logs}", file=sys.stderr)
+        shutil.copytree(config.logs, Path(tempfile.gettempdir()) / f"kq-bench-e2e-logs-{int(time.time())}",
+                        dirs_exist_ok=True)
     finally:
         cluster.down(config, purge=True, echo=echo)
         shutil.rmtree(state, ignore_errors=True)
-    sys.stdout.write(report(figures, command, problem))
+    sys.stdout.write(report(figures, command, WRITES_IN_FLIGHT, problem))
     return 0
 
 

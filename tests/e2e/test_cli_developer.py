@@ -108,7 +108,8 @@ def test_pi2_queues_at_position_1_behind_pi1_and_kq_why_names_the_quota_resource
     why = kq.ok("why", "pi2", namespace=ns)
     flat = " ".join(why.split())
     assert f"Job {ns}/pi2 is QUEUING: position 1 of 1 in quota root/Department-a" in flat
-    assert "Oversell rate 1 (from the controller's" in flat
+    # The controller states its rate on its Queues; kq reads it there (never from Event text).
+    assert "Oversell rate 1 (from annotation kube-queue.x-k8s.io/oversell-rate on Queue" in flat
     shortfalls = [line.split() for line in why.splitlines() if line.startswith(("root/Department-a ", "root "))]
     assert ["root/Department-a", "cpu", "60", "60", "100", "100", "20"] in shortfalls
     assert ["root/Department-a", "memory", "60Gi", "60Gi", "100Gi", "100Gi", "20Gi"] in shortfalls

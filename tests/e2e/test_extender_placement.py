@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
+from webhook.api.names import PLACEMENT_RETRY_ANNOTATION
 from webhook.core.placement import DELETION_COST_ANNOTATION, VIRTUAL_NODE_TOLERATION
 from webhook.devcluster.config import NodeSpec
 
@@ -245,7 +246,7 @@ def test_a_pod_waits_out_its_timeout_then_takes_the_next_unit(dev_cluster: DevCl
     events = dev.kubectl("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=patient")
     assert "TimeoutOrExceedMax moves on after 5s" in events
     (patient,) = _pods(dev, namespace, "app=patient")
-    assert "kube-queue.io/placement-retry-at" in patient["metadata"].get("annotations", {})
+    assert PLACEMENT_RETRY_ANNOTATION in patient["metadata"].get("annotations", {})
 
 
 FILLERS = 250

@@ -24,8 +24,8 @@ from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 from webhook.api.names import ADMISSION_ANNOTATION, BACKOFF_ANNOTATION
+from webhook.api.objects import parse_time
 from webhook.cli import devsystem
-from webhook.controller.records import parse_time
 
 pytestmark = pytest.mark.e2e
 

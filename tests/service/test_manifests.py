@@ -15,6 +15,7 @@ import yaml
 from cryptography import x509
 
 from webhook.admission.configs import cluster_webhook_configs, dev_webhook_configs
+from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.names import MANAGED_NAMESPACE_LABEL
 from webhook.cli import certs as certs_cli
 from webhook.cli import serve as serve_cli
@@ -84,6 +85,20 @@ def test_every_registered_kind_is_mutated_at_creation_and_validated_on_update() 
         ("scheduling.alibabacloud.com", "resourcepolicies"),
         ("scheduling.x-k8s.io", "queues"),
     } <= covered(validating, "CREATE")
+
+
+def test_only_the_controllers_own_job_writes_skip_the_validating_webhook() -> None:
+    """Issue 23: the controller's releases are not sent to the job validating webhook, which lets that identity
+    through anyway (tests/service/test_validate.py::test_the_controller_may_release_a_held_job); everyone else's
+    job writes still are, and no other webhook has a condition."""
+    for mutating, validating in (cluster_webhook_configs(), dev_webhook_configs("https://127.0.0.1:9443", b"PEM")):
+        conditions = {hook["name"]: hook.get("matchConditions") for hook in [*mutating["webhooks"],
+                                                                             *validating["webhooks"]]}
+        assert conditions.pop("jobs.validate.kube-queue.x-k8s.io") == [{
+            "name": "not-the-queue-controller",
+            "expression": f"request.userInfo.username != '{DEFAULT_CONTROLLER_USER}'",
+        }]
+        assert set(conditions.values()) == {None}
 
 
 def test_generated_manifest_is_up_to_date() -> None:

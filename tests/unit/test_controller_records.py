@@ -12,6 +12,7 @@ import pytest
 
 from tests.builders import seed_tree
 from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
+from webhook.api.objects import parse_time
 from webhook.controller.events import EventGate, involved
 from webhook.controller.model import remaining_job_pods, track
 from webhook.controller.records import (
@@ -22,7 +23,6 @@ from webhook.controller.records import (
     clear_record_patch,
     evict_patch,
     kv,
-    parse_time,
     read_record,
 )
 from webhook.controller.settings import (

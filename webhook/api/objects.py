@@ -115,6 +115,16 @@ def created_of(obj: Obj) -> float:
     return parse_time(meta(obj).get("creationTimestamp")) or 0.0
 
 
+def event_time(event: Obj) -> float:
+    """When an Event last happened: ``lastTimestamp``, ``eventTime`` or ``firstTimestamp`` (the first set), else
+    its creation; 0 when none is readable."""
+    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        stamp = parse_time(event.get(key))
+        if stamp:
+            return stamp
+    return created_of(event)
+
+
 def deleting(obj: Obj) -> bool:
     """Whether the object has a ``deletionTimestamp`` (it is being deleted)."""
     return bool(meta(obj).get("deletionTimestamp"))

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import QUEUE_NAMESPACE
-from webhook.api.objects import created_of, meta, name_of
+from webhook.api.objects import created_of, event_time, meta, name_of
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
@@ -294,25 +294,15 @@ def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Mapping[str
         lines.append("Events:")
         reason_width = min(18, max(len(str(event.get("reason") or "")) for event in events)) + 2
         for event in events:
-            stamp = event_stamp(event)
+            stamp = event_time(event)
             kind, reason = str(event.get("type") or ""), str(event.get("reason") or "")
             head = f"  {age(stamp, now):>6}  {kind:<8}{reason:<{reason_width}}"
             lines.append(wrap(str(event.get("message") or ""), len(head), width, lead=head))
     return "\n".join(lines)
 
 
-def event_stamp(event: Mapping[str, Any]) -> float:
-    from webhook.controller.records import parse_time  # noqa: PLC0415
-
-    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
-        stamp = parse_time(event.get(key))
-        if stamp:
-            return stamp
-    return parse_time((event.get("metadata") or {}).get("creationTimestamp")) or 0.0
-
-
 def sorted_events(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return sorted(events, key=event_stamp)
+    return sorted(events, key=event_time)
 
 
 def _get(ctx: Ctx, args: argparse.Namespace) -> int:

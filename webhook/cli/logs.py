@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import FAKE_NODE_ANNOTATION as KWOK_ANNOTATION
 from webhook.api.names import INDEX_LABELS, ROLE_LABELS
+from webhook.api.objects import labels_of
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 from webhook.core import duration
 
@@ -40,14 +41,9 @@ def parse_duration(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use e.g. 30s, 5m, 1h or 1h30m") from None
 
 
-def _labels(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    labels = (pod.get("metadata") or {}).get("labels")
-    return labels if isinstance(labels, Mapping) else {}
-
-
 def pod_order(pod: Mapping[str, Any]) -> tuple[int, int, str]:
     """Chief first, then by index, then by name."""
-    labels = _labels(pod)
+    labels = labels_of(pod)
     role = next((str(labels[key]).lower() for key in ROLE_LABELS if key in labels), "")
     rank = ROLE_RANK.index(role) if role in ROLE_RANK else len(ROLE_RANK)
     index = next((labels[key] for key in INDEX_LABELS if key in labels), None)

@@ -30,13 +30,12 @@ from webhook.api.names import (
     RATE_ANNOTATIONS,
     STRICT_MARK_ANNOTATION,
 )
-from webhook.api.objects import Obj, annotations_of, created_of, labels_of, meta, name_of, namespace_of
+from webhook.api.objects import Obj, annotations_of, created_of, event_time, labels_of, meta, name_of, namespace_of
 from webhook.controller import decide
 from webhook.controller.model import remaining_job_pods, track
 from webhook.controller.records import (
     COMPONENT,
     AdmissionRecord,
-    parse_time,
     read_backoff,
     read_record,
     spec_fingerprint,
@@ -421,14 +420,6 @@ def strict_priority(queues: Mapping[str, Obj]) -> bool:
 
 
 
-def _event_time(event: Obj) -> float:
-    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
-        stamp = parse_time(event.get(key))
-        if stamp:
-            return stamp
-    return created_of(event)
-
-
 def controller_events(events: Iterable[Obj]) -> list[Obj]:
     """Events the queue controller wrote, newest first."""
     mine = [
@@ -437,7 +428,7 @@ def controller_events(events: Iterable[Obj]) -> list[Obj]:
         if event.get("reportingComponent") == COMPONENT
         or (isinstance(event.get("source"), Mapping) and event["source"].get("component") == COMPONENT)
     ]
-    return sorted(mine, key=_event_time, reverse=True)
+    return sorted(mine, key=event_time, reverse=True)
 
 
 def _rate(text: str) -> Fraction | None:

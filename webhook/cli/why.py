@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import REASON_QUEUED
-from webhook.api.objects import meta
+from webhook.api.objects import event_time, meta
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
@@ -173,19 +173,9 @@ def explain_queuing(
     queued = _last_queued(view, events)
     if queued is not None:
         lines.append("")
-        stamp = _stamp(queued)
+        stamp = event_time(queued)
         lines.append(wrap(f"The controller said {age(stamp, now)} ago: {queued.get('message', '')}", 2, width))
     return "\n".join(lines)
-
-
-def _stamp(event: Mapping[str, Any]) -> float:
-    from webhook.controller.records import parse_time  # noqa: PLC0415
-
-    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
-        stamp = parse_time(event.get(key))
-        if stamp:
-            return stamp
-    return 0.0
 
 
 def _pending_reasons(view: JobView) -> list[tuple[int, str]]:
@@ -295,7 +285,7 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
     lines = [wrap(f"{text}. The exact reason cannot be computed: {problem}.", 2, width)]
     queued = _last_queued(view, snapshot.events)
     if queued is not None:
-        said = f"The controller said {age(_stamp(queued), now)} ago: {queued.get('message', '')}"
+        said = f"The controller said {age(event_time(queued), now)} ago: {queued.get('message', '')}"
         lines += ["", wrap(said, 2, width)]
     return "\n".join(lines)
 

@@ -16,7 +16,7 @@ import aiohttp_jinja2
 from aiohttp import web
 
 from webhook.api.names import QUEUE_NAMESPACE
-from webhook.api.objects import name_of
+from webhook.api.objects import event_time, name_of
 from webhook.console.app import api_of, in_thread, page_context, settings_of
 
 if TYPE_CHECKING:
@@ -140,7 +140,6 @@ def oldest_waits(views: Sequence[JobView] | None, now: float) -> dict[str, str]:
 
 
 def _decisions(events: Sequence[Mapping[str, Any]], now: float) -> list[Decision]:
-    from webhook.cli.jobs import event_stamp  # noqa: PLC0415 - the stamp `kq get` shows
     from webhook.cli.output import age  # noqa: PLC0415
     from webhook.cli.view import controller_events  # noqa: PLC0415
 
@@ -148,7 +147,7 @@ def _decisions(events: Sequence[Mapping[str, Any]], now: float) -> list[Decision
     for event in controller_events(events)[:EVENTS_SHOWN]:
         target = event.get("involvedObject") or {}
         out.append(Decision(
-            age=age(event_stamp(event), now),
+            age=age(event_time(event), now),
             kind=str(event.get("type") or ""),
             reason=str(event.get("reason") or ""),
             target=f"{target.get('kind', '')} {target.get('namespace', '')}/{target.get('name', '')}",

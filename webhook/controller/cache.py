@@ -12,6 +12,7 @@ they are read from changed.
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -19,15 +20,16 @@ from typing import Any
 
 from webhook.api import kinds
 from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE
+from webhook.api.objects import meta, name_of, resource_version_of
 from webhook.controller.model import TrackedJob, track
-from webhook.controller.records import kv, resource_version
+from webhook.controller.records import kv
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import PodIndex, pod_slim
 from webhook.core.placement import PolicyError, parse_policy
 from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
 from webhook.core.workload import WorkloadError
-from webhook.kube.cache import ApiListWatch, CacheEvent, WatchCache
+from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.kube.slim import SlimListWatch
 from webhook.workloads.base import Adapter
@@ -51,20 +53,36 @@ Unsized = Callable[[Mapping[str, Any], Adapter, str], None]
 def rv(obj: Mapping[str, Any]) -> int:
     """The object's ``resourceVersion`` as a number (-1 when it is not one)."""
     try:
-        return int(resource_version(obj))
+        return int(resource_version_of(obj))
     except ValueError:
         return -1
 
 
-def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The object's ``metadata`` (empty when absent)."""
-    metadata = obj.get("metadata")
-    return metadata if isinstance(metadata, Mapping) else {}
+class Wake(enum.Enum):
+    """What a change of a watched object asks of the loop (:meth:`ClusterCache.wake_for`)."""
+
+    NOW = "now"
+    """A pass soon (after the loop's ``debounce``)."""
+    STATUS = "status"
+    """A pass within the loop's ``status_debounce``: a change of status only."""
+    NO = "no"
+    """No pass: nothing a pass reads changed."""
 
 
-def name_of(obj: Mapping[str, Any]) -> str:
-    """The object's ``metadata.name``."""
-    return str(meta(obj).get("name") or "")
+STATUS_ONLY_SAME = ("generation", "labels", "annotations", "ownerReferences", "finalizers", "deletionTimestamp")
+"""The metadata a status-only change leaves as it was (``generation`` moves with every spec change)."""
+
+
+def status_only(event: CacheEvent) -> bool:
+    """Whether a ``MODIFIED`` event changed the object's status only: same ``generation`` (the API server bumps
+    it on every change of ``spec``; an object without one never counts as status-only) and the same
+    :data:`STATUS_ONLY_SAME` metadata."""
+    if event.old is None or event.obj is None:
+        return False
+    old, new = meta(event.old), meta(event.obj)
+    if old.get("generation") is None:
+        return False
+    return all(old.get(name) == new.get(name) for name in STATUS_ONLY_SAME)
 
 
 def _group_path(group: str, version: str) -> str:
@@ -108,9 +126,10 @@ def kind_key(adapter: Adapter) -> str:
 class ClusterCache:
     """The objects one controller replica watches, and what a pass reads of them.
 
-    ``on_change`` is called on every change of a watched object; ``start`` runs a coroutine as one of the
-    owner's tasks (the caches of job kinds found by :meth:`discover`); ``on_unsized`` is told about every job
-    :meth:`tracked_jobs` cannot size.
+    ``on_change`` is called on a change of a watched object a pass must see soon (:func:`wake_for` says which);
+    ``on_status`` (default ``on_change``) on a change of status only, which a pass may see a little later;
+    ``start`` runs a coroutine as one of the owner's tasks (the caches of job kinds found by :meth:`discover`);
+    ``on_unsized`` is told about every job :meth:`tracked_jobs` cannot size.
     """
 
     def __init__(
@@ -121,9 +140,11 @@ class ClusterCache:
         on_change: Callable[[], None],
         start: Callable[[Awaitable[None], str], asyncio.Task[None]],
         on_unsized: Unsized,
+        on_status: Callable[[], None] | None = None,
     ) -> None:
         self.client = client
         self._on_change = on_change
+        self._on_status = on_status or on_change
         self._start = start
         self._on_unsized = on_unsized
         self.trees_ref = ResourceRef.of(kinds.ELASTIC_QUOTA_TREE, settings.tree_namespace)
@@ -145,6 +166,7 @@ class ClusterCache:
         self.job_caches: dict[str, tuple[Adapter, ResourceRef, WatchCache]] = {}
         """Per :func:`kind_key`: the adapter, the served version and the cache of every installed job kind."""
         self.job_cache_tasks: dict[str, asyncio.Task[None]] = {}
+        self._job_cache_names: set[str] = set()
         self.kinds: list[str] = []
         """The kinds watched, in the order they were found."""
         self._assumed: dict[ObjKey, Mapping[str, Any]] = {}
@@ -171,7 +193,43 @@ class ClusterCache:
             self._priority_epoch += 1
         elif cache is self.trees:
             self._tree_epoch += 1
-        self._on_change()
+        wake = self.wake_for(cache, event)
+        if wake is Wake.NOW:
+            self._on_change()
+        elif wake is Wake.STATUS:
+            self._on_status()
+
+    def wake_for(self, cache: WatchCache, event: CacheEvent) -> Wake:
+        """Whether a change asks for a pass (issue 23: during a burst of admissions most changes are the echoes
+        of this replica's own writes and the progress of jobs it released; a pass for each of them cost more
+        CPU than the admissions):
+
+        * the watch delivering this replica's own write (the version :meth:`assume` holds): no, the last pass
+          already counted it;
+        * a job outside every namespace of the tree (as the last pass read it; a change of the tree asks for a
+          pass of its own, which reads every job): no, nothing is decided about it;
+        * a change of ``status`` only (same ``generation``, labels, annotations, owners, finalizers, deletion)
+          of a job, a Queue or the tree: :attr:`Wake.STATUS`;
+        * anything else (a new or deleted object, a spec or record change, a re-list): :attr:`Wake.NOW`."""
+        obj = event.obj
+        if event.type == RELIST or obj is None:
+            return Wake.NOW
+        is_job = cache.name in self._job_cache_names
+        if is_job and self._outside_tree(obj) and (event.old is None or self._outside_tree(event.old)):
+            return Wake.NO
+        if event.type != "MODIFIED":
+            return Wake.NOW
+        key = (cache.name, str(meta(obj).get("namespace") or ""), name_of(obj))
+        assumed = self._assumed.get(key)
+        if assumed is not None and rv(assumed) == rv(obj) >= 0:
+            return Wake.NO
+        if (is_job or cache is self.queues or cache is self.trees) and status_only(event):
+            return Wake.STATUS
+        return Wake.NOW
+
+    def _outside_tree(self, obj: Mapping[str, Any]) -> bool:
+        tree = self.tree_parsed[0]
+        return tree is None or tree.leaf_for_namespace(str(meta(obj).get("namespace") or "")) is None
 
     def base_caches(self) -> list[WatchCache]:
         """The caches of everything but the job kinds."""
@@ -226,6 +284,7 @@ class ClusterCache:
             # leaves them out).
             selector = QUOTA_LABEL if adapter.gates_at_creation_only else None
             cache = self._cache(f"{adapter.plural}.{adapter.group or 'core'}", ref, selector)
+            self._job_cache_names.add(cache.name)
             self.job_caches[key] = (adapter, ref, cache)
             self.kinds.append(key)
             self.job_cache_tasks[key] = self._start(cache.run(), f"cache-{cache.name}")
@@ -386,7 +445,7 @@ class ClusterCache:
     def _eci_policy(self, obj: Mapping[str, Any]) -> bool:
         """:func:`_has_eci_unit`, parsed once per version of the policy (not on every pass)."""
         key = (str(meta(obj).get("namespace") or ""), name_of(obj))
-        version = resource_version(obj)
+        version = resource_version_of(obj)
         known = self._eci_policies.get(key)
         if known is None or known[0] != version or not version:
             known = self._eci_policies[key] = (version, _has_eci_unit(obj))

@@ -21,8 +21,9 @@ from typing import Any
 from aiohttp import web
 
 from webhook.api.names import QUEUED_KEY_ANNOTATION, REASON_QUEUED
+from webhook.api.objects import meta, name_of
 from webhook.controller import metrics
-from webhook.controller.cache import ClusterCache, meta, name_of
+from webhook.controller.cache import ClusterCache
 from webhook.controller.decide import JobDecisions, decide, reason_key
 from webhook.controller.events import EVENTS, EventGate, EventRecorder, queued_memory
 from webhook.controller.leader import LeaderElector
@@ -64,8 +65,10 @@ class Controller(JobLifecycle):
         self._clock = clock
         self._tasks = TaskGroup("controller")
         self._dirty = asyncio.Event()
+        self._status_timer: asyncio.TimerHandle | None = None
+        """Set when a change of status only asked for a pass (it comes within ``status_debounce``)."""
         self.cache = ClusterCache(client, settings, on_change=self._dirty.set, start=self._start,
-                                  on_unsized=self._warn_unsized)
+                                  on_unsized=self._warn_unsized, on_status=self._status_changed)
         self.cache.pods.add_listener(self._pod_changed)
         self._started: set[str] = set()
         """Admission ids of released jobs seen started (docs/start-timeout.md)."""
@@ -113,6 +116,12 @@ class Controller(JobLifecycle):
     def _read_clock(self) -> float:
         """The monotonic clock, read through the controller (as :meth:`_read_wall`)."""
         return self._clock()
+
+    def _status_changed(self) -> None:
+        """A change of status only: a pass within ``status_debounce`` (coalesced with any pass before then)."""
+        if self._status_timer is None:
+            self._status_timer = asyncio.get_running_loop().call_later(self.settings.status_debounce,
+                                                                       self._dirty.set)
 
     def _leadership_changed(self, leading: bool) -> None:
         # Another replica may have written in between: forget what this one remembers having written.
@@ -188,6 +197,9 @@ class Controller(JobLifecycle):
                 await self._tasks.close()
             except Exception as error:  # already logged by the group; the stop goes on
                 log.warning(kv(component="controller", event="task_failed_while_stopping", error=repr(error)))
+            if self._status_timer is not None:
+                self._status_timer.cancel()
+                self._status_timer = None
             if clean and self.elector is not None and self.settings.release_on_stop:
                 await self.elector.release()
             metrics.LEADER.set(0)
@@ -229,6 +241,9 @@ class Controller(JobLifecycle):
                     await self._dirty.wait()
             await asyncio.sleep(self.settings.debounce)
             self._dirty.clear()
+            if self._status_timer is not None:  # this pass reads every change so far
+                self._status_timer.cancel()
+                self._status_timer = None
             if not self._synced() or not self.is_leader():
                 continue
             try:
@@ -297,6 +312,8 @@ class Controller(JobLifecycle):
                 jobs = held
             for job in checks.started_with_note:
                 await self._clear_backoff(job)
+        prepared = self._clock()
+        metrics.PASS_PHASE.labels("prepare").observe(prepared - started)
         decisions = decide(
             tree,
             jobs,
@@ -308,12 +325,17 @@ class Controller(JobLifecycle):
             foreign=foreign,
             closing=cache.closing_namespaces(),
         )
+        decided = self._clock()
+        metrics.PASS_PHASE.labels("decide").observe(decided - prepared)
         self._set_timer(checks, decisions, now)
         self._tell_outside(jobs)
         self._tell_held(decisions)
         await writer.carry_out(decisions)
+        released = self._clock()
+        metrics.PASS_PHASE.labels("release").observe(released - decided)
         self._queued_events(decisions)
         await writer.write_statuses(tree, tree_obj, decisions)
+        metrics.PASS_PHASE.labels("status").observe(self._clock() - released)
         self.stats.last_pass_seconds = self._clock() - started
         metrics.observe_pass(tree, decisions, self.stats.last_pass_seconds, self._wall())
         return decisions

@@ -25,6 +25,7 @@ from webhook.api.names import (
     QUOTA_FULLNAME_ANNOTATION,
     STRICT_MARK_ANNOTATION,
 )
+from webhook.api.objects import annotations_of, labels_of
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import rfc3339_seconds
 from webhook.core.decide import LEFTOVER_NOTE, RECLAIM_BUDGET, leaf_policies, queue_policy_text
@@ -104,12 +105,6 @@ class QueueAction:
     why: str = ""
 
 
-def _meta(obj: Mapping[str, Any], field_name: str) -> Mapping[str, Any]:
-    metadata = obj.get("metadata")
-    value = metadata.get(field_name) if isinstance(metadata, Mapping) else None
-    return value if isinstance(value, Mapping) else {}
-
-
 def queue_body(desired: DesiredQueue, namespace: str, strict: bool, rate: str | None = None) -> dict[str, Any]:
     """A new Queue object (``rate``: the oversell rate the controller admits with, stated on it for ``kq``)."""
     annotations = {QUOTA_FULLNAME_ANNOTATION: desired.full_name, QUEUE_ARGS_ANNOTATION: "{}\n"}
@@ -151,7 +146,7 @@ def queue_actions(
         if obj is None:
             actions.append(QueueAction("create", name, queue_body(want, namespace, strict, rate), "missing"))
             continue
-        labels, annotations = _meta(obj, "labels"), _meta(obj, "annotations")
+        labels, annotations = labels_of(obj), annotations_of(obj)
         patch_labels: dict[str, Any] = {}
         patch_annotations: dict[str, Any] = {}
         spec: dict[str, Any] = {}
@@ -196,7 +191,7 @@ def queue_actions(
         if body:
             actions.append(QueueAction("patch", name, body, ",".join(why)))
     for name in sorted(existing):
-        if name not in desired and _meta(existing[name], "labels").get(QUEUE_LABEL) == "true":
+        if name not in desired and labels_of(existing[name]).get(QUEUE_LABEL) == "true":
             actions.append(QueueAction("delete", name, why="no leaf of the tree asks for it"))
     return actions
 
@@ -225,7 +220,7 @@ def namespace_actions(
     managed = set(tree.leaf_by_namespace) if tree is not None else None
     actions = []
     for name in sorted(namespaces):
-        labels = _meta(namespaces[name], "labels")
+        labels = labels_of(namespaces[name])
         value = labels.get(MANAGED_NAMESPACE_LABEL)
         if managed is not None and name in managed and value != "true":
             actions.append(NamespaceAction(name, "true"))

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.api import kinds, names
-from webhook.controller.records import COMPONENT, kv, parse_time, rfc3339_seconds
+from webhook.api.objects import parse_time
+from webhook.controller.records import COMPONENT, kv, rfc3339_seconds
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.workloads.base import rfc3339
 

@@ -62,14 +62,21 @@ class JobLifecycle:
     def is_leader(self) -> bool:
         raise NotImplementedError
 
+    def _status_changed(self) -> None:
+        """Ask for a pass within ``status_debounce`` (a change of status only)."""
+        raise NotImplementedError
+
     # Pods -------------------------------------------------------------------------------------------------------
     def _pod_changed(self, cache: WatchCache, event: CacheEvent) -> None:
-        """A pod of a job waiting to start, or one bound in a managed namespace outside any job, asks for a
-        pass (pods of running jobs change all the time and change nothing the queue decides)."""
+        """A pod bound in a managed namespace outside any job asks for a pass (it changes the quota's usage); one
+        of a job waiting to start asks within ``status_debounce`` (its start check is not urgent: a burst of
+        them makes one pass). Pods of running jobs change all the time and change nothing the queue decides."""
         index = self.cache.pod_index
         index.listener(cache, event)
-        if index.changed & self._awaiting or event.type == RELIST or self._foreign_pod(event):
+        if event.type == RELIST or self._foreign_pod(event):
             self._dirty.set()
+        elif index.changed & self._awaiting:
+            self._status_changed()
         index.changed.clear()
 
     def _foreign_pod(self, event: CacheEvent) -> bool:

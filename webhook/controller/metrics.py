@@ -6,6 +6,8 @@
   (CPU cores, bytes, GPUs, jobs); ``borrowed`` is ``max(0, used - min)``;
 * ``kube_queue_wait_seconds{quota}`` - creation to admission;
 * ``kube_queue_controller_pass_seconds`` - one reconcile pass;
+* ``kube_queue_controller_pass_phase_seconds{phase}`` - its phases: ``prepare``, ``decide``, ``release``,
+  ``status``;
 * ``kube_queue_controller_leader`` - 1 on the replica that holds the Lease;
 * ``kube_queue_oldest_pending_seconds{quota}`` - age of the longest-waiting job of a leaf quota (0 when none);
 * ``kube_queue_failed_attempts_total{action, reason}`` - admissions/evictions/record writes the API refused
@@ -40,6 +42,13 @@ PASS = Histogram(
     "kube_queue_controller_pass_seconds",
     "Seconds one reconcile pass of the queue controller takes",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+PASS_PHASE = Histogram(
+    "kube_queue_controller_pass_phase_seconds",
+    "Seconds a reconcile pass spends per phase: prepare (namespaces, Queues, the job view, start checks), "
+    "decide, release (admission, eviction and record writes), status (Queued events, Queue and tree status)",
+    ["phase"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 LEADER = Gauge("kube_queue_controller_leader", "1 when this replica holds the controller Lease")
 OLDEST = Gauge(

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.controller.records import AdmissionRecord, read_backoff, read_record, resource_version, spec_fingerprint
+from webhook.api.objects import resource_version_of
+from webhook.controller.records import AdmissionRecord, read_backoff, read_record, spec_fingerprint
 from webhook.core.quota import QuotaNode
 from webhook.core.resources import EMPTY
 from webhook.core.startup import BackoffNote, BackoffState, backoff_state
@@ -56,8 +57,8 @@ class TrackedJob:
         return dataclasses.replace(self, workload=workload)
 
     @property
-    def resource_version(self) -> str:
-        return resource_version(self.obj)
+    def resource_version_of(self) -> str:
+        return resource_version_of(self.obj)
 
     @property
     def stale_record(self) -> bool:

@@ -33,7 +33,7 @@ from webhook.api.names import (
     QUOTA_FULLNAME_ANNOTATION,
     STRICT_MARK_ANNOTATION,
 )
-from webhook.core.placement import parse_timestamp
+from webhook.api.objects import meta, parse_time, resource_version_of
 from webhook.core.resources import Resources
 from webhook.core.startup import BackoffNote
 from webhook.workloads.base import Adapter, JSONPatch, pointer, rfc3339, value_at
@@ -50,16 +50,6 @@ def rfc3339_seconds(seconds: float) -> str:
     """``2024-04-08T02:04:17Z`` (what Kubernetes' ``metav1.Time`` accepts everywhere)."""
     stamp = datetime.datetime.fromtimestamp(int(seconds), tz=datetime.UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: object) -> float | None:
-    """Seconds since the epoch of an RFC 3339 time; ``None`` when absent or unreadable."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return parse_timestamp(text)
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,18 +171,9 @@ def spec_fingerprint(obj: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata = obj.get("metadata")
-    return metadata if isinstance(metadata, Mapping) else {}
-
-
-def resource_version(obj: Mapping[str, Any]) -> str:
-    return str(_metadata(obj).get("resourceVersion") or "")
-
-
 def _precondition(obj: Mapping[str, Any]) -> list[JSONPatch]:
     """``test`` the resourceVersion: any change at all refuses the patch."""
-    version = resource_version(obj)
+    version = resource_version_of(obj)
     return [{"op": "test", "path": "/metadata/resourceVersion", "value": version}] if version else []
 
 
@@ -213,7 +194,7 @@ def _spec_precondition(obj: Mapping[str, Any], record: bool = False) -> list[JSO
 
 
 def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    annotations = _metadata(obj).get("annotations")
+    annotations = meta(obj).get("annotations")
     return annotations if isinstance(annotations, Mapping) else None
 
 
@@ -316,7 +297,6 @@ __all__ = [
     "parse_time",
     "read_backoff",
     "read_record",
-    "resource_version",
     "rfc3339_seconds",
     "spec_fingerprint",
 ]

@@ -53,6 +53,10 @@ class ControllerSettings:
     """Reconcile at least this often even when nothing changed (retries failed writes)."""
     debounce: float = 0.1
     """Wait this long after a change before reconciling, so bursts of changes make one pass."""
+    status_debounce: float = 1.0
+    """A change of status only (a released job's or its pods' progress, this replica's Queue and tree status)
+    asks for a pass within this many seconds rather than at once: a burst of them makes one pass, and the
+    passes leave the CPU to the writes (issue 23). A new, deleted or re-specified object asks at once."""
     queue_namespace: str = QUEUE_NAMESPACE
     tree_namespace: str = TREE_NAMESPACE
     queue_item_cap: int = 200

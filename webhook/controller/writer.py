@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.api.names import ADMISSION_ANNOTATION, REASON_ADMITTED, REASON_EVICTED
+from webhook.api.objects import meta, name_of
 from webhook.controller import metrics
-from webhook.controller.cache import NAMESPACES, ClusterCache, meta, name_of
+from webhook.controller.cache import NAMESPACES, ClusterCache
 from webhook.controller.decide import (
     JobDecisions,
     JobReclaim,

@@ -297,7 +297,11 @@ def decide(
     by_id, admitted, ledger = snapshot.by_id, snapshot.admitted, snapshot.ledger
     result = admission_pass(tree, ledger.used_view(), snapshot.waiting, policies, rate)
     checks = result.checks
-    plans, reclaimer = _reclaims(tree, result, admitted, policies, rate, reclaim_tries_per_quota, reclaim_budget)
+    plans: list[ReclaimPlan] = []
+    reclaimer: Reclaimer | None = None
+    if result.queues:  # nothing waits after the admission pass: no reclaim to plan (and no index to build)
+        plans, reclaimer = _reclaims(tree, result, admitted, policies, rate, reclaim_tries_per_quota,
+                                     reclaim_budget)
     withheld = {workload.key for plan in plans for workload in plan.withheld}
     admissions = [by_id[id(workload)] for workload in result.admitted if workload.key not in withheld]
     late = [by_id[id(plan.preemptor)] for plan in plans if not plan.victims and not plan.withheld]
@@ -307,7 +311,7 @@ def decide(
     reasons: Mapping[WorkloadKey, FitResult] = result.reasons
     queues_after: Mapping[str, Sequence[Workload]] = result.queues
     evicted: dict[WorkloadKey, J] = {}
-    if plans or late:
+    if reclaimer is not None and (plans or late):
         used = dict(reclaimer.used)
         # A plan whose victims all fit once every plan is carried out (room later plans left over) evicts
         # nothing: its preemptor is admitted after the other plans' evictions, and its victims keep running.

@@ -23,6 +23,7 @@ from webhook.extender.sources import PODS, build_caches, running
 from webhook.extender.state import ExtenderState
 from webhook.kube.client import KubeClient
 from webhook.kube.serving import freeze_heap, tls_context
+from webhook.kube.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,8 @@ async def extender_running(
     caches = build_caches(client, state, options.tree_namespace)
     app = make_app(state, time.time, nudger)
     listener: HttpServer | None = None
-    marker_task = asyncio.create_task(marker.run(), name="extender-marker")
+    background = TaskGroup("extender")
+    background.start(marker.run(), "extender-marker")
     try:
         async with running(caches, state, on_ready=freeze_heap):
             context = tls_context(options.cert, options.key) if options.cert and options.key else None
@@ -88,9 +90,10 @@ async def extender_running(
     finally:
         if listener is not None:
             await listener.close()
-        marker_task.cancel()
-        await asyncio.gather(marker_task, return_exceptions=True)
-        await nudger.close()
+        try:
+            await background.close()
+        finally:
+            await nudger.close()
 
 
 async def serve(options: ExtenderOptions, stop: asyncio.Event | None = None) -> None:

@@ -28,6 +28,7 @@ from webhook.extender.state import ExtenderState
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
 from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
 from webhook.kube.slim import SlimListWatch
+from webhook.kube.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,6 @@ async def running(
 ) -> AsyncIterator[None]:
     """Run the caches for the block's lifetime; ``state.ready`` (and ``on_ready()``) once they have all
     listed."""
-    tasks = [asyncio.create_task(cache.run(), name=f"cache-{cache.name}") for cache in caches]
 
     async def mark_ready() -> None:
         await wait_synced(caches)
@@ -156,11 +156,9 @@ async def running(
             "yes" if state.tree is not None else "no",
         )
 
-    tasks.append(asyncio.create_task(mark_ready(), name="extender-caches-ready"))
-    try:
+    async with TaskGroup("extender") as group:
+        for cache in caches:
+            group.start(cache.run(), f"cache-{cache.name}")
+        group.start(mark_ready(), "extender-caches-ready")
         yield
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 

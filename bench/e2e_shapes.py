@@ -1,0 +1,235 @@
+"""The shapes :mod:`bench.e2e_bench` measures on one dev cluster, and the watch that times them (a report).
+
+* :func:`raw_release` - the physical limit: N suspended Jobs in a namespace outside the quota tree (no webhook,
+  no controller), released by a ``spec.suspend: false`` merge patch each, with as many patches in flight as the
+  controller keeps (its ``write_concurrency``).
+* :func:`raw_open` - the physical limit of a job submitted open: create it suspended, then that one patch.
+* :func:`held_release` - our admissions of N Jobs held by a quota capped at ``kube-queue/max-jobs: 0``, from
+  the moment the cap is lifted.
+* :func:`open_submit` - our admissions of N Jobs created into a quota that fits them all, as users feel them:
+  from each create request to its release.
+
+Every release is timed the same way: the moment a watch on the namespace sees ``spec.suspend`` false (for ours,
+with the controller's admission annotation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.api.names import ADMISSION_ANNOTATION
+from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+
+CREATES_IN_FLIGHT = 16
+"""Jobs created at once, like a busy user's script (the webhook is on the path of ours)."""
+
+
+def jobs_ref(namespace: str) -> ResourceRef:
+    return ResourceRef("batch", "v1", "jobs", namespace)
+
+
+def job(index: int, namespace: str, *, suspend: bool | None = None) -> dict[str, Any]:
+    """A small one-pod Job (10m CPU, 16Mi); ``suspend`` set only when given (ours are held by the webhook)."""
+    spec: dict[str, Any] = {
+        "parallelism": 1,
+        "completions": 1,
+        "template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}},
+    }
+    if suspend is not None:
+        spec["suspend"] = suspend
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"small-{index:04d}", "namespace":
+                                                                      namespace}, "spec": spec}
+
+
+async def wait_for(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.25)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))]
+
+
+@dataclass
+class Releases:
+    """A watch on one namespace's Jobs recording when each is first seen released."""
+
+    client: KubeClient
+    namespace: str
+    expected: int
+    annotated: bool
+    """Count a release only with the controller's admission annotation (ours) or on the flip alone (raw)."""
+    at: dict[str, float] = field(default_factory=dict)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    _task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        listing = await self.client.list_page(jobs_ref(self.namespace), limit=1)
+        self._task = asyncio.ensure_future(self._watch(str(listing["metadata"]["resourceVersion"])))
+        await asyncio.sleep(0.5)  # the watch is open before anything is released
+
+    async def _watch(self, version: str) -> None:
+        while not self.done.is_set():
+            async with self.client.watch(jobs_ref(self.namespace), resource_version=version,
+                                         timeout_seconds=60) as events:
+                async for event in events:
+                    obj = event.get("object", {})
+                    metadata = obj.get("metadata", {})
+                    if metadata.get("resourceVersion"):
+                        version = str(metadata["resourceVersion"])
+                    if event.get("type") not in ("ADDED", "MODIFIED"):
+                        continue
+                    name = metadata.get("name")
+                    released = obj.get("spec", {}).get("suspend") is False
+                    recorded = not self.annotated or ADMISSION_ANNOTATION in (metadata.get("annotations") or {})
+                    if released and recorded and name not in self.at:
+                        self.at[name] = time.perf_counter()
+                        if len(self.at) >= self.expected:
+                            self.done.set()
+                            return
+
+    async def wait(self, timeout: float = 600) -> list[float]:
+        """Every release time, sorted (raises ``TimeoutError`` when not all came)."""
+        try:
+            await asyncio.wait_for(self.done.wait(), timeout=timeout)
+        finally:
+            if self._task is not None:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, KubeApiError):
+                    await self._task
+        return sorted(self.at.values())
+
+
+def rates(times: list[float], started: float) -> dict[str, float]:
+    """``sustained`` (first to last release), ``end_to_end`` (from ``started``), first/last after ``started``."""
+    count = len(times)
+    span = times[-1] - times[0]
+    return {
+        "sustained_per_second": (count - 1) / span if span > 0 else float("inf"),
+        "end_to_end_per_second": count / (times[-1] - started),
+        "first_after_start": times[0] - started,
+        "last_after_start": times[-1] - started,
+    }
+
+
+async def create_all(client: KubeClient, bodies: list[dict[str, Any]], namespace: str,
+                     then: Callable[[str], Awaitable[None]] | None = None) -> dict[str, float]:
+    """Create ``bodies`` with :data:`CREATES_IN_FLIGHT` requests at once (each followed by ``then(name)`` when
+    given, outside that limit); the moment each create request was sent, by name."""
+    limit = asyncio.Semaphore(CREATES_IN_FLIGHT)
+    sent: dict[str, float] = {}
+    followers: list[asyncio.Task[None]] = []
+
+    async def one(body: dict[str, Any]) -> None:
+        name = str(body["metadata"]["name"])
+        async with limit:
+            sent[name] = time.perf_counter()
+            await client.create(jobs_ref(namespace), body)
+        if then is not None:
+            followers.append(asyncio.ensure_future(then(name)))
+
+    await asyncio.gather(*(one(body) for body in bodies))
+    await asyncio.gather(*followers)
+    return sent
+
+
+async def all_suspended(client: KubeClient, namespace: str, count: int, timeout: float = 120) -> None:
+    """Wait until the namespace holds ``count`` Jobs, every one suspended and seen so by the Job controller
+    (its ``Suspended`` condition), so a measurement starts on a quiet namespace."""
+
+    async def check() -> bool:
+        items = (await client.list_page(jobs_ref(namespace), limit=count + 10)).get("items", [])
+        return len(items) == count and all(
+            item["spec"].get("suspend")
+            and any(c.get("type") == "Suspended" for c in (item.get("status") or {}).get("conditions") or ())
+            for item in items)
+
+    await wait_for(check, timeout, f"{count} suspended Jobs in {namespace}")
+
+
+async def raw_prepare(client: KubeClient, namespace: str, count: int) -> None:
+    """The ``count`` suspended Jobs :func:`raw_release` releases."""
+    await create_all(client, [job(index, namespace, suspend=True) for index in range(count)], namespace)
+    await all_suspended(client, namespace, count)
+
+
+async def raw_release(client: KubeClient, namespace: str, count: int, in_flight: int) -> dict[str, Any]:
+    """Release the ``count`` suspended Jobs of :func:`raw_prepare` by one merge patch each, ``in_flight`` at
+    once; the watch times it."""
+    watch = Releases(client, namespace, count, annotated=False)
+    await watch.start()
+    limit = asyncio.Semaphore(in_flight)
+    latencies: list[float] = []
+
+    async def patch(index: int) -> None:
+        async with limit:
+            sent = time.perf_counter()
+            await client.merge_patch(jobs_ref(namespace), f"small-{index:04d}", {"spec": {"suspend": False}})
+            latencies.append(time.perf_counter() - sent)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(patch(index) for index in range(count)))
+    times = await watch.wait()
+    return {"jobs": count, "in_flight": in_flight, **rates(times, started),
+            "patch_p50_ms": percentile(latencies, 0.5) * 1000, "patch_p99_ms": percentile(latencies, 0.99) * 1000}
+
+
+async def raw_open(client: KubeClient, namespace: str, count: int, in_flight: int) -> dict[str, Any]:
+    """Create ``count`` Jobs suspended and release each by one patch as soon as it exists (patches
+    ``in_flight`` at once): the least a job submitted open can cost."""
+    watch = Releases(client, namespace, count, annotated=False)
+    await watch.start()
+    limit = asyncio.Semaphore(in_flight)
+
+    async def release(name: str) -> None:
+        async with limit:
+            await client.merge_patch(jobs_ref(namespace), name, {"spec": {"suspend": False}})
+
+    started = time.perf_counter()
+    sent = await create_all(client, [job(index, namespace, suspend=True) for index in range(count)], namespace,
+                            then=release)
+    times = await watch.wait()
+    return {"jobs": count, "in_flight": in_flight, **rates(times, started), **latency(sent, watch.at)}
+
+
+def latency(sent: dict[str, float], released: dict[str, float]) -> dict[str, float]:
+    """Create request to release, per job: p50 / p99 / max in ms."""
+    waits = [released[name] - sent[name] for name in sent if name in released]
+    return {"latency_p50_ms": percentile(waits, 0.5) * 1000, "latency_p99_ms": percentile(waits, 0.99) * 1000,
+            "latency_max_ms": max(waits) * 1000}
+
+
+async def held_release(client: KubeClient, namespace: str, count: int,
+                       lift: Callable[[], Awaitable[None]]) -> dict[str, Any]:
+    """Our admissions of ``count`` held Jobs (created before), from ``lift()`` (which opens the quota)."""
+    watch = Releases(client, namespace, count, annotated=True)
+    await watch.start()
+    started = time.perf_counter()
+    await lift()
+    times = await watch.wait()
+    return {"jobs": count, **rates(times, started)}
+
+
+async def open_submit(client: KubeClient, namespace: str, count: int) -> dict[str, Any]:
+    """Our admissions of ``count`` Jobs created into a quota that fits them all."""
+    watch = Releases(client, namespace, count, annotated=True)
+    await watch.start()
+    started = time.perf_counter()
+    sent = await create_all(client, [job(index, namespace) for index in range(count)], namespace)
+    created = time.perf_counter() - started
+    times = await watch.wait()
+    return {"jobs": count, **rates(times, started), **latency(sent, watch.at),
+            "created_per_second": count / created}

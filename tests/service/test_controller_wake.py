@@ -1,0 +1,104 @@
+"""Which changes ask the controller for a pass (issue 23): its own writes coming back through the watch and jobs
+outside the tree ask for none, a change of status only asks within ``status_debounce``, anything else at once;
+and the loop still converges when the only change is one of status."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from tests.service.test_controller_fake_api import JOBS
+from tests.service.test_controller_loop import admitted, driven, pi, seed_api, settings, step
+from webhook.controller.cache import Wake
+from webhook.controller.controller import Controller
+from webhook.kube.cache import RELIST, CacheEvent, WatchCache
+
+
+def job_cache(controller: Controller) -> WatchCache:
+    return next(cache for _, _, cache in controller.cache.job_caches.values() if cache.name == "jobs.batch")
+
+
+def versioned(obj: dict[str, Any], generation: int = 1, **metadata: Any) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["metadata"].update({"generation": generation, "resourceVersion": "900", **metadata})
+    return out
+
+
+async def test_a_job_outside_every_namespace_of_the_tree_asks_for_no_pass() -> None:
+    api = seed_api()
+    async with driven(api) as controller:
+        await step(api, controller)  # the pass reads the tree
+        cache = job_cache(controller)
+        outside = versioned(pi("elsewhere", namespace="not-in-the-tree"))
+        inside = versioned(pi("pi-1"))
+        assert controller.cache.wake_for(cache, CacheEvent("ADDED", outside)) is Wake.NO
+        assert controller.cache.wake_for(cache, CacheEvent("DELETED", outside)) is Wake.NO
+        assert controller.cache.wake_for(cache, CacheEvent("ADDED", inside)) is Wake.NOW
+        assert controller.cache.wake_for(cache, CacheEvent("DELETED", inside)) is Wake.NOW
+        assert controller.cache.wake_for(cache, CacheEvent(RELIST)) is Wake.NOW
+
+
+async def test_a_change_of_status_only_asks_later_and_a_change_of_spec_or_record_at_once() -> None:
+    api = seed_api()
+    async with driven(api) as controller:
+        await step(api, controller)
+        cache = job_cache(controller)
+        old = versioned(pi("pi-1"))
+        progressed = versioned(pi("pi-1"), status={"active": 1})
+        progressed["status"] = {"active": 1}
+        assert controller.cache.wake_for(cache, CacheEvent("MODIFIED", progressed, old)) is Wake.STATUS
+        respecified = versioned(pi("pi-1"), generation=2)
+        assert controller.cache.wake_for(cache, CacheEvent("MODIFIED", respecified, old)) is Wake.NOW
+        annotated = versioned(pi("pi-1"), annotations={"someone": "else"})
+        assert controller.cache.wake_for(cache, CacheEvent("MODIFIED", annotated, old)) is Wake.NOW
+        deleting = versioned(pi("pi-1"), deletionTimestamp="2026-01-01T00:00:00Z")
+        assert controller.cache.wake_for(cache, CacheEvent("MODIFIED", deleting, old)) is Wake.NOW
+        unversioned = copy.deepcopy(progressed)
+        del unversioned["metadata"]["generation"]
+        old_unversioned = copy.deepcopy(old)
+        del old_unversioned["metadata"]["generation"]
+        assert controller.cache.wake_for(cache, CacheEvent("MODIFIED", unversioned, old_unversioned)) is Wake.NOW
+
+
+async def test_its_own_write_coming_back_asks_for_no_pass_and_anyone_elses_does() -> None:
+    api = seed_api()
+    api.put(JOBS, pi("pi-1"))
+    async with driven(api, debounce=0.001) as controller:
+        cache = job_cache(controller)
+        before = copy.deepcopy(api.obj(JOBS, "pi-1", "user-a"))
+        await controller.reconcile()  # admits pi-1; the watch may not have delivered it yet
+        assert admitted(api, "pi-1")
+        written = copy.deepcopy(api.obj(JOBS, "pi-1", "user-a"))
+        assert controller.cache.wake_for(cache, CacheEvent("MODIFIED", written, before)) is Wake.NO
+        later = copy.deepcopy(written)
+        later["metadata"]["resourceVersion"] = str(int(written["metadata"]["resourceVersion"]) + 1)
+        assert controller.cache.wake_for(cache, CacheEvent("MODIFIED", later, written)) is Wake.NOW
+
+
+async def test_a_job_that_finishes_frees_its_quota_for_the_next_within_the_status_debounce() -> None:
+    """A finished job is a change of status only: the loop still makes the pass that admits the next job."""
+    api = seed_api()
+    for name in ("pi-1", "pi-2"):  # user-a's leaf holds one of these at a time
+        body = pi(name, pods=8)
+        body["metadata"]["generation"] = 1  # kept as is by the fake API: the finish below is status only
+        api.put(JOBS, body)
+    stop = asyncio.Event()
+    controller = Controller(api, settings(resync_period=30.0, status_debounce=0.05))
+    task = asyncio.ensure_future(controller.run(stop))
+    try:
+        async with asyncio.timeout(10):
+            while not admitted(api, "pi-1"):
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.3)
+            assert not admitted(api, "pi-2")
+            finished = copy.deepcopy(api.obj(JOBS, "pi-1", "user-a"))
+            finished["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 8}
+            event = CacheEvent("MODIFIED", finished, api.obj(JOBS, "pi-1", "user-a"))
+            assert controller.cache.wake_for(job_cache(controller), event) is Wake.STATUS
+            api.put(JOBS, finished)
+            while not admitted(api, "pi-2"):
+                await asyncio.sleep(0.01)
+    finally:
+        stop.set()
+        await task

@@ -1,0 +1,82 @@
+"""The end-to-end bench's arithmetic (issue 23): the writes per job and rates BENCHMARKS.md quotes come from it."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pytest
+
+from bench.e2e_bench import controller_log
+from bench.e2e_metrics import Delta, Scrape, delta, parse_requests, writes_table
+from bench.e2e_shapes import percentile, rates
+
+APISERVER = """\
+# HELP apiserver_request_total [STABLE] Counter of apiserver requests
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",group="batch",resource="jobs",subresource="",verb="PATCH",version="v1"} 7
+apiserver_request_total{code="409",group="batch",resource="jobs",subresource="",verb="PATCH",version="v1"} 3
+apiserver_request_total{code="200",group="batch",resource="jobs",subresource="status",verb="PUT",version="v1"} 4
+apiserver_request_total{code="200",group="",resource="pods",subresource="",verb="LIST",version="v1"} 9
+"""
+
+
+def test_requests_are_summed_over_codes_by_verb_resource_and_subresource() -> None:
+    parsed = parse_requests(APISERVER)
+    assert parsed == {("PATCH", "jobs", ""): 10.0, ("PUT", "jobs", "status"): 4.0, ("LIST", "pods", ""): 9.0}
+
+
+def test_writes_per_job_are_the_difference_of_two_scrapes_over_the_jobs() -> None:
+    before = Scrape({("PATCH", "jobs", ""): 10.0, ("LIST", "pods", ""): 1.0}, {"kube_queue_admissions_total": 2.0})
+    after = Scrape({("PATCH", "jobs", ""): 30.0, ("POST", "events", ""): 40.0, ("LIST", "pods", ""): 5.0},
+                   {"kube_queue_admissions_total": 22.0})
+    change = delta(before, after)
+    assert change.writes() == {("PATCH", "jobs", ""): 20.0, ("POST", "events", ""): 40.0}
+    assert change.reads() == 4.0
+    assert change.get("kube_queue_admissions_total") == 20.0
+    table = writes_table({"ours": (change, 20), "none": (Delta({}), 20)})
+    assert "| `POST events` | 2.00 | 0.00 |" in table
+    assert "| `PATCH jobs` | 1.00 | 0.00 |" in table
+    assert "| all writes | 3.00 | 0.00 |" in table
+
+
+def test_rates_count_intervals_between_releases() -> None:
+    figures = rates([1.0, 1.5, 2.0, 3.0], started=0.5)
+    assert figures["sustained_per_second"] == pytest.approx(1.5)  # 3 intervals in 2 s
+    assert figures["end_to_end_per_second"] == pytest.approx(4 / 2.5)
+    assert figures["first_after_start"] == pytest.approx(0.5)
+    assert percentile([5.0, 1.0, 3.0], 0.5) == 3.0
+    assert percentile([1.0, 2.0, 3.0, 4.0, 100.0], 0.99) == 100.0
+
+
+def test_the_controller_log_is_read_by_decision_within_the_window(tmp_path: Path) -> None:
+    def stamp(second: int) -> str:
+        return datetime.datetime.fromtimestamp(1_000_000 + second).strftime("%Y-%m-%d %H:%M:%S,000")
+
+    log = tmp_path / "kq-serve.log"
+    log.write_text("\n".join([
+        f"{stamp(0)} INFO webhook.controller component=controller decision=admit job=Job/ns-a/j1 quota=root.a",
+        f"{stamp(5)} INFO webhook.controller component=controller decision=admit job=Job/ns-a/j2 quota=root.a",
+        f"{stamp(6)} INFO webhook.controller component=controller event=stale action=admit job=Job/ns-a/j3",
+        f"{stamp(7)} INFO webhook.admission something else",
+        f"{stamp(99)} INFO webhook.controller component=controller decision=admit job=Job/ns-a/j4 quota=root.a",
+    ]) + "\n")
+    found = controller_log(log, 1_000_000 + 1, 1_000_000 + 10)
+    assert found == {"decision=admit ns-a": [1_000_005.0], "event=stale": [1_000_006.0]}
+
+
+WEBHOOKS = """\
+# TYPE apiserver_admission_webhook_admission_duration_seconds histogram
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="pods.mutate",type="admit",le="+Inf"} 4
+apiserver_admission_webhook_admission_duration_seconds_sum{name="pods.mutate",type="admit"} 0.2
+apiserver_admission_webhook_admission_duration_seconds_count{name="pods.mutate",type="admit"} 4
+"""
+
+
+def test_the_webhook_waits_are_read_apart_from_the_requests() -> None:
+    before = Scrape(parse_requests(APISERVER), {})
+    after = Scrape(parse_requests(APISERVER + WEBHOOKS), {})
+    change = delta(before, after)
+    assert change.webhooks() == {"pods.mutate": (4.0, 0.2)}
+    assert change.writes() == {}
+    assert change.reads() == 0.0
