@@ -8,8 +8,8 @@ import asyncio
 import copy
 from typing import Any
 
-from tests.service.test_controller_fake_api import JOBS
-from tests.service.test_controller_loop import admitted, driven, pi, seed_api, settings, step
+from tests.service.controller_support import admitted, driven, pi, seed_api, settings, step
+from tests.service.kubeclient_fake import JOBS
 from webhook.controller.cache import Wake
 from webhook.controller.controller import Controller
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
