@@ -11,7 +11,7 @@ import pytest
 
 from tests.fakeapi import batch_job, queue
 from tests.kubefake import stamp
-from webhook.cli import view
+from webhook.cli import view, waiting
 from webhook.cli.view import (
     FAILED,
     PENDING,
@@ -24,8 +24,8 @@ from webhook.cli.view import (
     Snapshot,
     job_status,
     job_views,
-    oversell_rate,
 )
+from webhook.cli.waiting import oversell_rate
 from webhook.controller import decide, model, records
 from webhook.core.queueing import Policy
 from webhook.core.quota import parse_tree
@@ -76,8 +76,8 @@ def test_leaf_policies_match_the_controllers() -> None:
         "root-a-a2": queue("root-a-a2", "root/A", policy="Block"),
         "root-b-b": queue("root-b-b", "root/B", policy="Priority"),
     }
-    assert view.leaf_policies(TREE, queues) == decide.leaf_policies(TREE, queues, strict=False)
-    assert view.leaf_policies(TREE, queues) == {"a": Policy.BLOCK, "b": Policy.ROUND}
+    assert waiting.leaf_policies(TREE, queues) == decide.leaf_policies(TREE, queues, strict=False)
+    assert waiting.leaf_policies(TREE, queues) == {"a": Policy.BLOCK, "b": Policy.ROUND}
 
 
 @pytest.mark.parametrize(

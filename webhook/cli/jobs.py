@@ -234,7 +234,7 @@ def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Mapping[str
                  width: int = 80) -> str:
     """The text of ``kq get JOB``."""
     from webhook.cli.output import age, describe, table, wrap  # noqa: PLC0415
-    from webhook.cli.view import leaf_policies  # noqa: PLC0415
+    from webhook.cli.waiting import leaf_policies  # noqa: PLC0415
 
     lines: list[str] = []
 

@@ -16,7 +16,7 @@ from webhook.api.objects import Obj, annotations_of, created_of, name_of
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
-    from webhook.cli.view import NodeUsage
+    from webhook.cli.usage import NodeUsage
     from webhook.core.quota import QuotaTree
 
 TOP_GAP = "  "
@@ -53,7 +53,7 @@ def top_rows(usages: Sequence[NodeUsage], wide: bool) -> tuple[list[Any], list[l
     """QUOTA, RESOURCE, MIN, MAX, USED, BORROWED (used beyond min), USAGE (a bar of max and the percentage);
     ``wide`` adds REQUEST (admitted + queued)."""
     from webhook.cli.output import Column, bar, percent, quantity, resource_name  # noqa: PLC0415
-    from webhook.cli.view import displayed_resources  # noqa: PLC0415
+    from webhook.cli.usage import displayed_resources  # noqa: PLC0415
 
     columns = [
         Column("QUOTA", shrink=1, min_width=10),
@@ -123,7 +123,8 @@ def top_data(usages: Sequence[NodeUsage]) -> list[dict[str, Any]]:
 def _top(ctx: Ctx, args: argparse.Namespace) -> int:
     from webhook.cli.fetch import CliError, load_snapshot  # noqa: PLC0415
     from webhook.cli.output import WIDE, table, to_json, to_yaml  # noqa: PLC0415
-    from webhook.cli.view import job_views, quota_usage  # noqa: PLC0415
+    from webhook.cli.usage import quota_usage  # noqa: PLC0415
+    from webhook.cli.view import job_views  # noqa: PLC0415
     from webhook.workloads.base import value_at  # noqa: PLC0415
 
     tree_obj, tree = _tree_or_fail(ctx)

@@ -2,10 +2,8 @@
 
 A :class:`Snapshot` holds raw objects (the tree, Queues, jobs of every served kind, their pods, events,
 PriorityClasses); :func:`job_views` turns it into one :class:`JobView` per job with its status
-(QUEUING / BACKOFF / PENDING / RUNNING / SUCCEEDED / FAILED), quota, queue and position; :func:`explain_wait` answers
-"why does my job wait" with the decision core itself (:func:`webhook.core.queueing.admission_pass`,
-:func:`webhook.core.fit.check_fit` blockers, :func:`webhook.core.reclaim.explain_reclaim`); and
-:func:`quota_usage` gives each quota node's usage for ``kq top quota``.
+(QUEUING / BACKOFF / PENDING / RUNNING / SUCCEEDED / FAILED), quota, queue and position; :mod:`webhook.cli.waiting`
+explains why a job waits and :mod:`webhook.cli.usage` gives each quota node's usage.
 
 The controller's own records, job model and queue policies (:mod:`webhook.controller.records`,
 :mod:`webhook.controller.model`, :mod:`webhook.controller.decide`, all light to import) are used as they are,
@@ -16,43 +14,30 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from webhook.api.names import (
     EVICTION_ANNOTATION,
-    MAX_JOBS,
-    OVERSELL_RATE_ANNOTATION,
     QUOTA_FULLNAME_ANNOTATION,
     QUOTA_LABEL,
-    RATE_ANNOTATIONS,
-    STRICT_MARK_ANNOTATION,
 )
-from webhook.api.objects import Obj, annotations_of, created_of, event_time, labels_of, meta, name_of, namespace_of
-from webhook.controller import decide
+from webhook.api.objects import Obj, annotations_of, created_of, labels_of, meta, name_of, namespace_of
 from webhook.controller.model import remaining_job_pods, track
 from webhook.controller.records import (
-    COMPONENT,
     AdmissionRecord,
     read_backoff,
     read_record,
     spec_fingerprint,
 )
-from webhook.core.fit import Blocker, FitResult, validate_rate
-from webhook.core.ledger import build_ledger, status_tree
-from webhook.core.queueing import Policy, admission_pass, positions_only
+from webhook.core.queueing import positions_only
 from webhook.core.quota import QuotaNode, QuotaTree, QuotaTreeError, parse_tree, queue_name
-from webhook.core.reclaim import explain_reclaim
-from webhook.core.resources import EMPTY, ResourceError, Resources
+from webhook.core.resources import Resources
 from webhook.core.startup import BackoffNote, BackoffState, backoff_state
-from webhook.core.workload import Phase, Workload, WorkloadError, WorkloadKey
+from webhook.core.workload import Workload, WorkloadError, WorkloadKey
 from webhook.workloads.base import Adapter, value_at
 from webhook.workloads.registry import all_adapters
-
-"""Annotations on the tree or a Queue that state the controller's ``--oversellrate`` (read when present)."""
-DEFAULT_RATE = Fraction(2)
 
 QUEUING, PENDING, RUNNING, SUCCEEDED, FAILED = "QUEUING", "PENDING", "RUNNING", "SUCCEEDED", "FAILED"
 BACKOFF = "BACKOFF"
@@ -402,217 +387,3 @@ def with_positions(views: Sequence[JobView], queues: Mapping[str, Obj]) -> list[
         else:
             out.append(view)
     return out
-
-
-# Why does a job wait ----------------------------------------------------------------------------------------------
-
-
-def leaf_policies(tree: QuotaTree, queues: Mapping[str, Obj]) -> dict[str, Policy]:
-    """Each leaf's policy as the controller sees it: ``Block`` when any Queue of the leaf says ``Block`` (under
-    ``StrictPriority=true`` the controller has turned them all to ``Block``), else ``Round``."""
-    return decide.leaf_policies(tree, queues, strict=False)
-
-
-def strict_priority(queues: Mapping[str, Obj]) -> bool:
-    """Whether the controller runs with ``StrictPriority=true`` (it marks the Queues it turns to Block)."""
-    return any(annotations_of(queue).get(STRICT_MARK_ANNOTATION) == "true" for queue in queues.values())
-
-
-
-
-def controller_events(events: Iterable[Obj]) -> list[Obj]:
-    """Events the queue controller wrote, newest first."""
-    mine = [
-        event
-        for event in events
-        if event.get("reportingComponent") == COMPONENT
-        or (isinstance(event.get("source"), Mapping) and event["source"].get("component") == COMPONENT)
-    ]
-    return sorted(mine, key=event_time, reverse=True)
-
-
-def _rate(text: str) -> Fraction | None:
-    try:
-        return validate_rate(Fraction(text.strip()))
-    except (ValueError, ZeroDivisionError):
-        return None
-
-
-def oversell_rate(explicit: Fraction | None, tree_obj: Obj | None, queues: Mapping[str, Obj]) -> tuple[Fraction, str]:
-    """The oversell rate the controller admits with, and where it was read: ``--oversellrate``; the rate the
-    controller states on its Queues (:data:`OVERSELL_RATE_ANNOTATION`); an operator's annotation on the tree
-    (either spelling of :data:`RATE_ANNOTATIONS`); else the controller's default, 2."""
-    if explicit is not None:
-        return explicit, "--oversellrate"
-    holders: list[tuple[str, Obj, tuple[str, ...]]] = [
-        (f"Queue {name}", obj, (OVERSELL_RATE_ANNOTATION,)) for name, obj in sorted(queues.items())
-    ]
-    if tree_obj is not None:
-        holders.append(("the ElasticQuotaTree", tree_obj, RATE_ANNOTATIONS))
-    for where, obj, keys in holders:
-        for key in keys:
-            value = annotations_of(obj).get(key)
-            rate = _rate(value) if isinstance(value, str) else None
-            if rate is not None:
-                return rate, f"annotation {key} on {where}"
-    return DEFAULT_RATE, "the default; pass --oversellrate if the controller runs with another"
-
-
-def status_usage(tree: QuotaTree, tree_obj: Obj | None) -> dict[str, Resources] | None:
-    """``used`` per node key from the ElasticQuotaTree's status; ``None`` when it has none."""
-    root = value_at(tree_obj, "status", "root") if tree_obj is not None else None
-    if not isinstance(root, Mapping):
-        return None
-    out: dict[str, Resources] = {}
-    stack: list[Mapping[str, Any]] = [root]
-    while stack:
-        node = stack.pop()
-        name = node.get("name")
-        if isinstance(name, str) and name.lower() in tree.nodes:
-            try:
-                out[name.lower()] = Resources.parse(node.get("used") if isinstance(node.get("used"), Mapping) else {})
-            except ResourceError:
-                out[name.lower()] = EMPTY
-        children = node.get("children")
-        if isinstance(children, list):
-            stack.extend(child for child in children if isinstance(child, Mapping))
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class WaitReport:
-    """Why one QUEUING job waits, as the controller's next pass would see it."""
-
-    job: JobView
-    rate: Fraction
-    rate_source: str
-    usage_source: str
-    policy: Policy
-    fits_now: bool
-    reason: FitResult | None
-    position: int | None
-    waiting: int
-    """How many jobs wait in its quota."""
-    ahead: tuple[tuple[int, Workload], ...]
-    reclaim: str
-    reclaim_possible: bool
-
-    @property
-    def blockers(self) -> tuple[Blocker, ...]:
-        return self.reason.blockers if self.reason is not None else ()
-
-
-def explain_wait(
-    snapshot: Snapshot, views: Sequence[JobView], job: JobView, rate: Fraction, rate_source: str
-) -> WaitReport:
-    """Run the controller's admission pass on the snapshot and read the job's place and reasons.
-
-    Usage comes from the admitted jobs themselves when the snapshot holds every job of the tree
-    (``snapshot.complete``), else from the tree's status.
-    """
-    tree = snapshot.tree
-    assert tree is not None and job.workload is not None and job.leaf is not None
-    workloads = [view.workload for view in views if view.workload is not None]
-    status_used = status_usage(tree, snapshot.tree_obj)
-    if snapshot.complete or status_used is None:
-        used: Mapping[str, Resources] = build_ledger(tree, workloads).used_view()
-        usage_source = "the admitted jobs" + ("" if snapshot.complete else " this user can read")
-    else:
-        used = status_used
-        usage_source = "the ElasticQuotaTree's status"
-    policies = leaf_policies(tree, snapshot.queues)
-    if strict_priority(snapshot.queues):
-        policies = dict.fromkeys(policies, Policy.BLOCK)
-    waiting = [w for w in workloads if w.phase is Phase.QUEUED]
-    result = admission_pass(tree, used, waiting, policies, rate)
-    admitted_now = {workload.key for workload in result.admitted}
-    policy = policies.get(job.leaf.key, Policy.ROUND)
-    queue = result.queues.get(job.leaf.key, ())
-    if job.key in admitted_now:
-        return WaitReport(job, rate, rate_source, usage_source, policy, True, None, None, len(queue), (), "", False)
-    position = result.positions.get(job.key)
-    ahead = tuple((index, workload) for index, workload in enumerate(queue, start=1) if index < (position or 0))
-    admitted = [w for w in workloads if w.phase is Phase.ADMITTED]
-    plan_text = explain_reclaim(tree, result.used, admitted, job.workload, rate)
-    return WaitReport(
-        job=job,
-        rate=rate,
-        rate_source=rate_source,
-        usage_source=usage_source,
-        policy=policy,
-        fits_now=False,
-        reason=result.reasons.get(job.key),
-        position=position,
-        waiting=len(queue),
-        ahead=ahead,
-        reclaim=plan_text,
-        reclaim_possible=not plan_text.startswith("no reclaim"),
-    )
-
-
-# Quota usage ------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class NodeUsage:
-    """One quota node for ``kq top quota``: its depth, guarantees, caps and what is used and requested."""
-
-    node: QuotaNode
-    depth: int
-    last: tuple[bool, ...]
-    """For each level from the root's children down: whether the node (or its ancestor) is the last child."""
-    used: Resources
-    request: Resources
-
-
-def _resources_at(raw: object) -> Resources:
-    if not isinstance(raw, Mapping):
-        return EMPTY
-    try:
-        return Resources.parse(raw)
-    except ResourceError:
-        return EMPTY
-
-
-def quota_usage(tree: QuotaTree, tree_obj: Obj | None, views: Sequence[JobView] | None) -> tuple[list[NodeUsage], str]:
-    """Every node of the tree in depth-first order with its usage, and where the usage comes from: the tree's
-    status when it has one, else computed from ``views`` (the jobs) with the core's ledger."""
-    by_name: dict[str, tuple[Resources, Resources]] = {}
-    status = value_at(tree_obj, "status", "root") if tree_obj is not None else None
-    source = "the ElasticQuotaTree's status"
-    if not isinstance(status, Mapping) and views is not None:
-        ledger = build_ledger(tree, [view.workload for view in views if view.workload is not None])
-        status = status_tree(tree, ledger)["root"]
-        source = "the jobs (the tree has no status yet)"
-    if isinstance(status, Mapping):
-        stack: list[Mapping[str, Any]] = [status]
-        while stack:
-            node = stack.pop()
-            name = node.get("name")
-            if isinstance(name, str):
-                by_name[name.lower()] = (_resources_at(node.get("used")), _resources_at(node.get("request")))
-            children = node.get("children")
-            if isinstance(children, list):
-                stack.extend(child for child in children if isinstance(child, Mapping))
-    else:
-        source = "nothing (the tree has no status and the jobs could not be read)"
-    out: list[NodeUsage] = []
-
-    def visit(node: QuotaNode, depth: int, last: tuple[bool, ...]) -> None:
-        used, request = by_name.get(node.key, (EMPTY, EMPTY))
-        out.append(NodeUsage(node, depth, last, used, request))
-        for index, child in enumerate(node.children):
-            visit(child, depth + 1, (*last, index == len(node.children) - 1))
-
-    visit(tree.root, 0, ())
-    return out, source
-
-
-def displayed_resources(usage: NodeUsage) -> list[str]:
-    """The resources a node's rows show: those in its ``min`` or ``max``, then any other it uses
-    (``kube-queue/max-jobs`` only when the node caps it)."""
-    names = {*usage.node.min, *usage.node.max, *usage.used}
-    if MAX_JOBS not in usage.node.max and MAX_JOBS not in usage.node.min:
-        names.discard(MAX_JOBS)
-    first = ("cpu", "memory", "nvidia.com/gpu")
-    return [name for name in first if name in names] + sorted(names - set(first))

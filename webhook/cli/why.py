@@ -20,7 +20,8 @@ from webhook.api.objects import event_time, meta
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
-    from webhook.cli.view import JobView, Snapshot, WaitReport
+    from webhook.cli.view import JobView, Snapshot
+    from webhook.cli.waiting import WaitReport
 
 
 def _rate_flag(text: str) -> Fraction:
@@ -93,7 +94,7 @@ def ahead_table(report: WaitReport, width: int, limit: int = 0) -> str:
 
 
 def _last_queued(view: JobView, events: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    from webhook.cli.view import controller_events  # noqa: PLC0415
+    from webhook.cli.waiting import controller_events  # noqa: PLC0415
 
     uid = meta(view.obj).get("uid")
     for event in controller_events(events):
@@ -302,7 +303,8 @@ def explain_job(
 ) -> str:
     """The whole answer of ``kq why`` for ``view`` (read with ``complete`` and ``with_events``), whatever its
     state; the web console shows the same text."""
-    from webhook.cli.view import BACKOFF, QUEUING, explain_wait, oversell_rate  # noqa: PLC0415
+    from webhook.cli.view import BACKOFF, QUEUING  # noqa: PLC0415
+    from webhook.cli.waiting import explain_wait, oversell_rate  # noqa: PLC0415
     from webhook.controller.model import held_reason, missing_priority_class  # noqa: PLC0415
 
     # An empty map means the classes could not be read (every cluster has the two system classes).

@@ -1,7 +1,7 @@
 """The operator's page: the quota tree as a picture, the queues with their depth and oldest wait, and the
 controller's recent decisions from its Events.
 
-The numbers are ``kq top quota``'s (:func:`webhook.cli.view.quota_usage`), ``kq queue list``'s
+The numbers are ``kq top quota``'s (:func:`webhook.cli.usage.quota_usage`), ``kq queue list``'s
 (:func:`webhook.cli.quota.queue_rows`) and the controller's own Events; the picture is SVG drawn on the
 server (``templates/quota.svg``) from :func:`quota_bars`.
 """
@@ -21,7 +21,8 @@ from webhook.console.app import api_of, in_thread, page_context, settings_of
 
 if TYPE_CHECKING:
     from webhook.cli.kubeapi import KubeApi
-    from webhook.cli.view import JobView, NodeUsage
+    from webhook.cli.usage import NodeUsage
+    from webhook.cli.view import JobView
 
 BAR_WIDTH = 360
 """Pixels of a bar at the largest amount of its row (max, or whatever is larger)."""
@@ -61,7 +62,7 @@ def quota_bars(usages: Sequence[NodeUsage], source: str) -> QuotaPicture:
     """Geometry of the tree picture: a row per node and resource, scaled to the larger of its max, min,
     used and requested; marks at min and max; used within min and borrowed beyond it as two fills."""
     from webhook.cli.output import quantity, resource_name  # noqa: PLC0415
-    from webhook.cli.view import displayed_resources  # noqa: PLC0415
+    from webhook.cli.usage import displayed_resources  # noqa: PLC0415
 
     bars: list[Bar] = []
     y = 0
@@ -141,7 +142,7 @@ def oldest_waits(views: Sequence[JobView] | None, now: float) -> dict[str, str]:
 
 def _decisions(events: Sequence[Mapping[str, Any]], now: float) -> list[Decision]:
     from webhook.cli.output import age  # noqa: PLC0415
-    from webhook.cli.view import controller_events  # noqa: PLC0415
+    from webhook.cli.waiting import controller_events  # noqa: PLC0415
 
     out = []
     for event in controller_events(events)[:EVENTS_SHOWN]:
@@ -161,7 +162,8 @@ def load_operator(api: KubeApi, now: float) -> OperatorView:
     from webhook.cli.fetch import CliError, load_snapshot, read_tree  # noqa: PLC0415
     from webhook.cli.kubeapi import EVENTS, QUEUES, ApiError  # noqa: PLC0415
     from webhook.cli.quota import queue_rows  # noqa: PLC0415
-    from webhook.cli.view import Snapshot, job_views, quota_usage  # noqa: PLC0415
+    from webhook.cli.usage import quota_usage  # noqa: PLC0415
+    from webhook.cli.view import Snapshot, job_views  # noqa: PLC0415
     from webhook.controller.records import COMPONENT  # noqa: PLC0415
 
     page = OperatorView()

@@ -1,0 +1,177 @@
+"""Why a job waits, computed with the decision core itself: the controller's oversell rate and queue policies as
+``kq`` reads them, and :func:`explain_wait` (:func:`webhook.core.queueing.admission_pass`,
+:func:`webhook.core.fit.check_fit` blockers, :func:`webhook.core.reclaim.explain_reclaim`) over the job views of
+:mod:`webhook.cli.view`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from webhook.api.names import (
+    OVERSELL_RATE_ANNOTATION,
+    RATE_ANNOTATIONS,
+    STRICT_MARK_ANNOTATION,
+)
+from webhook.api.objects import Obj, annotations_of, event_time
+from webhook.cli.view import JobView, Snapshot
+from webhook.controller import decide
+from webhook.controller.records import (
+    COMPONENT,
+)
+from webhook.core.fit import Blocker, FitResult, validate_rate
+from webhook.core.ledger import build_ledger
+from webhook.core.queueing import Policy, admission_pass
+from webhook.core.quota import QuotaTree
+from webhook.core.reclaim import explain_reclaim
+from webhook.core.resources import EMPTY, ResourceError, Resources
+from webhook.core.workload import Phase, Workload
+from webhook.workloads.base import value_at
+
+DEFAULT_RATE = Fraction(2)
+"""The controller's default ``--oversellrate``."""
+
+
+def leaf_policies(tree: QuotaTree, queues: Mapping[str, Obj]) -> dict[str, Policy]:
+    """Each leaf's policy as the controller sees it: ``Block`` when any Queue of the leaf says ``Block`` (under
+    ``StrictPriority=true`` the controller has turned them all to ``Block``), else ``Round``."""
+    return decide.leaf_policies(tree, queues, strict=False)
+
+
+def strict_priority(queues: Mapping[str, Obj]) -> bool:
+    """Whether the controller runs with ``StrictPriority=true`` (it marks the Queues it turns to Block)."""
+    return any(annotations_of(queue).get(STRICT_MARK_ANNOTATION) == "true" for queue in queues.values())
+
+
+
+
+def controller_events(events: Iterable[Obj]) -> list[Obj]:
+    """Events the queue controller wrote, newest first."""
+    mine = [
+        event
+        for event in events
+        if event.get("reportingComponent") == COMPONENT
+        or (isinstance(event.get("source"), Mapping) and event["source"].get("component") == COMPONENT)
+    ]
+    return sorted(mine, key=event_time, reverse=True)
+
+
+def _rate(text: str) -> Fraction | None:
+    try:
+        return validate_rate(Fraction(text.strip()))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def oversell_rate(explicit: Fraction | None, tree_obj: Obj | None, queues: Mapping[str, Obj]) -> tuple[Fraction, str]:
+    """The oversell rate the controller admits with, and where it was read: ``--oversellrate``; the rate the
+    controller states on its Queues (:data:`OVERSELL_RATE_ANNOTATION`); an operator's annotation on the tree
+    (either spelling of :data:`RATE_ANNOTATIONS`); else the controller's default, 2."""
+    if explicit is not None:
+        return explicit, "--oversellrate"
+    holders: list[tuple[str, Obj, tuple[str, ...]]] = [
+        (f"Queue {name}", obj, (OVERSELL_RATE_ANNOTATION,)) for name, obj in sorted(queues.items())
+    ]
+    if tree_obj is not None:
+        holders.append(("the ElasticQuotaTree", tree_obj, RATE_ANNOTATIONS))
+    for where, obj, keys in holders:
+        for key in keys:
+            value = annotations_of(obj).get(key)
+            rate = _rate(value) if isinstance(value, str) else None
+            if rate is not None:
+                return rate, f"annotation {key} on {where}"
+    return DEFAULT_RATE, "the default; pass --oversellrate if the controller runs with another"
+
+
+def status_usage(tree: QuotaTree, tree_obj: Obj | None) -> dict[str, Resources] | None:
+    """``used`` per node key from the ElasticQuotaTree's status; ``None`` when it has none."""
+    root = value_at(tree_obj, "status", "root") if tree_obj is not None else None
+    if not isinstance(root, Mapping):
+        return None
+    out: dict[str, Resources] = {}
+    stack: list[Mapping[str, Any]] = [root]
+    while stack:
+        node = stack.pop()
+        name = node.get("name")
+        if isinstance(name, str) and name.lower() in tree.nodes:
+            try:
+                out[name.lower()] = Resources.parse(node.get("used") if isinstance(node.get("used"), Mapping) else {})
+            except ResourceError:
+                out[name.lower()] = EMPTY
+        children = node.get("children")
+        if isinstance(children, list):
+            stack.extend(child for child in children if isinstance(child, Mapping))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class WaitReport:
+    """Why one QUEUING job waits, as the controller's next pass would see it."""
+
+    job: JobView
+    rate: Fraction
+    rate_source: str
+    usage_source: str
+    policy: Policy
+    fits_now: bool
+    reason: FitResult | None
+    position: int | None
+    waiting: int
+    """How many jobs wait in its quota."""
+    ahead: tuple[tuple[int, Workload], ...]
+    reclaim: str
+    reclaim_possible: bool
+
+    @property
+    def blockers(self) -> tuple[Blocker, ...]:
+        return self.reason.blockers if self.reason is not None else ()
+
+
+def explain_wait(
+    snapshot: Snapshot, views: Sequence[JobView], job: JobView, rate: Fraction, rate_source: str
+) -> WaitReport:
+    """Run the controller's admission pass on the snapshot and read the job's place and reasons.
+
+    Usage comes from the admitted jobs themselves when the snapshot holds every job of the tree
+    (``snapshot.complete``), else from the tree's status.
+    """
+    tree = snapshot.tree
+    assert tree is not None and job.workload is not None and job.leaf is not None
+    workloads = [view.workload for view in views if view.workload is not None]
+    status_used = status_usage(tree, snapshot.tree_obj)
+    if snapshot.complete or status_used is None:
+        used: Mapping[str, Resources] = build_ledger(tree, workloads).used_view()
+        usage_source = "the admitted jobs" + ("" if snapshot.complete else " this user can read")
+    else:
+        used = status_used
+        usage_source = "the ElasticQuotaTree's status"
+    policies = leaf_policies(tree, snapshot.queues)
+    if strict_priority(snapshot.queues):
+        policies = dict.fromkeys(policies, Policy.BLOCK)
+    waiting = [w for w in workloads if w.phase is Phase.QUEUED]
+    result = admission_pass(tree, used, waiting, policies, rate)
+    admitted_now = {workload.key for workload in result.admitted}
+    policy = policies.get(job.leaf.key, Policy.ROUND)
+    queue = result.queues.get(job.leaf.key, ())
+    if job.key in admitted_now:
+        return WaitReport(job, rate, rate_source, usage_source, policy, True, None, None, len(queue), (), "", False)
+    position = result.positions.get(job.key)
+    ahead = tuple((index, workload) for index, workload in enumerate(queue, start=1) if index < (position or 0))
+    admitted = [w for w in workloads if w.phase is Phase.ADMITTED]
+    plan_text = explain_reclaim(tree, result.used, admitted, job.workload, rate)
+    return WaitReport(
+        job=job,
+        rate=rate,
+        rate_source=rate_source,
+        usage_source=usage_source,
+        policy=policy,
+        fits_now=False,
+        reason=result.reasons.get(job.key),
+        position=position,
+        waiting=len(queue),
+        ahead=ahead,
+        reclaim=plan_text,
+        reclaim_possible=not plan_text.startswith("no reclaim"),
+    )
