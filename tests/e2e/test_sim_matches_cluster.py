@@ -28,8 +28,9 @@ from webhook.cli.simulate import run_scenario
 from webhook.core.fit import format_rate
 from webhook.core.quota import queue_name
 from webhook.sim.engine import State
+from webhook.sim.model import MICROS, Scenario, Submission, format_duration
 from webhook.sim.report import outcome, to_dict
-from webhook.sim.scenario import MICROS, Scenario, Submission, format_duration, load_scenario
+from webhook.sim.scenario import load_scenario
 
 pytestmark = pytest.mark.e2e
 

@@ -10,14 +10,8 @@ import pytest
 
 from webhook.core.queueing import Policy
 from webhook.core.resources import Resources
-from webhook.sim.scenario import (
-    ScenarioError,
-    format_duration,
-    parse_duration,
-    parse_run_for,
-    scenario_from_objects,
-    scenario_from_text,
-)
+from webhook.sim.model import ScenarioError, format_duration, parse_duration, parse_run_for
+from webhook.sim.scenario import scenario_from_objects, scenario_from_text
 
 TREE = """
 apiVersion: scheduling.sigs.k8s.io/v1beta1

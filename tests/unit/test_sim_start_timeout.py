@@ -9,7 +9,8 @@ import pytest
 
 from webhook.cli.simulate import run_scenario
 from webhook.sim.engine import State
-from webhook.sim.scenario import ScenarioError, load_scenario, scenario_from_text
+from webhook.sim.model import ScenarioError
+from webhook.sim.scenario import load_scenario, scenario_from_text
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "scenarios" / "start-timeout.yaml"
 

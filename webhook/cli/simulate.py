@@ -16,8 +16,9 @@ import sys
 
 from webhook.controller.settings import parse_rate
 from webhook.sim.engine import CorePath, DecisionPath, SimResult, simulate
+from webhook.sim.model import Scenario, ScenarioError, parse_duration
 from webhook.sim.report import to_json, to_text
-from webhook.sim.scenario import Scenario, ScenarioError, load_scenario, parse_duration
+from webhook.sim.scenario import load_scenario
 
 
 def controller_path() -> DecisionPath:

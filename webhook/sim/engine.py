@@ -35,8 +35,8 @@ from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.workload import Phase, Workload, WorkloadKey
 from webhook.sim.meter import UsageMeter
+from webhook.sim.model import MICROS, Scenario
 from webhook.sim.nodes import NodePool, Placement, pod_quota_blocker
-from webhook.sim.scenario import MICROS, Scenario
 from webhook.workloads.base import Adapter
 
 MAX_ROUNDS_PER_EVENT = 1000

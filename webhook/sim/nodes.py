@@ -25,7 +25,7 @@ from webhook.core.quantity import NANO, format_quantity
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import Resources, is_binary_resource
 from webhook.core.workload import Workload
-from webhook.sim.scenario import NodeShape
+from webhook.sim.model import NodeShape
 
 PODS = "pods"
 

@@ -34,7 +34,7 @@ import yaml
 
 from webhook.api.kinds import ELASTIC_QUOTA_TREE
 from webhook.api.names import PERF_CLASS_LABEL, TREE_NAMESPACE
-from webhook.sim.scenario import SCENARIO_API_VERSION
+from webhook.sim.model import SCENARIO_API_VERSION
 
 CLASS_LABEL = PERF_CLASS_LABEL
 """Label on every generated Job: its size class (``small``, ``medium``, ``large``)."""

@@ -28,7 +28,7 @@ from webhook.core.quantity import NANO, format_quantity
 from webhook.core.quota import QuotaNode
 from webhook.core.resources import is_binary_resource
 from webhook.sim.engine import Entry, SimJob, SimResult, State, seconds
-from webhook.sim.scenario import format_duration
+from webhook.sim.model import format_duration
 
 
 def percentile(values: Sequence[float], fraction: float) -> float | None:
