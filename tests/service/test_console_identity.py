@@ -13,7 +13,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.service.apiserver_http import HttpApiserver, serving
-from webhook.cli.kubeapi import Connection, Credentials
+from webhook.cli.kubeconfig import Connection, Credentials
 from webhook.cli.main import main
 from webhook.console.app import ConsoleSettings, build_app
 from webhook.console.identity import SESSION_COOKIE, IdentitySettings, Sessions, TokenError, clean_token

@@ -15,7 +15,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.clirun import NOW, run, seed_api
 from tests.fakeapi import FakeApi, pod
-from webhook.cli.kubeapi import Connection, KubeApi
+from webhook.cli.kubeapi import KubeApi
+from webhook.cli.kubeconfig import Connection
 from webhook.console.app import ConsoleSettings, build_app
 from webhook.console.identity import Identity, IdentitySettings
 

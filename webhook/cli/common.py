@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from webhook.cli.kubeapi import ApiError, ConfigError, KubeApi
+from webhook.cli.kubeapi import ApiError, KubeApi
+from webhook.cli.kubeconfig import ConfigError
 
 EXAMPLES = "examples:\n"
 

@@ -24,7 +24,7 @@ def is_loopback(host: str) -> bool:
 def _console(args: argparse.Namespace) -> int:
     from aiohttp import web  # noqa: PLC0415
 
-    from webhook.cli.kubeapi import ConfigError, load_connection  # noqa: PLC0415
+    from webhook.cli.kubeconfig import ConfigError, load_connection  # noqa: PLC0415
     from webhook.console.app import ConsoleSettings, build_app  # noqa: PLC0415
     from webhook.console.identity import IdentitySettings  # noqa: PLC0415
 

@@ -146,7 +146,8 @@ def whoami(api: KubeApi) -> str:
 
 
 async def login(request: web.Request) -> web.StreamResponse:
-    from webhook.cli.kubeapi import ApiError, Credentials  # noqa: PLC0415
+    from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
+    from webhook.cli.kubeconfig import Credentials  # noqa: PLC0415
     from webhook.console.identity import Identity  # noqa: PLC0415
 
     settings = settings_of(request)
