@@ -39,7 +39,7 @@ async def test_the_fake_lists_watches_patches_and_refuses_stale_writes() -> None
     assert api.obj(JOBS, "a", "ns")["metadata"]["labels"] == {"x": "1"}
     with pytest.raises(KubeApiError) as duplicate:
         await api.create(ref, {"metadata": {"name": "a"}}, "ns")
-    assert duplicate.value.is_conflict
+    assert duplicate.value.conflict
     assert (await api.request("GET", "/apis/batch/v1"))["resources"] == [{"name": "jobs"}]
     with pytest.raises(KubeApiError):
         await api.request("GET", "/apis/kubeflow.org/v1")

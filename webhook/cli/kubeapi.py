@@ -28,35 +28,15 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from webhook.api import kinds
+from webhook.api.errors import ApiStatusError, status_error
 from webhook.api.kinds import Kind
 from webhook.cli.kubeconfig import ConfigError, Connection, load_connection
 
 DEFAULT_TIMEOUT = 30.0
 
 
-class ApiError(Exception):
-    """A refused or failed request: ``status`` is the HTTP status (0 when the server was not reached)."""
-
-    def __init__(self, status: int, reason: str, message: str = "") -> None:
-        self.status = status
-        self.reason = reason
-        self.message = message
-        super().__init__(self.one_line())
-
-    def one_line(self) -> str:
-        """``the server refused: <message> (403 Forbidden)`` on one line."""
-        text = " ".join((self.message or self.reason or "error").split())
-        if self.status == 0:
-            return text
-        return f"{text} ({self.status} {self.reason})" if self.reason and self.reason not in text else text
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def forbidden(self) -> bool:
-        return self.status in (401, 403)
+class ApiError(ApiStatusError):
+    """A refused or failed request of ``kq``'s client (:class:`webhook.api.errors.ApiStatusError`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,13 +148,7 @@ class KubeApi:
 
 
 def _error(status: int, reason: str, raw: bytes) -> ApiError:
-    try:
-        body = json.loads(raw) if raw else {}
-    except ValueError:
-        return ApiError(status, reason, raw[:300].decode("utf-8", "replace").strip())
-    if not isinstance(body, dict):
-        return ApiError(status, reason, str(body)[:300])
-    return ApiError(status, str(body.get("reason") or reason), str(body.get("message") or ""))
+    return status_error(ApiError, status, reason, raw)
 
 
 # HTTP -----------------------------------------------------------------------------------------------------------

@@ -136,7 +136,7 @@ class LeaderElector:
         try:
             lease = await self.client.get(LEASES, self.name, self.namespace)
         except KubeApiError as error:
-            if not error.is_not_found:
+            if not error.not_found:
                 raise
             body = {
                 "apiVersion": LEASE.api_version,
@@ -147,7 +147,7 @@ class LeaderElector:
             try:
                 created = await self.client.create(LEASES, body, self.namespace)
             except KubeApiError as create_error:
-                if create_error.is_conflict:
+                if create_error.conflict:
                     return False
                 raise
             self._observe(created.get("spec") or {})
@@ -175,7 +175,7 @@ class LeaderElector:
         try:
             updated = await self.client.replace(LEASES, self.name, body, self.namespace)
         except KubeApiError as error:
-            if error.is_conflict:
+            if error.conflict:
                 return False
             raise
         self._observe(updated.get("spec") or {})

@@ -145,7 +145,7 @@ class Writer:
                 await self.client.request("DELETE", queues_ref.path(action.name))
                 updated = None
         except KubeApiError as error:
-            if (action.verb == "create" and error.is_conflict) or (action.verb == "delete" and error.is_not_found):
+            if (action.verb == "create" and error.conflict) or (action.verb == "delete" and error.not_found):
                 return
             self.failed(f"{action.verb}_queue", action.name, error)
             return
@@ -166,7 +166,7 @@ class Writer:
         try:
             updated = await self.client.json_patch(ref, key.name, ops, key.namespace)
         except KubeApiError as error:
-            if error.status in (409, 422) or error.is_not_found:
+            if error.status in (409, 422) or error.not_found:
                 metrics.FAILED.labels(what, "stale").inc()
                 self.stats.conflicts += 1
                 log.info(kv(component="controller", event="stale", action=what, job=str(key), status=error.status,
@@ -314,7 +314,7 @@ class Writer:
         try:
             updated = await self.client.json_patch(ref, name, ops, subresource=mode)
         except KubeApiError as error:
-            if error.is_not_found and mode == "status":
+            if error.not_found and mode == "status":
                 self._status_modes[ref.plural] = None
                 try:
                     updated = await self.client.json_patch(ref, name, ops)

@@ -112,7 +112,7 @@ class Marker:
             raise
         except Exception as error:
             self.failures += 1
-            gone = isinstance(error, KubeApiError) and (error.is_not_found or error.is_conflict)
+            gone = isinstance(error, KubeApiError) and (error.not_found or error.conflict)
             if gone or attempt + 1 >= MAX_ATTEMPTS:
                 log.warning(
                     "component=extender event=mark_failed pod=%s/%s attempt=%d error=%r gave_up=true",

@@ -61,7 +61,7 @@ class OptionalListWatch:
         try:
             page = await self.inner.list_page(limit, continue_token)
         except KubeApiError as error:
-            if not error.is_not_found:
+            if not error.not_found:
                 raise
             if not self.absent:
                 log.info("component=extender event=resource_absent retry_in=%.0fs", self.retry_seconds)

@@ -228,7 +228,7 @@ class WatchCache:
             try:
                 page = await self.source.list_page(self.page_size, continue_token)
             except KubeApiError as error:
-                if error.is_gone and continue_token is not None:
+                if error.gone and continue_token is not None:
                     items, continue_token = [], None
                     continue
                 raise
@@ -266,7 +266,7 @@ class WatchCache:
                     self.backoff.reset()
             self.backoff.reset()
         except KubeApiError as error:
-            if error.is_gone:
+            if error.gone:
                 raise _Relist from error
             raise
 

@@ -21,6 +21,7 @@ import orjson
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from webhook.api.errors import ApiStatusError, status_error
 from webhook.api.kinds import Kind
 
 log = logging.getLogger(__name__)
@@ -42,38 +43,17 @@ class Timeouts:
     """A watch may be silent until its server-side ``timeoutSeconds``; reads may wait that long plus this."""
 
 
-class KubeApiError(Exception):
-    """A non-2xx answer from the apiserver (``status`` 0 for a transport failure or timeout)."""
+class KubeApiError(ApiStatusError):
+    """A non-2xx answer to the shells' client (``status`` 0 for a transport failure or timeout); the fields
+    and questions are :class:`webhook.api.errors.ApiStatusError`'s."""
 
-    def __init__(self, status: int, reason: str, message: str = "", body: Mapping[str, Any] | None = None):
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.body = dict(body or {})
-        super().__init__(f"HTTP {status} {reason}: {message}" if message else f"HTTP {status} {reason}")
-
-    @property
-    def is_gone(self) -> bool:
-        """410 Gone: the resource version is too old; re-list."""
-        return self.status == 410
-
-    @property
-    def is_not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def is_conflict(self) -> bool:
-        return self.status == 409
+    def __str__(self) -> str:
+        head = f"HTTP {self.status} {self.reason}"
+        return f"{head}: {self.message}" if self.message else head
 
 
 def _error_from(status: int, raw: bytes) -> KubeApiError:
-    try:
-        body = orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError:
-        return KubeApiError(status, "Error", raw[:200].decode("utf-8", "replace"))
-    if not isinstance(body, dict):
-        return KubeApiError(status, "Error", str(body)[:200])
-    return KubeApiError(status, str(body.get("reason") or "Error"), str(body.get("message") or ""), body)
+    return status_error(KubeApiError, status, "Error", raw, limit=200)
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,13 +149,13 @@ async def ensure_serving_secret(
         try:
             secret = await client.get(SECRETS, name, namespace)
         except KubeApiError as error:
-            if not error.is_not_found:
+            if not error.not_found:
                 raise
             certs = issue(dns_names, ip_addresses)
             try:
                 await client.create(SECRETS, _secret_body(name, namespace, certs), namespace)
             except KubeApiError as create_error:
-                if create_error.is_conflict:
+                if create_error.conflict:
                     continue  # another replica created it first: read theirs
                 raise
             log.info("component=certs event=created secret=%s/%s", namespace, name)
@@ -175,7 +175,7 @@ async def ensure_serving_secret(
         try:
             await client.replace(SECRETS, name, _secret_body(name, namespace, renewed, version or None), namespace)
         except KubeApiError as error:
-            if error.is_conflict:
+            if error.conflict:
                 continue  # another replica renewed it: read theirs
             raise
         log.info("component=certs event=renewed secret=%s/%s reason=%r", namespace, name, why)
@@ -193,7 +193,7 @@ async def inject_ca_bundle(client: KubeClient, configuration_names: Iterable[str
             try:
                 config = await client.get(ref, name)
             except KubeApiError as error:
-                if error.is_not_found:
+                if error.not_found:
                     log.warning("component=certs event=no_configuration kind=%s name=%s", ref.plural, name)
                     continue
                 raise
