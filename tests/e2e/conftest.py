@@ -6,13 +6,14 @@ The cluster gets its own state directory and port base so it never touches a dev
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,12 @@ class DevCluster:
 
     config: ClusterConfig
     bins: Path
+
+    def restart_service(self, *args: str, env: Mapping[str, str] | None = None) -> None:
+        """Restart ``kq serve`` with ``args`` after the cluster's own service arguments (and ``env``); without
+        them it runs as the cluster was started (what the modules do to restore it)."""
+        config = dataclasses.replace(self.config, service_args=(*self.config.service_args, *args))
+        devsystem.restart_service(config, self.bins, env)
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, user: str | None = None) -> str:
         """Run kubectl as the cluster admin (or impersonate ``user`` with --as)."""

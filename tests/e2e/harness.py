@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import threading
 import uuid
@@ -25,7 +24,6 @@ import pytest
 
 from tests.e2e.conftest import DevCluster
 from webhook.api.names import MANAGED_NAMESPACE_LABEL
-from webhook.cli import devsystem
 from webhook.controller.controller import Controller
 from webhook.controller.settings import ControllerSettings
 from webhook.kube.client import KubeClient
@@ -134,14 +132,11 @@ def loop_thread() -> Iterator[LoopThread]:
 def service_without_controller(dev_cluster: DevCluster) -> Iterator[DevCluster]:
     """The service (webhooks) keeps running, but its own controller is off while the module's in-process
     replicas run; it is restored afterwards."""
-    quiet = dataclasses.replace(
-        dev_cluster.config, service_args=(*dev_cluster.config.service_args, "--no-controller")
-    )
-    devsystem.restart_service(quiet, dev_cluster.bins)
+    dev_cluster.restart_service("--no-controller")
     try:
         yield dev_cluster
     finally:
-        devsystem.restart_service(dev_cluster.config, dev_cluster.bins)
+        dev_cluster.restart_service()
 
 
 @contextlib.contextmanager

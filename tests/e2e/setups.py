@@ -16,7 +16,6 @@ import pytest
 from tests.builders import SEED_TREE_SPEC
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
-from webhook.cli import devsystem
 
 SEED = Path(__file__).resolve().parents[2] / "examples" / "seed"
 JOBS = SEED / "jobs"
@@ -57,8 +56,7 @@ class Seed:
         return bool(self.job(namespace, job)["spec"].get("suspend"))
 
     def restart(self, args: tuple[str, ...], env: dict[str, str] | None = None) -> None:
-        config = dataclasses.replace(self.dev.config, service_args=(*self.dev.config.service_args, *args))
-        devsystem.restart_service(config, self.dev.bins, env)
+        self.dev.restart_service(*args, env=env)
 
 
 def _tree_spec() -> dict[str, Any]:
@@ -85,7 +83,7 @@ def seed(dev_cluster: DevCluster) -> Iterator[Seed]:
     finally:
         dev.kubectl("delete", "-f", str(SEED / "00-namespaces.yaml"), "--wait=false", "--ignore-not-found")
         dev.kubectl("delete", "-f", str(SEED / "02-priorityclasses.yaml"), "--ignore-not-found")
-        devsystem.restart_service(dev.config, dev.bins)
+        dev.restart_service()
 
 
 def seed_job(namespace: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ the fake pods, and ``kq logs -f`` follows it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import queue
 import subprocess
@@ -26,7 +25,6 @@ import pytest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 from tests.e2e.setups import developer_tree_spec
-from webhook.cli import devsystem
 
 pytestmark = pytest.mark.e2e
 
@@ -58,10 +56,7 @@ class Kq:
 def kq(dev_cluster: DevCluster) -> Iterator[Kq]:
     dev = dev_cluster
     names = (unique("cli-a"), unique("cli-a2"), unique("cli-b"))
-    strict = dataclasses.replace(
-        dev.config, service_args=(*dev.config.service_args, "--oversellrate=1", "--status-interval=1")
-    )
-    devsystem.restart_service(strict, dev.bins)
+    dev.restart_service("--oversellrate=1", "--status-interval=1")
     try:
         create_namespaces(dev, *names)
         with installed_tree(dev, developer_tree_spec(*names)):
@@ -72,7 +67,7 @@ def kq(dev_cluster: DevCluster) -> Iterator[Kq]:
     finally:
         for namespace in names:
             dev.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
-        devsystem.restart_service(dev.config, dev.bins)
+        dev.restart_service()
 
 
 def test_pi2_queues_at_position_1_behind_pi1_and_kq_why_names_the_quota_resource_and_shortfall(kq: Kq) -> None:

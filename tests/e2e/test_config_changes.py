@@ -21,7 +21,6 @@ import pytest
 from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
-from webhook.cli import devsystem
 
 pytestmark = pytest.mark.e2e
 
@@ -75,8 +74,7 @@ def setup(dev_cluster: DevCluster) -> Iterator[Setup]:
     dev = dev_cluster
     x, y, mover = unique("cfg-x"), unique("cfg-y"), unique("cfg-m")
     args = ("--oversellrate=1", "--status-interval=1")
-    devsystem.restart_service(dataclasses.replace(dev.config, service_args=(*dev.config.service_args, *args)),
-                              dev.bins)
+    dev.restart_service(*args)
     try:
         create_namespaces(dev, x, y, mover)
         probe = Setup(dev, x, y, mover, "")
@@ -87,7 +85,7 @@ def setup(dev_cluster: DevCluster) -> Iterator[Setup]:
                 dev.kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=false")
     finally:
         dev.kubectl("delete", "namespace", x, y, mover, "--wait=false", "--ignore-not-found")
-        devsystem.restart_service(dev.config, dev.bins)
+        dev.restart_service()
 
 
 def test_a_namespace_moved_to_another_leaf_is_counted_once_and_its_pods_keep_running(setup: Setup) -> None:

@@ -16,7 +16,6 @@ Screenshots of each page go to artifacts/console/ (``KQ_CONSOLE_DOCS=1`` also co
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 from collections.abc import Iterator
@@ -78,10 +77,7 @@ def console(dev_cluster: DevCluster) -> Iterator[Console]:
     executable = chromium()
     dev = dev_cluster
     names = (unique("web-a"), unique("web-a2"), unique("web-b"))
-    strict = dataclasses.replace(
-        dev.config, service_args=(*dev.config.service_args, "--oversellrate=1", "--status-interval=1")
-    )
-    devsystem.restart_service(strict, dev.bins)
+    dev.restart_service("--oversellrate=1", "--status-interval=1")
     try:
         create_namespaces(dev, *names)
         dev.kubectl("apply", "-f", str(ROOT / "manifests" / "console" / "rbac.yaml"))
@@ -105,7 +101,7 @@ def console(dev_cluster: DevCluster) -> Iterator[Console]:
         dev.kubectl("delete", "clusterrolebinding", f"{names[0]}-quota-viewer", "--ignore-not-found", check=False)
         for namespace in names:
             dev.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
-        devsystem.restart_service(dev.config, dev.bins)
+        dev.restart_service()
 
 
 @pytest.fixture(scope="module")

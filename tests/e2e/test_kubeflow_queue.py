@@ -18,7 +18,6 @@ from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 from tests.e2e.setups import CRD, pytorchjob
 from webhook.api.names import ADMISSION_ANNOTATION, QUOTA_LABEL, SUBMITTED_ANNOTATION
-from webhook.cli import devsystem
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +26,7 @@ def kubeflow(dev_cluster: DevCluster) -> Iterator[str]:
     dev = dev_cluster
     dev.kubectl("apply", "-f", str(CRD))
     dev.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD))
-    devsystem.restart_service(dev.config, dev.bins)
+    dev.restart_service()
     namespace = unique("kf")
     spec = {
         "root": {

@@ -12,7 +12,6 @@ real, from manifests/ and from the chart (``helm template | kubectl apply --serv
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import time
@@ -26,7 +25,6 @@ import yaml
 from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
-from webhook.cli import devsystem
 from webhook.devcluster.cluster import helm_binary
 
 pytestmark = pytest.mark.e2e
@@ -106,8 +104,7 @@ def running(dev_cluster: DevCluster) -> Iterator[str]:
     dev = dev_cluster
     namespace = unique("upgrade")
     args = ("--oversellrate=1", "--status-interval=1")
-    devsystem.restart_service(dataclasses.replace(dev.config, service_args=(*dev.config.service_args, *args)),
-                              dev.bins)
+    dev.restart_service(*args)
     spec = {"root": {"name": "root", "min": {"cpu": 20}, "max": {"cpu": 20}, "children": [
         {"name": "Team-u", "min": {"cpu": 20}, "max": {"cpu": 20}, "namespaces": [namespace]}]}}
     try:
@@ -118,7 +115,7 @@ def running(dev_cluster: DevCluster) -> Iterator[str]:
             dev.kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=false")
     finally:
         dev.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
-        devsystem.restart_service(dev.config, dev.bins)
+        dev.restart_service()
 
 
 def test_re_applying_the_manifests_and_the_chart_over_running_work_changes_nothing(

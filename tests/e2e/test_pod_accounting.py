@@ -12,7 +12,6 @@ The tree: one department ``Team-p`` (40 CPU) with two namespaces, the service at
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +22,6 @@ from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 from webhook.api.names import ADMISSION_GATE
-from webhook.cli import devsystem
 
 pytestmark = pytest.mark.e2e
 
@@ -35,8 +33,7 @@ def spaces(dev_cluster: DevCluster) -> Iterator[tuple[str, str]]:
     dev = dev_cluster
     first, second = unique("pods-a"), unique("pods-b")
     args = ("--oversellrate=1", "--status-interval=1")
-    devsystem.restart_service(dataclasses.replace(dev.config, service_args=(*dev.config.service_args, *args)),
-                              dev.bins)
+    dev.restart_service(*args)
     spec = {"root": {"name": "root", "min": {"cpu": 40}, "max": {"cpu": 40}, "children": [
         {"name": "Team-p", "min": {"cpu": 40}, "max": {"cpu": 40}, "namespaces": [first, second]}]}}
     try:
@@ -47,7 +44,7 @@ def spaces(dev_cluster: DevCluster) -> Iterator[tuple[str, str]]:
             yield first, second
     finally:
         dev.kubectl("delete", "namespace", first, second, "--wait=false", "--ignore-not-found")
-        devsystem.restart_service(dev.config, dev.bins)
+        dev.restart_service()
 
 
 def _pod(name: str, **spec: Any) -> dict[str, Any]:

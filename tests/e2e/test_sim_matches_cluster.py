@@ -23,7 +23,6 @@ import pytest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import installed_tree, wait_managed
 from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION, SUCCEED_AFTER_ANNOTATION
-from webhook.cli import devsystem
 from webhook.cli.simulate import run_scenario
 from webhook.core.fit import format_rate
 from webhook.core.quota import queue_name
@@ -67,9 +66,8 @@ class Cluster:
 
     def restart(self, scenario: Scenario) -> None:
         args = (f"--oversellrate={format_rate(scenario.oversell_rate)}", "--status-interval=1")
-        config = dataclasses.replace(self.dev.config, service_args=(*self.dev.config.service_args, *args))
         env = {"StrictPriority": "true"} if scenario.strict_priority else None
-        devsystem.restart_service(config, self.dev.bins, env)
+        self.dev.restart_service(*args, env=env)
         want = {
             name: "Block" if scenario.strict_priority else str(queue["spec"]["queuePolicy"])
             for name, queue in scenario.queues.items()
@@ -171,7 +169,7 @@ def cluster(dev_cluster: DevCluster) -> Iterator[Cluster]:
     finally:
         dev.kubectl("delete", "-f", str(SEED / "00-namespaces.yaml"), "--wait=false", "--ignore-not-found")
         dev.kubectl("delete", "-f", str(SEED / "02-priorityclasses.yaml"), "--ignore-not-found")
-        devsystem.restart_service(dev.config, dev.bins)
+        dev.restart_service()
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

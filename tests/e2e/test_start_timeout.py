@@ -25,7 +25,6 @@ from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 from webhook.api.names import ADMISSION_ANNOTATION, BACKOFF_ANNOTATION
 from webhook.api.objects import parse_time
-from webhook.cli import devsystem
 
 pytestmark = pytest.mark.e2e
 
@@ -79,8 +78,7 @@ def setup(dev_cluster: DevCluster) -> Iterator[Setup]:
     small, gang = unique("start-s"), unique("start-g")
     args = ("--oversellrate=1", "--status-interval=1", f"--start-timeout={TIMEOUT}s", "--backoff-base=6s",
             "--backoff-max=12s")
-    devsystem.restart_service(dataclasses.replace(dev.config, service_args=(*dev.config.service_args, *args)),
-                              dev.bins)
+    dev.restart_service(*args)
     try:
         create_namespaces(dev, small, gang)
         with installed_tree(dev, _spec(small, gang)):
@@ -90,7 +88,7 @@ def setup(dev_cluster: DevCluster) -> Iterator[Setup]:
                 dev.kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=false")
     finally:
         dev.kubectl("delete", "namespace", small, gang, "--wait=false", "--ignore-not-found")
-        devsystem.restart_service(dev.config, dev.bins)
+        dev.restart_service()
 
 
 def _admitted_at(job: dict[str, Any]) -> float | None:
