@@ -20,10 +20,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import header, peak_rss_mib
+from webhook.api.names import PERF_CLASS_LABEL
 from webhook.cli.simulate import run_scenario
 from webhook.sim.engine import SimResult, seconds
 from webhook.sim.peer import (
-    CLASS_LABEL,
     CLASSES,
     PEER_CQ_MIN_USAGE_PERCENT,
     PEER_RANGESPEC,
@@ -44,7 +44,7 @@ def report(result: SimResult, wall: float, cpu: float, command: str, scale: floa
     by_class: dict[str, list[float]] = defaultdict(list)
     for job in result.jobs:
         if job.wait is not None:
-            by_class[str(job.obj["metadata"]["labels"][CLASS_LABEL])].append(seconds(job.wait))
+            by_class[str(job.obj["metadata"]["labels"][PERF_CLASS_LABEL])].append(seconds(job.wait))
     leaves = result.scenario.tree.leaves()
     span = result.end
     usage = []

@@ -7,8 +7,9 @@ import asyncio
 from typing import Any
 
 from tests.service.extender_support import Cluster, args, eci, ecs, pod, policy, serving
+from webhook.api.names import PLACEMENT_RETRY_ANNOTATION
 from webhook.extender.app import make_app
-from webhook.extender.nudge import RETRY_ANNOTATION, Nudger
+from webhook.extender.nudge import Nudger
 from webhook.kube.client import KubeApiError
 
 ONLY_OTHERS = ("ecs-2", "ecs-3", "virtual-kubelet")
@@ -45,7 +46,7 @@ async def test_a_waiting_pod_is_touched_once_its_timeout_has_passed() -> None:
     ((namespace, name, body),) = touches.calls
     assert (namespace, name) == ("team", "p")
     assert body["metadata"]["uid"] == "uid-p"
-    assert body["metadata"]["annotations"][RETRY_ANNOTATION] == "2024-05-01T12:00:30.000000Z"
+    assert body["metadata"]["annotations"][PLACEMENT_RETRY_ANNOTATION] == "2024-05-01T12:00:30.000000Z"
     assert nudger.sent == 1
 
 

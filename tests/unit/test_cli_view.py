@@ -11,6 +11,7 @@ import pytest
 
 from tests.fakeapi import batch_job, queue
 from tests.kubefake import stamp
+from webhook.api.names import BACKOFF_ANNOTATION, EVICTION_ANNOTATION
 from webhook.cli import view, waiting
 from webhook.cli.view import (
     FAILED,
@@ -151,7 +152,7 @@ def test_the_oversell_rate_is_read_from_the_flag_the_controllers_queues_the_tree
 
 def test_an_evicted_job_is_queuing_with_its_note() -> None:
     note = {"by": "Job/b/x", "quota": "root/B", "reason": "root/B reclaims cpu=10 from root/A", "at": stamp(5)}
-    notes = {records.EVICTION_ANNOTATION: json.dumps(note)}
+    notes = {EVICTION_ANNOTATION: json.dumps(note)}
     job = batch_job("victim", "a1", leaf="A", suspended=True, annotations=notes)
     (only,) = job_views(_snapshot([job]))
     assert only.status == QUEUING
@@ -165,7 +166,7 @@ def _backoff_job(gave_up: bool, retry_at: float, edited: bool = False) -> dict[s
     note = BackoffNote(attempts=2, reason="pod stuck-x cannot be scheduled: 0/4 nodes are available",
                        category="Unschedulable", retry_at=retry_at, failed_at=900.0,
                        spec=records.spec_fingerprint(job), gave_up=gave_up)
-    job["metadata"]["annotations"][records.BACKOFF_ANNOTATION] = records.encode_backoff(note)
+    job["metadata"]["annotations"][BACKOFF_ANNOTATION] = records.encode_backoff(note)
     if edited:
         job["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
     return job

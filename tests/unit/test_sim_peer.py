@@ -8,9 +8,10 @@ from pathlib import Path
 
 import yaml
 
+from webhook.api.names import PERF_CLASS_LABEL
 from webhook.cli.simulate import run_scenario
 from webhook.sim.engine import State
-from webhook.sim.peer import CLASS_LABEL, CLASSES, peer_shape
+from webhook.sim.peer import CLASSES, peer_shape
 from webhook.sim.scenario import load_scenario, scenario_from_objects
 
 SHIPPED = Path(__file__).resolve().parents[2] / "examples" / "scenarios" / "peer-shape.yaml"
@@ -26,7 +27,7 @@ def test_the_peer_shape_has_15000_jobs_in_30_queues_of_5_departments() -> None:
     departments = scenario.tree.root.children
     assert len(departments) == 5
     assert all(len(department.children) == 6 for department in departments)
-    assert Counter(s.obj["metadata"]["labels"][CLASS_LABEL] for s in scenario.submissions) == {
+    assert Counter(s.obj["metadata"]["labels"][PERF_CLASS_LABEL] for s in scenario.submissions) == {
         "small": 10_500, "medium": 3_000, "large": 1_500}
     first = [s for s in scenario.submissions if s.namespace == "cq-0-0"][:3]
     assert [(s.name, s.at, s.run_for) for s in first] == [

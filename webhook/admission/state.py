@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from webhook.api.names import MANAGED_NAMESPACE_LABEL, QUEUE_NAMESPACE, TREE_NAMESPACE
+from webhook.api.names import CONTROLLER_COMPONENT, MANAGED_NAMESPACE_LABEL, QUEUE_NAMESPACE, TREE_NAMESPACE
 from webhook.api.objects import meta
 from webhook.core.integrity import WORKLOAD_CONTROLLERS, is_workload_controller
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, container_defaults
@@ -26,7 +26,7 @@ from webhook.core.treechoice import honoured_tree
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONTROLLER_USER = "system:serviceaccount:kube-queue:kube-queue-controller"
+DEFAULT_CONTROLLER_USER = f"system:serviceaccount:{QUEUE_NAMESPACE}:{CONTROLLER_COMPONENT}"
 """The in-cluster controller's service account."""
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 """An AdmissionReview carries the object and the old object (each at most ~1.5 MiB in etcd) plus envelope."""

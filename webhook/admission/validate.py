@@ -30,9 +30,6 @@ from webhook.workloads.base import Adapter, value_at
 from webhook.workloads.facts import submission_problems, update_problems
 from webhook.workloads.registry import adapter_for
 
-TREE_GROUP, TREE_KIND = ELASTIC_QUOTA_TREE.group, ELASTIC_QUOTA_TREE.kind
-POLICY_GROUP, POLICY_KIND = RESOURCE_POLICY.group, RESOURCE_POLICY.kind
-QUEUE_GROUP, QUEUE_KIND = QUEUE.group, QUEUE.kind
 QUEUE_POLICIES = ("Round", "Priority", "Block")
 """``Priority`` is accepted as an alias of ``Round`` (the seed's wording)."""
 
@@ -52,14 +49,14 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
     if request.obj is None:
         what = f"request.object: the {request.operation} of {request.display_name} carries no object"
         return deny(request.uid, what, 400, "BadRequest")
-    if (group, kind) == (TREE_GROUP, TREE_KIND):
+    if (group, kind) == (ELASTIC_QUOTA_TREE.group, ELASTIC_QUOTA_TREE.kind):
         return _tree(request, state)
-    if (group, kind) == (POLICY_GROUP, POLICY_KIND):
+    if (group, kind) == (RESOURCE_POLICY.group, RESOURCE_POLICY.kind):
         problems = validate_policy(request.obj)
         if problems:
             return _invalid(request, problems)
         return allow(request.uid)
-    if (group, kind) == (QUEUE_GROUP, QUEUE_KIND):
+    if (group, kind) == (QUEUE.group, QUEUE.kind):
         problems = queue_problems(request.obj)
         return _invalid(request, problems) if problems else allow(request.uid)
     adapter = adapter_for(group, kind)

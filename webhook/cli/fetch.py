@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from webhook.api.names import QUEUE_NAMESPACE, QUOTA_LABEL, TREE_NAMESPACE
+from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, QUOTA_LABEL, TREE_NAMESPACE
 from webhook.api.objects import Obj, name_of
 from webhook.cli.kubeapi import (
     EVENTS,
@@ -23,7 +23,6 @@ from webhook.cli.kubeapi import (
     Ref,
 )
 from webhook.cli.view import KindSource, Snapshot
-from webhook.controller.records import COMPONENT
 from webhook.core.treechoice import oldest_tree_object
 from webhook.workloads.registry import all_adapters
 
@@ -106,7 +105,7 @@ def read_priority_classes(api: KubeApi) -> dict[str, int]:
 def controller_events(api: KubeApi, namespace: str | None) -> list[dict[str, Any]]:
     """The queue controller's Events in ``namespace`` (all namespaces when ``None``); empty if unreadable."""
     try:
-        return api.list(EVENTS, namespace, field_selector=f"source={COMPONENT}")
+        return api.list(EVENTS, namespace, field_selector=f"source={CONTROLLER_COMPONENT}")
     except ApiError:
         return []
 

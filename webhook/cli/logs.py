@@ -18,8 +18,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from webhook.api.names import FAKE_NODE_ANNOTATION as KWOK_ANNOTATION
-from webhook.api.names import INDEX_LABELS, ROLE_LABELS
+from webhook.api.names import FAKE_NODE_ANNOTATION, INDEX_LABELS, ROLE_LABELS
 from webhook.api.objects import labels_of
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 from webhook.core import duration
@@ -115,7 +114,7 @@ def explain_log_error(api: KubeApi, pod: Mapping[str, Any], error: ApiError) -> 
             annotations = (api.get(NODES, node).get("metadata") or {}).get("annotations") or {}
         except ApiError:
             annotations = {}
-        if KWOK_ANNOTATION in annotations:
+        if FAKE_NODE_ANNOTATION in annotations:
             return (
                 f"cannot read the logs of pod {name}: it runs on node {node}, a kwok fake node with no kubelet and "
                 f"no kwok log server configured for it (kwok ClusterLogs; `kq dev up` sets it up), so there are no "

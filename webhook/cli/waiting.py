@@ -11,6 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from webhook.api.names import (
+    CONTROLLER_COMPONENT,
     OVERSELL_RATE_ANNOTATION,
     RATE_ANNOTATIONS,
     STRICT_MARK_ANNOTATION,
@@ -18,9 +19,6 @@ from webhook.api.names import (
 from webhook.api.objects import Obj, annotations_of, event_time
 from webhook.cli.view import JobView, Snapshot
 from webhook.controller import decide
-from webhook.controller.records import (
-    COMPONENT,
-)
 from webhook.core.fit import Blocker, FitResult, validate_rate
 from webhook.core.ledger import build_ledger
 from webhook.core.queueing import Policy, admission_pass
@@ -52,8 +50,8 @@ def controller_events(events: Iterable[Obj]) -> list[Obj]:
     mine = [
         event
         for event in events
-        if event.get("reportingComponent") == COMPONENT
-        or (isinstance(event.get("source"), Mapping) and event["source"].get("component") == COMPONENT)
+        if event.get("reportingComponent") == CONTROLLER_COMPONENT
+        or (isinstance(event.get("source"), Mapping) and event["source"].get("component") == CONTROLLER_COMPONENT)
     ]
     return sorted(mine, key=event_time, reverse=True)
 

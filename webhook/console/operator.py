@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp_jinja2
 from aiohttp import web
 
-from webhook.api.names import QUEUE_NAMESPACE
+from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE
 from webhook.api.objects import event_time, name_of
 from webhook.console.app import api_of, in_thread, page_context, settings_of
 
@@ -164,7 +164,6 @@ def load_operator(api: KubeApi, now: float) -> OperatorView:
     from webhook.cli.quota import queue_rows  # noqa: PLC0415
     from webhook.cli.usage import quota_usage  # noqa: PLC0415
     from webhook.cli.view import Snapshot, job_views  # noqa: PLC0415
-    from webhook.controller.records import COMPONENT  # noqa: PLC0415
 
     page = OperatorView()
     views: list[JobView] | None = None
@@ -193,7 +192,7 @@ def load_operator(api: KubeApi, now: float) -> OperatorView:
         for row in rows
     ]
     try:
-        events = api.list(EVENTS, None, field_selector=f"source={COMPONENT}")
+        events = api.list(EVENTS, None, field_selector=f"source={CONTROLLER_COMPONENT}")
     except ApiError as error:
         events = []
         page.events_problem = f"cannot list the controller's Events: {error.one_line()}"

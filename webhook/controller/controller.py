@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from webhook.api.names import QUEUED_KEY_ANNOTATION, REASON_QUEUED
+from webhook.api.names import CONTROLLER_COMPONENT, QUEUED_KEY_ANNOTATION, REASON_QUEUED
 from webhook.api.objects import meta, name_of
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
@@ -29,7 +29,7 @@ from webhook.controller.events import EVENTS, EventGate, EventRecorder, queued_m
 from webhook.controller.leader import LeaderElector
 from webhook.controller.lifecycle import JobLifecycle
 from webhook.controller.model import TrackedJob
-from webhook.controller.records import COMPONENT, kv
+from webhook.controller.records import kv
 from webhook.controller.settings import ControllerSettings, settings_from_args
 from webhook.controller.starts import check_starts
 from webhook.controller.writer import Stats, Writer
@@ -144,7 +144,7 @@ class Controller(JobLifecycle):
         so waiting jobs are not told their unchanged place again; bounded, and on failure the events are
         simply sent again."""
         seen: list[Mapping[str, Any]] = []
-        selector = f"source={COMPONENT},reason=Queued"
+        selector = f"source={CONTROLLER_COMPONENT},reason=Queued"
         try:
             token: str | None = None
             for _ in range(self.settings.event_readback_pages):

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.api import kinds, names
+from webhook.api.names import CONTROLLER_COMPONENT
 from webhook.api.objects import parse_time
-from webhook.controller.records import COMPONENT, kv, rfc3339_seconds
+from webhook.controller.records import kv, rfc3339_seconds
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.workloads.base import rfc3339
 
@@ -29,9 +30,6 @@ MAX_MESSAGE = 1024
 """The apiserver refuses Event messages over 1 KiB."""
 
 
-QUEUED_KEY_ANNOTATION = names.QUEUED_KEY_ANNOTATION
-"""On a Queued Event: what it dedupes on (:func:`webhook.controller.decide.reason_key`), so a replica that
-becomes leader knows which Queued events were already told and does not tell every waiting job again."""
 
 
 def queued_memory(events: Sequence[Mapping[str, Any]], now: float) -> dict[str, tuple[str, float]]:
@@ -45,7 +43,7 @@ def queued_memory(events: Sequence[Mapping[str, Any]], now: float) -> dict[str, 
         uid = target.get("uid") if isinstance(target, Mapping) else None
         metadata = event.get("metadata")
         annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-        key = annotations.get(QUEUED_KEY_ANNOTATION) if isinstance(annotations, Mapping) else None
+        key = annotations.get(names.QUEUED_KEY_ANNOTATION) if isinstance(annotations, Mapping) else None
         sent = parse_time(event.get("eventTime")) or parse_time(event.get("lastTimestamp"))
         if not isinstance(uid, str) or not uid or not isinstance(key, str) or sent is None:
             continue
@@ -57,7 +55,7 @@ def queued_memory(events: Sequence[Mapping[str, Any]], now: float) -> dict[str, 
 def _ours(event: Mapping[str, Any]) -> bool:
     source = event.get("source")
     component = source.get("component") if isinstance(source, Mapping) else None
-    return COMPONENT in (component, event.get("reportingComponent"))
+    return CONTROLLER_COMPONENT in (component, event.get("reportingComponent"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +128,8 @@ class EventRecorder:
             "reason": reason,
             "action": action,
             "message": message,
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
+            "source": {"component": CONTROLLER_COMPONENT},
+            "reportingComponent": CONTROLLER_COMPONENT,
             "reportingInstance": self.instance[:128],
             "firstTimestamp": rfc3339_seconds(now),
             "lastTimestamp": rfc3339_seconds(now),

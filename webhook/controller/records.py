@@ -25,20 +25,12 @@ from typing import Any
 from webhook.api.names import (
     ADMISSION_ANNOTATION,
     BACKOFF_ANNOTATION,
-    CONTROLLER_COMPONENT,
     EVICTION_ANNOTATION,
-    MANAGED_NAMESPACE_LABEL,
-    QUEUE_ARGS_ANNOTATION,
-    QUEUE_LABEL,
-    QUOTA_FULLNAME_ANNOTATION,
-    STRICT_MARK_ANNOTATION,
 )
 from webhook.api.objects import meta, parse_time, resource_version_of
 from webhook.core.resources import Resources
 from webhook.core.startup import BackoffNote
 from webhook.workloads.base import Adapter, JSONPatch, pointer, rfc3339, value_at
-
-COMPONENT = CONTROLLER_COMPONENT
 
 
 def compact_json(value: Mapping[str, object]) -> str:
@@ -274,15 +266,6 @@ def kv(**fields: object) -> str:
 
 
 __all__ = [
-    "ADMISSION_ANNOTATION",
-    "BACKOFF_ANNOTATION",
-    "COMPONENT",
-    "EVICTION_ANNOTATION",
-    "MANAGED_NAMESPACE_LABEL",
-    "QUEUE_ARGS_ANNOTATION",
-    "QUEUE_LABEL",
-    "QUOTA_FULLNAME_ANNOTATION",
-    "STRICT_MARK_ANNOTATION",
     "AdmissionRecord",
     "EvictionNote",
     "admit_patch",
@@ -294,7 +277,6 @@ __all__ = [
     "encode_backoff",
     "evict_patch",
     "kv",
-    "parse_time",
     "read_backoff",
     "read_record",
     "rfc3339_seconds",

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from webhook.api.names import (
     CONTROLLER_COMPONENT,
-    EXTENDER_COMPONENT,
     FAKE_NODE_ANNOTATION,
     QUEUE_NAMESPACE,
     VIRTUAL_NODE_LABEL_KEY,
@@ -20,8 +19,6 @@ from webhook.api.names import (
 VIRTUAL_NODE_LABEL = (VIRTUAL_NODE_LABEL_KEY, VIRTUAL_NODE_LABEL_VALUE)
 VIRTUAL_NODE_TAINT = {"key": VIRTUAL_NODE_TAINT_KEY, "value": VIRTUAL_NODE_TAINT_VALUE, "effect": "NoSchedule"}
 ECS_NODE_LABEL = ("type", "ecs")
-CONTROLLER_USER = CONTROLLER_COMPONENT
-EXTENDER_USER = EXTENDER_COMPONENT
 """The extender's identity, as manifests/scheduler/rbac.yaml names it (a client certificate)."""
 SERVICE_ACCOUNT = (QUEUE_NAMESPACE, CONTROLLER_COMPONENT)
 """``kq serve`` runs as this ServiceAccount (manifests/controller/rbac.yaml), with a TokenRequest token."""

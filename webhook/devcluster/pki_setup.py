@@ -7,15 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from webhook import pki
-from webhook.devcluster.config import CONTROLLER_USER, EXTENDER_USER, KWOK_NODE_IP
+from webhook.api.names import CONTROLLER_COMPONENT, EXTENDER_COMPONENT
+from webhook.devcluster.config import KWOK_NODE_IP
 
 CLIENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "admin": ("kube-admin", ("system:masters",)),
     "kcm": ("system:kube-controller-manager", ()),
     "scheduler": ("system:kube-scheduler", ()),
     "kwok": ("kwok-controller", ("system:masters",)),
-    "controller": (CONTROLLER_USER, ()),
-    "extender": (EXTENDER_USER, ()),
+    "controller": (CONTROLLER_COMPONENT, ()),
+    "extender": (EXTENDER_COMPONENT, ()),
 }
 """File stem -> (user name, groups)."""
 

@@ -23,7 +23,6 @@ from webhook.kube.client import KubeApiError
 
 log = logging.getLogger(__name__)
 
-RETRY_ANNOTATION = PLACEMENT_RETRY_ANNOTATION
 MARGIN_SECONDS = 0.5
 """Touch the pod this long after the wait ends, so the next filter sees it over."""
 
@@ -67,7 +66,7 @@ class Nudger:
 
     async def _send(self, namespace: str, name: str, uid: str, retry_at: float) -> None:
         stamp = datetime.fromtimestamp(retry_at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        metadata: dict[str, Any] = {"annotations": {RETRY_ANNOTATION: stamp}}
+        metadata: dict[str, Any] = {"annotations": {PLACEMENT_RETRY_ANNOTATION: stamp}}
         if uid:
             metadata["uid"] = uid
         try:

@@ -36,8 +36,6 @@ from webhook.api.kinds import ELASTIC_QUOTA_TREE
 from webhook.api.names import PERF_CLASS_LABEL, TREE_NAMESPACE
 from webhook.sim.model import SCENARIO_API_VERSION
 
-CLASS_LABEL = PERF_CLASS_LABEL
-"""Label on every generated Job: its size class (``small``, ``medium``, ``large``)."""
 PEER_SOURCE = "kubernetes-sigs/kueue test/performance/scheduler/configs/baseline/generator.yaml"
 PEER_RANGESPEC = "kubernetes-sigs/kueue test/performance/scheduler/configs/baseline/rangespec.yaml"
 
@@ -75,7 +73,7 @@ def _job(namespace: str, workload: WorkloadClass) -> dict[str, Any]:
         "metadata": {
             "generateName": f"{workload.name}-",
             "namespace": namespace,
-            "labels": {CLASS_LABEL: workload.name},
+            "labels": {PERF_CLASS_LABEL: workload.name},
         },
         "spec": {
             "suspend": True,
