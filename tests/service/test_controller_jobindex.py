@@ -27,8 +27,14 @@ from webhook.kube.client import JSON
 from webhook.workloads.base import Adapter
 from webhook.workloads.registry import adapter_for
 
-JOBS = adapter_for("batch", "Job")
-assert JOBS is not None
+
+def _jobs() -> Adapter:
+    adapter = adapter_for("batch", "Job")
+    assert adapter is not None
+    return adapter
+
+
+JOBS = _jobs()
 NAMES = ("a", "b", "c", "d")
 NAMESPACES = ("user-a", "user-b", "user-c", "elsewhere")
 SEED = tree(seed_root())
@@ -156,8 +162,8 @@ async def _step(step: tuple[Any, ...], server: Server, cache: WatchCache, index:
         await _deliver(server, cache, {"type": "MODIFIED" if existed else "ADDED", "object": obj})
     elif verb == "delete":
         _, name, namespace = step
-        obj = server.objects.pop((namespace, name), None)
-        if obj is not None:
+        if (namespace, name) in server.objects:
+            obj = server.objects.pop((namespace, name))
             server.version += 1  # the API sends the object at the version of its deletion
             gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(server.version)}}
             await _deliver(server, cache, {"type": "DELETED", "object": gone})
