@@ -18,6 +18,8 @@ REJECTIONS = "apiserver_admission_webhook_rejection_count"
 CALLS = "apiserver_admission_webhook_request_total"
 HANDLER = "kube_queue_webhook_request_duration_seconds"
 DECISIONS = "kube_queue_webhook_requests_total"
+PASS = "kube_queue_controller_pass_seconds"
+PHASE = "kube_queue_controller_pass_phase_seconds"
 
 
 def _ms(value: float) -> str:
@@ -79,6 +81,13 @@ def _rows(bursts: Sequence[Burst]) -> list[str]:
              f"{_ms(1000 * burst_stats.histogram_quantile(burst.service, HANDLER, 0.99, match))}" for burst in bursts])
         row(f"our `/{endpoint}` decisions", [_counts(burst_stats.by_label(burst.service, DECISIONS, "decision", match))
                                              for burst in bursts])
+    row("controller passes / p50 / p99 ms (same event loop as the webhook)",
+        [f"{burst_stats.total(burst.service, f'{PASS}_count'):.0f} / "
+         f"{_ms(1000 * burst_stats.histogram_quantile(burst.service, PASS, 0.5))} / "
+         f"{_ms(1000 * burst_stats.histogram_quantile(burst.service, PASS, 0.99))}" for burst in bursts])
+    row("controller seconds in its prepare / decide phases",
+        [" / ".join(f"{burst_stats.total(burst.service, f'{PHASE}_sum', {'phase': phase}):.1f}"
+                    for phase in ("prepare", "decide")) for burst in bursts])
     for component in ("kq-serve", "kube-apiserver", "etcd"):
         row(f"CPU s, {component}", [f"{burst.cpu_s.get(component, 0.0):.1f}" for burst in bursts])
     row("service (kq serve) peak RSS during the burst, MiB", [f"{burst.rss_peak_mib:.0f}" for burst in bursts])

@@ -7,6 +7,7 @@ Pure: no I/O, no clock, so the figures BENCHMARKS.md quotes are computed by test
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -35,7 +36,8 @@ def classify(status: int, reason: str, message: str) -> str:
     text = " ".join(message.split())
     lowered = text.lower()
     if "failed calling webhook" in lowered or "failed to call webhook" in lowered:
-        if any(word in lowered for word in ("deadline exceeded", "timeout", "timed out")):
+        unquoted = re.sub(r'"[^"]*"', "", lowered)  # the webhook's name and URL (``?timeout=5s``) say nothing
+        if any(word in unquoted for word in ("deadline exceeded", "timeout", "timed out")):
             return "webhook timeout"
         return "webhook unreachable"
     if "admission webhook" in lowered and "denied the request" in lowered:
