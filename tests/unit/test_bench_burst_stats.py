@@ -75,35 +75,35 @@ def test_no_latency_is_nan_not_zero() -> None:
 
 METRICS_BEFORE = """\
 # TYPE apiserver_admission_webhook_admission_duration_seconds histogram
-apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",operation="CREATE",rejected="false",type="admit",le="0.005"} 0
-apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",operation="CREATE",rejected="false",type="admit",le="0.1"} 0
-apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",operation="CREATE",rejected="false",type="admit",le="1"} 0
-apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",operation="CREATE",rejected="false",type="admit",le="+Inf"} 0
-apiserver_admission_webhook_admission_duration_seconds_sum{name="a",operation="CREATE",rejected="false",type="admit"} 0
-apiserver_admission_webhook_admission_duration_seconds_count{name="a",operation="CREATE",rejected="false",type="admit"} 0
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",rejected="false",le="0.005"} 0
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",rejected="false",le="0.1"} 0
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",rejected="false",le="1"} 0
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",rejected="false",le="+Inf"} 0
+apiserver_admission_webhook_admission_duration_seconds_sum{name="a",rejected="false"} 0
+apiserver_admission_webhook_admission_duration_seconds_count{name="a",rejected="false"} 0
 # TYPE apiserver_admission_webhook_request_total counter
-apiserver_admission_webhook_request_total{code="200",name="a",operation="CREATE",rejected="false",type="admit"} 5
+apiserver_admission_webhook_request_total{code="200",name="a",rejected="false"} 5
 # TYPE other_total counter
 other_total 3
 """
 
 METRICS_AFTER = """\
 # TYPE apiserver_admission_webhook_admission_duration_seconds histogram
-apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",operation="CREATE",rejected="false",type="admit",le="0.005"} 50
-apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",operation="CREATE",rejected="false",type="admit",le="0.1"} 90
-apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",operation="CREATE",rejected="false",type="admit",le="1"} 98
-apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",operation="CREATE",rejected="false",type="admit",le="+Inf"} 98
-apiserver_admission_webhook_admission_duration_seconds_sum{name="a",operation="CREATE",rejected="false",type="admit"} 9
-apiserver_admission_webhook_admission_duration_seconds_count{name="a",operation="CREATE",rejected="false",type="admit"} 98
-apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",operation="CREATE",rejected="true",type="admit",le="0.005"} 0
-apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",operation="CREATE",rejected="true",type="admit",le="0.1"} 0
-apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",operation="CREATE",rejected="true",type="admit",le="1"} 0
-apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",operation="CREATE",rejected="true",type="admit",le="+Inf"} 2
-apiserver_admission_webhook_admission_duration_seconds_count{name="a",operation="CREATE",rejected="true",type="admit"} 2
-apiserver_admission_webhook_admission_duration_seconds_count{name="b",operation="CREATE",rejected="false",type="validate"} 7
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",rejected="false",le="0.005"} 50
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",rejected="false",le="0.1"} 90
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",rejected="false",le="1"} 98
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",rejected="false",le="+Inf"} 98
+apiserver_admission_webhook_admission_duration_seconds_sum{name="a",rejected="false"} 9
+apiserver_admission_webhook_admission_duration_seconds_count{name="a",rejected="false"} 98
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",rejected="true",le="0.005"} 0
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",rejected="true",le="0.1"} 0
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",rejected="true",le="1"} 0
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="a",rejected="true",le="+Inf"} 2
+apiserver_admission_webhook_admission_duration_seconds_count{name="a",rejected="true"} 2
+apiserver_admission_webhook_admission_duration_seconds_count{name="b",rejected="false"} 7
 # TYPE apiserver_admission_webhook_request_total counter
-apiserver_admission_webhook_request_total{code="200",name="a",operation="CREATE",rejected="false",type="admit"} 103
-apiserver_admission_webhook_request_total{code="0",name="a",operation="CREATE",rejected="true",type="admit"} 2
+apiserver_admission_webhook_request_total{code="200",name="a",rejected="false"} 103
+apiserver_admission_webhook_request_total{code="0",name="a",rejected="true"} 2
 # TYPE other_total counter
 other_total 9
 """
