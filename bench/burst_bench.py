@@ -59,7 +59,7 @@ SETTLE_S = 300.0
 """How long the controller gets, after the bursts, to list every job in its Queue's status."""
 API_PREFIXES = ("apiserver_admission_webhook_", "apiserver_request_total")
 SERVICE_PREFIXES = ("kube_queue_webhook_", "kube_queue_controller_pass_")
-"""The webhook's own figures, and the controller's passes (they share the service's event loop)."""
+"""The webhook's own figures, and the controller's passes (they share the service's process)."""
 
 
 def ours_namespace(in_flight: int) -> str:

@@ -81,7 +81,7 @@ def _rows(bursts: Sequence[Burst]) -> list[str]:
              f"{_ms(1000 * burst_stats.histogram_quantile(burst.service, HANDLER, 0.99, match))}" for burst in bursts])
         row(f"our `/{endpoint}` decisions", [_counts(burst_stats.by_label(burst.service, DECISIONS, "decision", match))
                                              for burst in bursts])
-    row("controller passes / p50 / p99 ms (same event loop as the webhook)",
+    row("controller passes / p50 / p99 ms (same process as the webhook)",
         [f"{burst_stats.total(burst.service, f'{PASS}_count'):.0f} / "
          f"{_ms(1000 * burst_stats.histogram_quantile(burst.service, PASS, 0.5))} / "
          f"{_ms(1000 * burst_stats.histogram_quantile(burst.service, PASS, 0.99))}" for burst in bursts])
