@@ -47,6 +47,8 @@ BENCHES = (
     Bench("e2e", "End to end on the dev cluster, beside the physical limit (issues 7, 23)",
           ("-m", "bench.e2e_bench"), ".venv/bin/python -m bench.e2e_bench",
           True),
+    Bench("burst", "Admission webhook under a 10,000-job burst (issue 21)", ("-m", "bench.burst_bench"),
+          ".venv/bin/python -m bench.burst_bench", True),
     Bench("webhook", "Admission webhook (issue 4)", ("bench/webhook_bench.py",),
           ".venv/bin/python bench/webhook_bench.py", False, REPO / "bench" / "webhook_bench.py"),
     Bench("extender", "Scheduler extender (issue 6)", ("bench/extender_bench.py", "--port-base", "28500"),

@@ -12,6 +12,10 @@ Other parts of the service join the same process and HTTPS port as *plugins*: ea
 * ``add_arguments(parser: argparse.ArgumentParser) -> None`` - its own ``kq serve`` flags;
 * ``async def attach(app: web.Application, client: KubeClient, args: argparse.Namespace) -> None`` - add
   routes and ``app.cleanup_ctx`` entries (background loops) before the server starts.
+
+The background loops run on the main event loop; the HTTPS port is answered from a thread of its own
+(:func:`webhook.admission.server.start_apart`), so a plugin's route handlers run there and must not await
+objects of the main loop.
 """
 
 from __future__ import annotations
@@ -301,7 +305,10 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
             if attach is not None:
                 await attach(app, client, options.args)
                 log.info("component=serve event=plugin_attached plugin=%s", plugin.__name__)
-        runner = await server.start(app, options.host, options.port, context)
+        # The admission routes are answered from a thread of their own (the controller's passes would hold
+        # them up on this loop); ``app`` keeps the caches and the plugins' background work here.
+        runner = await server.start_apart(app, make_app(store, options.settings), options.host, options.port,
+                                          context)
         stack.push_async_callback(runner.cleanup)
         log.info(
             "component=serve event=listening address=https://%s:%d controller_users=%s",
