@@ -244,23 +244,44 @@ def batch_job_object(
     }
 
 
-def job_manifest(name: str, *, pods: int, cpu: int, memory: str | None = None, **template_spec: Any) -> dict[str, Any]:
-    """A batch/v1 Job as a user writes it for ``kubectl create``: ``pods`` pods at once (parallelism ==
-    completions), each requesting ``cpu`` (and ``memory``); ``template_spec`` adds to the pod template's spec
+def job_manifest(
+    name: str,
+    *,
+    pods: int | None,
+    cpu: int | str,
+    memory: str | None = None,
+    namespace: str | None = None,
+    completions: int | None = None,
+    suspend: bool | None = None,
+    container: str = "main",
+    grace_seconds: int | None = 0,
+    template_annotations: Mapping[str, str] | None = None,
+    **template_spec: Any,
+) -> dict[str, Any]:
+    """A batch/v1 Job as a user writes it for ``kubectl create``: ``pods`` pods at once (parallelism, and
+    completions unless ``completions`` is given; ``None`` leaves both to the API's default of 1), each requesting
+    ``cpu`` (and ``memory``) in one container ``container``; ``namespace`` (else ``kubectl -n``), ``suspend``,
+    ``terminationGracePeriodSeconds`` ``grace_seconds`` (``None``: the default) and the pod template's
+    ``template_annotations`` when given; ``template_spec`` adds to the pod template's spec
     (``nodeSelector=...``, ``priorityClassName=...``)."""
     requests = {"cpu": str(cpu), **({"memory": memory} if memory is not None else {})}
     spec: dict[str, Any] = {
-        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
+        "containers": [{"name": container, "image": "busybox", "resources": {"requests": requests}}],
         "restartPolicy": "Never",
-        "terminationGracePeriodSeconds": 0,
+        **({"terminationGracePeriodSeconds": grace_seconds} if grace_seconds is not None else {}),
         **template_spec,
     }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {"parallelism": pods, "completions": pods, "template": {"spec": spec}},
-    }
+    template: dict[str, Any] = {"spec": spec}
+    if template_annotations is not None:
+        template["metadata"] = {"annotations": dict(template_annotations)}
+    job_spec: dict[str, Any] = {"template": template}
+    if suspend is not None:
+        job_spec["suspend"] = suspend
+    if pods is not None:
+        job_spec["parallelism"] = pods
+        job_spec["completions"] = pods if completions is None else completions
+    metadata = {"name": name, **({"namespace": namespace} if namespace is not None else {})}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
 
 
 _pod_uids = itertools.count(1)

@@ -188,8 +188,8 @@ def test_gangs_by_kind() -> None:
 _pod = functools.partial(builders.pod, resource_version="1", phase="Pending")
 
 
-def _job(name: str) -> dict[str, Any]:
-    """The Job (kind and name) a pod built with ``_pod(..., owner=_job(name))`` belongs to."""
+def _owning(name: str) -> dict[str, Any]:
+    """The Job (kind and name) a pod built with ``_pod(..., owner=_owning(name))`` belongs to."""
     return {"kind": "Job", "metadata": {"name": name, "uid": "u"}}
 
 
@@ -208,7 +208,7 @@ def _index(*pods: dict[str, object]) -> PodIndex:
 
 
 def test_slim_pods_keep_what_the_check_reads() -> None:
-    pod = _pod("p", owner=_job("a"), status={
+    pod = _pod("p", owner=_owning("a"), status={
         "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                         "message": "0/4 nodes are available"}],
         "containerStatuses": [{"state": {"waiting": {"reason": "ErrImagePull", "message": "denied"}}}],
@@ -225,9 +225,9 @@ def test_a_released_job_whose_pods_do_not_run_fails_its_start_after_the_timeout(
     stuck = track(JOB, batch_job_object("stuck", pods=2, admitted_at="2024-04-08T02:00:00Z"), leaf, {})
     fine = track(JOB, batch_job_object("fine", pods=1, admitted_at="2024-04-08T02:00:00Z"), leaf, {})
     index = _index(
-        _pod("stuck-1", owner=_job("stuck"), phase="Running"),
-        _pod("stuck-2", owner=_job("stuck")),
-        _pod("fine-1", owner=_job("fine"), phase="Running"),
+        _pod("stuck-1", owner=_owning("stuck"), phase="Running"),
+        _pod("stuck-2", owner=_owning("stuck")),
+        _pod("fine-1", owner=_owning("fine"), phase="Running"),
     )
     started: set[str] = set()
     early = check_starts([stuck, fine], index, started, now=T0 + 10, timeout=300)
