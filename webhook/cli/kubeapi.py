@@ -21,7 +21,7 @@ import contextlib
 import json
 import ssl
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from webhook.api import kinds
 from webhook.api.errors import ApiStatusError, status_error
 from webhook.api.kinds import Kind
+from webhook.api.objects import Obj
 from webhook.cli.kubeconfig import ConfigError, Connection, load_connection
 
 DEFAULT_TIMEOUT = 30.0
@@ -136,7 +137,7 @@ class KubeApi:
             if not token:
                 return items
 
-    def create(self, ref: Ref, body: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    def create(self, ref: Ref, body: Obj, namespace: str | None = None) -> dict[str, Any]:
         result: dict[str, Any] = self.request("POST", ref.path(namespace), body=dict(body))
         return result
 

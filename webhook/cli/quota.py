@@ -162,7 +162,7 @@ def _queue_namespaces(tree: QuotaTree | None) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _items(queue: Obj) -> tuple[list[Mapping[str, Any]], int]:
+def _items(queue: Obj) -> tuple[list[Obj], int]:
     from webhook.workloads.base import value_at  # noqa: PLC0415
 
     details = value_at(queue, "status", "queueItemDetails")

@@ -16,7 +16,6 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from webhook.api.names import (
     EVICTION_ANNOTATION,
@@ -48,7 +47,7 @@ SUSPENDED = "SUSPENDED"
 # Records written by the controller ---------------------------------------------------------------------------
 
 
-def read_eviction(obj: Obj) -> Mapping[str, Any] | None:
+def read_eviction(obj: Obj) -> Obj | None:
     """The eviction note (``by``, ``quota``, ``reason``, ``at``) of a job evicted by reclaim."""
     raw = annotations_of(obj).get(EVICTION_ANNOTATION)
     if not isinstance(raw, str):
@@ -153,7 +152,7 @@ class JobView:
     workload: Workload | None
     size_error: str | None
     record: AdmissionRecord | None
-    eviction: Mapping[str, Any] | None
+    eviction: Obj | None
     pods: tuple[Obj, ...]
     running: int
     expected: int
@@ -333,7 +332,7 @@ def job_views(snapshot: Snapshot) -> list[JobView]:
     return views
 
 
-def _status_items(queue: Obj) -> tuple[list[Mapping[str, Any]], bool]:
+def _status_items(queue: Obj) -> tuple[list[Obj], bool]:
     """The Queue's ``status.queueItemDetails.active`` items and whether the list is complete."""
     details = value_at(queue, "status", "queueItemDetails")
     if not isinstance(details, Mapping):
