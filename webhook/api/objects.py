@@ -113,6 +113,26 @@ class JobStatus(TypedDict, total=False):
     conditions: list[Condition]
 
 
+class QueueItem(TypedDict, total=False):
+    """One entry of a Queue's ``status.queueItemDetails.active`` (``kind`` only when not ``Job``)."""
+
+    name: str
+    namespace: str
+    kind: str
+    priority: int
+    position: int
+
+
+class QueueItemDetails(TypedDict, total=False):
+    """A Queue's ``status.queueItemDetails``: the waiting jobs by position (``activeOmitted`` counts those
+    left out) and the jobs backing off."""
+
+    active: list[QueueItem]
+    activeOmitted: int
+    backoff: list[dict[str, Any]]
+    backoffOmitted: int
+
+
 class ObjectReference(TypedDict, total=False):
     """An Event's ``involvedObject``."""
 
@@ -177,6 +197,28 @@ def job_spec(job: Obj) -> JobSpec:
 def job_status(job: Obj) -> JobStatus:
     """A batch/v1 Job's ``status`` (empty when absent or not an object)."""
     return cast(JobStatus, status_of(job))
+
+
+def conditions_of(obj: Obj) -> list[Condition]:
+    """``status.conditions`` that are objects (malformed entries are skipped)."""
+    value = status_of(obj).get("conditions")
+    if not isinstance(value, list):
+        return []
+    return [cast(Condition, condition) for condition in value if isinstance(condition, Mapping)]
+
+
+def queue_details(queue: Obj) -> QueueItemDetails | None:
+    """A Queue's ``status.queueItemDetails``; ``None`` when the controller has not written one."""
+    details = status_of(queue).get("queueItemDetails")
+    return cast(QueueItemDetails, details) if isinstance(details, Mapping) else None
+
+
+def queue_active(details: QueueItemDetails) -> list[QueueItem]:
+    """The ``active`` items that are objects (malformed entries are skipped)."""
+    active: object = details.get("active")
+    if not isinstance(active, list):
+        return []
+    return [cast(QueueItem, item) for item in active if isinstance(item, Mapping)]
 
 
 def involved_object(event: Obj) -> ObjectReference:

@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import REASON_QUEUED
-from webhook.api.objects import Obj, event_time, involved_object, meta, pod_spec, pod_status
+from webhook.api.objects import Obj, conditions_of, event_time, involved_object, meta, pod_spec, pod_status
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
@@ -226,7 +226,6 @@ def explain_backoff(view: JobView, now: float, width: int) -> str:
 def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> str:
     """The answer for a job that does not wait in a queue (or whose quota cannot be read)."""
     from webhook.cli.output import age, describe, wrap  # noqa: PLC0415
-    from webhook.workloads.base import value_at  # noqa: PLC0415
 
     who = _who(view)
     admitted = ""
@@ -237,8 +236,7 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
     request = f" (request {describe(view.workload.request)})" if view.workload is not None else ""
     if view.status in ("SUCCEEDED", "FAILED"):
         text = f"{who} has finished: {view.status}."
-        conditions = value_at(view.obj, "status", "conditions")
-        for condition in conditions if isinstance(conditions, list) else ():
+        for condition in conditions_of(view.obj):
             if condition.get("status") == "True" and condition.get("type") in ("Failed", "Complete", "Succeeded"):
                 message = condition.get("message") or condition.get("reason") or ""
                 when = condition.get("lastTransitionTime")
