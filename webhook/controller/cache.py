@@ -20,14 +20,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from webhook.api import kinds
 from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE
 from webhook.api.objects import Obj, meta, name_of, resource_version_of, status_of
-from webhook.controller.model import TrackedJob, track
+from webhook.controller.jobindex import JobIndex, ObjKey, Unsized, rv
+from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import PodIndex, pod_slim
 from webhook.core.placement import PolicyError, parse_policy
 from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
-from webhook.core.workload import WorkloadError
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.kube.slim import SlimListWatch
@@ -41,20 +41,6 @@ PRIORITY_CLASSES = ResourceRef.of(kinds.PRIORITY_CLASS)
 PODS = ResourceRef.of(kinds.POD)
 POLICIES = ResourceRef.of(kinds.RESOURCE_POLICY)
 UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
-
-ObjKey = tuple[str, str, str]
-"""``(cache name, namespace, name)``."""
-
-Unsized = Callable[[Obj, Adapter, str], None]
-"""Told about a job that cannot be sized: ``(object, adapter, problem)``."""
-
-
-def rv(obj: Obj) -> int:
-    """The object's ``resourceVersion`` as a number (-1 when it is not one)."""
-    try:
-        return int(resource_version_of(obj))
-    except ValueError:
-        return -1
 
 
 class Wake(enum.Enum):
@@ -169,7 +155,8 @@ class ClusterCache:
         self.kinds: list[str] = []
         """The kinds watched, in the order they were found."""
         self._assumed: dict[ObjKey, Obj] = {}
-        self._memo: dict[ObjKey, tuple[int, int, int, TrackedJob | str]] = {}
+        self.jobs = JobIndex(self._assumed)
+        """The tracked jobs, re-read where they changed (:mod:`webhook.controller.jobindex`)."""
         self._tree_epoch = 0
         self._tree_seen_epoch = -1
         self._tree_version = 0
@@ -284,6 +271,7 @@ class ClusterCache:
             selector = QUOTA_LABEL if adapter.gates_at_creation_only else None
             cache = self._cache(f"{adapter.plural}.{adapter.group or 'core'}", ref, selector)
             self._job_cache_names.add(cache.name)
+            self.jobs.add(adapter, cache)
             self.job_caches[key] = (adapter, ref, cache)
             self.kinds.append(key)
             self.job_cache_tasks[key] = self._start(cache.run(), f"cache-{cache.name}")
@@ -294,6 +282,7 @@ class ClusterCache:
         if task is not None:
             task.cancel()
         del self.job_caches[key]
+        self.jobs.remove(cache.name)
         self.kinds.remove(key)
         self._on_change()
         log.info(kv(component="controller", event="unwatching", kind=key, reason="no longer served",
@@ -331,7 +320,9 @@ class ClusterCache:
     def assume(self, cache: WatchCache, obj: Obj) -> None:
         """Remember ``obj`` as this replica wrote it, until the watch delivers it (or a newer version)."""
         metadata = meta(obj)
-        self._assumed[(cache.name, str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))] = obj
+        namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+        self._assumed[(cache.name, namespace, name)] = obj
+        self.jobs.touch(cache.name, (namespace, name))
 
     def tree(self) -> tuple[Obj | None, QuotaTree | None, str | None]:
         """The honoured tree object and its parsed tree; the parsed tree (and the version that keys the job
@@ -365,41 +356,14 @@ class ClusterCache:
     def tracked_jobs(self, tree: QuotaTree) -> list[TrackedJob]:
         """Every job of a managed namespace, sized (each job that cannot be sized goes to ``on_unsized``)."""
         priorities = self.priorities()
-        out: list[TrackedJob] = []
-        live: set[ObjKey] = set()
-        for adapter, _, cache in self.job_caches.values():
-            for obj in self.view(cache):
-                metadata = meta(obj)
-                namespace = str(metadata.get("namespace") or "")
-                leaf = tree.leaf_for_namespace(namespace)
-                if leaf is None or not adapter.manages(obj):
-                    continue
-                key = (cache.name, namespace, str(metadata.get("name") or ""))
-                live.add(key)
-                version = rv(obj)
-                memo = self._memo.get(key)
-                if memo is not None and memo[:3] == (version, self._tree_version, self._priority_epoch):
-                    job: TrackedJob | str = memo[3]
-                else:
-                    try:
-                        job = track(adapter, obj, leaf, priorities)
-                    except WorkloadError as error:
-                        job = str(error)
-                    self._memo[key] = (version, self._tree_version, self._priority_epoch, job)
-                if isinstance(job, str):
-                    self._on_unsized(obj, adapter, job)
-                    continue
-                out.append(job)
-        for key in [key for key in self._memo if key not in live]:
-            del self._memo[key]
-        return out
+        return self.jobs.tracked(tree, (self._tree_version, self._priority_epoch), priorities, self._on_unsized)
 
     def accounts_for(self, jobs: Sequence[TrackedJob]) -> Callable[[str, str, str], bool]:
         """Whether a job of this pass accounts for the pods that name an owner ``(namespace, kind, name)``
         (kind ``Pod``: the pod queued as itself). Looked up in the pass's own memo of tracked jobs; only the jobs
         whose pods name another owner (a RayJob's RayCluster, an MPIJob's launcher Job) are walked, once, and
         only when a pod's owner is not a tracked job itself."""
-        memo = self._memo
+        index = self.jobs
         caches = {adapter.kind: cache.name for adapter, _, cache in self.job_caches.values()}
         indirect = {adapter for adapter, _, _ in self.job_caches.values()
                     if type(adapter).pod_owners is not Adapter.pod_owners}
@@ -408,10 +372,8 @@ class ClusterCache:
         def accounted(namespace: str, kind: str, name: str) -> bool:
             nonlocal others
             cache = caches.get(kind)
-            if cache is not None:
-                entry = memo.get((cache, namespace, name))
-                if entry is not None and isinstance(entry[3], TrackedJob):
-                    return True
+            if cache is not None and index.get(cache, namespace, name) is not None:
+                return True
             if kind == "Pod" or not indirect:
                 return False
             if others is None:
