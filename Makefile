@@ -17,6 +17,11 @@ endef
 # The unit and service tiers are spread over every core (pytest-xdist); XDIST= runs them in one process.
 XDIST ?= -n auto
 
+# Hypothesis profile of the unit and service tiers: empty (every example) for `make test` and CI; `make check`
+# sets the "check" profile (tests/conftest.py), a quarter of the property tests' examples. The fuzz tier is
+# never scaled.
+EXAMPLES ?=
+
 .PHONY: install deps up down status lint types unit service fuzz e2e check test binaries bench clean
 
 install: $(STAMP)
@@ -51,10 +56,10 @@ types: install
 	$(BIN)/mypy
 
 unit: install
-	$(call pytest_must_run,tests/unit -q -p no:cacheprovider $(XDIST) --cov=webhook.core --cov-report=term --cov-fail-under=95)
+	$(call pytest_must_run,tests/unit -q -p no:cacheprovider $(XDIST) $(EXAMPLES) --cov=webhook.core --cov-report=term --cov-fail-under=95)
 
 service: install
-	$(call pytest_must_run,tests/service -q -p no:cacheprovider $(XDIST))
+	$(call pytest_must_run,tests/service -q -p no:cacheprovider $(XDIST) $(EXAMPLES))
 
 # Hypothesis over the admission handlers: at least 10,000 generated AdmissionReviews (about 40 s).
 fuzz: install
@@ -63,6 +68,7 @@ fuzz: install
 e2e: install deps binaries
 	$(call pytest_must_run,tests/e2e -q -p no:cacheprovider)
 
+check: EXAMPLES = --hypothesis-profile=check
 check: lint types unit service
 
 test: lint types unit service fuzz e2e

@@ -8,12 +8,15 @@ Shared by every test suite; keep this API stable (add parameters only with defau
     )))
     seed_tree()
     job("pi-1", pods=6, cpu=10, memory="10Gi", priority=2, phase=Phase.ADMITTED, admitted_at=5.0)
+    pod("p1", "10", namespace="team", labels={"app": "web"}, node_name="ecs-0", phase="Pending")
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -30,9 +33,11 @@ __all__ = [
     "UNLABELLABLE_NAMES",
     "Spec",
     "batch_job_object",
+    "cluster_pod",
     "job",
     "job_manifest",
     "node",
+    "pod",
     "res",
     "seed_tree",
     "tree",
@@ -239,23 +244,137 @@ def batch_job_object(
     }
 
 
-def job_manifest(name: str, *, pods: int, cpu: int, memory: str | None = None, **template_spec: Any) -> dict[str, Any]:
-    """A batch/v1 Job as a user writes it for ``kubectl create``: ``pods`` pods at once (parallelism ==
-    completions), each requesting ``cpu`` (and ``memory``); ``template_spec`` adds to the pod template's spec
+def job_manifest(
+    name: str,
+    *,
+    pods: int | None,
+    cpu: int | str,
+    memory: str | None = None,
+    namespace: str | None = None,
+    completions: int | None = None,
+    suspend: bool | None = None,
+    container: str = "main",
+    grace_seconds: int | None = 0,
+    template_annotations: Mapping[str, str] | None = None,
+    **template_spec: Any,
+) -> dict[str, Any]:
+    """A batch/v1 Job as a user writes it for ``kubectl create``: ``pods`` pods at once (parallelism, and
+    completions unless ``completions`` is given; ``None`` leaves both to the API's default of 1), each requesting
+    ``cpu`` (and ``memory``) in one container ``container``; ``namespace`` (else ``kubectl -n``), ``suspend``,
+    ``terminationGracePeriodSeconds`` ``grace_seconds`` (``None``: the default) and the pod template's
+    ``template_annotations`` when given; ``template_spec`` adds to the pod template's spec
     (``nodeSelector=...``, ``priorityClassName=...``)."""
     requests = {"cpu": str(cpu), **({"memory": memory} if memory is not None else {})}
     spec: dict[str, Any] = {
-        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
+        "containers": [{"name": container, "image": "busybox", "resources": {"requests": requests}}],
         "restartPolicy": "Never",
-        "terminationGracePeriodSeconds": 0,
+        **({"terminationGracePeriodSeconds": grace_seconds} if grace_seconds is not None else {}),
         **template_spec,
     }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {"parallelism": pods, "completions": pods, "template": {"spec": spec}},
-    }
+    template: dict[str, Any] = {"spec": spec}
+    if template_annotations is not None:
+        template["metadata"] = {"annotations": dict(template_annotations)}
+    job_spec: dict[str, Any] = {"template": template}
+    if suspend is not None:
+        job_spec["suspend"] = suspend
+    if pods is not None:
+        job_spec["parallelism"] = pods
+        job_spec["completions"] = pods if completions is None else completions
+    metadata = {"name": name, **({"namespace": namespace} if namespace is not None else {})}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
+
+
+_pod_uids = itertools.count(1)
+
+
+def pod(
+    name: str = "p",
+    /,
+    cpu: str | None = "1",
+    *,
+    namespace: str | None = "user-a",
+    memory: str | None = None,
+    gpu: int = 0,
+    container: str = "main",
+    image: str = "busybox",
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    uid: str | None = None,
+    numbered_uid: bool = False,
+    resource_version: str | None = None,
+    created: str | None = None,
+    deleting: bool = False,
+    owner: Mapping[str, Any] | None = None,
+    node_name: str | None = None,
+    phase: str | None = None,
+    unschedulable: str | None = None,
+    status: Mapping[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A v1 Pod of one container ``container`` (``image``) requesting ``cpu``/``memory``/``gpu`` (all ``None``/0:
+    no ``resources``); ``spec`` adds to the pod's spec (``restartPolicy="Never"``, ``tolerations=[...]``).
+
+    Metadata: ``namespace`` (``None`` leaves it out, as in a manifest for ``kubectl -n``), ``labels`` and
+    ``annotations`` when given, ``uid`` (or ``uid-<name>-<n>``, unique, with ``numbered_uid``),
+    ``creationTimestamp`` ``created``, a ``deletionTimestamp`` when ``deleting``, and a controller reference to
+    ``owner`` (an object with ``apiVersion``, ``kind`` and ``metadata.name``/``uid``).
+
+    Status: none unless ``phase``, ``unschedulable`` or ``status`` is given. A pod on ``node_name`` left
+    ``Pending`` is ``Running``; an ``unschedulable`` one (the scheduler's message) is on no node and carries the
+    ``PodScheduled=False`` condition; ``status`` adds fields (``startTime``...).
+    """
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    if uid is None and numbered_uid:
+        uid = f"uid-{name}-{next(_pod_uids)}"
+    if uid is not None:
+        metadata["uid"] = uid
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
+    if labels is not None:
+        metadata["labels"] = dict(labels)
+    if annotations is not None:
+        metadata["annotations"] = dict(annotations)
+    if created is not None:
+        metadata["creationTimestamp"] = created
+    if deleting:
+        metadata["deletionTimestamp"] = "2024-05-01T13:00:00Z"
+    if owner is not None:
+        owner_meta = owner.get("metadata", {})
+        metadata["ownerReferences"] = [{
+            "apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"), "name": owner_meta.get("name"),
+            "uid": owner_meta.get("uid"), "controller": True,
+        }]
+    requests: dict[str, str] = {}
+    if cpu is not None:
+        requests["cpu"] = cpu
+    if memory is not None:
+        requests["memory"] = memory
+    if gpu:
+        requests["nvidia.com/gpu"] = str(gpu)
+    main: dict[str, Any] = {"name": container, "image": image}
+    if requests:
+        main["resources"] = {"requests": requests}
+    pod_spec: dict[str, Any] = {"containers": [main], **copy.deepcopy(spec)}
+    if node_name is not None and not unschedulable:
+        pod_spec["nodeName"] = node_name
+        phase = "Running" if phase == "Pending" else phase
+    obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+    if phase is not None or unschedulable or status:
+        obj["status"] = {**({"phase": phase} if phase is not None else {}), **copy.deepcopy(dict(status or {}))}
+    if unschedulable:
+        obj["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable}
+        ]
+    return obj
+
+
+cluster_pod = functools.partial(
+    pod, cpu=None, image="busybox:1.36", node_name="ecs-0", phase="Running", created="1970-01-01T00:00:00Z"
+)
+"""``cluster_pod(name, namespace=..., owner=job, created=...)``: a job's pod as the CLI reads it from the cluster,
+Running on ``ecs-0`` unless told otherwise."""
 
 
 # Broken input shared by the tiers (the webhook refuses each, naming the node and the rule) ------------------

@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 
 from tests import fakeapi
-from tests.fakeapi import FakeApi, batch_job, event, pod, priority_class, queue
+from tests.builders import cluster_pod
+from tests.fakeapi import FakeApi, batch_job, event, priority_class, queue
 from tests.kubefake import stamp
 from webhook.cli.common import Ctx
 from webhook.cli.fetch import load_snapshot
@@ -82,15 +83,20 @@ def seed_objects(with_status: bool = True) -> list[dict[str, Any]]:
                      admitted_at=T0 + 301, priority_class="priority-2")
     mnist = kubeflow_job("mnist", "user-c", 2, T0 + 400, T0 + 402)
     loose = batch_job("loose", "default", created=T0 + 500, suspended=True)
-    pods = [pod(f"pi1-{i}", "user-a", pi1, node=f"ecs-{i % 4}", created=T0 + 102) for i in range(6)]
+    pods = [
+        cluster_pod(f"pi1-{i}", namespace="user-a", owner=pi1, node_name=f"ecs-{i % 4}", created=stamp(T0 + 102))
+        for i in range(6)
+    ]
     pods += [
-        pod("pend-0", "user-c", pend, created=T0 + 302),
-        pod("pend-1", "user-c", pend, phase="Pending", created=T0 + 302, unschedulable=(
+        cluster_pod("pend-0", namespace="user-c", owner=pend, created=stamp(T0 + 302)),
+        cluster_pod("pend-1", namespace="user-c", owner=pend, phase="Pending", created=stamp(T0 + 302), unschedulable=(
             "0/5 nodes are available: 1 node(s) had untolerated taint(s), 4 pod-level quota (bound and placed "
             "pods): quota root/Department-b: cpu request 5 + used 100 > max 100.")),
-        pod("mnist-worker-0", "user-c", mnist, created=T0 + 403, labels=_role("worker", 0)),
-        pod("mnist-master-0", "user-c", mnist, created=T0 + 403, labels=_role("master", 0)),
-        pod("loose-x", "default", None, phase="Succeeded", created=T0 + 1),
+        cluster_pod("mnist-worker-0", namespace="user-c", owner=mnist, created=stamp(T0 + 403),
+                    labels=_role("worker", 0)),
+        cluster_pod("mnist-master-0", namespace="user-c", owner=mnist, created=stamp(T0 + 403),
+                    labels=_role("master", 0)),
+        cluster_pod("loose-x", namespace="default", phase="Succeeded", created=stamp(T0 + 1)),
     ]
     objects: list[dict[str, Any]] = [pi1, pi2, big, done, broke, pend, mnist, loose, *pods]
     objects += [

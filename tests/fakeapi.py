@@ -325,35 +325,6 @@ def batch_job(
     return obj
 
 
-def pod(
-    name: str,
-    namespace: str,
-    owner: Mapping[str, Any] | None = None,
-    *,
-    phase: str = "Running",
-    node: str | None = "ecs-0",
-    created: float = 0.0,
-    labels: Mapping[str, str] | None = None,
-    unschedulable: str | None = None,
-) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "creationTimestamp": stamp(created)}
-    if labels:
-        metadata["labels"] = dict(labels)
-    if owner is not None:
-        metadata["ownerReferences"] = [{
-            "apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"), "name": owner["metadata"]["name"],
-            "uid": owner["metadata"]["uid"], "controller": True,
-        }]
-    status: dict[str, Any] = {"phase": phase}
-    if unschedulable:
-        status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                 "message": unschedulable}]
-    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox:1.36"}]}
-    if node and not unschedulable:
-        spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
-
-
 def event(
     target: Mapping[str, Any], reason: str, message: str, at: float, *, kind: str = "Normal",
     component: str = "kube-queue-controller", index: int = 0,

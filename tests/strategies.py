@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from tests.builders import job, node, res, tree
 from webhook.core.queueing import Policy
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
 from webhook.core.workload import Workload
+
+FULL_PROFILE_EXAMPLES = 100
+"""Hypothesis's default ``max_examples``: the count the default profile (``make test``, CI) runs."""
+
+
+def examples(full: int) -> int:
+    """``full`` examples under the default profile, scaled down with the active profile's ``max_examples``
+    (a quarter under ``make check``'s ``--hypothesis-profile=check``, see tests/conftest.py), never below 10.
+
+    Read when a test module is imported, after pytest has loaded the profile."""
+    active = settings.default
+    assert active is not None  # hypothesis loads its default profile on import
+    return max(10, full * active.max_examples // FULL_PROFILE_EXAMPLES)
 
 
 @st.composite

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import (
     LoopThread,
@@ -118,33 +119,14 @@ class Observer:
                 self.violations.append(f"{level} used {used} > max {self.limits[level]} after {kind} {key}")
 
 
-def _job(name: str, namespace: str, rng: random.Random) -> dict[str, Any]:
+def _random_job(name: str, namespace: str, rng: random.Random) -> dict[str, Any]:
+    """A held Job of 1-3 pods at once (1 or 2 rounds) of 1-4 CPU that succeed after 1-3 s."""
     parallelism = rng.randint(1, 3)
     completions = parallelism * rng.choice((1, 1, 2))
     cpu = rng.randint(1, 4)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "suspend": True,
-            "parallelism": parallelism,
-            "completions": completions,
-            "template": {
-                "metadata": {"annotations": {SUCCEED_AFTER_ANNOTATION: f"{rng.randint(1, 3)}s"}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "work",
-                            "image": "busybox",
-                            "resources": {"requests": {"cpu": str(cpu), "memory": "64Mi"}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
+    return job_manifest(name, namespace=namespace, pods=parallelism, completions=completions, cpu=cpu,
+                        memory="64Mi", suspend=True, container="work", grace_seconds=None,
+                        template_annotations={SUCCEED_AFTER_ANNOTATION: f"{rng.randint(1, 3)}s"})
 
 
 async def _chaos(replicas: list[Replica], make: Callable[[], Replica], rng: random.Random, kills: int) -> None:
@@ -212,7 +194,7 @@ def test_killing_the_controller_at_random_points_loses_and_double_admits_nothing
         for index in range(JOBS):
             namespace = rng.choice(sorted(namespaces))
             name = f"j{index:02d}"
-            dev.apply(_job(name, namespace, rng))
+            dev.apply(_random_job(name, namespace, rng))
             created.append((namespace, name))
             if index % 7 == 6:
                 victim = rng.choice(created[:-1])

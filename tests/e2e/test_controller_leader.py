@@ -3,10 +3,11 @@ dies (killed, the Lease left to expire) the other takes over and admits."""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
 
 import pytest
 
+from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import (
     LoopThread,
@@ -24,23 +25,8 @@ pytestmark = pytest.mark.e2e
 __all__ = ["loop_thread", "service_without_controller"]  # fixtures used here
 
 
-def _job(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "suspend": True,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "work", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
-                    ],
-                }
-            },
-        },
-    }
+_held_job = functools.partial(job_manifest, pods=None, cpu=1, suspend=True, container="work", grace_seconds=None)
+"""A held one-pod Job of 1 CPU."""
 
 
 def _admitted(dev: DevCluster, namespace: str, name: str) -> bool:
@@ -77,7 +63,7 @@ def test_exactly_one_replica_admits_and_the_other_takes_over_when_it_dies(
             assert holder == leader.settings.identity
             wait_managed(dev, namespace)
             for index in range(3):
-                dev.apply(_job(f"before-{index}", namespace))
+                dev.apply(_held_job(f"before-{index}", namespace=namespace))
             dev.wait_until(
                 lambda: all(_admitted(dev, namespace, f"before-{i}") for i in range(3)), 60, "3 jobs admitted"
             )
@@ -88,7 +74,7 @@ def test_exactly_one_replica_admits_and_the_other_takes_over_when_it_dies(
             dev.wait_until(follower.is_leader, 60, "the follower to take the Lease over")
             holder = dev.get_json("lease", lease, "-n", "kube-queue")["spec"]["holderIdentity"]
             assert holder == follower.settings.identity
-            dev.apply(_job("after", namespace))
+            dev.apply(_held_job("after", namespace=namespace))
             dev.wait_until(lambda: _admitted(dev, namespace, "after"), 60, "the new leader to admit")
             assert follower.admitted() == 1
             assert leader.admitted() == 3

@@ -11,22 +11,11 @@ from typing import Any
 
 import pytest
 
+from tests.builders import pod
 from tests.e2e.conftest import DevCluster
 from webhook.api.names import LEGACY_SUCCEED_AFTER_ANNOTATION, SUCCEED_AFTER_ANNOTATION
 from webhook.cli import devsystem
 from webhook.devcluster import cluster
-
-
-def _pod(name: str, cpu: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
-            **spec,
-        },
-    }
 
 
 def _node_of(dev: DevCluster, namespace: str, pod: str) -> str:
@@ -92,7 +81,7 @@ def test_a_job_runs_to_completion(dev_cluster: DevCluster, namespace: str, annot
 
 
 def test_a_pod_without_the_annotation_keeps_running(dev_cluster: DevCluster, namespace: str) -> None:
-    dev_cluster.apply({**_pod("runner", "1"), "metadata": {"name": "runner", "namespace": namespace}})
+    dev_cluster.apply(pod("runner", "1", namespace=namespace, container="c"))
     dev_cluster.wait_until(lambda: _phase(dev_cluster, namespace, "runner") == "Running", 60, "pod Running")
     assert _node_of(dev_cluster, namespace, "runner").startswith("ecs-")
 
@@ -100,7 +89,7 @@ def test_a_pod_without_the_annotation_keeps_running(dev_cluster: DevCluster, nam
 def test_pods_land_only_on_nodes_that_can_hold_them(dev_cluster: DevCluster, namespace: str) -> None:
     # 5 pods of 20 CPU on 4 nodes of 32 CPU: one per node runs, the fifth stays Pending.
     for i in range(5):
-        dev_cluster.apply({**_pod(f"big-{i}", "20"), "metadata": {"name": f"big-{i}", "namespace": namespace}})
+        dev_cluster.apply(pod(f"big-{i}", "20", namespace=namespace, container="c"))
     names = [f"big-{i}" for i in range(5)]
     dev_cluster.wait_until(
         lambda: sum(_phase(dev_cluster, namespace, n) == "Running" for n in names) == 4, 60, "4 pods Running"
@@ -115,7 +104,7 @@ def test_pods_land_only_on_nodes_that_can_hold_them(dev_cluster: DevCluster, nam
     events = dev_cluster.kubectl("get", "events", "-n", namespace, "--field-selector", selector)
     assert "Insufficient cpu" in events
     # Larger than any node: never scheduled.
-    dev_cluster.apply({**_pod("huge", "33"), "metadata": {"name": "huge", "namespace": namespace}})
+    dev_cluster.apply(pod("huge", "33", namespace=namespace, container="c"))
     dev_cluster.wait_until(
         lambda: "Insufficient cpu"
         in dev_cluster.kubectl("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=huge"),
@@ -127,12 +116,7 @@ def test_pods_land_only_on_nodes_that_can_hold_them(dev_cluster: DevCluster, nam
 
 def test_the_virtual_node_taint_keeps_ordinary_pods_off(dev_cluster: DevCluster, namespace: str) -> None:
     # Aimed at the virtual node without the toleration: stays Pending, the taint named.
-    dev_cluster.apply(
-        {
-            **_pod("aimed", "1", nodeSelector={"type": "virtual-kubelet"}),
-            "metadata": {"name": "aimed", "namespace": namespace},
-        }
-    )
+    dev_cluster.apply(pod("aimed", "1", namespace=namespace, container="c", nodeSelector={"type": "virtual-kubelet"}))
     toleration = {
         "key": "virtual-kubelet.io/provider",
         "operator": "Equal",
@@ -142,10 +126,8 @@ def test_the_virtual_node_taint_keeps_ordinary_pods_off(dev_cluster: DevCluster,
     # With the toleration and the ECI opt-in label (a pod under no ResourcePolicy needs both: the extender
     # keeps every other pod off the virtual node), it runs there.
     dev_cluster.apply(
-        {
-            **_pod("tolerant", "1", nodeSelector={"type": "virtual-kubelet"}, tolerations=[toleration]),
-            "metadata": {"name": "tolerant", "namespace": namespace, "labels": {"alibabacloud.com/eci": "true"}},
-        }
+        pod("tolerant", "1", namespace=namespace, container="c", labels={"alibabacloud.com/eci": "true"},
+            nodeSelector={"type": "virtual-kubelet"}, tolerations=[toleration])
     )
     dev_cluster.wait_until(lambda: _phase(dev_cluster, namespace, "tolerant") == "Running", 60, "tolerant Running")
     assert _node_of(dev_cluster, namespace, "tolerant") == "virtual-kubelet"
@@ -158,8 +140,8 @@ def test_the_virtual_node_taint_keeps_ordinary_pods_off(dev_cluster: DevCluster,
     assert _node_of(dev_cluster, namespace, "aimed") == ""
     # Many ordinary pods, even tolerating the taint: none lands on the virtual node.
     for i in range(8):
-        spec = {"tolerations": [toleration]} if i % 2 else {}
-        dev_cluster.apply({**_pod(f"o-{i}", "100m", **spec), "metadata": {"name": f"o-{i}", "namespace": namespace}})
+        spec: dict[str, Any] = {"tolerations": [toleration]} if i % 2 else {}
+        dev_cluster.apply(pod(f"o-{i}", "100m", namespace=namespace, container="c", **spec))
     dev_cluster.wait_until(
         lambda: all(_node_of(dev_cluster, namespace, f"o-{i}") for i in range(8)), 60, "ordinary pods bound"
     )

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.builders import SEED_TREE_SPEC
+from tests.builders import SEED_TREE_SPEC, job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 
@@ -60,26 +60,6 @@ def _exported_names(*texts: str) -> set[str]:
     return names
 
 
-def _job(namespace: str, name: str, pods: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "parallelism": pods,
-            "completions": pods,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "10", "memory": "1Gi"}}}
-                    ],
-                }
-            },
-        },
-    }
-
-
 @pytest.fixture(scope="module")
 def scenario(dev_cluster: DevCluster) -> Iterator[str]:
     """A seed-shaped tree whose leaves have unique names (so the counters are this module's alone): one job
@@ -94,8 +74,10 @@ def scenario(dev_cluster: DevCluster) -> Iterator[str]:
     try:
         with installed_tree(dev_cluster, spec):
             wait_managed(dev_cluster, ns_a, ns_b)
-            dev_cluster.apply(_job(ns_a, "small", 1))
-            dev_cluster.apply(_job(ns_a, "huge", 21))
+            dev_cluster.apply(job_manifest("small", namespace=ns_a, pods=1, cpu=10, memory="1Gi", container="c",
+                                           grace_seconds=None))
+            dev_cluster.apply(job_manifest("huge", namespace=ns_a, pods=21, cpu=10, memory="1Gi", container="c",
+                                           grace_seconds=None))
             dev_cluster.wait_until(
                 lambda: dev_cluster.get_json("job", "small", "-n", ns_a)["spec"].get("suspend") is False,
                 60,

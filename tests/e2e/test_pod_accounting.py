@@ -12,12 +12,14 @@ The tree: one department ``Team-p`` (40 CPU) with two namespaces, the service at
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests import builders
 from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
@@ -47,14 +49,8 @@ def spaces(dev_cluster: DevCluster) -> Iterator[tuple[str, str]]:
         dev.restart_service()
 
 
-def _pod(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "10"}}}],
-                 "terminationGracePeriodSeconds": 0, **spec},
-    }
+_pod = functools.partial(builders.pod, cpu="10", namespace=None, container="c", terminationGracePeriodSeconds=0)
+"""A bare Pod manifest of 10 CPU (for ``kubectl -n``) that stops at once."""
 
 
 def test_a_user_cannot_bind_a_pod_to_a_node(dev_cluster: DevCluster, spaces: tuple[str, str]) -> None:

@@ -9,7 +9,7 @@ No tests here; the other ``test_extender_*`` modules import these.
 from __future__ import annotations
 
 import contextlib
-import itertools
+import functools
 import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -18,6 +18,7 @@ import aiohttp
 import orjson
 
 from bench.objects import eci, ecs, node, quota_tree
+from tests import builders
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION
 
 __all__ = [  # node, quota_tree and the units are the benchmarks' own builders, shared
@@ -37,54 +38,24 @@ __all__ = [  # node, quota_tree and the units are the benchmarks' own builders, 
 ]
 
 NAMESPACE = "team"
-_uids = itertools.count(1)
 
 
 def virtual_node(name: str = "virtual-kubelet", **labels: str) -> dict[str, Any]:
     return node(name, virtual=True, **labels)
 
 
-def pod(
-    name: str,
-    /,
-    cpu: str = "1",
-    *,
-    namespace: str = NAMESPACE,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    node_name: str | None = None,
-    uid: str | None = None,
-    created: str | None = "2024-05-01T12:00:00Z",
-    phase: str = "Pending",
-    deleting: bool = False,
-    memory: str | None = None,
-    gpu: int = 0,
-) -> dict[str, Any]:
-    """A Pod requesting ``cpu`` (and ``memory``/``gpu``), tolerating the virtual node; bound when ``node_name``."""
-    requests: dict[str, str] = {"cpu": cpu}
-    if memory is not None:
-        requests["memory"] = memory
-    if gpu:
-        requests["nvidia.com/gpu"] = str(gpu)
-    metadata: dict[str, Any] = {
-        "name": name,
-        "namespace": namespace,
-        "uid": uid or f"uid-{name}-{next(_uids)}",
-        "labels": dict(labels or {}),
-        "annotations": dict(annotations or {}),
-    }
-    if created is not None:
-        metadata["creationTimestamp"] = created
-    if deleting:
-        metadata["deletionTimestamp"] = "2024-05-01T13:00:00Z"
-    spec: dict[str, Any] = {
-        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
-        "tolerations": [dict(VIRTUAL_NODE_TOLERATION)],
-    }
-    if node_name is not None:
-        spec["nodeName"] = node_name
-        phase = "Running" if phase == "Pending" else phase
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": phase}}
+pod = functools.partial(
+    builders.pod,
+    namespace=NAMESPACE,
+    labels={},
+    annotations={},
+    numbered_uid=True,
+    created="2024-05-01T12:00:00Z",
+    phase="Pending",
+    tolerations=[dict(VIRTUAL_NODE_TOLERATION)],
+)
+"""``pod(name, cpu="1", ...)``: :func:`tests.builders.pod` in namespace ``team``, with a unique uid, tolerating the
+virtual node, ``Pending`` (``Running`` when bound with ``node_name``)."""
 
 
 def bound(obj: Mapping[str, Any], node_name: str) -> dict[str, Any]:

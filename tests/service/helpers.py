@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tests import builders
 from webhook.admission.review import decoded_patch
 from webhook.workloads.base import apply_patch
 
@@ -124,18 +126,11 @@ def rayjob(name: str = "ray", namespace: str = "user-a") -> dict[str, Any]:
     return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata(name, namespace), "spec": spec}
 
 
-def pod(name: str = "p", namespace: str = "user-a", *, owned: bool = False, **extra: Any) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata(name, namespace),
-        "spec": pod_spec(**extra),
-    }
-    if owned:
-        obj["metadata"]["ownerReferences"] = [
-            {"apiVersion": "batch/v1", "kind": "Job", "name": "pi", "uid": "u-1", "controller": True}
-        ]
-    return obj
+OWNING_JOB: dict[str, Any] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi", "uid": "u-1"}}
+"""The Job a pod built with ``pod(owner=OWNING_JOB)`` belongs to (a pod the queue leaves to its Job)."""
+
+pod = functools.partial(builders.pod, restartPolicy="Never")
+"""``pod(name="p", cpu="1", namespace="user-a", ...)``: :func:`tests.builders.pod` as a user submits it, no status."""
 
 
 JOB_BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {

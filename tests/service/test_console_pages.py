@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.builders import cluster_pod
 from tests.clirun import NOW, run, seed_api
-from tests.fakeapi import FakeApi, pod
+from tests.fakeapi import FakeApi
 from webhook.cli.kubeapi import KubeApi
 from webhook.cli.kubeconfig import Connection
 from webhook.console.app import ConsoleSettings, build_app
@@ -281,7 +282,7 @@ async def test_the_jobs_stream_pushes_a_change_without_a_reload(world: World) ->
         pi2 = api.objects[("batch", "jobs", "user-a", "pi2")]
         pi2["spec"]["suspend"] = False
         for index in range(6):
-            api.add(pod(f"pi2-{index}", "user-a", pi2))
+            api.add(cluster_pod(f"pi2-{index}", namespace="user-a", owner=pi2))
         _, second = await next_event(stream.content, lambda e, d: e == "update")
         assert cells(row(second, "job", "pi2"))[2] == "RUNNING"
         assert 'id="job-job-pi1"' not in second

@@ -19,6 +19,7 @@ import webhook.admission.app as app_module
 from tests.builders import seed_tree
 from tests.service import helpers
 from tests.service.helpers import batch_job, review
+from tests.strategies import examples
 from webhook.admission.app import make_app, respond
 from webhook.admission.state import AdmissionState, Settings, StateStore
 
@@ -227,7 +228,7 @@ def _mangled_reviews() -> st.SearchStrategy[Any]:
 FUZZ_STATE = AdmissionState(tree=seed_tree())
 
 
-@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@hsettings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(endpoint=st.sampled_from(["mutate", "validate"]), body=_mangled_reviews())
 def test_fuzz_handlers_never_fail(endpoint: str, body: Any) -> None:
     status, payload = respond(endpoint, orjson.dumps(body), FUZZ_STATE, Settings())
@@ -239,14 +240,14 @@ def test_fuzz_handlers_never_fail(endpoint: str, body: Any) -> None:
         assert out["response"]["status"]["code"] != 500 if not out["response"]["allowed"] else True
 
 
-@hsettings(max_examples=200, deadline=None)
+@hsettings(max_examples=examples(200), deadline=None)
 @given(endpoint=st.sampled_from(["mutate", "validate"]), body=st.binary(max_size=200))
 def test_fuzz_raw_bytes_never_fail(endpoint: str, body: bytes) -> None:
     status, _ = respond(endpoint, body, FUZZ_STATE, Settings())
     assert status in (200, 400)
 
 
-@hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@hsettings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(endpoint=st.sampled_from(["/mutate", "/validate"]), body=_mangled_reviews())
 async def test_fuzz_over_http_never_500(endpoint: str, body: Any) -> None:
     async with TestClient(TestServer(make_app(store(), Settings()))) as test_client:

@@ -9,7 +9,17 @@ from typing import Any
 
 import pytest
 
-from tests.service.helpers import CONTROLLER, JOB_BUILDERS, batch_job, message, patched, pod, response, review
+from tests.service.helpers import (
+    CONTROLLER,
+    JOB_BUILDERS,
+    OWNING_JOB,
+    batch_job,
+    message,
+    patched,
+    pod,
+    response,
+    review,
+)
 from webhook.admission.mutate import mutate
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import validate
@@ -98,7 +108,7 @@ def test_a_pods_priority_must_be_its_classes(classes_state: AdmissionState, sett
         assert not allowed(out)
         assert "spec.priority" in message(out)
     # A Pod of a Job is its owner's business (the API server checked it); it is not refused here.
-    assert allowed(mutate(review(pod(owned=True, priority=0)), classes_state, settings))
+    assert allowed(mutate(review(pod(owner=OWNING_JOB, priority=0)), classes_state, settings))
 
 
 def test_refused_creations_carry_no_queued_warning(state: AdmissionState, settings: Settings) -> None:

@@ -12,6 +12,7 @@ import pytest
 from tests.service.helpers import (
     CONTROLLER,
     JOB_BUILDERS,
+    OWNING_JOB,
     batch_job,
     patched,
     pod,
@@ -97,7 +98,7 @@ JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 
 
 def test_pod_of_a_job_is_tagged_but_not_gated(state: AdmissionState, settings: Settings) -> None:
-    obj = pod(owned=True)
+    obj = pod(owner=OWNING_JOB)
     out = mutate(review(obj, user=JOB_CONTROLLER), state, settings)
     result = patched(obj, out)
     assert "schedulingGates" not in result["spec"]
@@ -108,7 +109,7 @@ def test_pod_of_a_job_is_tagged_but_not_gated(state: AdmissionState, settings: S
 def test_a_users_pod_naming_an_owner_is_held_like_a_bare_pod(state: AdmissionState, settings: Settings) -> None:
     # The owner reference is the user's own words: only a workload controller's pods are trusted to belong to
     # the owner they name (docs/security.md).
-    obj = pod(owned=True)
+    obj = pod(owner=OWNING_JOB)
     result = patched(obj, mutate(review(obj, user="alice"), state, settings))
     assert {"name": ADMISSION_GATE} in result["spec"]["schedulingGates"]
     adapter = adapter_for("", "Pod")
@@ -207,7 +208,7 @@ def test_no_toleration_without_an_eci_unit_or_in_another_namespace(state: Admiss
 
 def test_owned_pods_matched_by_an_eci_policy_get_the_toleration(state: AdmissionState, settings: Settings) -> None:
     state = dataclasses.replace(state, policies={"user-a": (eci_policy(),)})
-    obj = pod(owned=True)
+    obj = pod(owner=OWNING_JOB)
     result = patched(obj, mutate(review(obj), state, settings))
     assert result["spec"]["tolerations"] == [ECI_TOLERATION]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.service.helpers import CONTROLLER, JOB_BUILDERS, batch_job, message, patched, pod, review
+from tests.service.helpers import CONTROLLER, JOB_BUILDERS, OWNING_JOB, batch_job, message, patched, pod, review
 from webhook.admission.mutate import mutate, mutate_request
 from webhook.admission.review import parse_request
 from webhook.admission.state import AdmissionState, Settings
@@ -76,7 +76,7 @@ def test_the_webhook_called_again_keeps_its_own_recent_stamp(
 
 
 def test_pods_of_a_job_and_jobs_outside_the_tree_are_not_stamped(state: AdmissionState, settings: Settings) -> None:
-    obj = pod(owned=True)
+    obj = pod(owner=OWNING_JOB)
     request = parse_request(review(obj, user="system:serviceaccount:kube-system:job-controller"))
     owned = patched(obj, mutate_request(request, state, settings, now=T0))
     assert SUBMITTED_ANNOTATION not in owned["metadata"].get("annotations", {})

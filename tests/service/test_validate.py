@@ -13,6 +13,7 @@ from tests.builders import BROKEN_TREES, SEED_TREE_SPEC, UNLABELLABLE_NAMES, Spe
 from tests.service.helpers import (
     CONTROLLER,
     JOB_BUILDERS,
+    OWNING_JOB,
     batch_job,
     message,
     patched,
@@ -218,7 +219,7 @@ def test_a_user_cannot_touch_the_quota_label(change: str, state: AdmissionState,
 
 
 def test_relabelling_a_running_jobs_pod_is_refused(state: AdmissionState, settings: Settings) -> None:
-    owned = pod(owned=True)
+    owned = pod(owner=OWNING_JOB)
     by_job_controller = review(owned, user="system:serviceaccount:kube-system:job-controller")
     old = patched(owned, mutate(by_job_controller, state, settings))
     new = copy.deepcopy(old)

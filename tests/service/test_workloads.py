@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.builders import res
-from tests.service.helpers import JOB_BUILDERS, batch_job, mpijob, pod, pytorchjob, rayjob, template, tfjob
+from tests.service.helpers import JOB_BUILDERS, OWNING_JOB, batch_job, mpijob, pod, pytorchjob, rayjob, template, tfjob
 from webhook.api.names import ADMISSION_GATE, QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
 from webhook.core.workload import Phase, WorkloadError
 from webhook.workloads.base import Adapter, PatchError, apply_patch, pointer
@@ -175,7 +175,7 @@ def test_pod_gate_is_appended_to_existing_gates_and_removed_by_index() -> None:
 
 def test_pods_owned_by_a_controller_are_not_queued_on_their_own() -> None:
     assert adapter("Pod").manages(pod())
-    assert not adapter("Pod").manages(pod(owned=True))
+    assert not adapter("Pod").manages(pod(owner=OWNING_JOB))
     assert adapter("Pod").gates_at_creation_only
 
 

@@ -4,6 +4,7 @@ the core, shells never import each other (only the CLI ties them together)."""
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,10 +16,15 @@ SHELLS = ("admission", "extender", "controller", "devcluster", "sim")
 """Packages that do I/O for one purpose; none may import another (``kube`` is shared plumbing)."""
 
 
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a source file, parsed once per test process (several checks read the same files)."""
+    return tuple(ast.walk(ast.parse(path.read_text(), filename=str(path))))
+
+
 def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -46,18 +52,18 @@ def test_api_and_core_import_only_the_standard_library(package: str, allowed: tu
     assert offenders == {}
 
 
-def _string_literals(tree: ast.AST) -> list[tuple[int, str]]:
-    """The string constants of a module that are not docstrings."""
+def _string_literals(nodes: tuple[ast.AST, ...]) -> list[tuple[int, str]]:
+    """The string constants of a module (given as all its nodes) that are not docstrings."""
     docstrings = {
         id(node.body[0].value)
-        for node in ast.walk(tree)
+        for node in nodes
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
         and node.body
         and isinstance(node.body[0], ast.Expr)
     }
     return [
         (node.lineno, node.value)
-        for node in ast.walk(tree)
+        for node in nodes
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
     ]
 
@@ -70,7 +76,7 @@ def test_the_wire_names_are_defined_in_one_place() -> None:
     found = []
     scanned = 0
     for path in ROOT.rglob("*.py"):
-        literals = _string_literals(ast.parse(path.read_text()))
+        literals = _string_literals(_nodes(path))
         scanned += len(literals)
         if path.parent.name != "api":
             where = path.relative_to(ROOT)
@@ -92,7 +98,7 @@ def test_core_never_reads_the_clock() -> None:
     clock_calls = {"now", "utcnow", "today", "monotonic", "perf_counter"}
     offenders = []
     for path in _modules("core"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in clock_calls:
                 offenders.append(f"{path.name}:{node.lineno}")
     assert offenders == []
@@ -160,7 +166,7 @@ def test_the_package_ships_no_fake_api_server() -> None:
     fakes = {
         f"{path.relative_to(ROOT.parent)}:{node.name}"
         for path in ROOT.rglob("*.py")
-        for node in ast.walk(ast.parse(path.read_text()))
+        for node in _nodes(path)
         if isinstance(node, ast.ClassDef) and node.name.startswith("Fake")
     }
     assert fakes == set()
@@ -179,11 +185,12 @@ def _is_test_module(module: str) -> bool:
     return (_ours(module) or module.startswith(".")) and module.rpartition(".")[2].startswith("test_")
 
 
-def _test_module_imports(source: str) -> list[str]:
-    """The ``test_*`` modules a source imports (``import a.test_x``, ``from a.test_x import y`` or
+def _test_module_imports(source: str | Path) -> list[str]:
+    """The ``test_*`` modules a source (or a file) imports (``import a.test_x``, ``from a.test_x import y`` or
     ``from a import test_x``), relative imports included."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    nodes = _nodes(source) if isinstance(source, Path) else tuple(ast.walk(ast.parse(source)))
+    for node in nodes:
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names if _is_test_module(alias.name)]
         elif isinstance(node, ast.ImportFrom) and (node.level or _ours(node.module or "")):
@@ -203,7 +210,7 @@ def test_no_test_module_imports_another_test_module() -> None:
     found = {
         str(path.relative_to(ROOT.parent)): names
         for path in paths
-        if (names := _test_module_imports(path.read_text()))
+        if (names := _test_module_imports(path))
     }
     assert found == {}
 
@@ -237,7 +244,7 @@ def _fake_api_servers(root: Path) -> dict[str, bool]:
     found: list[tuple[str, ast.ClassDef]] = [
         (f"{path.relative_to(root.parent)}:{node.name}", node)
         for path in sorted(root.rglob("*.py"))
-        for node in ast.walk(ast.parse(path.read_text()))
+        for node in _nodes(path)
         if isinstance(node, ast.ClassDef)
     ]
     by_name: dict[str, list[ast.ClassDef]] = {}

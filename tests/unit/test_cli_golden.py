@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import cluster_pod
 from tests.clirun import NOW, T0, check_golden, fits, run, seed_api, seed_objects
-from tests.fakeapi import FakeApi, batch_job, pod
+from tests.fakeapi import FakeApi, batch_job
 from webhook.cli.main import build_parser, main
 
 GOLDEN_COMMANDS = {
@@ -208,7 +209,7 @@ def test_logs_follow_waits_for_a_queued_job_to_start() -> None:
     def admit(_: float) -> None:
         job = api.objects[("batch", "jobs", "user-a", "pi2")]
         job["spec"]["suspend"] = False
-        api.add(pod("pi2-0", "user-a", job))
+        api.add(cluster_pod("pi2-0", namespace="user-a", owner=job))
 
     result = run(["logs", "pi2", "-f"], api, sleep=admit)
     assert result.code == 0, result.err

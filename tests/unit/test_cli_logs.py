@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 import pytest
 
+from tests import builders
 from tests.fakeapi import FakeApi
 from webhook.cli.kubeapi import ApiError
 from webhook.cli.logs import choose_pods, log_query, parse_duration, stream_pods
 
+_pod = functools.partial(builders.pod, cpu=None, namespace=None, node_name="n1", labels={})
 
-def _pod(name: str, role: str | None = None, index: int | None = None, node: str = "n1") -> dict[str, Any]:
+
+def _replica(role: str | None = None, index: int | None = None) -> dict[str, str]:
+    """The labels of a Kubeflow replica of type ``role`` and of an indexed Job's pod ``index``."""
     labels = {}
     if role:
         labels["training.kubeflow.org/replica-type"] = role
     if index is not None:
         labels["batch.kubernetes.io/job-completion-index"] = str(index)
-    return {"metadata": {"name": name, "labels": labels}, "spec": {"nodeName": node}}
+    return labels
 
 
 class GatedApi(FakeApi):
@@ -69,7 +73,7 @@ def test_a_failing_pod_is_one_line_and_the_others_still_stream() -> None:
     api = GatedApi({"a": ["a1"], "b": refused})
     out: list[str] = []
     problems: list[str] = []
-    failures = stream_pods(api, "ns", [_pod("a"), _pod("b", node="ecs-9")], [], write=out.append,
+    failures = stream_pods(api, "ns", [_pod("a"), _pod("b", node_name="ecs-9")], [], write=out.append,
                            fail=problems.append, prefix=True)
     assert failures == 1
     assert out == ["[a] a1"]
@@ -80,10 +84,11 @@ def test_a_failing_pod_is_one_line_and_the_others_still_stream() -> None:
 
 
 def test_the_chief_comes_first_then_the_indexes() -> None:
-    pods = [_pod("w1", "worker", 1), _pod("w0", "worker", 0), _pod("m", "master"), _pod("z")]
+    pods = [_pod("w1", labels=_replica("worker", 1)), _pod("w0", labels=_replica("worker", 0)),
+            _pod("m", labels=_replica("master")), _pod("z")]
     assert [p["metadata"]["name"] for p in choose_pods(pods, None, True)] == ["m", "w0", "w1", "z"]
     assert [p["metadata"]["name"] for p in choose_pods(pods, None, False)] == ["m"]
-    indexed = [_pod("job-b", index=1), _pod("job-a", index=0)]
+    indexed = [_pod("job-b", labels=_replica(index=1)), _pod("job-a", labels=_replica(index=0))]
     assert [p["metadata"]["name"] for p in choose_pods(indexed, None, False)] == ["job-a"]
 
 

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import cluster_pod
 from tests.clirun import NOW, check_golden, fits, run, seed_api
-from tests.fakeapi import FakeApi, pod
+from tests.fakeapi import FakeApi
 from webhook.workloads.registry import adapter_for
 
 DRY_RUNS = {
@@ -138,7 +139,7 @@ def test_wait_prints_each_status_change_until_the_job_runs() -> None:
         if step == 1:
             job["spec"]["suspend"] = False  # admitted: its pods are being created
         elif step == 2:
-            api.add(pod("w-0", "user-a", job))
+            api.add(cluster_pod("w-0", namespace="user-a", owner=job))
 
     result = run(["submit", "job", "--name", "w", "--wait", "--", "true"], api, sleep=advance)
     assert result.code == 0, result.err

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests import builders
 from tests.builders import node, res, seed_tree, tree
-from tests.strategies import quota_trees
+from tests.strategies import examples, quota_trees
 from webhook.api.names import (
     MANAGED_NAMESPACE_LABEL,
     OVERSELL_RATE_ANNOTATION,
@@ -547,7 +547,7 @@ def snapshots(draw: st.DrawFn) -> tuple[QuotaTree, list[TrackedJob], dict[str, A
     return quota_tree, views(quota_tree, *workloads), queues, draw(st.booleans())
 
 
-@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(150), deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(snapshots())
 def test_a_pass_with_reclaims_accounts_for_every_job_once(
     case: tuple[QuotaTree, list[TrackedJob], dict[str, Any], bool],

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.builders import node, res, tree
+from tests.strategies import examples
 from webhook.api.names import MAX_JOBS
 from webhook.core.podquota import QuotaBlocker, charge, explain_blockers, pod_quota_blockers, quota_key
 from webhook.core.quota import QuotaTree
@@ -153,7 +154,7 @@ def from_scratch(
     return tuple(out)
 
 
-@settings(max_examples=200, deadline=None, database=None)
+@settings(max_examples=examples(200), deadline=None, database=None)
 @given(data=st.data())
 def test_the_check_agrees_with_a_count_from_scratch(data: st.DataObject) -> None:
     quota_tree = data.draw(quota_trees())

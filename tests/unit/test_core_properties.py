@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import job
-from tests.strategies import quota_trees, scenarios
+from tests.strategies import examples, quota_trees, scenarios
 from webhook.api.names import MAX_JOBS
 from webhook.core.fit import add_usage, check_fit, check_min, quota_chain, remove_usage
 from webhook.core.queueing import PassResult, Policy, admission_pass, order
@@ -25,7 +25,7 @@ from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Phase, Workload
 
 SETTINGS = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.service.extender_support import bound, node, pod, policy, virtual_node
+from tests.strategies import examples
 from webhook.core.placement import pod_view
 from webhook.core.resources import EMPTY
 from webhook.extender.decision import Assumption
@@ -77,7 +78,7 @@ def check(state: ExtenderState, for_pods: list[dict[str, Any]], now: float) -> N
         assert state.unit_counts(live, view, now) == state.unit_counts_reference(live, view, now), obj["metadata"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_tallied_counts_equal_the_cores_after_any_events(data: st.DataObject) -> None:
     state = ExtenderState()

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.builders import job, node, res, seed_tree, tree
+from tests.strategies import examples
 from webhook.api.names import MAX_JOBS
 from webhook.core.ledger import ChainTally, Ledger, NodeUsage, build_ledger, chain_keys, shift_usage, status_tree
 from webhook.core.quota import QuotaTree
@@ -217,7 +218,7 @@ workload_strategy = st.builds(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(workloads=st.lists(workload_strategy, max_size=12))
 def test_incremental_adds_equal_the_batch_build(workloads: list[Workload]) -> None:
     t = three_level()
@@ -237,7 +238,7 @@ def test_incremental_adds_equal_the_batch_build(workloads: list[Workload]) -> No
     assert batch.snapshot() == Ledger(t).snapshot()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(workloads=st.lists(workload_strategy, min_size=1, max_size=8))
 def test_admit_then_evict_is_the_identity_for_queued_jobs(workloads: list[Workload]) -> None:
     t = three_level()

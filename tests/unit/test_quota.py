@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.builders import SEED_TREE_SPEC, node, res, seed_root, seed_tree, tree
+from tests.strategies import examples
 from webhook.core.quota import (
     MAX_DEPTH,
     QuotaNode,
@@ -368,7 +369,7 @@ quota_like = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(spec=st.one_of(json_junk, st.fixed_dictionaries({"root": json_junk}),
                       st.fixed_dictionaries({"root": quota_like})))
 def test_junk_specs_only_ever_raise_quota_tree_error(spec: Any) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
+from tests import builders
 from tests.builders import batch_job_object, seed_tree
 from webhook.api.names import BACKOFF_ANNOTATION
 from webhook.controller.decide import decide, queue_statuses
@@ -182,12 +185,12 @@ def test_gangs_by_kind() -> None:
 # The controller's pass -------------------------------------------------------------------------------------
 
 
-def _pod(name: str, owner: str, phase: str = "Pending", **status: object) -> dict[str, object]:
-    return {
-        "metadata": {"name": name, "namespace": "user-a", "resourceVersion": "1",
-                     "ownerReferences": [{"kind": "Job", "name": owner, "controller": True, "uid": "u"}]},
-        "status": {"phase": phase, **status},
-    }
+_pod = functools.partial(builders.pod, resource_version="1", phase="Pending")
+
+
+def _owning(name: str) -> dict[str, Any]:
+    """The Job (kind and name) a pod built with ``_pod(..., owner=_owning(name))`` belongs to."""
+    return {"kind": "Job", "metadata": {"name": name, "uid": "u"}}
 
 
 class _Cache(WatchCache):
@@ -205,9 +208,11 @@ def _index(*pods: dict[str, object]) -> PodIndex:
 
 
 def test_slim_pods_keep_what_the_check_reads() -> None:
-    pod = _pod("p", "a", conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                      "message": "0/4 nodes are available"}],
-               containerStatuses=[{"state": {"waiting": {"reason": "ErrImagePull", "message": "denied"}}}])
+    pod = _pod("p", owner=_owning("a"), status={
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                        "message": "0/4 nodes are available"}],
+        "containerStatuses": [{"state": {"waiting": {"reason": "ErrImagePull", "message": "denied"}}}],
+    })
     slim = pod_slim(pod)
     assert slim["status"] == {"phase": "Pending", "unschedulable": "0/4 nodes are available",
                               "waiting": {"reason": "ErrImagePull", "message": "denied"}}
@@ -219,7 +224,11 @@ def test_a_released_job_whose_pods_do_not_run_fails_its_start_after_the_timeout(
     assert leaf is not None
     stuck = track(JOB, batch_job_object("stuck", pods=2, admitted_at="2024-04-08T02:00:00Z"), leaf, {})
     fine = track(JOB, batch_job_object("fine", pods=1, admitted_at="2024-04-08T02:00:00Z"), leaf, {})
-    index = _index(_pod("stuck-1", "stuck", "Running"), _pod("stuck-2", "stuck"), _pod("fine-1", "fine", "Running"))
+    index = _index(
+        _pod("stuck-1", owner=_owning("stuck"), phase="Running"),
+        _pod("stuck-2", owner=_owning("stuck")),
+        _pod("fine-1", owner=_owning("fine"), phase="Running"),
+    )
     started: set[str] = set()
     early = check_starts([stuck, fine], index, started, now=T0 + 10, timeout=300)
     assert early.failed == [] and early.next_deadline == T0 + 300

@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import examples
 from webhook.core.placement import (
     NodeView,
     PodView,
@@ -31,7 +32,7 @@ from webhook.core.unitplacement import (
 
 T0 = 1_700_000_000.0
 POOLS = ("a", "b", "c", "none")
-SETTINGS = settings(max_examples=200, deadline=None, database=None)
+SETTINGS = settings(max_examples=examples(200), deadline=None, database=None)
 
 # Grouping -----------------------------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.builders import job, res
+from tests.strategies import examples
 from webhook.api.names import MAX_JOBS
 from webhook.core.quantity import NANO
 from webhook.core.resources import EMPTY, Resources
@@ -228,7 +229,7 @@ json_junk = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(spec=st.dictionaries(st.sampled_from(["containers", "initContainers", "overhead", "resources"]),
                             json_junk, max_size=4))
 def test_junk_pod_specs_only_ever_raise_workload_error(spec: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import quote
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,29 @@ class Kind:
     def api_version(self) -> str:
         """``group/version``, or just ``version`` for the core group."""
         return f"{self.group}/{self.version}" if self.group else self.version
+
+
+def api_path(
+    group: str,
+    version: str,
+    plural: str,
+    *,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """The URL path of a collection (in ``namespace`` when given, else across namespaces or cluster-scoped) or,
+    with ``name``, of one object (and its ``subresource``); names are percent-encoded. Both API clients build
+    their paths here."""
+    out = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    if namespace:
+        out += f"/namespaces/{quote(namespace, safe='')}"
+    out += f"/{plural}"
+    if name is not None:
+        out += f"/{quote(name, safe='')}"
+        if subresource:
+            out += f"/{subresource}"
+    return out
 
 
 ELASTIC_QUOTA_TREE: Final = Kind("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", "ElasticQuotaTree")

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, TypedDict, cast
 
-Obj = Mapping[str, Any]
-"""A raw object as decoded from JSON."""
+Obj = Mapping[str, object]
+"""A raw object as decoded from JSON: read its fields through the views below, or narrow them (``isinstance``)."""
 
 
 class OwnerReference(TypedDict, total=False):
@@ -43,6 +43,113 @@ class ObjectMeta(TypedDict, total=False):
     finalizers: list[str]
 
 
+class Condition(TypedDict, total=False):
+    """``status.conditions[*]`` of a Pod, Job or custom resource."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+    lastTransitionTime: str
+
+
+class Container(TypedDict, total=False):
+    """``spec.containers[*]`` (and init containers) of a pod spec: the fields the system reads."""
+
+    name: str
+    image: str
+    resources: dict[str, dict[str, Any]]
+
+
+class PodSpec(TypedDict, total=False):
+    """A Pod's ``spec`` (or a pod template's): the fields the system reads."""
+
+    nodeName: str
+    nodeSelector: dict[str, str]
+    containers: list[Container]
+    initContainers: list[Container]
+    tolerations: list[dict[str, Any]]
+    schedulingGates: list[dict[str, str]]
+    priority: int
+    priorityClassName: str
+    schedulerName: str
+
+
+class ContainerStatus(TypedDict, total=False):
+    """``status.containerStatuses[*]`` of a Pod."""
+
+    name: str
+    state: dict[str, dict[str, Any]]
+    ready: bool
+    restartCount: int
+
+
+class PodStatus(TypedDict, total=False):
+    """A Pod's ``status``."""
+
+    phase: str
+    conditions: list[Condition]
+    containerStatuses: list[ContainerStatus]
+    startTime: str
+
+
+class JobSpec(TypedDict, total=False):
+    """A batch/v1 Job's ``spec``: the fields the system reads."""
+
+    suspend: bool
+    parallelism: int
+    completions: int
+    completionMode: str
+    template: dict[str, Any]
+
+
+class JobStatus(TypedDict, total=False):
+    """A batch/v1 Job's ``status``."""
+
+    active: int
+    succeeded: int
+    failed: int
+    ready: int
+    conditions: list[Condition]
+
+
+class QueueItem(TypedDict, total=False):
+    """One entry of a Queue's ``status.queueItemDetails.active`` (``kind`` only when not ``Job``)."""
+
+    name: str
+    namespace: str
+    kind: str
+    priority: int
+    position: int
+
+
+class QueueItemDetails(TypedDict, total=False):
+    """A Queue's ``status.queueItemDetails``: the waiting jobs by position (``activeOmitted`` counts those
+    left out) and the jobs backing off."""
+
+    active: list[QueueItem]
+    activeOmitted: int
+    backoff: list[dict[str, Any]]
+    backoffOmitted: int
+
+
+class ObjectReference(TypedDict, total=False):
+    """An Event's ``involvedObject``."""
+
+    apiVersion: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+
+class EventSource(TypedDict, total=False):
+    """An Event's ``source``."""
+
+    component: str
+    host: str
+
+
 _EMPTY: Mapping[str, Any] = {}
 
 
@@ -50,6 +157,78 @@ def meta(obj: Obj) -> Mapping[str, Any]:
     """``metadata``, or an empty mapping when it is absent or not an object."""
     metadata = obj.get("metadata")
     return metadata if isinstance(metadata, Mapping) else _EMPTY
+
+
+def _section(obj: Obj, key: str) -> Mapping[str, object]:
+    value = obj.get(key)
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+def spec_of(obj: Obj) -> Mapping[str, object]:
+    """``spec``, or an empty mapping when it is absent or not an object."""
+    return _section(obj, "spec")
+
+
+def status_of(obj: Obj) -> Mapping[str, object]:
+    """``status``, or an empty mapping when it is absent or not an object."""
+    return _section(obj, "status")
+
+
+def pod_spec(pod: Obj) -> PodSpec:
+    """A Pod's ``spec`` (empty when absent or not an object)."""
+    return cast(PodSpec, spec_of(pod))
+
+
+def pod_status(pod: Obj) -> PodStatus:
+    """A Pod's ``status`` (empty when absent or not an object)."""
+    return cast(PodStatus, status_of(pod))
+
+
+def pod_phase(pod: Obj) -> str | None:
+    """A Pod's ``status.phase``; ``None`` when it has none."""
+    return pod_status(pod).get("phase")
+
+
+def job_spec(job: Obj) -> JobSpec:
+    """A batch/v1 Job's ``spec`` (empty when absent or not an object)."""
+    return cast(JobSpec, spec_of(job))
+
+
+def job_status(job: Obj) -> JobStatus:
+    """A batch/v1 Job's ``status`` (empty when absent or not an object)."""
+    return cast(JobStatus, status_of(job))
+
+
+def conditions_of(obj: Obj) -> list[Condition]:
+    """``status.conditions`` that are objects (malformed entries are skipped)."""
+    value = status_of(obj).get("conditions")
+    if not isinstance(value, list):
+        return []
+    return [cast(Condition, condition) for condition in value if isinstance(condition, Mapping)]
+
+
+def queue_details(queue: Obj) -> QueueItemDetails | None:
+    """A Queue's ``status.queueItemDetails``; ``None`` when the controller has not written one."""
+    details = status_of(queue).get("queueItemDetails")
+    return cast(QueueItemDetails, details) if isinstance(details, Mapping) else None
+
+
+def queue_active(details: QueueItemDetails) -> list[QueueItem]:
+    """The ``active`` items that are objects (malformed entries are skipped)."""
+    active: object = details.get("active")
+    if not isinstance(active, list):
+        return []
+    return [cast(QueueItem, item) for item in active if isinstance(item, Mapping)]
+
+
+def involved_object(event: Obj) -> ObjectReference:
+    """An Event's ``involvedObject`` (empty when absent or not an object)."""
+    return cast(ObjectReference, _section(event, "involvedObject"))
+
+
+def event_source(event: Obj) -> EventSource:
+    """An Event's ``source`` (empty when absent or not an object)."""
+    return cast(EventSource, _section(event, "source"))
 
 
 def _text(obj: Obj, key: str) -> str:

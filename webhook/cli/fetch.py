@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, QUOTA_LABEL, TREE_NAMESPACE
-from webhook.api.objects import Obj, name_of
+from webhook.api.objects import Obj, labels_of, name_of
 from webhook.cli.kubeapi import (
     EVENTS,
     PODS,
@@ -124,7 +124,7 @@ def job_events(api: KubeApi, namespace: str, name: str, uid: str) -> list[dict[s
 def _managed_pods(source: KindSource, pods: Iterable[Obj]) -> list[Obj]:
     adapter = source.adapter
     return [
-        pod for pod in pods if QUOTA_LABEL in (pod.get("metadata") or {}).get("labels", {}) and adapter.manages(pod)
+        pod for pod in pods if QUOTA_LABEL in labels_of(pod) and adapter.manages(pod)
     ]
 
 

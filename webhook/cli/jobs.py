@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import QUEUE_NAMESPACE
-from webhook.api.objects import created_of, event_time, meta, name_of
+from webhook.api.objects import Obj, created_of, event_time, meta, name_of, pod_phase, pod_spec
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
@@ -230,7 +230,7 @@ def _status_line(view: JobView) -> str:
     return view.status
 
 
-def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Mapping[str, Any]], now: float,
+def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Obj], now: float,
                  width: int = 80) -> str:
     """The text of ``kq get JOB``."""
     from webhook.cli.output import age, describe, table, wrap  # noqa: PLC0415
@@ -276,9 +276,8 @@ def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Mapping[str
 
         rows = []
         for pod in sorted(view.pods, key=name_of):
-            status = pod.get("status") or {}
-            node = (pod.get("spec") or {}).get("nodeName") or "-"
-            rows.append([name_of(pod), str(status.get("phase") or "-"), str(node), age(created_of(pod), now)])
+            node = pod_spec(pod).get("nodeName") or "-"
+            rows.append([name_of(pod), str(pod_phase(pod) or "-"), str(node), age(created_of(pod), now)])
         cols = [
             Column("POD", shrink=1, min_width=12),
             Column("PHASE"),
@@ -301,7 +300,7 @@ def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Mapping[str
     return "\n".join(lines)
 
 
-def sorted_events(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def sorted_events(events: Sequence[Obj]) -> list[Obj]:
     return sorted(events, key=event_time)
 
 

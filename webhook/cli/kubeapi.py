@@ -21,15 +21,16 @@ import contextlib
 import json
 import ssl
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from webhook.api import kinds
 from webhook.api.errors import ApiStatusError, status_error
-from webhook.api.kinds import Kind
+from webhook.api.kinds import Kind, api_path
+from webhook.api.objects import Obj
 from webhook.cli.kubeconfig import ConfigError, Connection, load_connection
 
 DEFAULT_TIMEOUT = 30.0
@@ -59,15 +60,8 @@ class Ref:
 
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
         """The collection (all namespaces when ``namespace`` is ``None``) or one object's path."""
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{quote(namespace, safe='')}"
-        base += f"/{self.plural}"
-        if name is not None:
-            base += f"/{quote(name, safe='')}"
-            if subresource:
-                base += f"/{subresource}"
-        return base
+        return api_path(self.group, self.version, self.plural, namespace=namespace if self.namespaced else None,
+                        name=name, subresource=subresource)
 
 
 JOBS = Ref.of(kinds.JOB)
@@ -136,7 +130,7 @@ class KubeApi:
             if not token:
                 return items
 
-    def create(self, ref: Ref, body: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    def create(self, ref: Ref, body: Obj, namespace: str | None = None) -> dict[str, Any]:
         result: dict[str, Any] = self.request("POST", ref.path(namespace), body=dict(body))
         return result
 

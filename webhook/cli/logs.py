@@ -15,16 +15,19 @@ from __future__ import annotations
 import argparse
 import queue
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from webhook.api.names import FAKE_NODE_ANNOTATION, INDEX_LABELS, ROLE_LABELS
-from webhook.api.objects import labels_of
+from webhook.api.objects import Obj, labels_of, name_of, pod_phase, pod_spec
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 from webhook.core import duration
 
 if TYPE_CHECKING:
     from webhook.cli.kubeapi import ApiError, KubeApi
+
+PodT = TypeVar("PodT", bound=Obj)
+"""A pod as the caller holds it (``choose_pods`` gives back the same objects)."""
 
 ROLE_RANK = ("master", "chief", "launcher", "head", "ps", "worker", "evaluator")
 
@@ -40,21 +43,21 @@ def parse_duration(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use e.g. 30s, 5m, 1h or 1h30m") from None
 
 
-def pod_order(pod: Mapping[str, Any]) -> tuple[int, int, str]:
+def pod_order(pod: Obj) -> tuple[int, int, str]:
     """Chief first, then by index, then by name."""
     labels = labels_of(pod)
     role = next((str(labels[key]).lower() for key in ROLE_LABELS if key in labels), "")
     rank = ROLE_RANK.index(role) if role in ROLE_RANK else len(ROLE_RANK)
     index = next((labels[key] for key in INDEX_LABELS if key in labels), None)
     number = int(index) if isinstance(index, str) and index.isdigit() else 1 << 30
-    return rank, number, str((pod.get("metadata") or {}).get("name") or "")
+    return rank, number, name_of(pod)
 
 
-def pod_name(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("name") or "")
+def pod_name(pod: Obj) -> str:
+    return name_of(pod)
 
 
-def choose_pods(pods: Sequence[Mapping[str, Any]], wanted: str | None, every: bool) -> list[Mapping[str, Any]]:
+def choose_pods(pods: Sequence[PodT], wanted: str | None, every: bool) -> list[PodT]:
     """The pods to read: ``--all`` every one, ``-i POD`` the one named so (or the only one whose name ends with
     or contains it), else the chief/first one. ``ValueError`` naming the choices when ``-i`` matches none."""
     ordered = sorted(pods, key=pod_order)
@@ -99,13 +102,13 @@ def log_path(namespace: str, pod: str) -> str:
     return PODS.path(namespace, pod, "log")
 
 
-def explain_log_error(api: KubeApi, pod: Mapping[str, Any], error: ApiError) -> str:
+def explain_log_error(api: KubeApi, pod: Obj, error: ApiError) -> str:
     """One line saying why a pod's logs cannot be read (a kwok node has no kubelet, a container has not
     started...)."""
     from webhook.cli.kubeapi import NODES, ApiError  # noqa: PLC0415
 
     name = pod_name(pod)
-    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    node = str(pod_spec(pod).get("nodeName") or "")
     said = error.one_line()
     if error.status == 400 or error.not_found:
         return f"cannot read the logs of pod {name}: {said}"
@@ -127,7 +130,7 @@ def explain_log_error(api: KubeApi, pod: Mapping[str, Any], error: ApiError) -> 
 def stream_pods(
     api: KubeApi,
     namespace: str,
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Obj],
     query: Sequence[tuple[str, str]],
     *,
     write: Callable[[str], None],
@@ -142,7 +145,7 @@ def stream_pods(
     lines: queue.Queue[tuple[str, str | None, str | None]] = queue.Queue()
     line: str | None
 
-    def pump(pod: Mapping[str, Any]) -> None:
+    def pump(pod: Obj) -> None:
         name = pod_name(pod)
         try:
             for line in api.stream_lines(log_path(namespace, name), query):
@@ -187,7 +190,7 @@ def _wait_for_pods(ctx: Ctx, args: argparse.Namespace) -> Any:
     announced = ""
     while True:
         _, _, view = find_job(ctx, args.job)
-        if any((pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed") for pod in view.pods):
+        if any(pod_phase(pod) in ("Running", "Succeeded", "Failed") for pod in view.pods):
             return view
         if view.status in ("SUCCEEDED", "FAILED"):
             return view
@@ -203,7 +206,7 @@ def _logs(ctx: Ctx, args: argparse.Namespace) -> int:
     from webhook.cli.jobs import find_job  # noqa: PLC0415
 
     _, _, view = find_job(ctx, args.job)
-    started = [pod for pod in view.pods if (pod.get("status") or {}).get("phase") != "Pending"]
+    started = [pod for pod in view.pods if pod_phase(pod) != "Pending"]
     if not view.pods or (args.follow and not started and view.status not in ("SUCCEEDED", "FAILED")):
         if not args.follow:
             hint = f" at position {view.position}" if view.position is not None else ""

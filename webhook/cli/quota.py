@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import MAX_JOBS, QUEUE_NAMESPACE, QUOTA_FULLNAME_ANNOTATION
-from webhook.api.objects import Obj, annotations_of, created_of, name_of
+from webhook.api.objects import Obj, QueueItem, annotations_of, created_of, name_of, queue_active, queue_details
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
@@ -162,16 +162,12 @@ def _queue_namespaces(tree: QuotaTree | None) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _items(queue: Obj) -> tuple[list[Mapping[str, Any]], int]:
-    from webhook.workloads.base import value_at  # noqa: PLC0415
-
-    details = value_at(queue, "status", "queueItemDetails")
-    if not isinstance(details, Mapping):
+def _items(queue: Obj) -> tuple[list[QueueItem], int]:
+    details = queue_details(queue)
+    if details is None:
         return [], 0
-    active = details.get("active")
-    items = [item for item in active if isinstance(item, Mapping)] if isinstance(active, list) else []
-    omitted = details.get("activeOmitted")
-    return items, omitted if isinstance(omitted, int) else 0
+    omitted: object = details.get("activeOmitted")
+    return queue_active(details), omitted if isinstance(omitted, int) else 0
 
 
 def _policy(queue: Obj) -> str:

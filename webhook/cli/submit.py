@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import copy
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
-from webhook.api.objects import annotations_of, labels_of
+from webhook.api.objects import Obj, annotations_of, labels_of
 from webhook.cli.common import Ctx, add_connection_flags, command, key_values, subparser
 
 KINDS: dict[str, tuple[str, str, str]] = {
@@ -56,7 +56,7 @@ class JobOptions:
     env: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Obj = field(default_factory=dict)
 
 
 class SubmitError(ValueError):
@@ -360,7 +360,7 @@ def _served(ctx: Ctx, group: str, version: str, plural: str) -> bool:
     return any(isinstance(r, dict) and r.get("name") == plural for r in listing.get("resources") or ())
 
 
-def _report(ctx: Ctx, args: argparse.Namespace, created: Mapping[str, Any], name: str, namespace: str) -> None:
+def _report(ctx: Ctx, args: argparse.Namespace, created: Obj, name: str, namespace: str) -> None:
 
     kind = str(created.get("kind") or "")
     group = str(created.get("apiVersion") or "").rpartition("/")[0]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from webhook.api.names import (
     MAX_JOBS,
@@ -50,7 +49,7 @@ def quota_usage(tree: QuotaTree, tree_obj: Obj | None, views: Sequence[JobView] 
         status = status_tree(tree, ledger)["root"]
         source = "the jobs (the tree has no status yet)"
     if isinstance(status, Mapping):
-        stack: list[Mapping[str, Any]] = [status]
+        stack: list[Obj] = [status]
         while stack:
             node = stack.pop()
             name = node.get("name")

@@ -16,14 +16,26 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from webhook.api.names import (
     EVICTION_ANNOTATION,
     QUOTA_FULLNAME_ANNOTATION,
     QUOTA_LABEL,
 )
-from webhook.api.objects import Obj, annotations_of, created_of, labels_of, meta, name_of, namespace_of
+from webhook.api.objects import (
+    Obj,
+    QueueItem,
+    annotations_of,
+    conditions_of,
+    created_of,
+    labels_of,
+    meta,
+    name_of,
+    namespace_of,
+    queue_active,
+    queue_details,
+    spec_of,
+)
 from webhook.controller.model import remaining_job_pods, track
 from webhook.controller.records import (
     AdmissionRecord,
@@ -48,7 +60,7 @@ SUSPENDED = "SUSPENDED"
 # Records written by the controller ---------------------------------------------------------------------------
 
 
-def read_eviction(obj: Obj) -> Mapping[str, Any] | None:
+def read_eviction(obj: Obj) -> Obj | None:
     """The eviction note (``by``, ``quota``, ``reason``, ``at``) of a job evicted by reclaim."""
     raw = annotations_of(obj).get(EVICTION_ANNOTATION)
     if not isinstance(raw, str):
@@ -127,9 +139,8 @@ class Snapshot:
             if self.tree_obj is None:
                 self._tree = (None, None)
             else:
-                spec = self.tree_obj.get("spec")
                 try:
-                    self._tree = (parse_tree(spec if isinstance(spec, Mapping) else {}), None)
+                    self._tree = (parse_tree(spec_of(self.tree_obj)), None)
                 except QuotaTreeError as error:
                     self._tree = (None, f"the ElasticQuotaTree is invalid: {error}")
         return self._tree
@@ -153,7 +164,7 @@ class JobView:
     workload: Workload | None
     size_error: str | None
     record: AdmissionRecord | None
-    eviction: Mapping[str, Any] | None
+    eviction: Obj | None
     pods: tuple[Obj, ...]
     running: int
     expected: int
@@ -227,10 +238,7 @@ def finished_status(adapter: Adapter, obj: Obj) -> str:
     if adapter.kind == "RayJob":
         failed = value_at(obj, "status", "jobDeploymentStatus") == "Failed"
         return FAILED if failed or value_at(obj, "status", "jobStatus") == "FAILED" else SUCCEEDED
-    conditions = value_at(obj, "status", "conditions")
-    if isinstance(conditions, list) and any(
-        isinstance(c, Mapping) and c.get("type") == "Failed" and c.get("status") == "True" for c in conditions
-    ):
+    if any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions_of(obj)):
         return FAILED
     return SUCCEEDED
 
@@ -333,14 +341,12 @@ def job_views(snapshot: Snapshot) -> list[JobView]:
     return views
 
 
-def _status_items(queue: Obj) -> tuple[list[Mapping[str, Any]], bool]:
+def _status_items(queue: Obj) -> tuple[list[QueueItem], bool]:
     """The Queue's ``status.queueItemDetails.active`` items and whether the list is complete."""
-    details = value_at(queue, "status", "queueItemDetails")
-    if not isinstance(details, Mapping):
+    details = queue_details(queue)
+    if details is None:
         return [], False
-    active = details.get("active")
-    items = [item for item in active if isinstance(item, Mapping)] if isinstance(active, list) else []
-    return items, not details.get("activeOmitted")
+    return queue_active(details), not details.get("activeOmitted")
 
 
 def with_positions(views: Sequence[JobView], queues: Mapping[str, Obj]) -> list[JobView]:

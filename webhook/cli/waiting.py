@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 from webhook.api.names import (
     CONTROLLER_COMPONENT,
@@ -16,7 +15,7 @@ from webhook.api.names import (
     RATE_ANNOTATIONS,
     STRICT_MARK_ANNOTATION,
 )
-from webhook.api.objects import Obj, annotations_of, event_time
+from webhook.api.objects import Obj, annotations_of, event_source, event_time
 from webhook.cli.view import JobView, Snapshot
 from webhook.controller import decide
 from webhook.core.fit import Blocker, FitResult, validate_rate
@@ -51,7 +50,7 @@ def controller_events(events: Iterable[Obj]) -> list[Obj]:
         event
         for event in events
         if event.get("reportingComponent") == CONTROLLER_COMPONENT
-        or (isinstance(event.get("source"), Mapping) and event["source"].get("component") == CONTROLLER_COMPONENT)
+        or event_source(event).get("component") == CONTROLLER_COMPONENT
     ]
     return sorted(mine, key=event_time, reverse=True)
 
@@ -89,13 +88,14 @@ def status_usage(tree: QuotaTree, tree_obj: Obj | None) -> dict[str, Resources] 
     if not isinstance(root, Mapping):
         return None
     out: dict[str, Resources] = {}
-    stack: list[Mapping[str, Any]] = [root]
+    stack: list[Obj] = [root]
     while stack:
         node = stack.pop()
         name = node.get("name")
         if isinstance(name, str) and name.lower() in tree.nodes:
             try:
-                out[name.lower()] = Resources.parse(node.get("used") if isinstance(node.get("used"), Mapping) else {})
+                used = node.get("used")
+                out[name.lower()] = Resources.parse(used if isinstance(used, Mapping) else {})
             except ResourceError:
                 out[name.lower()] = EMPTY
         children = node.get("children")

@@ -11,12 +11,12 @@ running, finished, held in a namespace kube-queue does not manage, or not found 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import REASON_QUEUED
-from webhook.api.objects import event_time, meta
+from webhook.api.objects import Obj, conditions_of, event_time, involved_object, meta, pod_spec, pod_status
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
@@ -93,12 +93,12 @@ def ahead_table(report: WaitReport, width: int, limit: int = 0) -> str:
     return table(columns, rows, width)
 
 
-def _last_queued(view: JobView, events: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def _last_queued(view: JobView, events: Sequence[Obj]) -> Obj | None:
     from webhook.cli.waiting import controller_events  # noqa: PLC0415
 
     uid = meta(view.obj).get("uid")
     for event in controller_events(events):
-        target = event.get("involvedObject") or {}
+        target = involved_object(event)
         if target.get("name") == view.name and (not uid or target.get("uid") in (None, uid)):
             if event.get("reason") == REASON_QUEUED:
                 return event
@@ -107,7 +107,7 @@ def _last_queued(view: JobView, events: Sequence[Mapping[str, Any]]) -> Mapping[
 
 
 def explain_queuing(
-    report: WaitReport, events: Sequence[Mapping[str, Any]], now: float, width: int, ahead: int = AHEAD_SHOWN
+    report: WaitReport, events: Sequence[Obj], now: float, width: int, ahead: int = AHEAD_SHOWN
 ) -> str:
     """The answer for a QUEUING job whose quota is known (at most ``ahead`` jobs ahead listed; 0: all)."""
     from webhook.cli.output import age, describe, wrap  # noqa: PLC0415
@@ -183,7 +183,7 @@ def _pending_reasons(view: JobView) -> list[tuple[int, str]]:
     """``(how many pods, why)`` for the job's pods that do not run, most common first."""
     counts: dict[str, int] = {}
     for pod in view.pods:
-        status = pod.get("status") or {}
+        status = pod_status(pod)
         if status.get("phase") in ("Running", "Succeeded"):
             continue
         why = ""
@@ -196,7 +196,7 @@ def _pending_reasons(view: JobView) -> list[tuple[int, str]]:
                 if waiting:
                     why = f"{waiting.get('reason', '')}: {waiting.get('message', '')}".strip(": ")
         if not why:
-            why = "scheduled, starting" if (pod.get("spec") or {}).get("nodeName") else "waiting for the scheduler"
+            why = "scheduled, starting" if pod_spec(pod).get("nodeName") else "waiting for the scheduler"
         counts[why] = counts.get(why, 0) + 1
     return sorted(((n, why) for why, n in counts.items()), key=lambda item: -item[0])
 
@@ -226,7 +226,6 @@ def explain_backoff(view: JobView, now: float, width: int) -> str:
 def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> str:
     """The answer for a job that does not wait in a queue (or whose quota cannot be read)."""
     from webhook.cli.output import age, describe, wrap  # noqa: PLC0415
-    from webhook.workloads.base import value_at  # noqa: PLC0415
 
     who = _who(view)
     admitted = ""
@@ -237,8 +236,7 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
     request = f" (request {describe(view.workload.request)})" if view.workload is not None else ""
     if view.status in ("SUCCEEDED", "FAILED"):
         text = f"{who} has finished: {view.status}."
-        conditions = value_at(view.obj, "status", "conditions")
-        for condition in conditions if isinstance(conditions, list) else ():
+        for condition in conditions_of(view.obj):
             if condition.get("status") == "True" and condition.get("type") in ("Failed", "Complete", "Succeeded"):
                 message = condition.get("message") or condition.get("reason") or ""
                 when = condition.get("lastTransitionTime")

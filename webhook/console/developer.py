@@ -15,7 +15,7 @@ from urllib.parse import quote
 import aiohttp_jinja2
 from aiohttp import web
 
-from webhook.api.objects import meta
+from webhook.api.objects import meta, pod_phase
 from webhook.console.app import (
     BadInput,
     ConsoleSettings,
@@ -110,7 +110,7 @@ def load_detail(api: KubeApi, namespace: str, kind: str, name: str, settings: Co
     why = explain_job(snapshot, views, view, now, TEXT_WIDTH, oversellrate=settings.oversellrate)
     events = sorted_events(job_events(api, view.namespace, view.name, str(meta(view.obj).get("uid") or "")))
     described = describe_job(view, snapshot, events, now, TEXT_WIDTH)
-    started = any((pod.get("status") or {}).get("phase") not in (None, "Pending") for pod in view.pods)
+    started = any(pod_phase(pod) not in (None, "Pending") for pod in view.pods)
     return JobDetail(rows_of([view], now)[0], described, why, started)
 
 

@@ -8,15 +8,15 @@ server (``templates/quota.svg``) from :func:`quota_bars`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import aiohttp_jinja2
 from aiohttp import web
 
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE
-from webhook.api.objects import event_time, name_of
+from webhook.api.objects import Obj, event_time, involved_object, name_of
 from webhook.console.app import api_of, in_thread, page_context, settings_of
 
 if TYPE_CHECKING:
@@ -140,13 +140,13 @@ def oldest_waits(views: Sequence[JobView] | None, now: float) -> dict[str, str]:
     return {name: age(created, now) for name, created in oldest.items()}
 
 
-def _decisions(events: Sequence[Mapping[str, Any]], now: float) -> list[Decision]:
+def _decisions(events: Sequence[Obj], now: float) -> list[Decision]:
     from webhook.cli.output import age  # noqa: PLC0415
     from webhook.cli.waiting import controller_events  # noqa: PLC0415
 
     out = []
     for event in controller_events(events)[:EVENTS_SHOWN]:
-        target = event.get("involvedObject") or {}
+        target = involved_object(event)
         out.append(Decision(
             age=age(event_time(event), now),
             kind=str(event.get("type") or ""),

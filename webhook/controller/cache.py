@@ -16,11 +16,10 @@ import enum
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
 
 from webhook.api import kinds
 from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE
-from webhook.api.objects import meta, name_of, resource_version_of
+from webhook.api.objects import Obj, meta, name_of, resource_version_of, status_of
 from webhook.controller.jobindex import JobIndex, ObjKey, Unsized, rv
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
@@ -76,7 +75,7 @@ def _group_path(group: str, version: str) -> str:
     return f"/apis/{group}/{version}" if group else f"/api/{version}"
 
 
-def _lists(listing: Mapping[str, Any], plural: str) -> bool:
+def _lists(listing: Obj, plural: str) -> bool:
     """Whether a discovery ``APIResourceList`` names the resource ``plural``."""
     resources = listing.get("resources")
     return isinstance(resources, list) and any(
@@ -84,7 +83,7 @@ def _lists(listing: Mapping[str, Any], plural: str) -> bool:
     )
 
 
-def _has_eci_unit(obj: Mapping[str, Any]) -> bool:
+def _has_eci_unit(obj: Obj) -> bool:
     """Whether a ResourcePolicy is valid and has an ``eci`` unit (its pods need the virtual node's toleration)."""
     try:
         return parse_policy(obj).has_eci_unit
@@ -92,14 +91,14 @@ def _has_eci_unit(obj: Mapping[str, Any]) -> bool:
         return False
 
 
-def choose_tree(objects: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any] | None, QuotaTree | None, str | None]:
+def choose_tree(objects: Sequence[Obj]) -> tuple[Obj | None, QuotaTree | None, str | None]:
     """The honoured ElasticQuotaTree among the objects of the tree namespace (:mod:`webhook.core.treechoice`):
     ``(object, parsed tree, problem)``; the tree is ``None`` when there is no object or it is invalid."""
     honoured = honoured_tree(objects, _namespace_of(objects))
     return honoured.obj, honoured.tree, honoured.problem
 
 
-def _namespace_of(objects: Sequence[Mapping[str, Any]]) -> str:
+def _namespace_of(objects: Sequence[Obj]) -> str:
     """The namespace the tree cache watches (all its objects are in it)."""
     return next((str(meta(obj).get("namespace")) for obj in objects if meta(obj).get("namespace")), TREE_NAMESPACE)
 
@@ -155,7 +154,7 @@ class ClusterCache:
         self._job_cache_names: set[str] = set()
         self.kinds: list[str] = []
         """The kinds watched, in the order they were found."""
-        self._assumed: dict[ObjKey, Mapping[str, Any]] = {}
+        self._assumed: dict[ObjKey, Obj] = {}
         self.jobs = JobIndex(self._assumed)
         """The tracked jobs, re-read where they changed (:mod:`webhook.controller.jobindex`)."""
         self._tree_epoch = 0
@@ -164,7 +163,7 @@ class ClusterCache:
         self._tree_spec_key: str | None = None
         self.tree_parsed: tuple[QuotaTree | None, str | None] = (None, None)
         """The honoured tree (``None`` without one) and the problem with it, as the last pass read them."""
-        self._tree_obj: Mapping[str, Any] | None = None
+        self._tree_obj: Obj | None = None
         self._priority_epoch = 0
         self._priority_map: dict[str, int] = {}
         self._priority_map_epoch = -1
@@ -214,7 +213,7 @@ class ClusterCache:
             return Wake.STATUS
         return Wake.NOW
 
-    def _outside_tree(self, obj: Mapping[str, Any]) -> bool:
+    def _outside_tree(self, obj: Obj) -> bool:
         tree = self.tree_parsed[0]
         return tree is None or tree.leaf_for_namespace(str(meta(obj).get("namespace") or "")) is None
 
@@ -295,7 +294,7 @@ class ClusterCache:
         return ref, cache
 
     # Views -------------------------------------------------------------------------------------------------
-    def view(self, cache: WatchCache) -> list[Mapping[str, Any]]:
+    def view(self, cache: WatchCache) -> list[Obj]:
         """The cache's objects, each replaced by this replica's newer write when the watch lags behind."""
         out = []
         seen: set[ObjKey] = set()
@@ -314,18 +313,18 @@ class ClusterCache:
             del self._assumed[key]
         return out
 
-    def by_name(self, cache: WatchCache) -> dict[str, Mapping[str, Any]]:
+    def by_name(self, cache: WatchCache) -> dict[str, Obj]:
         """:meth:`view` by object name (for cluster-scoped or one-namespace caches)."""
         return {name_of(obj): obj for obj in self.view(cache)}
 
-    def assume(self, cache: WatchCache, obj: Mapping[str, Any]) -> None:
+    def assume(self, cache: WatchCache, obj: Obj) -> None:
         """Remember ``obj`` as this replica wrote it, until the watch delivers it (or a newer version)."""
         metadata = meta(obj)
         namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
         self._assumed[(cache.name, namespace, name)] = obj
         self.jobs.touch(cache.name, (namespace, name))
 
-    def tree(self) -> tuple[Mapping[str, Any] | None, QuotaTree | None, str | None]:
+    def tree(self) -> tuple[Obj | None, QuotaTree | None, str | None]:
         """The honoured tree object and its parsed tree; the parsed tree (and the version that keys the job
         memo) only changes when the object's name or spec does, not on status writes."""
         if self._tree_seen_epoch != self._tree_epoch:
@@ -392,7 +391,7 @@ class ClusterCache:
         """Namespaces being deleted (nothing is released into them)."""
         return frozenset(
             name_of(obj) for obj in self.view(self.namespaces)
-            if meta(obj).get("deletionTimestamp") or (obj.get("status") or {}).get("phase") == "Terminating"
+            if meta(obj).get("deletionTimestamp") or status_of(obj).get("phase") == "Terminating"
         )
 
     def placement_namespaces(self) -> frozenset[str]:
@@ -404,7 +403,7 @@ class ClusterCache:
             self._eci_policies = {key: value for key, value in self._eci_policies.items() if key in live}
         return placement
 
-    def _eci_policy(self, obj: Mapping[str, Any]) -> bool:
+    def _eci_policy(self, obj: Obj) -> bool:
         """:func:`_has_eci_unit`, parsed once per version of the policy (not on every pass)."""
         key = (str(meta(obj).get("namespace") or ""), name_of(obj))
         version = resource_version_of(obj)

@@ -16,12 +16,11 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
 
 from aiohttp import web
 
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUED_KEY_ANNOTATION, REASON_QUEUED
-from webhook.api.objects import meta, name_of
+from webhook.api.objects import Obj, meta, name_of
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
 from webhook.controller.decide import JobDecisions, decide, reason_key
@@ -143,7 +142,7 @@ class Controller(JobLifecycle):
         """Read back the Queued events already sent (by the previous leader, or this replica before a restart)
         so waiting jobs are not told their unchanged place again; bounded, and on failure the events are
         simply sent again."""
-        seen: list[Mapping[str, Any]] = []
+        seen: list[Obj] = []
         selector = f"source={CONTROLLER_COMPONENT},reason=Queued"
         try:
             token: str | None = None
@@ -268,7 +267,7 @@ class Controller(JobLifecycle):
             del self._size_warned[uid]
         return jobs
 
-    def _warn_unsized(self, obj: Mapping[str, Any], adapter: Adapter, problem: str) -> None:
+    def _warn_unsized(self, obj: Obj, adapter: Adapter, problem: str) -> None:
         uid = str(meta(obj).get("uid") or "")
         self._unsized.add(uid)
         if self._size_warned.get(uid) == problem:

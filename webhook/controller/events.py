@@ -18,7 +18,7 @@ from typing import Any
 
 from webhook.api import kinds, names
 from webhook.api.names import CONTROLLER_COMPONENT
-from webhook.api.objects import parse_time
+from webhook.api.objects import Obj, parse_time
 from webhook.controller.records import kv, rfc3339_seconds
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.workloads.base import rfc3339
@@ -32,7 +32,7 @@ MAX_MESSAGE = 1024
 
 
 
-def queued_memory(events: Sequence[Mapping[str, Any]], now: float) -> dict[str, tuple[str, float]]:
+def queued_memory(events: Sequence[Obj], now: float) -> dict[str, tuple[str, float]]:
     """From Queued Events (as listed), each job's latest ``uid -> (dedupe key, age in seconds)``; events
     without a key (sent by an older version) or a readable time are skipped."""
     latest: dict[str, tuple[str, float]] = {}
@@ -52,7 +52,7 @@ def queued_memory(events: Sequence[Mapping[str, Any]], now: float) -> dict[str, 
     return latest
 
 
-def _ours(event: Mapping[str, Any]) -> bool:
+def _ours(event: Obj) -> bool:
     source = event.get("source")
     component = source.get("component") if isinstance(source, Mapping) else None
     return CONTROLLER_COMPONENT in (component, event.get("reportingComponent"))
@@ -61,10 +61,10 @@ def _ours(event: Mapping[str, Any]) -> bool:
 @dataclass(frozen=True, slots=True)
 class PendingEvent:
     namespace: str
-    body: Mapping[str, Any]
+    body: Obj
 
 
-def involved(obj: Mapping[str, Any]) -> dict[str, Any]:
+def involved(obj: Obj) -> dict[str, Any]:
     """``involvedObject`` of an Event about ``obj``."""
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     assert isinstance(metadata, Mapping)
@@ -101,7 +101,7 @@ class EventRecorder:
 
     def emit(
         self,
-        obj: Mapping[str, Any],
+        obj: Obj,
         event_type: str,
         reason: str,
         action: str,

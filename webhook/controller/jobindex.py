@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from webhook.api.objects import resource_version_of
+from webhook.api.objects import Obj, resource_version_of
 from webhook.controller.model import TrackedJob, track
 from webhook.core.quota import QuotaTree
 from webhook.core.workload import WorkloadError
@@ -28,11 +27,11 @@ from webhook.workloads.base import Adapter
 ObjKey = tuple[str, str, str]
 """``(cache name, namespace, name)``."""
 
-Unsized = Callable[[Mapping[str, Any], Adapter, str], None]
+Unsized = Callable[[Obj, Adapter, str], None]
 """Told about a job that cannot be sized: ``(object, adapter, problem)``."""
 
 
-def rv(obj: Mapping[str, Any]) -> int:
+def rv(obj: Obj) -> int:
     """The object's ``resourceVersion`` as a number (-1 when it is not one)."""
     try:
         return int(resource_version_of(obj))
@@ -47,7 +46,7 @@ class _Entry:
     version: int
     epoch: tuple[int, int]
     """``(tree version, PriorityClass epoch)`` it was sized under."""
-    obj: Mapping[str, Any]
+    obj: Obj
     job: TrackedJob | str
     """The tracked job, or why it cannot be sized."""
 
@@ -68,7 +67,7 @@ class _Kind:
 class JobIndex:
     """Every job kind's tracked jobs, re-read only where a watch event or a write changed them."""
 
-    def __init__(self, assumed: dict[ObjKey, Mapping[str, Any]]) -> None:
+    def __init__(self, assumed: dict[ObjKey, Obj]) -> None:
         self._assumed = assumed
         self._kinds: dict[str, _Kind] = {}
         self._epoch: tuple[int, int] | None = None

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from webhook.api.names import BACKOFF_ANNOTATION, REASON_BACKOFF, REASON_GAVE_UP, REASON_HELD
+from webhook.api.objects import pod_spec
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
 from webhook.controller.decide import JobDecisions
@@ -89,8 +90,8 @@ class JobLifecycle:
         metadata = obj.get("metadata") or {}
         if tree.leaf_for_namespace(str(metadata.get("namespace") or "")) is None:
             return False
-        was_bound = event.old is not None and (event.old.get("spec") or {}).get("nodeName")
-        if not ((obj.get("spec") or {}).get("nodeName") or was_bound):
+        was_bound = event.old is not None and pod_spec(event.old).get("nodeName")
+        if not (pod_spec(obj).get("nodeName") or was_bound):
             return False
         owners = metadata.get("ownerReferences") or ()
         return not any(isinstance(ref, Mapping) and ref.get("kind") in _JOB_OWNER_KINDS for ref in owners)

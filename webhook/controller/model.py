@@ -20,9 +20,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from webhook.api.objects import resource_version_of
+from webhook.api.objects import Obj, resource_version_of
 from webhook.controller.records import AdmissionRecord, read_backoff, read_record, spec_fingerprint
 from webhook.core.quota import QuotaNode
 from webhook.core.resources import EMPTY
@@ -36,7 +35,7 @@ class TrackedJob:
     """One job of a managed namespace."""
 
     adapter: Adapter
-    obj: Mapping[str, Any]
+    obj: Obj
     workload: Workload
     leaf: QuotaNode
     record: AdmissionRecord | None
@@ -71,7 +70,7 @@ class TrackedJob:
         return not self.adapter.gates_at_creation_only
 
 
-def remaining_job_pods(obj: Mapping[str, Any]) -> int | None:
+def remaining_job_pods(obj: Obj) -> int | None:
     """Pods a batch/v1 Job still needs, from its spec and status (``None`` when the status says nothing)."""
     succeeded = int_at(obj, 0, "status", "succeeded") or 0
     parallelism = int_at(obj, 1, "spec", "parallelism")
@@ -84,7 +83,7 @@ def remaining_job_pods(obj: Mapping[str, Any]) -> int | None:
     return max(0, min(parallelism, completions - succeeded))
 
 
-def _shrink_to_remaining(adapter: Adapter, obj: Mapping[str, Any], workload: Workload) -> Workload:
+def _shrink_to_remaining(adapter: Adapter, obj: Obj, workload: Workload) -> Workload:
     if adapter.group != "batch" or adapter.kind != "Job" or len(workload.pod_sets) != 1:
         return workload
     remaining = remaining_job_pods(obj)
@@ -96,7 +95,7 @@ def _shrink_to_remaining(adapter: Adapter, obj: Mapping[str, Any], workload: Wor
 
 
 def track(
-    adapter: Adapter, obj: Mapping[str, Any], leaf: QuotaNode, priority_classes: Mapping[str, int]
+    adapter: Adapter, obj: Obj, leaf: QuotaNode, priority_classes: Mapping[str, int]
 ) -> TrackedJob:
     """The job's view; raises :class:`WorkloadError` when its pod sets cannot be read."""
     workload = adapter.to_workload(obj, leaf.name, priority_classes)
@@ -112,7 +111,7 @@ def track(
                       missing_class=missing_priority_class(adapter, obj, priority_classes))
 
 
-def missing_priority_class(adapter: Adapter, obj: Mapping[str, Any], priority_classes: Mapping[str, int]) -> str | None:
+def missing_priority_class(adapter: Adapter, obj: Obj, priority_classes: Mapping[str, int]) -> str | None:
     """The PriorityClass ``obj`` names when it does not exist (``None``: it names none, or it exists)."""
     try:
         name = adapter.priority_class_name(obj)

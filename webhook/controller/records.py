@@ -20,14 +20,13 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from webhook.api.names import (
     ADMISSION_ANNOTATION,
     BACKOFF_ANNOTATION,
     EVICTION_ANNOTATION,
 )
-from webhook.api.objects import meta, parse_time, resource_version_of
+from webhook.api.objects import Obj, meta, parse_time, resource_version_of
 from webhook.core.resources import Resources
 from webhook.core.startup import BackoffNote
 from webhook.workloads.base import Adapter, JSONPatch, pointer, rfc3339, value_at
@@ -66,7 +65,7 @@ class AdmissionRecord:
         return cls(quota=quota, request=request.to_spec(), admitted_at=now, id=uuid.uuid4().hex[:12])
 
 
-def read_record(obj: Mapping[str, Any]) -> AdmissionRecord | None:
+def read_record(obj: Obj) -> AdmissionRecord | None:
     """The admission record on ``obj``; ``None`` when absent. An unreadable record still counts as a record
     (the job was released by someone holding it): its time is unknown (0)."""
     raw = value_at(obj, "metadata", "annotations", ADMISSION_ANNOTATION) if isinstance(obj, Mapping) else None
@@ -117,7 +116,7 @@ def encode_backoff(note: BackoffNote) -> str:
     )
 
 
-def read_backoff(obj: Mapping[str, Any]) -> BackoffNote | None:
+def read_backoff(obj: Obj) -> BackoffNote | None:
     """The backoff note on ``obj``; ``None`` when absent or unreadable (an unreadable note holds nothing)."""
     raw = value_at(obj, "metadata", "annotations", BACKOFF_ANNOTATION) if isinstance(obj, Mapping) else None
     if not isinstance(raw, str):
@@ -146,7 +145,7 @@ def read_backoff(obj: Mapping[str, Any]) -> BackoffNote | None:
 _SUSPEND_KEYS = (("suspend",), ("runPolicy", "suspend"))
 
 
-def spec_fingerprint(obj: Mapping[str, Any]) -> str:
+def spec_fingerprint(obj: Obj) -> str:
     """A short hash of the job's spec without its hold switch: the same while it is held and released, new
     when the user edits what it runs (a job that gave up starts afresh then)."""
     spec = obj.get("spec")
@@ -163,13 +162,13 @@ def spec_fingerprint(obj: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _precondition(obj: Mapping[str, Any]) -> list[JSONPatch]:
+def _precondition(obj: Obj) -> list[JSONPatch]:
     """``test`` the resourceVersion: any change at all refuses the patch."""
     version = resource_version_of(obj)
     return [{"op": "test", "path": "/metadata/resourceVersion", "value": version}] if version else []
 
 
-def _spec_precondition(obj: Mapping[str, Any], record: bool = False) -> list[JSONPatch]:
+def _spec_precondition(obj: Obj, record: bool = False) -> list[JSONPatch]:
     """``test`` the spec (and, with ``record``, the admission record when there is one):
     changes of status or other metadata do not refuse the patch. Falls back to the resourceVersion for an
     object without a spec."""
@@ -185,12 +184,12 @@ def _spec_precondition(obj: Mapping[str, Any], record: bool = False) -> list[JSO
     return ops
 
 
-def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _annotations(obj: Obj) -> Obj | None:
     annotations = meta(obj).get("annotations")
     return annotations if isinstance(annotations, Mapping) else None
 
 
-def annotation_ops(obj: Mapping[str, Any], set_: Mapping[str, str], remove: tuple[str, ...] = ()) -> list[JSONPatch]:
+def annotation_ops(obj: Obj, set_: Mapping[str, str], remove: tuple[str, ...] = ()) -> list[JSONPatch]:
     """Set and remove annotations of ``obj`` (JSON Patch), tolerating an absent ``metadata.annotations``."""
     current = _annotations(obj)
     ops: list[JSONPatch] = []
@@ -207,7 +206,7 @@ def annotation_ops(obj: Mapping[str, Any], set_: Mapping[str, str], remove: tupl
     return ops
 
 
-def admit_patch(adapter: Adapter, obj: Mapping[str, Any], record: AdmissionRecord) -> list[JSONPatch]:
+def admit_patch(adapter: Adapter, obj: Obj, record: AdmissionRecord) -> list[JSONPatch]:
     """Release the job and write its admission record, in one patch guarded by its spec (still held, same
     shape)."""
     return [
@@ -217,7 +216,7 @@ def admit_patch(adapter: Adapter, obj: Mapping[str, Any], record: AdmissionRecor
     ]
 
 
-def evict_patch(adapter: Adapter, obj: Mapping[str, Any], note: EvictionNote) -> list[JSONPatch]:
+def evict_patch(adapter: Adapter, obj: Obj, note: EvictionNote) -> list[JSONPatch]:
     """Hold the job again, drop its admission record and say who reclaimed it, in one patch guarded by its
     spec (still released, same shape) and its admission record (the same admission)."""
     return [
@@ -227,7 +226,7 @@ def evict_patch(adapter: Adapter, obj: Mapping[str, Any], note: EvictionNote) ->
     ]
 
 
-def backoff_patch(adapter: Adapter, obj: Mapping[str, Any], note: BackoffNote) -> list[JSONPatch]:
+def backoff_patch(adapter: Adapter, obj: Obj, note: BackoffNote) -> list[JSONPatch]:
     """Hold a job that failed to start again, drop its admission record and write its backoff note, in one
     patch guarded like an eviction (still released, same shape, the same admission)."""
     return [
@@ -237,13 +236,13 @@ def backoff_patch(adapter: Adapter, obj: Mapping[str, Any], note: BackoffNote) -
     ]
 
 
-def clear_backoff_patch(obj: Mapping[str, Any]) -> list[JSONPatch]:
+def clear_backoff_patch(obj: Obj) -> list[JSONPatch]:
     """Drop the backoff note of a job that started (or whose note no longer applies)."""
     ops = annotation_ops(obj, {}, remove=(BACKOFF_ANNOTATION,))
     return [*_precondition(obj), *ops] if ops else []
 
 
-def clear_record_patch(obj: Mapping[str, Any]) -> list[JSONPatch]:
+def clear_record_patch(obj: Obj) -> list[JSONPatch]:
     """Drop a stale admission record from a job that is held again (someone suspended it by hand)."""
     ops = annotation_ops(obj, {}, remove=(ADMISSION_ANNOTATION,))
     return [*_precondition(obj), *ops] if ops else []

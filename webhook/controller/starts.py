@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from webhook.api.objects import Obj
 from webhook.controller.model import TrackedJob
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
@@ -35,29 +35,33 @@ OwnerKey = tuple[str, str, str]
 """``(namespace, owner kind, owner name)``."""
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
+def _mapping(value: object) -> Obj:
     return value if isinstance(value, Mapping) else {}
 
 
-def pod_slim(pod: Mapping[str, Any]) -> JSON:
+def _items(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def pod_slim(pod: Obj) -> JSON:
     """What the start check reads of a pod: identity, controller owner, phase, the scheduler's refusal and the
     first container waiting reason."""
     metadata = _mapping(pod.get("metadata"))
     status = _mapping(pod.get("status"))
     owners = [
         {"kind": ref.get("kind"), "name": ref.get("name")}
-        for ref in metadata.get("ownerReferences") or ()
+        for ref in _items(metadata.get("ownerReferences"))
         if isinstance(ref, Mapping) and ref.get("controller") is True
     ]
     unschedulable = ""
-    for condition in status.get("conditions") or ():
+    for condition in _items(status.get("conditions")):
         if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled" and (
             condition.get("status") == "False"
         ):
             unschedulable = str(condition.get("message") or condition.get("reason") or "Unschedulable")
     reason = message = ""
     for key in ("initContainerStatuses", "containerStatuses"):
-        for container in status.get(key) or ():
+        for container in _items(status.get(key)):
             waiting = _mapping(_mapping(_mapping(container).get("state")).get("waiting"))
             if waiting.get("reason") and not reason:
                 reason, message = str(waiting.get("reason")), str(waiting.get("message") or "")
@@ -85,7 +89,7 @@ def pod_slim(pod: Mapping[str, Any]) -> JSON:
     return slim
 
 
-def pod_state(slim: Mapping[str, Any]) -> PodState:
+def pod_state(slim: Obj) -> PodState:
     metadata = _mapping(slim.get("metadata"))
     status = _mapping(slim.get("status"))
     waiting = _mapping(status.get("waiting"))
@@ -99,10 +103,9 @@ def pod_state(slim: Mapping[str, Any]) -> PodState:
     )
 
 
-def _owner_key(slim: Mapping[str, Any]) -> OwnerKey | None:
+def _owner_key(slim: Obj) -> OwnerKey | None:
     metadata = _mapping(slim.get("metadata"))
-    owners = metadata.get("ownerReferences") or ()
-    for ref in owners:
+    for ref in _items(metadata.get("ownerReferences")):
         if isinstance(ref, Mapping) and ref.get("kind") and ref.get("name"):
             return str(metadata.get("namespace") or ""), str(ref["kind"]), str(ref["name"])
     return None
@@ -145,7 +148,7 @@ class PodIndex:
         else:
             self._put(changed)
 
-    def _put(self, obj: Mapping[str, Any]) -> None:
+    def _put(self, obj: Obj) -> None:
         self._drop(obj)
         owner = _owner_key(obj)
         state = pod_state(obj)
@@ -163,7 +166,7 @@ class PodIndex:
         self._owner_of[(owner[0], state.name)] = owner
         self.changed.add(owner)
 
-    def _drop(self, obj: Mapping[str, Any]) -> None:
+    def _drop(self, obj: Obj) -> None:
         metadata = _mapping(obj.get("metadata"))
         key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
         bound = self._bound.get(key[0])

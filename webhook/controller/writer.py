@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.api.names import ADMISSION_ANNOTATION, REASON_ADMITTED, REASON_EVICTED
-from webhook.api.objects import meta, name_of
+from webhook.api.objects import Obj, meta, name_of
 from webhook.controller import metrics
 from webhook.controller.cache import NAMESPACES, ClusterCache
 from webhook.controller.decide import (
@@ -138,7 +138,7 @@ class Writer:
         queues_ref = self.cache.queues_ref
         try:
             if action.verb == "create":
-                updated: Mapping[str, Any] | None = await self.client.create(queues_ref, action.body)
+                updated: Obj | None = await self.client.create(queues_ref, action.body)
             elif action.verb == "patch":
                 updated = await self.client.merge_patch(queues_ref, action.name, action.body)
             else:
@@ -155,7 +155,7 @@ class Writer:
         log.info(kv(component="controller", decision=f"{action.verb}-queue", queue=action.name, reason=action.why))
 
     # Jobs --------------------------------------------------------------------------------------------------
-    async def patch_job(self, job: TrackedJob, ops: list[JSONPatch], what: str) -> Mapping[str, Any] | None:
+    async def patch_job(self, job: TrackedJob, ops: list[JSONPatch], what: str) -> Obj | None:
         """Apply a guarded patch; ``None`` when it was refused (stale snapshot or API trouble)."""
         if not self.is_leader():
             metrics.FAILED.labels(what, "not_leader").inc()
@@ -278,7 +278,7 @@ class Writer:
                         quota=job.leaf.full_name, reason=f"held again, {ADMISSION_ANNOTATION} was stale"))
 
     # Status ------------------------------------------------------------------------------------------------
-    async def write_statuses(self, tree: QuotaTree, tree_obj: Mapping[str, Any], decisions: JobDecisions) -> None:
+    async def write_statuses(self, tree: QuotaTree, tree_obj: Obj, decisions: JobDecisions) -> None:
         """Every Queue's ``status`` and the tree's (each at most once per ``status_interval``)."""
         self.status_due = None
         cache = self.cache
@@ -294,7 +294,7 @@ class Writer:
             del self._statuses[key]
 
     async def _write_status(
-        self, ref: ResourceRef, cache: WatchCache, obj: Mapping[str, Any], status: Mapping[str, Any]
+        self, ref: ResourceRef, cache: WatchCache, obj: Obj, status: Obj
     ) -> None:
         name = name_of(obj)
         # Keyed by uid too: a Queue or tree deleted and re-created under the same name is a new object with no

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -23,7 +23,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from webhook.api.errors import ApiStatusError, status_error
-from webhook.api.kinds import Kind
+from webhook.api.kinds import Kind, api_path
 
 log = logging.getLogger(__name__)
 
@@ -81,14 +81,8 @@ class ResourceRef:
 
     def path(self, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
         """The URL path of the collection, or of one object when ``name`` is given."""
-        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         ns = namespace if namespace is not None else self.namespace
-        out = prefix + (f"/namespaces/{quote(ns, safe='')}" if ns else "") + f"/{self.plural}"
-        if name is not None:
-            out += f"/{quote(name, safe='')}"
-            if subresource:
-                out += f"/{subresource}"
-        return out
+        return api_path(self.group, self.version, self.plural, namespace=ns, name=name, subresource=subresource)
 
     def __str__(self) -> str:
         where = f" in {self.namespace}" if self.namespace else ""

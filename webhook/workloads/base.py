@@ -14,9 +14,10 @@ import datetime
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, SUBMITTED_ANNOTATION
+from webhook.api.objects import Obj, PodSpec
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION, parse_timestamp
 from webhook.core.workload import Phase, PodSet, Workload, WorkloadError, WorkloadKey, pod_set
 from webhook.workloads.patch import PatchError as PatchError  # noqa: PLC0414 - re-exported (it lived here)
@@ -40,7 +41,7 @@ def pointer(*segments: str | int) -> str:
     return "".join("/" + escape_pointer(str(segment)) for segment in segments)
 
 
-def mapping_at(obj: Mapping[str, Any], *path: str | int) -> Mapping[str, Any] | None:
+def mapping_at(obj: Obj, *path: str | int) -> Obj | None:
     """The mapping at ``path`` (``None`` when a step is absent or null); :class:`WorkloadError` when a step
     exists but is not of the expected kind."""
     value = value_at(obj, *path)
@@ -51,7 +52,7 @@ def mapping_at(obj: Mapping[str, Any], *path: str | int) -> Mapping[str, Any] | 
     return value
 
 
-def value_at(obj: Mapping[str, Any], *path: str | int) -> Any:
+def value_at(obj: Obj, *path: str | int) -> Any:
     """The value at ``path``; ``None`` when a step is absent or null."""
     current: Any = obj
     for depth, step in enumerate(path):
@@ -72,7 +73,7 @@ def value_at(obj: Mapping[str, Any], *path: str | int) -> Any:
     return current
 
 
-def int_at(obj: Mapping[str, Any], default: int | None, *path: str | int) -> int | None:
+def int_at(obj: Obj, default: int | None, *path: str | int) -> int | None:
     """A non-negative integer field (``default`` when absent)."""
     value = value_at(obj, *path)
     if value is None:
@@ -84,7 +85,7 @@ def int_at(obj: Mapping[str, Any], default: int | None, *path: str | int) -> int
     return value
 
 
-def str_at(obj: Mapping[str, Any], *path: str | int) -> str | None:
+def str_at(obj: Obj, *path: str | int) -> str | None:
     """A string field (``None`` when absent or empty)."""
     value = value_at(obj, *path)
     if value is None or value == "":
@@ -94,7 +95,7 @@ def str_at(obj: Mapping[str, Any], *path: str | int) -> str | None:
     return value
 
 
-def bool_at(obj: Mapping[str, Any], *path: str | int) -> bool:
+def bool_at(obj: Obj, *path: str | int) -> bool:
     """A boolean field (``False`` when absent)."""
     value = value_at(obj, *path)
     if value is None:
@@ -104,7 +105,7 @@ def bool_at(obj: Mapping[str, Any], *path: str | int) -> bool:
     return value
 
 
-def set_value_patch(obj: Mapping[str, Any], path: Sequence[str | int], value: Any) -> list[JSONPatch]:
+def set_value_patch(obj: Obj, path: Sequence[str | int], value: Any) -> list[JSONPatch]:
     """Operations that set ``path`` to ``value``, creating absent parent objects on the way.
 
     ``add`` on an existing member replaces it (RFC 6902 4.1), so the result applies whether or not the
@@ -126,14 +127,14 @@ def set_value_patch(obj: Mapping[str, Any], path: Sequence[str | int], value: An
     return [{"op": "add", "path": pointer(*path), "value": value}]
 
 
-def annotation_removal(obj: Mapping[str, Any], keys: Sequence[str]) -> list[JSONPatch]:
+def annotation_removal(obj: Obj, keys: Sequence[str]) -> list[JSONPatch]:
     """Operations that remove those of ``keys`` the object's annotations carry."""
     current = mapping_at(obj, "metadata", "annotations") or {}
     return [{"op": "remove", "path": pointer("metadata", "annotations", key)} for key in keys if key in current]
 
 
 def metadata_patch(
-    obj: Mapping[str, Any], base: Sequence[str | int], labels: Mapping[str, str], annotations: Mapping[str, str]
+    obj: Obj, base: Sequence[str | int], labels: Mapping[str, str], annotations: Mapping[str, str]
 ) -> list[JSONPatch]:
     """Set labels and annotations on the object metadata at ``base + ["metadata"]``."""
     ops: list[JSONPatch] = []
@@ -162,7 +163,7 @@ def metadata_patch(
 
 
 def toleration_patch(
-    obj: Mapping[str, Any], spec_path: Sequence[str | int], toleration: Mapping[str, str]
+    obj: Obj, spec_path: Sequence[str | int], toleration: Mapping[str, str]
 ) -> list[JSONPatch]:
     """Add ``toleration`` to the pod spec at ``spec_path`` unless an identical one is there."""
     tolerations = value_at(obj, *spec_path, "tolerations")
@@ -187,7 +188,7 @@ def _same_toleration(existing: object, wanted: Mapping[str, str]) -> bool:
     )
 
 
-def creation_seconds(obj: Mapping[str, Any]) -> float:
+def creation_seconds(obj: Obj) -> float:
     """When the job was submitted, in seconds since the epoch (0.0 when the object has no creation time).
 
     ``metadata.creationTimestamp`` has whole seconds; the webhook's :data:`SUBMITTED_ANNOTATION` refines it to
@@ -221,7 +222,7 @@ RESTAMP_AFTER = 30.0
 """A submission stamp older than this (or in the future) when the webhook sees the object is replaced."""
 
 
-def submitted_patch(obj: Mapping[str, Any], now: float) -> list[JSONPatch]:
+def submitted_patch(obj: Obj, now: float) -> list[JSONPatch]:
     """Stamp the job's submission time (``now``). A stamp that could be the webhook's own from a moment ago
     (within :data:`RESTAMP_AFTER` seconds before ``now``; the API server may call the webhook again) is kept,
     so mutation stays idempotent; any other value is overwritten: the submitter never chooses its place."""
@@ -250,13 +251,13 @@ class PodTemplate:
     name: str
     count: int
     path: tuple[str | int, ...]
-    template: Mapping[str, Any]
+    template: Obj
 
     @property
-    def spec(self) -> Mapping[str, Any]:
+    def spec(self) -> PodSpec:
         """The pod spec (empty when absent)."""
         spec = mapping_at(self.template, "spec")
-        return spec if spec is not None else {}
+        return cast(PodSpec, spec) if spec is not None else {}
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -291,10 +292,10 @@ class Adapter(ABC):
 
     # Reading -----------------------------------------------------------------------------------------------
     @abstractmethod
-    def pod_templates(self, obj: Mapping[str, Any]) -> tuple[PodTemplate, ...]:
+    def pod_templates(self, obj: Obj) -> tuple[PodTemplate, ...]:
         """Every pod template of the job with its pod count, in a stable order."""
 
-    def pod_sets(self, obj: Mapping[str, Any]) -> tuple[PodSet, ...]:
+    def pod_sets(self, obj: Obj) -> tuple[PodSet, ...]:
         """The job's pod sets (count × per-pod request), via the core's request rules; an error names the
         template's pod spec (``/spec/template/spec: pod set 'main': ...``)."""
         out = []
@@ -305,7 +306,7 @@ class Adapter(ABC):
                 raise WorkloadError(f"{pointer(*t.path, 'spec')}: {error}") from None
         return tuple(out)
 
-    def priority_class_name(self, obj: Mapping[str, Any]) -> str | None:
+    def priority_class_name(self, obj: Obj) -> str | None:
         """The PriorityClass the job names: the first pod template that names one."""
         for template in self.pod_templates(obj):
             name = str_at(template.template, "spec", "priorityClassName")
@@ -313,7 +314,7 @@ class Adapter(ABC):
                 return name
         return None
 
-    def explicit_priority(self, obj: Mapping[str, Any]) -> int | None:
+    def explicit_priority(self, obj: Obj) -> int | None:
         """A literal ``priority`` on the first pod template that carries one."""
         for template in self.pod_templates(obj):
             value = value_at(template.template, "spec", "priority")
@@ -323,32 +324,32 @@ class Adapter(ABC):
                 return value
         return None
 
-    def priority(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int]) -> int:
+    def priority(self, obj: Obj, priority_classes: Mapping[str, int]) -> int:
         """The value of the PriorityClass the job names, else 0. A literal ``priority`` in a pod template is
         never read: the API server refuses pods that carry one, and the webhook refuses it at submission."""
         name = self.priority_class_name(obj)
         return priority_classes.get(name, 0) if name is not None else 0
 
     @abstractmethod
-    def is_suspended(self, obj: Mapping[str, Any]) -> bool:
+    def is_suspended(self, obj: Obj) -> bool:
         """Whether the job is held (suspend switch on / scheduling gate present)."""
 
     @abstractmethod
-    def is_finished(self, obj: Mapping[str, Any]) -> bool:
+    def is_finished(self, obj: Obj) -> bool:
         """Whether the job has succeeded or failed for good (its quota is free again)."""
 
-    def quota_label(self, obj: Mapping[str, Any]) -> str | None:
+    def quota_label(self, obj: Obj) -> str | None:
         """The job's quota label value (``None`` when absent)."""
         value = value_at(obj, "metadata", "labels", QUOTA_LABEL)
         return value if isinstance(value, str) else None
 
     # Writing -----------------------------------------------------------------------------------------------
     @abstractmethod
-    def suspend_patch(self, obj: Mapping[str, Any]) -> list[JSONPatch]:
+    def suspend_patch(self, obj: Obj) -> list[JSONPatch]:
         """Operations that hold the job (empty when already held)."""
 
     @abstractmethod
-    def resume_patch(self, obj: Mapping[str, Any]) -> list[JSONPatch]:
+    def resume_patch(self, obj: Obj) -> list[JSONPatch]:
         """Operations that release the job (empty when not held)."""
 
     @property
@@ -356,26 +357,26 @@ class Adapter(ABC):
         """Whether the hold can only be set when the object is created (Pods' scheduling gates)."""
         return False
 
-    def manages(self, obj: Mapping[str, Any]) -> bool:
+    def manages(self, obj: Obj) -> bool:
         """Whether the queue holds this object at all (a Pod owned by a Job is queued with its Job)."""
         return True
 
-    def needs_all_pods(self, obj: Mapping[str, Any]) -> bool:
+    def needs_all_pods(self, obj: Obj) -> bool:
         """Whether the job needs all its pods at once (a gang): it has started only when all of them run
         (docs/start-timeout.md). True for every kind but those that override it."""
         return True
 
-    def pod_owners(self, obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    def pod_owners(self, obj: Obj) -> tuple[tuple[str, str], ...]:
         """``(kind, name)`` of each controller ownerReference the job's pods carry (empty: not known yet)."""
         name = value_at(obj, "metadata", "name")
         return ((self.kind, name),) if isinstance(name, str) else ()
 
-    def queueing_problems(self, obj: Mapping[str, Any]) -> list[str]:
+    def queueing_problems(self, obj: Obj) -> list[str]:
         """Why a job of this kind cannot be held and released by the queue as written (``[]`` when it can);
         each problem says what to change."""
         return []
 
-    def tag_patch(self, obj: Mapping[str, Any], leaf_name: str, full_name: str) -> list[JSONPatch]:
+    def tag_patch(self, obj: Obj, leaf_name: str, full_name: str) -> list[JSONPatch]:
         """Label and annotate the job and every pod template with its quota."""
         labels = {QUOTA_LABEL: leaf_name}
         annotations = {QUOTA_FULLNAME_ANNOTATION: full_name}
@@ -386,12 +387,12 @@ class Adapter(ABC):
         return ops
 
     def toleration_patch(
-        self, obj: Mapping[str, Any], template: PodTemplate, toleration: Mapping[str, str] = ECI_TOLERATION
+        self, obj: Obj, template: PodTemplate, toleration: Mapping[str, str] = ECI_TOLERATION
     ) -> list[JSONPatch]:
         """Add a toleration to one pod template's spec."""
         return toleration_patch(obj, (*template.path, "spec"), toleration)
 
-    def to_workload(self, obj: Mapping[str, Any], quota_leaf: str, priority_classes: Mapping[str, int]) -> Workload:
+    def to_workload(self, obj: Obj, quota_leaf: str, priority_classes: Mapping[str, int]) -> Workload:
         """The kind-agnostic view the decision core works on."""
         metadata = mapping_at(obj, "metadata") or {}
         name = metadata.get("name")
@@ -418,7 +419,7 @@ class Adapter(ABC):
         )
 
 
-def condition_true(obj: Mapping[str, Any], *types: str) -> bool:
+def condition_true(obj: Obj, *types: str) -> bool:
     """Whether ``status.conditions`` has one of ``types`` with status ``"True"``."""
     conditions = value_at(obj, "status", "conditions")
     if not isinstance(conditions, list):
@@ -431,15 +432,15 @@ class SpecSuspendAdapter(Adapter):
 
     suspend_path: ClassVar[tuple[str, ...]] = ("spec", "suspend")
 
-    def is_suspended(self, obj: Mapping[str, Any]) -> bool:
+    def is_suspended(self, obj: Obj) -> bool:
         return bool_at(obj, *self.suspend_path)
 
-    def suspend_patch(self, obj: Mapping[str, Any]) -> list[JSONPatch]:
+    def suspend_patch(self, obj: Obj) -> list[JSONPatch]:
         if self.is_suspended(obj):
             return []
         return set_value_patch(obj, self.suspend_path, True)
 
-    def resume_patch(self, obj: Mapping[str, Any]) -> list[JSONPatch]:
+    def resume_patch(self, obj: Obj) -> list[JSONPatch]:
         if not self.is_suspended(obj):
             return []
         return [{"op": "replace", "path": pointer(*self.suspend_path), "value": False}]
@@ -455,7 +456,7 @@ class ReplicaSpecsAdapter(SpecSuspendAdapter):
     role_order: ClassVar[tuple[str, ...]] = ("chief", "master", "launcher", "ps", "worker", "evaluator")
     """Roles sorted first (lower-cased); others follow by name."""
 
-    def pod_templates(self, obj: Mapping[str, Any]) -> tuple[PodTemplate, ...]:
+    def pod_templates(self, obj: Obj) -> tuple[PodTemplate, ...]:
         specs = mapping_at(obj, "spec", self.replica_specs_field)
         if not specs:
             return ()
@@ -481,9 +482,9 @@ class ReplicaSpecsAdapter(SpecSuspendAdapter):
         rank = self.role_order.index(lowered) if lowered in self.role_order else len(self.role_order)
         return (rank, role)
 
-    def priority_class_name(self, obj: Mapping[str, Any]) -> str | None:
+    def priority_class_name(self, obj: Obj) -> str | None:
         name = str_at(obj, *self.priority_class_path)
         return name if name is not None else super().priority_class_name(obj)
 
-    def is_finished(self, obj: Mapping[str, Any]) -> bool:
+    def is_finished(self, obj: Obj) -> bool:
         return condition_true(obj, "Succeeded", "Failed")

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.api.names import CONTROLLER_ANNOTATIONS, QUOTA_LABEL, SUBMITTED_ANNOTATION
+from webhook.api.objects import Obj
 from webhook.core import integrity
 from webhook.core.integrity import JobFacts
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults
@@ -31,13 +32,13 @@ def _hold_field(adapter: Adapter) -> str:
     return field_name(*path) if isinstance(path, tuple) else "spec.schedulingGates"
 
 
-def _label(obj: Mapping[str, Any], *base: str | int) -> str | None:
+def _label(obj: Obj, *base: str | int) -> str | None:
     labels = value_at(obj, *base, "metadata", "labels")
     value = labels.get(QUOTA_LABEL) if isinstance(labels, Mapping) else None
     return value if isinstance(value, str) else None
 
 
-def _templates(adapter: Adapter, obj: Mapping[str, Any]) -> tuple[PodTemplate, ...]:
+def _templates(adapter: Adapter, obj: Obj) -> tuple[PodTemplate, ...]:
     try:
         return adapter.pod_templates(obj)
     except WorkloadError:
@@ -45,7 +46,7 @@ def _templates(adapter: Adapter, obj: Mapping[str, Any]) -> tuple[PodTemplate, .
 
 
 def job_facts(
-    adapter: Adapter, obj: Mapping[str, Any], *, strict: bool = True, defaults: ContainerDefaults = NO_DEFAULTS
+    adapter: Adapter, obj: Obj, *, strict: bool = True, defaults: ContainerDefaults = NO_DEFAULTS
 ) -> JobFacts:
     """The facts of ``obj``. ``strict``: a pod set that cannot be read raises :class:`WorkloadError` (naming the
     field); otherwise unreadable parts read as absent (an old version is judged by what can be read).
@@ -99,14 +100,14 @@ def job_facts(
     )
 
 
-def _value(obj: Mapping[str, Any], path: tuple[str | int, ...]) -> Any:
+def _value(obj: Obj, path: tuple[str | int, ...]) -> Any:
     try:
         return value_at(obj, *path)
     except WorkloadError:
         return None
 
 
-def _text(obj: Mapping[str, Any], path: tuple[str | int, ...]) -> str | None:
+def _text(obj: Obj, path: tuple[str | int, ...]) -> str | None:
     try:
         return str_at(obj, *path)
     except WorkloadError:
@@ -114,14 +115,14 @@ def _text(obj: Mapping[str, Any], path: tuple[str | int, ...]) -> str | None:
         return repr(value)
 
 
-def _safe(check: Any, obj: Mapping[str, Any]) -> bool:
+def _safe(check: Any, obj: Obj) -> bool:
     try:
         return bool(check(obj))
     except WorkloadError:
         return False
 
 
-def submission_problems(adapter: Adapter, obj: Mapping[str, Any], priority_classes: Mapping[str, int]) -> list[str]:
+def submission_problems(adapter: Adapter, obj: Obj, priority_classes: Mapping[str, int]) -> list[str]:
     """Why a new job cannot be queued as written (``[]`` when it can): the kind's own queueing problems and
     the core's submission rules. Raises :class:`WorkloadError` when its pod sets cannot be read."""
     problems = list(adapter.queueing_problems(obj))
@@ -131,8 +132,8 @@ def submission_problems(adapter: Adapter, obj: Mapping[str, Any], priority_class
 
 def update_problems(
     adapter: Adapter,
-    old: Mapping[str, Any],
-    new: Mapping[str, Any],
+    old: Obj,
+    new: Obj,
     priority_classes: Mapping[str, int],
     defaults: ContainerDefaults = NO_DEFAULTS,
 ) -> list[str]:

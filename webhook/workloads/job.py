@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from webhook.api.objects import Obj
 from webhook.workloads.base import PodTemplate, SpecSuspendAdapter, condition_true, int_at, mapping_at
 
 
@@ -20,7 +18,7 @@ class JobAdapter(SpecSuspendAdapter):
     kind = "Job"
     plural = "jobs"
 
-    def pod_templates(self, obj: Mapping[str, Any]) -> tuple[PodTemplate, ...]:
+    def pod_templates(self, obj: Obj) -> tuple[PodTemplate, ...]:
         parallelism = int_at(obj, 1, "spec", "parallelism")
         completions = int_at(obj, None, "spec", "completions")
         count = parallelism if parallelism is not None else 1
@@ -29,10 +27,10 @@ class JobAdapter(SpecSuspendAdapter):
         template = mapping_at(obj, "spec", "template") or {}
         return (PodTemplate(name="main", count=count, path=("spec", "template"), template=template),)
 
-    def is_finished(self, obj: Mapping[str, Any]) -> bool:
+    def is_finished(self, obj: Obj) -> bool:
         return condition_true(obj, "Complete", "Failed")
 
-    def needs_all_pods(self, obj: Mapping[str, Any]) -> bool:
+    def needs_all_pods(self, obj: Obj) -> bool:
         """A Job with ``parallelism == completions`` runs all its pods at once; any other makes progress pod by
         pod."""
         parallelism = int_at(obj, 1, "spec", "parallelism")

@@ -6,12 +6,12 @@ sized. Bare Pods need nothing: the API server's ``LimitRanger`` has filled them 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from webhook.api.objects import Obj
 from webhook.core.limitrange import ContainerDefaults, container_lists, missing_requests
 from webhook.workloads.base import Adapter, JSONPatch, PodTemplate, pointer, set_value_patch
 
-Gap = tuple[tuple[str | int, ...], Mapping[str, Any], dict[str, str]]
+Gap = tuple[tuple[str | int, ...], Obj, dict[str, str]]
 """``(container path, container, the default requests it lacks)``."""
 
 
@@ -32,7 +32,7 @@ def request_gaps(templates: tuple[PodTemplate, ...], defaults: ContainerDefaults
     return out
 
 
-def limit_range_patch(adapter: Adapter, obj: Mapping[str, Any], defaults: ContainerDefaults) -> list[JSONPatch]:
+def limit_range_patch(adapter: Adapter, obj: Obj, defaults: ContainerDefaults) -> list[JSONPatch]:
     """Operations that add each template container's missing default requests (``[]`` when none)."""
     ops: list[JSONPatch] = []
     for path, container, missing in request_gaps(adapter.pod_templates(obj), defaults):

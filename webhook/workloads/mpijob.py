@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from webhook.api.objects import Obj
 from webhook.workloads.base import ReplicaSpecsAdapter, value_at
 
 
@@ -18,7 +16,7 @@ class MPIJobAdapter(ReplicaSpecsAdapter):
     plural = "mpijobs"
     replica_specs_field = "mpiReplicaSpecs"
 
-    def pod_owners(self, obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    def pod_owners(self, obj: Obj) -> tuple[tuple[str, str], ...]:
         """The MPI Operator v2 owns the workers itself and runs the launcher as a Job ``<name>-launcher``."""
         name = value_at(obj, "metadata", "name")
         return ((self.kind, name), ("Job", f"{name}-launcher")) if isinstance(name, str) else ()

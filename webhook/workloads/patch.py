@@ -4,10 +4,12 @@ Re-exported by :mod:`webhook.workloads.base`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
+
+from webhook.api.objects import Obj
 
 
 def unescape_pointer(token: str) -> str:
@@ -43,7 +45,7 @@ def _container(doc: Any, tokens: list[str], path: str) -> Any:
     return current
 
 
-def apply_patch(obj: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def apply_patch(obj: Obj, ops: Sequence[Obj]) -> dict[str, Any]:
     """A copy of ``obj`` with RFC 6902 ``add``/``remove``/``replace``/``test`` operations applied (what the
     apiserver does with a webhook's patch). Raises :class:`PatchError`."""
     doc: Any = orjson.loads(orjson.dumps(obj))

@@ -8,14 +8,14 @@ controller (a Job's pods, a ReplicaSet's pods...) are not queued on their own: t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from webhook.api.names import ADMISSION_ANNOTATION, ADMISSION_GATE
+from webhook.api.objects import Obj
 from webhook.core.workload import WorkloadError
 from webhook.workloads.base import Adapter, JSONPatch, PodTemplate, pointer, set_value_patch, value_at
 
 
-def _gate_index(obj: Mapping[str, Any]) -> int | None:
+def _gate_index(obj: Obj) -> int | None:
     gates = value_at(obj, "spec", "schedulingGates")
     if gates is None:
         return None
@@ -35,14 +35,14 @@ class PodAdapter(Adapter):
     kind = "Pod"
     plural = "pods"
 
-    def pod_templates(self, obj: Mapping[str, Any]) -> tuple[PodTemplate, ...]:
+    def pod_templates(self, obj: Obj) -> tuple[PodTemplate, ...]:
         return (PodTemplate(name="main", count=1, path=(), template=obj),)
 
     @property
     def gates_at_creation_only(self) -> bool:
         return True
 
-    def manages(self, obj: Mapping[str, Any]) -> bool:
+    def manages(self, obj: Obj) -> bool:
         """A Pod without a controller owner; or one the webhook held at creation although it names an owner
         (its creator was no workload controller: docs/security.md), known by the gate while held and by the
         admission record once released."""
@@ -57,10 +57,10 @@ class PodAdapter(Adapter):
             gated = False
         return gated or value_at(obj, "metadata", "annotations", ADMISSION_ANNOTATION) is not None
 
-    def is_suspended(self, obj: Mapping[str, Any]) -> bool:
+    def is_suspended(self, obj: Obj) -> bool:
         return _gate_index(obj) is not None
 
-    def suspend_patch(self, obj: Mapping[str, Any]) -> list[JSONPatch]:
+    def suspend_patch(self, obj: Obj) -> list[JSONPatch]:
         if self.is_suspended(obj):
             return []
         gate = {"name": ADMISSION_GATE}
@@ -68,7 +68,7 @@ class PodAdapter(Adapter):
             return set_value_patch(obj, ("spec", "schedulingGates"), [gate])
         return [{"op": "add", "path": pointer("spec", "schedulingGates", "-"), "value": gate}]
 
-    def resume_patch(self, obj: Mapping[str, Any]) -> list[JSONPatch]:
+    def resume_patch(self, obj: Obj) -> list[JSONPatch]:
         index = _gate_index(obj)
         if index is None:
             return []
@@ -77,7 +77,7 @@ class PodAdapter(Adapter):
             {"op": "remove", "path": pointer("spec", "schedulingGates", index)},
         ]
 
-    def priority(self, obj: Mapping[str, Any], priority_classes: Mapping[str, int]) -> int:
+    def priority(self, obj: Obj, priority_classes: Mapping[str, int]) -> int:
         """The PriorityClass value, else ``spec.priority``: on a Pod it is the value the API server's Priority
         admission resolved from the class (it refuses any other) before a webhook sees the Pod."""
         name = self.priority_class_name(obj)
@@ -86,7 +86,7 @@ class PodAdapter(Adapter):
         resolved = self.explicit_priority(obj)
         return resolved if resolved is not None else 0
 
-    def is_finished(self, obj: Mapping[str, Any]) -> bool:
+    def is_finished(self, obj: Obj) -> bool:
         return value_at(obj, "status", "phase") in ("Succeeded", "Failed")
 
 

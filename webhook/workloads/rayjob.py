@@ -10,9 +10,7 @@ the webhook reports at creation; the second has no pods of its own and is not he
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from webhook.api.objects import Obj
 from webhook.core.workload import WorkloadError
 from webhook.workloads.base import (
     PodTemplate,
@@ -33,7 +31,7 @@ class RayJobAdapter(SpecSuspendAdapter):
     kind = "RayJob"
     plural = "rayjobs"
 
-    def pod_templates(self, obj: Mapping[str, Any]) -> tuple[PodTemplate, ...]:
+    def pod_templates(self, obj: Obj) -> tuple[PodTemplate, ...]:
         cluster = mapping_at(obj, "spec", "rayClusterSpec")
         if cluster is None:
             return ()
@@ -60,10 +58,10 @@ class RayJobAdapter(SpecSuspendAdapter):
             out.append(PodTemplate(name, count, (*group_path, "template"), template))
         return tuple(out)
 
-    def manages(self, obj: Mapping[str, Any]) -> bool:
+    def manages(self, obj: Obj) -> bool:
         return mapping_at(obj, "spec", "rayClusterSpec") is not None
 
-    def queueing_problems(self, obj: Mapping[str, Any]) -> list[str]:
+    def queueing_problems(self, obj: Obj) -> list[str]:
         if not self.manages(obj) or bool_at(obj, "spec", "shutdownAfterJobFinishes"):
             return []
         return [
@@ -71,12 +69,12 @@ class RayJobAdapter(SpecSuspendAdapter):
             "when it finishes, and the queue holds every job suspended until its quota allows"
         ]
 
-    def pod_owners(self, obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    def pod_owners(self, obj: Obj) -> tuple[tuple[str, str], ...]:
         """A RayJob's pods belong to the RayCluster it created (``status.rayClusterName``)."""
         cluster = value_at(obj, "status", "rayClusterName")
         return (("RayCluster", cluster),) if isinstance(cluster, str) and cluster else ()
 
-    def is_finished(self, obj: Mapping[str, Any]) -> bool:
+    def is_finished(self, obj: Obj) -> bool:
         status = value_at(obj, "status", "jobDeploymentStatus")
         return status in ("Complete", "Failed")
 
