@@ -27,7 +27,17 @@ from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Phase, Workload
 
-__all__ = ["ChainTally", "Ledger", "NodeUsage", "build_ledger", "chain_keys", "shift_usage", "status_tree"]
+__all__ = [
+    "ChainTally",
+    "Ledger",
+    "NodeUsage",
+    "UsageOverlay",
+    "build_ledger",
+    "chain_keys",
+    "shift_usage",
+    "shifted_view",
+    "status_tree",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +321,64 @@ def shift_usage(
             current = out.get(key, EMPTY)
             out[key] = current + delta if sign > 0 else current - delta
     return out
+
+
+class UsageOverlay(Mapping[str, Resources]):
+    """A read-only ``node key -> used`` map: ``base`` with the nodes in ``changes`` replaced. What
+    :func:`shifted_view` returns: the same values as :func:`shift_usage`, without copying every node of a
+    large tree for a change along one chain. A stack of overlays is flattened every :attr:`FLATTEN` levels,
+    so a read looks at a bounded number of maps. Neither ``base`` nor ``changes`` may change afterwards."""
+
+    __slots__ = ("_base", "_changes", "_depth")
+
+    FLATTEN = 16
+
+    def __init__(self, base: Mapping[str, Resources], changes: dict[str, Resources]) -> None:
+        depth = base._depth + 1 if isinstance(base, UsageOverlay) else 1
+        if depth > self.FLATTEN:
+            changes = {**dict(base.items()), **changes}
+            base, depth = {}, 1
+        self._base = base
+        self._changes = changes
+        self._depth = depth
+
+    def __getitem__(self, key: str) -> Resources:
+        value = self._changes.get(key)
+        return self._base[key] if value is None else value
+
+    def get(self, key: str, default: Any = None, /) -> Any:
+        value = self._changes.get(key)
+        return self._base.get(key, default) if value is None else value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._changes or key in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        changes = self._changes
+        yield from (key for key in self._base if key not in changes)
+        yield from changes
+
+    def __len__(self) -> int:
+        return len(self._base) + sum(1 for key in self._changes if key not in self._base)
+
+
+def shifted_view(
+    tree: QuotaTree, used: Mapping[str, Resources], workloads: Iterable[Workload], sign: int
+) -> UsageOverlay:
+    """:func:`shift_usage` as a :class:`UsageOverlay` over ``used`` (which must not change afterwards): only the
+    chains of ``workloads`` are computed, so its cost does not grow with the size of the tree."""
+    changes: dict[str, Resources] = {}
+    for workload in workloads:
+        keys = chain_keys(tree, workload.quota)
+        if keys is None:
+            raise KeyError(f"quota {workload.quota!r} of {workload.key} is not in the ElasticQuotaTree")
+        delta = workload.request_with_count
+        for key in keys:
+            current = changes.get(key)
+            if current is None:
+                current = used.get(key, EMPTY)
+            changes[key] = current + delta if sign > 0 else current - delta
+    return UsageOverlay(used, changes)
 
 
 class ChainTally(dict[str, dict[str, int]]):

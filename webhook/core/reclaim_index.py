@@ -13,11 +13,10 @@ import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 from operator import attrgetter
-from types import MappingProxyType
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.fit import limits_of, validate_rate
-from webhook.core.ledger import ChainTally
+from webhook.core.ledger import ChainTally, UsageOverlay
 from webhook.core.quantity import NANO
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, Resources
@@ -88,7 +87,8 @@ class ReclaimIndex:
         self.tree = tree
         self._ordered = {quota.lower() for quota in ordered}
         self.rate = validate_rate(oversell_rate)
-        self._used: dict[str, Resources] = dict(used)
+        self._used: Mapping[str, Resources] = UsageOverlay(dict(used), {})
+        """The usage after every committed plan (never changed in place: each plan's usage is an overlay)."""
         self._budget = budget
         self.visits = 0
         """Candidate victims looked at so far (the work the plans did)."""
@@ -254,7 +254,7 @@ class ReclaimIndex:
     @property
     def used(self) -> Mapping[str, Resources]:
         """The usage in the reclaimer's view (after every committed plan)."""
-        return MappingProxyType(self._used)
+        return self._used
 
     @property
     def exhausted(self) -> bool:
