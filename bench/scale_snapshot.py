@@ -146,10 +146,11 @@ def carry_out(jobs: Sequence[PlainJob], decisions: Decisions[PlainJob], rng: ran
         workload = job.workload
         created = max(created, workload.created)
         if workload.key in admitted:
-            job = PlainJob(dataclasses.replace(workload, phase=Phase.ADMITTED, admitted_at=1e9))
+            out.append(PlainJob(dataclasses.replace(workload, phase=Phase.ADMITTED, admitted_at=1e9)))
         elif workload.key in evicted:
-            job = PlainJob(dataclasses.replace(workload, phase=Phase.QUEUED, admitted_at=None))
-        out.append(job)
+            out.append(PlainJob(dataclasses.replace(workload, phase=Phase.QUEUED, admitted_at=None)))
+        else:
+            out.append(job)
     running = [index for index, job in enumerate(out) if job.workload.phase is Phase.ADMITTED]
     for index in sorted(rng.sample(running, min(finished, len(running))), reverse=True):
         del out[index]

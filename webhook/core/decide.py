@@ -265,9 +265,10 @@ def _snapshot(
         for quota, members in target.items():
             # ``request_with_count`` adds one job; the other ``len(members) - 1`` are counted here.
             amounts = {MAX_JOBS: (len(members) - 1) * NANO}
+            get = amounts.get
             for request in members:
-                for name, amount in request.items():
-                    amounts[name] = amounts.get(name, 0) + amount
+                for name, amount in request._items.items():  # the core's own type: its dict, read only
+                    amounts[name] = get(name, 0) + amount
             summed.append(
                 Workload(key=WorkloadKey("Sum", quota, phase.value), quota=quota, pod_sets=(), phase=phase,
                          request=Resources(amounts))

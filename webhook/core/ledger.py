@@ -19,7 +19,7 @@ blocks an amount on a chain (``max`` and ``min``). :mod:`webhook.core.fit` words
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -331,16 +331,34 @@ class UsageOverlay(Mapping[str, Resources]):
 
     __slots__ = ("_base", "_changes", "_depth")
 
-    FLATTEN = 16
+    FLATTEN = 64
+
+    _base: Mapping[str, Resources]
+    _changes: dict[str, Resources]
+    _depth: int
 
     def __init__(self, base: Mapping[str, Resources], changes: dict[str, Resources]) -> None:
-        depth = base._depth + 1 if isinstance(base, UsageOverlay) else 1
-        if depth > self.FLATTEN:
-            changes = {**dict(base.items()), **changes}
-            base, depth = {}, 1
+        depth = 1
+        if isinstance(base, UsageOverlay):
+            depth = base._depth + 1
+            if depth > self.FLATTEN:
+                changes = {**base.flat(), **changes}
+                base, depth = {}, 1
         self._base = base
         self._changes = changes
         self._depth = depth
+
+    def flat(self) -> dict[str, Resources]:
+        """Every node's usage as one new dict (one walk down the stack, one copy)."""
+        layers = [self._changes]
+        base = self._base
+        while isinstance(base, UsageOverlay):
+            layers.append(base._changes)
+            base = base._base
+        out = dict(base.items())
+        for changes in reversed(layers):
+            out.update(changes)
+        return out
 
     def __getitem__(self, key: str) -> Resources:
         value = self._changes.get(key)
@@ -354,12 +372,13 @@ class UsageOverlay(Mapping[str, Resources]):
         return key in self._changes or key in self._base
 
     def __iter__(self) -> Iterator[str]:
-        changes = self._changes
-        yield from (key for key in self._base if key not in changes)
-        yield from changes
+        return iter(self.flat())
 
     def __len__(self) -> int:
-        return len(self._base) + sum(1 for key in self._changes if key not in self._base)
+        return len(self.flat())
+
+    def items(self) -> ItemsView[str, Resources]:
+        return self.flat().items()
 
 
 def shifted_view(
