@@ -18,7 +18,8 @@ One :func:`admission_pass` walks a snapshot of waiting jobs once:
   the same pass. The pass uses that without changing the outcome: after a quota's check fails, its next
   jobs are checked at once and the ones that do not fit are settled without heap traffic; a job goes on
   the heap for its turn and is checked then; each quota remembers its last blocking level and resource
-  and checks it first, and a quota whose job count is at a cap is settled without checks. Chains and
+  and checks it first, and a quota whose job count is at a cap is settled without checks, as is the rest
+  of a ``Round`` queue once a level's headroom is below the least any of those jobs asks for. Chains and
   limits are computed once per pass, and usage is kept as plain per-node headroom dicts shared by the
   queues under a node. A pass over 100,000 waiting jobs in 1,000 quotas takes a few tenths of a second in
   CPython; the ``checks`` count of :class:`PassResult` shows the work done.
