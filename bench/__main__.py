@@ -42,6 +42,8 @@ class Bench:
 
 BENCHES = (
     Bench("engine", "Decision engine", ("-m", "bench.engine_bench"), ".venv/bin/python -m bench.engine_bench", True),
+    Bench("scale", "Scale in simulation: one pass over 1,000,000 waiting jobs (issue 21)", ("-m", "bench.scale_bench"),
+          ".venv/bin/python -m bench.scale_bench", True),
     Bench("peer", "The peer's shape in the simulator", ("-m", "bench.peer_bench"),
           ".venv/bin/python -m bench.peer_bench", True),
     Bench("e2e", "End to end on the dev cluster, beside the physical limit (issues 7, 23)",

@@ -217,10 +217,19 @@ def test_block_stops_checking_after_the_blocking_job() -> None:
 
 
 def test_round_checks_each_failing_job_once() -> None:
-    waiting = [a(f"j{i}", 200, i) for i in range(50)]
+    waiting = [a(f"j{i}", 200, i) for i in range(49)] + [a("small", 1, 49)]
+    result = run(waiting, Policy.ROUND)
+    assert names(result.admitted) == ["small"]
+    assert result.checks <= 51  # each big one once, the small one when looked ahead at and at its turn
+
+
+def test_round_settles_the_rest_of_a_queue_at_once_when_none_of_it_can_fit() -> None:
+    waiting = [a(f"j{i}", 200 - i, i) for i in range(50)]
     result = run(waiting, Policy.ROUND)
     assert result.admitted == ()
-    assert result.checks == 50
+    assert result.checks == 1  # j0 misses; every later job asks for more CPU than is left
+    assert by_name(result)["j49"] == 50
+    assert "cpu" in result.reasons[waiting[-1].key].explain()
 
 
 # admission_pass: across quotas --------------------------------------------------------------------------------

@@ -227,21 +227,22 @@ def _snapshot(
     queued_groups: dict[str, list[Resources]] = {}
     unknown: list[Workload] = []
     nodes = tree.nodes
+    queued, running, wait = Phase.QUEUED, Phase.ADMITTED, waiting.append
     for job in jobs:
         workload = job.workload
         by_id[id(workload)] = job
         phase = workload.phase
-        if phase is Phase.QUEUED:
+        if phase is queued:
             if job.backoff is not None and job.backoff_state(now) in (BackoffState.WAITING, BackoffState.GAVE_UP):
                 backoff.append(job)
             elif job.missing_class is not None:
                 held.append(job)
-            elif workload.key.namespace not in closing:
-                waiting.append(workload)
+            elif not closing or workload.key.namespace not in closing:
+                wait(workload)
             if job.record is not None:
                 stale.append(job)
             target = queued_groups
-        elif phase is Phase.ADMITTED:
+        elif phase is running:
             admitted[workload.key] = job
             target = admitted_groups
         else:
@@ -265,9 +266,10 @@ def _snapshot(
         for quota, members in target.items():
             # ``request_with_count`` adds one job; the other ``len(members) - 1`` are counted here.
             amounts = {MAX_JOBS: (len(members) - 1) * NANO}
+            get = amounts.get
             for request in members:
-                for name, amount in request.items():
-                    amounts[name] = amounts.get(name, 0) + amount
+                for name, amount in request._items.items():  # the core's own type: its dict, read only
+                    amounts[name] = get(name, 0) + amount
             summed.append(
                 Workload(key=WorkloadKey("Sum", quota, phase.value), quota=quota, pod_sets=(), phase=phase,
                          request=Resources(amounts))
@@ -364,11 +366,11 @@ def decide(
             [(queue, queue[0] if blocks[quota] and queue else None) for quota, queue in after.items()],
             fits_note=LEFTOVER_NOTE,
         )
+    # Every job of these queues is held (a waiting job of the snapshot, or a held copy of an evicted one), and
+    # ``by_id`` maps each workload to the job that carries that very workload.
     waiting_jobs: list[J] = []
     for waiting_queue in queues_after.values():
-        for workload in waiting_queue:
-            job = by_id[id(workload)]
-            waiting_jobs.append(job if job.workload.phase is Phase.QUEUED else _queued(job))
+        waiting_jobs.extend(map(by_id.__getitem__, map(id, waiting_queue)))
     final_ledger = ledger
     for job in (*admissions, *(plan.preemptor for plan in reclaims), *late):
         final_ledger = final_ledger.with_admitted(job.workload)

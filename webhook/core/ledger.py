@@ -19,7 +19,7 @@ blocks an amount on a chain (``max`` and ``min``). :mod:`webhook.core.fit` words
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,17 @@ from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Phase, Workload
 
-__all__ = ["ChainTally", "Ledger", "NodeUsage", "build_ledger", "chain_keys", "shift_usage", "status_tree"]
+__all__ = [
+    "ChainTally",
+    "Ledger",
+    "NodeUsage",
+    "UsageOverlay",
+    "build_ledger",
+    "chain_keys",
+    "shift_usage",
+    "shifted_view",
+    "status_tree",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +321,83 @@ def shift_usage(
             current = out.get(key, EMPTY)
             out[key] = current + delta if sign > 0 else current - delta
     return out
+
+
+class UsageOverlay(Mapping[str, Resources]):
+    """A read-only ``node key -> used`` map: ``base`` with the nodes in ``changes`` replaced. What
+    :func:`shifted_view` returns: the same values as :func:`shift_usage`, without copying every node of a
+    large tree for a change along one chain. A stack of overlays is flattened every :attr:`FLATTEN` levels,
+    so a read looks at a bounded number of maps. Neither ``base`` nor ``changes`` may change afterwards."""
+
+    __slots__ = ("_base", "_changes", "_depth")
+
+    FLATTEN = 64
+
+    _base: Mapping[str, Resources]
+    _changes: dict[str, Resources]
+    _depth: int
+
+    def __init__(self, base: Mapping[str, Resources], changes: dict[str, Resources]) -> None:
+        depth = 1
+        if isinstance(base, UsageOverlay):
+            depth = base._depth + 1
+            if depth > self.FLATTEN:
+                changes = {**base.flat(), **changes}
+                base, depth = {}, 1
+        self._base = base
+        self._changes = changes
+        self._depth = depth
+
+    def flat(self) -> dict[str, Resources]:
+        """Every node's usage as one new dict (one walk down the stack, one copy)."""
+        layers = [self._changes]
+        base = self._base
+        while isinstance(base, UsageOverlay):
+            layers.append(base._changes)
+            base = base._base
+        out = dict(base.items())
+        for changes in reversed(layers):
+            out.update(changes)
+        return out
+
+    def __getitem__(self, key: str) -> Resources:
+        value = self._changes.get(key)
+        return self._base[key] if value is None else value
+
+    def get(self, key: str, default: Any = None, /) -> Any:
+        value = self._changes.get(key)
+        return self._base.get(key, default) if value is None else value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._changes or key in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.flat())
+
+    def __len__(self) -> int:
+        return len(self.flat())
+
+    def items(self) -> ItemsView[str, Resources]:
+        return self.flat().items()
+
+
+def shifted_view(
+    tree: QuotaTree, used: Mapping[str, Resources], workloads: Iterable[Workload], sign: int
+) -> UsageOverlay:
+    """:func:`shift_usage` as a :class:`UsageOverlay` over ``used`` (which must not change afterwards): only the
+    chains of ``workloads`` are computed, so its cost does not grow with the size of the tree."""
+    changes: dict[str, Resources] = {}
+    for workload in workloads:
+        keys = chain_keys(tree, workload.quota)
+        if keys is None:
+            raise KeyError(f"quota {workload.quota!r} of {workload.key} is not in the ElasticQuotaTree")
+        delta = workload.request_with_count
+        for key in keys:
+            current = changes.get(key)
+            if current is None:
+                current = used.get(key, EMPTY)
+            changes[key] = current + delta if sign > 0 else current - delta
+    return UsageOverlay(used, changes)
 
 
 class ChainTally(dict[str, dict[str, int]]):

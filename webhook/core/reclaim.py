@@ -78,11 +78,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from types import MappingProxyType
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.fit import check_fit, check_min
-from webhook.core.ledger import shift_usage
+from webhook.core.ledger import shifted_view
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.reclaim_index import Candidate, ReclaimIndex
@@ -196,8 +195,8 @@ class Reclaimer(ReclaimIndex):
                     preemptor=preemptor,
                     victims=(),
                     reason=f"{chain.leaf.full_name} takes room left over, within its min",
-                    used_after=MappingProxyType(shift_usage(self.tree, self._used, (preemptor,), +1)),
-                    used_after_eviction=MappingProxyType(dict(self._used)),
+                    used_after=shifted_view(self.tree, self._used, (preemptor,), +1),
+                    used_after_eviction=self._used,
                 )
             return _NO_PLAN[_FITS]
         amounts = dict(wanted)
@@ -280,7 +279,7 @@ class Reclaimer(ReclaimIndex):
             self._use.shift(candidate.chain.keys, candidate.delta, +1)
 
         taken = [candidate.workload for candidate in chosen]
-        after_eviction = shift_usage(self.tree, self._used, taken, -1)
+        after_eviction = shifted_view(self.tree, self._used, taken, -1)
         reason = _reason_clauses(
             chain.leaf,
             preemptor,
@@ -294,8 +293,8 @@ class Reclaimer(ReclaimIndex):
             preemptor=preemptor,
             victims=tuple(candidate.workload for candidate in chosen if not candidate.fresh),
             reason=reason,
-            used_after=MappingProxyType(shift_usage(self.tree, after_eviction, (preemptor,), +1)),
-            used_after_eviction=MappingProxyType(after_eviction),
+            used_after=shifted_view(self.tree, after_eviction, (preemptor,), +1),
+            used_after_eviction=after_eviction,
             withheld=tuple(candidate.workload for candidate in chosen if candidate.fresh),
         )
 
@@ -369,7 +368,7 @@ class Reclaimer(ReclaimIndex):
         assert chain is not None
         self._use.shift(chain.keys, dict(plan.preemptor.request_with_count.items()), +1)
         touched.add(chain.keys[0])
-        self._used = dict(plan.used_after)
+        self._used = plan.used_after
         for leaf in touched:
             if leaf in self._totals:
                 self._refresh(leaf)

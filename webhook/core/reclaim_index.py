@@ -13,11 +13,10 @@ import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 from operator import attrgetter
-from types import MappingProxyType
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.fit import limits_of, validate_rate
-from webhook.core.ledger import ChainTally
+from webhook.core.ledger import ChainTally, UsageOverlay
 from webhook.core.quantity import NANO
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, Resources
@@ -88,7 +87,8 @@ class ReclaimIndex:
         self.tree = tree
         self._ordered = {quota.lower() for quota in ordered}
         self.rate = validate_rate(oversell_rate)
-        self._used: dict[str, Resources] = dict(used)
+        self._used: Mapping[str, Resources] = UsageOverlay(dict(used), {})
+        """The usage after every committed plan (never changed in place: each plan's usage is an overlay)."""
         self._budget = budget
         self.visits = 0
         """Candidate victims looked at so far (the work the plans did)."""
@@ -118,15 +118,31 @@ class ReclaimIndex:
         """Per node: ``_avail`` summed over the leaves under it."""
         self._donors: dict[str, dict[str, set[str]]] = {key: {} for key in tree.nodes}
         """Per node and resource: the leaves under it with something of that resource to give."""
+        self._later: dict[str, list[Workload]] = {}
+        """Per leaf: its admitted jobs, made candidates only when a plan first looks at the leaf
+        (:meth:`_running_of`); their totals are counted at once."""
         for index, workload in enumerate(fresh):
             self._index(workload, True, float(index))
+        seen = set(self._candidates)
         for workload in admitted:
-            if workload.key not in self._candidates:
-                admitted_at = workload.admitted_at if workload.admitted_at is not None else workload.created
-                self._index(workload, False, admitted_at)
-        for lists in (self._running, self._fresh):
-            for members in lists.values():
-                members.sort(key=sort_key)
+            chain = self._chain(workload.quota)
+            if chain is None:
+                continue
+            count = len(seen)
+            seen.add(workload.key)
+            if len(seen) == count:
+                continue  # a fresh job, or the same job twice: counted once
+            leaf = chain.keys[0]
+            later = self._later.get(leaf)
+            if later is None:
+                later = self._later[leaf] = []
+            later.append(workload)
+            sums = self._totals.setdefault(leaf, ({}, {}))[False]
+            for resource, amount in workload.request.items():
+                sums[resource] = sums.get(resource, 0) + amount
+            sums[MAX_JOBS] = sums.get(MAX_JOBS, 0) + NANO
+        for members in self._fresh.values():
+            members.sort(key=sort_key)
         for leaf in self._totals:
             self._refresh(leaf)
 
@@ -154,6 +170,21 @@ class ReclaimIndex:
         sums = self._totals.setdefault(leaf, ({}, {}))[fresh]
         for resource, amount in candidate.delta.items():
             sums[resource] = sums.get(resource, 0) + amount
+
+    def _running_of(self, leaf: str) -> list[Candidate]:
+        """The leaf's admitted jobs as candidates, in eviction order (made on first use)."""
+        members = self._running.get(leaf)
+        if members is None:
+            chain = self._chain(leaf)
+            members = self._running[leaf] = []
+            if chain is not None:
+                for workload in self._later.pop(leaf, ()):
+                    admitted_at = workload.admitted_at if workload.admitted_at is not None else workload.created
+                    candidate = Candidate(workload, chain, False, admitted_at)
+                    self._candidates[candidate.key] = candidate
+                    members.append(candidate)
+                members.sort(key=sort_key)
+        return members
 
     def _refresh(self, leaf: str) -> None:
         """Recompute a leaf's ``_avail`` and carry the difference up its chain."""
@@ -199,7 +230,7 @@ class ReclaimIndex:
         """What the leaf's own strictly lower-priority candidates hold."""
         sums: dict[str, int] = {}
         leaf = chain.keys[0]
-        for members in (self._fresh.get(leaf, ()), self._running.get(leaf, ())):
+        for members in (self._fresh.get(leaf, ()), self._running_of(leaf)):
             for candidate in members:
                 if candidate.priority >= priority:
                     break  # sorted by priority: the rest are not lower
@@ -238,14 +269,15 @@ class ReclaimIndex:
                 leaves |= self._donors[chain.keys[reach]].get(resource, set())
         leaves.discard(leaf)
         ordered = sorted(leaves)
-        for lists in (self._fresh, self._running):
-            others = [members for name in ordered if (members := lists.get(name))]
+        for fresh in (True, False):
+            pick = self._fresh.get if fresh else self._running_of
+            others = [members for name in ordered if (members := pick(name))]
             if len(others) == 1:
                 yield from others[0]
             elif others:
                 yield from heapq.merge(*others, key=sort_key)
             if priority is not None:
-                for candidate in lists.get(leaf, ()):
+                for candidate in pick(leaf) or ():
                     if candidate.priority >= priority:
                         break
                     yield candidate
@@ -254,7 +286,7 @@ class ReclaimIndex:
     @property
     def used(self) -> Mapping[str, Resources]:
         """The usage in the reclaimer's view (after every committed plan)."""
-        return MappingProxyType(self._used)
+        return self._used
 
     @property
     def exhausted(self) -> bool:
