@@ -26,6 +26,7 @@ from webhook.controller.records import kv
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import PodIndex, pod_slim
 from webhook.core.placement import PolicyError, parse_policy
+from webhook.core.profiles import needs_full_scan
 from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
 from webhook.core.workload import WorkloadError
@@ -99,11 +100,14 @@ def _lists(listing: Mapping[str, Any], plural: str) -> bool:
 
 
 def _has_eci_unit(obj: Mapping[str, Any]) -> bool:
-    """Whether a ResourcePolicy is valid and has an ``eci`` unit (its pods need the virtual node's toleration)."""
+    """Whether a ResourcePolicy is valid and its pods need the placement webhook: an ``eci`` unit (the virtual
+    node's toleration), or units a sample of the nodes could mislead (the full-scan scheduler profile,
+    :func:`webhook.core.profiles.needs_full_scan`)."""
     try:
-        return parse_policy(obj).has_eci_unit
+        policy = parse_policy(obj)
     except PolicyError:
         return False
+    return policy.has_eci_unit or needs_full_scan(policy)
 
 
 def choose_tree(objects: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any] | None, QuotaTree | None, str | None]:
