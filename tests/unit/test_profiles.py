@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER
+from webhook.controller.cache import _needs_placement_hook
 from webhook.core.placement import ResourcePolicy, parse_policy
 from webhook.core.profiles import asks_for_default, needs_full_scan, scheduler_name_for
 
@@ -63,3 +64,28 @@ def test_a_pod_naming_another_scheduler_keeps_it(asked: str) -> None:
     assert scheduler_name_for(asked, policy(POOL, VIRTUAL)) is None
     assert scheduler_name_for(asked, policy(EVERY_NODE)) is None
     assert scheduler_name_for(asked, None) is None
+
+
+def _policy_object(*units: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.alibabacloud.com/v1alpha1",
+        "kind": "ResourcePolicy",
+        "metadata": {"name": "rp", "namespace": "outside"},
+        "spec": {"selector": {}, "units": list(units)},
+    }
+
+
+@pytest.mark.parametrize(
+    ("units", "routed"),
+    [
+        ((POOL, {"resource": "ecs", "nodeSelector": {"pool": "b"}}), True),  # no eci unit: routed for the profile
+        ((POOL,), True),
+        ((EVERY_NODE, VIRTUAL), True),
+        ((EVERY_NODE,), False),  # nothing to add: no toleration, no profile
+    ],
+)
+def test_namespaces_outside_the_tree_reach_the_placement_webhook_for_the_profile_too(
+    units: tuple[dict[str, Any], ...], routed: bool
+) -> None:
+    assert _needs_placement_hook(_policy_object(*units)) is routed
+    assert _needs_placement_hook({**_policy_object(POOL, VIRTUAL), "spec": {"units": "nonsense"}}) is False

@@ -99,7 +99,7 @@ def _lists(listing: Mapping[str, Any], plural: str) -> bool:
     )
 
 
-def _has_eci_unit(obj: Mapping[str, Any]) -> bool:
+def _needs_placement_hook(obj: Mapping[str, Any]) -> bool:
     """Whether a ResourcePolicy is valid and its pods need the placement webhook: an ``eci`` unit (the virtual
     node's toleration), or units a sample of the nodes could mislead (the full-scan scheduler profile,
     :func:`webhook.core.profiles.needs_full_scan`)."""
@@ -447,10 +447,10 @@ class ClusterCache:
         return placement
 
     def _eci_policy(self, obj: Mapping[str, Any]) -> bool:
-        """:func:`_has_eci_unit`, parsed once per version of the policy (not on every pass)."""
+        """:func:`_needs_placement_hook`, parsed once per version of the policy (not on every pass)."""
         key = (str(meta(obj).get("namespace") or ""), name_of(obj))
         version = resource_version_of(obj)
         known = self._eci_policies.get(key)
         if known is None or known[0] != version or not version:
-            known = self._eci_policies[key] = (version, _has_eci_unit(obj))
+            known = self._eci_policies[key] = (version, _needs_placement_hook(obj))
         return known[1]
