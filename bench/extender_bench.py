@@ -36,8 +36,18 @@
    With the default four, each round's cost of ``filter`` is also split into its steps (:func:`cost_steps`):
    what the full scan, the protocol and the kq extender's own decisions each take.
 
+   With the two scheduler profiles (issue 21) the policy's pods carry ``schedulerName: kube-queue-full-scan``,
+   as the admission webhook would give them (the webhook's own rule, :func:`webhook.core.profiles.scheduler_name_for`),
+   the others none (the sampling default profile); the default configurations add ``null filter, 10% policy``,
+   ``filter, 10% policy`` (one pod in ten under the policy) and ``filter, no policy``, and the goals are printed
+   as ratios of the same round (:func:`print_goals`). ``KQ_EXTENDER_BENCH_ROUNDS``, ``_PODS`` and
+   ``_PORT_BASE`` override the flags (for ``python -m bench``'s fixed command); the output says so.
+
 Goals (issue 6): p99 of filter+prioritize under 10 ms at 5,000 nodes; the extender costs the scheduler less
-than 30 % of its throughput. Numbers depend on the machine and its load (2 shared cores here).
+than 30 % of its throughput. Issue 21: policy-free pods lose less than 15 % of the scheduler's throughput to
+the extender (``filter, no policy`` / ``none``), and on the 10 % mix the kq extender's own cost over the
+do-nothing extender in the same round is at most 10 points of ``none``. Numbers depend on the machine and its
+load (2 shared cores here).
 """
 
 from __future__ import annotations
@@ -70,6 +80,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.objects import bound, eci, ecs, node, pod, policy, quota_tree, virtual_node
 from webhook.api.kinds import RESOURCE_POLICY
 from webhook.cli import devsystem
+from webhook.core.placement import parse_policy
+from webhook.core.profiles import scheduler_name_for
 from webhook.core.sampling import rotating_window, scheduler_sample_size
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig, Ports, default_nodes
@@ -92,7 +104,12 @@ EVERY_NODE_EXTENDER = "kq-extender-every-node"
 KQ_EXTENDERS = ("kq-extender", EVERY_NODE_EXTENDER)
 BENCH_POLICY = policy("bench", units=[ecs(pool="a"), ecs(pool="b"), eci(max=50)], namespace="bench")
 CLUSTER_POLICY = policy("bench", units=[ecs(), eci(max=50)], namespace="bench")
-"""The dev cluster's nodes carry no pool label: one ECS unit of every regular node, then the virtual node."""
+CLUSTER_POLICY["spec"]["selector"] = {"placement": "policy"}
+"""The dev cluster's nodes carry no pool label: one ECS unit of every regular node, then the virtual node; it
+selects the pods labelled ``placement: policy`` (:func:`_pod_manifest`)."""
+POLICY_PROFILE = scheduler_name_for(None, parse_policy(CLUSTER_POLICY))
+"""The ``schedulerName`` the admission webhook gives the policy's pods (the full-scan profile), decided by the
+webhook's own rule: the bench creates its pods directly, without the webhook."""
 
 
 # 1. Latency --------------------------------------------------------------------------------------------------
@@ -230,7 +247,11 @@ class Configuration:
     """``kq-extender``, ``kq-extender-every-node`` or ``null-extender`` (:func:`serve_null_extender`)."""
     prioritize: bool = False
     full_scan: bool | None = None
-    """``percentageOfNodesToScore: 100``; ``None``: as shipped (with an extender, without none)."""
+    """``percentageOfNodesToScore: 100`` for every pod (one profile); ``False``: the default sample for every
+    pod; ``None``: as shipped - with an extender the two profiles (:data:`~webhook.extender.config.SCHEDULER_SETTINGS`),
+    the policy's pods on the full-scan one; without, the scheduler's defaults."""
+    policy_share: float = 1.0
+    """The share of the pods the ResourcePolicy selects (the others: no policy, the default profile)."""
 
 
 CONFIGURATIONS: dict[str, Configuration] = {
@@ -242,6 +263,9 @@ CONFIGURATIONS: dict[str, Configuration] = {
     "filter+prioritize": Configuration("kq-extender", prioritize=True),
     "filter, every node": Configuration(EVERY_NODE_EXTENDER),
     "filter, sampled": Configuration(EVERY_NODE_EXTENDER, full_scan=False),
+    "null filter, 10% policy": Configuration(NULL_WINDOW_EXTENDER, policy_share=0.1),
+    "filter, 10% policy": Configuration("kq-extender", policy_share=0.1),
+    "filter, no policy": Configuration("kq-extender", policy_share=0.0),
 }
 """What can be compared: no extender, the scheduler's defaults (every cost is against this one); no extender
 but every node filtered (``percentageOfNodesToScore: 100``, which the extender asks for: its share of the
@@ -251,8 +275,15 @@ scheduler's serial cycle - marshalling, the round trip - whatever it decides), p
 (filter only); with ``prioritizeVerb`` and ``weight``; and without the window (``--pass-every-node``: every
 passing node of the unit goes back to the scheduler, which scores them all); and the setup before the full
 scan (the scheduler's default sample, every node of it passed back: correct only for policies no sample can
-miss, such as the bench's ``[ecs, eci]`` - what a per-profile full scan would leave such pods to pay)."""
-DEFAULT_CONFIGURATIONS = ("none", "none, full scan", "null filter, window", "filter")
+miss - what the default profile leaves such pods to pay). ``... 10% policy``: one pod in ten under the
+policy (on the full-scan profile), the rest under none (on the default profile, sampling): the mix the two
+profiles are for; ``filter, no policy``: no pod under the policy (what policy-free pods pay the extender)."""
+DEFAULT_CONFIGURATIONS = ("none", "filter", "null filter, 10% policy", "filter, 10% policy", "filter, no policy")
+"""The two profiles' run (issue 21): the kq extender with every pod under the policy, the 10 % mix with the
+do-nothing and the kq extender, and policy-free pods only. ``null filter, window`` and ``none, full scan`` (the
+floor under ``filter`` and the scan's own share, :data:`COST_STEPS`) on request."""
+MIX = ("null filter, 10% policy", "filter, 10% policy")
+"""The do-nothing and the kq extender on the mix: the kq extender's own cost is the difference."""
 
 
 class _NullExtender(asyncio.Protocol):
@@ -263,6 +294,8 @@ class _NullExtender(asyncio.Protocol):
 
     start = 0
     """Where the next window starts (shared by the connections, as the kq extender's is)."""
+    cluster_nodes = 0
+    """The cluster's nodes: the window is their default sample (a sampling profile's request is that already)."""
 
     def __init__(self, window: bool = False) -> None:
         self.buffer = b""
@@ -293,15 +326,16 @@ class _NullExtender(asyncio.Protocol):
 
     @classmethod
     def _window(cls, names: list[str]) -> list[str]:
-        size = scheduler_sample_size(len(names))
+        size = scheduler_sample_size(max(len(names), cls.cluster_nodes))
         if len(names) <= size:
             return names
         window, cls.start = rotating_window(names, cls.start, size)
         return window
 
 
-def serve_null_extender(port: int, window: bool = False) -> None:
+def serve_null_extender(port: int, window: bool = False, cluster_nodes: int = 0) -> None:
     """Run :class:`_NullExtender` on ``127.0.0.1:port`` until killed."""
+    _NullExtender.cluster_nodes = cluster_nodes
 
     async def main() -> None:
         await asyncio.get_running_loop().create_server(lambda: _NullExtender(window), "127.0.0.1", port)
@@ -382,19 +416,26 @@ def _logged_bindings(log: Path, namespace: str, count: int, timeout: float = 20.
         time.sleep(0.2)
 
 
-def _pod_manifest(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "bench"}},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}],
-        },
+def under_policy(index: int, share: float) -> bool:
+    """Whether pod ``index`` is one of the policy's: ``share`` of the pods, spread evenly (every tenth at 0.1)."""
+    return int((index + 1) * share + 1e-9) > int(index * share + 1e-9)
+
+
+def _pod_manifest(name: str, namespace: str, *, policy: bool = True, profiles: bool = False) -> dict[str, Any]:
+    """A pod of 100m CPU, labelled for the policy or not; with ``profiles`` (the scheduler runs the two
+    profiles) a policy pod names the profile the webhook would give it (:data:`POLICY_PROFILE`)."""
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}],
     }
+    if policy and profiles and POLICY_PROFILE is not None:
+        spec["schedulerName"] = POLICY_PROFILE
+    labels = {"app": "bench", "placement": "policy" if policy else "free"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": spec}
 
 
-async def _create_all(client: KubeClient, namespace: str, count: int) -> None:
+async def _create_all(client: KubeClient, namespace: str, count: int, share: float, profiles: bool) -> None:
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     for _ in range(300):  # the default ServiceAccount (kube-controller-manager) must exist before pods
         try:
@@ -407,7 +448,10 @@ async def _create_all(client: KubeClient, namespace: str, count: int) -> None:
 
     async def one(index: int) -> None:
         async with gate:
-            await client.create(PODS, _pod_manifest(f"p-{index:05d}", namespace), namespace)
+            manifest = _pod_manifest(
+                f"p-{index:05d}", namespace, policy=under_policy(index, share), profiles=profiles
+            )
+            await client.create(PODS, manifest, namespace)
 
     await asyncio.gather(*(one(index) for index in range(count)))
 
@@ -517,12 +561,18 @@ async def _delete_namespace(client: KubeClient, namespace: str, timeout: float =
     raise RuntimeError(f"the pods of namespace {namespace} were not deleted in {timeout:.0f} s")
 
 
+def scheduler_settings(extender: bool, full_scan: bool | None) -> dict[str, Any] | None:
+    """The scheduler's top-level settings for a configuration (see :attr:`Configuration.full_scan`)."""
+    if full_scan is None:
+        return SCHEDULER_SETTINGS if extender else None
+    return {"percentageOfNodesToScore": 100} if full_scan else None
+
+
 def _restart_scheduler(
     config: ClusterConfig, bins: Path, extender: dict[str, object] | None, full_scan: bool | None
 ) -> Any:
     """Stop the scheduler and write its configuration; returns what starts it (and gives its pid)."""
-    full = extender is not None if full_scan is None else full_scan
-    text = cluster.scheduler_config(config, extender, SCHEDULER_SETTINGS if full else None)
+    text = cluster.scheduler_config(config, extender, scheduler_settings(extender is not None, full_scan))
     (config.state_dir / "scheduler-config.yaml").write_text(text)
     processes.stop(config.run, "kube-scheduler", str(config.state_dir))
     (component,) = [c for c in cluster.components(config, bins) if c.name == "kube-scheduler"]
@@ -547,7 +597,8 @@ def _extender_component(config: ClusterConfig, bins: Path, name: str) -> process
     if name in NULL_EXTENDERS:  # the state directory in its command line marks the process as this cluster's
         window = ("--window",) if name == NULL_WINDOW_EXTENDER else ()
         port, marker = str(config.ports.extender), str(config.state_dir)
-        argv = (sys.executable, __file__, "--serve-null-extender", port, *window, marker)
+        nodes = f"--cluster-nodes={len(config.nodes)}"
+        argv = (sys.executable, __file__, "--serve-null-extender", port, *window, nodes, marker)
         return processes.Component(name, argv, config.ports.extender)
     (component,) = devsystem.extender_components(config, bins)
     if name == EVERY_NODE_EXTENDER:
@@ -590,7 +641,8 @@ def _one_run(config: ClusterConfig, bins: Path, name: str, round_index: int, pod
     async def measure() -> _Window:
         client = await KubeClient.connect(str(config.kubeconfig))
         try:
-            await _create_all(client, namespace, pods)
+            profiles = scheduler_settings(setup.extender is not None, setup.full_scan) is SCHEDULER_SETTINGS
+            await _create_all(client, namespace, pods, setup.policy_share, profiles)
             await _settle([extender_pid, *busy])
             window = await _time_bindings(client, namespace, pods, start, (extender_pid, apiserver_pid))
             await _delete_namespace(client, namespace)
@@ -709,8 +761,11 @@ def print_throughput(runs: list[Run], pods: int, rounds: int, names: Sequence[st
     print(
         f"\nkube-scheduler throughput: 500 kwok nodes, {pods} pods of 100m CPU per run, {rounds} rounds; "
         "configurations interleaved (order rotates each round); cost = 1 - pods/s / the round's none;\n"
-        "none = no extender, default percentageOfNodesToScore; full scan = percentageOfNodesToScore 100 (as "
-        "shipped with the extender);\nnull filter = a do-nothing extender behind the shipped entry and settings "
+        "none = no extender, default percentageOfNodesToScore; full scan = percentageOfNodesToScore 100 for every "
+        "pod; with an extender the scheduler runs the shipped two profiles, the policy's pods on kube-queue-full-scan "
+        "(percentageOfNodesToScore 100), the others on default-scheduler (sampling); 10% policy = one pod in ten "
+        "under the policy; no policy = none;\n"
+        "null filter = a do-nothing extender behind the shipped entry and settings "
         "(what any HTTP extender costs); null filter, window = that, passing back a default sample's worth of "
         "nodes as the kq extender does (the floor under it); filter = kq extender as shipped"
     )
@@ -748,6 +803,50 @@ def print_throughput(runs: list[Run], pods: int, rounds: int, names: Sequence[st
         print(f"  {name:<18} {scheduler:.2f} / {extender} / {apiserver:.2f}")
     if set(COST_STEPS) <= set(names):
         print_cost_steps(by, rounds)
+    print_goals(by, rounds, names)
+
+
+POLICY_FREE_GOAL = 0.15
+"""Issue 21: policy-free pods lose less than 15 % of the scheduler's throughput to the extender."""
+OWN_COST_GOAL = 0.10
+"""Issue 21: the kq extender's own cost over a do-nothing extender in the same run, at most 10 points."""
+
+
+def print_goals(by: Mapping[tuple[int, str], Run], rounds: int, names: Sequence[str]) -> None:
+    """The two profiles' goals, as ratios of pods/s within each round (medians of the rounds): what
+    policy-free pods keep with the kq extender, and the kq extender's own cost on the 10 % mix over the
+    do-nothing extender's."""
+
+    def ratios(name: str, base: str) -> list[float]:
+        return [by[i, name].pods_per_second / by[i, base].pods_per_second for i in range(rounds)]
+
+    def show(values: Sequence[float]) -> str:
+        return f"{statistics.median(values):.3f} (rounds: {', '.join(f'{v:.3f}' for v in values)})"
+
+    print("two scheduler profiles (issue 21), pods/s ratios within each round, median of the rounds:")
+    for name in ("filter", "null filter, window", *MIX, "filter, no policy"):
+        if name in names:
+            print(f"  {name} / none: {show(ratios(name, 'none'))}")
+    if "filter, no policy" in names:
+        kept = statistics.median(ratios("filter, no policy", "none"))
+        verdict = "met" if 1 - kept < POLICY_FREE_GOAL else "NOT met"
+        print(
+            f"  goal: policy-free pods lose < {POLICY_FREE_GOAL:.0%} to the extender: they lose {1 - kept:.1%} "
+            f"(filter, no policy / none = {kept:.3f}): {verdict}"
+        )
+    if set(MIX) <= set(names):
+        null, kq = MIX
+        points = [
+            (by[i, null].pods_per_second - by[i, kq].pods_per_second) / by[i, "none"].pods_per_second
+            for i in range(rounds)
+        ]
+        own = statistics.median(points)
+        verdict = "met" if own <= OWN_COST_GOAL else "NOT met"
+        print(
+            f"  goal: the kq extender's own cost on the 10 % mix <= {100 * OWN_COST_GOAL:.0f} points of none: "
+            f"{100 * own:.1f} points (rounds: {', '.join(f'{100 * p:.1f}' for p in points)}; "
+            f"{kq} / {null} = {show(ratios(kq, null))}): {verdict}"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -778,10 +877,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--serve-null-extender", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--window", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--cluster-nodes", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("marker", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    overrides = {
+        key: os.environ[f"KQ_EXTENDER_BENCH_{key.upper()}"]
+        for key in ("rounds", "pods", "port_base")
+        if os.environ.get(f"KQ_EXTENDER_BENCH_{key.upper()}")
+    }
+    for key, value in overrides.items():  # a runner's fixed command, moved to another port base or shortened
+        setattr(args, key, int(value))
+        print(f"--{key.replace('_', '-')} {value} (from KQ_EXTENDER_BENCH_{key.upper()})")
     if args.serve_null_extender:
-        serve_null_extender(args.serve_null_extender, args.window)
+        serve_null_extender(args.serve_null_extender, args.window, args.cluster_nodes)
         return 0
 
     latencies = [] if args.throughput_only else latency_report(args.iterations)

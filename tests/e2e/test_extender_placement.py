@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from webhook.api.names import PLACEMENT_RETRY_ANNOTATION
+from webhook.api.names import FULL_SCAN_SCHEDULER, PLACEMENT_NAMESPACE_LABEL, PLACEMENT_RETRY_ANNOTATION
 from webhook.core.placement import DELETION_COST_ANNOTATION, VIRTUAL_NODE_TOLERATION
 from webhook.devcluster.config import NodeSpec
 
@@ -292,12 +292,18 @@ def test_the_first_unit_wins_on_a_cluster_the_scheduler_would_only_sample(
 ) -> None:
     """With more than 100 nodes the scheduler filters only part of them by default, and the extender hears of
     those only: a pod whose sample held the virtual node but not its pool would go to the virtual node (with
-    default sampling, most runs of this test put some there). The shipped scheduler settings
-    (``percentageOfNodesToScore: 100``) make it filter all: every pod on the pool."""
+    default sampling, most runs of this test put some there). The webhook gives the policy's pods the
+    scheduler profile that filters every node (``kube-queue-full-scan``): every pod on the pool."""
     dev = dev_cluster
     taint, unit_nodes = filler_nodes
     units: list[dict[str, Any]] = [{"resource": "ecs", "nodeSelector": {"pool": namespace}}, {"resource": "eci"}]
     dev.apply(_policy(namespace, {"app": "pooled"}, units))
+
+    def labelled() -> bool:  # outside the quota tree: the controller routes the namespace to the webhook
+        labels = dev.get_json("namespace", namespace)["metadata"].get("labels", {})
+        return bool(labels.get(PLACEMENT_NAMESPACE_LABEL) == "true")
+
+    dev.wait_until(labelled, 60, "the controller to label the namespace for the placement webhook")
     time.sleep(WATCH_PROPAGATION)
     pods = [
         {
@@ -321,6 +327,7 @@ def test_the_first_unit_wins_on_a_cluster_the_scheduler_would_only_sample(
     dev.wait_until(bound, 120, "the 10 pods bound")
     nodes = sorted(p["spec"]["nodeName"] for p in _pods(dev, namespace, "app=pooled"))
     assert set(nodes) <= set(unit_nodes), f"pods outside the unit's nodes {unit_nodes}: {nodes}"
+    assert {p["spec"]["schedulerName"] for p in _pods(dev, namespace, "app=pooled")} == {FULL_SCAN_SCHEDULER}
     # Asked about every node, so no request looked cut short by sampling (no false alarm on ~256 nodes).
     assert "kube_queue_extender_scheduler_sampled_filters_total 0.0" in _extender_metrics(dev)
 

@@ -1,7 +1,8 @@
-"""The scheduler filters every node (``percentageOfNodesToScore: 100``) so the extender sees every unit; the
-extender then hands back at most as many of the chosen unit's nodes as the scheduler would have scored by
-default, a window that moves on with each pod. A scheduler left at its default sampling is noticed: a policy
-pod's request that names exactly the default sample is flagged, counted and warned about."""
+"""The full-scan profile filters every node (``percentageOfNodesToScore: 100``) so the extender sees every unit;
+the extender then hands back at most as many of the chosen unit's nodes as the scheduler would have scored by
+default, a window that moves on with each pod. A policy pod a sample could mislead whose request names exactly
+a moving default sample (the pod on a sampling profile) is flagged, counted and warned about, with what to do
+for the pod's profile."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tests.service.extender_support import args, bound, eci, ecs, node, pod, policy, virtual_node
+from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER
 from webhook.core.sampling import scheduler_sample_size
 from webhook.extender.app import SAMPLED_WARNING_SECONDS, log_line, make_app
 from webhook.extender.state import ExtenderState
@@ -104,10 +106,20 @@ def test_the_same_nodes_each_time_are_a_full_scan_that_passed_that_many_not_a_sa
 
 def test_a_pod_with_nothing_to_miss_is_not_flagged() -> None:
     state, names = cluster(250, 250)
-    state.set_policies([policy(units=[ecs(pool="a")])])  # one unit: a sample can only narrow it
+    state.set_policies([policy(units=[ecs()])])  # one unit of every regular node: any sample shows it
     assert not any(state.filter(pod(f"p{i}", "100m"), names[i : i + 230], NOW).scheduler_sampled for i in range(3))
     state.set_policies([])
     assert not any(state.filter(pod(f"q{i}", "100m"), names[i : i + 230], NOW).scheduler_sampled for i in range(3))
+
+
+def test_a_single_pool_unit_is_refused_everywhere_on_a_sample_without_the_pool_and_flagged() -> None:
+    state, names = cluster(20, 480)
+    state.set_policies([policy(units=[ecs(pool="a")])])
+    samples = [names[20 + i * 10 : 250 + i * 10] for i in range(3)]  # pool b only: the pool was not looked at
+    decisions = [state.filter(pod(f"p{i}", "100m"), sample, NOW) for i, sample in enumerate(samples)]
+    assert not any(d.passing for d in decisions)  # refused although its pool has room: why it needs the full scan
+    assert decisions[1].scheduler_sampled and decisions[2].scheduler_sampled
+    assert state.filter(pod("q", "100m"), names, NOW).passing  # every node seen: it fits
 
 
 def test_sampled_requests_are_counted_and_warned_about_now_and_then(caplog: pytest.LogCaptureFixture) -> None:
@@ -119,11 +131,20 @@ def test_sampled_requests_are_counted_and_warned_about_now_and_then(caplog: pyte
         for index in range(4):  # the first request has no sample before it to compare with
             if index == 3:
                 clock[0] += SAMPLED_WARNING_SECONDS
-            reply = app.filter(args(pod(f"p{index}", "100m"), names[index * 50 : index * 50 + 230]))
+            obj = pod(f"p{index}", "100m")
+            if index == 3:
+                obj["spec"]["schedulerName"] = FULL_SCAN_SCHEDULER
+            reply = app.filter(args(obj, names[index * 50 : index * 50 + 230]))
             assert reply.status == 200 and reply.then is not None
             reply.then()
     after = REGISTRY.get_sample_value("kube_queue_extender_scheduler_sampled_filters_total")
     assert after == before + 3
     warnings = [r.getMessage() for r in caplog.records if "event=scheduler_sampled" in r.getMessage()]
     assert len(warnings) == 2  # the first, then not again until SAMPLED_WARNING_SECONDS later
-    assert "nodes=230 cluster_nodes=501" in warnings[0] and "percentageOfNodesToScore: 100" in warnings[0]
+    assert "nodes=230 cluster_nodes=501" in warnings[0]
+    # A pod on the default profile: it was created before its policy (or outside the webhook's namespaces).
+    assert f"scheduler={DEFAULT_SCHEDULER}" in warnings[0] and "recreate it" in warnings[0]
+    assert "percentageOfNodesToScore" not in warnings[0]
+    # A pod on the full-scan profile: that profile is not configured to filter every node.
+    assert f"scheduler={FULL_SCAN_SCHEDULER}" in warnings[1]
+    assert f"percentageOfNodesToScore: 100 on the profile {FULL_SCAN_SCHEDULER}" in warnings[1]

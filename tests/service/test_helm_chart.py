@@ -26,6 +26,7 @@ from webhook.cli import serve as serve_cli
 from webhook.cli.main import build_parser
 from webhook.controller.settings import settings_from_args
 from webhook.devcluster.cluster import binaries_dir, helm_binary
+from webhook.extender.config import scheduler_profiles
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -203,7 +204,8 @@ def test_extender_values_reach_the_static_pod_and_the_scheduler(helm: Path, tmp_
     (entry,) = config["extenders"]
     assert entry["urlPrefix"] == "http://127.0.0.1:18888/extender"
     assert entry["httpTimeout"] == "2s"
-    assert config["percentageOfNodesToScore"] == 50
+    assert "percentageOfNodesToScore" not in config  # the default profile keeps sampling
+    assert config["profiles"] == scheduler_profiles(full_scan_percentage=50)
     container = pod["spec"]["containers"][0]
     assert container["image"] == "registry.example.com/kube-queue:0.2.0"
     assert container["readinessProbe"]["httpGet"]["port"] == 18888

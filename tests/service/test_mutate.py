@@ -23,7 +23,13 @@ from tests.service.helpers import (
 )
 from webhook.admission.mutate import mutate
 from webhook.admission.state import AdmissionState, Settings
-from webhook.api.names import ADMISSION_GATE, QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
+from webhook.api.names import (
+    ADMISSION_GATE,
+    DEFAULT_SCHEDULER,
+    FULL_SCAN_SCHEDULER,
+    QUOTA_FULLNAME_ANNOTATION,
+    QUOTA_LABEL,
+)
 from webhook.core.placement import parse_policy
 from webhook.workloads.base import ECI_TOLERATION
 from webhook.workloads.registry import adapter_for
@@ -257,3 +263,56 @@ def test_a_pod_outside_the_tree_selected_by_an_eci_policy_gets_only_the_tolerati
     other = pod()
     other["metadata"]["namespace"] = "elsewhere"
     assert "patch" not in response(mutate(review(other, namespace="elsewhere"), state, settings))
+
+
+def test_pods_of_a_policy_a_sample_could_mislead_get_the_full_scan_profile(
+    state: AdmissionState, settings: Settings
+) -> None:
+    state = dataclasses.replace(state, policies={"user-a": (eci_policy(selector={"team": "vision"}),)})
+    job = tfjob()
+    job["spec"]["tfReplicaSpecs"]["Worker"]["template"] = template("2", labels={"team": "vision"})
+    result = patched(job, mutate(review(job), state, settings))
+    worker = result["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    ps = result["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"]
+    assert worker["schedulerName"] == FULL_SCAN_SCHEDULER
+    assert "schedulerName" not in ps  # no policy selects it: it keeps sampling
+    owned = pod(owned=True)
+    owned["metadata"]["labels"] = {"team": "vision"}
+    owned["spec"]["schedulerName"] = DEFAULT_SCHEDULER  # as the API server defaults a Job's template
+    result = patched(owned, mutate(review(owned), state, settings))
+    assert result["spec"]["schedulerName"] == FULL_SCAN_SCHEDULER
+
+
+def test_other_schedulers_and_policies_no_sample_misleads_keep_their_profile(
+    state: AdmissionState, settings: Settings
+) -> None:
+    every_node = parse_policy(
+        {
+            "apiVersion": "scheduling.alibabacloud.com/v1alpha1",
+            "kind": "ResourcePolicy",
+            "metadata": {"name": "all", "namespace": "user-b"},
+            "spec": {"selector": {}, "units": [{"resource": "ecs", "max": 5}]},
+        }
+    )
+    state = dataclasses.replace(state, policies={"user-a": (eci_policy(),), "user-b": (every_node,)})
+    mine = pod(owned=True)
+    mine["spec"]["schedulerName"] = "my-scheduler"
+    result = patched(mine, mutate(review(mine), state, settings))
+    assert result["spec"]["schedulerName"] == "my-scheduler"
+    assert result["spec"]["tolerations"] == [ECI_TOLERATION]  # the policy still applies otherwise
+    plain = pod(owned=True)
+    plain["metadata"]["namespace"] = "user-b"
+    result = patched(plain, mutate(review(plain, namespace="user-b"), state, settings))
+    assert "schedulerName" not in result["spec"]
+
+
+def test_a_pod_outside_the_tree_gets_the_full_scan_profile_from_its_policy(settings: Settings) -> None:
+    from tests.builders import seed_tree  # noqa: PLC0415
+
+    state = AdmissionState(tree=seed_tree(), policies={"free": (eci_policy(namespace="free", eci=False),)})
+    obj = pod()
+    obj["metadata"]["namespace"] = "free"
+    result = patched(obj, mutate(review(obj, namespace="free"), state, settings))
+    assert result["spec"]["schedulerName"] == FULL_SCAN_SCHEDULER
+    assert "tolerations" not in result["spec"]  # no eci unit
+    assert "schedulingGates" not in result["spec"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER
 from webhook.cli import devsystem
 from webhook.cli.extender import options_from_args, register
 from webhook.cli.main import main
@@ -58,16 +59,24 @@ def test_the_manifest_says_what_the_code_says() -> None:
     assert {key: doc[key] for key in SCHEDULER_SETTINGS} == SCHEDULER_SETTINGS
 
 
-def test_the_dev_scheduler_filters_every_node_when_it_calls_the_extender(tmp_path: Path) -> None:
-    assert SCHEDULER_SETTINGS == {"percentageOfNodesToScore": 100}
+def test_the_dev_scheduler_runs_a_sampling_and_a_full_scan_profile_when_it_calls_the_extender(
+    tmp_path: Path,
+) -> None:
+    assert SCHEDULER_SETTINGS == {
+        "profiles": [
+            {"schedulerName": DEFAULT_SCHEDULER},
+            {"schedulerName": FULL_SCAN_SCHEDULER, "percentageOfNodesToScore": 100},
+        ]
+    }
     config = ClusterConfig(state_dir=tmp_path, ports=Ports(30000))
     entry = devsystem.scheduler_extender(config)
     written = json.loads(scheduler_config(config, entry, devsystem.scheduler_settings(config)))
-    assert written["percentageOfNodesToScore"] == 100
+    assert "percentageOfNodesToScore" not in written  # the default profile samples
+    assert written["profiles"] == SCHEDULER_SETTINGS["profiles"]
     assert written["extenders"] == [entry]
     plain = ClusterConfig(state_dir=tmp_path, with_service=False)
-    assert devsystem.scheduler_settings(plain) == {}  # no extender: the scheduler's own default
-    assert "percentageOfNodesToScore" not in json.loads(scheduler_config(plain, None, {}))
+    assert devsystem.scheduler_settings(plain) == {}  # no extender: the scheduler's own default, one profile
+    assert json.loads(scheduler_config(plain, None, {}))["profiles"] == [{"schedulerName": DEFAULT_SCHEDULER}]
 
 
 def test_the_static_pod_listens_where_the_scheduler_config_calls() -> None:

@@ -13,7 +13,12 @@ controller:
   LimitRanges give a default request for gets that request written in, as the pods will get it, so the
   queue sizes the job as its pods will be sized (issue 17, hole 4; :mod:`webhook.core.limitrange`);
 * every pod template (or Pod) that a ResourcePolicy with an ``eci`` unit selects gets the toleration of the
-  virtual node's taint.
+  virtual node's taint;
+* every pod template (or Pod) that asked for the default scheduler and that a ResourcePolicy a sample of the
+  nodes could mislead selects (several units, or one unit that is a node pool or the virtual node) gets
+  ``schedulerName: kube-queue-full-scan``, the scheduler profile that filters every node
+  (:func:`webhook.core.profiles.scheduler_name_for`, docs/placement.md). A pod of a job's template is
+  decided again when it is created (its template may have been written before the policy).
 
 Pods owned by a controller (a Job's pods, a ReplicaSet's pods) are tagged but not held on their own: their
 owner is queued. Everything else passes untouched.
@@ -34,6 +39,7 @@ from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import creation_refusal, held_at_creation
 from webhook.api.names import CONTROLLER_ANNOTATIONS
 from webhook.core.placement import PodView, policy_for_pod
+from webhook.core.profiles import scheduler_name_for
 from webhook.core.quota import queue_name
 from webhook.core.workload import WorkloadError
 from webhook.workloads.base import (
@@ -42,6 +48,7 @@ from webhook.workloads.base import (
     PatchError,
     annotation_removal,
     apply_patch,
+    set_value_patch,
     str_at,
     submitted_patch,
 )
@@ -68,8 +75,8 @@ def mutate_request(
         namespace = request.namespace or (str_at(request.obj, "metadata", "namespace") or "")
         leaf = state.leaf_for_namespace(namespace)
         if leaf is None and not state.held_without_tree(namespace):
-            # Outside the tree only a ResourcePolicy's toleration is added (docs/placement.md).
-            return allow(request.uid, _toleration_ops(adapter, request.obj, namespace, state))
+            # Outside the tree only a ResourcePolicy's toleration and profile are added (docs/placement.md).
+            return allow(request.uid, _policy_ops(adapter, request.obj, namespace, state))
         refusal = creation_refusal(request, adapter, state, settings)
         if refusal is not None:
             return refusal
@@ -151,15 +158,15 @@ def _operations(
         if policies:  # only the policy match below reads the tagged labels
             current = apply_patch(current, tag)
         ops += tag
-    ops += _toleration_ops(adapter, current, namespace, state)
+    ops += _policy_ops(adapter, current, namespace, state)
     return ops, held
 
 
-def _toleration_ops(
-    adapter: Adapter, obj: Mapping[str, Any], namespace: str, state: AdmissionState
-) -> list[JSONPatch]:
-    """The virtual node's toleration on every pod template (or Pod) that a ResourcePolicy with an ``eci``
-    unit selects (a policy works in every namespace it is created in)."""
+def _policy_ops(adapter: Adapter, obj: Mapping[str, Any], namespace: str, state: AdmissionState) -> list[JSONPatch]:
+    """What the ResourcePolicy selecting each pod template (or Pod) asks of it (a policy works in every
+    namespace it is created in): the virtual node's toleration for a policy with an ``eci`` unit, and the
+    full-scan scheduler profile for a pod that asked for the default scheduler under a policy a sample of
+    the nodes could mislead."""
     policies = state.policies_in(namespace)
     if not policies:
         return []
@@ -168,7 +175,12 @@ def _toleration_ops(
     for template in adapter.pod_templates(obj):
         view = PodView(namespace=namespace, name=name, labels=template.labels)
         policy = policy_for_pod(policies, view)
-        if policy is not None and policy.has_eci_unit:
-            # Each template's tolerations live under its own path: no need to re-apply between them.
+        if policy is None:
+            continue
+        # Each template's fields live under its own path: no need to re-apply between them.
+        if policy.has_eci_unit:
             ops += adapter.toleration_patch(obj, template)
+        scheduler = scheduler_name_for(str_at(template.template, "spec", "schedulerName"), policy)
+        if scheduler is not None:
+            ops += set_value_patch(obj, (*template.path, "spec", "schedulerName"), scheduler)
     return ops

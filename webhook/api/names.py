@@ -37,7 +37,8 @@ MANAGED_NAMESPACE_LABEL: Final = f"{PREFIX}/managed"
 """Namespaces of the quota tree carry this label (``"true"``); the webhook configurations select on it."""
 PLACEMENT_NAMESPACE_LABEL: Final = f"{PREFIX}/placement"
 """Set (``"true"``) by the controller on a namespace outside the quota tree that holds a ResourcePolicy with an
-``eci`` unit: only such namespaces' Pods go to the placement webhook (the virtual node's toleration)."""
+``eci`` unit or one a sample of the nodes could mislead: only such namespaces' Pods go to the placement webhook
+(the virtual node's toleration, the full-scan scheduler profile)."""
 QUEUE_LABEL: Final = "create-by-kubequeue"
 """Queues the controller owns carry ``create-by-kubequeue: "true"``; only those are ever deleted."""
 PERF_CLASS_LABEL: Final = f"{PREFIX}/perf-class"
@@ -91,6 +92,14 @@ VIRTUAL_NODE_LABEL_KEY: Final = "type"
 VIRTUAL_NODE_LABEL_VALUE: Final = "virtual-kubelet"
 MAX_JOBS: Final = f"{SEED_PREFIX}/max-jobs"
 """The pseudo-resource that caps how many jobs a quota runs; each admitted job counts 1."""
+
+# Scheduler profiles -----------------------------------------------------------------------------------------
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+"""kube-scheduler's default profile (``spec.schedulerName`` when a pod names none): it samples the nodes."""
+FULL_SCAN_SCHEDULER: Final = "kube-queue-full-scan"
+"""The second profile of the scheduler that calls the extender: it filters every node
+(``percentageOfNodesToScore: 100``). The webhook gives it to pods whose ResourcePolicy a sample of the nodes
+could mislead (:func:`webhook.core.profiles.needs_full_scan`, docs/placement.md)."""
 
 # Pod labels of the job kinds (for logs and roles) -----------------------------------------------------------
 ROLE_LABELS: Final = ("training.kubeflow.org/replica-type", "ray.io/node-type")

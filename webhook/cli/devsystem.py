@@ -121,7 +121,7 @@ def scheduler_extender(config: ClusterConfig) -> dict[str, object] | None:
 
 def scheduler_settings(config: ClusterConfig) -> dict[str, object]:
     """Top-level scheduler settings the dev extender needs (:data:`~webhook.extender.config.SCHEDULER_SETTINGS`:
-    every node filtered), none without it."""
+    the sampling and the full-scan profiles), none without it."""
     return dict(SCHEDULER_SETTINGS) if scheduler_extender(config) is not None else {}
 
 

@@ -26,6 +26,7 @@ from webhook.controller.records import kv
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import PodIndex, pod_slim
 from webhook.core.placement import PolicyError, parse_policy
+from webhook.core.profiles import needs_full_scan
 from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, WatchCache
@@ -83,12 +84,15 @@ def _lists(listing: Obj, plural: str) -> bool:
     )
 
 
-def _has_eci_unit(obj: Obj) -> bool:
-    """Whether a ResourcePolicy is valid and has an ``eci`` unit (its pods need the virtual node's toleration)."""
+def _needs_placement_hook(obj: Obj) -> bool:
+    """Whether a ResourcePolicy is valid and its pods need the placement webhook: an ``eci`` unit (the virtual
+    node's toleration), or units a sample of the nodes could mislead (the full-scan scheduler profile,
+    :func:`webhook.core.profiles.needs_full_scan`)."""
     try:
-        return parse_policy(obj).has_eci_unit
+        policy = parse_policy(obj)
     except PolicyError:
         return False
+    return policy.has_eci_unit or needs_full_scan(policy)
 
 
 def choose_tree(objects: Sequence[Obj]) -> tuple[Obj | None, QuotaTree | None, str | None]:
@@ -404,10 +408,10 @@ class ClusterCache:
         return placement
 
     def _eci_policy(self, obj: Obj) -> bool:
-        """:func:`_has_eci_unit`, parsed once per version of the policy (not on every pass)."""
+        """:func:`_needs_placement_hook`, parsed once per version of the policy (not on every pass)."""
         key = (str(meta(obj).get("namespace") or ""), name_of(obj))
         version = resource_version_of(obj)
         known = self._eci_policies.get(key)
         if known is None or known[0] != version or not version:
-            known = self._eci_policies[key] = (version, _has_eci_unit(obj))
+            known = self._eci_policies[key] = (version, _needs_placement_hook(obj))
         return known[1]

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from webhook.api.names import DEFAULT_SCHEDULER
 from webhook.devcluster import podlog, processes
 from webhook.devcluster.config import KWOK_NODE_IP, ClusterConfig
 from webhook.devcluster.kubeconfig import write_kubeconfig
@@ -228,7 +229,8 @@ def scheduler_config(
     config: ClusterConfig, extender: dict[str, object] | None, settings: Mapping[str, object] | None = None
 ) -> str:
     """The KubeSchedulerConfiguration (JSON is YAML) of the dev cluster's scheduler: ``extender`` as its
-    ``extenders[]`` entry, ``settings`` as top-level fields (what the extender asks of its scheduler)."""
+    ``extenders[]`` entry, ``settings`` as top-level fields (what the extender asks of its scheduler: its
+    ``profiles``, replacing the one default profile)."""
     doc: dict[str, object] = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -238,7 +240,7 @@ def scheduler_config(
             "burst": 1000,
         },
         "leaderElection": {"leaderElect": False},
-        "profiles": [{"schedulerName": "default-scheduler"}],
+        "profiles": [{"schedulerName": DEFAULT_SCHEDULER}],
     }
     doc.update(settings or {})
     if extender is not None:

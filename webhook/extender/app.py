@@ -8,7 +8,7 @@ the answer is written, before the next request is read.
 
 A filter answer that lets some node through leaves ``FailedNodes`` and ``FailedAndUnresolvableNodes`` empty.
 kube-scheduler reads them only when no node is left - for the pod's "0/N nodes are available" message and for
-preemption - and a pod with a node left is scored and bound instead. The scheduler filters every node
+preemption - and a pod with a node left is scored and bound instead. The full-scan profile filters every node
 (``percentageOfNodesToScore: 100``), so with a policy whose unit is one pool of a 5,000-node cluster the
 refusals would be thousands of entries (hundreds of KB) for the scheduler to decode on every pod. When no node
 passes, every refusal is sent with its reason. The log line counts both either way.
@@ -19,12 +19,14 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from time import perf_counter
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
+from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER
 from webhook.extender.decision import Decision
 from webhook.extender.http import Reply, Routes, text_reply
 from webhook.extender.nudge import Nudger
@@ -58,8 +60,8 @@ DURATION = Histogram(
 )
 SCHEDULER_SAMPLED = Counter(
     "kube_queue_extender_scheduler_sampled_filters",
-    "Filter requests for pods of a ResourcePolicy with several units that named a moving default sample of "
-    "the nodes (kube-scheduler's percentageOfNodesToScore not 100): an earlier unit may have been missed.",
+    "Filter requests for pods of a ResourcePolicy a sample can mislead that named a moving default sample of "
+    "the nodes (the pod on a sampling scheduler profile): a unit of its policy may have been missed.",
 )
 SAMPLED_WARNING_SECONDS = 300.0
 """At most one warning log line this often about requests that look sampled (each is counted, and its
@@ -98,6 +100,32 @@ def _log_decision(decision: Decision, seconds: float) -> None:
     fields: dict[str, object] = {"component": "extender", **decision.log_fields()}
     fields["duration_ms"] = f"{seconds * 1000:.2f}"
     log.log(level, "%s", log_line(fields))
+
+
+def scheduler_name_of(pod: Mapping[str, Any]) -> str:
+    """The pod's ``spec.schedulerName`` (the default profile's name when it names none)."""
+    spec = pod.get("spec")
+    name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
+    return name if isinstance(name, str) and name else DEFAULT_SCHEDULER
+
+
+def sampled_hint(scheduler_name: str) -> str:
+    """What to do when a pod of a ResourcePolicy a sample can mislead was filtered on a sample of the nodes:
+    fix the full-scan profile's setting, or give the pod that profile (docs/placement.md)."""
+    missed = (
+        "kube-scheduler stopped filtering after its default sample of the nodes, so the nodes of a unit of the "
+        "pod's ResourcePolicy may be missing: the pod may go to a later unit or wait although the unit has room"
+    )
+    if scheduler_name == FULL_SCAN_SCHEDULER:
+        return (
+            f"{missed}; set percentageOfNodesToScore: 100 on the profile {FULL_SCAN_SCHEDULER} of its "
+            "KubeSchedulerConfiguration (manifests/scheduler/README.md)"
+        )
+    return (
+        f"{missed}; the pod runs on the profile {scheduler_name}, which samples: it was created before its "
+        f"ResourcePolicy (or the policy's units) or outside the webhook's namespaces, and a pod's schedulerName "
+        f"cannot change - recreate it (kubectl rollout restart) to get {FULL_SCAN_SCHEDULER} (docs/placement.md)"
+    )
 
 
 def _json(body: bytes, status: int = 200, then: Callable[[], None] | None = None) -> Reply:
@@ -168,26 +196,25 @@ class ExtenderApp:
         FILTER_SECONDS.observe(seconds)
         _log_decision(decision, seconds)
         if decision.scheduler_sampled:
-            self._sampled(decision)
+            self._sampled(decision, scheduler_name_of(args.pod))
 
-    def _sampled(self, decision: Decision) -> None:
-        """Count a request that looks cut short by the scheduler's sampling; warn now and then."""
+    def _sampled(self, decision: Decision, scheduler_name: str) -> None:
+        """Count a request that looks cut short by the scheduler's sampling; warn now and then, with what to
+        do for the pod's profile (:func:`sampled_hint`)."""
         SCHEDULER_SAMPLED.inc()
         now = self.clock()
         if now - self._warned_sampled[0] < SAMPLED_WARNING_SECONDS:
             return
         self._warned_sampled[0] = now
         log.warning(
-            "component=extender event=scheduler_sampled pod=%s policy=%s nodes=%d cluster_nodes=%d hint=%s",
+            "component=extender event=scheduler_sampled pod=%s policy=%s scheduler=%s nodes=%d cluster_nodes=%d "
+            "hint=%s",
             decision.pod,
             decision.policy,
+            _value(scheduler_name),
             decision.nodes,
             len(self.state.nodes),
-            _value(
-                "kube-scheduler stopped filtering after its default sample of the nodes, so the nodes of an earlier "
-                "unit of the pod's ResourcePolicy may be missing and the pod may go to a later unit: set "
-                "percentageOfNodesToScore: 100 in its KubeSchedulerConfiguration (manifests/scheduler/README.md)"
-            ),
+            _value(sampled_hint(scheduler_name)),
         )
 
     def prioritize(self, raw: bytes) -> Reply:

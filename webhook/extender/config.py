@@ -29,30 +29,54 @@ One source for the dev cluster (which writes it into its scheduler's configurati
   9, ... so one step is worth ``weight × 10``; 200 makes it 2000, above anything the plugins can add.
 * ``httpTimeout: 5s`` - the scheduler's default, written out; the handlers answer in milliseconds.
 
-And one setting of the scheduler itself, :data:`SCHEDULER_SETTINGS`: ``percentageOfNodesToScore: 100``. By
-default a scheduler with more than 100 nodes stops filtering once it has found "enough" feasible nodes
-(``max(100, N × (50 - N/125) %)``: 230 of 500, 420 of 1,000), starting each cycle where the last one stopped,
-and an extender is only asked about those. A ResourcePolicy's first unit is usually a node pool, a small part
-of a large cluster: in a sample without it the extender would see only the virtual node and send the pod
-there although its pool has room - the rule "later units only when earlier ones lack resources" broken for
-about half the pods (``tests/e2e/test_extender_placement.py`` shows it on 250 extra nodes). Filtering every
-node is cheap; scoring every node is not, so the extender passes back at most as many of the chosen unit's
-nodes as the scheduler would have scored by default (``ExtenderState.filter``). ``bench/extender_bench.py``
-measures the full scan apart (``none, full scan``).
+And the scheduler's profiles, :data:`SCHEDULER_PROFILES` (:data:`SCHEDULER_SETTINGS` holds them as top-level
+fields). By default a scheduler with more than 100 nodes stops filtering once it has found "enough" feasible
+nodes (``max(100, N × (50 - N/125) %)``: 230 of 500, 420 of 1,000), starting each cycle where the last one
+stopped, and an extender is only asked about those. A ResourcePolicy's first unit is usually a node pool, a
+small part of a large cluster: in a sample without it the extender would see only the virtual node and send
+the pod there although its pool has room - the rule "later units only when earlier ones lack resources"
+broken for about half the pods (``tests/e2e/test_extender_placement.py`` shows it on 250 extra nodes). So
+there are two profiles, both calling this extender (extenders are scheduler-wide):
+
+* ``default-scheduler`` samples as kube-scheduler does by default: pods no policy selects, and pods of a
+  policy no sample can mislead, cost the scheduler no more nodes than without the extender;
+* ``kube-queue-full-scan`` (:data:`~webhook.api.names.FULL_SCAN_SCHEDULER`) filters every node
+  (``percentageOfNodesToScore: 100``); the admission webhook names it on the pods that need it
+  (:func:`webhook.core.profiles.needs_full_scan`, docs/placement.md).
+
+Filtering every node is cheap; scoring every node is not, so the extender passes back at most as many of the
+chosen unit's nodes as the scheduler would have scored by default (``ExtenderState.filter``).
+``bench/extender_bench.py`` measures the full scan apart (``none, full scan``) and a mix of the two profiles.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER
+
 FILTER_VERB = "filter"
 PRIORITIZE_VERB = "prioritize"
 WEIGHT = 200
 """The ``weight`` written with ``prioritize=True``: one unit step (10 × 200) outweighs every default plugin."""
 HTTP_TIMEOUT = "5s"
-SCHEDULER_SETTINGS: dict[str, Any] = {"percentageOfNodesToScore": 100}
-"""Top-level ``KubeSchedulerConfiguration`` fields a scheduler calling this extender needs (see the module
-notes): every node is filtered, so the extender sees each unit that has a feasible node."""
+FULL_SCAN_PERCENTAGE = 100
+"""The full-scan profile's ``percentageOfNodesToScore``: every node is filtered, so the extender sees each unit
+that has a feasible node."""
+
+
+def scheduler_profiles(full_scan_percentage: int = FULL_SCAN_PERCENTAGE) -> list[dict[str, Any]]:
+    """The ``profiles[]`` of a scheduler calling this extender (see the module notes): the default profile,
+    sampling as kube-scheduler does by default, and the full-scan profile."""
+    return [
+        {"schedulerName": DEFAULT_SCHEDULER},
+        {"schedulerName": FULL_SCAN_SCHEDULER, "percentageOfNodesToScore": full_scan_percentage},
+    ]
+
+
+SCHEDULER_PROFILES: list[dict[str, Any]] = scheduler_profiles()
+SCHEDULER_SETTINGS: dict[str, Any] = {"profiles": SCHEDULER_PROFILES}
+"""Top-level ``KubeSchedulerConfiguration`` fields a scheduler calling this extender needs: its profiles."""
 
 
 def extender_entry(url_prefix: str, *, ca_file: str | None = None, prioritize: bool = False) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from webhook.core.placement import (
     placement_key,
 )
 from webhook.core.podquota import Usage, explain_blockers, pod_quota_blockers, quota_key
+from webhook.core.profiles import needs_full_scan
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.unitplacement import MISSING, UnitKey, UnitVerdict, group_by_unit, verdict_by_unit
@@ -118,8 +119,9 @@ def decide(
     """The ``verb`` ("filter" or "prioritize") decision for ``pod`` over the node ``names``.
 
     The pod's request is read (quantities parsed) only when something counts it: its quota, or the
-    placement a policy pod leaves behind. ``sampled_by_scheduler`` is asked, for a filter of a policy with
-    several units, whether the scheduler cut the names to its default sample.
+    placement a policy pod leaves behind. ``sampled_by_scheduler`` is asked, for a filter of a policy a
+    sample could mislead (:func:`~webhook.core.profiles.needs_full_scan`), whether the scheduler cut the
+    names to its default sample.
     """
     key = pod_key(pod_view)
     policy = view.policy_for(pod_view)
@@ -303,6 +305,6 @@ def _managed(
         assumed=assumption is not None,
         retry_at=verdict.retry_at,
         passing_score=passing_score,
-        scheduler_sampled=verb == "filter" and len(policy.units) > 1 and sampled_by_scheduler(names),
+        scheduler_sampled=verb == "filter" and needs_full_scan(policy) and sampled_by_scheduler(names),
     )
     return Outcome(decision, assumption, first_seen)

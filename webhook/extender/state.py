@@ -185,9 +185,10 @@ class ExtenderState:
         for the bookkeeping.
 
         With :attr:`sample`, more passing nodes than the scheduler would have scored by default are cut to that
-        many (:func:`scheduler_sample_size` of ``names``), a window that moves on with every call: the
-        scheduler filters every node so that the extender sees each unit (``percentageOfNodesToScore: 100``,
-        :mod:`webhook.extender.config`), and this gives it back its own default trade-off - to score about
+        many (:func:`scheduler_sample_size` of the cluster's nodes), a window that moves on with every call:
+        the full-scan profile filters every node so that the extender sees each unit
+        (``percentageOfNodesToScore: 100``, :mod:`webhook.extender.config`), and this gives it back its own
+        default trade-off - to score about
         as many nodes as it would have sampled - but within the unit the pod must use. Without the window
         the scheduler scored (and decoded the names of) 500 nodes instead of 230 on 500 kwok nodes: it
         placed 212 pods/s instead of 239 (``bench/extender_bench.py``, ``filter, every node``; ``kq extender
@@ -200,7 +201,8 @@ class ExtenderState:
         outcome = self._decide("filter", pod, view, names, now=now, given=given)
         decision, assumption = outcome.decision, outcome.assumption
         if self.sample:
-            decision = self._sampled(decision, scheduler_sample_size(len(names)))
+            # The default sample of the whole cluster: a request from the sampling profile is that already.
+            decision = self._sampled(decision, scheduler_sample_size(max(len(names), len(cache.nodes))))
 
         def record() -> None:
             if view.uid and decision.passing:
