@@ -25,6 +25,7 @@ import contextlib
 import copy
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,6 +49,8 @@ from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 COMMAND = ".venv/bin/python -m bench.peer_kueue"
 DEFAULT_PORT_BASE = 56600
+SYSTEMS = {"ours": "ours", "Kueue as shipped": "shipped", "Kueue unlimited": "unlimited"}
+"""Each system's name in the table -> its name for ``--systems``."""
 HELD, OPEN = "peer-held", "peer-open"
 BORROWER, OWNER = ("user-a", "user-b"), ("user-c",)
 SEED_TREE = devsystem.SEED / "01-elasticquotatree.yaml"
@@ -216,27 +219,31 @@ def run_system(name: str, port_base: int, counts: tuple[int, int, int], *, kueue
     return result
 
 
-NOTES = (
-    "Three fresh dev clusters, one after the other in the same run, each with one system only: ours "
-    "(`kq dev up`: webhook, controller, extender; `--oversellrate=1`), then Kueue v0.17.0 built from its Go "
-    "module, out of cluster on loopback with its webhooks registered, on a cluster with nothing of ours "
-    "installed. **Kueue as shipped** runs with its shipped client limits (qps 50, burst 100); **Kueue "
-    "unlimited** is the same with the client rate limiter off (qps -1). An admission is a Job's "
-    "`spec.suspend` turning false as a watch sees it, for every system; an eviction is an admitted Job "
-    "suspended again. Kueue's Jobs carry its queue-name label and are created suspended; ours are created as "
-    "users write them (our webhook holds them).",
-    "",
-    "a) 500 Jobs (10m CPU, 16Mi) wait behind a hold, ours a quota capped at `kube-queue/max-jobs: 0`, Kueue's a "
-    "ClusterQueue with `stopPolicy: Hold`; the hold is lifted and the rate is (N-1)/(first to last admission). "
-    "b) 200 such Jobs created 16 at a time into a quota that fits them all; the rate is from the first create "
-    "to the last admission. c) the seed's tree (`examples/seed/`): Department-a (user-a, user-b: min 60, max "
-    "100 CPU) submits 120 Jobs of 1, 2 and 4 CPU and borrows, then Department-b (user-c: min 40) submits 80 "
-    "and must get its min back by evictions; Kueue has the departments as two ClusterQueues in a cohort "
-    "(nominal = min, borrowingLimit = max - min, `reclaimWithinCohort: Any`). Writes are the API server's own "
-    "`apiserver_request_total` (POST, PUT, PATCH, DELETE...) over the workload, including the bench's own Job "
-    "creates, divided by the Jobs admitted; CPU and peak RSS are the controller process's (`kq serve`, which is "
-    "also our webhook; the `kueue` manager, which is also its webhook) from `/proc`.",
-)
+def notes(counts: tuple[int, int, int]) -> tuple[str, ...]:
+    """What the table measured, in words, for ``counts`` Jobs of workloads a, b and c."""
+    first = counts[2] * 3 // 5
+    return (
+        "Three fresh dev clusters, one after the other in the same run, each with one system only: ours "
+        "(`kq dev up`: webhook, controller, extender; `--oversellrate=1`), then Kueue v0.17.0 built from its Go "
+        "module, out of cluster on loopback with its webhooks registered, on a cluster with nothing of ours "
+        "installed. **Kueue as shipped** runs with its shipped client limits (qps 50, burst 100); **Kueue "
+        "unlimited** is the same with the client rate limiter off (qps -1). An admission is a Job's "
+        "`spec.suspend` turning false as a watch sees it, for every system; an eviction is an admitted Job "
+        "suspended again. Kueue's Jobs carry its queue-name label and are created suspended; ours are created as "
+        "users write them (our webhook holds them).",
+        "",
+        f"a) {counts[0]} Jobs (10m CPU, 16Mi) wait behind a hold, ours a quota capped at `kube-queue/max-jobs: "
+        "0`, Kueue's a ClusterQueue with `stopPolicy: Hold`; the hold is lifted and the rate is (N-1)/(first to "
+        f"last admission). b) {counts[1]} such Jobs created 16 at a time into a quota that fits them all; the "
+        "rate is from the first create to the last admission. c) the seed's tree (`examples/seed/`): "
+        f"Department-a (user-a, user-b: min 60, max 100 CPU) submits {first} Jobs of 1, 2 and 4 CPU and borrows, "
+        f"then Department-b (user-c: min 40) submits {counts[2] - first} and must get its min back by evictions; "
+        "Kueue has the departments as two ClusterQueues in a cohort (nominal = min, borrowingLimit = max - min, "
+        "`reclaimWithinCohort: Any`). Writes are the API server's own `apiserver_request_total` (POST, PUT, "
+        "PATCH, DELETE...) over the workload, everything included (the bench's Job creates, pods, bindings, "
+        "Events), divided by the Jobs admitted; CPU and peak RSS are the controller process's (`kq serve`, which "
+        "is also our webhook; the `kueue` manager, which is also its webhook) from `/proc`.",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,24 +253,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held", type=int, default=500)
     parser.add_argument("--open", type=int, default=200)
     parser.add_argument("--mixed", type=int, default=200)
+    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS.values()), default=list(SYSTEMS.values()),
+                        help="run only these (a partial run is for trying the bench out, not for BENCHMARKS.md)")
     args = parser.parse_args(argv)
     counts = (args.held, args.open, args.mixed)
-    command = COMMAND if counts == (500, 200, 200) else (
-        f"{COMMAND} --held {args.held} --open {args.open} --mixed {args.mixed}")
+    command = " ".join([COMMAND, *([] if counts == (500, 200, 200) else [
+        f"--held {args.held} --open {args.open} --mixed {args.mixed}"]),
+        *([] if set(args.systems) == set(SYSTEMS.values()) else [f"--systems {' '.join(args.systems)}"])])
+    skipped = "not run (--systems)"
     runs: list[SystemRun] = []
-    if devsystem.service_available():
+    if "ours" not in args.systems:
+        runs.append(SystemRun("ours", problem=skipped))
+    elif devsystem.service_available():
         runs.append(run_system("ours", args.port_base, counts, kueue=None))
     else:
         runs.append(SystemRun("ours", problem="the service (kq serve) is not in this build"))
-    try:
-        print("peer bench: building Kueue (skipped when cached) ...", file=sys.stderr)
-        kueue = peer_kueue_install.binary()
-    except (RuntimeError, OSError) as error:
-        runs += [SystemRun(name, problem=str(error)) for name in ("Kueue as shipped", "Kueue unlimited")]
-    else:
-        runs.append(run_system("Kueue as shipped", args.port_base + 100, counts, kueue=kueue))
-        runs.append(run_system("Kueue unlimited", args.port_base + 200, counts, kueue=kueue, unlimited=True))
-    sys.stdout.write(section(runs, command, NOTES))
+    peers = [(name, offset, unlimited) for name, offset, unlimited in (
+        ("Kueue as shipped", 100, False), ("Kueue unlimited", 200, True)) if SYSTEMS[name] in args.systems]
+    kueue: Path | None = None
+    if peers:
+        try:
+            print("peer bench: building Kueue (skipped when cached) ...", file=sys.stderr)
+            kueue = peer_kueue_install.binary()
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
+            runs += [SystemRun(name, problem=str(error)) for name, _, _ in peers]
+    for name, offset, unlimited in peers:
+        if kueue is not None:
+            runs.append(run_system(name, args.port_base + offset, counts, kueue=kueue, unlimited=unlimited))
+    runs += [SystemRun(name, problem=skipped) for name, key in SYSTEMS.items()
+             if key != "ours" and key not in args.systems]
+    sys.stdout.write(section(runs, command, notes(counts)))
     return 0
 
 
