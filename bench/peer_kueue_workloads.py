@@ -31,7 +31,9 @@ SIZES = (1, 2, 4)
 ONE_CPU = Resources.parse({"cpu": "1"}).get_or_zero("cpu")
 """One core in the units of :class:`~webhook.core.resources.Resources`."""
 SETTLE_S = 5.0
-"""Workload c is over when no Job was admitted or evicted for this long."""
+"""A phase of workload c is over when no Job was admitted or evicted for this long once it looks done..."""
+STALL_S = 30.0
+"""... or for this long whatever it looks like."""
 
 
 def body(name: str, namespace: str, cpu: str, memory: str, kueue: bool) -> dict[str, Any]:
@@ -131,9 +133,12 @@ async def open_submit(client: KubeClient, namespace: str, count: int, kueue: boo
     return {"jobs": count, **e2e_shapes.rates(times, started), **e2e_shapes.latency(sent, watch.at)}
 
 
-async def _settle(watch: JobWatch, timeout: float) -> None:
+async def _settle(watch: JobWatch, timeout: float, full: Callable[[], bool]) -> None:
+    """Until no Job was admitted or evicted for :data:`SETTLE_S` once ``full()`` holds, or for
+    :data:`STALL_S` if it never does (a manager slow to start must not end the phase before it began)."""
     async def quiet() -> bool:
-        return time.perf_counter() - watch.last_change >= SETTLE_S
+        idle = time.perf_counter() - watch.last_change
+        return idle >= STALL_S or (idle >= SETTLE_S and full())
 
     await e2e_shapes.wait_for(quiet, timeout, f"admissions to settle ({SETTLE_S:.0f} s without a change)")
 
@@ -157,7 +162,7 @@ async def reclaim(client: KubeClient, borrower: tuple[str, ...], owner: tuple[st
     try:
         first = count * 3 // 5
         await _create(client, mixed(first, borrower, kueue, "borrow"))
-        await _settle(watch, 300)
+        await _settle(watch, 300, lambda: watch.cpu(borrower) > capacity - max(SIZES))
         borrowed = watch.cpu(borrower)
         started = time.perf_counter()
         submit = asyncio.ensure_future(_create(client, mixed(count - first, owner, kueue, "reclaim")))
@@ -170,7 +175,7 @@ async def reclaim(client: KubeClient, borrower: tuple[str, ...], owner: tuple[st
             await e2e_shapes.wait_for(has_min, 300, f"{owner} to get {owner_min:g} CPU back")
             back = time.perf_counter() - started
         await submit
-        await _settle(watch, 300)
+        await _settle(watch, 300, lambda: watch.cpu(owner) >= owner_min)
         used = watch.cpu(borrower) + watch.cpu(owner)
         return {"jobs": count, "borrower_cpu_before": borrowed, "min_back_s": back,
                 "evictions": sum(watch.evictions.get(ns, 0) for ns in (*borrower, *owner)),
