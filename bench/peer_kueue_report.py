@@ -128,8 +128,13 @@ def table(runs: Sequence[SystemRun]) -> list[str]:
     return lines
 
 
-def section(runs: Sequence[SystemRun], command: str, notes: Sequence[str]) -> str:
-    lines = [*header(TITLE, command), *table(runs), ""]
+def start(command: str) -> list[str]:
+    """The section's first lines, taken when the run starts (the load average is the one at the start)."""
+    return header(TITLE, command)
+
+
+def section(runs: Sequence[SystemRun], head: Sequence[str], notes: Sequence[str]) -> str:
+    lines = [*head, *table(runs), ""]
     problems = [f"- {run.name}: {run.problem}" for run in runs if run.problem]
     if problems:
         lines += ["What could not be measured (the cells say `not measured`):", "", *problems, ""]
