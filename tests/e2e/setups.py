@@ -4,8 +4,10 @@ manifests the modules submit (the seed's Job, a PyTorchJob)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from tests.builders import SEED_TREE_SPEC
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from webhook.devcluster.config import NodeSpec
 
 SEED = Path(__file__).resolve().parents[2] / "examples" / "seed"
 JOBS = SEED / "jobs"
@@ -172,3 +175,41 @@ def developer_tree_spec(team_a: str, team_a2: str, team_b: str) -> dict[str, Any
             ],
         }
     }
+
+
+FILLERS = 250
+"""Extra nodes for the placement tests: on ~256 nodes the scheduler's default sampling filters about 120 per
+cycle and asks the extender about those only."""
+UNIT_AT = (125, 126)
+"""The fillers that make up those tests' ECS unit: far (in the scheduler's node order) from the virtual node."""
+
+
+@contextlib.contextmanager
+def filler_nodes(dev_cluster: DevCluster, namespace: str) -> Iterator[tuple[dict[str, str], tuple[str, ...]]]:
+    """:data:`FILLERS` fake nodes with room, tainted so that only pods tolerating the taint (the test's) may use
+    them, those at :data:`UNIT_AT` labelled ``pool=<namespace>``; deleted afterwards. Yields the taint and the
+    names of the pool's nodes."""
+    taint = {"key": "kube-queue.test/filler", "value": namespace, "effect": "NoSchedule"}
+    label = f"filler={namespace}"
+    nodes: list[dict[str, Any]] = []
+    for index in range(FILLERS):
+        manifest: dict[str, Any] = NodeSpec(f"filler-{namespace}-{index:03d}", "32", "128Gi").manifest()
+        manifest["metadata"]["labels"]["filler"] = namespace
+        if index in UNIT_AT:
+            manifest["metadata"]["labels"]["pool"] = namespace
+        manifest["spec"] = {"taints": [taint]}
+        nodes.append(manifest)
+    dev_cluster.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    try:
+
+        def ready() -> bool:
+            items = dev_cluster.get_json("nodes", "-l", label)["items"]
+            return len(items) == FILLERS and all(
+                any(c["type"] == "Ready" and c["status"] == "True" for c in item["status"].get("conditions", []))
+                for item in items
+            )
+
+        dev_cluster.wait_until(ready, 120, f"{FILLERS} filler nodes Ready")
+        yield taint, tuple(f"filler-{namespace}-{index:03d}" for index in UNIT_AT)
+    finally:
+        dev_cluster.kubectl("delete", "nodes", "-l", label, "--wait=false", check=False)

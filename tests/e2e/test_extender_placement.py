@@ -4,7 +4,6 @@ pod cap, pending pods told why, scale-in from the virtual node, and no virtual n
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import urllib.request
@@ -13,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from tests.e2e import setups
 from tests.e2e.conftest import DevCluster
 from webhook.api.names import FULL_SCAN_SCHEDULER, PLACEMENT_NAMESPACE_LABEL, PLACEMENT_RETRY_ANNOTATION
 from webhook.core.placement import DELETION_COST_ANNOTATION, VIRTUAL_NODE_TOLERATION
-from webhook.devcluster.config import NodeSpec
 
 VIRTUAL = "virtual-kubelet"
 ECS_NODES = ("ecs-0", "ecs-1", "ecs-2", "ecs-3")
@@ -249,42 +248,13 @@ def test_a_pod_waits_out_its_timeout_then_takes_the_next_unit(dev_cluster: DevCl
     assert PLACEMENT_RETRY_ANNOTATION in patient["metadata"].get("annotations", {})
 
 
-FILLERS = 250
-"""Extra nodes: with the scheduler's default sampling it would filter about 120 of ~256 nodes per cycle and ask
-the extender about those only."""
-UNIT_AT = (125, 126)
-"""The fillers that make up the test's ECS unit: far (in the scheduler's node order) from the virtual node, which
-was created with the cluster, so that many samples hold the virtual node but not the unit."""
 
 
 @pytest.fixture
 def filler_nodes(dev_cluster: DevCluster, namespace: str) -> Iterator[tuple[dict[str, str], tuple[str, ...]]]:
-    """:data:`FILLERS` fake nodes with room, tainted so that only pods tolerating the taint (this test's) may
-    use them, two of them labelled ``pool=<namespace>``; deleted afterwards. Yields the taint and those two."""
-    taint = {"key": "kube-queue.test/filler", "value": namespace, "effect": "NoSchedule"}
-    label = f"filler={namespace}"
-    nodes: list[dict[str, Any]] = []
-    for index in range(FILLERS):
-        manifest: dict[str, Any] = NodeSpec(f"filler-{namespace}-{index:03d}", "32", "128Gi").manifest()
-        manifest["metadata"]["labels"]["filler"] = namespace
-        if index in UNIT_AT:
-            manifest["metadata"]["labels"]["pool"] = namespace
-        manifest["spec"] = {"taints": [taint]}
-        nodes.append(manifest)
-    dev_cluster.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
-    try:
-
-        def ready() -> bool:
-            items = dev_cluster.get_json("nodes", "-l", label)["items"]
-            return len(items) == FILLERS and all(
-                any(c["type"] == "Ready" and c["status"] == "True" for c in item["status"].get("conditions", []))
-                for item in items
-            )
-
-        dev_cluster.wait_until(ready, 120, f"{FILLERS} filler nodes Ready")
-        yield taint, tuple(f"filler-{namespace}-{index:03d}" for index in UNIT_AT)
-    finally:
-        dev_cluster.kubectl("delete", "nodes", "-l", label, "--wait=false", check=False)
+    """The shared filler nodes (:func:`tests.e2e.setups.filler_nodes`)."""
+    with setups.filler_nodes(dev_cluster, namespace) as fillers:
+        yield fillers
 
 
 def test_the_first_unit_wins_on_a_cluster_the_scheduler_would_only_sample(

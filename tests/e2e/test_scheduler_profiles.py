@@ -7,18 +7,17 @@ her quota's ``max`` or a unit's cap on the virtual node, nor stay on the samplin
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.e2e import setups
 from tests.e2e.conftest import DevCluster
 from tests.e2e.setups import managed
 from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER, PLACEMENT_NAMESPACE_LABEL
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION
-from webhook.devcluster.config import NodeSpec
 
 pytestmark = pytest.mark.e2e
 
@@ -28,10 +27,6 @@ ALICE = "alice"
 VIRTUAL = "virtual-kubelet"
 WATCH_PROPAGATION = 1.0
 """Seconds for a change to reach the extender's and the webhook's watches."""
-FILLERS = 250
-"""Extra nodes: on ~256 nodes the default profile filters about 120 per cycle and asks the extender about those."""
-UNIT_AT = (125, 126)
-"""The fillers that make up the ECS unit: far (in the scheduler's node order) from the virtual node."""
 
 
 def _policy(namespace: str, selector: dict[str, str], units: list[dict[str, Any]]) -> dict[str, Any]:
@@ -96,32 +91,9 @@ def _as_alice(dev: DevCluster, obj: dict[str, Any]) -> None:
 
 @pytest.fixture
 def filler_nodes(dev_cluster: DevCluster, namespace: str) -> Iterator[tuple[dict[str, str], tuple[str, ...]]]:
-    """:data:`FILLERS` fake nodes with room, tainted so that only this test's pods may use them, two of them
-    labelled ``pool=<namespace>``; deleted afterwards. Yields the taint and those two."""
-    taint = {"key": "kube-queue.test/filler", "value": namespace, "effect": "NoSchedule"}
-    label = f"filler={namespace}"
-    nodes: list[dict[str, Any]] = []
-    for index in range(FILLERS):
-        manifest: dict[str, Any] = NodeSpec(f"filler-{namespace}-{index:03d}", "32", "128Gi").manifest()
-        manifest["metadata"]["labels"]["filler"] = namespace
-        if index in UNIT_AT:
-            manifest["metadata"]["labels"]["pool"] = namespace
-        manifest["spec"] = {"taints": [taint]}
-        nodes.append(manifest)
-    dev_cluster.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
-    try:
-
-        def ready() -> bool:
-            items = dev_cluster.get_json("nodes", "-l", label)["items"]
-            return len(items) == FILLERS and all(
-                any(c["type"] == "Ready" and c["status"] == "True" for c in item["status"].get("conditions", []))
-                for item in items
-            )
-
-        dev_cluster.wait_until(ready, 120, f"{FILLERS} filler nodes Ready")
-        yield taint, tuple(f"filler-{namespace}-{index:03d}" for index in UNIT_AT)
-    finally:
-        dev_cluster.kubectl("delete", "nodes", "-l", label, "--wait=false", check=False)
+    """The shared filler nodes (:func:`tests.e2e.setups.filler_nodes`)."""
+    with setups.filler_nodes(dev_cluster, namespace) as fillers:
+        yield fillers
 
 
 def test_policy_pods_get_the_full_scan_and_land_in_their_first_unit_while_other_pods_keep_sampling(
