@@ -311,16 +311,25 @@ def shift_usage(
     """``used`` (node key -> what admitted jobs use) with each workload's ``request_with_count`` added
     (``sign`` 1) or removed (-1) at its leaf and every ancestor; a new mapping, ``used`` is untouched. Amounts
     are not clamped at zero, so a double removal shows as a negative usage. ``KeyError`` for an unknown quota."""
-    out = dict(used)
+    return {**used, **_chain_changes(tree, used, workloads, sign)}
+
+
+def _chain_changes(
+    tree: QuotaTree, used: Mapping[str, Resources], workloads: Iterable[Workload], sign: int
+) -> dict[str, Resources]:
+    """The new usage of every node on the chains of ``workloads`` (see :func:`shift_usage`), and only those."""
+    changes: dict[str, Resources] = {}
     for workload in workloads:
         keys = chain_keys(tree, workload.quota)
         if keys is None:
             raise KeyError(f"quota {workload.quota!r} of {workload.key} is not in the ElasticQuotaTree")
         delta = workload.request_with_count
         for key in keys:
-            current = out.get(key, EMPTY)
-            out[key] = current + delta if sign > 0 else current - delta
-    return out
+            current = changes.get(key)
+            if current is None:
+                current = used.get(key, EMPTY)
+            changes[key] = current + delta if sign > 0 else current - delta
+    return changes
 
 
 class UsageOverlay(Mapping[str, Resources]):
@@ -386,18 +395,7 @@ def shifted_view(
 ) -> UsageOverlay:
     """:func:`shift_usage` as a :class:`UsageOverlay` over ``used`` (which must not change afterwards): only the
     chains of ``workloads`` are computed, so its cost does not grow with the size of the tree."""
-    changes: dict[str, Resources] = {}
-    for workload in workloads:
-        keys = chain_keys(tree, workload.quota)
-        if keys is None:
-            raise KeyError(f"quota {workload.quota!r} of {workload.key} is not in the ElasticQuotaTree")
-        delta = workload.request_with_count
-        for key in keys:
-            current = changes.get(key)
-            if current is None:
-                current = used.get(key, EMPTY)
-            changes[key] = current + delta if sign > 0 else current - delta
-    return UsageOverlay(used, changes)
+    return UsageOverlay(used, _chain_changes(tree, used, workloads, sign))
 
 
 class ChainTally(dict[str, dict[str, int]]):
