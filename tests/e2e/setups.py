@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from tests.builders import SEED_TREE_SPEC
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from webhook.api.names import PLACEMENT_NAMESPACE_LABEL
 from webhook.devcluster.config import NodeSpec
 
 SEED = Path(__file__).resolve().parents[2] / "examples" / "seed"
@@ -213,3 +215,30 @@ def filler_nodes(dev_cluster: DevCluster, namespace: str) -> Iterator[tuple[dict
         yield taint, tuple(f"filler-{namespace}-{index:03d}" for index in UNIT_AT)
     finally:
         dev_cluster.kubectl("delete", "nodes", "-l", label, "--wait=false", check=False)
+
+
+WATCH_PROPAGATION = 1.0
+"""Seconds for a change to reach the extender's and the webhook's watches."""
+
+
+def resource_policy(namespace: str, selector: dict[str, str], units: list[dict[str, Any]],
+                    name: str = "rp") -> dict[str, Any]:
+    """A ResourcePolicy (strategy ``prefer``) selecting pods by ``selector`` over ``units``."""
+    return {
+        "apiVersion": "scheduling.alibabacloud.com/v1alpha1",
+        "kind": "ResourcePolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": selector, "strategy": "prefer", "units": units},
+    }
+
+
+def wait_routed_to_placement(dev_cluster: DevCluster, namespace: str) -> None:
+    """Wait until the controller labelled a namespace outside the quota tree for the placement webhook (its
+    ResourcePolicy needs it), then for the watches to see the policy."""
+
+    def labelled() -> bool:
+        labels = dev_cluster.get_json("namespace", namespace)["metadata"].get("labels", {})
+        return bool(labels.get(PLACEMENT_NAMESPACE_LABEL) == "true")
+
+    dev_cluster.wait_until(labelled, 60, "the controller to label the namespace for the placement webhook")
+    time.sleep(WATCH_PROPAGATION)

@@ -14,13 +14,11 @@ import pytest
 
 from tests.e2e import setups
 from tests.e2e.conftest import DevCluster
-from webhook.api.names import FULL_SCAN_SCHEDULER, PLACEMENT_NAMESPACE_LABEL, PLACEMENT_RETRY_ANNOTATION
+from webhook.api.names import FULL_SCAN_SCHEDULER, PLACEMENT_RETRY_ANNOTATION
 from webhook.core.placement import DELETION_COST_ANNOTATION, VIRTUAL_NODE_TOLERATION
 
 VIRTUAL = "virtual-kubelet"
 ECS_NODES = ("ecs-0", "ecs-1", "ecs-2", "ecs-3")
-WATCH_PROPAGATION = 1.0
-"""Seconds for a change to reach the extender's watches before the pods that depend on it are created."""
 
 
 def _cpu_millis(quantity: str) -> int:
@@ -57,15 +55,6 @@ def pool(dev_cluster: DevCluster, namespace: str) -> Iterator[tuple[str, ...]]:
     finally:
         for node in chosen:
             dev_cluster.kubectl("label", "node", node, "pool-", check=False)
-
-
-def _policy(namespace: str, selector: dict[str, str], units: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.alibabacloud.com/v1alpha1",
-        "kind": "ResourcePolicy",
-        "metadata": {"name": "burst", "namespace": namespace},
-        "spec": {"selector": selector, "strategy": "prefer", "units": units},
-    }
 
 
 def _deployment(namespace: str, replicas: int, cpu: str) -> dict[str, Any]:
@@ -123,8 +112,8 @@ def test_a_deployment_fills_ecs_then_the_capped_virtual_node_and_shrinks_from_it
         {"resource": "ecs", "nodeSelector": {"pool": namespace}},
         {"resource": "eci", "max": 4},
     ]
-    dev.apply(_policy(namespace, {"app": "burst"}, units))
-    time.sleep(WATCH_PROPAGATION)  # the policy and the pool labels reach the extender's watches
+    dev.apply(setups.resource_policy(namespace, {"app": "burst"}, units, name="burst"))
+    time.sleep(setups.WATCH_PROPAGATION)  # the policy and the pool labels reach the extender's watches
     dev.apply(_deployment(namespace, 12, "10"))
 
     def placed() -> bool:
@@ -216,14 +205,15 @@ def test_pods_without_a_policy_never_land_on_the_virtual_node(dev_cluster: DevCl
 
 def test_a_pod_waits_out_its_timeout_then_takes_the_next_unit(dev_cluster: DevCluster, namespace: str) -> None:
     dev = dev_cluster
-    policy = _policy(
+    policy = setups.resource_policy(
         namespace,
         {"app": "patient"},
         [{"resource": "ecs", "nodeSelector": {"pool": f"none-{namespace}"}}, {"resource": "eci"}],
+        name="burst",
     )
     policy["spec"]["whenTryNextUnits"] = {"policy": "TimeoutOrExceedMax", "timeout": "5s"}
     dev.apply(policy)
-    time.sleep(WATCH_PROPAGATION)
+    time.sleep(setups.WATCH_PROPAGATION)
     dev.apply(
         {
             "apiVersion": "v1",
@@ -267,14 +257,8 @@ def test_the_first_unit_wins_on_a_cluster_the_scheduler_would_only_sample(
     dev = dev_cluster
     taint, unit_nodes = filler_nodes
     units: list[dict[str, Any]] = [{"resource": "ecs", "nodeSelector": {"pool": namespace}}, {"resource": "eci"}]
-    dev.apply(_policy(namespace, {"app": "pooled"}, units))
-
-    def labelled() -> bool:  # outside the quota tree: the controller routes the namespace to the webhook
-        labels = dev.get_json("namespace", namespace)["metadata"].get("labels", {})
-        return bool(labels.get(PLACEMENT_NAMESPACE_LABEL) == "true")
-
-    dev.wait_until(labelled, 60, "the controller to label the namespace for the placement webhook")
-    time.sleep(WATCH_PROPAGATION)
+    dev.apply(setups.resource_policy(namespace, {"app": "pooled"}, units, name="burst"))
+    setups.wait_routed_to_placement(dev, namespace)  # outside the quota tree: routed by the controller
     pods = [
         {
             "apiVersion": "v1",
@@ -313,14 +297,14 @@ def test_a_policy_outside_the_quota_tree_sends_its_pods_to_the_virtual_node(
         {"resource": "ecs", "nodeSelector": {"pool": f"{namespace}-none"}},
         {"resource": "eci", "max": 3},
     ]
-    dev.apply(_policy(namespace, {"app": "burst"}, units))
+    dev.apply(setups.resource_policy(namespace, {"app": "burst"}, units, name="burst"))
 
     def labelled() -> bool:
         labels = dev.get_json("namespace", namespace)["metadata"].get("labels", {})
         return bool(labels.get("kube-queue.x-k8s.io/placement") == "true")
 
     dev.wait_until(labelled, 60, "the controller to label the namespace for the placement webhook")
-    time.sleep(WATCH_PROPAGATION)
+    time.sleep(setups.WATCH_PROPAGATION)
     deployment = _deployment(namespace, 3, "100m")
     del deployment["spec"]["template"]["spec"]["tolerations"]
     dev.apply(deployment)

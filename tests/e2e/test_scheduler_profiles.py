@@ -16,7 +16,7 @@ import pytest
 from tests.e2e import setups
 from tests.e2e.conftest import DevCluster
 from tests.e2e.setups import managed
-from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER, PLACEMENT_NAMESPACE_LABEL
+from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION
 
 pytestmark = pytest.mark.e2e
@@ -25,17 +25,6 @@ __all__ = ["managed"]  # the seed's tree over fresh namespaces, alice with `edit
 
 ALICE = "alice"
 VIRTUAL = "virtual-kubelet"
-WATCH_PROPAGATION = 1.0
-"""Seconds for a change to reach the extender's and the webhook's watches."""
-
-
-def _policy(namespace: str, selector: dict[str, str], units: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.alibabacloud.com/v1alpha1",
-        "kind": "ResourcePolicy",
-        "metadata": {"name": "rp", "namespace": namespace},
-        "spec": {"selector": selector, "strategy": "prefer", "units": units},
-    }
 
 
 def _pod(name: str, namespace: str, app: str, *, tolerations: list[dict[str, str]]) -> dict[str, Any]:
@@ -102,14 +91,8 @@ def test_policy_pods_get_the_full_scan_and_land_in_their_first_unit_while_other_
     dev = dev_cluster
     taint, unit_nodes = filler_nodes
     units: list[dict[str, Any]] = [{"resource": "ecs", "nodeSelector": {"pool": namespace}}, {"resource": "eci"}]
-    dev.apply(_policy(namespace, {"app": "pooled"}, units))
-
-    def labelled() -> bool:  # outside the quota tree: the controller routes the namespace to the webhook
-        labels = dev.get_json("namespace", namespace)["metadata"].get("labels", {})
-        return bool(labels.get(PLACEMENT_NAMESPACE_LABEL) == "true")
-
-    dev.wait_until(labelled, 60, "the controller to label the namespace for the placement webhook")
-    time.sleep(WATCH_PROPAGATION)
+    dev.apply(setups.resource_policy(namespace, {"app": "pooled"}, units))
+    setups.wait_routed_to_placement(dev, namespace)  # outside the quota tree: routed by the controller
     filler = {**taint, "operator": "Equal"}
     pooled = [_pod(f"pooled-{i}", namespace, "pooled", tolerations=[filler]) for i in range(10)]
     # Pods under no policy, allowed on the fillers and (by toleration) on the virtual node: on the sampling
@@ -183,8 +166,8 @@ def test_no_profile_a_user_names_escapes_a_units_cap_on_the_virtual_node(
         {"resource": "ecs", "nodeSelector": {"pool": f"{namespace}-none"}},
         {"resource": "eci", "max": 2},
     ]
-    _as_alice(dev, _policy(namespace, {"app": "capped"}, units))
-    time.sleep(WATCH_PROPAGATION)
+    _as_alice(dev, setups.resource_policy(namespace, {"app": "capped"}, units))
+    time.sleep(setups.WATCH_PROPAGATION)
     _as_alice(dev, _deployment("asks-default", namespace, 2, "100m", DEFAULT_SCHEDULER, "capped"))
     _as_alice(dev, _deployment("asks-full", namespace, 2, "100m", FULL_SCAN_SCHEDULER, "capped"))
 
