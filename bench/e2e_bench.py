@@ -10,14 +10,17 @@ Jobs (1 pod, 10m CPU, 16Mi) each in its own namespace, measured in this order (:
 2. held, then released (issue 7): Jobs wait in a quota capped at ``kube-queue/max-jobs: 0``, then the cap is
    lifted and the controller releases them;
 3. raw open: Jobs created suspended outside the tree and released by one patch each as soon as they exist;
-4. open: Jobs created into a quota that fits them all, released by the controller as they come.
+4. raw open through webhooks: the same, each create going through a mutating and a validating call to a
+   do-nothing webhook (:mod:`bench.noop_webhook`): the least a job submitted open costs in a system that
+   holds jobs with admission webhooks;
+5. open: Jobs created into a quota that fits them all, released by the controller as they come.
 
 A release is the moment a watch on the namespace sees ``spec.suspend`` false (ours: with the admission
 annotation). Each burst ends when every pod of the shape runs and, for ours, when the Queue's and the tree's
 status say the final state; the API server's and the controller's Prometheus metrics are scraped around it
 (:mod:`bench.e2e_metrics`), and the controller's log gives its side of the timing. The sustained rate is
 ``(N - 1) / (last - first release)``. Goal (issue 7): at least 100 jobs/s; issue 23: at least 90 % of the raw
-rate.
+rate (held: raw release; open: raw open through webhooks).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import e2e_metrics, e2e_shapes
+from bench import e2e_metrics, e2e_shapes, noop_webhook
 from bench.e2e_report import report
 from webhook.api.kinds import ELASTIC_QUOTA_TREE, QUEUE
 from webhook.api.names import MANAGED_NAMESPACE_LABEL, QUEUE_NAMESPACE, TREE_NAMESPACE
@@ -52,18 +55,26 @@ from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 COMMAND = ".venv/bin/python -m bench.e2e_bench"
 HELD, OPEN, RAW, RAW_OPEN = "bench-admit", "bench-open", "bench-raw", "bench-raw-open"
+RAW_HOOKED = "bench-raw-hooked"
+SHAPES = 5
+"""Shapes measured, each with its own JOBS pods left running."""
 HELD_LEAF, OPEN_LEAF = "bench", "open"
 TREES = ResourceRef.of(ELASTIC_QUOTA_TREE, TREE_NAMESPACE)
 QUEUES = ResourceRef.of(QUEUE, QUEUE_NAMESPACE)
 NAMESPACES = ResourceRef("", "v1", "namespaces")
+WEBHOOK_CONFIGURATIONS = {
+    "MutatingWebhookConfiguration": ResourceRef("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"),
+    "ValidatingWebhookConfiguration": ResourceRef(
+        "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations"),
+}
 WRITES_IN_FLIGHT = ControllerSettings().write_concurrency
 """The controller's own number of release patches in flight: the raw shapes use the same."""
 
 
 def nodes(jobs: int) -> tuple[NodeSpec, ...]:
-    """Four regular nodes with room for every pod of the four shapes (so no pod of a later shape waits for a
+    """Four regular nodes with room for every pod of the five shapes (so no pod of a later shape waits for a
     node an earlier one filled), and the virtual node."""
-    room = max(110, jobs + 50)
+    room = max(110, -(-SHAPES * jobs // 4) + 50)
     regular = tuple(NodeSpec(f"ecs-{i}", "64", "256Gi", 4, pods=room) for i in range(4))
     return regular + tuple(spec for spec in default_nodes() if spec.virtual)
 
@@ -83,7 +94,7 @@ def tree(cap: int) -> dict[str, Any]:
 
 async def _prepare(client: KubeClient) -> None:
     await client.create(TREES, tree(0))
-    for namespace in (HELD, OPEN, RAW, RAW_OPEN):
+    for namespace in (HELD, OPEN, RAW, RAW_OPEN, RAW_HOOKED):
         await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     for namespace in (HELD, OPEN):
         async def managed(namespace: str = namespace) -> bool:
@@ -91,7 +102,7 @@ async def _prepare(client: KubeClient) -> None:
             return bool(labels.get(MANAGED_NAMESPACE_LABEL) == "true")
 
         await e2e_shapes.wait_for(managed, 120, f"namespace {namespace} to be managed")
-    for namespace in (HELD, OPEN, RAW, RAW_OPEN):
+    for namespace in (HELD, OPEN, RAW, RAW_OPEN, RAW_HOOKED):
         async def service_account(namespace: str = namespace) -> bool:
             try:
                 await client.get(ResourceRef("", "v1", "serviceaccounts", namespace), "default")
@@ -100,6 +111,25 @@ async def _prepare(client: KubeClient) -> None:
             return True
 
         await e2e_shapes.wait_for(service_account, 60, f"the default ServiceAccount of {namespace}")
+
+
+async def _noop_webhooks(config: ClusterConfig, client: KubeClient) -> None:
+    """Start the do-nothing webhook, register it for the Jobs of :data:`RAW_HOOKED`, and wait until the API
+    server calls it (a dry-run create comes back with its annotation)."""
+    await asyncio.to_thread(noop_webhook.start, config)
+    for item in noop_webhook.configurations(config, RAW_HOOKED):
+        await client.create(WEBHOOK_CONFIGURATIONS[item["kind"]], item)
+    probe = e2e_shapes.job(0, RAW_HOOKED, suspend=True)
+
+    async def called() -> bool:
+        try:
+            made = await client.request("POST", e2e_shapes.jobs_ref(RAW_HOOKED).path(None, None), [("dryRun", "All")],
+                                        body=probe)
+        except KubeApiError:  # configured before the API server's informer saw the server up: try again
+            return False
+        return noop_webhook.ANNOTATION in ((made.get("metadata") or {}).get("annotations") or {})
+
+    await e2e_shapes.wait_for(called, 60, "the do-nothing webhook to be called")
 
 
 async def _pods_running(client: KubeClient, namespace: str, count: int, timeout: float = 180) -> float:
@@ -220,6 +250,11 @@ async def measure(config: ClusterConfig, count: int) -> dict[str, Measured]:
         out["held"]["created_per_second"] = count / created
         out["raw_open"] = await _burst(config, client, "raw open", RAW_OPEN, count=count, leaf=None,
                                        run=lambda: e2e_shapes.raw_open(client, RAW_OPEN, count, WRITES_IN_FLIGHT))
+        await _noop_webhooks(config, client)
+        out["raw_hooked"] = await _burst(
+            config, client, "raw open through webhooks", RAW_HOOKED, count=count, leaf=None,
+            run=lambda: e2e_shapes.raw_open(client, RAW_HOOKED, count, WRITES_IN_FLIGHT))
+        await asyncio.to_thread(noop_webhook.stop, config)
         out["open"] = await _burst(config, client, "open", OPEN, count=count, leaf=OPEN_LEAF,
                                    run=lambda: e2e_shapes.open_submit(client, OPEN, count))
         return out

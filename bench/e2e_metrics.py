@@ -18,6 +18,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench import noop_webhook
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig
 
@@ -125,7 +126,7 @@ def cpu_seconds(config: ClusterConfig) -> dict[str, float]:
     """User + system CPU seconds of every running component of the dev cluster (``/proc/<pid>/stat``)."""
     ticks = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
-    for name in (*cluster.ORDER, "kq-extender"):
+    for name in (*cluster.ORDER, "kq-extender", noop_webhook.COMPONENT):
         try:
             pid = int(processes.pid_file(config.run, name).read_text().split()[0])
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

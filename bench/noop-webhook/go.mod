@@ -1,0 +1,3 @@
+module noopwebhook
+
+go 1.26
