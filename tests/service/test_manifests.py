@@ -45,7 +45,7 @@ def test_dev_configs_point_at_the_url_and_trust_the_ca() -> None:
         placement_only = hook["name"] == "pods.placement.kube-queue.x-k8s.io"
         assert hook["failurePolicy"] == ("Ignore" if placement_only else "Fail")
         assert hook["sideEffects"] == "None"
-        assert hook["timeoutSeconds"] == 5
+        assert hook["timeoutSeconds"] == 10
         assert hook["admissionReviewVersions"] == ["v1"]
 
 

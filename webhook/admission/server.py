@@ -6,7 +6,7 @@
 ``kq serve`` answers admission requests from a thread of their own (:func:`start_apart`): the queue controller
 shares the process, and its passes compute for long stretches without awaiting (hundreds of ms with 10,000
 waiting jobs on a loaded machine). On one event loop every admission request waited for the pass in progress,
-and under a burst of creates the API server's 5 s webhook timeout expired (issue 21: ``bench/burst_bench.py``).
+and under a burst of creates the API server's webhook timeout expired (issue 21: ``bench/burst_bench.py``).
 On its own loop in its own thread a request waits at most for the interpreter's thread switch (a few ms).
 """
 
