@@ -36,9 +36,9 @@ SERVICE_NAMESPACE = QUEUE_NAMESPACE
 SERVICE_PORT = 443
 TIMEOUT_SECONDS = 10
 """How long the API server waits for an answer: Kubernetes' own default. Under a burst of creates on a busy
-control plane the API server's queueing alone takes seconds before our handler (about a millisecond) sees the
-request; at 5 s, 2.6 % of 10,000 creates with 256 in flight failed on the timeout (issue 21, BENCHMARKS.md).
-A webhook that is down fails at once (connection refused), so this bounds only a hung one."""
+control plane the API server's own queueing takes seconds before our handler (about a millisecond) sees the
+request, and a shorter timeout fails creates the webhook would have allowed (BENCHMARKS.md, the 10,000-job
+burst). A webhook that is down fails at once (connection refused), so this bounds only a hung one."""
 EXCLUDED_NAMESPACES = ("kube-system",)
 
 NOT_THE_CONTROLLER = [{
