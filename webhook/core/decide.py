@@ -373,7 +373,7 @@ def decide(
     moved: dict[str, list[J]] = {}
     """The waiting jobs of the queues the reclaims changed, in order."""
     if reclaimer is not None and (plans or late):
-        used = dict(reclaimer.used)
+        used = dict(reclaimer.used.items())  # one walk down the overlays, not one per node
         # A plan whose victims all fit once every plan is carried out (room later plans left over) evicts
         # nothing: its preemptor is admitted after the other plans' evictions, and its victims keep running.
         for plan in plans:
