@@ -6,9 +6,12 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.builders import job, node, res, seed_tree, tree
 from webhook.api.names import MAX_JOBS
+from webhook.core.decisions import PlainJob
 from webhook.core.fit import add_usage
 from webhook.core.queueing import (
     PassResult,
@@ -19,6 +22,7 @@ from webhook.core.queueing import (
     order,
     positions_only,
     resolve_policy,
+    sort_in_order,
 )
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import Resources
@@ -371,3 +375,22 @@ def test_a_quotas_candidates_take_turns_in_queue_order() -> None:
     result = run(jobs)
     assert names(result.admitted) == ["b1"]
     assert by_name(result) == {"a0": 1, "a1": 2, "a2": 3}
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(st.tuples(st.integers(-2, 2), st.sampled_from([0.0, 1.0, 1.5, 2]), st.sampled_from(["a", "b"]),
+                          st.sampled_from(["x", "y", "z"]), st.sampled_from(["Job", "RayJob"])), max_size=40))
+def test_sort_in_order_is_the_stable_sort_on_the_order_key(
+    fields: list[tuple[int, float, str, str, str]],
+) -> None:
+    """One sort per field must give the order (and, among equal keys, the input order) of one stable sort on
+    ``order_key``, with and without equal creation times, for workloads and for jobs carrying them."""
+    workloads = [job(name, namespace=namespace, priority=priority, created=created, kind=kind)
+                 for priority, created, namespace, name, kind in fields]
+    expected = sorted(workloads, key=lambda workload: workload.order_key)
+    mine = list(workloads)
+    sort_in_order(mine)
+    assert [id(workload) for workload in mine] == [id(workload) for workload in expected]
+    jobs = [PlainJob(workload) for workload in workloads]
+    sort_in_order(jobs, "workload.")
+    assert [id(item.workload) for item in jobs] == [id(workload) for workload in expected]

@@ -48,6 +48,7 @@ from webhook.core.queueing import (
     QueuePolicyError,
     QueuePositions,
     admit_groups,
+    sort_in_order,
     still_waiting,
 )
 from webhook.core.quota import QuotaTree, queue_name
@@ -352,7 +353,7 @@ def decide(
     admitted, ledger = snapshot.admitted, snapshot.ledger
     groups = snapshot.groups
     for bucket in groups.values():
-        bucket.sort(key=_job_order)
+        sort_in_order(bucket, "workload.")
     workloads = {quota: list(map(_workload_of, bucket)) for quota, bucket in groups.items()}
     result, flags = admit_groups(tree, ledger.used_view(), workloads, policies, rate)
     checks = result.checks

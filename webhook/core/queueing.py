@@ -35,7 +35,7 @@ from fractions import Fraction
 from itertools import compress
 from operator import attrgetter, methodcaller
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.fit import FitResult, limits_of, validate_rate
@@ -57,6 +57,7 @@ __all__ = [
     "order",
     "positions_only",
     "resolve_policy",
+    "sort_in_order",
     "still_waiting",
 ]
 
@@ -133,8 +134,32 @@ def _group(waiting: Iterable[Workload]) -> dict[str, list[Workload]]:
             bucket = by_name[workload.quota] = groups.setdefault(workload.quota.lower(), [])
         bucket.append(workload)
     for bucket in groups.values():
-        bucket.sort(key=_order_key)
+        sort_in_order(bucket)
     return groups
+
+
+def _fields(path: str) -> tuple[attrgetter[Any], ...]:
+    return tuple(attrgetter(f"{path}{name}") for name in ("created", "key.name", "key.namespace", "priority"))
+
+
+_FIELDS = {"": _fields(""), "workload.": _fields("workload.")}
+
+
+def sort_in_order(items: list[_T], path: str = "") -> None:
+    """Sort workloads (or jobs, with ``path="workload."``) in dequeue order, :attr:`Workload.order_key`, in
+    place and stably, as that key's stable sort would.
+
+    A sort on the key tuple compares tuples element by element (most of a pass's time over a million
+    waiting jobs); one stable sort per field compares plain numbers and strings at C speed. By creation time
+    and then priority (descending) is the whole order when no two creation times are equal; else namespace
+    and name are sorted on first."""
+    created, name, namespace, priority = _FIELDS[path]
+    items.sort(key=created)
+    if len(set(map(created, items))) < len(items):
+        items.sort(key=name)
+        items.sort(key=namespace)
+        items.sort(key=created)
+    items.sort(key=priority, reverse=True)
 
 
 
