@@ -47,21 +47,27 @@ class Chain:
 class Candidate:
     """An admitted job that a plan may take (evict, or withhold when ``fresh``)."""
 
-    __slots__ = ("chain", "delta", "fresh", "key", "priority", "sort", "workload")
+    __slots__ = ("_delta", "chain", "fresh", "key", "priority", "sort", "workload")
 
     def __init__(self, workload: Workload, chain: Chain, fresh: bool, rank: float) -> None:
         self.workload = workload
-        self.key = workload.key
+        self.key = key = workload.key
         self.chain = chain
         self.fresh = fresh
         self.priority = workload.priority
-        delta = dict(workload.request.items())
-        delta[MAX_JOBS] = delta.get(MAX_JOBS, 0) + NANO
-        self.delta = delta
-        """What it holds at every level of its chain (:attr:`Workload.request_with_count`)."""
-        key = workload.key
+        self._delta: dict[str, int] | None = None
         self.sort = (workload.priority, -rank, key.namespace, key.name, key.kind)
         """Eviction order inside one leaf: lowest priority, then most recently admitted, then name."""
+
+    @property
+    def delta(self) -> dict[str, int]:
+        """What it holds at every level of its chain (:attr:`Workload.request_with_count`); made when first
+        read (most candidates of a leaf are never looked at: they are made to be put in order)."""
+        delta = self._delta
+        if delta is None:
+            delta = self._delta = dict(self.workload.request.items())
+            delta[MAX_JOBS] = delta.get(MAX_JOBS, 0) + NANO
+        return delta
 
 
 sort_key = attrgetter("sort")
