@@ -189,6 +189,8 @@ class _Snapshot(Generic[J]):
 
     groups: dict[str, list[J]]
     """The waiting jobs by quota key (lower-cased), in the order they came (:func:`decide` sorts them)."""
+    least: dict[str, dict[str, int]]
+    """Per known quota key with waiting jobs, per resource, the least any of them asks for."""
     admitted: dict[WorkloadKey, J]
     running: dict[str, list[J]]
     """The admitted jobs of known quotas by node key, in the order they came."""
@@ -306,13 +308,18 @@ def _snapshot(
     for key, members in running.items():
         summed.append(Workload(key=WorkloadKey("Sum", key, Phase.ADMITTED.value), quota=key, pod_sets=(),
                                phase=Phase.ADMITTED, request=_sum(list(map(_job_amounts, members)), len(members))))
+    least: dict[str, dict[str, int]] = {}
     for key in queued_keys:
-        members = [*groups.get(key, ()), *other.get(key, ())]
+        waiting_amounts = list(map(_job_amounts, groups.get(key, ())))
+        queued_amounts = [*waiting_amounts, *map(_job_amounts, other.get(key, ()))]
         summed.append(Workload(key=WorkloadKey("Sum", key, Phase.QUEUED.value), quota=key, pod_sets=(),
-                               phase=Phase.QUEUED, request=_sum(list(map(_job_amounts, members)), len(members))))
+                               phase=Phase.QUEUED, request=_sum(queued_amounts, len(queued_amounts))))
+        if waiting_amounts:
+            least[key] = {name: min(map(methodcaller("get", name, 0), waiting_amounts))
+                          for name in dict.fromkeys(chain.from_iterable(waiting_amounts))}
     unique = len(admitted) == sum(map(len, running.values())) + unknown_running
-    return _Snapshot(groups, admitted, running, unique, stale, build_ledger(tree, [*summed, *unknown]), backoff,
-                     held)
+    return _Snapshot(groups, least, admitted, running, unique, stale, build_ledger(tree, [*summed, *unknown]),
+                     backoff, held)
 
 
 def _job_of(groups: Mapping[str, list[J]], workload: Workload) -> J:
@@ -355,7 +362,7 @@ def decide(
     for bucket in groups.values():
         sort_in_order(bucket, "workload.")
     workloads = {quota: list(map(_workload_of, bucket)) for quota, bucket in groups.items()}
-    result, flags = admit_groups(tree, ledger.used_view(), workloads, policies, rate)
+    result, flags = admit_groups(tree, ledger.used_view(), workloads, policies, rate, least=snapshot.least)
     checks = result.checks
     plans: list[ReclaimPlan] = []
     reclaimer: Reclaimer | None = None

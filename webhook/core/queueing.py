@@ -218,6 +218,8 @@ class _Queue:
     """The turn of the last job of this queue that was checked: the next candidate's turn is not earlier."""
     least: dict[str, int] | None = None
     """Per limited resource, the least any job from the queue's first miss on asks for (made at that miss)."""
+    bound: Mapping[str, int] | None = None
+    """Per resource, the least any job of the queue asks for (given, or ``None``): at most ``least``."""
 
 
 _Turn = tuple[float, int, str, str]
@@ -268,6 +270,11 @@ def _none_fits(queue: _Queue, position: int) -> bool:
         return True
     least = queue.least
     if least is None:
+        bound = queue.bound
+        if bound is not None and any(
+            head[resource] < bound.get(resource, 0) and bound.get(resource, 0) > 0 for head, resource in queue.limits
+        ):
+            return True  # below the least of every job, so below the least of the rest
         least = queue.least = {}
         rest = list(map(_amounts_of, queue.jobs[position:]))
         for resource in {resource for _, resource in queue.limits}:
@@ -308,10 +315,13 @@ def admit_groups(
     groups: Mapping[str, list[Workload]],
     policy_for: PolicyLookup,
     oversell_rate: Fraction | int,
+    *,
+    least: Mapping[str, Mapping[str, int]] | None = None,
 ) -> tuple[PassResult, dict[str, bytearray]]:
     """:func:`admission_pass` over waiting jobs already grouped by quota key (lower-cased), each group in
     dequeue order (:attr:`Workload.order_key`; the groups are not modified), and which jobs of each group it
-    admitted (``1`` at a job's index in its group)."""
+    admitted (``1`` at a job's index in its group). ``least`` (optional, per quota key and resource) is the
+    least any job of the group asks for: a bound that settles a queue without a walk over its rest."""
     rate = validate_rate(oversell_rate)
     lookup = _policy_function(policy_for)
 
@@ -335,6 +345,7 @@ def admit_groups(
                 limits=[(head, resource) for head in heads for resource in head if resource != MAX_JOBS],
                 counts=[head for head in heads if MAX_JOBS in head],
                 admitted=bytearray(len(jobs)),
+                bound=least.get(quota) if least is not None else None,
             )
         )
 
