@@ -22,7 +22,8 @@ from webhook.core.decide import decide
 from webhook.core.decisions import Decisions, PlainJob
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree
-from webhook.core.workload import Phase
+from webhook.core.startup import BackoffState, backoff_state
+from webhook.core.workload import Phase, Workload
 
 SETTINGS = settings(
     max_examples=300,
@@ -115,3 +116,64 @@ def test_the_snapshots_reach_reclaim_block_and_caps() -> None:
 
     count()
     assert all(seen.values()), seen
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Job:
+    """A job with what :class:`PlainJob` never has: a stale record, a missing PriorityClass."""
+
+    workload: Workload
+    evictable: bool = True
+    record: object | None = None
+    backoff: None = None
+    missing_class: str | None = None
+
+    def backoff_state(self, now: float) -> BackoffState:
+        return backoff_state(None, "", now)
+
+    def with_workload(self, workload: Workload) -> _Job:
+        return dataclasses.replace(self, workload=workload)
+
+
+@st.composite
+def untidy_snapshots(draw: st.DrawFn) -> tuple[QuotaTree, list[_Job], dict[str, Policy], frozenset[str]]:
+    """:func:`snapshots` with what the pass must take as it comes: quota names in other cases, jobs of quotas
+    not in the tree (waiting and running), a running job listed twice, held jobs with stale records or a
+    missing PriorityClass, and a namespace being deleted (keys stay unique among waiting jobs, as the pass
+    asks)."""
+    quota_tree, plain, policies = draw(snapshots())
+    jobs = []
+    for index, plain_job in enumerate(plain):
+        workload = plain_job.workload
+        if draw(st.booleans()):
+            workload = dataclasses.replace(workload, quota=workload.quota.upper())
+        jobs.append(_Job(workload, plain_job.evictable, record=object() if index % 5 == 1 else None,
+                         missing_class="gone" if index % 9 == 4 else None))
+    extra = draw(st.sets(st.sampled_from(["unknown", "twice"])))
+    if "unknown" in extra:
+        jobs.insert(0, _Job(job("stray-run", quota="no-such-quota", phase=Phase.ADMITTED, admitted_at=1.0)))
+        jobs.append(_Job(job("stray-wait", quota="No-Such-Quota")))
+    running = [item for item in jobs if item.workload.phase is Phase.ADMITTED and item.workload.quota.lower()
+               in quota_tree.nodes]
+    if running and "twice" in extra:
+        jobs.append(_Job(dataclasses.replace(running[0].workload, admitted_at=30.0)))
+    namespaces = sorted({item.workload.key.namespace for item in jobs})
+    closing = frozenset(draw(st.lists(st.sampled_from(namespaces), max_size=1))) if namespaces else frozenset()
+    return quota_tree, jobs, policies, closing
+
+
+@SETTINGS
+@given(untidy_snapshots(), st.sampled_from([Fraction(1), Fraction(3, 2)]), st.sampled_from([2, 16]))
+def test_the_pass_decides_as_before_on_untidy_snapshots(
+    snapshot: tuple[QuotaTree, list[_Job], dict[str, Policy], frozenset[str]], rate: Fraction, tries: int
+) -> None:
+    """The snapshot walk groups jobs by quota name as spelled and takes running jobs to the reclaim index by
+    leaf: other spellings, unknown quotas, duplicate keys and held jobs must come out as the walk over every
+    job made them."""
+    quota_tree, jobs, policies, closing = snapshot
+    new = decide(quota_tree, jobs, policies, oversell_rate=rate, reclaim_tries_per_quota=tries, closing=closing)
+    old = reference_decide(quota_tree, jobs, policies, oversell_rate=rate, reclaim_tries_per_quota=tries,
+                           closing=closing)
+    assert _summary(new) == _summary(old)  # type: ignore[arg-type]
+    assert [job.workload for job in new.waiting] == [job.workload for job in old.waiting]
+    assert new.ledger.unknown == old.ledger.unknown

@@ -6,10 +6,14 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.builders import job, node, res, seed_tree, tree
 from webhook.api.names import MAX_JOBS
+from webhook.core.decisions import PlainJob
 from webhook.core.fit import add_usage
+from webhook.core.queue_views import LazyReasons
 from webhook.core.queueing import (
     PassResult,
     Policy,
@@ -19,6 +23,7 @@ from webhook.core.queueing import (
     order,
     positions_only,
     resolve_policy,
+    sort_in_order,
 )
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import Resources
@@ -371,3 +376,34 @@ def test_a_quotas_candidates_take_turns_in_queue_order() -> None:
     result = run(jobs)
     assert names(result.admitted) == ["b1"]
     assert by_name(result) == {"a0": 1, "a1": 2, "a2": 3}
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(st.tuples(st.integers(-2, 2), st.sampled_from([0.0, 1.0, 1.5, 2]), st.sampled_from(["a", "b"]),
+                          st.sampled_from(["x", "y", "z"]), st.sampled_from(["Job", "RayJob"])), max_size=40))
+def test_sort_in_order_is_the_stable_sort_on_the_order_key(
+    fields: list[tuple[int, float, str, str, str]],
+) -> None:
+    """One sort per field must give the order (and, among equal keys, the input order) of one stable sort on
+    ``order_key``, with and without equal creation times, for workloads and for jobs carrying them."""
+    workloads = [job(name, namespace=namespace, priority=priority, created=created, kind=kind)
+                 for priority, created, namespace, name, kind in fields]
+    expected = sorted(workloads, key=lambda workload: workload.order_key)
+    mine = list(workloads)
+    sort_in_order(mine)
+    assert [id(workload) for workload in mine] == [id(workload) for workload in expected]
+    jobs = [PlainJob(workload) for workload in workloads]
+    sort_in_order(jobs, "workload.")
+    assert [id(item.workload) for item in jobs] == [id(workload) for workload in expected]
+
+
+def test_a_job_listed_twice_under_the_blockers_key_does_not_wait_behind_itself() -> None:
+    """A snapshot may list one job twice (a stale copy beside the fresh one); the reasons must not recurse."""
+    head = a("head", cpu=500, created=1)
+    copy = a("head", cpu=500, created=1)  # the same key, another object
+    behind = a("behind", cpu=1, created=2)
+    assert copy.key == head.key and copy is not head
+    reasons = LazyReasons(SEED, {}, Fraction(1), [([head, copy, behind], head)])
+    assert not reasons[head.key].fits
+    assert reasons[head.key].blocked_behind is None
+    assert reasons[behind.key].blocked_behind == head.key

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -239,3 +246,24 @@ def test_junk_pod_specs_only_ever_raise_workload_error(spec: dict[str, Any]) -> 
         assert str(error)
     else:
         assert not request.any_negative()
+
+
+def test_a_workload_key_hashes_as_its_names_and_travels_without_its_hash() -> None:
+    """The hash is cached, but a key pickled in another process (another string hash seed) is found here."""
+    key = WorkloadKey("Job", "user-a", "a")
+    assert hash(key) == hash(("Job", "user-a", "a"))
+    assert {key: 1}[copy.deepcopy(key)] == 1
+    assert {key: 1}[dataclasses.replace(key)] == 1
+    script = ("import pickle, sys; from webhook.core.workload import WorkloadKey; "
+              "sys.stdout.buffer.write(pickle.dumps(WorkloadKey('Job', 'user-a', 'a')))")
+    sent = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True,
+                          cwd=Path(__file__).resolve().parents[2], env={**os.environ, "PYTHONHASHSEED": "7"}).stdout
+    assert {key: 1}[pickle.loads(sent)] == 1
+
+
+def test_the_order_key_follows_the_fields_it_is_made_of() -> None:
+    """``order_key`` is made with the workload: a copy with other fields gets its own."""
+    first = job("a", priority=1, created=5.0)
+    changed = dataclasses.replace(first, priority=3, created=2.0)
+    assert first.order_key == (-1, 5.0, first.key.namespace, "a")
+    assert changed.order_key == (-3, 2.0, first.key.namespace, "a")

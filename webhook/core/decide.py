@@ -27,11 +27,12 @@ pass; the types it returns are in :mod:`webhook.core.decisions`, each leaf's pol
 from __future__ import annotations
 
 import dataclasses
-from bisect import insort
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from operator import attrgetter
+from itertools import chain, compress
+from operator import attrgetter, methodcaller, not_
 from types import MappingProxyType
 from typing import Any, Generic
 
@@ -40,7 +41,16 @@ from webhook.core.decisions import Decisions, J, Reclaim
 from webhook.core.fit import FitResult, check_fit, validate_rate
 from webhook.core.ledger import Ledger, build_ledger, shift_usage
 from webhook.core.quantity import NANO
-from webhook.core.queueing import LazyReasons, PassResult, Policy, QueuePolicyError, admission_pass
+from webhook.core.queueing import (
+    LazyReasons,
+    PassResult,
+    Policy,
+    QueuePolicyError,
+    QueuePositions,
+    admit_groups,
+    sort_in_order,
+    still_waiting,
+)
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.reclaim import Reclaimer, ReclaimPlan
 from webhook.core.resources import Resources
@@ -99,7 +109,7 @@ reached wait for the next pass, which starts again from the quota with the oldes
 def _reclaims(  # noqa: PLR0917 - a private helper of decide()
     tree: QuotaTree,
     result: PassResult,
-    admitted: Mapping[WorkloadKey, J],
+    snapshot: _Snapshot[J],
     policies: Mapping[str, Policy],
     rate: Fraction,
     tries_per_quota: int,
@@ -113,9 +123,22 @@ def _reclaims(  # noqa: PLR0917 - a private helper of decide()
 
     Victims are the admitted jobs (never a preemptor of this pass); jobs this pass admitted give way first
     and stay queued (:attr:`ReclaimPlan.withheld`), in ``Block`` quotas only from the back of the queue."""
-    victims = [job.workload for job in admitted.values() if job.evictable]
+    admitted = snapshot.admitted
     blocking = [quota for quota, policy in policies.items() if policy is Policy.BLOCK]
-    reclaimer = Reclaimer(tree, result.used, victims, rate, fresh=result.admitted, ordered=blocking, budget=budget)
+    if snapshot.unique and not any(map(admitted.__contains__, map(_key_of, result.admitted))):
+        # The usual case, every admitted job once and none also waiting: the index takes them by leaf as the
+        # snapshot sorted them out, instead of a walk over each of them.
+        running = {
+            key: evictable
+            for key, members in snapshot.running.items()
+            if (evictable := list(compress(map(_workload_of, members), map(_evictable, members))))
+        }
+        reclaimer = Reclaimer(tree, result.used, (), rate, fresh=result.admitted, ordered=blocking, budget=budget,
+                              running=running)
+    else:
+        victims = [job.workload for job in admitted.values() if job.evictable]
+        reclaimer = Reclaimer(tree, result.used, victims, rate, fresh=result.admitted, ordered=blocking,
+                              budget=budget)
     plans: list[ReclaimPlan] = []
     order = sorted(result.queues.items(), key=lambda item: (item[1][0].created, item[0]))
     # Per quota: its key, waiting jobs, whether it blocks, and [next job to try, failed tries left].
@@ -160,48 +183,40 @@ def _fit_all(
     return current
 
 
-class _Positions(Mapping[WorkloadKey, int]):
-    """Positions once a pass's reclaims are carried out: recomputed for the quotas the reclaims changed, the
-    admission pass's for the others."""
-
-    __slots__ = ("_changed", "_first", "_gone")
-
-    def __init__(self, first: Mapping[WorkloadKey, int], changed: Mapping[WorkloadKey, int],
-                 gone: set[WorkloadKey]) -> None:
-        self._first = first
-        self._changed = changed
-        self._gone = gone
-        """Keys the admission pass placed that are not waiting any more (admitted by a reclaim)."""
-
-    def __getitem__(self, key: WorkloadKey) -> int:
-        value = self._changed.get(key)
-        if value is not None:
-            return value
-        if key in self._gone:
-            raise KeyError(key)
-        return self._first[key]
-
-    def __iter__(self) -> Iterator[WorkloadKey]:
-        yield from (key for key in self._first if key not in self._gone and key not in self._changed)
-        yield from self._changed
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
 @dataclass(slots=True)
 class _Snapshot(Generic[J]):
     """The jobs of one pass, sorted out in one walk over them."""
 
-    by_id: dict[int, J]
-    """Every job by the identity of its workload: the passes hand back the very workloads passed in, and an
-    identity lookup is much cheaper at depth than a key lookup."""
-    waiting: list[Workload]
+    groups: dict[str, list[J]]
+    """The waiting jobs by quota key (lower-cased), in the order they came (:func:`decide` sorts them)."""
+    least: dict[str, dict[str, int]]
+    """Per known quota key with waiting jobs, per resource, the least any of them asks for."""
     admitted: dict[WorkloadKey, J]
+    running: dict[str, list[J]]
+    """The admitted jobs of known quotas by node key, in the order they came."""
+    unique: bool
+    """No two admitted jobs share a key (so ``running`` and ``admitted`` hold the same jobs but unknown ones)."""
     stale: list[J]
     ledger: Ledger
     backoff: list[J]
     held: list[J]
+
+
+_workload_of = attrgetter("workload")
+_key_of = attrgetter("key")
+_job_order = attrgetter("workload.order_key")
+_job_amounts = attrgetter("workload.request._items")
+_evictable = attrgetter("evictable")
+
+
+def _sum(amounts: list[dict[str, int]], count: int) -> Resources:
+    """What ``count`` jobs requesting ``amounts`` hold in all, ``kube-queue/max-jobs`` but one of them counted
+    (``request_with_count`` adds one job), resources in the order they first appear. Each sum runs at C speed
+    over the jobs (a queue may hold a million of them)."""
+    summed = {MAX_JOBS: (count - 1) * NANO}
+    for name in dict.fromkeys(chain.from_iterable(amounts)):
+        summed[name] = summed.get(name, 0) + sum(map(methodcaller("get", name, 0), amounts))
+    return Resources(summed)
 
 
 def _snapshot(
@@ -216,44 +231,72 @@ def _snapshot(
     Jobs of quotas that are not in the tree are passed as they are, so :attr:`Ledger.unknown` lists them.
     A held job in backoff (before its retry time, or given up) counts as requested but does not wait; nor does
     a held job of a namespace being deleted (``closing``): nothing is released into it. ``foreign`` (per leaf
-    key) is what pods no job accounts for use: admitted, never evicted, never a job of ``kube-queue/max-jobs``."""
-    by_id: dict[int, J] = {}
-    waiting: list[Workload] = []
+    key) is what pods no job accounts for use: admitted, never evicted, never a job of ``kube-queue/max-jobs``.
+
+    Lists are found by the quota name as the jobs spell it (one lookup a job; a name is lower-cased once),
+    and a job of an unknown quota always takes the slow way (so :attr:`Ledger.unknown` keeps their order)."""
+    groups: dict[str, list[J]] = {}
+    waiting: dict[str, list[J]] = {}
+    running: dict[str, list[J]] = {}
+    running_by_name: dict[str, list[J]] = {}
+    other: dict[str, list[J]] = {}
+    """Queued jobs that do not wait (backoff, held, closing namespace) by node key: they count as requested."""
+    queued_keys: dict[str, None] = {}
+    """Node keys with queued jobs, in the order their first job came."""
     backoff: list[J] = []
     held: list[J] = []
     admitted: dict[WorkloadKey, J] = {}
     stale: list[J] = []
-    admitted_groups: dict[str, list[Resources]] = {}
-    queued_groups: dict[str, list[Resources]] = {}
     unknown: list[Workload] = []
+    unknown_running = 0
     nodes = tree.nodes
-    queued, running, wait = Phase.QUEUED, Phase.ADMITTED, waiting.append
+    queued, run = Phase.QUEUED, Phase.ADMITTED
     for job in jobs:
         workload = job.workload
-        by_id[id(workload)] = job
         phase = workload.phase
         if phase is queued:
             if job.backoff is not None and job.backoff_state(now) in (BackoffState.WAITING, BackoffState.GAVE_UP):
                 backoff.append(job)
+                target = other
             elif job.missing_class is not None:
                 held.append(job)
-            elif not closing or workload.key.namespace not in closing:
-                wait(workload)
+                target = other
+            elif closing and workload.key.namespace in closing:
+                target = other
+            else:
+                bucket = waiting.get(workload.quota)
+                if bucket is None:
+                    key = workload.quota.lower()
+                    bucket = groups.get(key)
+                    if bucket is None:
+                        bucket = groups[key] = []
+                    if key in nodes:
+                        waiting[workload.quota] = bucket
+                        queued_keys[key] = None
+                    else:
+                        unknown.append(workload)
+                bucket.append(job)
+                target = None
+            if target is not None:
+                key = workload.quota.lower()
+                if key in nodes:
+                    target.setdefault(key, []).append(job)
+                    queued_keys[key] = None
+                else:
+                    unknown.append(workload)
             if job.record is not None:
                 stale.append(job)
-            target = queued_groups
-        elif phase is running:
+        elif phase is run:
             admitted[workload.key] = job
-            target = admitted_groups
-        else:
-            continue
-        members = target.get(workload.quota)
-        if members is None:
-            if workload.quota.lower() not in nodes:
-                unknown.append(workload)
-                continue
-            members = target[workload.quota] = []
-        members.append(workload.request)
+            members = running_by_name.get(workload.quota)
+            if members is None:
+                key = workload.quota.lower()
+                if key not in nodes:
+                    unknown.append(workload)
+                    unknown_running += 1
+                    continue
+                members = running_by_name[workload.quota] = running.setdefault(key, [])
+            members.append(job)
     summed = []
     for key, usage in (foreign or {}).items():
         node = nodes.get(key)
@@ -262,19 +305,37 @@ def _snapshot(
             amounts = {**dict(usage.items()), MAX_JOBS: usage.get_or_zero(MAX_JOBS) - NANO}
             summed.append(Workload(key=WorkloadKey("Pods", node.name, "Admitted"), quota=node.name, pod_sets=(),
                                    phase=Phase.ADMITTED, request=Resources(amounts)))
-    for phase, target in ((Phase.ADMITTED, admitted_groups), (Phase.QUEUED, queued_groups)):
-        for quota, members in target.items():
-            # ``request_with_count`` adds one job; the other ``len(members) - 1`` are counted here.
-            amounts = {MAX_JOBS: (len(members) - 1) * NANO}
-            get = amounts.get
-            for request in members:
-                for name, amount in request._items.items():  # the core's own type: its dict, read only
-                    amounts[name] = get(name, 0) + amount
-            summed.append(
-                Workload(key=WorkloadKey("Sum", quota, phase.value), quota=quota, pod_sets=(), phase=phase,
-                         request=Resources(amounts))
-            )
-    return _Snapshot(by_id, waiting, admitted, stale, build_ledger(tree, [*summed, *unknown]), backoff, held)
+    for key, members in running.items():
+        summed.append(Workload(key=WorkloadKey("Sum", key, Phase.ADMITTED.value), quota=key, pod_sets=(),
+                               phase=Phase.ADMITTED, request=_sum(list(map(_job_amounts, members)), len(members))))
+    least: dict[str, dict[str, int]] = {}
+    for key in queued_keys:
+        waiting_amounts = list(map(_job_amounts, groups.get(key, ())))
+        queued_amounts = [*waiting_amounts, *map(_job_amounts, other.get(key, ()))]
+        summed.append(Workload(key=WorkloadKey("Sum", key, Phase.QUEUED.value), quota=key, pod_sets=(),
+                               phase=Phase.QUEUED, request=_sum(queued_amounts, len(queued_amounts))))
+        if waiting_amounts:
+            least[key] = {name: min(map(methodcaller("get", name, 0), waiting_amounts))
+                          for name in dict.fromkeys(chain.from_iterable(waiting_amounts))}
+    unique = len(admitted) == sum(map(len, running.values())) + unknown_running
+    return _Snapshot(groups, least, admitted, running, unique, stale, build_ledger(tree, [*summed, *unknown]),
+                     backoff, held)
+
+
+def _job_of(groups: Mapping[str, list[J]], workload: Workload) -> J:
+    """The waiting job that carries ``workload`` (its group is in dequeue order: found by bisection)."""
+    group = groups[workload.quota.lower()]
+    index = bisect_left(group, workload.order_key, key=_job_order)
+    while group[index].workload is not workload:
+        index += 1
+    return group[index]
+
+
+def _rest(groups: Mapping[str, list[J]], flags: Mapping[str, bytearray], quota: str) -> list[J]:
+    """The jobs of a quota's group that the admission pass left waiting (its ``queues[quota]``, as jobs)."""
+    group = groups.get(quota, [])
+    admitted = flags.get(quota)
+    return group if admitted is None else still_waiting(group, admitted)
 
 
 def decide(
@@ -296,25 +357,31 @@ def decide(
     key (they count as admitted)."""
     rate = validate_rate(oversell_rate)
     snapshot = _snapshot(tree, jobs, now, closing, foreign)
-    by_id, admitted, ledger = snapshot.by_id, snapshot.admitted, snapshot.ledger
-    result = admission_pass(tree, ledger.used_view(), snapshot.waiting, policies, rate)
+    admitted, ledger = snapshot.admitted, snapshot.ledger
+    groups = snapshot.groups
+    for bucket in groups.values():
+        sort_in_order(bucket, "workload.")
+    workloads = {quota: list(map(_workload_of, bucket)) for quota, bucket in groups.items()}
+    result, flags = admit_groups(tree, ledger.used_view(), workloads, policies, rate, least=snapshot.least)
     checks = result.checks
     plans: list[ReclaimPlan] = []
     reclaimer: Reclaimer | None = None
     if result.queues:  # nothing waits after the admission pass: no reclaim to plan (and no index to build)
-        plans, reclaimer = _reclaims(tree, result, admitted, policies, rate, reclaim_tries_per_quota,
+        plans, reclaimer = _reclaims(tree, result, snapshot, policies, rate, reclaim_tries_per_quota,
                                      reclaim_budget)
     withheld = {workload.key for plan in plans for workload in plan.withheld}
-    admissions = [by_id[id(workload)] for workload in result.admitted if workload.key not in withheld]
-    late = [by_id[id(plan.preemptor)] for plan in plans if not plan.victims and not plan.withheld]
+    admissions = [_job_of(groups, workload) for workload in result.admitted if workload.key not in withheld]
+    late = [_job_of(groups, plan.preemptor) for plan in plans if not plan.victims and not plan.withheld]
     plans = [plan for plan in plans if plan.victims or plan.withheld]
     reclaims: list[Reclaim[J]] = []
     positions: Mapping[WorkloadKey, int] = result.positions
     reasons: Mapping[WorkloadKey, FitResult] = result.reasons
     queues_after: Mapping[str, Sequence[Workload]] = result.queues
     evicted: dict[WorkloadKey, J] = {}
+    moved: dict[str, list[J]] = {}
+    """The waiting jobs of the queues the reclaims changed, in order."""
     if reclaimer is not None and (plans or late):
-        used = dict(reclaimer.used)
+        used = dict(reclaimer.used.items())  # one walk down the overlays, not one per node
         # A plan whose victims all fit once every plan is carried out (room later plans left over) evicts
         # nothing: its preemptor is admitted after the other plans' evictions, and its victims keep running.
         for plan in plans:
@@ -323,39 +390,42 @@ def decide(
                 kept = _fit_all(tree, used, plan.victims, rate)
             if kept is not None:
                 used = kept
-                late.append(by_id[id(plan.preemptor)])
+                late.append(_job_of(groups, plan.preemptor))
                 continue
             for victim in plan.victims:
-                evicted[victim.key] = job = _queued(admitted[victim.key])
-                by_id[id(job.workload)] = job
+                evicted[victim.key] = _queued(admitted[victim.key])
             victims = tuple(admitted[victim.key] for victim in plan.victims)
-            reclaims.append(Reclaim(by_id[id(plan.preemptor)], victims, plan.reason))
+            reclaims.append(Reclaim(_job_of(groups, plan.preemptor), victims, plan.reason))
         # Evicted and withheld jobs wait again at their place; room the plans left over is the next pass's
         # (its admission pass hands it out in turn, and its reclaims withhold what a borrower would take from
         # a quota owed it), never admitted here: a borrower given it now would be evicted by the next pass.
-        preemptors = {plan.preemptor.key for plan in plans} | {job.workload.key for job in late}
+        preemptors = {id(plan.preemptor) for plan in plans} | {id(job.workload) for job in late}
         returning = [
-            *(job.workload for job in evicted.values()),
-            *(workload for plan in plans for workload in plan.withheld),
+            *evicted.values(),
+            *(_job_of(groups, workload) for plan in plans for workload in plan.withheld),
         ]
-        changed: dict[str, list[Workload]] = {}
+        changed: dict[str, list[J]] = {}
         for workload in (*(plan.preemptor for plan in plans), *(job.workload for job in late)):
             changed.setdefault(workload.quota.lower(), [])
-        for workload in returning:
-            changed.setdefault(workload.quota.lower(), []).append(workload)
-        moved: dict[WorkloadKey, int] = {}
+        for job in returning:
+            changed.setdefault(job.workload.quota.lower(), []).append(job)
         after: dict[str, Sequence[Workload]] = dict(result.queues)
         for quota, extra in changed.items():
-            queue = [workload for workload in result.queues.get(quota, ()) if workload.key not in preemptors]
-            for workload in extra:  # the queue is in order already: put the returning jobs at their places
-                insort(queue, workload, key=_order_key)
-            moved.update((workload.key, place) for place, workload in enumerate(queue, start=1))
+            before = result.queues.get(quota, ())
+            keep = list(map(not_, map(preemptors.__contains__, map(id, before))))
+            queue = list(compress(before, keep))
+            queue_jobs = list(compress(_rest(groups, flags, quota), keep))
+            for job in extra:  # the queue is in order already: put the returning jobs at their places
+                place = bisect_right(queue, job.workload.order_key, key=_order_key)
+                queue.insert(place, job.workload)
+                queue_jobs.insert(place, job)
             if queue:
                 after[quota] = tuple(queue)
+                moved[quota] = queue_jobs
             else:
                 after.pop(quota, None)
         queues_after = after
-        positions = _Positions(result.positions, moved, preemptors)
+        positions = QueuePositions(after.values())
         # Worded as admission_pass words it; a job that fits room the reclaims left over says so (the next
         # pass admits it); under Block the first waiting job of a quota waits and the others behind it.
         blocks = {quota: policies.get(quota) is Policy.BLOCK and quota in tree.nodes for quota in after}
@@ -366,11 +436,12 @@ def decide(
             [(queue, queue[0] if blocks[quota] and queue else None) for quota, queue in after.items()],
             fits_note=LEFTOVER_NOTE,
         )
-    # Every job of these queues is held (a waiting job of the snapshot, or a held copy of an evicted one), and
-    # ``by_id`` maps each workload to the job that carries that very workload.
+    # Every job of these queues is held (a waiting job of the snapshot, or a held copy of an evicted one); a
+    # queue the reclaims left alone holds its group's jobs but the ones the admission pass admitted.
     waiting_jobs: list[J] = []
-    for waiting_queue in queues_after.values():
-        waiting_jobs.extend(map(by_id.__getitem__, map(id, waiting_queue)))
+    for quota in queues_after:
+        found = moved.get(quota)
+        waiting_jobs.extend(_rest(groups, flags, quota) if found is None else found)
     final_ledger = ledger
     for job in (*admissions, *(plan.preemptor for plan in reclaims), *late):
         final_ledger = final_ledger.with_admitted(job.workload)

@@ -28,30 +28,40 @@ One :func:`admission_pass` walks a snapshot of waiting jobs once:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, methodcaller
 from types import MappingProxyType
+from typing import Any, TypeVar
 
 from webhook.api.names import MAX_JOBS
-from webhook.core.fit import FitResult, check_fit, limits_of, validate_rate
+from webhook.core.fit import FitResult, limits_of, validate_rate
 from webhook.core.quantity import NANO
+from webhook.core.queue_views import LazyReasons, QueuePositions
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Workload, WorkloadKey
 
 __all__ = [
+    "LazyReasons",
     "PassResult",
     "Policy",
     "PolicyLookup",
     "QueuePolicyError",
+    "QueuePositions",
     "admission_pass",
+    "admit_groups",
     "order",
     "positions_only",
     "resolve_policy",
+    "sort_in_order",
+    "still_waiting",
 ]
+
+_T = TypeVar("_T")
 
 
 class QueuePolicyError(ValueError):
@@ -116,16 +126,42 @@ def order(workloads: Iterable[Workload]) -> list[Workload]:
 def _group(waiting: Iterable[Workload]) -> dict[str, list[Workload]]:
     """Waiting jobs by quota key (lower-cased), each list in dequeue order."""
     groups: dict[str, list[Workload]] = {}
+    by_name: dict[str, list[Workload]] = {}
+    """The same lists by quota name as the jobs spell it (one lookup a job instead of lower-casing each)."""
     for workload in waiting:
-        quota = workload.quota.lower()
-        bucket = groups.get(quota)
+        bucket = by_name.get(workload.quota)
         if bucket is None:
-            groups[quota] = [workload]
-        else:
-            bucket.append(workload)
+            bucket = by_name[workload.quota] = groups.setdefault(workload.quota.lower(), [])
+        bucket.append(workload)
     for bucket in groups.values():
-        bucket.sort(key=_order_key)
+        sort_in_order(bucket)
     return groups
+
+
+def _fields(path: str) -> tuple[attrgetter[Any], ...]:
+    return tuple(attrgetter(f"{path}{name}") for name in ("created", "key.name", "key.namespace", "priority"))
+
+
+_FIELDS = {"": _fields(""), "workload.": _fields("workload.")}
+
+
+def sort_in_order(items: list[_T], path: str = "") -> None:
+    """Sort workloads (or jobs, with ``path="workload."``) in dequeue order, :attr:`Workload.order_key`, in
+    place and stably, as that key's stable sort would.
+
+    A sort on the key tuple compares tuples element by element (most of a pass's time over a million
+    waiting jobs); one stable sort per field compares plain numbers and strings at C speed. By creation time
+    and then priority (descending) is the whole order when no two creation times are equal; else namespace
+    and name are sorted on first."""
+    created, name, namespace, priority = _FIELDS[path]
+    items.sort(key=created)
+    if len(set(map(created, items))) < len(items):
+        items.sort(key=name)
+        items.sort(key=namespace)
+        items.sort(key=created)
+    items.sort(key=priority, reverse=True)
+
+
 
 
 def positions_only(waiting: Iterable[Workload]) -> dict[WorkloadKey, int]:
@@ -136,71 +172,6 @@ def positions_only(waiting: Iterable[Workload]) -> dict[WorkloadKey, int]:
         for index, workload in enumerate(jobs, start=1):
             positions[workload.key] = index
     return positions
-
-
-class LazyReasons(Mapping[WorkloadKey, FitResult]):
-    """Why each still-waiting job waits, computed on first access against the usage after the pass.
-
-    Usage only grows during a pass, so a job that did not fit when it was checked does not fit the final
-    usage either, and the final usage is what the job actually waits on. Jobs held back by ``Block`` say
-    which job they wait behind and why that one waits. The key index is built on first use, so a pass whose
-    reasons nobody reads costs nothing for them.
-    """
-
-    __slots__ = ("_cache", "_fits_note", "_index", "_queues", "_rate", "_tree", "_used")
-
-    def __init__(
-        self,
-        tree: QuotaTree,
-        used: Mapping[str, Resources],
-        rate: Fraction,
-        queues: Sequence[tuple[Sequence[Workload], Workload | None]],
-        fits_note: str | None = None,
-    ) -> None:
-        self._tree = tree
-        self._used = used
-        self._rate = rate
-        self._queues = queues
-        """``(waiting jobs in order, the job that blocks the others or None)`` of every quota."""
-        self._fits_note = fits_note
-        """When set, a job that is not held behind another and fits the final usage waits with this note
-        (the controller's "room a reclaim left over goes to the next pass")."""
-        self._index: dict[WorkloadKey, tuple[Workload, Workload | None]] | None = None
-        self._cache: dict[WorkloadKey, FitResult] = {}
-
-    def _entries(self) -> dict[WorkloadKey, tuple[Workload, Workload | None]]:
-        if self._index is None:
-            index: dict[WorkloadKey, tuple[Workload, Workload | None]] = {}
-            for rest, blocker in self._queues:
-                for workload in rest:
-                    index[workload.key] = (workload, None if workload is blocker else blocker)
-            self._index = index
-        return self._index
-
-    def __getitem__(self, key: WorkloadKey) -> FitResult:
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        workload, blocker = self._entries()[key]
-        if blocker is None:
-            result = check_fit(self._tree, self._used, workload, self._rate)
-            if result.fits and self._fits_note is not None:
-                result = FitResult(fits=False, note=self._fits_note)
-        else:
-            why = self[blocker.key].explain()
-            result = FitResult(
-                fits=False,
-                blocked_behind=blocker.key,
-                note=f"blocked behind {blocker.key} (queue policy Block), which waits: {why}",
-            )
-        self._cache[key] = result
-        return result
-
-    def __iter__(self) -> Iterator[WorkloadKey]:
-        return iter(self._entries())
-
-    def __len__(self) -> int:
-        return len(self._entries())
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +218,8 @@ class _Queue:
     """The turn of the last job of this queue that was checked: the next candidate's turn is not earlier."""
     least: dict[str, int] | None = None
     """Per limited resource, the least any job from the queue's first miss on asks for (made at that miss)."""
+    bound: Mapping[str, int] | None = None
+    """Per resource, the least any job of the queue asks for (given, or ``None``): at most ``least``."""
 
 
 _Turn = tuple[float, int, str, str]
@@ -297,10 +270,20 @@ def _none_fits(queue: _Queue, position: int) -> bool:
         return True
     least = queue.least
     if least is None:
+        bound = queue.bound
+        if bound is not None and any(
+            head[resource] < bound.get(resource, 0) and bound.get(resource, 0) > 0 for head, resource in queue.limits
+        ):
+            return True  # below the least of every job, so below the least of the rest
         least = queue.least = {}
+        rest = list(map(_amounts_of, queue.jobs[position:]))
         for resource in {resource for _, resource in queue.limits}:
-            least[resource] = min(_raw(workload.request).get(resource, 0) for workload in queue.jobs[position:])
+            least[resource] = min(map(methodcaller("get", resource, 0), rest))
     return any(head[resource] < least[resource] and least[resource] > 0 for head, resource in queue.limits)
+
+
+_amounts_of = attrgetter("request._items")
+"""A job's request as a plain dict (see :func:`_raw`), at C speed over a queue."""
 
 
 def _raw(resources: Resources) -> Mapping[str, int]:
@@ -323,9 +306,24 @@ def admission_pass(
     waiting; keys must be unique (pass a snapshot keyed by :class:`WorkloadKey`). A job whose quota is not
     in the tree waits, with a reason saying so. Nothing passed in is modified.
     """
+    return admit_groups(tree, used, _group(waiting), policy_for, oversell_rate)[0]
+
+
+def admit_groups(
+    tree: QuotaTree,
+    used: Mapping[str, Resources],
+    groups: Mapping[str, list[Workload]],
+    policy_for: PolicyLookup,
+    oversell_rate: Fraction | int,
+    *,
+    least: Mapping[str, Mapping[str, int]] | None = None,
+) -> tuple[PassResult, dict[str, bytearray]]:
+    """:func:`admission_pass` over waiting jobs already grouped by quota key (lower-cased), each group in
+    dequeue order (:attr:`Workload.order_key`; the groups are not modified), and which jobs of each group it
+    admitted (``1`` at a job's index in its group). ``least`` (optional, per quota key and resource) is the
+    least any job of the group asks for: a bound that settles a queue without a walk over its rest."""
     rate = validate_rate(oversell_rate)
     lookup = _policy_function(policy_for)
-    groups = _group(waiting)
 
     heads_by_node: dict[str, dict[str, int]] = {}
     for key, node in tree.nodes.items():
@@ -347,6 +345,7 @@ def admission_pass(
                 limits=[(head, resource) for head in heads for resource in head if resource != MAX_JOBS],
                 counts=[head for head in heads if MAX_JOBS in head],
                 admitted=bytearray(len(jobs)),
+                bound=least.get(quota) if least is not None else None,
             )
         )
 
@@ -436,26 +435,34 @@ def admission_pass(
     for key, delta in added.items():
         used_after[key] = used.get(key, EMPTY) + delta
 
-    positions: dict[WorkloadKey, int] = {}
-    waiting_lists: list[tuple[list[Workload], Workload | None]] = []
+    waiting_lists: list[tuple[Sequence[Workload], Workload | None]] = []
     still: dict[str, tuple[Workload, ...]] = {}
+    flags: dict[str, bytearray] = {}
     for quota, queue in zip(groups, queues, strict=True):
         if any(queue.admitted):
-            rest = [workload for workload, done in zip(queue.jobs, queue.admitted, strict=True) if not done]
+            rest: Sequence[Workload] = still_waiting(queue.jobs, queue.admitted)
+            flags[quota] = queue.admitted
         else:
             rest = queue.jobs
         if not rest:
             continue
-        for place, workload in enumerate(rest, start=1):
-            positions[workload.key] = place
-        waiting_lists.append((rest, queue.jobs[queue.blocker] if queue.blocker >= 0 else None))
-        still[quota] = tuple(rest)
+        kept = still[quota] = tuple(rest)
+        waiting_lists.append((kept, queue.jobs[queue.blocker] if queue.blocker >= 0 else None))
 
     return PassResult(
         admitted=tuple(admitted),
-        positions=MappingProxyType(positions),
+        positions=QueuePositions(still.values()),
         reasons=LazyReasons(tree, used_after, rate, waiting_lists),
         used=MappingProxyType(used_after),
         queues=MappingProxyType(still),
         checks=checks,
-    )
+    ), flags
+
+
+_FLIP = bytes.maketrans(b"\x00\x01", b"\x01\x00")
+"""Turns an ``admitted`` bytearray into a ``still waiting`` one."""
+
+
+def still_waiting(group: Iterable[_T], admitted: bytearray) -> list[_T]:
+    """The members of a group (or of a list parallel to it) whose job :func:`admit_groups` did not admit."""
+    return list(compress(group, admitted.translate(_FLIP)))

@@ -10,9 +10,10 @@ and whether taking one keeps its quota at ``min``); the rules themselves are the
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Mapping
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
-from operator import attrgetter
+from operator import attrgetter, methodcaller
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.fit import limits_of, validate_rate
@@ -46,24 +47,31 @@ class Chain:
 class Candidate:
     """An admitted job that a plan may take (evict, or withhold when ``fresh``)."""
 
-    __slots__ = ("chain", "delta", "fresh", "key", "priority", "sort", "workload")
+    __slots__ = ("_delta", "chain", "fresh", "key", "priority", "sort", "workload")
 
     def __init__(self, workload: Workload, chain: Chain, fresh: bool, rank: float) -> None:
         self.workload = workload
-        self.key = workload.key
+        self.key = key = workload.key
         self.chain = chain
         self.fresh = fresh
         self.priority = workload.priority
-        delta = dict(workload.request.items())
-        delta[MAX_JOBS] = delta.get(MAX_JOBS, 0) + NANO
-        self.delta = delta
-        """What it holds at every level of its chain (:attr:`Workload.request_with_count`)."""
-        key = workload.key
+        self._delta: dict[str, int] | None = None
         self.sort = (workload.priority, -rank, key.namespace, key.name, key.kind)
         """Eviction order inside one leaf: lowest priority, then most recently admitted, then name."""
 
+    @property
+    def delta(self) -> dict[str, int]:
+        """What it holds at every level of its chain (:attr:`Workload.request_with_count`); made when first
+        read (most candidates of a leaf are never looked at: they are made to be put in order)."""
+        delta = self._delta
+        if delta is None:
+            delta = self._delta = dict(self.workload.request.items())
+            delta[MAX_JOBS] = delta.get(MAX_JOBS, 0) + NANO
+        return delta
+
 
 sort_key = attrgetter("sort")
+_amounts_of = attrgetter("request._items")
 
 Blockers = list[tuple[int, str, int]]
 """``(depth in the preemptor's chain, resource, how much too much)`` of every blocking level and resource."""
@@ -83,6 +91,7 @@ class ReclaimIndex:
         fresh: Iterable[Workload] = (),
         ordered: Iterable[str] = (),
         budget: int | None = None,
+        running: Mapping[str, Sequence[Workload]] | None = None,
     ) -> None:
         self.tree = tree
         self._ordered = {quota.lower() for quota in ordered}
@@ -123,6 +132,8 @@ class ReclaimIndex:
         (:meth:`_running_of`); their totals are counted at once."""
         for index, workload in enumerate(fresh):
             self._index(workload, True, float(index))
+        for leaf, leaf_jobs in (running or {}).items():
+            self._take_leaf(leaf, leaf_jobs)
         seen = set(self._candidates)
         for workload in admitted:
             chain = self._chain(workload.quota)
@@ -147,6 +158,18 @@ class ReclaimIndex:
             self._refresh(leaf)
 
     # Index ------------------------------------------------------------------------------------------------
+    def _take_leaf(self, leaf: str, members: Sequence[Workload]) -> None:
+        """The admitted jobs of node ``leaf``, none of them also fresh or given twice (what the walk over
+        ``admitted`` does job by job, with each sum at C speed over the jobs)."""
+        if self._chain(leaf) is None or not members:
+            return
+        self._later.setdefault(leaf, []).extend(members)
+        sums = self._totals.setdefault(leaf, ({}, {}))[False]
+        amounts = list(map(_amounts_of, members))
+        for resource in dict.fromkeys(itertools.chain.from_iterable(amounts)):
+            sums[resource] = sums.get(resource, 0) + sum(map(methodcaller("get", resource, 0), amounts))
+        sums[MAX_JOBS] = sums.get(MAX_JOBS, 0) + NANO * len(members)
+
     def _chain(self, quota: str) -> Chain | None:
         """The chain of the quota named ``quota`` (any case; cached under the name as given too)."""
         try:

@@ -22,11 +22,24 @@ class WorkloadError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class WorkloadKey:
-    """Identity of a job: ``kind/namespace/name``."""
+    """Identity of a job: ``kind/namespace/name``.
+
+    Its hash is computed once (a decision pass keys dicts and sets of a million jobs by it); it is never
+    pickled or copied (the hash of a string differs between processes), only the three names are."""
 
     kind: str
     namespace: str
     name: str
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.kind, self.namespace, self.name)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[WorkloadKey], tuple[str, str, str]]:
+        return WorkloadKey, (self.kind, self.namespace, self.name)
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.namespace}/{self.name}"
@@ -71,6 +84,9 @@ class Workload:
     phase: Phase = Phase.QUEUED
     admitted_at: float | None = None
     request: Resources = field(default=EMPTY, compare=False)
+    order_key: tuple[int, float, str, str] = field(init=False, repr=False, compare=False)
+    """Dequeue order inside a quota: priority descending, then creation time, then namespace and name (made
+    once, with the job: a pass sorts a million jobs by it)."""
 
     def __post_init__(self) -> None:
         if self.request is EMPTY and self.pod_sets:
@@ -78,16 +94,13 @@ class Workload:
             for pod_set in self.pod_sets:
                 req = req + pod_set.total
             object.__setattr__(self, "request", req)
+        key = self.key
+        object.__setattr__(self, "order_key", (-self.priority, self.created, key.namespace, key.name))
 
     @property
     def request_with_count(self) -> Resources:
         """The request plus one ``kube-queue/max-jobs`` (the job itself counts against job caps)."""
         return self.request + {MAX_JOBS: NANO}
-
-    @property
-    def order_key(self) -> tuple[int, float, str, str]:
-        """Dequeue order inside a quota: priority descending, then creation time, then name."""
-        return (-self.priority, self.created, self.key.namespace, self.key.name)
 
 
 # Effective pod request ---------------------------------------------------------------------------------------
