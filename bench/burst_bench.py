@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubernetes_asyncio import client as k8s_client
 
-from bench import burst_stats, e2e_metrics, e2e_shapes
+from bench import burst_stats, devrun, e2e_metrics, e2e_shapes
 from bench.burst_report import report
 from bench.e2e_bench import NAMESPACES, QUEUES, TREES, nodes
 from webhook.api.kinds import ELASTIC_QUOTA_TREE
@@ -294,27 +292,16 @@ def main(argv: list[str] | None = None) -> int:
     if not devsystem.service_available():
         sys.stdout.write(report([], command, CAP, 0.0, "the service (kq serve) is not in this build"))
         return 0
-    state = Path(tempfile.mkdtemp(prefix="kq-bench-burst-"))
-    config = ClusterConfig(state_dir=state, ports=Ports(args.port_base), nodes=nodes(CAP * len(in_flights)))
-    echo = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    config = ClusterConfig(state_dir=devrun.state_dir("burst"), ports=Ports(args.port_base),
+                           nodes=nodes(CAP * len(in_flights)))
     bursts: list[Burst] = []
-    lifetime_peak = 0.0
-    problem = ""
-    try:
-        print(f"burst bench: dev cluster in {state} on ports {args.port_base}+ ...", file=sys.stderr)
-        with contextlib.redirect_stdout(sys.stderr):  # its progress lines are not part of the report
-            devsystem.up(config)
+
+    def work() -> float:
         asyncio.run(measure(config, args.jobs, in_flights, bursts))
-        lifetime_peak = _rss_mib(service_pid(config), "VmHWM")
-    except Exception as error:  # a report, not a test: say what went wrong instead of inventing numbers
-        problem = f"{type(error).__name__}: {error}"
-        print(f"burst bench failed: {problem}; logs in {config.logs}", file=sys.stderr)
-        shutil.copytree(config.logs, Path(tempfile.gettempdir()) / f"kq-bench-burst-logs-{int(time.time())}",
-                        dirs_exist_ok=True)
-    finally:
-        cluster.down(config, purge=True, echo=echo)
-        shutil.rmtree(state, ignore_errors=True)
-    sys.stdout.write(report(bursts, command, CAP, lifetime_peak, problem))
+        return _rss_mib(service_pid(config), "VmHWM")
+
+    lifetime_peak, problem = devrun.run("burst", config, work)
+    sys.stdout.write(report(bursts, command, CAP, lifetime_peak or 0.0, problem))
     return 0
 
 

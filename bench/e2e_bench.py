@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.e2e_bench [--jobs 500] [--port-base 56400]
 
-One dev cluster (``webhook.cli.devsystem.up``, the service with ``--oversellrate=1``), four shapes of JOBS small
+One dev cluster (``webhook.cli.devsystem.up``, the service with ``--oversellrate=1``), five shapes of JOBS small
 Jobs (1 pod, 10m CPU, 16Mi) each in its own namespace, measured in this order (:mod:`bench.e2e_shapes`):
 
 1. raw release: suspended Jobs outside the quota tree, each released by one ``spec.suspend: false`` merge patch,
@@ -27,13 +27,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import datetime
 import json
 import re
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -41,15 +38,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import e2e_metrics, e2e_shapes, noop_webhook
+from bench import devrun, e2e_metrics, e2e_shapes, noop_webhook
 from bench.e2e_report import report
-from webhook.api.kinds import ELASTIC_QUOTA_TREE, QUEUE
+from webhook.api.kinds import (
+    ELASTIC_QUOTA_TREE,
+    MUTATING_WEBHOOK_CONFIGURATION,
+    QUEUE,
+    VALIDATING_WEBHOOK_CONFIGURATION,
+)
 from webhook.api.names import MANAGED_NAMESPACE_LABEL, QUEUE_NAMESPACE, TREE_NAMESPACE
 from webhook.cli import devsystem
 from webhook.controller.settings import ControllerSettings
 from webhook.core.quota import queue_name
 from webhook.core.resources import Resources
-from webhook.devcluster import cluster
 from webhook.devcluster.config import ClusterConfig, NodeSpec, Ports, default_nodes
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
@@ -62,11 +63,8 @@ HELD_LEAF, OPEN_LEAF = "bench", "open"
 TREES = ResourceRef.of(ELASTIC_QUOTA_TREE, TREE_NAMESPACE)
 QUEUES = ResourceRef.of(QUEUE, QUEUE_NAMESPACE)
 NAMESPACES = ResourceRef("", "v1", "namespaces")
-WEBHOOK_CONFIGURATIONS = {
-    "MutatingWebhookConfiguration": ResourceRef("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"),
-    "ValidatingWebhookConfiguration": ResourceRef(
-        "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations"),
-}
+WEBHOOK_CONFIGURATIONS = {kind.kind: ResourceRef.of(kind)
+                          for kind in (MUTATING_WEBHOOK_CONFIGURATION, VALIDATING_WEBHOOK_CONFIGURATION)}
 WRITES_IN_FLIGHT = ControllerSettings().write_concurrency
 """The controller's own number of release patches in flight: the raw shapes use the same."""
 
@@ -273,28 +271,17 @@ def main(argv: list[str] | None = None) -> int:
     if not devsystem.service_available():
         sys.stdout.write(report(None, command, WRITES_IN_FLIGHT, "the service (kq serve) is not in this build"))
         return 0
-    state = Path(tempfile.mkdtemp(prefix="kq-bench-e2e-"))
-    config = ClusterConfig(state_dir=state, ports=Ports(args.port_base), nodes=nodes(args.jobs),
+    config = ClusterConfig(state_dir=devrun.state_dir("e2e"), ports=Ports(args.port_base), nodes=nodes(args.jobs),
                            service_args=("--oversellrate=1", *args.service_arg))
-    echo = lambda line: print(line, file=sys.stderr)  # noqa: E731
-    figures: dict[str, Measured] | None = None
-    problem = ""
-    try:
-        print(f"e2e bench: dev cluster in {state} on ports {args.port_base}+ ...", file=sys.stderr)
-        with contextlib.redirect_stdout(sys.stderr):  # its progress lines are not part of the report
-            devsystem.up(config)
+
+    def work() -> dict[str, Measured]:
         figures = asyncio.run(measure(config, args.jobs))
         skip = ("delta", "releases_delta", "log")
         print(json.dumps({name: {key: value for key, value in shape.items() if key not in skip}
                           for name, shape in figures.items()}), file=sys.stderr)
-    except Exception as error:  # a report, not a test: say what went wrong instead of inventing numbers
-        problem = f"{type(error).__name__}: {error}"
-        print(f"e2e bench failed: {problem}; logs in {config.logs}", file=sys.stderr)
-        shutil.copytree(config.logs, Path(tempfile.gettempdir()) / f"kq-bench-e2e-logs-{int(time.time())}",
-                        dirs_exist_ok=True)
-    finally:
-        cluster.down(config, purge=True, echo=echo)
-        shutil.rmtree(state, ignore_errors=True)
+        return figures
+
+    figures, problem = devrun.run("e2e", config, work)
     sys.stdout.write(report(figures, command, WRITES_IN_FLIGHT, problem))
     return 0
 
