@@ -3,7 +3,9 @@
 * :func:`raw_release` - the physical limit: N suspended Jobs in a namespace outside the quota tree (no webhook,
   no controller), released by a ``spec.suspend: false`` merge patch each, with as many patches in flight as the
   controller keeps (its ``write_concurrency``).
-* :func:`raw_open` - the physical limit of a job submitted open: create it suspended, then that one patch.
+* :func:`raw_open` - a job submitted open with nothing of a queue on its path: create it suspended, then that
+  one patch (:mod:`bench.e2e_bench` also runs it through a do-nothing webhook: the limit for webhook-based
+  queues).
 * :func:`held_release` - our admissions of N Jobs held by a quota capped at ``kube-queue/max-jobs: 0``, from
   the moment the cap is lifted.
 * :func:`open_submit` - our admissions of N Jobs created into a quota that fits them all, as users feel them:

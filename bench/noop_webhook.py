@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from webhook.api.kinds import MUTATING_WEBHOOK_CONFIGURATION, VALIDATING_WEBHOOK_CONFIGURATION
 from webhook.devcluster import processes
 from webhook.devcluster.config import ClusterConfig
 
@@ -101,11 +102,9 @@ def configurations(config: ClusterConfig, namespace: str) -> list[dict[str, Any]
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
         }
 
-    api = "admissionregistration.k8s.io/v1"
     return [
-        {"apiVersion": api, "kind": "MutatingWebhookConfiguration", "metadata": {"name": NAME},
-         "webhooks": [hook("mutate", "/mutate")]},
-        {"apiVersion": api, "kind": "ValidatingWebhookConfiguration", "metadata": {"name": NAME},
-         "webhooks": [hook("validate", "/validate")]},
+        {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": NAME}, "webhooks": [hook(verb, path)]}
+        for kind, verb, path in ((MUTATING_WEBHOOK_CONFIGURATION, "mutate", "/mutate"),
+                                 (VALIDATING_WEBHOOK_CONFIGURATION, "validate", "/validate"))
     ]
 
