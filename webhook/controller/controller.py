@@ -30,7 +30,7 @@ from webhook.controller.lifecycle import JobLifecycle
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
 from webhook.controller.settings import ControllerSettings, settings_from_args
-from webhook.controller.starts import check_starts
+from webhook.controller.starts import StartMemo, check_starts
 from webhook.controller.writer import Stats, Writer
 from webhook.core.fit import format_rate
 from webhook.core.queueing import Policy
@@ -70,6 +70,7 @@ class Controller(JobLifecycle):
                                   on_unsized=self._warn_unsized, on_status=self._status_changed)
         self.cache.pods.add_listener(self._pod_changed)
         self._started: set[str] = set()
+        self._start_memo = StartMemo()
         """Admission ids of released jobs seen started (docs/start-timeout.md)."""
         self._awaiting: set[tuple[str, str, str]] = set()
         self._timer_due: float | None = None
@@ -301,8 +302,11 @@ class Controller(JobLifecycle):
         now = self._wall()
         checks = None
         if self.settings.start_timeout > 0:
-            checks = check_starts(jobs, cache.pod_index, self._started, now=now, timeout=self.settings.start_timeout)
-            self._started &= {job.record.id for job in jobs if job.record is not None}
+            checks = check_starts(jobs, cache.pod_index, self._started, now=now, timeout=self.settings.start_timeout,
+                                  memo=self._start_memo)
+            admissions = {job.record.id for job in jobs if job.record is not None}
+            self._started &= admissions
+            self._start_memo.keep_only(admissions)
             self._awaiting = checks.awaiting
             if checks.failed:
                 held = await self._back_off_all(jobs, checks, now)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from webhook.api.objects import Obj
+from webhook.api.objects import Obj, resource_version_of
 from webhook.controller.model import TrackedJob
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
@@ -129,6 +129,18 @@ class PodIndex:
         """Namespace -> pod name -> the pod, for bound pods that have not finished."""
         self.changed: set[OwnerKey] = set()
         """Owners whose pods changed since the controller last looked (it clears the set)."""
+        self._versions: dict[OwnerKey, int] = {}
+        self._tick = 0
+        """Never reset, not even by a re-list: a version once read is never given to another state."""
+
+    def version(self, owner: OwnerKey) -> int:
+        """A number that changes whenever a pod of ``owner`` comes, changes or goes (0: never seen one)."""
+        return self._versions.get(owner, 0)
+
+    def _touched(self, owner: OwnerKey) -> None:
+        self._tick += 1
+        self._versions[owner] = self._tick
+        self.changed.add(owner)
 
     def listener(self, cache: WatchCache, event: CacheEvent) -> None:
         """For :meth:`WatchCache.add_listener`."""
@@ -136,6 +148,7 @@ class PodIndex:
             self._by_owner.clear()
             self._owner_of.clear()
             self._bound.clear()
+            self._versions.clear()
             for obj in cache.items():
                 self._put(obj)
             self.changed.update(self._by_owner)
@@ -164,7 +177,7 @@ class PodIndex:
             return
         self._by_owner.setdefault(owner, {})[state.name] = state
         self._owner_of[(owner[0], state.name)] = owner
-        self.changed.add(owner)
+        self._touched(owner)
 
     def _drop(self, obj: Obj) -> None:
         metadata = _mapping(obj.get("metadata"))
@@ -180,7 +193,7 @@ class PodIndex:
             pods.pop(key[1], None)
             if not pods:
                 del self._by_owner[owner]
-        self.changed.add(owner)
+        self._touched(owner)
 
     def foreign_usage(self, tree: QuotaTree, accounted: Callable[[str, str, str], bool]) -> dict[str, Resources]:
         """Per leaf key: what the bound, unfinished pods of its namespaces request that no job of the queue
@@ -203,12 +216,82 @@ class PodIndex:
 
     def pods_of(self, job: TrackedJob) -> list[PodState]:
         """The current pods of ``job`` (by the owners its adapter names)."""
-        namespace = job.workload.key.namespace
-        return [
-            pod
-            for kind, name in job.adapter.pod_owners(job.obj)
-            for pod in self._by_owner.get((namespace, kind, name), {}).values()
-        ]
+        return self.pods_of_owners(owners_of(job))
+
+    def pods_of_owners(self, owners: Iterable[OwnerKey]) -> list[PodState]:
+        return [pod for owner in owners for pod in self._by_owner.get(owner, {}).values()]
+
+
+def owners_of(job: TrackedJob) -> tuple[OwnerKey, ...]:
+    """The pod owners of ``job`` (by the owners its adapter names), with its namespace."""
+    namespace = job.workload.key.namespace
+    return tuple((namespace, kind, name) for kind, name in job.adapter.pod_owners(job.obj))
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """One job's last start verdict and what it was computed from."""
+
+    version: str
+    """The job's resourceVersion."""
+    timeout: float
+    owners: tuple[OwnerKey, ...]
+    pods: tuple[int, ...]
+    """:meth:`PodIndex.version` of each owner."""
+    verdict: StartVerdict
+
+
+class StartMemo:
+    """The last start verdict of each released job, by admission id, so a pass re-checks only jobs whose
+    verdict may have moved.
+
+    :func:`~webhook.core.startup.start_verdict` reads the job (its expected pods, gang, admission time), its
+    pods, the timeout and the clock; the clock only matters at the deadline. So a job still waiting keeps its
+    verdict while its object (resourceVersion), its owners' pods (:meth:`PodIndex.version`) and the timeout
+    are the same and its deadline has not come. Without this, every pass of a burst of admissions re-checked
+    every released job that had not started yet (issue 23)."""
+
+    def __init__(self) -> None:
+        self._checked: dict[str, _Checked] = {}
+        self.reused = 0
+        """Verdicts reused (for tests)."""
+
+    def verdict(self, job: TrackedJob, record_id: str, pods: PodIndex, *, now: float, timeout: float
+                ) -> tuple[StartVerdict, tuple[OwnerKey, ...]]:
+        """The job's start verdict now, and its pod owners."""
+        version = resource_version_of(job.obj)
+        last = self._checked.get(record_id) if record_id and version else None
+        if (
+            last is not None
+            and last.version == version
+            and last.timeout == timeout
+            and last.verdict.status is StartStatus.WAITING
+            and (last.verdict.deadline is None or now < last.verdict.deadline)
+            and last.pods == tuple(pods.version(owner) for owner in last.owners)
+        ):
+            self.reused += 1
+            return last.verdict, last.owners
+        owners = owners_of(job)
+        workload = job.workload
+        record = job.record
+        admitted_at = (record.admitted_at if record is not None else 0.0) or workload.admitted_at or workload.created
+        verdict = start_verdict(
+            sum(pod_set.count for pod_set in workload.pod_sets),
+            pods.pods_of_owners(owners),
+            gang=job.adapter.needs_all_pods(job.obj),
+            admitted_at=admitted_at,
+            now=now,
+            timeout=timeout,
+        )
+        if record_id and version:
+            self._checked[record_id] = _Checked(version, timeout, owners,
+                                                tuple(pods.version(owner) for owner in owners), verdict)
+        return verdict, owners
+
+    def keep_only(self, record_ids: set[str]) -> None:
+        """Forget the jobs no longer released under these admissions."""
+        for gone in self._checked.keys() - record_ids:
+            del self._checked[gone]
 
 
 @dataclass(slots=True)
@@ -226,11 +309,14 @@ class StartChecks:
 
 
 def check_starts(
-    jobs: Iterable[TrackedJob], pods: PodIndex, started: set[str], *, now: float, timeout: float
+    jobs: Iterable[TrackedJob], pods: PodIndex, started: set[str], *, now: float, timeout: float,
+    memo: StartMemo | None = None,
 ) -> StartChecks:
     """Check every released job not yet seen started in its admission (ids in ``started``, which this adds
-    to). Pods and Pod-kind jobs that cannot be held again are not checked (nothing can hold them back)."""
+    to). Pods and Pod-kind jobs that cannot be held again are not checked (nothing can hold them back).
+    ``memo`` carries the verdicts over from the last pass (:class:`StartMemo`)."""
     out = StartChecks()
+    memo = memo if memo is not None else StartMemo()
     for job in jobs:
         record = job.record
         workload = job.workload
@@ -240,16 +326,7 @@ def check_starts(
             if job.backoff is not None:
                 out.started_with_note.append(job)
             continue
-        expected = sum(pod_set.count for pod_set in workload.pod_sets)
-        admitted_at = record.admitted_at or workload.admitted_at or workload.created
-        verdict = start_verdict(
-            expected,
-            pods.pods_of(job),
-            gang=job.adapter.needs_all_pods(job.obj),
-            admitted_at=admitted_at,
-            now=now,
-            timeout=timeout,
-        )
+        verdict, owners = memo.verdict(job, record.id, pods, now=now, timeout=timeout)
         if verdict.status is StartStatus.STARTED:
             if record.id:
                 started.add(record.id)
@@ -258,7 +335,7 @@ def check_starts(
         elif verdict.status is StartStatus.FAILED:
             out.failed.append((job, verdict))
         else:
-            out.awaiting.update((workload.key.namespace, kind, name) for kind, name in job.adapter.pod_owners(job.obj))
+            out.awaiting.update(owners)
             if verdict.deadline is not None:
                 out.next_deadline = verdict.deadline if out.next_deadline is None else min(
                     out.next_deadline, verdict.deadline
