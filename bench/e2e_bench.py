@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import devrun, e2e_metrics, e2e_shapes, noop_webhook
+from bench import devrun, e2e_metrics, e2e_pairs, e2e_shapes, noop_webhook
 from bench.e2e_report import report
 from webhook.api.kinds import (
     ELASTIC_QUOTA_TREE,
@@ -69,16 +69,19 @@ WRITES_IN_FLIGHT = ControllerSettings().write_concurrency
 """The controller's own number of release patches in flight: the raw shapes use the same."""
 
 
-def nodes(jobs: int) -> tuple[NodeSpec, ...]:
-    """Four regular nodes with room for every pod of the five shapes (so no pod of a later shape waits for a
-    node an earlier one filled), and the virtual node."""
-    room = max(110, -(-SHAPES * jobs // 4) + 50)
+def nodes(jobs: int, pairs: int = 0) -> tuple[NodeSpec, ...]:
+    """Four regular nodes with room for every pod of the five shapes and the pairs (so no pod of a later shape
+    waits for a node an earlier one filled), and the virtual node."""
+    room = max(110, -(-(SHAPES + 2 * pairs) * jobs // 4) + 50)
     regular = tuple(NodeSpec(f"ecs-{i}", "64", "256Gi", 4, pods=room) for i in range(4))
     return regular + tuple(spec for spec in default_nodes() if spec.virtual)
 
 
+TOTAL = {"cpu": "1000", "memory": "1000Gi"}
+
+
 def tree(cap: int) -> dict[str, Any]:
-    total = {"cpu": "1000", "memory": "1000Gi"}
+    total = TOTAL
     return {
         "apiVersion": ELASTIC_QUOTA_TREE.api_version,
         "kind": "ElasticQuotaTree",
@@ -128,19 +131,6 @@ async def _noop_webhooks(config: ClusterConfig, client: KubeClient) -> None:
         return noop_webhook.ANNOTATION in ((made.get("metadata") or {}).get("annotations") or {})
 
     await e2e_shapes.wait_for(called, 60, "the do-nothing webhook to be called")
-
-
-async def _pods_running(client: KubeClient, namespace: str, count: int, timeout: float = 180) -> float:
-    """Wait until ``count`` pods of the namespace run; the seconds waited."""
-    started = time.perf_counter()
-    pods = ResourceRef("", "v1", "pods", namespace)
-
-    async def check() -> bool:
-        items = (await client.list_page(pods, limit=count + 50)).get("items", [])
-        return sum(1 for item in items if (item.get("status") or {}).get("phase") == "Running") >= count
-
-    await e2e_shapes.wait_for(check, timeout, f"{count} running pods in {namespace}")
-    return time.perf_counter() - started
 
 
 async def _status_settled(client: KubeClient, leaf: str, namespace: str, count: int, timeout: float = 60) -> float:
@@ -218,7 +208,7 @@ async def _burst(config: ClusterConfig, client: KubeClient, name: str, namespace
     if leaf is not None:
         figures["status_settled_s"] = await _status_settled(client, leaf, namespace, count)
         figures["events_sent_s"] = await _admitted_events(client, namespace, count)
-    figures["pods_running_s"] = await _pods_running(client, namespace, count)
+    figures["pods_running_s"] = await e2e_shapes.pods_running(client, namespace, count)
     after = await e2e_metrics.scrape(config)
     figures["window_s"] = time.time() - wall
     figures["delta"] = e2e_metrics.delta(before, after)
@@ -227,7 +217,7 @@ async def _burst(config: ClusterConfig, client: KubeClient, name: str, namespace
     return figures
 
 
-async def measure(config: ClusterConfig, count: int) -> dict[str, Measured]:
+async def measure(config: ClusterConfig, count: int, pairs: int = 0) -> dict[str, Any]:
     async with await KubeClient.connect(str(config.kubeconfig)) as client:
         await _prepare(client)
         started = time.perf_counter()
@@ -235,7 +225,7 @@ async def measure(config: ClusterConfig, count: int) -> dict[str, Measured]:
         created = time.perf_counter() - started
         await e2e_shapes.all_suspended(client, HELD, count)
         await e2e_shapes.raw_prepare(client, RAW, count)
-        out: dict[str, Measured] = {}
+        out: dict[str, Any] = {}
         out["raw"] = await _burst(config, client, "raw release", RAW, count=count, leaf=None,
                                   run=lambda: e2e_shapes.raw_release(client, RAW, count, WRITES_IN_FLIGHT))
 
@@ -255,6 +245,9 @@ async def measure(config: ClusterConfig, count: int) -> dict[str, Measured]:
         await asyncio.to_thread(noop_webhook.stop, config)
         out["open"] = await _burst(config, client, "open", OPEN, count=count, leaf=OPEN_LEAF,
                                    run=lambda: e2e_shapes.open_submit(client, OPEN, count))
+        out["pairs"] = [await e2e_pairs.run_pair(client, index, trees=TREES, tree_name="elasticquotatree", count=count,
+                                                 in_flight=WRITES_IN_FLIGHT, total=TOTAL)
+                        for index in range(1, pairs + 1)]
         return out
 
 
@@ -262,23 +255,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--port-base", type=int, default=56400)
+    parser.add_argument("--pairs", type=int, default=0,
+                        help="after the five shapes, this many more pairs of held and raw release, in alternating "
+                             "order (bench/e2e_pairs.py)")
     parser.add_argument("--service-arg", action="append", default=[], metavar="ARG",
                         help="one more argument for kq serve (e.g. --service-arg=--status-interval=2)")
     args = parser.parse_args(argv)
-    command = COMMAND if (args.jobs, args.port_base, args.service_arg) == (500, 56400, []) else " ".join(
-        [COMMAND, f"--jobs {args.jobs}", f"--port-base {args.port_base}",
-         *(f"--service-arg={arg}" for arg in args.service_arg)])
+    command = COMMAND if (args.jobs, args.port_base, args.pairs, args.service_arg) == (500, 56400, 0, []) else (
+        " ".join([COMMAND, f"--jobs {args.jobs}", f"--port-base {args.port_base}",
+                  *([f"--pairs {args.pairs}"] if args.pairs else []),
+                  *(f"--service-arg={arg}" for arg in args.service_arg)]))
     if not devsystem.service_available():
         sys.stdout.write(report(None, command, WRITES_IN_FLIGHT, "the service (kq serve) is not in this build"))
         return 0
-    config = ClusterConfig(state_dir=devrun.state_dir("e2e"), ports=Ports(args.port_base), nodes=nodes(args.jobs),
-                           service_args=("--oversellrate=1", *args.service_arg))
+    config = ClusterConfig(state_dir=devrun.state_dir("e2e"), ports=Ports(args.port_base),
+                           nodes=nodes(args.jobs, args.pairs), service_args=("--oversellrate=1", *args.service_arg))
 
-    def work() -> dict[str, Measured]:
-        figures = asyncio.run(measure(config, args.jobs))
+    def work() -> dict[str, Any]:
+        figures = asyncio.run(measure(config, args.jobs, args.pairs))
         skip = ("delta", "releases_delta", "log")
         print(json.dumps({name: {key: value for key, value in shape.items() if key not in skip}
-                          for name, shape in figures.items()}), file=sys.stderr)
+                          for name, shape in figures.items() if name != "pairs"}), file=sys.stderr)
+        print(json.dumps({"pairs": figures["pairs"]}), file=sys.stderr)
         return figures
 
     figures, problem = devrun.run("e2e", config, work)

@@ -58,6 +58,19 @@ async def wait_for(check: Callable[[], Awaitable[bool]], timeout: float, what: s
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+async def pods_running(client: KubeClient, namespace: str, count: int, timeout: float = 180) -> float:
+    """Wait until ``count`` pods of the namespace run; the seconds waited."""
+    started = time.perf_counter()
+    pods = ResourceRef("", "v1", "pods", namespace)
+
+    async def check() -> bool:
+        items = (await client.list_page(pods, limit=count + 50)).get("items", [])
+        return sum(1 for item in items if (item.get("status") or {}).get("phase") == "Running") >= count
+
+    await wait_for(check, timeout, f"{count} running pods in {namespace}")
+    return time.perf_counter() - started
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     if not ordered:

@@ -9,6 +9,8 @@ import pytest
 
 from bench.e2e_bench import controller_log
 from bench.e2e_metrics import Delta, Scrape, delta, parse_requests, writes_table
+from bench.e2e_pairs import namespaces as pair_namespaces
+from bench.e2e_pairs import report_lines as pair_lines
 from bench.e2e_shapes import percentile, rates
 
 APISERVER = """\
@@ -80,3 +82,19 @@ def test_the_webhook_waits_are_read_apart_from_the_requests() -> None:
     assert change.webhooks() == {"pods.mutate": (4.0, 0.2)}
     assert change.writes() == {}
     assert change.reads() == 0.0
+
+
+def test_pairs_alternate_their_order_and_the_report_gives_each_ratio_and_the_median() -> None:
+    def pair(order: tuple[str, str], held: float, raw: float) -> dict[str, object]:
+        return {"order": order, "held": {"sustained_per_second": held}, "raw": {"sustained_per_second": raw}}
+
+    pairs = [pair(("held", "raw"), 90.0, 100.0), pair(("raw", "held"), 150.0, 100.0),
+             pair(("held", "raw"), 80.0, 200.0)]
+    lines = pair_lines(pairs)
+    assert "| 1 | held, then raw | 90.0 /s | 100.0 /s | 90 % |" in lines
+    assert "| 2 | raw, then held | 150.0 /s | 100.0 /s | 150 % |" in lines
+    assert "| 3 | held, then raw | 80.0 /s | 200.0 /s | 40 % |" in lines
+    assert any("Median of the pairs' ratios: **90 %**" in line for line in lines)
+    assert pair_lines([]) == []
+    assert [pair_namespaces(index) for index in (1, 2)] == [("bench-pair-1", "bench-pair-raw-1"),
+                                                            ("bench-pair-2", "bench-pair-raw-2")]
