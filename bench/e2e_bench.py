@@ -46,7 +46,7 @@ from webhook.api.kinds import (
     QUEUE,
     VALIDATING_WEBHOOK_CONFIGURATION,
 )
-from webhook.api.names import MANAGED_NAMESPACE_LABEL, QUEUE_NAMESPACE, TREE_NAMESPACE
+from webhook.api.names import QUEUE_NAMESPACE, TREE_NAMESPACE
 from webhook.cli import devsystem
 from webhook.controller.settings import ControllerSettings
 from webhook.core.quota import queue_name
@@ -97,21 +97,7 @@ async def _prepare(client: KubeClient) -> None:
     await client.create(TREES, tree(0))
     for namespace in (HELD, OPEN, RAW, RAW_OPEN, RAW_HOOKED):
         await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    for namespace in (HELD, OPEN):
-        async def managed(namespace: str = namespace) -> bool:
-            labels = (await client.get(NAMESPACES, namespace)).get("metadata", {}).get("labels", {})
-            return bool(labels.get(MANAGED_NAMESPACE_LABEL) == "true")
-
-        await e2e_shapes.wait_for(managed, 120, f"namespace {namespace} to be managed")
-    for namespace in (HELD, OPEN, RAW, RAW_OPEN, RAW_HOOKED):
-        async def service_account(namespace: str = namespace) -> bool:
-            try:
-                await client.get(ResourceRef("", "v1", "serviceaccounts", namespace), "default")
-            except KubeApiError:
-                return False
-            return True
-
-        await e2e_shapes.wait_for(service_account, 60, f"the default ServiceAccount of {namespace}")
+    await e2e_shapes.namespaces_ready(client, (HELD, OPEN), (RAW, RAW_OPEN, RAW_HOOKED))
 
 
 async def _noop_webhooks(config: ClusterConfig, client: KubeClient) -> None:

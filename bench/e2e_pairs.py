@@ -15,8 +15,7 @@ import sys
 from typing import Any
 
 from bench import e2e_shapes
-from webhook.api.names import MANAGED_NAMESPACE_LABEL
-from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.kube.client import KubeClient, ResourceRef
 
 NAMESPACES = ResourceRef("", "v1", "namespaces")
 FIRST_PAIR_CHILD = 2
@@ -33,24 +32,6 @@ def leaf(index: int, total: dict[str, str]) -> dict[str, Any]:
             "max": {**total, "kube-queue/max-jobs": 0}, "namespaces": [namespaces(index)[0]]}
 
 
-async def _ready(client: KubeClient, held: str, raw: str) -> None:
-    """Both namespaces exist, the held one is managed, both have their default ServiceAccount."""
-    async def managed() -> bool:
-        labels = (await client.get(NAMESPACES, held)).get("metadata", {}).get("labels", {})
-        return bool(labels.get(MANAGED_NAMESPACE_LABEL) == "true")
-
-    await e2e_shapes.wait_for(managed, 120, f"namespace {held} to be managed")
-    for namespace in (held, raw):
-        async def service_account(namespace: str = namespace) -> bool:
-            try:
-                await client.get(ResourceRef("", "v1", "serviceaccounts", namespace), "default")
-            except KubeApiError:
-                return False
-            return True
-
-        await e2e_shapes.wait_for(service_account, 60, f"the default ServiceAccount of {namespace}")
-
-
 async def run_pair(client: KubeClient, index: int, *, trees: ResourceRef, tree_name: str, count: int,
                    in_flight: int, total: dict[str, str]) -> dict[str, Any]:
     """Pair ``index``: prepare both shapes, then run them in this pair's order; held and raw figures."""
@@ -59,7 +40,7 @@ async def run_pair(client: KubeClient, index: int, *, trees: ResourceRef, tree_n
                                                 "value": leaf(index, total)}])
     for namespace in (held, raw):
         await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    await _ready(client, held, raw)
+    await e2e_shapes.namespaces_ready(client, (held,), (raw,))
     await e2e_shapes.create_all(client, [e2e_shapes.job(number, held) for number in range(count)], held)
     await e2e_shapes.all_suspended(client, held, count)
     await e2e_shapes.raw_prepare(client, raw, count)

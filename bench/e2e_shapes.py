@@ -20,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.api.names import ADMISSION_ANNOTATION
+from webhook.api.names import ADMISSION_ANNOTATION, MANAGED_NAMESPACE_LABEL
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 CREATES_IN_FLIGHT = 16
@@ -69,6 +69,27 @@ async def pods_running(client: KubeClient, namespace: str, count: int, timeout: 
 
     await wait_for(check, timeout, f"{count} running pods in {namespace}")
     return time.perf_counter() - started
+
+
+async def namespaces_ready(client: KubeClient, managed: Sequence[str], others: Sequence[str] = ()) -> None:
+    """Wait until the ``managed`` namespaces carry the managed label (the controller labels the tree's
+    namespaces) and every namespace has its default ServiceAccount (the Job controller needs it for pods)."""
+    namespaces = ResourceRef("", "v1", "namespaces")
+    for namespace in managed:
+        async def labelled(namespace: str = namespace) -> bool:
+            labels = (await client.get(namespaces, namespace)).get("metadata", {}).get("labels", {})
+            return bool(labels.get(MANAGED_NAMESPACE_LABEL) == "true")
+
+        await wait_for(labelled, 120, f"namespace {namespace} to be managed")
+    for namespace in (*managed, *others):
+        async def service_account(namespace: str = namespace) -> bool:
+            try:
+                await client.get(ResourceRef("", "v1", "serviceaccounts", namespace), "default")
+            except KubeApiError:
+                return False
+            return True
+
+        await wait_for(service_account, 60, f"the default ServiceAccount of {namespace}")
 
 
 def percentile(values: list[float], fraction: float) -> float:
