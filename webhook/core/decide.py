@@ -188,7 +188,9 @@ class _Snapshot(Generic[J]):
     """The jobs of one pass, sorted out in one walk over them."""
 
     groups: dict[str, list[J]]
-    """The waiting jobs by quota key (lower-cased), in the order they came (:func:`decide` sorts them)."""
+    """The waiting jobs by quota key (lower-cased), in dequeue order (:attr:`Workload.order_key`)."""
+    workloads: dict[str, list[Workload]]
+    """Their workloads, in the same order."""
     least: dict[str, dict[str, int]]
     """Per known quota key with waiting jobs, per resource, the least any of them asks for."""
     admitted: dict[WorkloadKey, J]
@@ -203,6 +205,8 @@ class _Snapshot(Generic[J]):
 
 
 _workload_of = attrgetter("workload")
+_Parts = tuple[list[J], list[Workload], list[float], list[int], list[dict[str, int]]]
+"""A group's waiting jobs, their workloads, creation times, priorities and requests' amounts, as they came."""
 _key_of = attrgetter("key")
 _job_order = attrgetter("workload.order_key")
 _job_amounts = attrgetter("workload.request._items")
@@ -235,8 +239,9 @@ def _snapshot(
 
     Lists are found by the quota name as the jobs spell it (one lookup a job; a name is lower-cased once),
     and a job of an unknown quota always takes the slow way (so :attr:`Ledger.unknown` keeps their order)."""
-    groups: dict[str, list[J]] = {}
-    waiting: dict[str, list[J]] = {}
+    groups: dict[str, _Parts[J]] = {}
+    """Per quota key: the waiting jobs, their workloads, creation times, priorities and requests' amounts."""
+    waiting: dict[str, _Parts[J]] = {}
     running: dict[str, list[J]] = {}
     running_by_name: dict[str, list[J]] = {}
     other: dict[str, list[J]] = {}
@@ -264,18 +269,25 @@ def _snapshot(
             elif closing and workload.key.namespace in closing:
                 target = other
             else:
-                bucket = waiting.get(workload.quota)
-                if bucket is None:
+                parts = waiting.get(workload.quota)
+                if parts is None:
                     key = workload.quota.lower()
-                    bucket = groups.get(key)
-                    if bucket is None:
-                        bucket = groups[key] = []
+                    parts = groups.get(key)
+                    if parts is None:
+                        parts = groups[key] = ([], [], [], [], [])
                     if key in nodes:
-                        waiting[workload.quota] = bucket
+                        waiting[workload.quota] = parts
                         queued_keys[key] = None
                     else:
                         unknown.append(workload)
-                bucket.append(job)
+                # What the pass reads of a waiting job, taken now that the job is at hand (a later walk over a
+                # group visits its jobs in no memory order: a cache miss a job and field).
+                group_jobs, group_workloads, created, priority, requested = parts
+                group_jobs.append(job)
+                group_workloads.append(workload)
+                created.append(workload.created)
+                priority.append(workload.priority)
+                requested.append(workload.request._items)
                 target = None
             if target is not None:
                 key = workload.quota.lower()
@@ -310,16 +322,36 @@ def _snapshot(
                                phase=Phase.ADMITTED, request=_sum(list(map(_job_amounts, members)), len(members))))
     least: dict[str, dict[str, int]] = {}
     for key in queued_keys:
-        waiting_amounts = list(map(_job_amounts, groups.get(key, ())))
-        queued_amounts = [*waiting_amounts, *map(_job_amounts, other.get(key, ()))]
+        parts = groups.get(key)
+        waiting_amounts = parts[4] if parts is not None else []
+        held_back = other.get(key)
+        queued_amounts = waiting_amounts if held_back is None else [*waiting_amounts, *map(_job_amounts, held_back)]
         summed.append(Workload(key=WorkloadKey("Sum", key, Phase.QUEUED.value), quota=key, pod_sets=(),
                                phase=Phase.QUEUED, request=_sum(queued_amounts, len(queued_amounts))))
         if waiting_amounts:
             least[key] = {name: min(map(methodcaller("get", name, 0), waiting_amounts))
                           for name in dict.fromkeys(chain.from_iterable(waiting_amounts))}
     unique = len(admitted) == sum(map(len, running.values())) + unknown_running
-    return _Snapshot(groups, least, admitted, running, unique, stale, build_ledger(tree, [*summed, *unknown]),
-                     backoff, held)
+    ordered: dict[str, list[J]] = {}
+    workloads: dict[str, list[Workload]] = {}
+    for key, (group_jobs, group_workloads, created, priority, _) in groups.items():
+        ordered[key], workloads[key] = _in_order(group_jobs, group_workloads, created, priority)
+    return _Snapshot(ordered, workloads, least, admitted, running, unique, stale,
+                     build_ledger(tree, [*summed, *unknown]), backoff, held)
+
+
+
+def _in_order(
+    jobs: list[J], workloads: list[Workload], created: list[float], priority: list[int]
+) -> tuple[list[J], list[Workload]]:
+    """The jobs and their workloads in dequeue order, as :func:`sort_in_order` puts them: the places are
+    sorted on the creation times and priorities taken in the walk, and each list is put in that order once."""
+    if len(set(created)) < len(created):  # equal creation times: namespace and name decide (rare)
+        sort_in_order(jobs, "workload.")
+        return jobs, list(map(_workload_of, jobs))
+    places = sorted(range(len(created)), key=created.__getitem__)
+    places.sort(key=priority.__getitem__, reverse=True)
+    return list(map(jobs.__getitem__, places)), list(map(workloads.__getitem__, places))
 
 
 def _job_of(groups: Mapping[str, list[J]], workload: Workload) -> J:
@@ -359,10 +391,8 @@ def decide(
     snapshot = _snapshot(tree, jobs, now, closing, foreign)
     admitted, ledger = snapshot.admitted, snapshot.ledger
     groups = snapshot.groups
-    for bucket in groups.values():
-        sort_in_order(bucket, "workload.")
-    workloads = {quota: list(map(_workload_of, bucket)) for quota, bucket in groups.items()}
-    result, flags = admit_groups(tree, ledger.used_view(), workloads, policies, rate, least=snapshot.least)
+    result, flags = admit_groups(tree, ledger.used_view(), snapshot.workloads, policies, rate,
+                                 least=snapshot.least)
     checks = result.checks
     plans: list[ReclaimPlan] = []
     reclaimer: Reclaimer | None = None
