@@ -118,6 +118,13 @@ class ReclaimIndex:
         self._running: dict[str, list[Candidate]] = {}
         self._fresh: dict[str, list[Candidate]] = {}
         self._gone: set[WorkloadKey] = set()
+        self._refusals: set[tuple[str, frozenset[tuple[str, int]], int | None, bool]] = set()
+        """What :meth:`~webhook.core.reclaim.Reclaimer.plan` turned away before looking at any candidate since the
+        last commit: ``(leaf key, request, priority, take_room)``, the priority only where the leaf preempts its
+        own lower-priority jobs (elsewhere it plays no part). A refusal before the candidates reads only the
+        view (usage, limits, guarantees, what each subtree may give, the leaf's own lower-priority jobs), which
+        only a commit changes, and the budget, which only grows spent; the preemptor's name only matters among
+        the candidates, so the same question gets the same answer until the next commit."""
         self._totals: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
         """Per leaf: what its running and its fresh candidates hold in all."""
         self._avail: dict[str, dict[str, int]] = {}
