@@ -128,13 +128,10 @@ def _reclaims(  # noqa: PLR0917 - a private helper of decide()
     if snapshot.unique and not any(map(admitted.__contains__, map(_key_of, result.admitted))):
         # The usual case, every admitted job once and none also waiting: the index takes them by leaf as the
         # snapshot sorted them out, instead of a walk over each of them.
-        running = {
-            key: evictable
-            for key, members in snapshot.running.items()
-            if (evictable := list(compress(map(_workload_of, members), map(_evictable, members))))
-        }
+        running = {key: held.evictable for key, held in snapshot.running.items() if held.evictable}
+        amounts = {key: held.evictable_amounts for key, held in snapshot.running.items() if held.evictable}
         reclaimer = Reclaimer(tree, result.used, (), rate, fresh=result.admitted, ordered=blocking, budget=budget,
-                              running=running)
+                              running=running, running_amounts=amounts)
     else:
         victims = [job.workload for job in admitted.values() if job.evictable]
         reclaimer = Reclaimer(tree, result.used, victims, rate, fresh=result.admitted, ordered=blocking,
@@ -183,6 +180,16 @@ def _fit_all(
     return current
 
 
+@dataclass(frozen=True, slots=True)
+class _Running:
+    """The admitted jobs of one node, taken in the snapshot walk: what each requests, and the evictable ones'
+    workloads and requests (the reclaim index's candidates)."""
+
+    amounts: list[dict[str, int]]
+    evictable: list[Workload]
+    evictable_amounts: list[dict[str, int]]
+
+
 @dataclass(slots=True)
 class _Snapshot(Generic[J]):
     """The jobs of one pass, sorted out in one walk over them."""
@@ -194,8 +201,8 @@ class _Snapshot(Generic[J]):
     least: dict[str, dict[str, int]]
     """Per known quota key with waiting jobs, per resource, the least any of them asks for."""
     admitted: dict[WorkloadKey, J]
-    running: dict[str, list[J]]
-    """The admitted jobs of known quotas by node key, in the order they came."""
+    running: dict[str, _Running]
+    """What the admitted jobs of known quotas hold, by node key, in the order they came."""
     unique: bool
     """No two admitted jobs share a key (so ``running`` and ``admitted`` hold the same jobs but unknown ones)."""
     stale: list[J]
@@ -210,7 +217,6 @@ _Parts = tuple[list[J], list[Workload], list[float], list[int], list[dict[str, i
 _key_of = attrgetter("key")
 _job_order = attrgetter("workload.order_key")
 _job_amounts = attrgetter("workload.request._items")
-_evictable = attrgetter("evictable")
 
 
 def _sum(amounts: list[dict[str, int]], count: int) -> Resources:
@@ -242,8 +248,8 @@ def _snapshot(
     groups: dict[str, _Parts[J]] = {}
     """Per quota key: the waiting jobs, their workloads, creation times, priorities and requests' amounts."""
     waiting: dict[str, _Parts[J]] = {}
-    running: dict[str, list[J]] = {}
-    running_by_name: dict[str, list[J]] = {}
+    running: dict[str, _Running] = {}
+    running_by_name: dict[str, _Running] = {}
     other: dict[str, list[J]] = {}
     """Queued jobs that do not wait (backoff, held, closing namespace) by node key: they count as requested."""
     queued_keys: dict[str, None] = {}
@@ -300,15 +306,19 @@ def _snapshot(
                 stale.append(job)
         elif phase is run:
             admitted[workload.key] = job
-            members = running_by_name.get(workload.quota)
-            if members is None:
+            holding = running_by_name.get(workload.quota)
+            if holding is None:
                 key = workload.quota.lower()
                 if key not in nodes:
                     unknown.append(workload)
                     unknown_running += 1
                     continue
-                members = running_by_name[workload.quota] = running.setdefault(key, [])
-            members.append(job)
+                holding = running_by_name[workload.quota] = running.setdefault(key, _Running([], [], []))
+            asks = workload.request._items
+            holding.amounts.append(asks)
+            if job.evictable:
+                holding.evictable.append(workload)
+                holding.evictable_amounts.append(asks)
     summed = []
     for key, usage in (foreign or {}).items():
         node = nodes.get(key)
@@ -317,9 +327,9 @@ def _snapshot(
             amounts = {**dict(usage.items()), MAX_JOBS: usage.get_or_zero(MAX_JOBS) - NANO}
             summed.append(Workload(key=WorkloadKey("Pods", node.name, "Admitted"), quota=node.name, pod_sets=(),
                                    phase=Phase.ADMITTED, request=Resources(amounts)))
-    for key, members in running.items():
+    for key, holding in running.items():
         summed.append(Workload(key=WorkloadKey("Sum", key, Phase.ADMITTED.value), quota=key, pod_sets=(),
-                               phase=Phase.ADMITTED, request=_sum(list(map(_job_amounts, members)), len(members))))
+                               phase=Phase.ADMITTED, request=_sum(holding.amounts, len(holding.amounts))))
     least: dict[str, dict[str, int]] = {}
     for key in queued_keys:
         parts = groups.get(key)
@@ -331,7 +341,7 @@ def _snapshot(
         if waiting_amounts:
             least[key] = {name: min(map(methodcaller("get", name, 0), waiting_amounts))
                           for name in dict.fromkeys(chain.from_iterable(waiting_amounts))}
-    unique = len(admitted) == sum(map(len, running.values())) + unknown_running
+    unique = len(admitted) == sum(len(holding.amounts) for holding in running.values()) + unknown_running
     ordered: dict[str, list[J]] = {}
     workloads: dict[str, list[Workload]] = {}
     for key, (group_jobs, group_workloads, created, priority, _) in groups.items():
