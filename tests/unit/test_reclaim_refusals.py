@@ -88,14 +88,14 @@ def test_the_same_request_under_parents_with_a_different_max_is_asked_again() ->
     # q-small and q-large have the same min and max, and so does the request; but under Team-small (max 20) it
     # would need more than the 2 CPUs q-other borrows, while under Team-large a borrower gives way.
     total = res(cpu=100, memory="100Gi")
-    leaf = {"min": res(cpu=10, memory="10Gi"), "max": res(cpu=20, memory="20Gi")}
+    low, high = res(cpu=10, memory="10Gi"), res(cpu=20, memory="20Gi")
     quota_tree = tree(node("root", min=total, max=total, children=(
         node("Team-small", min=res(cpu=20, memory="20Gi"), max=res(cpu=20, memory="20Gi"), children=(
-            node("q-small", namespaces=("ns-small",), **leaf),
-            node("q-other", namespaces=("ns-other",), **leaf),
+            node("q-small", min=low, max=high, namespaces=("ns-small",)),
+            node("q-other", min=low, max=high, namespaces=("ns-other",)),
         )),
         node("Team-large", min=res(cpu=80, memory="80Gi"), max=total, children=(
-            node("q-large", namespaces=("ns-large",), **leaf),
+            node("q-large", min=low, max=high, namespaces=("ns-large",)),
             node("q-borrower", namespaces=("ns-borrower",), max=total),
         )),
     )))

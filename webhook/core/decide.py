@@ -2,7 +2,8 @@
 
 One :func:`decide` call is one reconcile pass of the queue:
 
-1. the ledger is rebuilt from the jobs (admitted = released with a record, see :mod:`.model`);
+1. the ledger is rebuilt from the jobs (admitted = released with a record, see :mod:`.model`), in the same walk
+   that sorts them out (:mod:`webhook.core.pass_snapshot`);
 2. :func:`webhook.core.queueing.admission_pass` admits in order under each quota's policy;
 3. reclaim (:class:`webhook.core.reclaim.Reclaimer`, one index of candidate victims for the whole pass), in
    rounds over the quotas with waiting jobs, the one with the oldest waiting job first: each quota tries
@@ -29,18 +30,16 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from itertools import chain, compress
-from operator import attrgetter, methodcaller, not_
+from operator import attrgetter, not_
 from types import MappingProxyType
-from typing import Any, Generic
+from typing import Any
 
-from webhook.api.names import MAX_JOBS
 from webhook.core.decisions import Decisions, J, Reclaim
 from webhook.core.fit import FitResult, check_fit, validate_rate
-from webhook.core.ledger import Ledger, build_ledger, shift_usage
-from webhook.core.quantity import NANO
+from webhook.core.ledger import shift_usage
+from webhook.core.pass_snapshot import PassSnapshot, sort_out
 from webhook.core.queueing import (
     LazyReasons,
     PassResult,
@@ -48,13 +47,11 @@ from webhook.core.queueing import (
     QueuePolicyError,
     QueuePositions,
     admit_groups,
-    sort_in_order,
     still_waiting,
 )
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.reclaim import Reclaimer, ReclaimPlan
 from webhook.core.resources import Resources
-from webhook.core.startup import BackoffState
 from webhook.core.workload import Phase, Workload, WorkloadKey
 
 __all__ = ["LEFTOVER_NOTE", "RECLAIM_BUDGET", "decide", "leaf_policies", "queue_policy_text"]
@@ -109,7 +106,7 @@ reached wait for the next pass, which starts again from the quota with the oldes
 def _reclaims(  # noqa: PLR0917 - a private helper of decide()
     tree: QuotaTree,
     result: PassResult,
-    snapshot: _Snapshot[J],
+    snapshot: PassSnapshot[J],
     policies: Mapping[str, Policy],
     rate: Fraction,
     tries_per_quota: int,
@@ -164,6 +161,8 @@ def _reclaims(  # noqa: PLR0917 - a private helper of decide()
 
 
 _order_key = attrgetter("order_key")
+_key_of = attrgetter("key")
+_job_order = attrgetter("workload.order_key")
 
 LEFTOVER_NOTE = "fits the room this pass's reclaims left over: the next pass admits it"
 
@@ -178,190 +177,6 @@ def _fit_all(
             return None
         current = shift_usage(tree, current, (workload,), +1)
     return current
-
-
-@dataclass(frozen=True, slots=True)
-class _Running:
-    """The admitted jobs of one node, taken in the snapshot walk: what each requests, and the evictable ones'
-    workloads and requests (the reclaim index's candidates)."""
-
-    amounts: list[dict[str, int]]
-    evictable: list[Workload]
-    evictable_amounts: list[dict[str, int]]
-
-
-@dataclass(slots=True)
-class _Snapshot(Generic[J]):
-    """The jobs of one pass, sorted out in one walk over them."""
-
-    groups: dict[str, list[J]]
-    """The waiting jobs by quota key (lower-cased), in dequeue order (:attr:`Workload.order_key`)."""
-    workloads: dict[str, list[Workload]]
-    """Their workloads, in the same order."""
-    least: dict[str, dict[str, int]]
-    """Per known quota key with waiting jobs, per resource, the least any of them asks for."""
-    admitted: dict[WorkloadKey, J]
-    running: dict[str, _Running]
-    """What the admitted jobs of known quotas hold, by node key, in the order they came."""
-    unique: bool
-    """No two admitted jobs share a key (so ``running`` and ``admitted`` hold the same jobs but unknown ones)."""
-    stale: list[J]
-    ledger: Ledger
-    backoff: list[J]
-    held: list[J]
-
-
-_workload_of = attrgetter("workload")
-_Parts = tuple[list[J], list[Workload], list[float], list[int], list[dict[str, int]]]
-"""A group's waiting jobs, their workloads, creation times, priorities and requests' amounts, as they came."""
-_key_of = attrgetter("key")
-_job_order = attrgetter("workload.order_key")
-_job_amounts = attrgetter("workload.request._items")
-
-
-def _sum(amounts: list[dict[str, int]], count: int) -> Resources:
-    """What ``count`` jobs requesting ``amounts`` hold in all, ``kube-queue/max-jobs`` but one of them counted
-    (``request_with_count`` adds one job), resources in the order they first appear. Each sum runs at C speed
-    over the jobs (a queue may hold a million of them)."""
-    summed = {MAX_JOBS: (count - 1) * NANO}
-    for name in dict.fromkeys(chain.from_iterable(amounts)):
-        summed[name] = summed.get(name, 0) + sum(map(methodcaller("get", name, 0), amounts))
-    return Resources(summed)
-
-
-def _snapshot(
-    tree: QuotaTree,
-    jobs: Iterable[J],
-    now: float,
-    closing: frozenset[str] = frozenset(),
-    foreign: Mapping[str, Resources] | None = None,
-) -> _Snapshot[J]:
-    """Sort the jobs out, and their :func:`build_ledger`, summed per quota and phase first (one summed
-    workload per quota and phase instead of one per job: the same ledger, a fraction of the work at depth).
-    Jobs of quotas that are not in the tree are passed as they are, so :attr:`Ledger.unknown` lists them.
-    A held job in backoff (before its retry time, or given up) counts as requested but does not wait; nor does
-    a held job of a namespace being deleted (``closing``): nothing is released into it. ``foreign`` (per leaf
-    key) is what pods no job accounts for use: admitted, never evicted, never a job of ``kube-queue/max-jobs``.
-
-    Lists are found by the quota name as the jobs spell it (one lookup a job; a name is lower-cased once),
-    and a job of an unknown quota always takes the slow way (so :attr:`Ledger.unknown` keeps their order)."""
-    groups: dict[str, _Parts[J]] = {}
-    """Per quota key: the waiting jobs, their workloads, creation times, priorities and requests' amounts."""
-    waiting: dict[str, _Parts[J]] = {}
-    running: dict[str, _Running] = {}
-    running_by_name: dict[str, _Running] = {}
-    other: dict[str, list[J]] = {}
-    """Queued jobs that do not wait (backoff, held, closing namespace) by node key: they count as requested."""
-    queued_keys: dict[str, None] = {}
-    """Node keys with queued jobs, in the order their first job came."""
-    backoff: list[J] = []
-    held: list[J] = []
-    admitted: dict[WorkloadKey, J] = {}
-    stale: list[J] = []
-    unknown: list[Workload] = []
-    unknown_running = 0
-    nodes = tree.nodes
-    queued, run = Phase.QUEUED, Phase.ADMITTED
-    for job in jobs:
-        workload = job.workload
-        phase = workload.phase
-        if phase is queued:
-            if job.backoff is not None and job.backoff_state(now) in (BackoffState.WAITING, BackoffState.GAVE_UP):
-                backoff.append(job)
-                target = other
-            elif job.missing_class is not None:
-                held.append(job)
-                target = other
-            elif closing and workload.key.namespace in closing:
-                target = other
-            else:
-                parts = waiting.get(workload.quota)
-                if parts is None:
-                    key = workload.quota.lower()
-                    parts = groups.get(key)
-                    if parts is None:
-                        parts = groups[key] = ([], [], [], [], [])
-                    if key in nodes:
-                        waiting[workload.quota] = parts
-                        queued_keys[key] = None
-                    else:
-                        unknown.append(workload)
-                # What the pass reads of a waiting job, taken now that the job is at hand (a later walk over a
-                # group visits its jobs in no memory order: a cache miss a job and field).
-                group_jobs, group_workloads, created, priority, requested = parts
-                group_jobs.append(job)
-                group_workloads.append(workload)
-                created.append(workload.created)
-                priority.append(workload.priority)
-                requested.append(workload.request._items)
-                target = None
-            if target is not None:
-                key = workload.quota.lower()
-                if key in nodes:
-                    target.setdefault(key, []).append(job)
-                    queued_keys[key] = None
-                else:
-                    unknown.append(workload)
-            if job.record is not None:
-                stale.append(job)
-        elif phase is run:
-            admitted[workload.key] = job
-            holding = running_by_name.get(workload.quota)
-            if holding is None:
-                key = workload.quota.lower()
-                if key not in nodes:
-                    unknown.append(workload)
-                    unknown_running += 1
-                    continue
-                holding = running_by_name[workload.quota] = running.setdefault(key, _Running([], [], []))
-            asks = workload.request._items
-            holding.amounts.append(asks)
-            if job.evictable:
-                holding.evictable.append(workload)
-                holding.evictable_amounts.append(asks)
-    summed = []
-    for key, usage in (foreign or {}).items():
-        node = nodes.get(key)
-        if node is not None and usage:
-            # request_with_count adds one job: these are pods, not a job.
-            amounts = {**dict(usage.items()), MAX_JOBS: usage.get_or_zero(MAX_JOBS) - NANO}
-            summed.append(Workload(key=WorkloadKey("Pods", node.name, "Admitted"), quota=node.name, pod_sets=(),
-                                   phase=Phase.ADMITTED, request=Resources(amounts)))
-    for key, holding in running.items():
-        summed.append(Workload(key=WorkloadKey("Sum", key, Phase.ADMITTED.value), quota=key, pod_sets=(),
-                               phase=Phase.ADMITTED, request=_sum(holding.amounts, len(holding.amounts))))
-    least: dict[str, dict[str, int]] = {}
-    for key in queued_keys:
-        parts = groups.get(key)
-        waiting_amounts = parts[4] if parts is not None else []
-        held_back = other.get(key)
-        queued_amounts = waiting_amounts if held_back is None else [*waiting_amounts, *map(_job_amounts, held_back)]
-        summed.append(Workload(key=WorkloadKey("Sum", key, Phase.QUEUED.value), quota=key, pod_sets=(),
-                               phase=Phase.QUEUED, request=_sum(queued_amounts, len(queued_amounts))))
-        if waiting_amounts:
-            least[key] = {name: min(map(methodcaller("get", name, 0), waiting_amounts))
-                          for name in dict.fromkeys(chain.from_iterable(waiting_amounts))}
-    unique = len(admitted) == sum(len(holding.amounts) for holding in running.values()) + unknown_running
-    ordered: dict[str, list[J]] = {}
-    workloads: dict[str, list[Workload]] = {}
-    for key, (group_jobs, group_workloads, created, priority, _) in groups.items():
-        ordered[key], workloads[key] = _in_order(group_jobs, group_workloads, created, priority)
-    return _Snapshot(ordered, workloads, least, admitted, running, unique, stale,
-                     build_ledger(tree, [*summed, *unknown]), backoff, held)
-
-
-
-def _in_order(
-    jobs: list[J], workloads: list[Workload], created: list[float], priority: list[int]
-) -> tuple[list[J], list[Workload]]:
-    """The jobs and their workloads in dequeue order, as :func:`sort_in_order` puts them: the places are
-    sorted on the creation times and priorities taken in the walk, and each list is put in that order once."""
-    if len(set(created)) < len(created):  # equal creation times: namespace and name decide (rare)
-        sort_in_order(jobs, "workload.")
-        return jobs, list(map(_workload_of, jobs))
-    places = sorted(range(len(created)), key=created.__getitem__)
-    places.sort(key=priority.__getitem__, reverse=True)
-    return list(map(jobs.__getitem__, places)), list(map(workloads.__getitem__, places))
 
 
 def _job_of(groups: Mapping[str, list[J]], workload: Workload) -> J:
@@ -398,7 +213,7 @@ def decide(
     in ``closing`` (being deleted) is admitted; ``foreign`` is what pods outside the queue's jobs use per leaf
     key (they count as admitted)."""
     rate = validate_rate(oversell_rate)
-    snapshot = _snapshot(tree, jobs, now, closing, foreign)
+    snapshot = sort_out(tree, jobs, now, closing, foreign)
     admitted, ledger = snapshot.admitted, snapshot.ledger
     groups = snapshot.groups
     result, flags = admit_groups(tree, ledger.used_view(), snapshot.workloads, policies, rate,

@@ -171,7 +171,9 @@ class Reclaimer(ReclaimIndex):
     ``ordered`` (queue policy ``Block``) they are only withheld from the back (a job is held back only when
     every job the pass admitted after it in that quota is held back too), so no job runs while one ahead of it
     in its queue waits. ``budget`` bounds how many candidate victims all plans together may look at; once
-    spent, :meth:`plan` answers ``None`` (:attr:`exhausted`).
+    spent, :meth:`plan` answers ``None`` (:attr:`exhausted`). ``running`` (by leaf key) may hand over admitted
+    jobs already sorted out by leaf, none of them also fresh or given twice, with ``running_amounts`` their
+    requests' amounts in the same order.
     """
 
     # Planning ---------------------------------------------------------------------------------------------
