@@ -179,7 +179,7 @@ def _fit_all(
     return current
 
 
-def _job_of(groups: Mapping[str, list[J]], workload: Workload) -> J:
+def _job_of(groups: Mapping[str, Sequence[J]], workload: Workload) -> J:
     """The waiting job that carries ``workload`` (its group is in dequeue order: found by bisection)."""
     group = groups[workload.quota.lower()]
     index = bisect_left(group, workload.order_key, key=_job_order)
@@ -188,7 +188,7 @@ def _job_of(groups: Mapping[str, list[J]], workload: Workload) -> J:
     return group[index]
 
 
-def _rest(groups: Mapping[str, list[J]], flags: Mapping[str, bytearray], quota: str) -> list[J]:
+def _rest(groups: Mapping[str, Sequence[J]], flags: Mapping[str, bytearray], quota: str) -> Sequence[J]:
     """The jobs of a quota's group that the admission pass left waiting (its ``queues[quota]``, as jobs)."""
     group = groups.get(quota, [])
     admitted = flags.get(quota)

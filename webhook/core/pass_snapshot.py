@@ -10,10 +10,10 @@ and the sums and sorts run over those lists.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from operator import attrgetter, methodcaller
+from operator import attrgetter, itemgetter, methodcaller
 from typing import Generic
 
 from webhook.api.names import MAX_JOBS
@@ -43,9 +43,9 @@ class Holding:
 class PassSnapshot(Generic[J]):
     """The jobs of one pass, sorted out in one walk over them."""
 
-    groups: dict[str, list[J]]
+    groups: dict[str, Sequence[J]]
     """The waiting jobs by quota key (lower-cased), in dequeue order (:attr:`Workload.order_key`)."""
-    workloads: dict[str, list[Workload]]
+    workloads: dict[str, Sequence[Workload]]
     """Their workloads, in the same order."""
     least: dict[str, dict[str, int]]
     """Per known quota key with waiting jobs, per resource, the least any of them asks for."""
@@ -74,6 +74,17 @@ def _sum(amounts: list[dict[str, int]], count: int) -> Resources:
     for name in dict.fromkeys(chain.from_iterable(amounts)):
         summed[name] = summed.get(name, 0) + sum(map(methodcaller("get", name, 0), amounts))
     return Resources(summed)
+
+
+def _sum_and_least(amounts: list[dict[str, int]]) -> tuple[Resources, dict[str, int]]:
+    """:func:`_sum` of ``amounts`` and, per resource, the least any of them asks for (absent counts as zero)."""
+    summed = {MAX_JOBS: (len(amounts) - 1) * NANO}
+    least: dict[str, int] = {}
+    for name in dict.fromkeys(chain.from_iterable(amounts)):
+        values = list(map(methodcaller("get", name, 0), amounts))
+        summed[name] = summed.get(name, 0) + sum(values)
+        least[name] = min(values)
+    return Resources(summed), least
 
 
 def sort_out(
@@ -182,15 +193,20 @@ def sort_out(
         parts = groups.get(key)
         waiting_amounts = parts[4] if parts is not None else []
         held_back = other.get(key)
-        queued_amounts = waiting_amounts if held_back is None else [*waiting_amounts, *map(_job_amounts, held_back)]
+        if held_back is None and waiting_amounts:
+            # Every queued job of the quota waits: each resource's amounts are read once, for the sum and the least.
+            request, least[key] = _sum_and_least(waiting_amounts)
+        else:
+            queued_amounts = waiting_amounts if held_back is None else [*waiting_amounts, *map(_job_amounts, held_back)]
+            request = _sum(queued_amounts, len(queued_amounts))
+            if waiting_amounts:
+                least[key] = {name: min(map(methodcaller("get", name, 0), waiting_amounts))
+                              for name in dict.fromkeys(chain.from_iterable(waiting_amounts))}
         summed.append(Workload(key=WorkloadKey("Sum", key, Phase.QUEUED.value), quota=key, pod_sets=(),
-                               phase=Phase.QUEUED, request=_sum(queued_amounts, len(queued_amounts))))
-        if waiting_amounts:
-            least[key] = {name: min(map(methodcaller("get", name, 0), waiting_amounts))
-                          for name in dict.fromkeys(chain.from_iterable(waiting_amounts))}
+                               phase=Phase.QUEUED, request=request))
     unique = len(admitted) == sum(len(holding.amounts) for holding in running.values()) + unknown_running
-    ordered: dict[str, list[J]] = {}
-    workloads: dict[str, list[Workload]] = {}
+    ordered: dict[str, Sequence[J]] = {}
+    workloads: dict[str, Sequence[Workload]] = {}
     for key, (group_jobs, group_workloads, created, priority, _) in groups.items():
         ordered[key], workloads[key] = _in_order(group_jobs, group_workloads, created, priority)
     return PassSnapshot(ordered, workloads, least, admitted, running, unique, stale,
@@ -200,12 +216,16 @@ def sort_out(
 
 def _in_order(
     jobs: list[J], workloads: list[Workload], created: list[float], priority: list[int]
-) -> tuple[list[J], list[Workload]]:
+) -> tuple[Sequence[J], Sequence[Workload]]:
     """The jobs and their workloads in dequeue order, as :func:`sort_in_order` puts them: the places are
-    sorted on the creation times and priorities taken in the walk, and each list is put in that order once."""
+    sorted on the creation times and priorities taken in the walk, and each list is put in that order once
+    (a tuple, which the admission pass keeps as it is instead of copying it)."""
     if len(set(created)) < len(created):  # equal creation times: namespace and name decide (rare)
         sort_in_order(jobs, "workload.")
         return jobs, list(map(_workload_of, jobs))
+    if len(created) == 1:
+        return tuple(jobs), tuple(workloads)
     places = sorted(range(len(created)), key=created.__getitem__)
     places.sort(key=priority.__getitem__, reverse=True)
-    return list(map(jobs.__getitem__, places)), list(map(workloads.__getitem__, places))
+    pick = itemgetter(*places)
+    return pick(jobs), pick(workloads)
