@@ -1,7 +1,7 @@
 """Scale in simulation (issue 21 part 4): one decision pass over a million waiting jobs in 10,000 queues on a
 50,000-node cluster (a report, not a test: it asserts nothing).
 
-    .venv/bin/python -m bench.scale_bench [--sizes 100000 1000000] [--before 8ee2269]
+    .venv/bin/python -m bench.scale_bench [--sizes 100000 1000000] [--before b17abcc]
 
 The snapshot (:mod:`bench.scale_snapshot`): 20 departments -> 25 teams -> 20 queues (10,000 queues), the root
 holding 50,000 nodes of 64 CPU / 256 GiB, each queue running jobs worth 50-150 % of its ``min`` (so some
@@ -40,7 +40,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 COMMAND = ".venv/bin/python -m bench.scale_bench"
-BEFORE = "8ee2269"
+BEFORE = "b17abcc"
 """The commit whose pass this change replaced (the "before" figures)."""
 QUEUES = 10_000
 NODES = 50_000

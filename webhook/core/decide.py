@@ -2,7 +2,8 @@
 
 One :func:`decide` call is one reconcile pass of the queue:
 
-1. the ledger is rebuilt from the jobs (admitted = released with a record, see :mod:`.model`);
+1. the ledger is rebuilt from the jobs (admitted = released with a record, see :mod:`.model`), in the same walk
+   that sorts them out (:mod:`webhook.core.pass_snapshot`);
 2. :func:`webhook.core.queueing.admission_pass` admits in order under each quota's policy;
 3. reclaim (:class:`webhook.core.reclaim.Reclaimer`, one index of candidate victims for the whole pass), in
    rounds over the quotas with waiting jobs, the one with the oldest waiting job first: each quota tries
@@ -29,18 +30,16 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from itertools import chain, compress
-from operator import attrgetter, methodcaller, not_
+from operator import attrgetter, not_
 from types import MappingProxyType
-from typing import Any, Generic
+from typing import Any
 
-from webhook.api.names import MAX_JOBS
 from webhook.core.decisions import Decisions, J, Reclaim
 from webhook.core.fit import FitResult, check_fit, validate_rate
-from webhook.core.ledger import Ledger, build_ledger, shift_usage
-from webhook.core.quantity import NANO
+from webhook.core.ledger import shift_usage
+from webhook.core.pass_snapshot import PassSnapshot, sort_out
 from webhook.core.queueing import (
     LazyReasons,
     PassResult,
@@ -48,13 +47,11 @@ from webhook.core.queueing import (
     QueuePolicyError,
     QueuePositions,
     admit_groups,
-    sort_in_order,
     still_waiting,
 )
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.reclaim import Reclaimer, ReclaimPlan
 from webhook.core.resources import Resources
-from webhook.core.startup import BackoffState
 from webhook.core.workload import Phase, Workload, WorkloadKey
 
 __all__ = ["LEFTOVER_NOTE", "RECLAIM_BUDGET", "decide", "leaf_policies", "queue_policy_text"]
@@ -109,7 +106,7 @@ reached wait for the next pass, which starts again from the quota with the oldes
 def _reclaims(  # noqa: PLR0917 - a private helper of decide()
     tree: QuotaTree,
     result: PassResult,
-    snapshot: _Snapshot[J],
+    snapshot: PassSnapshot[J],
     policies: Mapping[str, Policy],
     rate: Fraction,
     tries_per_quota: int,
@@ -128,13 +125,10 @@ def _reclaims(  # noqa: PLR0917 - a private helper of decide()
     if snapshot.unique and not any(map(admitted.__contains__, map(_key_of, result.admitted))):
         # The usual case, every admitted job once and none also waiting: the index takes them by leaf as the
         # snapshot sorted them out, instead of a walk over each of them.
-        running = {
-            key: evictable
-            for key, members in snapshot.running.items()
-            if (evictable := list(compress(map(_workload_of, members), map(_evictable, members))))
-        }
+        running = {key: held.evictable for key, held in snapshot.running.items() if held.evictable}
+        amounts = {key: held.evictable_amounts for key, held in snapshot.running.items() if held.evictable}
         reclaimer = Reclaimer(tree, result.used, (), rate, fresh=result.admitted, ordered=blocking, budget=budget,
-                              running=running)
+                              running=running, running_amounts=amounts)
     else:
         victims = [job.workload for job in admitted.values() if job.evictable]
         reclaimer = Reclaimer(tree, result.used, victims, rate, fresh=result.admitted, ordered=blocking,
@@ -167,6 +161,8 @@ def _reclaims(  # noqa: PLR0917 - a private helper of decide()
 
 
 _order_key = attrgetter("order_key")
+_key_of = attrgetter("key")
+_job_order = attrgetter("workload.order_key")
 
 LEFTOVER_NOTE = "fits the room this pass's reclaims left over: the next pass admits it"
 
@@ -183,146 +179,7 @@ def _fit_all(
     return current
 
 
-@dataclass(slots=True)
-class _Snapshot(Generic[J]):
-    """The jobs of one pass, sorted out in one walk over them."""
-
-    groups: dict[str, list[J]]
-    """The waiting jobs by quota key (lower-cased), in the order they came (:func:`decide` sorts them)."""
-    least: dict[str, dict[str, int]]
-    """Per known quota key with waiting jobs, per resource, the least any of them asks for."""
-    admitted: dict[WorkloadKey, J]
-    running: dict[str, list[J]]
-    """The admitted jobs of known quotas by node key, in the order they came."""
-    unique: bool
-    """No two admitted jobs share a key (so ``running`` and ``admitted`` hold the same jobs but unknown ones)."""
-    stale: list[J]
-    ledger: Ledger
-    backoff: list[J]
-    held: list[J]
-
-
-_workload_of = attrgetter("workload")
-_key_of = attrgetter("key")
-_job_order = attrgetter("workload.order_key")
-_job_amounts = attrgetter("workload.request._items")
-_evictable = attrgetter("evictable")
-
-
-def _sum(amounts: list[dict[str, int]], count: int) -> Resources:
-    """What ``count`` jobs requesting ``amounts`` hold in all, ``kube-queue/max-jobs`` but one of them counted
-    (``request_with_count`` adds one job), resources in the order they first appear. Each sum runs at C speed
-    over the jobs (a queue may hold a million of them)."""
-    summed = {MAX_JOBS: (count - 1) * NANO}
-    for name in dict.fromkeys(chain.from_iterable(amounts)):
-        summed[name] = summed.get(name, 0) + sum(map(methodcaller("get", name, 0), amounts))
-    return Resources(summed)
-
-
-def _snapshot(
-    tree: QuotaTree,
-    jobs: Iterable[J],
-    now: float,
-    closing: frozenset[str] = frozenset(),
-    foreign: Mapping[str, Resources] | None = None,
-) -> _Snapshot[J]:
-    """Sort the jobs out, and their :func:`build_ledger`, summed per quota and phase first (one summed
-    workload per quota and phase instead of one per job: the same ledger, a fraction of the work at depth).
-    Jobs of quotas that are not in the tree are passed as they are, so :attr:`Ledger.unknown` lists them.
-    A held job in backoff (before its retry time, or given up) counts as requested but does not wait; nor does
-    a held job of a namespace being deleted (``closing``): nothing is released into it. ``foreign`` (per leaf
-    key) is what pods no job accounts for use: admitted, never evicted, never a job of ``kube-queue/max-jobs``.
-
-    Lists are found by the quota name as the jobs spell it (one lookup a job; a name is lower-cased once),
-    and a job of an unknown quota always takes the slow way (so :attr:`Ledger.unknown` keeps their order)."""
-    groups: dict[str, list[J]] = {}
-    waiting: dict[str, list[J]] = {}
-    running: dict[str, list[J]] = {}
-    running_by_name: dict[str, list[J]] = {}
-    other: dict[str, list[J]] = {}
-    """Queued jobs that do not wait (backoff, held, closing namespace) by node key: they count as requested."""
-    queued_keys: dict[str, None] = {}
-    """Node keys with queued jobs, in the order their first job came."""
-    backoff: list[J] = []
-    held: list[J] = []
-    admitted: dict[WorkloadKey, J] = {}
-    stale: list[J] = []
-    unknown: list[Workload] = []
-    unknown_running = 0
-    nodes = tree.nodes
-    queued, run = Phase.QUEUED, Phase.ADMITTED
-    for job in jobs:
-        workload = job.workload
-        phase = workload.phase
-        if phase is queued:
-            if job.backoff is not None and job.backoff_state(now) in (BackoffState.WAITING, BackoffState.GAVE_UP):
-                backoff.append(job)
-                target = other
-            elif job.missing_class is not None:
-                held.append(job)
-                target = other
-            elif closing and workload.key.namespace in closing:
-                target = other
-            else:
-                bucket = waiting.get(workload.quota)
-                if bucket is None:
-                    key = workload.quota.lower()
-                    bucket = groups.get(key)
-                    if bucket is None:
-                        bucket = groups[key] = []
-                    if key in nodes:
-                        waiting[workload.quota] = bucket
-                        queued_keys[key] = None
-                    else:
-                        unknown.append(workload)
-                bucket.append(job)
-                target = None
-            if target is not None:
-                key = workload.quota.lower()
-                if key in nodes:
-                    target.setdefault(key, []).append(job)
-                    queued_keys[key] = None
-                else:
-                    unknown.append(workload)
-            if job.record is not None:
-                stale.append(job)
-        elif phase is run:
-            admitted[workload.key] = job
-            members = running_by_name.get(workload.quota)
-            if members is None:
-                key = workload.quota.lower()
-                if key not in nodes:
-                    unknown.append(workload)
-                    unknown_running += 1
-                    continue
-                members = running_by_name[workload.quota] = running.setdefault(key, [])
-            members.append(job)
-    summed = []
-    for key, usage in (foreign or {}).items():
-        node = nodes.get(key)
-        if node is not None and usage:
-            # request_with_count adds one job: these are pods, not a job.
-            amounts = {**dict(usage.items()), MAX_JOBS: usage.get_or_zero(MAX_JOBS) - NANO}
-            summed.append(Workload(key=WorkloadKey("Pods", node.name, "Admitted"), quota=node.name, pod_sets=(),
-                                   phase=Phase.ADMITTED, request=Resources(amounts)))
-    for key, members in running.items():
-        summed.append(Workload(key=WorkloadKey("Sum", key, Phase.ADMITTED.value), quota=key, pod_sets=(),
-                               phase=Phase.ADMITTED, request=_sum(list(map(_job_amounts, members)), len(members))))
-    least: dict[str, dict[str, int]] = {}
-    for key in queued_keys:
-        waiting_amounts = list(map(_job_amounts, groups.get(key, ())))
-        queued_amounts = [*waiting_amounts, *map(_job_amounts, other.get(key, ()))]
-        summed.append(Workload(key=WorkloadKey("Sum", key, Phase.QUEUED.value), quota=key, pod_sets=(),
-                               phase=Phase.QUEUED, request=_sum(queued_amounts, len(queued_amounts))))
-        if waiting_amounts:
-            least[key] = {name: min(map(methodcaller("get", name, 0), waiting_amounts))
-                          for name in dict.fromkeys(chain.from_iterable(waiting_amounts))}
-    unique = len(admitted) == sum(map(len, running.values())) + unknown_running
-    return _Snapshot(groups, least, admitted, running, unique, stale, build_ledger(tree, [*summed, *unknown]),
-                     backoff, held)
-
-
-def _job_of(groups: Mapping[str, list[J]], workload: Workload) -> J:
+def _job_of(groups: Mapping[str, Sequence[J]], workload: Workload) -> J:
     """The waiting job that carries ``workload`` (its group is in dequeue order: found by bisection)."""
     group = groups[workload.quota.lower()]
     index = bisect_left(group, workload.order_key, key=_job_order)
@@ -331,7 +188,7 @@ def _job_of(groups: Mapping[str, list[J]], workload: Workload) -> J:
     return group[index]
 
 
-def _rest(groups: Mapping[str, list[J]], flags: Mapping[str, bytearray], quota: str) -> list[J]:
+def _rest(groups: Mapping[str, Sequence[J]], flags: Mapping[str, bytearray], quota: str) -> Sequence[J]:
     """The jobs of a quota's group that the admission pass left waiting (its ``queues[quota]``, as jobs)."""
     group = groups.get(quota, [])
     admitted = flags.get(quota)
@@ -356,13 +213,11 @@ def decide(
     in ``closing`` (being deleted) is admitted; ``foreign`` is what pods outside the queue's jobs use per leaf
     key (they count as admitted)."""
     rate = validate_rate(oversell_rate)
-    snapshot = _snapshot(tree, jobs, now, closing, foreign)
+    snapshot = sort_out(tree, jobs, now, closing, foreign)
     admitted, ledger = snapshot.admitted, snapshot.ledger
     groups = snapshot.groups
-    for bucket in groups.values():
-        sort_in_order(bucket, "workload.")
-    workloads = {quota: list(map(_workload_of, bucket)) for quota, bucket in groups.items()}
-    result, flags = admit_groups(tree, ledger.used_view(), workloads, policies, rate, least=snapshot.least)
+    result, flags = admit_groups(tree, ledger.used_view(), snapshot.workloads, policies, rate,
+                                 least=snapshot.least)
     checks = result.checks
     plans: list[ReclaimPlan] = []
     reclaimer: Reclaimer | None = None
@@ -438,10 +293,9 @@ def decide(
         )
     # Every job of these queues is held (a waiting job of the snapshot, or a held copy of an evicted one); a
     # queue the reclaims left alone holds its group's jobs but the ones the admission pass admitted.
-    waiting_jobs: list[J] = []
-    for quota in queues_after:
-        found = moved.get(quota)
-        waiting_jobs.extend(_rest(groups, flags, quota) if found is None else found)
+    waiting_jobs = tuple(chain.from_iterable(  # one copy of a million jobs, not two
+        _rest(groups, flags, quota) if (found := moved.get(quota)) is None else found for quota in queues_after
+    ))
     final_ledger = ledger
     for job in (*admissions, *(plan.preemptor for plan in reclaims), *late):
         final_ledger = final_ledger.with_admitted(job.workload)
@@ -453,7 +307,7 @@ def decide(
         late_admissions=tuple(late),
         positions=positions,
         reasons=reasons,
-        waiting=tuple(waiting_jobs),
+        waiting=waiting_jobs,
         stale_records=tuple(snapshot.stale),
         ledger=final_ledger,
         policies=MappingProxyType(dict(policies)),

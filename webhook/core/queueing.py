@@ -196,7 +196,7 @@ class PassResult:
 class _Queue:
     """Pass-local state of one quota's queue."""
 
-    jobs: list[Workload]
+    jobs: Sequence[Workload]
     block: bool
     known: bool
     """The quota is in the tree (jobs of an unknown quota all wait)."""
@@ -312,7 +312,7 @@ def admission_pass(
 def admit_groups(
     tree: QuotaTree,
     used: Mapping[str, Resources],
-    groups: Mapping[str, list[Workload]],
+    groups: Mapping[str, Sequence[Workload]],
     policy_for: PolicyLookup,
     oversell_rate: Fraction | int,
     *,

@@ -171,7 +171,9 @@ class Reclaimer(ReclaimIndex):
     ``ordered`` (queue policy ``Block``) they are only withheld from the back (a job is held back only when
     every job the pass admitted after it in that quota is held back too), so no job runs while one ahead of it
     in its queue waits. ``budget`` bounds how many candidate victims all plans together may look at; once
-    spent, :meth:`plan` answers ``None`` (:attr:`exhausted`).
+    spent, :meth:`plan` answers ``None`` (:attr:`exhausted`). ``running`` (by leaf key) may hand over admitted
+    jobs already sorted out by leaf, none of them also fresh or given twice, with ``running_amounts`` their
+    requests' amounts in the same order.
     """
 
     # Planning ---------------------------------------------------------------------------------------------
@@ -304,8 +306,22 @@ class Reclaimer(ReclaimIndex):
         With ``take_room``, a preemptor that fits already and stays within ``min`` at every level below the
         root gets a plan without victims (room that earlier plans left over: it is owed to a quota within
         its guarantee, and nobody could reclaim it from such a job), instead of ``None``."""
+        chain = self._chain(preemptor.quota)
+        if chain is None:
+            return None
+        # Refusals are remembered until the next commit (see _refusals): a quota tries many jobs of the same
+        # size in a row, and each would be refused the same way.
+        asked = (chain.keys[0], frozenset(preemptor.request.items()), preemptor.priority if chain.own else None,
+                 take_room)
+        if asked in self._refusals:
+            return None
+        visits = self.visits
         attempt = self._attempt(preemptor, explain=False, take_room=take_room)
-        return attempt if isinstance(attempt, ReclaimPlan) else None
+        if isinstance(attempt, ReclaimPlan):
+            return attempt
+        if self.visits == visits:
+            self._refusals.add(asked)
+        return None
 
     def explain(self, preemptor: Workload) -> str:
         """The plan's :attr:`~ReclaimPlan.reason`, or one line saying why nothing can be reclaimed."""
@@ -354,6 +370,7 @@ class Reclaimer(ReclaimIndex):
     def commit(self, plan: ReclaimPlan) -> None:
         """Carry ``plan`` (made by :meth:`plan` on the current view) out in the view: its victims and withheld
         jobs stop counting and are no longer candidates, its preemptor counts (it is never a candidate)."""
+        self._refusals.clear()
         touched: set[str] = set()
         for workload in (*plan.victims, *plan.withheld):
             candidate = self._candidates[workload.key]

@@ -92,6 +92,7 @@ class ReclaimIndex:
         ordered: Iterable[str] = (),
         budget: int | None = None,
         running: Mapping[str, Sequence[Workload]] | None = None,
+        running_amounts: Mapping[str, Sequence[Mapping[str, int]]] | None = None,
     ) -> None:
         self.tree = tree
         self._ordered = {quota.lower() for quota in ordered}
@@ -118,6 +119,13 @@ class ReclaimIndex:
         self._running: dict[str, list[Candidate]] = {}
         self._fresh: dict[str, list[Candidate]] = {}
         self._gone: set[WorkloadKey] = set()
+        self._refusals: set[tuple[str, frozenset[tuple[str, int]], int | None, bool]] = set()
+        """What :meth:`~webhook.core.reclaim.Reclaimer.plan` turned away before looking at any candidate since the
+        last commit: ``(leaf key, request, priority, take_room)``, the priority only where the leaf preempts its
+        own lower-priority jobs (elsewhere it plays no part). A refusal before the candidates reads only the
+        view (usage, limits, guarantees, what each subtree may give, the leaf's own lower-priority jobs), which
+        only a commit changes, and the budget, which only grows spent; the preemptor's name only matters among
+        the candidates, so the same question gets the same answer until the next commit."""
         self._totals: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
         """Per leaf: what its running and its fresh candidates hold in all."""
         self._avail: dict[str, dict[str, int]] = {}
@@ -133,7 +141,7 @@ class ReclaimIndex:
         for index, workload in enumerate(fresh):
             self._index(workload, True, float(index))
         for leaf, leaf_jobs in (running or {}).items():
-            self._take_leaf(leaf, leaf_jobs)
+            self._take_leaf(leaf, leaf_jobs, running_amounts.get(leaf) if running_amounts is not None else None)
         seen = set(self._candidates)
         for workload in admitted:
             chain = self._chain(workload.quota)
@@ -158,14 +166,18 @@ class ReclaimIndex:
             self._refresh(leaf)
 
     # Index ------------------------------------------------------------------------------------------------
-    def _take_leaf(self, leaf: str, members: Sequence[Workload]) -> None:
+    def _take_leaf(
+        self, leaf: str, members: Sequence[Workload], amounts: Sequence[Mapping[str, int]] | None = None
+    ) -> None:
         """The admitted jobs of node ``leaf``, none of them also fresh or given twice (what the walk over
-        ``admitted`` does job by job, with each sum at C speed over the jobs)."""
+        ``admitted`` does job by job, with each sum at C speed over the jobs); ``amounts``, when given, are
+        their requests' amounts in the same order (taken where the jobs were at hand)."""
         if self._chain(leaf) is None or not members:
             return
         self._later.setdefault(leaf, []).extend(members)
         sums = self._totals.setdefault(leaf, ({}, {}))[False]
-        amounts = list(map(_amounts_of, members))
+        if amounts is None:
+            amounts = list(map(_amounts_of, members))
         for resource in dict.fromkeys(itertools.chain.from_iterable(amounts)):
             sums[resource] = sums.get(resource, 0) + sum(map(methodcaller("get", resource, 0), amounts))
         sums[MAX_JOBS] = sums.get(MAX_JOBS, 0) + NANO * len(members)
