@@ -30,9 +30,15 @@ def today() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+STARTED_LOAD = os.getloadavg()
+"""The load average when this bench's process started (each bench runs in a process of its own)."""
+
+
 def load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) at the start"
+    """The load average when the bench started and when its report is written (the report comes last)."""
+    one, five, _ = STARTED_LOAD
+    end, _, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) at the start, {end:.2f} (1 min) at the end"
 
 
 def peak_rss_mib() -> float:
