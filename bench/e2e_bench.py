@@ -1,6 +1,6 @@
 """End to end on a dev cluster of its own: our admissions per second beside the physical limit (a report).
 
-    .venv/bin/python -m bench.e2e_bench [--jobs 500] [--port-base 56400]
+    .venv/bin/python -m bench.e2e_bench [--jobs 500] [--port-base 56400] [--pairs 0]
 
 One dev cluster (``webhook.cli.devsystem.up``, the service with ``--oversellrate=1``), five shapes of JOBS small
 Jobs (1 pod, 10m CPU, 16Mi) each in its own namespace, measured in this order (:mod:`bench.e2e_shapes`):
@@ -20,7 +20,9 @@ annotation). Each burst ends when every pod of the shape runs and, for ours, whe
 status say the final state; the API server's and the controller's Prometheus metrics are scraped around it
 (:mod:`bench.e2e_metrics`), and the controller's log gives its side of the timing. The sustained rate is
 ``(N - 1) / (last - first release)``. Goal (issue 7): at least 100 jobs/s; issue 23: at least 90 % of the raw
-rate (held: raw release; open: raw open through webhooks).
+rate (held: raw release; open: raw open through webhooks). ``--pairs N`` repeats the held and raw release shapes
+N more times in alternating order (:mod:`bench.e2e_pairs`): one pair swings by tens of percent on a shared
+machine; the median of several pairs swings less.
 """
 
 from __future__ import annotations
