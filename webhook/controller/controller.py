@@ -70,8 +70,9 @@ class Controller(JobLifecycle):
                                   on_unsized=self._warn_unsized, on_status=self._status_changed)
         self.cache.pods.add_listener(self._pod_changed)
         self._started: set[str] = set()
-        self._start_memo = StartMemo()
         """Admission ids of released jobs seen started (docs/start-timeout.md)."""
+        self._start_memo = StartMemo()
+        """The start verdicts of released jobs not seen started yet, carried from pass to pass."""
         self._awaiting: set[tuple[str, str, str]] = set()
         self._timer_due: float | None = None
         """When (monotonic) a start deadline or a retry time comes: a pass is due then."""
