@@ -156,3 +156,16 @@ def test_forgotten_admissions_leave_the_memo() -> None:
     memo.keep_only({"b"})
     check_starts([_job("a", 1, 1), _job("b", 1, 1)], index, set(), now=T0 + 1, timeout=300, memo=memo)
     assert memo.reused == 1
+
+
+def test_owners_whose_pods_are_gone_are_forgotten() -> None:
+    """A long-running controller sees the pods of many finished jobs come and go: their versions must not pile
+    up, and an owner with no pod left reads as one that never had any."""
+    index = PodIndex()
+    for number in range(50):
+        pod = _pod_obj(f"job-{number}", 0, "Running", "", number + 1)
+        index.listener(_Cache([]), CacheEvent("ADDED", pod))
+        assert index.version(("user-a", "Job", f"job-{number}")) > 0
+        index.listener(_Cache([]), CacheEvent("DELETED", pod))
+        assert index.version(("user-a", "Job", f"job-{number}")) == 0
+    assert index._versions == {}

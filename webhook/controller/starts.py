@@ -134,12 +134,16 @@ class PodIndex:
         """Never reset, not even by a re-list: a version once read is never given to another state."""
 
     def version(self, owner: OwnerKey) -> int:
-        """A number that changes whenever a pod of ``owner`` comes, changes or goes (0: never seen one)."""
+        """A number that changes whenever a pod of ``owner`` comes, changes or goes; 0 exactly when it has no
+        pod (the same pods, none, whenever it reads 0)."""
         return self._versions.get(owner, 0)
 
     def _touched(self, owner: OwnerKey) -> None:
-        self._tick += 1
-        self._versions[owner] = self._tick
+        if owner in self._by_owner:
+            self._tick += 1
+            self._versions[owner] = self._tick
+        else:  # its last pod went: forget it, so owners of finished jobs do not pile up
+            self._versions.pop(owner, None)
         self.changed.add(owner)
 
     def listener(self, cache: WatchCache, event: CacheEvent) -> None:
