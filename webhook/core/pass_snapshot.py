@@ -22,7 +22,7 @@ from webhook.core.ledger import Ledger, build_ledger
 from webhook.core.quantity import NANO
 from webhook.core.queueing import sort_in_order
 from webhook.core.quota import QuotaTree
-from webhook.core.resources import Resources
+from webhook.core.resources import Resources, add_amounts, least_amounts
 from webhook.core.startup import BackoffState
 from webhook.core.workload import Phase, Workload, WorkloadKey
 
@@ -70,10 +70,7 @@ def _sum(amounts: list[dict[str, int]], count: int) -> Resources:
     """What ``count`` jobs requesting ``amounts`` hold in all, ``kube-queue/max-jobs`` but one of them counted
     (``request_with_count`` adds one job), resources in the order they first appear. Each sum runs at C speed
     over the jobs (a queue may hold a million of them)."""
-    summed = {MAX_JOBS: (count - 1) * NANO}
-    for name in dict.fromkeys(chain.from_iterable(amounts)):
-        summed[name] = summed.get(name, 0) + sum(map(methodcaller("get", name, 0), amounts))
-    return Resources(summed)
+    return Resources(add_amounts({MAX_JOBS: (count - 1) * NANO}, amounts))
 
 
 def _sum_and_least(amounts: list[dict[str, int]]) -> tuple[Resources, dict[str, int]]:
@@ -200,8 +197,7 @@ def sort_out(
             queued_amounts = waiting_amounts if held_back is None else [*waiting_amounts, *map(_job_amounts, held_back)]
             request = _sum(queued_amounts, len(queued_amounts))
             if waiting_amounts:
-                least[key] = {name: min(map(methodcaller("get", name, 0), waiting_amounts))
-                              for name in dict.fromkeys(chain.from_iterable(waiting_amounts))}
+                least[key] = least_amounts(waiting_amounts)
         summed.append(Workload(key=WorkloadKey("Sum", key, Phase.QUEUED.value), quota=key, pod_sets=(),
                                phase=Phase.QUEUED, request=request))
     unique = len(admitted) == sum(len(holding.amounts) for holding in running.values()) + unknown_running

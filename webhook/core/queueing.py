@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
 from itertools import compress
-from operator import attrgetter, methodcaller
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -42,8 +42,8 @@ from webhook.core.fit import FitResult, limits_of, validate_rate
 from webhook.core.quantity import NANO
 from webhook.core.queue_views import LazyReasons, QueuePositions
 from webhook.core.quota import QuotaTree
-from webhook.core.resources import EMPTY, Resources
-from webhook.core.workload import Workload, WorkloadKey
+from webhook.core.resources import EMPTY, Resources, least_amounts
+from webhook.core.workload import Workload, WorkloadKey, request_amounts
 
 __all__ = [
     "LazyReasons",
@@ -275,15 +275,11 @@ def _none_fits(queue: _Queue, position: int) -> bool:
             head[resource] < bound.get(resource, 0) and bound.get(resource, 0) > 0 for head, resource in queue.limits
         ):
             return True  # below the least of every job, so below the least of the rest
-        least = queue.least = {}
-        rest = list(map(_amounts_of, queue.jobs[position:]))
-        for resource in {resource for _, resource in queue.limits}:
-            least[resource] = min(map(methodcaller("get", resource, 0), rest))
+        rest = list(map(request_amounts, queue.jobs[position:]))
+        least = queue.least = least_amounts(rest, {resource for _, resource in queue.limits})
     return any(head[resource] < least[resource] and least[resource] > 0 for head, resource in queue.limits)
 
 
-_amounts_of = attrgetter("request._items")
-"""A job's request as a plain dict (see :func:`_raw`), at C speed over a queue."""
 
 
 def _raw(resources: Resources) -> Mapping[str, int]:

@@ -10,18 +10,17 @@ and whether taking one keeps its quota at ``min``); the rules themselves are the
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
-from operator import attrgetter, methodcaller
+from operator import attrgetter
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.fit import limits_of, validate_rate
 from webhook.core.ledger import ChainTally, UsageOverlay
 from webhook.core.quantity import NANO
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
-from webhook.core.resources import EMPTY, Resources
-from webhook.core.workload import Workload, WorkloadKey
+from webhook.core.resources import EMPTY, Resources, add_amounts
+from webhook.core.workload import Workload, WorkloadKey, request_amounts
 
 __all__ = ["Blockers", "Candidate", "Chain", "ReclaimIndex", "sort_key"]
 
@@ -71,7 +70,6 @@ class Candidate:
 
 
 sort_key = attrgetter("sort")
-_amounts_of = attrgetter("request._items")
 
 Blockers = list[tuple[int, str, int]]
 """``(depth in the preemptor's chain, resource, how much too much)`` of every blocking level and resource."""
@@ -176,10 +174,7 @@ class ReclaimIndex:
             return
         self._later.setdefault(leaf, []).extend(members)
         sums = self._totals.setdefault(leaf, ({}, {}))[False]
-        if amounts is None:
-            amounts = list(map(_amounts_of, members))
-        for resource in dict.fromkeys(itertools.chain.from_iterable(amounts)):
-            sums[resource] = sums.get(resource, 0) + sum(map(methodcaller("get", resource, 0), amounts))
+        add_amounts(sums, list(map(request_amounts, members)) if amounts is None else amounts)
         sums[MAX_JOBS] = sums.get(MAX_JOBS, 0) + NANO * len(members)
 
     def _chain(self, quota: str) -> Chain | None:

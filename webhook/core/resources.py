@@ -6,8 +6,10 @@ or "zero" is the caller's choice: see :meth:`Resources.exceeding`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
+from itertools import chain
+from operator import methodcaller
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.dictmap import DictMap
@@ -188,3 +190,18 @@ def total(lists: Iterable[Mapping[str, int]]) -> Resources:
         for name, amount in resources.items():
             items[name] = items.get(name, 0) + amount
     return Resources(items)
+
+
+def add_amounts(into: dict[str, int], amounts: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """Add to ``into`` what all of ``amounts`` ask for, per resource in the order the resources first appear;
+    returns ``into``. Each resource's sum runs at C speed over the list (a quota may hold a million jobs)."""
+    for name in dict.fromkeys(chain.from_iterable(amounts)):
+        into[name] = into.get(name, 0) + sum(map(methodcaller("get", name, 0), amounts))
+    return into
+
+
+def least_amounts(amounts: Sequence[Mapping[str, int]], names: Iterable[str] | None = None) -> dict[str, int]:
+    """Per resource of ``names`` (default: every resource of ``amounts``, in the order they first appear), the
+    least any of ``amounts`` asks for; a resource one of them does not ask for counts as zero there."""
+    names = dict.fromkeys(chain.from_iterable(amounts)) if names is None else names
+    return {name: min(map(methodcaller("get", name, 0), amounts)) for name in names}
