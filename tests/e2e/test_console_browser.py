@@ -17,6 +17,7 @@ Screenshots of each page go to artifacts/console/ (``KQ_CONSOLE_DOCS=1`` also co
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -172,6 +173,9 @@ def test_the_waiting_job_says_why_then_starts_live_when_the_first_goes_and_its_l
     other = page.context.new_page()
     other.on("dialog", lambda dialog: dialog.accept())
     other.goto(f"{console.url}jobs?namespace={console.team_a}")
+    # The live stream's first update replaces the table it was loaded with; a click that lands while the row
+    # is swapped hits the old, detached button and submits nothing. Click once the first update is in.
+    expect(other.locator("#jobs")).to_have_attribute("data-updates", re.compile(r"^[1-9]"), timeout=LIVE)
     other.click("#job-job-pi1 button[name=delete]")
     other.wait_for_url("**/jobs?namespace=*notice=*")
     assert "pi1 deleted" in other.inner_text("#notice")
