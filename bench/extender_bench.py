@@ -81,7 +81,7 @@ from bench.objects import bound, eci, ecs, node, pod, policy, quota_tree, virtua
 from webhook.api.kinds import RESOURCE_POLICY
 from webhook.cli import devsystem
 from webhook.core.placement import parse_policy
-from webhook.core.profiles import scheduler_name_for
+from webhook.core.profiles import calls_extender, scheduler_name_for
 from webhook.core.sampling import rotating_window, scheduler_sample_size
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig, Ports, default_nodes
@@ -91,6 +91,8 @@ from webhook.extender.http import start_server
 from webhook.extender.state import ExtenderState
 from webhook.kube import serving
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.workloads.patch import apply_patch
+from webhook.workloads.pod import extender_marker_patch
 
 PODS = ResourceRef("", "v1", "pods")
 NAMESPACES = ResourceRef("", "v1", "namespaces")
@@ -252,6 +254,11 @@ class Configuration:
     the policy's pods on the full-scan one; without, the scheduler's defaults."""
     policy_share: float = 1.0
     """The share of the pods the ResourcePolicy selects (the others: no policy, the default profile)."""
+    all_marked: bool = False
+    """Every pod carries the extender's marker, so the scheduler asks the extender about each: what the pods of
+    the quota tree's namespaces pay (the pod-level quota), and every pod paid before the marker. Otherwise
+    only the pods the webhook marks in a namespace outside the tree: the policy's
+    (:func:`webhook.core.profiles.calls_extender`)."""
 
 
 CONFIGURATIONS: dict[str, Configuration] = {
@@ -266,6 +273,7 @@ CONFIGURATIONS: dict[str, Configuration] = {
     "null filter, 10% policy": Configuration(NULL_WINDOW_EXTENDER, policy_share=0.1),
     "filter, 10% policy": Configuration("kq-extender", policy_share=0.1),
     "filter, no policy": Configuration("kq-extender", policy_share=0.0),
+    "filter, no policy, all marked": Configuration("kq-extender", policy_share=0.0, all_marked=True),
 }
 """What can be compared: no extender, the scheduler's defaults (every cost is against this one); no extender
 but every node filtered (``percentageOfNodesToScore: 100``, which the extender asks for: its share of the
@@ -277,8 +285,13 @@ passing node of the unit goes back to the scheduler, which scores them all); and
 scan (the scheduler's default sample, every node of it passed back: correct only for policies no sample can
 miss - what the default profile leaves such pods to pay). ``... 10% policy``: one pod in ten under the
 policy (on the full-scan profile), the rest under none (on the default profile, sampling): the mix the two
-profiles are for; ``filter, no policy``: no pod under the policy (what policy-free pods pay the extender)."""
-DEFAULT_CONFIGURATIONS = ("none", "filter", "null filter, 10% policy", "filter, 10% policy", "filter, no policy")
+profiles are for; ``filter, no policy``: no pod under the policy (what policy-free pods pay the extender: with
+the marker, nothing but the default profile's affinity), and ``..., all marked``: the same pods, each asked
+about (the pods of the tree's namespaces; every pod before the marker)."""
+DEFAULT_CONFIGURATIONS = (
+    "none", "filter", "null filter, 10% policy", "filter, 10% policy", "filter, no policy",
+    "filter, no policy, all marked",
+)
 """The two profiles' run (issue 21): the kq extender with every pod under the policy, the 10 % mix with the
 do-nothing and the kq extender, and policy-free pods only. ``null filter, window`` and ``none, full scan`` (the
 floor under ``filter`` and the scan's own share, :data:`COST_STEPS`) on request."""
@@ -421,21 +434,32 @@ def under_policy(index: int, share: float) -> bool:
     return int((index + 1) * share + 1e-9) > int(index * share + 1e-9)
 
 
-def _pod_manifest(name: str, namespace: str, *, policy: bool = True, profiles: bool = False) -> dict[str, Any]:
+def _pod_manifest(
+    name: str, namespace: str, *, policy: bool = True, profiles: bool = False, marked: bool = False
+) -> dict[str, Any]:
     """A pod of 100m CPU, labelled for the policy or not; with ``profiles`` (the scheduler runs the two
-    profiles) a policy pod names the profile the webhook would give it (:data:`POLICY_PROFILE`)."""
+    profiles) a policy pod names the profile the webhook would give it (:data:`POLICY_PROFILE`); ``marked``:
+    it carries the extender's marker, as the webhook writes it (:func:`extender_marker_patch`)."""
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": 0,
         "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}],
     }
     if policy and profiles and POLICY_PROFILE is not None:
         spec["schedulerName"] = POLICY_PROFILE
+    if marked:
+        spec = apply_patch({"spec": spec}, extender_marker_patch({"spec": spec}))["spec"]
     labels = {"app": "bench", "placement": "policy" if policy else "free"}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels},
             "spec": spec}
 
 
-async def _create_all(client: KubeClient, namespace: str, count: int, share: float, profiles: bool) -> None:
+async def _create_all(
+    client: KubeClient, namespace: str, count: int, setup: Configuration, profiles: bool
+) -> None:
+    """The run's namespace, the policy and ``count`` pods (:func:`_pod_manifest`), 16 creates in flight. With an
+    extender, the pods it must see carry its marker (every pod with ``all_marked``)."""
+    share = setup.policy_share
+    selected = parse_policy(CLUSTER_POLICY)
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     for _ in range(300):  # the default ServiceAccount (kube-controller-manager) must exist before pods
         try:
@@ -448,9 +472,11 @@ async def _create_all(client: KubeClient, namespace: str, count: int, share: flo
 
     async def one(index: int) -> None:
         async with gate:
-            manifest = _pod_manifest(
-                f"p-{index:05d}", namespace, policy=under_policy(index, share), profiles=profiles
+            chosen = under_policy(index, share)
+            marked = setup.extender is not None and (
+                setup.all_marked or calls_extender(False, selected if chosen else None)
             )
+            manifest = _pod_manifest(f"p-{index:05d}", namespace, policy=chosen, profiles=profiles, marked=marked)
             await client.create(PODS, manifest, namespace)
 
     await asyncio.gather(*(one(index) for index in range(count)))
@@ -642,7 +668,7 @@ def _one_run(config: ClusterConfig, bins: Path, name: str, round_index: int, pod
         client = await KubeClient.connect(str(config.kubeconfig))
         try:
             profiles = scheduler_settings(setup.extender is not None, setup.full_scan) is SCHEDULER_SETTINGS
-            await _create_all(client, namespace, pods, setup.policy_share, profiles)
+            await _create_all(client, namespace, pods, setup, profiles)
             await _settle([extender_pid, *busy])
             window = await _time_bindings(client, namespace, pods, start, (extender_pid, apiserver_pid))
             await _delete_namespace(client, namespace)
@@ -824,7 +850,7 @@ def print_goals(by: Mapping[tuple[int, str], Run], rounds: int, names: Sequence[
         return f"{statistics.median(values):.3f} (rounds: {', '.join(f'{v:.3f}' for v in values)})"
 
     print("two scheduler profiles (issue 21), pods/s ratios within each round, median of the rounds:")
-    for name in ("filter", "null filter, window", *MIX, "filter, no policy"):
+    for name in ("filter", "null filter, window", *MIX, "filter, no policy", "filter, no policy, all marked"):
         if name in names:
             print(f"  {name} / none: {show(ratios(name, 'none'))}")
     if "filter, no policy" in names:

@@ -200,7 +200,9 @@ def test_pods_without_a_policy_never_land_on_the_virtual_node(dev_cluster: DevCl
     assert {p["spec"]["nodeName"] for p in _pods(dev, namespace, "app=free")} <= set(ECS_NODES)
     (pinned,) = _pods(dev, namespace, "app=pinned")
     assert not pinned["spec"].get("nodeName")
-    assert "only pods of a ResourcePolicy with an eci unit" in _unschedulable_message(pinned)
+    # The namespace is outside the tree: the extender never sees these pods (no marker), and the default
+    # profile's addedAffinity refuses the virtual node.
+    assert "scheduler-enforced node affinity" in _unschedulable_message(pinned)
 
 
 def test_a_pod_waits_out_its_timeout_then_takes_the_next_unit(dev_cluster: DevCluster, namespace: str) -> None:

@@ -14,6 +14,7 @@ from tests.service.helpers import JOB_BUILDERS, batch_job, patched, pod, review
 from webhook.admission.mutate import mutate
 from webhook.admission.state import AdmissionState, Settings, StateStore
 from webhook.admission.validate import validate
+from webhook.api.names import EXTENDER_RESOURCE
 from webhook.core.resources import EMPTY
 from webhook.workloads.registry import adapter_for
 
@@ -88,7 +89,9 @@ def test_no_defaults_elsewhere_and_bare_pods_are_left_to_the_api_server(
     ][0]
     bare = pod()
     del bare["spec"]["containers"][0]["resources"]
-    assert "resources" not in patched(bare, mutate(review(bare), limited, settings))["spec"]["containers"][0]
+    marker = {EXTENDER_RESOURCE: "1"}  # the extender's marker only: no default request is written in
+    assert patched(bare, mutate(review(bare), limited, settings))["spec"]["containers"][0]["resources"] == {
+        "requests": marker, "limits": marker}
 
 
 def test_the_store_keeps_only_namespaces_with_defaults(state: AdmissionState) -> None:

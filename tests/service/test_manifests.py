@@ -16,7 +16,7 @@ from cryptography import x509
 
 from webhook.admission.configs import cluster_webhook_configs, dev_webhook_configs
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
-from webhook.api.names import MANAGED_NAMESPACE_LABEL
+from webhook.api.names import ECI_OPT_IN_LABEL, MANAGED_NAMESPACE_LABEL, PLACEMENT_NAMESPACE_LABEL
 from webhook.cli import certs as certs_cli
 from webhook.cli import serve as serve_cli
 from webhook.kube.selfcert import issue, needs_renewal, service_dns_names
@@ -24,6 +24,10 @@ from webhook.workloads.registry import all_adapters
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
+
+
+FAIL_OPEN = ("pods.placement.kube-queue.x-k8s.io", "pods.eci-opt-in.kube-queue.x-k8s.io")
+"""The pod hooks of namespaces outside the tree: no such namespace depends on the webhook."""
 
 
 def docs(path: Path) -> list[dict[str, Any]]:
@@ -42,8 +46,8 @@ def test_dev_configs_point_at_the_url_and_trust_the_ca() -> None:
     for hook in validating["webhooks"]:
         assert hook["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
     for hook in mutating["webhooks"] + validating["webhooks"]:
-        placement_only = hook["name"] == "pods.placement.kube-queue.x-k8s.io"
-        assert hook["failurePolicy"] == ("Ignore" if placement_only else "Fail")
+        fails_open = hook["name"] in FAIL_OPEN
+        assert hook["failurePolicy"] == ("Ignore" if fails_open else "Fail")
         assert hook["sideEffects"] == "None"
         assert hook["timeoutSeconds"] == 10
         assert hook["admissionReviewVersions"] == ["v1"]
@@ -53,7 +57,7 @@ def test_job_hooks_match_managed_namespaces_only_and_never_kube_system() -> None
     mutating, validating = dev_webhook_configs("https://127.0.0.1:9443", b"PEM")
     job_hooks = [
         h for h in mutating["webhooks"] + validating["webhooks"]
-        if h["name"].split(".")[0] in ("jobs", "pods") and h["name"].split(".")[1] != "placement"
+        if h["name"].split(".")[0] in ("jobs", "pods") and h["name"] not in FAIL_OPEN
     ]
     assert len(job_hooks) == 4
     for hook in job_hooks:
@@ -215,3 +219,18 @@ def test_pods_of_namespaces_outside_the_tree_reach_only_the_placement_hook_and_n
     assert selector["matchLabels"] == {"kube-queue.x-k8s.io/placement": "true"}
     assert {"key": MANAGED_NAMESPACE_LABEL, "operator": "DoesNotExist"} in selector["matchExpressions"]
     assert [rule["resources"] for rule in hook["rules"]] == [["pods"]]
+
+
+def test_pods_opted_into_eci_outside_every_hooked_namespace_reach_the_opt_in_hook_only() -> None:
+    # The default profile never uses the virtual node; the hook gives such pods the full-scan profile. Only
+    # pods with the label reach it, never in kube-system, and it fails open (they stay on regular nodes).
+    mutating, _ = cluster_webhook_configs()
+    (hook,) = [h for h in mutating["webhooks"] if h["name"] == "pods.eci-opt-in.kube-queue.x-k8s.io"]
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["objectSelector"] == {"matchLabels": {ECI_OPT_IN_LABEL: "true"}}
+    expressions = hook["namespaceSelector"]["matchExpressions"]
+    assert {"key": MANAGED_NAMESPACE_LABEL, "operator": "DoesNotExist"} in expressions
+    assert {"key": PLACEMENT_NAMESPACE_LABEL, "operator": "DoesNotExist"} in expressions
+    assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]} in expressions
+    assert [rule["resources"] for rule in hook["rules"]] == [["pods"]]
+    assert [rule["operations"] for rule in hook["rules"]] == [["CREATE"]]

@@ -26,6 +26,8 @@ from webhook.admission.state import AdmissionState, Settings
 from webhook.api.names import (
     ADMISSION_GATE,
     DEFAULT_SCHEDULER,
+    ECI_OPT_IN_LABEL,
+    EXTENDER_RESOURCE,
     FULL_SCAN_SCHEDULER,
     QUOTA_FULLNAME_ANNOTATION,
     QUOTA_LABEL,
@@ -316,3 +318,62 @@ def test_a_pod_outside_the_tree_gets_the_full_scan_profile_from_its_policy(setti
     assert result["spec"]["schedulerName"] == FULL_SCAN_SCHEDULER
     assert "tolerations" not in result["spec"]  # no eci unit
     assert "schedulingGates" not in result["spec"]
+
+
+def _marker(obj: dict[str, Any]) -> tuple[str | None, str | None]:
+    resources = obj["spec"]["containers"][0].get("resources") or {}
+    return (resources.get("requests") or {}).get(EXTENDER_RESOURCE), (resources.get("limits") or {}).get(
+        EXTENDER_RESOURCE
+    )
+
+
+@pytest.mark.parametrize("owned", [False, True])
+def test_every_pod_of_the_tree_carries_the_extenders_marker(
+    owned: bool, state: AdmissionState, settings: Settings
+) -> None:
+    # The pod-level quota lives in the extender, which the scheduler asks only about pods with the marker.
+    obj = pod(owned=owned)
+    obj["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
+    result = patched(obj, mutate(review(obj), state, settings))
+    assert _marker(result) == ("1", "1")
+    assert result["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "1"  # the rest is kept
+
+
+def test_a_pod_cannot_keep_the_marker_away_by_writing_its_own(state: AdmissionState, settings: Settings) -> None:
+    obj = pod(owned=True)
+    obj["spec"]["containers"][0]["resources"] = {"requests": {EXTENDER_RESOURCE: "0"}}
+    assert _marker(patched(obj, mutate(review(obj), state, settings))) == ("1", "1")
+
+
+def test_outside_the_tree_only_pods_a_policy_selects_carry_the_marker(settings: Settings) -> None:
+    from tests.builders import seed_tree  # noqa: PLC0415
+
+    state = AdmissionState(tree=seed_tree(), policies={"free": (eci_policy(namespace="free", selector={"a": "b"}),)})
+    selected, other = pod(), pod()
+    for obj in (selected, other):
+        obj["metadata"]["namespace"] = "free"
+    selected["metadata"]["labels"] = {"a": "b"}
+    assert _marker(patched(selected, mutate(review(selected, namespace="free"), state, settings))) == ("1", "1")
+    assert "patch" not in response(mutate(review(other, namespace="free"), state, settings))
+
+
+def test_job_templates_never_carry_the_marker(state: AdmissionState, settings: Settings) -> None:
+    # The job's pods get it when they are created; a template with it would only add noise to the job.
+    job = batch_job()
+    result = patched(job, mutate(review(job), state, settings))
+    containers = result["spec"]["template"]["spec"]["containers"]
+    assert EXTENDER_RESOURCE not in orjson.dumps(containers).decode()
+
+
+def test_a_pod_opted_into_eci_outside_the_tree_gets_the_profile_that_may_use_the_virtual_node(
+    settings: Settings,
+) -> None:
+    from tests.builders import seed_tree  # noqa: PLC0415
+
+    state = AdmissionState(tree=seed_tree())
+    obj = pod()
+    obj["metadata"]["namespace"] = "free"
+    obj["metadata"]["labels"] = {ECI_OPT_IN_LABEL: "true"}
+    result = patched(obj, mutate(review(obj, namespace="free"), state, settings))
+    assert result["spec"]["schedulerName"] == FULL_SCAN_SCHEDULER
+    assert _marker(result) == (None, None)  # the extender would pass it every node: it is not asked

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER
+from webhook.api.names import DEFAULT_SCHEDULER, EXTENDER_RESOURCE, FULL_SCAN_SCHEDULER
 from webhook.cli import devsystem
 from webhook.cli.extender import options_from_args, register
 from webhook.cli.main import main
@@ -30,6 +30,7 @@ def test_the_entry_is_node_cache_capable_not_ignorable_and_filter_only() -> None
         "httpTimeout": "5s",
         "nodeCacheCapable": True,
         "ignorable": False,
+        "managedResources": [{"name": EXTENDER_RESOURCE, "ignoredByScheduler": True}],
     }
 
 
@@ -64,7 +65,11 @@ def test_the_dev_scheduler_runs_a_sampling_and_a_full_scan_profile_when_it_calls
 ) -> None:
     assert SCHEDULER_SETTINGS == {
         "profiles": [
-            {"schedulerName": DEFAULT_SCHEDULER},
+            {"schedulerName": DEFAULT_SCHEDULER, "pluginConfig": [{"name": "NodeAffinity", "args": {
+                "addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "type", "operator": "NotIn", "values": ["virtual-kubelet"]}]}
+                ]}}
+            }}]},
             {"schedulerName": FULL_SCAN_SCHEDULER, "percentageOfNodesToScore": 100},
         ]
     }

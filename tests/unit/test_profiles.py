@@ -9,7 +9,7 @@ import pytest
 from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER
 from webhook.controller.cache import _needs_placement_hook
 from webhook.core.placement import ResourcePolicy, parse_policy
-from webhook.core.profiles import asks_for_default, needs_full_scan, scheduler_name_for
+from webhook.core.profiles import asks_for_default, calls_extender, needs_full_scan, scheduler_name_for
 
 POOL = {"resource": "ecs", "nodeSelector": {"pool": "a"}}
 EVERY_NODE = {"resource": "ecs"}
@@ -76,16 +76,45 @@ def _policy_object(*units: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("units", "routed"),
+    "units",
     [
-        ((POOL, {"resource": "ecs", "nodeSelector": {"pool": "b"}}), True),  # no eci unit: routed for the profile
-        ((POOL,), True),
-        ((EVERY_NODE, VIRTUAL), True),
-        ((EVERY_NODE,), False),  # nothing to add: no toleration, no profile
+        (POOL, {"resource": "ecs", "nodeSelector": {"pool": "b"}}),  # no eci unit: the profile, the marker
+        (POOL,),
+        (EVERY_NODE, VIRTUAL),
+        (EVERY_NODE,),  # no toleration, no profile, but the marker: only the extender orders and caps units
+        ({"resource": "ecs", "max": 3},),  # a cap the extender counts
     ],
 )
-def test_namespaces_outside_the_tree_reach_the_placement_webhook_for_the_profile_too(
-    units: tuple[dict[str, Any], ...], routed: bool
+def test_namespaces_outside_the_tree_with_a_valid_policy_reach_the_placement_webhook(
+    units: tuple[dict[str, Any], ...],
 ) -> None:
-    assert _needs_placement_hook(_policy_object(*units)) is routed
+    assert _needs_placement_hook(_policy_object(*units)) is True
     assert _needs_placement_hook({**_policy_object(POOL, VIRTUAL), "spec": {"units": "nonsense"}}) is False
+
+
+@pytest.mark.parametrize(
+    ("in_tree", "units", "called"),
+    [
+        (True, None, True),  # the pod-level quota checks every pod of the tree's namespaces
+        (True, (EVERY_NODE,), True),
+        (False, (EVERY_NODE,), True),  # a policy's units, their order and caps live in the extender
+        (False, ({"resource": "ecs", "max": 3},), True),
+        (False, (POOL, VIRTUAL), True),
+        (False, None, False),  # nothing for the extender to check: kube-scheduler alone places it
+    ],
+)
+def test_the_extender_sees_the_pods_of_the_tree_and_of_policies_only(
+    in_tree: bool, units: tuple[dict[str, Any], ...] | None, called: bool
+) -> None:
+    assert calls_extender(in_tree, policy(*units) if units is not None else None) is called
+
+
+@pytest.mark.parametrize("asked", [None, "", DEFAULT_SCHEDULER])
+def test_a_pod_opted_into_eci_without_a_policy_gets_the_profile_that_may_use_the_virtual_node(
+    asked: str | None,
+) -> None:
+    # The default profile never uses the virtual node (its addedAffinity).
+    assert scheduler_name_for(asked, None, opted_in=True) == FULL_SCAN_SCHEDULER
+    assert scheduler_name_for(asked, None, opted_in=False) is None
+    assert scheduler_name_for(asked, policy(EVERY_NODE), opted_in=True) is None  # its policy decides
+    assert scheduler_name_for("my-scheduler", None, opted_in=True) is None

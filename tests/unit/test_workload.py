@@ -137,6 +137,9 @@ SIDE = "Always"
          res(cpu=3)),
         ("empty pod-level resources change nothing",
          {"resources": {}, "containers": [c("a", {"cpu": 1})]}, res(cpu=1)),
+        ("the extender's marker is no request: it only routes the pod",
+         {"containers": [c("a", {"cpu": 1, "kube-queue.x-k8s.io/extender": 1}),
+                         c("b", {"kube-queue.x-k8s.io/extender": 1})]}, res(cpu=1)),
     ],
 )
 def test_pod_request_follows_kube_scheduler(case: str, spec: dict[str, Any], expected: Resources) -> None:

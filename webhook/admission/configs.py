@@ -10,7 +10,9 @@ Job kinds (every adapter in :mod:`webhook.workloads`) are matched only in namesp
 ``kube-queue.x-k8s.io/managed: "true"`` (the controller labels the namespaces of the quota tree) and never in
 ``kube-system``, so system namespaces and unmanaged ones never depend on the webhook. Pods are matched at
 creation (all of them: a pod a job controller made is tagged, not held) and, on update, only when they carry
-the quota label. Quota trees, ResourcePolicies and Queues are validated everywhere.
+the quota label. Outside the tree, pods reach the webhook only in namespaces with a ResourcePolicy (the
+controller labels them) or when they opt into ECI (their label), and fail open there. Quota trees,
+ResourcePolicies and Queues are validated everywhere.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ import orjson
 
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.kinds import OUR_KINDS
-from webhook.api.names import MANAGED_NAMESPACE_LABEL, PLACEMENT_NAMESPACE_LABEL, QUEUE_NAMESPACE, QUOTA_LABEL
+from webhook.api.names import (
+    ECI_OPT_IN_LABEL,
+    MANAGED_NAMESPACE_LABEL,
+    PLACEMENT_NAMESPACE_LABEL,
+    QUEUE_NAMESPACE,
+    QUOTA_LABEL,
+)
 from webhook.workloads.registry import all_adapters
 
 __all__ = ["cluster_webhook_configs", "dev_webhook_configs", "set_ca_bundle", "webhook_configs"]
@@ -91,6 +99,17 @@ def _placement_selector() -> dict[str, Any]:
             {"key": MANAGED_NAMESPACE_LABEL, "operator": "DoesNotExist"},
         ],
         "matchLabels": {PLACEMENT_NAMESPACE_LABEL: "true"},
+    }
+
+
+def _opt_in_selector() -> dict[str, Any]:
+    """Namespaces whose pods reach neither ``pods.mutate`` nor ``pods.placement`` (those do the same)."""
+    return {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(EXCLUDED_NAMESPACES)},
+            {"key": MANAGED_NAMESPACE_LABEL, "operator": "DoesNotExist"},
+            {"key": PLACEMENT_NAMESPACE_LABEL, "operator": "DoesNotExist"},
+        ],
     }
 
 
@@ -171,6 +190,24 @@ def webhook_configs(
                         config("/mutate"),
                         _job_rules(["CREATE"], pods=True),
                         namespace_selector=_placement_selector(),
+                        mutating=True,
+                        failure_policy="Ignore",
+                    )
+                ]
+                if require_managed_label
+                else []
+            ),
+            *(
+                [
+                    # Pods opted into ECI in namespaces no other pod hook sees: only the full-scan profile may
+                    # use the virtual node. Ignore on failure: while the webhook is down they stay on regular
+                    # nodes.
+                    _webhook(
+                        "pods.eci-opt-in.kube-queue.x-k8s.io",
+                        config("/mutate"),
+                        _job_rules(["CREATE"], pods=True),
+                        namespace_selector=_opt_in_selector(),
+                        object_selector={"matchLabels": {ECI_OPT_IN_LABEL: "true"}},
                         mutating=True,
                         failure_policy="Ignore",
                     )

@@ -18,7 +18,9 @@ controller:
   nodes could mislead selects (several units, or one unit that is a node pool or the virtual node) gets
   ``schedulerName: kube-queue-full-scan``, the scheduler profile that filters every node
   (:func:`webhook.core.profiles.scheduler_name_for`, docs/placement.md). A pod of a job's template is
-  decided again when it is created (its template may have been written before the policy).
+  decided again when it is created (its template may have been written before the policy);
+* every Pod of a managed namespace, and every Pod a ResourcePolicy selects, gets the extender's marker
+  resource (:func:`webhook.core.profiles.calls_extender`): the scheduler asks the extender only about those.
 
 Pods owned by a controller (a Job's pods, a ReplicaSet's pods) are tagged but not held on their own: their
 owner is queued. Everything else passes untouched.
@@ -37,9 +39,9 @@ from typing import Any
 from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import creation_refusal, held_at_creation
-from webhook.api.names import CONTROLLER_ANNOTATIONS
+from webhook.api.names import CONTROLLER_ANNOTATIONS, ECI_OPT_IN_LABEL
 from webhook.core.placement import PodView, policy_for_pod
-from webhook.core.profiles import scheduler_name_for
+from webhook.core.profiles import calls_extender, scheduler_name_for
 from webhook.core.quota import queue_name
 from webhook.core.workload import WorkloadError
 from webhook.workloads.base import (
@@ -53,6 +55,7 @@ from webhook.workloads.base import (
     submitted_patch,
 )
 from webhook.workloads.limits import limit_range_patch
+from webhook.workloads.pod import PodAdapter, extender_marker_patch
 from webhook.workloads.registry import adapter_for
 
 
@@ -158,29 +161,34 @@ def _operations(
         if policies:  # only the policy match below reads the tagged labels
             current = apply_patch(current, tag)
         ops += tag
-    ops += _policy_ops(adapter, current, namespace, state)
+    ops += _policy_ops(adapter, current, namespace, state, in_tree=True)
     return ops, held
 
 
-def _policy_ops(adapter: Adapter, obj: Mapping[str, Any], namespace: str, state: AdmissionState) -> list[JSONPatch]:
+def _policy_ops(
+    adapter: Adapter, obj: Mapping[str, Any], namespace: str, state: AdmissionState, *, in_tree: bool = False
+) -> list[JSONPatch]:
     """What the ResourcePolicy selecting each pod template (or Pod) asks of it (a policy works in every
-    namespace it is created in): the virtual node's toleration for a policy with an ``eci`` unit, and the
-    full-scan scheduler profile for a pod that asked for the default scheduler under a policy a sample of
-    the nodes could mislead."""
+    namespace it is created in), and what the scheduler must know of the pod: the virtual node's toleration
+    for a policy with an ``eci`` unit; the full-scan scheduler profile for a pod that asked for the default
+    scheduler under a policy a sample of the nodes could mislead, or opted into ECI; on a Pod of the tree's
+    namespaces (``in_tree``) or of a policy, the extender's marker (:func:`webhook.core.profiles.calls_extender`)."""
     policies = state.policies_in(namespace)
-    if not policies:
-        return []
     ops: list[JSONPatch] = []
     name = str_at(obj, "metadata", "name") or ""
     for template in adapter.pod_templates(obj):
-        view = PodView(namespace=namespace, name=name, labels=template.labels)
-        policy = policy_for_pod(policies, view)
-        if policy is None:
-            continue
+        policy = (
+            policy_for_pod(policies, PodView(namespace=namespace, name=name, labels=template.labels))
+            if policies
+            else None
+        )
         # Each template's fields live under its own path: no need to re-apply between them.
-        if policy.has_eci_unit:
+        if policy is not None and policy.has_eci_unit:
             ops += adapter.toleration_patch(obj, template)
-        scheduler = scheduler_name_for(str_at(template.template, "spec", "schedulerName"), policy)
+        opted_in = template.labels.get(ECI_OPT_IN_LABEL) == "true"
+        scheduler = scheduler_name_for(str_at(template.template, "spec", "schedulerName"), policy, opted_in)
         if scheduler is not None:
             ops += set_value_patch(obj, (*template.path, "spec", "schedulerName"), scheduler)
+        if isinstance(adapter, PodAdapter) and calls_extender(in_tree, policy):
+            ops += extender_marker_patch(obj)
     return ops

@@ -26,7 +26,6 @@ from webhook.controller.records import kv
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import PodIndex, pod_slim
 from webhook.core.placement import PolicyError, parse_policy
-from webhook.core.profiles import needs_full_scan
 from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, WatchCache
@@ -85,14 +84,14 @@ def _lists(listing: Obj, plural: str) -> bool:
 
 
 def _needs_placement_hook(obj: Obj) -> bool:
-    """Whether a ResourcePolicy is valid and its pods need the placement webhook: an ``eci`` unit (the virtual
-    node's toleration), or units a sample of the nodes could mislead (the full-scan scheduler profile,
-    :func:`webhook.core.profiles.needs_full_scan`)."""
+    """Whether a ResourcePolicy is valid, so its pods need the placement webhook: every pod a policy selects
+    carries the extender's marker (:func:`webhook.core.profiles.calls_extender`), and some get the virtual
+    node's toleration or the full-scan scheduler profile."""
     try:
-        policy = parse_policy(obj)
+        parse_policy(obj)
     except PolicyError:
         return False
-    return policy.has_eci_unit or needs_full_scan(policy)
+    return True
 
 
 def choose_tree(objects: Sequence[Obj]) -> tuple[Obj | None, QuotaTree | None, str | None]:
@@ -144,7 +143,7 @@ class ClusterCache:
         self.priority_classes = self._cache("priorityclasses", PRIORITY_CLASSES)
         self.policies = self._cache("resourcepolicies", POLICIES)
         """ResourcePolicies: namespaces outside the tree with an eci unit get the placement label."""
-        self._eci_policies: dict[tuple[str, str], tuple[str, bool]] = {}
+        self._placement_policies: dict[tuple[str, str], tuple[str, bool]] = {}
         """Per policy: ``(resourceVersion, has a valid eci unit)``."""
         self.pod_index = PodIndex()
         self.pods = WatchCache(
@@ -399,19 +398,19 @@ class ClusterCache:
         )
 
     def placement_namespaces(self) -> frozenset[str]:
-        """Namespaces with a ResourcePolicy that has an ``eci`` unit (each policy parsed once per version)."""
+        """Namespaces with a valid ResourcePolicy (each policy parsed once per version)."""
         policies = self.view(self.policies)
-        placement = frozenset(str(meta(obj).get("namespace") or "") for obj in policies if self._eci_policy(obj))
-        if len(self._eci_policies) > len(policies):  # some were deleted: forget them
+        placement = frozenset(str(meta(obj).get("namespace") or "") for obj in policies if self._placement_policy(obj))
+        if len(self._placement_policies) > len(policies):  # some were deleted: forget them
             live = {(str(meta(obj).get("namespace") or ""), name_of(obj)) for obj in policies}
-            self._eci_policies = {key: value for key, value in self._eci_policies.items() if key in live}
+            self._placement_policies = {key: value for key, value in self._placement_policies.items() if key in live}
         return placement
 
-    def _eci_policy(self, obj: Obj) -> bool:
+    def _placement_policy(self, obj: Obj) -> bool:
         """:func:`_needs_placement_hook`, parsed once per version of the policy (not on every pass)."""
         key = (str(meta(obj).get("namespace") or ""), name_of(obj))
         version = resource_version_of(obj)
-        known = self._eci_policies.get(key)
+        known = self._placement_policies.get(key)
         if known is None or known[0] != version or not version:
-            known = self._eci_policies[key] = (version, _needs_placement_hook(obj))
+            known = self._placement_policies[key] = (version, _needs_placement_hook(obj))
         return known[1]

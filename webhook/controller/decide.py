@@ -214,10 +214,9 @@ def namespace_actions(
     """Label the tree's namespaces ``kube-queue.x-k8s.io/managed: "true"``; unlabel the ones that left it.
     Without a tree that label does not change: the namespaces stay managed, so their new jobs stay held (the
     webhook holds them untagged) until a tree lists them again, instead of running unqueued
-    (docs/accounting.md). The namespaces in ``placement`` (a ResourcePolicy with an ``eci`` unit or one that
-    needs the full-scan scheduler profile) that the
-    tree does not list get ``kube-queue.x-k8s.io/placement: "true"`` (their Pods go to the placement
-    webhook); the others lose it."""
+    (docs/accounting.md). The namespaces in ``placement`` (a valid ResourcePolicy) that the tree does not list
+    get ``kube-queue.x-k8s.io/placement: "true"`` (their Pods go to the placement webhook); the others lose
+    it."""
     managed = set(tree.leaf_by_namespace) if tree is not None else None
     actions = []
     for name in sorted(namespaces):

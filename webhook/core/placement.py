@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from webhook.api.names import (
+    ECI_OPT_IN_LABEL,
     VIRTUAL_NODE_LABEL_KEY,
     VIRTUAL_NODE_LABEL_VALUE,
     VIRTUAL_NODE_TAINT_KEY,
@@ -117,8 +118,6 @@ __all__ = [
     "validate_policy",
 ]
 
-ECI_OPT_IN_LABEL = "alibabacloud.com/eci"
-"""A pod labelled ``alibabacloud.com/eci: "true"`` opted into ECI: unmanaged, it may still use virtual nodes."""
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 MAX_SCORE = 10
 """The highest extender score (prioritize replies are 0..10)."""

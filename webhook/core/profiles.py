@@ -1,4 +1,5 @@
-"""Which scheduler profile a pod needs: the full node scan only where a sample of the nodes could mislead.
+"""Which scheduler profile a pod needs (the full node scan only where a sample of the nodes could mislead), and
+whether the scheduler asks the extender about it at all.
 
 The scheduler that calls the extender runs two profiles (:mod:`webhook.extender.config`): the default one
 samples the nodes as kube-scheduler does by default, ``kube-queue-full-scan`` filters every node. The
@@ -14,7 +15,15 @@ extender is asked, on either profile, only about the nodes the scheduler filtere
   although the unit has room.
 
 So the webhook names the full-scan profile for exactly those pods (:func:`scheduler_name_for`), and only
-for pods that asked for the default scheduler: a pod naming another scheduler keeps it.
+for pods that asked for the default scheduler: a pod naming another scheduler keeps it. A pod no policy
+selects that opted into ECI gets it too: the default profile keeps every pod off the virtual node.
+
+The scheduler asks the extender only about pods carrying the marker resource
+(:data:`~webhook.api.names.EXTENDER_RESOURCE`), which the webhook writes on the pods whose rules live in the
+extender (:func:`calls_extender`): every pod of the tree's namespaces (the pod-level quota) and every pod a
+policy selects (its units, their order and caps). The rest are placed by kube-scheduler alone; its default
+profile keeps them off the virtual node (``addedAffinity``, :mod:`webhook.extender.config`), as the
+extender did.
 """
 
 from __future__ import annotations
@@ -40,11 +49,22 @@ def asks_for_default(scheduler_name: str | None) -> bool:
     return not scheduler_name or scheduler_name == DEFAULT_SCHEDULER
 
 
-def scheduler_name_for(scheduler_name: str | None, policy: ResourcePolicy | None) -> str | None:
+def scheduler_name_for(
+    scheduler_name: str | None, policy: ResourcePolicy | None, opted_in: bool = False
+) -> str | None:
     """The ``spec.schedulerName`` to write on a pod (template) being created that names ``scheduler_name``
     and that ``policy`` selects (``None``: none does), or ``None`` to leave it as it is: the full-scan profile
-    for a pod that asked for the default scheduler and :func:`needs_full_scan`; nothing otherwise - pods
-    naming another scheduler, the full-scan profile included, keep it."""
-    if asks_for_default(scheduler_name) and needs_full_scan(policy):
+    for a pod that asked for the default scheduler and :func:`needs_full_scan`, or that no policy selects and
+    that opted into ECI (``opted_in``: the default profile never uses the virtual node); nothing otherwise -
+    pods naming another scheduler, the full-scan profile included, keep it."""
+    if asks_for_default(scheduler_name) and (needs_full_scan(policy) or (policy is None and opted_in)):
         return FULL_SCAN_SCHEDULER
     return None
+
+
+def calls_extender(in_tree: bool, policy: ResourcePolicy | None) -> bool:
+    """Whether a pod being created needs the extender's filter, so carries the marker resource: a pod of a
+    namespace the tree holds (``in_tree``: the pod-level quota, docs/pod-quota.md), or one a ResourcePolicy
+    selects (its units in order and their caps, docs/placement.md). A pod opted into ECI without a policy
+    does not: the extender would pass it every node."""
+    return in_tree or policy is not None

@@ -12,7 +12,7 @@ from enum import Enum
 from operator import attrgetter
 from typing import Any
 
-from webhook.api.names import MAX_JOBS
+from webhook.api.names import EXTENDER_RESOURCE, MAX_JOBS
 from webhook.core.quantity import NANO, QuantityError, parse_quantity
 from webhook.core.resources import EMPTY, Resources
 
@@ -202,7 +202,8 @@ def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
     phase (each non-restartable init container plus the sidecars declared before it); pod-level
     ``spec.resources`` (cpu, memory, hugepages-*) override the containers' sum as Kubernetes defaults them;
     ``spec.overhead`` is added. A container's limit stands in for its missing request. Zero amounts are
-    dropped. Raises :class:`WorkloadError` naming the container and resource of a bad quantity.
+    dropped, and so is the extender's marker (:data:`~webhook.api.names.EXTENDER_RESOURCE`): it only routes the
+    pod, no quota counts it. Raises :class:`WorkloadError` naming the container and resource of a bad quantity.
     """
     if not isinstance(pod_spec, Mapping):
         raise WorkloadError(f"expected a pod spec object, got {pod_spec!r}")
@@ -228,7 +229,7 @@ def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
                 result[name] = amount
 
     _add(result, _quantities(pod_spec.get("overhead"), "pod overhead"))
-    return Resources({name: amount for name, amount in result.items() if amount})
+    return Resources({name: amount for name, amount in result.items() if amount and name != EXTENDER_RESOURCE})
 
 
 def pod_set(name: str, count: int, pod_spec: Mapping[str, Any]) -> PodSet:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook.api.names import ADMISSION_ANNOTATION, ADMISSION_GATE
+from webhook.api.names import ADMISSION_ANNOTATION, ADMISSION_GATE, EXTENDER_RESOURCE
 from webhook.api.objects import Obj
 from webhook.core.workload import WorkloadError
 from webhook.workloads.base import Adapter, JSONPatch, PodTemplate, pointer, set_value_patch, value_at
@@ -88,6 +88,29 @@ class PodAdapter(Adapter):
 
     def is_finished(self, obj: Obj) -> bool:
         return value_at(obj, "status", "phase") in ("Succeeded", "Failed")
+
+
+def extender_marker_patch(obj: Obj) -> list[JSONPatch]:
+    """Write one :data:`~webhook.api.names.EXTENDER_RESOURCE` as request and limit of the Pod's first container
+    (an extended resource's request must equal its limit), so that kube-scheduler asks the extender about it;
+    nothing where it is there already. A pod without containers gets nothing: the API server refuses it."""
+    containers = value_at(obj, "spec", "containers")
+    if not isinstance(containers, list) or not containers:
+        return []
+    base = ("spec", "containers", 0, "resources")
+    resources = value_at(obj, *base)
+    if resources is None:
+        marker = {EXTENDER_RESOURCE: "1"}
+        return set_value_patch(obj, base, {"requests": dict(marker), "limits": dict(marker)})
+    if not isinstance(resources, Mapping):
+        raise WorkloadError(f"{pointer(*base)}: expected an object")
+    ops: list[JSONPatch] = []
+    for field in ("requests", "limits"):
+        current = resources.get(field)
+        if current is not None and not isinstance(current, Mapping):
+            raise WorkloadError(f"{pointer(*base, field)}: expected an object")
+        ops += set_value_patch(obj, (*base, field, EXTENDER_RESOURCE), "1")
+    return ops
 
 
 ADAPTERS = (PodAdapter(),)
