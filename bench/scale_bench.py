@@ -46,7 +46,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 COMMAND = ".venv/bin/python -m bench.scale_bench"
-BEFORE = "b17abcc"
+BEFORE = "abb42b3"
 """The commit whose pass this change replaced (the "before" figures)."""
 QUEUES = 10_000
 NODES = 50_000
@@ -216,7 +216,9 @@ def report(results: list[tuple[int, dict[str, Any] | None, dict[str, Any] | None
         f"queue runs jobs worth 50-150 % of its min{running}, so some borrow and some are owed; one queue in five "
         "is `Block` (strict priority), one in ten caps its jobs; jobs are 1-8 pods of 1-8 CPU. N waiting jobs "
         "spread unevenly over the queues. A pass is `webhook.core.decide.decide` (what the controller and "
-        "`kq simulate` run): ledger, admission pass, reclaim rounds, positions and the waiting list. The second "
+        "`kq simulate` run): ledger, admission pass, reclaim rounds, positions and the waiting list, with the "
+        "cyclic garbage collector paused as the controller runs it (code without that pause runs as its "
+        "controller did). The second "
         "pass follows the first's decisions carried out, 200 jobs finished and 200 submitted. \"before\" is the "
         f"same snapshot through the pass at commit `{before}`, in the same run. Each size and code runs in its "
         "own process, so peak RSS is its own (the snapshot's RSS included).",
