@@ -16,14 +16,20 @@ every RSS figure is its own:
 * **before**: the same snapshot (same seed) through the pass as it was at commit ``--before`` (its
   ``webhook`` package taken from git into a temporary directory), when it finishes within ``--timeout``.
 
+Each pass runs as the controller runs it, with the cyclic collector paused (``webhook.kube.collector``; code
+from before that helper runs without it, as its controller did). ``--child N [--code DIR] --digest`` prints
+one size's figures with a hash of every output field of both passes, to check that two codes decide alike.
+
 Goal: the pass over 1,000,000 waiting jobs in < 5 s and < 2 GiB peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
+import hashlib
 import io
 import json
 import pstats
@@ -33,14 +39,14 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 COMMAND = ".venv/bin/python -m bench.scale_bench"
-BEFORE = "b17abcc"
+BEFORE = "abb42b3"
 """The commit whose pass this change replaced (the "before" figures)."""
 QUEUES = 10_000
 NODES = 50_000
@@ -64,8 +70,44 @@ def _top(profile: cProfile.Profile, count: int) -> list[dict[str, Any]]:
     return rows[:count]
 
 
-def measure(size: int, code: str | None, profile: bool) -> dict[str, Any]:
-    """One size in this process, with the ``webhook`` package of ``code`` (a directory) or this tree's."""
+def _pause() -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """The controller's pause of the cyclic collector over a pass (``webhook.kube.collector``), or nothing
+    for code from before it had one (the pass runs as that code's controller ran it)."""
+    try:
+        from webhook.kube.collector import collector_paused  # noqa: PLC0415 - after the path is set
+    except ImportError:
+        return contextlib.nullcontext
+    return collector_paused
+
+
+def _fields(decisions: Any) -> Iterator[object]:
+    """Every output field of a pass, in order (reasons of every waiting job and the whole ledger included)."""
+    def key(job: Any) -> object:
+        return job.workload.key
+
+    yield [key(job) for job in decisions.admissions]
+    for step in decisions.reclaims:
+        yield key(step.preemptor), [(key(victim), victim.workload.phase) for victim in step.victims], step.reason
+    yield [key(job) for job in decisions.late_admissions]
+    for job in decisions.waiting:
+        yield key(job), decisions.positions[key(job)], decisions.reasons[key(job)]
+    yield len(decisions.positions), [key(job) for job in decisions.stale_records], decisions.checks
+    yield sorted(decisions.policies.items()), [key(job) for job in (*decisions.backoff, *decisions.held)]
+    yield sorted(decisions.ledger.snapshot().items()), decisions.ledger.unknown
+
+
+def digest(decisions: Any) -> str:
+    """A hash of every output field of a pass: two codes decided alike when their digests are equal."""
+    hashed = hashlib.sha256()
+    for field in _fields(decisions):
+        hashed.update(repr(field).encode())
+        hashed.update(b"\0")
+    return hashed.hexdigest()[:16]
+
+
+def measure(size: int, code: str | None, profile: bool, digests: bool = False) -> dict[str, Any]:
+    """One size in this process, with the ``webhook`` package of ``code`` (a directory) or this tree's;
+    ``digests`` adds :func:`digest` of both passes (reading every reason: peak RSS is then not the pass's)."""
     if code is not None:
         sys.path.insert(0, code)
     sys.path.insert(1 if code else 0, str(REPO))
@@ -82,9 +124,11 @@ def measure(size: int, code: str | None, profile: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"size": size, "jobs": len(jobs), "queues": len(tree.leaves()),
                            "build_seconds": time.perf_counter() - started, "rss_snapshot_mib": peak_rss_mib()}
     rate = Fraction(1)
+    paused = _pause()
 
     def run(snapshot: list[Any]) -> Any:
-        return decide(tree, snapshot, leaf_policies, oversell_rate=rate)
+        with paused():  # as the controller runs its pass
+            return decide(tree, snapshot, leaf_policies, oversell_rate=rate)
 
     gc.collect()
     first, wall, cpu = _timed(lambda: run(jobs))
@@ -92,6 +136,8 @@ def measure(size: int, code: str | None, profile: bool) -> dict[str, Any]:
                     "reclaims": len(first.reclaims), "evicted": sum(len(step.victims) for step in first.reclaims),
                     "waiting": len(first.waiting), "checks": first.checks}
     out["rss_first_mib"] = peak_rss_mib()
+    if digests:
+        out["first"]["digest"] = digest(first)
     following = carry_out(jobs, first, rng)
     del first
     gc.collect()
@@ -99,6 +145,8 @@ def measure(size: int, code: str | None, profile: bool) -> dict[str, Any]:
     out["second"] = {"wall": wall, "cpu": cpu, "admitted": len(second.admissions) + len(second.late_admissions),
                      "reclaims": len(second.reclaims), "evicted": sum(len(step.victims) for step in second.reclaims),
                      "waiting": len(second.waiting), "checks": second.checks}
+    if digests:
+        out["second"]["digest"] = digest(second)
     del second
     out["rss_peak_mib"] = peak_rss_mib()
     if profile:
@@ -168,7 +216,9 @@ def report(results: list[tuple[int, dict[str, Any] | None, dict[str, Any] | None
         f"queue runs jobs worth 50-150 % of its min{running}, so some borrow and some are owed; one queue in five "
         "is `Block` (strict priority), one in ten caps its jobs; jobs are 1-8 pods of 1-8 CPU. N waiting jobs "
         "spread unevenly over the queues. A pass is `webhook.core.decide.decide` (what the controller and "
-        "`kq simulate` run): ledger, admission pass, reclaim rounds, positions and the waiting list. The second "
+        "`kq simulate` run): ledger, admission pass, reclaim rounds, positions and the waiting list, with the "
+        "cyclic garbage collector paused as the controller runs it (code without that pause runs as its "
+        "controller did). The second "
         "pass follows the first's decisions carried out, 200 jobs finished and 200 submitted. \"before\" is the "
         f"same snapshot through the pass at commit `{before}`, in the same run. Each size and code runs in its "
         "own process, so peak RSS is its own (the snapshot's RSS included).",
@@ -204,9 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--digest", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
-        print(json.dumps(measure(args.child, args.code, args.profile)))
+        print(json.dumps(measure(args.child, args.code, args.profile, args.digest)))
         return 0
     sys.path.insert(0, str(REPO))
     results = []

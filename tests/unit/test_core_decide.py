@@ -6,7 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from tests.builders import job, seed_tree
-from webhook.core.decide import decide, leaf_policies
+from webhook.core.decide import _without, decide, leaf_policies
 from webhook.core.decisions import PlainJob, reason_key
 from webhook.core.queueing import Policy
 from webhook.core.startup import BackoffState
@@ -47,3 +47,15 @@ def test_a_plain_job_is_only_its_workload() -> None:
     assert plain.record is None and plain.backoff is None and plain.missing_class is None and plain.evictable
     held = plain.with_workload(job("a", phase=Q))
     assert held.workload.phase is Q and plain.workload.phase is A
+
+
+def test_a_queue_drops_its_preemptors_by_place_even_among_equal_order_keys() -> None:
+    # Same priority, creation time, namespace and name: only the kind tells the two "a" apart.
+    first, twin, later = job("a", created=1), job("a", created=1, kind="TFJob"), job("b", created=2)
+    stranger = job("c", created=1.5)
+    queue = [first, twin, later]
+    kept, kept_jobs = _without(queue, [PlainJob(w) for w in queue], [twin, twin, stranger])  # twin twice: once
+    assert kept == [first, later]
+    assert [plain.workload for plain in kept_jobs] == [first, later]
+    plain = [PlainJob(w) for w in queue]
+    assert _without(queue, plain, []) == (queue, plain)

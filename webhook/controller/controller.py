@@ -36,6 +36,7 @@ from webhook.core.fit import format_rate
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.kube.client import KubeApiError, KubeClient
+from webhook.kube.collector import collector_paused
 from webhook.kube.tasks import TaskGroup
 from webhook.workloads.base import Adapter
 
@@ -318,17 +319,18 @@ class Controller(JobLifecycle):
                 await self._clear_backoff(job)
         prepared = self._clock()
         metrics.PASS_PHASE.labels("prepare").observe(prepared - started)
-        decisions = decide(
-            tree,
-            jobs,
-            cache.by_name(cache.queues),
-            oversell_rate=self.settings.oversell_rate,
-            strict_priority=self.settings.strict_priority,
-            reclaim_tries_per_quota=self.settings.reclaim_tries_per_quota,
-            now=now,
-            foreign=foreign,
-            closing=cache.closing_namespaces(),
-        )
+        with collector_paused():  # the pass makes no garbage cycles: no young collections while it runs
+            decisions = decide(
+                tree,
+                jobs,
+                cache.by_name(cache.queues),
+                oversell_rate=self.settings.oversell_rate,
+                strict_priority=self.settings.strict_priority,
+                reclaim_tries_per_quota=self.settings.reclaim_tries_per_quota,
+                now=now,
+                foreign=foreign,
+                closing=cache.closing_namespaces(),
+            )
         decided = self._clock()
         metrics.PASS_PHASE.labels("decide").observe(decided - prepared)
         self._set_timer(checks, decisions, now)

@@ -31,8 +31,8 @@ import dataclasses
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
-from itertools import chain, compress
-from operator import attrgetter, not_
+from itertools import chain
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -195,6 +195,24 @@ def _rest(groups: Mapping[str, Sequence[J]], flags: Mapping[str, bytearray], quo
     return group if admitted is None else still_waiting(group, admitted)
 
 
+def _without(
+    queue: Sequence[Workload], queue_jobs: Sequence[J], gone: Iterable[Workload]
+) -> tuple[list[Workload], list[J]]:
+    """A queue (in dequeue order) and its jobs (in the same order) without the workloads ``gone``: each is
+    found by bisection (they are a few in a queue of up to a million), not by a test of every job."""
+    places = set()
+    for workload in gone:
+        index = bisect_left(queue, workload.order_key, key=_order_key)
+        while index < len(queue) and queue[index] is not workload:
+            index += 1
+        if index < len(queue):
+            places.add(index)
+    kept, kept_jobs = list(queue), list(queue_jobs)
+    for index in sorted(places, reverse=True):
+        del kept[index], kept_jobs[index]
+    return kept, kept_jobs
+
+
 def decide(
     tree: QuotaTree,
     jobs: Iterable[J],
@@ -254,22 +272,21 @@ def decide(
         # Evicted and withheld jobs wait again at their place; room the plans left over is the next pass's
         # (its admission pass hands it out in turn, and its reclaims withhold what a borrower would take from
         # a quota owed it), never admitted here: a borrower given it now would be evicted by the next pass.
-        preemptors = {id(plan.preemptor) for plan in plans} | {id(job.workload) for job in late}
         returning = [
             *evicted.values(),
             *(_job_of(groups, workload) for plan in plans for workload in plan.withheld),
         ]
         changed: dict[str, list[J]] = {}
+        admitted_now: dict[str, list[Workload]] = {}
         for workload in (*(plan.preemptor for plan in plans), *(job.workload for job in late)):
             changed.setdefault(workload.quota.lower(), [])
+            admitted_now.setdefault(workload.quota.lower(), []).append(workload)
         for job in returning:
             changed.setdefault(job.workload.quota.lower(), []).append(job)
         after: dict[str, Sequence[Workload]] = dict(result.queues)
         for quota, extra in changed.items():
             before = result.queues.get(quota, ())
-            keep = list(map(not_, map(preemptors.__contains__, map(id, before))))
-            queue = list(compress(before, keep))
-            queue_jobs = list(compress(_rest(groups, flags, quota), keep))
+            queue, queue_jobs = _without(before, _rest(groups, flags, quota), admitted_now.get(quota, ()))
             for job in extra:  # the queue is in order already: put the returning jobs at their places
                 place = bisect_right(queue, job.workload.order_key, key=_order_key)
                 queue.insert(place, job.workload)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from operator import attrgetter, itemgetter, methodcaller
+from operator import attrgetter, itemgetter
 from typing import Generic
 
 from webhook.api.names import MAX_JOBS
@@ -22,7 +22,7 @@ from webhook.core.ledger import Ledger, build_ledger
 from webhook.core.quantity import NANO
 from webhook.core.queueing import sort_in_order
 from webhook.core.quota import QuotaTree
-from webhook.core.resources import Resources, add_amounts, least_amounts
+from webhook.core.resources import Resources, add_amounts, column, least_amounts
 from webhook.core.startup import BackoffState
 from webhook.core.workload import Phase, Workload, WorkloadKey
 
@@ -78,7 +78,7 @@ def _sum_and_least(amounts: list[dict[str, int]]) -> tuple[Resources, dict[str, 
     summed = {MAX_JOBS: (len(amounts) - 1) * NANO}
     least: dict[str, int] = {}
     for name in dict.fromkeys(chain.from_iterable(amounts)):
-        values = list(map(methodcaller("get", name, 0), amounts))
+        values = column(amounts, name)
         summed[name] = summed.get(name, 0) + sum(values)
         least[name] = min(values)
     return Resources(summed), least

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from itertools import chain
-from operator import methodcaller
+from operator import itemgetter, methodcaller
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.dictmap import DictMap
@@ -192,11 +192,20 @@ def total(lists: Iterable[Mapping[str, int]]) -> Resources:
     return Resources(items)
 
 
+def column(amounts: Sequence[Mapping[str, int]], name: str) -> list[int]:
+    """What each of ``amounts`` asks for of ``name`` (zero where absent), at C speed: a plain lookup while
+    every one of them names it (the usual case, twice as fast as a lookup with a default)."""
+    try:
+        return list(map(itemgetter(name), amounts))
+    except KeyError:
+        return list(map(methodcaller("get", name, 0), amounts))
+
+
 def add_amounts(into: dict[str, int], amounts: Sequence[Mapping[str, int]]) -> dict[str, int]:
     """Add to ``into`` what all of ``amounts`` ask for, per resource in the order the resources first appear;
     returns ``into``. Each resource's sum runs at C speed over the list (a quota may hold a million jobs)."""
     for name in dict.fromkeys(chain.from_iterable(amounts)):
-        into[name] = into.get(name, 0) + sum(map(methodcaller("get", name, 0), amounts))
+        into[name] = into.get(name, 0) + sum(column(amounts, name))
     return into
 
 
@@ -204,4 +213,4 @@ def least_amounts(amounts: Sequence[Mapping[str, int]], names: Iterable[str] | N
     """Per resource of ``names`` (default: every resource of ``amounts``, in the order they first appear), the
     least any of ``amounts`` asks for; a resource one of them does not ask for counts as zero there."""
     names = dict.fromkeys(chain.from_iterable(amounts)) if names is None else names
-    return {name: min(map(methodcaller("get", name, 0), amounts)) for name in names}
+    return {name: min(column(amounts, name)) for name in names}

@@ -34,6 +34,7 @@ from webhook.core.fit import FitResult
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.workload import Phase, Workload, WorkloadKey
+from webhook.kube.collector import collector_paused
 from webhook.sim.meter import UsageMeter
 from webhook.sim.model import MICROS, Scenario
 from webhook.sim.nodes import NodePool, Placement, pod_quota_blocker
@@ -146,13 +147,14 @@ class CorePath:
         oversell_rate: Fraction,
         strict_priority: bool,
     ) -> Decisions[PlainJob]:
-        return decide(
-            tree,
-            [self._job(job) for job in jobs],
-            leaf_policies(tree, queues, strict_priority),
-            oversell_rate=oversell_rate,
-            reclaim_tries_per_quota=self.reclaim_tries_per_quota,
-        )
+        with collector_paused():  # as the controller runs its pass
+            return decide(
+                tree,
+                [self._job(job) for job in jobs],
+                leaf_policies(tree, queues, strict_priority),
+                oversell_rate=oversell_rate,
+                reclaim_tries_per_quota=self.reclaim_tries_per_quota,
+            )
 
 
 @dataclass(frozen=True, slots=True)
