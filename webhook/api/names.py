@@ -103,9 +103,10 @@ could mislead (:func:`webhook.core.profiles.needs_full_scan`, docs/placement.md)
 
 EXTENDER_RESOURCE: Final = f"{PREFIX}/extender"
 """The marker extended resource: the webhook writes ``1`` of it on the first container of every pod the
-scheduler extender must see (pods of the tree's namespaces, pods a ResourcePolicy selects). The extender's ``managedResources`` lists it, so kube-scheduler asks
-the extender about those pods only, and ``ignoredByScheduler`` keeps it out of the fit check; the kubelet
-drops an extended resource its node does not advertise. No quota counts it (docs/placement.md)."""
+scheduler extender must see (pods of the tree's namespaces, pods a ResourcePolicy selects). The extender's
+``managedResources`` lists it, so kube-scheduler asks the extender about those pods only, and
+``ignoredByScheduler`` keeps it out of the fit check; the kubelet drops an extended resource its node does not
+advertise. No quota counts it (docs/placement.md)."""
 ECI_OPT_IN_LABEL: Final = "alibabacloud.com/eci"
 """A pod no ResourcePolicy selects may use the virtual node only with this label set to ``"true"``."""
 
