@@ -9,7 +9,7 @@ extender. Here, on the dev cluster:
 * a pod outside the tree that tolerates every taint is still kept off the virtual node, now by the default
   profile's ``addedAffinity``, without the extender being asked;
 * with the extender killed (the operator's 3 a.m.), pods outside the tree are still scheduled, while the
-  pods of the tree wait, unchecked by nobody, and go once the extender is back;
+  pods of the tree wait (never placed unchecked) and go once the extender is back;
 * no quota counts the marker.
 """
 
