@@ -17,6 +17,7 @@ import yaml
 from tests.builders import BROKEN_TREES, SEED_TREE_SPEC
 from tests.e2e.conftest import DevCluster
 from tests.e2e.setups import managed, seed_job
+from webhook.api.names import CONTROLLER_COMPONENT
 from webhook.api.names import SUBMITTED_ANNOTATION as SUBMITTED
 from webhook.workloads.base import creation_seconds
 
@@ -65,6 +66,28 @@ def test_a_user_cannot_unsuspend_a_held_job_or_change_its_quota(
     )
     assert relabel.returncode != 0
     assert dev_cluster.get_json("job", name, "-n", ns_a)["spec"]["suspend"] is True
+
+
+def test_the_release_is_written_under_the_controllers_name(
+    dev_cluster: DevCluster, managed: tuple[str, str, str]
+) -> None:
+    """An operator asking who set ``spec.suspend: false`` on a job reads it in its ``managedFields``: the
+    controller writes under its component name, never under a client library's default."""
+    ns_a, _, _ = managed
+    created = json.loads(dev_cluster.create(seed_job(ns_a), user="alice").stdout)
+    name = created["metadata"]["name"]
+
+    def owner_of_suspend() -> str | None:
+        job = dev_cluster.get_json("job", name, "-n", ns_a, "--show-managed-fields")
+        if job["spec"].get("suspend") is not False:
+            return None
+        for entry in job["metadata"].get("managedFields") or []:
+            if "f:suspend" in (entry.get("fieldsV1") or {}).get("f:spec", {}):
+                return str(entry.get("manager"))
+        return ""
+
+    dev_cluster.wait_until(lambda: owner_of_suspend() is not None, 60, "the job released")
+    assert owner_of_suspend() == CONTROLLER_COMPONENT
 
 
 def test_unmanaged_namespaces_pass_untouched(dev_cluster: DevCluster, managed: tuple[str, str, str]) -> None:

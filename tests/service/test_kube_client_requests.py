@@ -100,7 +100,7 @@ async def test_a_json_patch_arrives_as_json_with_its_content_type_and_the_token(
     assert patch.content_type == "application/json-patch+json"
     assert patch.body == ops
     assert patch.authorization == "Bearer secret"
-    assert patch.user_agent.startswith("OpenAPI-Generator/")
+    assert patch.user_agent == "kube-queue"  # the field manager of the write: never the generator's name
     assert (merge.path_qs, merge.content_type) == (
         "/apis/batch/v1/namespaces/user-a/jobs/pi/status", "application/merge-patch+json")
     assert merge.body == {"metadata": {"labels": {"a": "b"}}}

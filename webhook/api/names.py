@@ -116,8 +116,13 @@ INDEX_LABELS: Final = ("training.kubeflow.org/replica-index", "batch.kubernetes.
 
 # Components and Event reasons -------------------------------------------------------------------------------
 CONTROLLER_COMPONENT: Final = "kube-queue-controller"
-"""``reportingComponent`` of the controller's Events, its Lease name and its user on the dev cluster."""
+"""``reportingComponent`` of the controller's Events, its Lease name, its user on the dev cluster and the
+``User-Agent`` of ``kq serve``: the field manager of what the controller writes (``spec.suspend``, its
+records)."""
 EXTENDER_COMPONENT: Final = "kube-queue-extender"
+"""The extender's ``User-Agent``, so the field manager of the pod annotations it writes."""
+CLIENT_USER_AGENT: Final = "kube-queue"
+"""The ``User-Agent`` (so the field manager of its writes) of an API client that names no component."""
 REASON_ADMITTED: Final = "Admitted"
 REASON_QUEUED: Final = "Queued"
 REASON_EVICTED: Final = "Evicted"

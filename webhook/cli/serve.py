@@ -42,7 +42,7 @@ from webhook.admission.configs import NAME as CONFIG_NAME
 from webhook.admission.configs import SERVICE_NAME, SERVICE_NAMESPACE
 from webhook.admission.sources import build_caches, cache_context
 from webhook.admission.state import DEFAULT_CONTROLLER_USER, DEFAULT_MAX_BODY_BYTES, Settings, StateStore
-from webhook.api.names import TREE_NAMESPACE
+from webhook.api.names import CONTROLLER_COMPONENT, TREE_NAMESPACE
 from webhook.cli.wiring import import_wired
 from webhook.core.integrity import WORKLOAD_CONTROLLERS
 from webhook.kube.client import KubeClient
@@ -278,7 +278,7 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(signum, stop.set)
-    client = await KubeClient.connect(options.kubeconfig, options.context)
+    client = await KubeClient.connect(options.kubeconfig, options.context, user_agent=CONTROLLER_COMPONENT)
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(client.close)
         tmp: str | None = None

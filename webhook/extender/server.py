@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webhook.api.names import PREFIX, TREE_NAMESPACE
+from webhook.api.names import EXTENDER_COMPONENT, PREFIX, TREE_NAMESPACE
 from webhook.extender.app import MAX_BODY_BYTES, make_app
 from webhook.extender.cache import DEFAULT_ASSUME_TTL
 from webhook.extender.decision import MarkPatch
@@ -103,7 +103,7 @@ async def serve(options: ExtenderOptions, stop: asyncio.Event | None = None) -> 
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, stop.set)
-    client = await KubeClient.connect(options.kubeconfig, options.context)
+    client = await KubeClient.connect(options.kubeconfig, options.context, user_agent=EXTENDER_COMPONENT)
     try:
         async with extender_running(client, options):
             await stop.wait()

@@ -24,6 +24,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from webhook.api.errors import ApiStatusError, status_error
 from webhook.api.kinds import Kind, api_path
+from webhook.api.names import CLIENT_USER_AGENT as USER_AGENT
 
 log = logging.getLogger(__name__)
 
@@ -135,20 +136,29 @@ def without_per_request_environment(api: k8s_client.ApiClient) -> None:
 class KubeClient:
     """Raw-JSON requests with explicit timeouts. Close it (``await client.close()``) when done."""
 
-    def __init__(self, api: k8s_client.ApiClient, timeouts: Timeouts = Timeouts()) -> None:
+    def __init__(
+        self, api: k8s_client.ApiClient, timeouts: Timeouts = Timeouts(), user_agent: str = USER_AGENT
+    ) -> None:
         self.api = api
         self.timeouts = timeouts
+        self.user_agent = user_agent
+        """Sent on every request. The API server names the field manager of each write after it (the part
+        before ``/``), so ``managedFields`` say which component set a field, and its audit log who called."""
 
     @classmethod
     async def connect(
-        cls, kubeconfig: str | None = None, context: str | None = None, timeouts: Timeouts = Timeouts()
+        cls,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        timeouts: Timeouts = Timeouts(),
+        user_agent: str = USER_AGENT,
     ) -> KubeClient:
         """A client from a kubeconfig file or the in-cluster service account (see :func:`load_configuration`)."""
         configuration = await load_configuration(kubeconfig, context)
         proxy_from_environment(configuration)
         api = k8s_client.ApiClient(configuration=configuration)
         without_per_request_environment(api)
-        return cls(api, timeouts)
+        return cls(api, timeouts, user_agent)
 
     async def close(self) -> None:
         await self.api.close()
@@ -188,7 +198,10 @@ class KubeClient:
         refresh hook) and skips the walk."""
         api = self.api
         rest = api.rest_client
-        headers: dict[str, str] = {**api.default_headers, "Accept": "application/json", "Content-Type": content_type}
+        headers: dict[str, str] = {
+            **api.default_headers, "Accept": "application/json", "Content-Type": content_type,
+            "User-Agent": self.user_agent,
+        }
         if api.cookie:
             headers["Cookie"] = api.cookie
         queries: list[tuple[str, str]] = list(query)
