@@ -81,12 +81,13 @@ def _job_rules(operations: list[str], *, pods: bool) -> list[dict[str, Any]]:
     ]
 
 
+def _not_excluded() -> dict[str, Any]:
+    """The expression every namespace selector starts with: never a namespace of :data:`EXCLUDED_NAMESPACES`."""
+    return {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(EXCLUDED_NAMESPACES)}
+
+
 def _namespace_selector(require_managed_label: bool) -> dict[str, Any]:
-    selector: dict[str, Any] = {
-        "matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(EXCLUDED_NAMESPACES)}
-        ]
-    }
+    selector: dict[str, Any] = {"matchExpressions": [_not_excluded()]}
     if require_managed_label:
         selector["matchLabels"] = {MANAGED_NAMESPACE_LABEL: "true"}
     return selector
@@ -95,7 +96,7 @@ def _namespace_selector(require_managed_label: bool) -> dict[str, Any]:
 def _placement_selector() -> dict[str, Any]:
     return {
         "matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(EXCLUDED_NAMESPACES)},
+            _not_excluded(),
             {"key": MANAGED_NAMESPACE_LABEL, "operator": "DoesNotExist"},
         ],
         "matchLabels": {PLACEMENT_NAMESPACE_LABEL: "true"},
@@ -106,7 +107,7 @@ def _opt_in_selector() -> dict[str, Any]:
     """Namespaces whose pods reach neither ``pods.mutate`` nor ``pods.placement`` (those do the same)."""
     return {
         "matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(EXCLUDED_NAMESPACES)},
+            _not_excluded(),
             {"key": MANAGED_NAMESPACE_LABEL, "operator": "DoesNotExist"},
             {"key": PLACEMENT_NAMESPACE_LABEL, "operator": "DoesNotExist"},
         ],
