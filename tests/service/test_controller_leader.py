@@ -127,6 +127,11 @@ async def test_only_the_leader_admits_and_the_follower_takes_over_when_it_dies()
                 break
             await asyncio.sleep(0.005)
         assert leader.stats.admitted == 1 and follower.stats.admitted == 0
+        for _ in range(2000):  # the follower caches the same objects and keeps them frozen between its wake-ups
+            if follower._heap._last_full is not None:
+                break
+            await asyncio.sleep(0.005)
+        assert leader._heap._last_full is not None and follower._heap._last_full is not None
         tasks[leader.settings.identity].cancel()
         await asyncio.gather(tasks[leader.settings.identity], return_exceptions=True)
         api.put(JOBS, pi("second", pods=1))

@@ -36,7 +36,7 @@ from webhook.core.fit import format_rate
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.kube.client import KubeApiError, KubeClient
-from webhook.kube.collector import collector_paused
+from webhook.kube.collector import HeapFreezer, collector_paused
 from webhook.kube.tasks import TaskGroup
 from webhook.workloads.base import Adapter
 
@@ -88,6 +88,8 @@ class Controller(JobLifecycle):
         self._outside_told: set[str] = set()
         """Uids of jobs told they run without having been admitted (Event ``RunsOutsideQueue``)."""
         self._reported_problem: str | None = None
+        self._heap = HeapFreezer(clock=clock)
+        """Keeps the cached jobs and pods out of the collector's walks between passes."""
         self.events = EventRecorder(client, settings.identity, wall=wall)
         self.stats = Stats(kinds=self.cache.kinds)
         self.writer = Writer(client, settings, self.cache, events=self.events, gate=self._gate, stats=self.stats,
@@ -247,10 +249,12 @@ class Controller(JobLifecycle):
                 self._status_timer.cancel()
                 self._status_timer = None
             if not self._synced() or not self.is_leader():
+                self._after_pass(None)  # a follower caches the same jobs and pods, and serves the webhook
                 continue
             try:
-                await self.reconcile()
+                decisions = await self.reconcile()
                 failures = 0
+                self._after_pass(decisions)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -260,6 +264,12 @@ class Controller(JobLifecycle):
                 log.exception(kv(component="controller", event="pass_failed", error=repr(error), retry_in=delay))
                 await asyncio.sleep(delay)
                 self._dirty.set()
+
+    def _after_pass(self, decisions: JobDecisions | None) -> None:
+        busy = decisions is not None and bool(decisions.admissions or decisions.reclaims)
+        collected = self._heap.after_pass(busy=busy)
+        if collected is not None:
+            log.info(kv(component="controller", event="heap_collected", seconds=f"{collected:.3f}"))
 
     # Snapshot ----------------------------------------------------------------------------------------------
     def tracked_jobs(self, tree: QuotaTree) -> list[TrackedJob]:
