@@ -14,10 +14,12 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import batch_job_object, node, res, seed_root, tree
+from webhook.controller import jobindex
 from webhook.controller.jobindex import JobIndex, ObjKey, rv
 from webhook.controller.model import TrackedJob, track
 from webhook.core.quota import QuotaTree
@@ -193,3 +195,53 @@ async def _deliver(server: Server, cache: WatchCache, event: JSON) -> None:
             return
         await asyncio.sleep(0)
     raise AssertionError(f"the cache never applied {event['type']}")
+
+
+MOVED_USER_A = tree(node("root", min=res(cpu=100), max=res(cpu=100), children=(
+    node("Department-a", min=res(cpu=60), max=res(cpu=100), namespaces=("user-b",)),
+    node("Department-b", min=res(cpu=40), max=res(cpu=100), namespaces=("user-a", "user-c")),
+)))
+
+
+def test_a_tree_edit_re_sizes_only_the_jobs_whose_leaf_changed_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree edit re-reads every job, but sizes again only those whose namespace moved to another leaf; the
+    others keep their size and take the new leaf (the same result as the full walk, which sizes them all)."""
+    sized: list[str] = []
+
+    def counting(adapter: Adapter, obj: Mapping[str, Any], leaf: Any, priorities: Mapping[str, int]) -> TrackedJob:
+        sized.append(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
+        return track(adapter, obj, leaf, priorities)
+
+    monkeypatch.setattr(jobindex, "track", counting)
+
+    async def play() -> None:
+        server = Server()
+        for number, namespace in enumerate(("user-a", "user-b", "user-c")):
+            obj = batch_job_object("job", namespace, cpu=1, suspend=True, priority=None)
+            obj["metadata"]["resourceVersion"] = str(11 + number)
+            server.objects[(namespace, "job")] = obj
+        cache = WatchCache("jobs.batch", server)
+        assumed: dict[ObjKey, Mapping[str, Any]] = {}
+        index = JobIndex(assumed)
+        index.add(JOBS, cache)
+        task = asyncio.create_task(cache.run())
+        try:
+            await asyncio.wait_for(cache.synced.wait(), 5)
+            for version, quota_tree, want_sized in (
+                (1, SEED, ["user-a/job", "user-b/job", "user-c/job"]),
+                (2, WITHOUT_USER_B, []),  # user-b leaves the tree; user-a and user-c keep their leaves' names
+                # user-a moves from Department-a to Department-b; user-b comes back (it left the index)
+                (3, MOVED_USER_A, ["user-a/job", "user-b/job"]),
+            ):
+                sized.clear()
+                got = index.tracked(quota_tree, (version, 0), {}, lambda *_: None)
+                assert sorted(sized) == want_sized, version
+                assert got == full_walk(cache, assumed, quota_tree, {})[0], version
+                for job in got:
+                    assert job.leaf is quota_tree.leaf_for_namespace(job.workload.key.namespace)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    asyncio.run(play())

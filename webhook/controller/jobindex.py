@@ -5,7 +5,9 @@ cached object to find them cost more CPU than the decision itself during a burst
 "prepare" phase took most of the controller's time, re-reading a thousand unchanged Jobs on each of the passes
 that the burst's own status changes ask for). So each job kind's cache tells the index which keys changed
 (:meth:`JobIndex.touch`, a listener on the cache, and :meth:`ClusterCache.assume`), and a pass re-reads only
-those; a change of the tree or of the PriorityClasses (what sizing reads besides the object) re-reads them all.
+those; a change of the PriorityClasses (what sizing reads besides the object) re-reads them all, and so does
+a change of the tree, except that a job whose leaf kept its name only takes the new leaf (sizing reads the
+leaf's name alone).
 
 The result is the same list a full walk gives, in the same order: per kind in the order the kinds were found,
 by ``(namespace, name)``, each object replaced by this replica's newer write while the watch lags behind
@@ -14,6 +16,7 @@ by ``(namespace, name)``, each object replaced by this replica's newer write whi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -160,9 +163,17 @@ class JobIndex:
             return
         version = rv(obj)
         entry = kind.entries.get(key)
-        if entry is not None and entry.version == version and entry.epoch == epoch:
-            entry.obj = obj
-            return
+        if entry is not None and entry.version == version:
+            if entry.epoch == epoch:
+                entry.obj = obj
+                return
+            kept = entry.job
+            if entry.epoch[1] == epoch[1] and isinstance(kept, TrackedJob) and kept.leaf.name == leaf.name:
+                # Only the tree moved and the job's leaf kept its name: sizing reads the leaf's name alone, so
+                # the job keeps its size and takes the new leaf. A tree edit (a quota's max lifted) then
+                # does not size every job of the cluster again before the next release.
+                kind.entries[key] = _Entry(version, epoch, obj, dataclasses.replace(kept, leaf=leaf))
+                return
         try:
             job: TrackedJob | str = track(kind.adapter, obj, leaf, priorities)
         except WorkloadError as error:
