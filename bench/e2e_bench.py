@@ -1,6 +1,6 @@
 """End to end on a dev cluster of its own: our admissions per second beside the physical limit (a report).
 
-    .venv/bin/python -m bench.e2e_bench [--jobs 500] [--port-base 56400] [--pairs 0]
+    .venv/bin/python -m bench.e2e_bench [--jobs 500] [--port-base 56400] [--rounds 0]
 
 One dev cluster (``webhook.cli.devsystem.up``, the service with ``--oversellrate=1``), five shapes of JOBS small
 Jobs (1 pod, 10m CPU, 16Mi) each in its own namespace, measured in this order (:mod:`bench.e2e_shapes`):
@@ -20,9 +20,10 @@ annotation). Each burst ends when every pod of the shape runs and, for ours, whe
 status say the final state; the API server's and the controller's Prometheus metrics are scraped around it
 (:mod:`bench.e2e_metrics`), and the controller's log gives its side of the timing. The sustained rate is
 ``(N - 1) / (last - first release)``. Goal (issue 7): at least 100 jobs/s; issue 23: at least 90 % of the raw
-rate (held: raw release; open: raw open through webhooks). ``--pairs N`` repeats the held and raw release shapes
-N more times in alternating order (:mod:`bench.e2e_pairs`): one pair swings by tens of percent on a shared
-machine; the median of several pairs swings less.
+rate (held: raw release; open: raw open through webhooks). ``--rounds N`` repeats the held and raw release shapes
+N more times, with a third shape between them, the controller's patches replayed by the bench (the admission
+path's cost without the controller), in rotating order (:mod:`bench.e2e_rounds`): one run of a shape swings by
+tens of percent on a shared machine; the median of several rounds swings less.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import devrun, e2e_metrics, e2e_pairs, e2e_shapes, noop_webhook
+from bench import devrun, e2e_metrics, e2e_rounds, e2e_shapes, noop_webhook
 from bench.e2e_report import report
 from webhook.api.kinds import (
     ELASTIC_QUOTA_TREE,
@@ -48,7 +49,7 @@ from webhook.api.kinds import (
     QUEUE,
     VALIDATING_WEBHOOK_CONFIGURATION,
 )
-from webhook.api.names import QUEUE_NAMESPACE, TREE_NAMESPACE
+from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, TREE_NAMESPACE
 from webhook.cli import devsystem
 from webhook.controller.settings import ControllerSettings
 from webhook.core.quota import queue_name
@@ -71,10 +72,10 @@ WRITES_IN_FLIGHT = ControllerSettings().write_concurrency
 """The controller's own number of release patches in flight: the raw shapes use the same."""
 
 
-def nodes(jobs: int, pairs: int = 0) -> tuple[NodeSpec, ...]:
-    """Four regular nodes with room for every pod of the five shapes and the pairs (so no pod of a later shape
+def nodes(jobs: int, rounds: int = 0) -> tuple[NodeSpec, ...]:
+    """Four regular nodes with room for every pod of the five shapes and the rounds (so no pod of a later shape
     waits for a node an earlier one filled), and the virtual node."""
-    room = max(110, -(-(SHAPES + 2 * pairs) * jobs // 4) + 50)
+    room = max(110, -(-(SHAPES + len(e2e_rounds.SHAPES) * rounds) * jobs // 4) + 50)
     regular = tuple(NodeSpec(f"ecs-{i}", "64", "256Gi", 4, pods=room) for i in range(4))
     return regular + tuple(spec for spec in default_nodes() if spec.virtual)
 
@@ -187,8 +188,10 @@ Measured = dict[str, Any]
 
 async def _burst(config: ClusterConfig, client: KubeClient, name: str, namespace: str, *, count: int,
                  run: Callable[[], Awaitable[Measured]], leaf: str | None) -> Measured:
-    """One shape: scrape, run, wait for the end of the burst (pods running; ours: status settled), scrape."""
-    print(f"e2e bench: {name} ...", file=sys.stderr)
+    """One shape: wait for a quiet machine, scrape, run, wait for the end of the burst (pods running; ours:
+    status settled), scrape."""
+    quiet = await e2e_shapes.settled()
+    print(f"e2e bench: {name} (machine quiet after {quiet:.1f} s) ...", file=sys.stderr)
     before = await e2e_metrics.scrape(config)
     wall = time.time()
     figures = await run()
@@ -205,7 +208,7 @@ async def _burst(config: ClusterConfig, client: KubeClient, name: str, namespace
     return figures
 
 
-async def measure(config: ClusterConfig, count: int, pairs: int = 0) -> dict[str, Any]:
+async def measure(config: ClusterConfig, count: int, rounds: int = 0) -> dict[str, Any]:
     async with await KubeClient.connect(str(config.kubeconfig)) as client:
         await _prepare(client)
         started = time.perf_counter()
@@ -233,9 +236,13 @@ async def measure(config: ClusterConfig, count: int, pairs: int = 0) -> dict[str
         await asyncio.to_thread(noop_webhook.stop, config)
         out["open"] = await _burst(config, client, "open", OPEN, count=count, leaf=OPEN_LEAF,
                                    run=lambda: e2e_shapes.open_submit(client, OPEN, count))
-        out["pairs"] = [await e2e_pairs.run_pair(client, index, trees=TREES, tree_name="elasticquotatree", count=count,
-                                                 in_flight=WRITES_IN_FLIGHT, total=TOTAL)
-                        for index in range(1, pairs + 1)]
+        async with await KubeClient.connect(str(config.controller_kubeconfig),
+                                            user_agent=CONTROLLER_COMPONENT) as controller:
+            out["rounds"] = [await e2e_rounds.run_round(client, controller, index, trees=TREES,
+                                                        tree_name="elasticquotatree", count=count,
+                                                        in_flight=WRITES_IN_FLIGHT, total=TOTAL,
+                                                        cpu=lambda: e2e_metrics.cpu_seconds(config))
+                             for index in range(1, rounds + 1)]
         return out
 
 
@@ -243,28 +250,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--port-base", type=int, default=56400)
-    parser.add_argument("--pairs", type=int, default=0,
-                        help="after the five shapes, this many more pairs of held and raw release, in alternating "
-                             "order (bench/e2e_pairs.py)")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="after the five shapes, this many more rounds of held, replayed and raw release, in "
+                             "rotating order (bench/e2e_rounds.py)")
     parser.add_argument("--service-arg", action="append", default=[], metavar="ARG",
                         help="one more argument for kq serve (e.g. --service-arg=--status-interval=2)")
     args = parser.parse_args(argv)
-    command = COMMAND if (args.jobs, args.port_base, args.pairs, args.service_arg) == (500, 56400, 0, []) else (
+    command = COMMAND if (args.jobs, args.port_base, args.rounds, args.service_arg) == (500, 56400, 0, []) else (
         " ".join([COMMAND, f"--jobs {args.jobs}", f"--port-base {args.port_base}",
-                  *([f"--pairs {args.pairs}"] if args.pairs else []),
+                  *([f"--rounds {args.rounds}"] if args.rounds else []),
                   *(f"--service-arg={arg}" for arg in args.service_arg)]))
     if not devsystem.service_available():
         sys.stdout.write(report(None, command, WRITES_IN_FLIGHT, "the service (kq serve) is not in this build"))
         return 0
     config = ClusterConfig(state_dir=devrun.state_dir("e2e"), ports=Ports(args.port_base),
-                           nodes=nodes(args.jobs, args.pairs), service_args=("--oversellrate=1", *args.service_arg))
+                           nodes=nodes(args.jobs, args.rounds), service_args=("--oversellrate=1", *args.service_arg))
 
     def work() -> dict[str, Any]:
-        figures = asyncio.run(measure(config, args.jobs, args.pairs))
+        figures = asyncio.run(measure(config, args.jobs, args.rounds))
         skip = ("delta", "releases_delta", "log")
         print(json.dumps({name: {key: value for key, value in shape.items() if key not in skip}
-                          for name, shape in figures.items() if name != "pairs"}), file=sys.stderr)
-        print(json.dumps({"pairs": figures["pairs"]}), file=sys.stderr)
+                          for name, shape in figures.items() if name != "rounds"}), file=sys.stderr)
+        print(json.dumps({"rounds": figures["rounds"]}), file=sys.stderr)
         return figures
 
     figures, problem = devrun.run("e2e", config, work)

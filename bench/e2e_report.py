@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.e2e_metrics import Delta, cpu_table, writes_table
-from bench.e2e_pairs import report_lines as pair_lines
+from bench.e2e_rounds import report_lines as round_lines
 from bench.machine import header
 
 TITLE = "End to end on the dev cluster: admissions per second beside the physical limit (issues 7, 23)"
@@ -106,7 +106,7 @@ def report(figures: dict[str, Any] | None, command: str, in_flight: int, problem
         f"| held: creating the {jobs} Jobs (16 in flight, webhook on the path) | {held['created_per_second']:.1f} /s"
         " | - | - |",
         "",
-        *pair_lines(figures.get("pairs") or []),
+        *round_lines(figures.get("rounds") or []),
         "Where the time goes, from the controller's own metrics (`kube_queue_controller_pass_seconds`, "
         "`kube_queue_admissions_total`, `kube_queue_failed_attempts_total`, scraped before and after each burst) "
         "and its log (`decision=admit` lines, stamped when the release patch came back). A pass's time includes "

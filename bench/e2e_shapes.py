@@ -8,6 +8,8 @@
   queues).
 * :func:`held_release` - our admissions of N Jobs held by a quota capped at ``kube-queue/max-jobs: 0``, from
   the moment the cap is lifted.
+* :func:`replay_release` - the controller's own release patches, replayed by the bench on N such held Jobs
+  under the controller's identity: what the API server's admission path costs, without the controller.
 * :func:`open_submit` - our admissions of N Jobs created into a quota that fits them all, as users feel them:
   from each create request to its release.
 
@@ -19,13 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.machine import machine_times
 from webhook.api.names import ADMISSION_ANNOTATION, MANAGED_NAMESPACE_LABEL
+from webhook.controller.model import track
+from webhook.controller.records import AdmissionRecord, admit_patch
+from webhook.core.quota import parse_tree
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.workloads.registry import adapter_for
 
 CREATES_IN_FLIGHT = 16
 """Jobs created at once, like a busy user's script (the webhook is on the path of ours)."""
@@ -90,6 +98,27 @@ async def namespaces_ready(client: KubeClient, managed: Sequence[str], others: S
             return True
 
         await wait_for(service_account, 60, f"the default ServiceAccount of {namespace}")
+
+
+QUIET_CORES = 0.3
+"""A shape starts once the machine used less than this many cores over the last :data:`QUIET_WINDOW` seconds."""
+QUIET_WINDOW = 1.0
+
+
+async def settled(timeout: float = 30.0) -> float:
+    """Wait until the machine is quiet (the previous shape's trailing work done: Events still being sent, the Job
+    controller's status writes), at most ``timeout`` seconds; how long it took. Without it the shape that runs
+    right after another is slowed by its tail, and a round's order moves its ratios by tens of percent."""
+    started = time.perf_counter()
+    cores = os.cpu_count() or 1
+    while time.perf_counter() - started < timeout:
+        idle, total = machine_times()
+        await asyncio.sleep(QUIET_WINDOW)
+        idle_after, total_after = machine_times()
+        spent = total_after - total
+        if spent > 0 and cores * (1 - (idle_after - idle) / spent) < QUIET_CORES:
+            break
+    return time.perf_counter() - started
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -221,6 +250,36 @@ async def raw_release(client: KubeClient, namespace: str, count: int, in_flight:
     times = await watch.wait()
     return {"jobs": count, "in_flight": in_flight, **rates(times, started),
             "patch_p50_ms": percentile(latencies, 0.5) * 1000, "patch_p99_ms": percentile(latencies, 0.99) * 1000}
+
+
+async def replay_release(client: KubeClient, controller: KubeClient, tree_spec: dict[str, Any], namespace: str, *,
+                         count: int, in_flight: int) -> dict[str, Any]:
+    """Release the ``count`` held Jobs of ``namespace`` by the patch the controller writes (the same JSON
+    patch, record and field manager, sent with ``controller``, a client under the controller's identity),
+    ``in_flight`` at once: the held shape without the controller. The tree spec gives each job's leaf, as the
+    controller reads it; the controller then counts them admitted."""
+    tree = parse_tree(tree_spec)
+    leaf = tree.leaf_for_namespace(namespace)
+    adapter = adapter_for("batch", "Job")
+    assert leaf is not None and adapter is not None, f"no leaf lists {namespace}"
+    items = (await client.list_page(jobs_ref(namespace), limit=count + 10)).get("items", [])
+    patches = {}
+    for obj in items:
+        job = track(adapter, obj, leaf, {})
+        record = AdmissionRecord.new(leaf.full_name, job.workload.request, time.time())
+        patches[str(obj["metadata"]["name"])] = admit_patch(adapter, obj, record)
+    watch = Releases(client, namespace, count, annotated=True)
+    await watch.start()
+    limit = asyncio.Semaphore(in_flight)
+
+    async def patch(name: str, ops: list[Any]) -> None:
+        async with limit:
+            await controller.json_patch(jobs_ref(namespace), name, ops, namespace)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(patch(name, ops) for name, ops in patches.items()))
+    times = await watch.wait()
+    return {"jobs": count, "in_flight": in_flight, **rates(times, started)}
 
 
 async def raw_open(client: KubeClient, namespace: str, count: int, in_flight: int) -> dict[str, Any]:

@@ -77,6 +77,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.machine import machine_times
 from bench.objects import bound, eci, ecs, node, pod, policy, quota_tree, virtual_node
 from webhook.api.kinds import RESOURCE_POLICY
 from webhook.cli import devsystem
@@ -491,12 +492,6 @@ def cpu_seconds(pid: int | None) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def machine_times() -> tuple[int, int]:
-    """``(idle, total)`` jiffies of all cores so far (``/proc/stat``; idle counts I/O wait)."""
-    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return fields[3] + fields[4], sum(fields[:8])
 
 
 @dataclass

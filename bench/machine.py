@@ -41,6 +41,12 @@ def load() -> str:
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) at the start, {end:.2f} (1 min) at the end"
 
 
+def machine_times() -> tuple[int, int]:
+    """``(idle, total)`` jiffies of all cores so far (``/proc/stat``; idle counts I/O wait)."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return fields[3] + fields[4], sum(fields[:8])
+
+
 def peak_rss_mib() -> float:
     """This process's peak resident set size so far, in MiB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

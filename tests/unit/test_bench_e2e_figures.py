@@ -9,8 +9,9 @@ import pytest
 
 from bench.e2e_bench import controller_log
 from bench.e2e_metrics import Delta, Scrape, delta, parse_requests, writes_table
-from bench.e2e_pairs import namespaces as pair_namespaces
-from bench.e2e_pairs import report_lines as pair_lines
+from bench.e2e_rounds import namespaces as round_namespaces
+from bench.e2e_rounds import order as round_order
+from bench.e2e_rounds import report_lines as round_lines
 from bench.e2e_shapes import percentile, rates
 
 APISERVER = """\
@@ -84,17 +85,26 @@ def test_the_webhook_waits_are_read_apart_from_the_requests() -> None:
     assert change.reads() == 0.0
 
 
-def test_pairs_alternate_their_order_and_the_report_gives_each_ratio_and_the_median() -> None:
-    def pair(order: tuple[str, str], held: float, raw: float) -> dict[str, object]:
-        return {"order": order, "held": {"sustained_per_second": held}, "raw": {"sustained_per_second": raw}}
+def test_rounds_rotate_their_order_and_the_report_splits_the_ratio_into_admission_path_and_controller() -> None:
+    assert [round_order(index) for index in (1, 2, 3, 4)] == [
+        ("held", "replay", "raw"), ("replay", "raw", "held"), ("raw", "held", "replay"), ("held", "replay", "raw")]
 
-    pairs = [pair(("held", "raw"), 90.0, 100.0), pair(("raw", "held"), 150.0, 100.0),
-             pair(("held", "raw"), 80.0, 200.0)]
-    lines = pair_lines(pairs)
-    assert "| 1 | held, then raw | 90.0 /s | 100.0 /s | 90 % |" in lines
-    assert "| 2 | raw, then held | 150.0 /s | 100.0 /s | 150 % |" in lines
-    assert "| 3 | held, then raw | 80.0 /s | 200.0 /s | 40 % |" in lines
-    assert any("Median of the pairs' ratios: **90 %**" in line for line in lines)
-    assert pair_lines([]) == []
-    assert [pair_namespaces(index) for index in (1, 2)] == [("bench-pair-1", "bench-pair-raw-1"),
-                                                            ("bench-pair-2", "bench-pair-raw-2")]
+    def one(index: int, held: float, replay: float, raw: float) -> dict[str, object]:
+        return {"order": round_order(index), "held": {"sustained_per_second": held},
+                "replay": {"sustained_per_second": replay}, "raw": {"sustained_per_second": raw}}
+
+    rounds = [one(1, 90.0, 100.0, 100.0), one(2, 120.0, 150.0, 100.0), one(3, 80.0, 100.0, 200.0)]
+    lines = round_lines(rounds)
+    assert "| 1 | held, replay, raw | 90.0 /s | 100.0 /s | 100.0 /s | 90 % | 100 % | 90 % |" in lines
+    assert "| 2 | replay, raw, held | 120.0 /s | 150.0 /s | 100.0 /s | 120 % | 150 % | 80 % |" in lines
+    assert "| 3 | raw, held, replay | 80.0 /s | 100.0 /s | 200.0 /s | 40 % | 50 % | 80 % |" in lines
+    assert "| **median** | | | | | **90 %** | 100 % | 80 % |" in lines
+    assert any("Median of held / raw: **90 %**" in line and "the controller 80 %" in line for line in lines)
+    assert not any(line.startswith("CPU ms per release") for line in lines)  # no CPU figures given
+    for one_round in rounds:
+        for shape in ("held", "replay", "raw"):
+            one_round[shape]["cpu_ms"] = {"kq-serve": 2.0, "kube-apiserver": 4.0}  # type: ignore[index]
+    lines = round_lines(rounds)
+    assert "| 1 | 2.0 | 2.0 | 2.0 | 4.0 | 4.0 | 4.0 |" in lines
+    assert round_lines([]) == []
+    assert round_namespaces(2) == ("bench-round-2", "bench-replay-2", "bench-round-raw-2")

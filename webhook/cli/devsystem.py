@@ -47,7 +47,7 @@ def service_components(
         "webhook.cli.main",
         "serve",
         "--host=127.0.0.1",  # loopback only on a laptop or shared machine (the in-cluster Deployment: all)
-        f"--kubeconfig={config.state_dir / 'controller.kubeconfig'}",
+        f"--kubeconfig={config.controller_kubeconfig}",
         f"--port={config.ports.webhook}",
         f"--cert={pki / 'service.crt'}",
         f"--key={pki / 'service.key'}",
@@ -187,7 +187,7 @@ def install_api_objects(config: ClusterConfig, bins: Path) -> None:
     token = cluster.kubectl(
         config, bins, "create", "token", SERVICE_ACCOUNT[1], "-n", SERVICE_ACCOUNT[0], f"--duration={TOKEN_LIFETIME}"
     ).strip()
-    write_token_kubeconfig(config.state_dir / "controller.kubeconfig", config.server, config.pki,
+    write_token_kubeconfig(config.controller_kubeconfig, config.server, config.pki,
                            SERVICE_ACCOUNT[1], token)
 
 

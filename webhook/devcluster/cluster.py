@@ -309,7 +309,7 @@ def _write_configs(
         "kcm.kubeconfig": "kcm",
         "scheduler.kubeconfig": "scheduler",
         "kwok.kubeconfig": "kwok",
-        "controller.kubeconfig": "controller",
+        config.controller_kubeconfig.name: "controller",
         "extender.kubeconfig": "extender",
     }
     for filename, user in users.items():

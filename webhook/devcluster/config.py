@@ -186,6 +186,12 @@ class ClusterConfig:
         return self.state_dir / "kubeconfig"
 
     @property
+    def controller_kubeconfig(self) -> Path:
+        """The service's kubeconfig: the controller's service account (``kq dev up``), which the webhooks'
+        conditions recognise."""
+        return self.state_dir / "controller.kubeconfig"
+
+    @property
     def logs(self) -> Path:
         return self.state_dir / "logs"
 
