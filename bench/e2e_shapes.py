@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.machine import machine_times
+from bench.machine import busy_seconds, settle
 from webhook.api.names import ADMISSION_ANNOTATION, MANAGED_NAMESPACE_LABEL
 from webhook.controller.model import track
 from webhook.controller.records import AdmissionRecord, admit_patch
@@ -110,14 +109,7 @@ async def settled(timeout: float = 30.0) -> float:
     controller's status writes), at most ``timeout`` seconds; how long it took. Without it the shape that runs
     right after another is slowed by its tail, and a round's order moves its ratios by tens of percent."""
     started = time.perf_counter()
-    cores = os.cpu_count() or 1
-    while time.perf_counter() - started < timeout:
-        idle, total = machine_times()
-        await asyncio.sleep(QUIET_WINDOW)
-        idle_after, total_after = machine_times()
-        spent = total_after - total
-        if spent > 0 and cores * (1 - (idle_after - idle) / spent) < QUIET_CORES:
-            break
+    await settle(busy_seconds, QUIET_CORES, window=QUIET_WINDOW, timeout=timeout)
     return time.perf_counter() - started
 
 

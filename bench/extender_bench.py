@@ -77,7 +77,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.machine import machine_times
+from bench.machine import machine_times, settle
 from bench.objects import bound, eci, ecs, node, pod, policy, quota_tree, virtual_node
 from webhook.api.kinds import RESOURCE_POLICY
 from webhook.cli import devsystem
@@ -560,13 +560,8 @@ SETTLED_CORES = 0.3
 async def _settle(pids: Sequence[int | None], timeout: float = 30.0) -> None:
     """Wait until ``pids`` together use less than :data:`SETTLED_CORES` (the API server, etcd, kwok and the
     controllers still working off the pods just created would otherwise take CPU from the measured run)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        before = sum(cpu_seconds(pid) for pid in pids)
-        await asyncio.sleep(0.5)
-        if (sum(cpu_seconds(pid) for pid in pids) - before) / 0.5 < SETTLED_CORES:
-            return
-    print(f"  (the cluster did not settle in {timeout:.0f} s; measuring anyway)", file=sys.stderr)
+    if not await settle(lambda: sum(cpu_seconds(pid) for pid in pids), SETTLED_CORES, window=0.5, timeout=timeout):
+        print(f"  (the cluster did not settle in {timeout:.0f} s; measuring anyway)", file=sys.stderr)
 
 
 async def _delete_namespace(client: KubeClient, namespace: str, timeout: float = 180.0) -> None:

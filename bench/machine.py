@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import os
 import platform
 import resource
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -45,6 +48,24 @@ def machine_times() -> tuple[int, int]:
     """``(idle, total)`` jiffies of all cores so far (``/proc/stat``; idle counts I/O wait)."""
     fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     return fields[3] + fields[4], sum(fields[:8])
+
+
+def busy_seconds() -> float:
+    """CPU seconds the machine's cores have spent busy so far (``/proc/stat``)."""
+    idle, total = machine_times()
+    return (total - idle) / os.sysconf("SC_CLK_TCK")
+
+
+async def settle(cpu: Callable[[], float], cores: float, *, window: float, timeout: float) -> bool:
+    """Wait until ``cpu`` (CPU seconds used so far, by whatever it counts) grows by less than ``cores`` per
+    second over ``window`` seconds, at most ``timeout`` seconds; whether it did."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before, started = cpu(), time.monotonic()
+        await asyncio.sleep(window)
+        if (cpu() - before) / (time.monotonic() - started) < cores:
+            return True
+    return False
 
 
 def peak_rss_mib() -> float:
