@@ -142,9 +142,9 @@ class ClusterCache:
         self.namespaces = self._cache("namespaces", NAMESPACES)
         self.priority_classes = self._cache("priorityclasses", PRIORITY_CLASSES)
         self.policies = self._cache("resourcepolicies", POLICIES)
-        """ResourcePolicies: namespaces outside the tree with an eci unit get the placement label."""
+        """ResourcePolicies: namespaces outside the tree with a valid one get the placement label."""
         self._placement_policies: dict[tuple[str, str], tuple[str, bool]] = {}
-        """Per policy: ``(resourceVersion, has a valid eci unit)``."""
+        """Per policy: ``(resourceVersion, is valid)``."""
         self.pod_index = PodIndex()
         self.pods = WatchCache(
             "pods", SlimListWatch(ApiListWatch(client, PODS, field_selector=UNFINISHED_PODS), pod_slim)
