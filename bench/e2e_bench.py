@@ -1,6 +1,6 @@
 """End to end on a dev cluster of its own: our admissions per second beside the physical limit (a report).
 
-    .venv/bin/python -m bench.e2e_bench [--jobs 500] [--port-base 56400] [--rounds 0]
+    .venv/bin/python -m bench.e2e_bench [--jobs 500] [--port-base 56400] [--rounds 0] [--split]
 
 One dev cluster (``webhook.cli.devsystem.up``, the service with ``--oversellrate=1``), five shapes of JOBS small
 Jobs (1 pod, 10m CPU, 16Mi) each in its own namespace, measured in this order (:mod:`bench.e2e_shapes`):
@@ -23,7 +23,8 @@ status say the final state; the API server's and the controller's Prometheus met
 rate (held: raw release; open: raw open through webhooks). ``--rounds N`` repeats the held and raw release shapes
 N more times, with a third shape between them, the controller's patches replayed by the bench (the admission
 path's cost without the controller), in rotating order (:mod:`bench.e2e_rounds`): one run of a shape swings by
-tens of percent on a shared machine; the median of several rounds swings less.
+tens of percent on a shared machine; the median of several rounds swings less. ``--split`` adds two more
+replays to each round, each skipping one webhook of the admission path: what each guarantee costs.
 """
 
 from __future__ import annotations
@@ -72,10 +73,10 @@ WRITES_IN_FLIGHT = ControllerSettings().write_concurrency
 """The controller's own number of release patches in flight: the raw shapes use the same."""
 
 
-def nodes(jobs: int, rounds: int = 0) -> tuple[NodeSpec, ...]:
+def nodes(jobs: int, rounds: int = 0, split: bool = False) -> tuple[NodeSpec, ...]:
     """Four regular nodes with room for every pod of the five shapes and the rounds (so no pod of a later shape
     waits for a node an earlier one filled), and the virtual node."""
-    room = max(110, -(-(SHAPES + len(e2e_rounds.SHAPES) * rounds) * jobs // 4) + 50)
+    room = max(110, -(-(SHAPES + len(e2e_rounds.shapes(split)) * rounds) * jobs // 4) + 50)
     regular = tuple(NodeSpec(f"ecs-{i}", "64", "256Gi", 4, pods=room) for i in range(4))
     return regular + tuple(spec for spec in default_nodes() if spec.virtual)
 
@@ -208,7 +209,7 @@ async def _burst(config: ClusterConfig, client: KubeClient, name: str, namespace
     return figures
 
 
-async def measure(config: ClusterConfig, count: int, rounds: int = 0) -> dict[str, Any]:
+async def measure(config: ClusterConfig, count: int, rounds: int = 0, split: bool = False) -> dict[str, Any]:
     async with await KubeClient.connect(str(config.kubeconfig)) as client:
         await _prepare(client)
         started = time.perf_counter()
@@ -236,12 +237,14 @@ async def measure(config: ClusterConfig, count: int, rounds: int = 0) -> dict[st
         await asyncio.to_thread(noop_webhook.stop, config)
         out["open"] = await _burst(config, client, "open", OPEN, count=count, leaf=OPEN_LEAF,
                                    run=lambda: e2e_shapes.open_submit(client, OPEN, count))
+        if rounds and split:
+            await e2e_rounds.skip_webhooks(client)
         async with await KubeClient.connect(str(config.controller_kubeconfig),
                                             user_agent=CONTROLLER_COMPONENT) as controller:
             out["rounds"] = [await e2e_rounds.run_round(client, controller, index, trees=TREES,
                                                         tree_name="elasticquotatree", count=count,
                                                         in_flight=WRITES_IN_FLIGHT, total=TOTAL,
-                                                        cpu=lambda: e2e_metrics.cpu_seconds(config))
+                                                        cpu=lambda: e2e_metrics.cpu_seconds(config), split=split)
                              for index in range(1, rounds + 1)]
         return out
 
@@ -253,21 +256,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=0,
                         help="after the five shapes, this many more rounds of held, replayed and raw release, in "
                              "rotating order (bench/e2e_rounds.py)")
+    parser.add_argument("--split", action="store_true",
+                        help="each round also replays in a namespace jobs.validate skips and in one pods.mutate skips: "
+                             "what each guarantee of the admission path costs (bench/e2e_rounds.py)")
     parser.add_argument("--service-arg", action="append", default=[], metavar="ARG",
                         help="one more argument for kq serve (e.g. --service-arg=--status-interval=2)")
     args = parser.parse_args(argv)
-    command = COMMAND if (args.jobs, args.port_base, args.rounds, args.service_arg) == (500, 56400, 0, []) else (
+    given = (args.jobs, args.port_base, args.rounds, args.split, args.service_arg)
+    command = COMMAND if given == (500, 56400, 0, False, []) else (
         " ".join([COMMAND, f"--jobs {args.jobs}", f"--port-base {args.port_base}",
-                  *([f"--rounds {args.rounds}"] if args.rounds else []),
+                  *([f"--rounds {args.rounds}"] if args.rounds else []), *(["--split"] if args.split else []),
                   *(f"--service-arg={arg}" for arg in args.service_arg)]))
     if not devsystem.service_available():
         sys.stdout.write(report(None, command, WRITES_IN_FLIGHT, "the service (kq serve) is not in this build"))
         return 0
     config = ClusterConfig(state_dir=devrun.state_dir("e2e"), ports=Ports(args.port_base),
-                           nodes=nodes(args.jobs, args.rounds), service_args=("--oversellrate=1", *args.service_arg))
+                           nodes=nodes(args.jobs, args.rounds, args.split),
+                           service_args=("--oversellrate=1", *args.service_arg))
 
     def work() -> dict[str, Any]:
-        figures = asyncio.run(measure(config, args.jobs, args.rounds))
+        figures = asyncio.run(measure(config, args.jobs, args.rounds, args.split))
         skip = ("delta", "releases_delta", "log")
         print(json.dumps({name: {key: value for key, value in shape.items() if key not in skip}
                           for name, shape in figures.items() if name != "rounds"}), file=sys.stderr)

@@ -9,6 +9,8 @@ import pytest
 
 from bench.e2e_bench import controller_log
 from bench.e2e_metrics import Delta, Scrape, delta, parse_requests, writes_table
+from bench.e2e_rounds import leaf_index
+from bench.e2e_rounds import namespace as round_namespace
 from bench.e2e_rounds import namespaces as round_namespaces
 from bench.e2e_rounds import order as round_order
 from bench.e2e_rounds import report_lines as round_lines
@@ -105,6 +107,36 @@ def test_rounds_rotate_their_order_and_the_report_splits_the_ratio_into_admissio
         for shape in ("held", "replay", "raw"):
             one_round[shape]["cpu_ms"] = {"kq-serve": 2.0, "kube-apiserver": 4.0}  # type: ignore[index]
     lines = round_lines(rounds)
-    assert "| 1 | 2.0 | 2.0 | 2.0 | 4.0 | 4.0 | 4.0 |" in lines
+    assert "| 1 | held | 2.0 | 4.0 | nan |" in lines
+    assert "| 3 | raw | 2.0 | 4.0 | nan |" in lines
+    assert not any("What each guarantee" in line for line in lines)  # no split shapes ran
     assert round_lines([]) == []
     assert round_namespaces(2) == ("bench-round-2", "bench-replay-2", "bench-round-raw-2")
+
+
+def test_split_rounds_rotate_five_shapes_and_show_each_webhook_beside_the_full_replay() -> None:
+    assert round_order(1, split=True) == ("held", "replay", "raw", "no_check", "no_pod_hook")
+    assert round_order(2, split=True) == ("replay", "raw", "no_check", "no_pod_hook", "held")
+    # Round i's held leaf follows the two base leaves and the four leaves (held + three replays) of each round before.
+    assert [leaf_index(index, split=True) for index in (1, 2, 3)] == [2, 6, 10]
+    assert [leaf_index(index) for index in (1, 2, 3)] == [2, 4, 6]
+    assert {round_namespace(shape, 3) for shape in ("held", "replay", "raw", "no_check", "no_pod_hook")} == {
+        "bench-round-3", "bench-replay-3", "bench-round-raw-3", "bench-no-check-3", "bench-no-pod-hook-3"}
+
+    def one(index: int, replay: float, no_check: float, no_pod_hook: float, cpu: float) -> dict[str, object]:
+        figures = {"held": 100.0, "replay": replay, "raw": 200.0, "no_check": no_check, "no_pod_hook": no_pod_hook}
+        return {"order": round_order(index, split=True),
+                **{shape: {"sustained_per_second": value,
+                           "cpu_ms": {"kq-serve": 1.0, "kube-apiserver": 2.0, "all": cpu + (shape == "replay")}}
+                   for shape, value in figures.items()}}
+
+    rounds = [one(1, 100.0, 110.0, 120.0, 30.0), one(2, 100.0, 130.0, 100.0, 32.0), one(3, 200.0, 200.0, 300.0, 34.0)]
+    lines = round_lines(rounds)
+    order = "replay, raw, no update check, no pod webhook, held"
+    assert f"| 2 | {order} | 100.0 /s | 100.0 /s | 200.0 /s | 50 % | 50 % | 100 % |" in lines
+    assert "| 1 | 100.0 /s | 110.0 /s | 120.0 /s | 200.0 /s | 110 % | 120 % |" in lines
+    assert "| **median** | | | | | 110 % | 120 % |" in lines
+    assert any("replay 33.0 ms, no update check 32.0 ms, no pod webhook 32.0 ms, raw release 32.0 ms" in line
+               for line in lines)
+    assert "| 2 | no pod webhook | 1.0 | 2.0 | 32.0 |" in lines
+    assert sum(line.startswith("| 3 | ") for line in lines) == 2 + 5  # both tables of rates, and five shapes' CPU

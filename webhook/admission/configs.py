@@ -35,7 +35,14 @@ from webhook.api.names import (
 )
 from webhook.workloads.registry import all_adapters
 
-__all__ = ["cluster_webhook_configs", "dev_webhook_configs", "set_ca_bundle", "webhook_configs"]
+__all__ = [
+    "JOBS_VALIDATE",
+    "PODS_MUTATE",
+    "cluster_webhook_configs",
+    "dev_webhook_configs",
+    "set_ca_bundle",
+    "webhook_configs",
+]
 
 NAME = "kube-queue"
 """Name of both configuration objects."""
@@ -48,6 +55,10 @@ control plane the API server's own queueing takes seconds before our handler (ab
 request, and a shorter timeout fails creates the webhook would have allowed (BENCHMARKS.md, the 10,000-job
 burst). A webhook that is down fails at once (connection refused), so this bounds only a hung one."""
 EXCLUDED_NAMESPACES = ("kube-system",)
+JOBS_VALIDATE = "jobs.validate.kube-queue.x-k8s.io"
+"""The webhook that checks every create and update of a job of the tree's namespaces (docs/security.md)."""
+PODS_MUTATE = "pods.mutate.kube-queue.x-k8s.io"
+"""The webhook that holds bare Pods and marks every pod of the tree's namespaces for the extender."""
 
 NOT_THE_CONTROLLER = [{
     "name": "not-the-queue-controller",
@@ -174,7 +185,7 @@ def webhook_configs(
                 mutating=True,
             ),
             _webhook(
-                "pods.mutate.kube-queue.x-k8s.io",
+                PODS_MUTATE,
                 config("/mutate"),
                 _job_rules(["CREATE"], pods=True),
                 namespace_selector=managed,
@@ -227,7 +238,7 @@ def webhook_configs(
         "metadata": metadata,
         "webhooks": [
             _webhook(
-                "jobs.validate.kube-queue.x-k8s.io",
+                JOBS_VALIDATE,
                 config("/validate"),
                 _job_rules(["CREATE", "UPDATE"], pods=False),
                 namespace_selector=managed,
