@@ -102,3 +102,63 @@ async def test_a_job_that_finishes_frees_its_quota_for_the_next_within_the_statu
     finally:
         stop.set()
         await task
+
+
+def pod_cache(controller: Controller) -> WatchCache:
+    return next(cache for _, _, cache in controller.cache.job_caches.values() if cache.name == "pods.core")
+
+
+def tagged_pod(name: str, owner: str | None = None, gated: bool = False) -> dict[str, Any]:
+    """A pod of user-a as the webhook tags it: with a Job owner (a Job's pod), or bare (held while ``gated``)."""
+    metadata: dict[str, Any] = {"name": name, "namespace": "user-a", "resourceVersion": "900",
+                                "labels": {"quota.scheduling.alibabacloud.com/name": "Department-a"}}
+    if owner is not None:
+        metadata["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": owner, "uid": "u",
+                                        "controller": True}]
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+    if gated:
+        spec["schedulingGates"] = [{"name": "kube-queue.x-k8s.io/admission"}]
+    return {"metadata": metadata, "spec": spec, "status": {"phase": "Pending"}}
+
+
+async def test_a_jobs_pod_asks_for_no_pass_through_the_cache_of_plain_pods_and_a_bare_pod_does() -> None:
+    """The Job controller's pods are tagged like plain Pods, so they come through that job kind's cache too; they
+    are no job, and each one of a burst of releases used to ask for a pass at once."""
+    api = seed_api()
+    async with driven(api) as controller:
+        await step(api, controller)
+        cache = pod_cache(controller)
+        of_job = tagged_pod("pi-1-abcde", owner="pi-1")
+        assert controller.cache.wake_for(cache, CacheEvent("ADDED", of_job)) is Wake.NO
+        bound = copy.deepcopy(of_job)
+        bound["spec"]["nodeName"] = "ecs-0"
+        bound["metadata"]["resourceVersion"] = "901"
+        assert controller.cache.wake_for(cache, CacheEvent("MODIFIED", bound, of_job)) is Wake.NO
+        assert controller.cache.wake_for(cache, CacheEvent("DELETED", bound)) is Wake.NO
+        # A bare Pod is a job: new, it asks at once.
+        bare = tagged_pod("alone", gated=True)
+        assert controller.cache.wake_for(cache, CacheEvent("ADDED", bare)) is Wake.NOW
+        # A held Pod that now names a controller owner and lost its gate was a job: its entry must go at once.
+        owned = tagged_pod("alone", owner="pi-1")
+        owned["metadata"]["resourceVersion"] = "901"
+        assert controller.cache.wake_for(cache, CacheEvent("MODIFIED", owned, bare)) is Wake.NOW
+
+
+async def test_a_jobs_new_pod_still_lets_the_start_check_see_it_within_the_status_debounce() -> None:
+    """With the new pod asking for no pass through the plain Pods' cache, the pods' own listener still asks
+    for the pass that sees a released job start."""
+    api = seed_api()
+    api.put(JOBS, pi("pi-1"))
+    async with driven(api, debounce=0.001) as controller:
+        await step(api, controller, passes=2)  # the second pass sees pi-1 released, waiting to start
+        assert admitted(api, "pi-1")
+        waiting_before = set(controller._awaiting)
+        assert waiting_before, "a released job waits to start"
+        pod = tagged_pod("pi-1-abcde", owner="pi-1")
+        pod["metadata"]["ownerReferences"][0]["uid"] = api.obj(JOBS, "pi-1", "user-a")["metadata"].get("uid", "u")
+        asked: list[str] = []
+        controller._status_changed = lambda: asked.append("status")  # type: ignore[method-assign]
+        api.put(("", "v1", "pods"), pod)
+        async with asyncio.timeout(5):
+            while not asked:
+                await asyncio.sleep(0.01)

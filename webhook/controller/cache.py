@@ -154,7 +154,8 @@ class ClusterCache:
         self.job_caches: dict[str, tuple[Adapter, ResourceRef, WatchCache]] = {}
         """Per :func:`kind_key`: the adapter, the served version and the cache of every installed job kind."""
         self.job_cache_tasks: dict[str, asyncio.Task[None]] = {}
-        self._job_cache_names: set[str] = set()
+        self._job_adapters: dict[str, Adapter] = {}
+        """Per job kind's cache name: its adapter."""
         self.kinds: list[str] = []
         """The kinds watched, in the order they were found."""
         self._assumed: dict[ObjKey, Obj] = {}
@@ -197,14 +198,21 @@ class ClusterCache:
           already counted it;
         * a job outside every namespace of the tree (as the last pass read it; a change of the tree asks for a
           pass of its own, which reads every job): no, nothing is decided about it;
+        * an object of a job kind's cache that its adapter does not manage, before or after the change (a Job's
+          pods, in the cache of plain Pods because the webhook tags them too): no, it is no job; the pods'
+          own listener asks for the passes they need (a bound pod no job accounts for, a pod of a job waiting
+          to start). Each new pod of a burst of releases used to ask for a pass at once;
         * a change of ``status`` only (same ``generation``, labels, annotations, owners, finalizers, deletion)
           of a job, a Queue or the tree: :attr:`Wake.STATUS`;
         * anything else (a new or deleted object, a spec or record change, a re-list): :attr:`Wake.NOW`."""
         obj = event.obj
         if event.type == RELIST or obj is None:
             return Wake.NOW
-        is_job = cache.name in self._job_cache_names
+        adapter = self._job_adapters.get(cache.name)
+        is_job = adapter is not None
         if is_job and self._outside_tree(obj) and (event.old is None or self._outside_tree(event.old)):
+            return Wake.NO
+        if adapter is not None and not adapter.manages(obj) and (event.old is None or not adapter.manages(event.old)):
             return Wake.NO
         if event.type != "MODIFIED":
             return Wake.NOW
@@ -273,7 +281,7 @@ class ClusterCache:
             # leaves them out).
             selector = QUOTA_LABEL if adapter.gates_at_creation_only else None
             cache = self._cache(f"{adapter.plural}.{adapter.group or 'core'}", ref, selector)
-            self._job_cache_names.add(cache.name)
+            self._job_adapters[cache.name] = adapter
             self.jobs.add(adapter, cache)
             self.job_caches[key] = (adapter, ref, cache)
             self.kinds.append(key)
