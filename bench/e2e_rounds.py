@@ -237,7 +237,8 @@ def report_lines(rounds: list[dict[str, Any]]) -> list[str]:
         f"Repeated rounds (`--rounds {len(rounds)}`), after the five shapes, each on namespaces of its own, the "
         "three shapes in rotating order: sustained releases of held (the controller), replay (the controller's "
         "patches sent by the bench: the admission path without the controller) and raw release, and their "
-        "ratios in the same round.",
+        "ratios in the same round" + (" (with `--split`, the two replays below ran in the same rotation)."
+                                      if all(shape in _present(rounds) for shape in SPLIT_SHAPES) else "."),
         "",
         "| round | order | held | replay | raw release | held / raw | replay / raw | held / replay |",
         "|---:|---|---:|---:|---:|---:|---:|---:|",
