@@ -1,6 +1,7 @@
-"""Which changes ask the controller for a pass (issue 23): its own writes coming back through the watch and jobs
-outside the tree ask for none, a change of status only asks within ``status_debounce``, anything else at once;
-and the loop still converges when the only change is one of status."""
+"""Which changes ask the controller for a pass (issue 23): its own writes coming back through the watch, jobs
+outside the tree and a Job's pods ask for none, a change of status only asks within ``status_debounce``, anything
+else at once; and the loop still converges when the only change is one of status. Also what the plain Pods'
+cache keeps of a Job's pod (its identity only)."""
 
 from __future__ import annotations
 
@@ -162,3 +163,30 @@ async def test_a_jobs_new_pod_still_lets_the_start_check_see_it_within_the_statu
         async with asyncio.timeout(5):
             while not asked:
                 await asyncio.sleep(0.01)
+
+
+async def test_the_plain_pods_cache_keeps_only_the_identity_of_a_jobs_pod() -> None:
+    """A Job's pod comes to the plain Pods' cache (the webhook tags it too) but is no job: the cache keeps its
+    identity, not its 20-odd KB; a bare Pod, and a Job's pod held at creation (its creator was no workload
+    controller), stay whole, and the index still queues both of them."""
+    api = seed_api()
+    pods = ("", "v1", "pods")
+    of_job = tagged_pod("pi-1-abcde", owner="pi-1")
+    of_job["metadata"]["managedFields"] = [{"manager": "kube-controller-manager", "fieldsV1": {"f:spec": {}}}]
+    api.put(pods, of_job)
+    api.put(pods, tagged_pod("alone", gated=True))
+    api.put(pods, tagged_pod("claims-a-job", owner="pi-9", gated=True))
+    async with driven(api) as controller:
+        await step(api, controller)
+        cache = pod_cache(controller)
+        stub = cache.get("pi-1-abcde", "user-a")
+        assert stub is not None
+        assert set(stub["metadata"]) <= {"name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences"}
+        assert "spec" not in stub and "status" not in stub
+        for name in ("alone", "claims-a-job"):
+            whole = cache.get(name, "user-a")
+            assert whole is not None and whole["spec"]["containers"], name  # whole (the pass may have released it)
+        tree = controller.cache.tree_parsed[0]
+        assert tree is not None
+        queued = {job.workload.key.name for job in controller.tracked_jobs(tree)}
+        assert {"alone", "claims-a-job"} <= queued and "pi-1-abcde" not in queued

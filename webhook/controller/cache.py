@@ -16,6 +16,7 @@ import enum
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from webhook.api import kinds
 from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE
@@ -28,8 +29,8 @@ from webhook.controller.starts import PodIndex, pod_slim
 from webhook.core.placement import PolicyError, parse_policy
 from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
-from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, WatchCache
-from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache
+from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
 from webhook.kube.slim import SlimListWatch
 from webhook.workloads.base import Adapter
 from webhook.workloads.registry import all_adapters
@@ -111,6 +112,27 @@ def kind_key(adapter: Adapter) -> str:
     return f"{adapter.kind}.{adapter.group or 'core'}"
 
 
+STUB_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
+"""What a job kind's cache keeps of an object its adapter does not manage."""
+
+
+def stub_unmanaged(adapter: Adapter) -> Callable[[Mapping[str, Any]], JSON]:
+    """A job kind's cache keeps only the identity of an object its adapter does not manage. A Job's pods come to
+    the plain Pods' cache because the webhook tags them too: a pod is about 22 KB in memory (its managed fields
+    with it), for every pod of the tree's namespaces, and the queue reads none of it. The adapter decides on
+    the whole object of every event, so a stub is never what decides; it stays unmanaged (no gate, no
+    admission record)."""
+
+    def slim(obj: Mapping[str, Any]) -> JSON:
+        if adapter.manages(obj):
+            return obj if isinstance(obj, dict) else dict(obj)
+        metadata = obj.get("metadata")
+        kept = {key: metadata[key] for key in STUB_METADATA if key in metadata} if isinstance(metadata, Mapping) else {}
+        return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+
+    return slim
+
+
 class ClusterCache:
     """The objects one controller replica watches, and what a pass reads of them.
 
@@ -173,8 +195,12 @@ class ClusterCache:
         self._priority_map_epoch = -1
 
     # Wiring ------------------------------------------------------------------------------------------------
-    def _cache(self, name: str, ref: ResourceRef, label_selector: str | None = None) -> WatchCache:
-        cache = WatchCache(name, ApiListWatch(self.client, ref, label_selector=label_selector))
+    def _cache(self, name: str, ref: ResourceRef, label_selector: str | None = None,
+               adapter: Adapter | None = None) -> WatchCache:
+        source: ListWatch = ApiListWatch(self.client, ref, label_selector=label_selector)
+        if adapter is not None and type(adapter).manages is not Adapter.manages:
+            source = SlimListWatch(source, stub_unmanaged(adapter))
+        cache = WatchCache(name, source)
         cache.add_listener(self._changed)
         return cache
 
@@ -280,7 +306,7 @@ class ClusterCache:
             # Plain Pods: only the ones the webhook tagged (a Job's pods are tagged too; adapter.manages
             # leaves them out).
             selector = QUOTA_LABEL if adapter.gates_at_creation_only else None
-            cache = self._cache(f"{adapter.plural}.{adapter.group or 'core'}", ref, selector)
+            cache = self._cache(f"{adapter.plural}.{adapter.group or 'core'}", ref, selector, adapter)
             self._job_adapters[cache.name] = adapter
             self.jobs.add(adapter, cache)
             self.job_caches[key] = (adapter, ref, cache)
