@@ -244,7 +244,8 @@ async def measure(config: ClusterConfig, count: int, rounds: int = 0, split: boo
             out["rounds"] = [await e2e_rounds.run_round(client, controller, index, trees=TREES,
                                                         tree_name="elasticquotatree", count=count,
                                                         in_flight=WRITES_IN_FLIGHT, total=TOTAL,
-                                                        cpu=lambda: e2e_metrics.cpu_seconds(config), split=split)
+                                                        cpu=lambda: e2e_metrics.cpu_seconds(config), split=split,
+                                                        memory=lambda: e2e_metrics.resident_mib(config))
                              for index in range(1, rounds + 1)]
         return out
 

@@ -122,17 +122,41 @@ def _get(url: str) -> str:
         return bytes(response.read()).decode("utf-8", "replace")
 
 
+def _pids(config: ClusterConfig) -> dict[str, int]:
+    """The pid of every running component of the dev cluster."""
+    out: dict[str, int] = {}
+    for name in (*cluster.ORDER, "kq-extender", noop_webhook.COMPONENT):
+        try:
+            out[name] = int(processes.pid_file(config.run, name).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
 def cpu_seconds(config: ClusterConfig) -> dict[str, float]:
     """User + system CPU seconds of every running component of the dev cluster (``/proc/<pid>/stat``)."""
     ticks = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
-    for name in (*cluster.ORDER, "kq-extender", noop_webhook.COMPONENT):
+    for name, pid in _pids(config).items():
         try:
-            pid = int(processes.pid_file(config.run, name).read_text().split()[0])
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, ValueError, IndexError):
+        except (OSError, IndexError):
             continue
         out[name] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
+def resident_mib(config: ClusterConfig) -> dict[str, float]:
+    """Resident memory, MiB, of every running component of the dev cluster (``VmRSS`` of ``/proc/<pid>/status``)."""
+    out: dict[str, float] = {}
+    for name, pid in _pids(config).items():
+        try:
+            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if line.startswith("VmRSS:"):
+                out[name] = int(line.split()[1]) / 1024
     return out
 
 

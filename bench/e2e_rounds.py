@@ -104,10 +104,12 @@ def leaf(name: str, namespace: str, total: dict[str, str]) -> dict[str, Any]:
 
 async def run_round(client: KubeClient, controller: KubeClient, index: int, *, trees: ResourceRef, tree_name: str,
                     count: int, in_flight: int, total: dict[str, str],
-                    cpu: Callable[[], Mapping[str, float]], split: bool = False) -> dict[str, Any]:
+                    cpu: Callable[[], Mapping[str, float]], split: bool = False,
+                    memory: Callable[[], Mapping[str, float]] | None = None) -> dict[str, Any]:
     """Round ``index``: prepare the shapes, then run them in this round's order; each shape's figures.
     ``controller`` is a client under the controller's identity (for the replays); ``cpu`` gives the CPU seconds
-    of the cluster's processes so far (:func:`bench.e2e_metrics.cpu_seconds`); ``split`` adds
+    of the cluster's processes so far (:func:`bench.e2e_metrics.cpu_seconds`), ``memory`` their resident MiB
+    (:func:`bench.e2e_metrics.resident_mib`, read when each shape's pods run); ``split`` adds
     :data:`SPLIT_SHAPES` (after :func:`skip_webhooks`)."""
     every = shapes(split)
     replays = [shape for shape in REPLAYS if shape in every]
@@ -151,6 +153,8 @@ async def run_round(client: KubeClient, controller: KubeClient, index: int, *, t
         spent = {process: (after[process] - before.get(process, 0.0)) * 1000 / count for process in after}
         out[shape]["cpu_ms"] = {**{process: spent[process] for process in CPU_SHOWN if process in spent},
                                 "all": sum(spent.values())}
+        if memory is not None:
+            out[shape]["rss_mib"] = {process: mib for process, mib in memory().items() if process in CPU_SHOWN}
     return out
 
 
@@ -184,11 +188,13 @@ def _cpu_lines(rounds: list[dict[str, Any]]) -> list[str]:
     lines = [f"CPU ms per release, from the start of each shape to its pods running (`all`: every process of the "
              f"dev cluster; the rounds add {len(present)} namespaces of jobs each, so later rounds run beside more "
              "jobs):", "",
-             f"| round | shape | {' | '.join(CPU_COLUMNS)} |", "|---:|---|" + "---:|" * len(CPU_COLUMNS)]
+             f"| round | shape | {' | '.join(CPU_COLUMNS)} | kq-serve resident MiB, pods running |",
+             "|---:|---|" + "---:|" * (len(CPU_COLUMNS) + 1)]
     for number, one in enumerate(rounds, start=1):
         for shape in present:
             cells = " | ".join(f"{one[shape]['cpu_ms'].get(name, float('nan')):.1f}" for name in CPU_COLUMNS)
-            lines.append(f"| {number} | {TITLES[shape]} | {cells} |")
+            resident = one[shape].get("rss_mib", {}).get("kq-serve")
+            lines.append(f"| {number} | {TITLES[shape]} | {cells} | {'-' if resident is None else f'{resident:.0f}'} |")
     return [*lines, ""]
 
 

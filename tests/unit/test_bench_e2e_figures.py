@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import datetime
+import os
 from pathlib import Path
 
 import pytest
 
 from bench.e2e_bench import controller_log
-from bench.e2e_metrics import Delta, Scrape, delta, parse_requests, writes_table
+from bench.e2e_metrics import Delta, Scrape, cpu_seconds, delta, parse_requests, resident_mib, writes_table
 from bench.e2e_rounds import leaf_index
 from bench.e2e_rounds import namespace as round_namespace
 from bench.e2e_rounds import namespaces as round_namespaces
 from bench.e2e_rounds import order as round_order
 from bench.e2e_rounds import report_lines as round_lines
 from bench.e2e_shapes import percentile, rates
+from webhook.devcluster.config import ClusterConfig
 
 APISERVER = """\
 # HELP apiserver_request_total [STABLE] Counter of apiserver requests
@@ -107,8 +109,8 @@ def test_rounds_rotate_their_order_and_the_report_splits_the_ratio_into_admissio
         for shape in ("held", "replay", "raw"):
             one_round[shape]["cpu_ms"] = {"kq-serve": 2.0, "kube-apiserver": 4.0}  # type: ignore[index]
     lines = round_lines(rounds)
-    assert "| 1 | held | 2.0 | 4.0 | nan |" in lines
-    assert "| 3 | raw | 2.0 | 4.0 | nan |" in lines
+    assert "| 1 | held | 2.0 | 4.0 | nan | - |" in lines
+    assert "| 3 | raw | 2.0 | 4.0 | nan | - |" in lines
     assert not any("What each guarantee" in line for line in lines)  # no split shapes ran
     assert round_lines([]) == []
     assert round_namespaces(2) == ("bench-round-2", "bench-replay-2", "bench-round-raw-2")
@@ -138,5 +140,17 @@ def test_split_rounds_rotate_five_shapes_and_show_each_webhook_beside_the_full_r
     assert "| **median** | | | | | 110 % | 120 % |" in lines
     assert any("replay 33.0 ms, no update check 32.0 ms, no pod webhook 32.0 ms, raw release 32.0 ms" in line
                for line in lines)
-    assert "| 2 | no pod webhook | 1.0 | 2.0 | 32.0 |" in lines
+    assert "| 2 | no pod webhook | 1.0 | 2.0 | 32.0 | - |" in lines
+    rounds[1]["held"]["rss_mib"] = {"kq-serve": 312.4}  # type: ignore[index]
+    assert "| 2 | held | 1.0 | 2.0 | 32.0 | 312 |" in round_lines(rounds)
     assert sum(line.startswith("| 3 | ") for line in lines) == 2 + 5  # both tables of rates, and five shapes' CPU
+
+
+def test_cpu_and_memory_are_read_for_each_component_with_a_live_pid(tmp_path: Path) -> None:
+    config = ClusterConfig(state_dir=tmp_path)
+    config.run.mkdir(parents=True)
+    (config.run / "kq-serve.pid").write_text(f"{os.getpid()}\n")
+    (config.run / "etcd.pid").write_text("not a pid\n")  # unreadable: left out, no crash
+    (config.run / "kwok.pid").write_text("999999999\n")  # gone: left out
+    assert set(resident_mib(config)) == {"kq-serve"} and resident_mib(config)["kq-serve"] > 1
+    assert set(cpu_seconds(config)) == {"kq-serve"} and cpu_seconds(config)["kq-serve"] > 0
