@@ -187,7 +187,7 @@ def _cpu_lines(rounds: list[dict[str, Any]]) -> list[str]:
         return []
     lines = [f"CPU ms per release, from the start of each shape to its pods running (`all`: every process of the "
              f"dev cluster; the rounds add {len(present)} namespaces of jobs each, so later rounds run beside more "
-             "jobs):", "",
+             "jobs), and `kq serve`'s resident memory then:", "",
              f"| round | shape | {' | '.join(CPU_COLUMNS)} | kq-serve resident MiB, pods running |",
              "|---:|---|" + "---:|" * (len(CPU_COLUMNS) + 1)]
     for number, one in enumerate(rounds, start=1):
