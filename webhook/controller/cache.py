@@ -26,6 +26,7 @@ from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import PodIndex, pod_slim
+from webhook.core.loose import DisruptionBudget, parse_budget
 from webhook.core.placement import PolicyError, parse_policy
 from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
@@ -41,6 +42,7 @@ NAMESPACES = ResourceRef.of(kinds.NAMESPACE)
 PRIORITY_CLASSES = ResourceRef.of(kinds.PRIORITY_CLASS)
 PODS = ResourceRef.of(kinds.POD)
 POLICIES = ResourceRef.of(kinds.RESOURCE_POLICY)
+BUDGETS = ResourceRef.of(kinds.POD_DISRUPTION_BUDGET)
 UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 
@@ -165,6 +167,10 @@ class ClusterCache:
         self.priority_classes = self._cache("priorityclasses", PRIORITY_CLASSES)
         self.policies = self._cache("resourcepolicies", POLICIES)
         """ResourcePolicies: namespaces outside the tree with a valid one get the placement label."""
+        self.budgets = self._cache("poddisruptionbudgets", BUDGETS)
+        """PodDisruptionBudgets: reclaim leaves the pods alone that one protects now (docs/reclaim.md)."""
+        self._budgets: dict[tuple[str, str], tuple[str, DisruptionBudget | None]] = {}
+        """Per budget: ``(resourceVersion, parsed)``."""
         self._placement_policies: dict[tuple[str, str], tuple[str, bool]] = {}
         """Per policy: ``(resourceVersion, is valid)``."""
         self.pod_index = PodIndex()
@@ -256,7 +262,8 @@ class ClusterCache:
 
     def base_caches(self) -> list[WatchCache]:
         """The caches of everything but the job kinds."""
-        return [self.trees, self.queues, self.namespaces, self.priority_classes, self.policies, self.pods]
+        return [self.trees, self.queues, self.namespaces, self.priority_classes, self.policies, self.budgets,
+                self.pods]
 
     def all_caches(self) -> list[WatchCache]:
         """Every cache, the job kinds' last."""
@@ -423,6 +430,27 @@ class ClusterCache:
             return (namespace, kind, name) in others
 
         return accounted
+
+    def disruption_budgets(self) -> dict[str, list[DisruptionBudget]]:
+        """The PodDisruptionBudgets by namespace, each parsed once per version (:func:`parse_budget`)."""
+        out: dict[str, list[DisruptionBudget]] = {}
+        seen: set[tuple[str, str]] = set()
+        for obj in self.view(self.budgets):
+            key = (str(meta(obj).get("namespace") or ""), name_of(obj))
+            seen.add(key)
+            version = resource_version_of(obj)
+            known = self._budgets.get(key)
+            if known is None or known[0] != version:
+                spec, status = obj.get("spec"), status_of(obj)
+                selector = spec.get("selector") if isinstance(spec, Mapping) else None
+                known = self._budgets[key] = (version, parse_budget(key[0], key[1], selector,
+                                                                    status.get("disruptionsAllowed")))
+            if known[1] is not None:
+                out.setdefault(key[0], []).append(known[1])
+        if len(self._budgets) > len(seen):
+            for gone in self._budgets.keys() - seen:
+                del self._budgets[gone]
+        return out
 
     def closing_namespaces(self) -> frozenset[str]:
         """Namespaces being deleted (nothing is released into them)."""

@@ -33,6 +33,7 @@ from webhook.controller.settings import ControllerSettings, settings_from_args
 from webhook.controller.starts import StartMemo, check_starts
 from webhook.controller.writer import Stats, Writer
 from webhook.core.fit import format_rate
+from webhook.core.loose import loose_inputs
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.kube.client import KubeApiError, KubeClient
@@ -310,7 +311,9 @@ class Controller(JobLifecycle):
         if tree is None or tree_obj is None:
             return None
         jobs = self.tracked_jobs(tree)
-        foreign = cache.pod_index.foreign_usage(tree, cache.accounts_for(jobs))
+        loose, protected = loose_inputs(tree, cache.pod_index.loose_pods(tree, cache.accounts_for(jobs)),
+                                        cache.disruption_budgets())
+        protected.update(writer.evictions.protected())
         now = self._wall()
         checks = None
         if self.settings.start_timeout > 0:
@@ -338,7 +341,8 @@ class Controller(JobLifecycle):
                 strict_priority=self.settings.strict_priority,
                 reclaim_tries_per_quota=self.settings.reclaim_tries_per_quota,
                 now=now,
-                foreign=foreign,
+                loose=loose,
+                protected=protected,
                 closing=cache.closing_namespaces(),
             )
         decided = self._clock()

@@ -34,8 +34,8 @@ from webhook.core.decisions import Decisions, Reclaim, reason_key
 from webhook.core.ledger import status_tree
 from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaNode, QuotaTree, queue_name
-from webhook.core.resources import Resources
 from webhook.core.startup import GAVE_UP
+from webhook.core.workload import Workload, WorkloadKey
 
 __all__ = [
     "LEFTOVER_NOTE",
@@ -250,10 +250,12 @@ def decide(
     reclaim_budget: int | None = RECLAIM_BUDGET,
     now: float = 0.0,
     closing: frozenset[str] = frozenset(),
-    foreign: Mapping[str, Resources] | None = None,
+    loose: Sequence[Workload] = (),
+    protected: Mapping[WorkloadKey, str] | None = None,
 ) -> JobDecisions:
-    """The core's pass (:func:`webhook.core.decide.decide`) over the controller's jobs, each leaf's policy read
-    from its Queue objects (``queues`` by name; every leaf ``Block`` under ``strict_priority``)."""
+    """The core's pass (:func:`webhook.core.decide.decide`) over the controller's jobs and the pods no job
+    accounts for (``loose``, with the ``protected`` ones reclaim may not take), each leaf's policy read from its
+    Queue objects (``queues`` by name; every leaf ``Block`` under ``strict_priority``)."""
     return core_decide(
         tree,
         jobs,
@@ -263,7 +265,8 @@ def decide(
         reclaim_budget=reclaim_budget,
         now=now,
         closing=closing,
-        foreign=foreign,
+        loose=loose,
+        protected=protected,
     )
 
 

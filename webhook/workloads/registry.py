@@ -41,3 +41,12 @@ def adapter_for(group: str, kind: str) -> Adapter | None:
 def all_adapters() -> tuple[Adapter, ...]:
     """Every registered adapter, ordered by group then kind."""
     return tuple(adapter for _, adapter in sorted(_load().items()))
+
+
+@cache
+def job_owner_kinds() -> frozenset[str]:
+    """The kinds that own the pods of a job the queue tracks: every job kind, and the kinds their adapters name
+    as their pods' owners (a RayJob's RayCluster). A pod owned by anything else is no job's."""
+    kinds = {adapter.kind for adapter in _load().values()}
+    kinds.add("RayCluster")
+    return frozenset(kinds)
