@@ -177,6 +177,8 @@ async def _step(step: tuple[Any, ...], server: Server, cache: WatchCache, index:
                                               "annotations": {"written": str(ahead)}}}
             assumed[(cache.name, namespace, name)] = written
             index.touch(cache.name, (namespace, name))  # as ClusterCache.assume does
+            # The write happened on the server: no later object there has the version it returned.
+            server.version = max(server.version, rv(written))
     elif verb == "relist":
         lists = cache.lists
         await server.events.put({"type": "ERROR", "object": {"code": 410, "reason": "Expired"}})

@@ -129,3 +129,6 @@ REASON_EVICTED: Final = "Evicted"
 REASON_HELD: Final = "Held"
 REASON_BACKOFF: Final = "BackOff"
 REASON_GAVE_UP: Final = "GaveUp"
+
+UNFINISHED_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
+"""The field selector of the pods that have not finished (the ones that count against a quota)."""

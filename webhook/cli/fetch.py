@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, QUOTA_LABEL, TREE_NAMESPACE
+from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, QUOTA_LABEL, TREE_NAMESPACE, UNFINISHED_PODS
 from webhook.api.objects import Obj, labels_of, name_of
 from webhook.cli.kubeapi import (
+    BUDGETS,
     EVENTS,
     PODS,
     PRIORITY_CLASSES,
@@ -144,6 +145,17 @@ def _list_jobs(api: KubeApi, sources: Sequence[KindSource], namespace: str | Non
     return out
 
 
+def _pass_pods(api: KubeApi) -> tuple[list[Obj] | None, list[Obj]]:
+    """Every unfinished pod and every PodDisruptionBudget, as the controller's pass reads them (pods no job
+    accounts for count and may be evicted by reclaim); ``(None, [])`` when this user may not read them all."""
+    try:
+        pods: list[Obj] = list(api.list(PODS, None, field_selector=UNFINISHED_PODS))
+        budgets: list[Obj] = list(api.list(BUDGETS, None))
+    except ApiError:
+        return None, []
+    return pods, budgets
+
+
 def load_snapshot(
     api: KubeApi,
     namespaces: Sequence[str] | None,
@@ -222,6 +234,8 @@ def load_snapshot(
                 continue
         jobs += [(pod_source, pod) for pod in _managed_pods(pod_source, tagged)]
     snapshot.jobs = jobs
+    if complete and snapshot.complete:
+        snapshot.tree_pods, snapshot.budgets = _pass_pods(api)
     if with_events:
         for target in targets:
             snapshot.events += controller_events(api, target)

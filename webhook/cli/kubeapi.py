@@ -72,6 +72,7 @@ NAMESPACES = Ref.of(kinds.NAMESPACE)
 PRIORITY_CLASSES = Ref.of(kinds.PRIORITY_CLASS)
 TREES = Ref.of(kinds.ELASTIC_QUOTA_TREE)
 QUEUES = Ref.of(kinds.QUEUE)
+BUDGETS = Ref.of(kinds.POD_DISRUPTION_BUDGET)
 
 
 class KubeApi:

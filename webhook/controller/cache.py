@@ -19,14 +19,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from webhook.api import kinds
-from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE
+from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE, UNFINISHED_PODS
 from webhook.api.objects import Obj, meta, name_of, resource_version_of, status_of
 from webhook.controller.jobindex import JobIndex, ObjKey, Unsized, rv
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import PodIndex, pod_slim
-from webhook.core.loose import DisruptionBudget, parse_budget
+from webhook.core.loose import DisruptionBudget, read_budget
 from webhook.core.placement import PolicyError, parse_policy
 from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
@@ -43,7 +43,6 @@ PRIORITY_CLASSES = ResourceRef.of(kinds.PRIORITY_CLASS)
 PODS = ResourceRef.of(kinds.POD)
 POLICIES = ResourceRef.of(kinds.RESOURCE_POLICY)
 BUDGETS = ResourceRef.of(kinds.POD_DISRUPTION_BUDGET)
-UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 class Wake(enum.Enum):
@@ -441,10 +440,7 @@ class ClusterCache:
             version = resource_version_of(obj)
             known = self._budgets.get(key)
             if known is None or known[0] != version:
-                spec, status = obj.get("spec"), status_of(obj)
-                selector = spec.get("selector") if isinstance(spec, Mapping) else None
-                known = self._budgets[key] = (version, parse_budget(key[0], key[1], selector,
-                                                                    status.get("disruptionsAllowed")))
+                known = self._budgets[key] = (version, read_budget(obj))
             if known[1] is not None:
                 out.setdefault(key[0], []).append(known[1])
         if len(self._budgets) > len(seen):

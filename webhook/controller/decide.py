@@ -28,7 +28,13 @@ from webhook.api.names import (
 from webhook.api.objects import annotations_of, labels_of
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import rfc3339_seconds
-from webhook.core.decide import LEFTOVER_NOTE, RECLAIM_BUDGET, leaf_policies, queue_policy_text
+from webhook.core.decide import (
+    LEFTOVER_NOTE,
+    RECLAIM_BUDGET,
+    RECLAIM_TRIES_PER_QUOTA,
+    leaf_policies,
+    queue_policy_text,
+)
 from webhook.core.decide import decide as core_decide
 from webhook.core.decisions import Decisions, Reclaim, reason_key
 from webhook.core.ledger import status_tree
@@ -246,7 +252,7 @@ def decide(
     *,
     oversell_rate: Fraction,
     strict_priority: bool = False,
-    reclaim_tries_per_quota: int = 16,
+    reclaim_tries_per_quota: int = RECLAIM_TRIES_PER_QUOTA,
     reclaim_budget: int | None = RECLAIM_BUDGET,
     now: float = 0.0,
     closing: frozenset[str] = frozenset(),

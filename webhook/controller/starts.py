@@ -133,6 +133,48 @@ class _Bound:
     pod: LoosePod
 
 
+Accounted = Callable[[str, str, str], bool]
+"""Whether a job of the queue accounts for the pods naming an owner ``(namespace, kind, name)``."""
+
+
+def _loose(bound: _Bound, accounted: Accounted) -> bool:
+    """Whether no job accounts for a bound pod: it is not queued as a Pod itself, nor does a job's pods'
+    owner name its owner."""
+    pod = bound.pod
+    if accounted(pod.namespace, "Pod", pod.name):
+        return False
+    return bound.owner is None or not accounted(pod.namespace, *bound.owner)
+
+
+def accounted_by(jobs: Iterable[TrackedJob]) -> Accounted:
+    """:data:`Accounted` over ``jobs``: each job accounts for the pods owned by itself and by the owners its
+    adapter names (a RayJob's RayCluster). The controller asks its own index instead
+    (``ClusterCache.accounts_for``); ``kq`` builds this from the jobs it read."""
+    owners: set[tuple[str, str, str]] = set()
+    for job in jobs:
+        key = job.workload.key
+        owners.add((key.namespace, key.kind, key.name))
+        owners.update((key.namespace, *owner) for owner in job.adapter.pod_owners(job.obj))
+    return lambda namespace, kind, name: (namespace, kind, name) in owners
+
+
+def loose_pods_of(pods: Iterable[Obj], tree: QuotaTree, accounted: Accounted) -> list[LoosePod]:
+    """The pods no job accounts for among raw ``pods`` (what :meth:`PodIndex.loose_pods` gives the controller,
+    for ``kq``, which reads the pods itself): bound, unfinished, in a namespace of ``tree``."""
+    out: list[LoosePod] = []
+    for pod in pods:
+        slim = pod_slim(pod)
+        if not slim["spec"]["nodeName"] or slim["status"]["phase"] in ("Succeeded", "Failed"):
+            continue
+        if tree.leaf_for_namespace(str(slim["metadata"].get("namespace") or "")) is None:
+            continue
+        owner = _owner_key(slim)
+        bound = _Bound(owner[1:] if owner else None, loose_pod(slim, owner[1:] if owner else None))
+        if _loose(bound, accounted):
+            out.append(bound.pod)
+    return out
+
+
 def loose_pod(slim: Obj, owner: tuple[str, str] | None) -> LoosePod:
     """A slim pod (:func:`pod_slim`) as :mod:`webhook.core.loose` reads it."""
     metadata = _mapping(slim.get("metadata"))
@@ -233,7 +275,7 @@ class PodIndex:
                 del self._by_owner[owner]
         self._touched(owner)
 
-    def loose_pods(self, tree: QuotaTree, accounted: Callable[[str, str, str], bool]) -> list[LoosePod]:
+    def loose_pods(self, tree: QuotaTree, accounted: Accounted) -> list[LoosePod]:
         """The bound, unfinished pods of the tree's namespaces that no job of the queue accounts for.
         ``accounted(namespace, kind, name)`` says whether a job does: kind ``Pod`` asks whether the pod itself
         is queued as a Pod (whatever owner it names), any other kind whether a job's pods name that owner. One
@@ -242,12 +284,7 @@ class PodIndex:
         for namespace, pods in self._bound.items():
             if tree.leaf_for_namespace(namespace) is None:
                 continue
-            for name, bound in pods.items():
-                if accounted(namespace, "Pod", name) or (
-                    bound.owner is not None and accounted(namespace, *bound.owner)
-                ):
-                    continue
-                out.append(bound.pod)
+            out.extend(bound.pod for bound in pods.values() if _loose(bound, accounted))
         return out
 
     def pods_of(self, job: TrackedJob) -> list[PodState]:

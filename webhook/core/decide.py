@@ -54,7 +54,7 @@ from webhook.core.reclaim import Reclaimer, ReclaimPlan
 from webhook.core.resources import Resources
 from webhook.core.workload import Phase, Workload, WorkloadKey
 
-__all__ = ["LEFTOVER_NOTE", "RECLAIM_BUDGET", "decide", "leaf_policies", "queue_policy_text"]
+__all__ = ["LEFTOVER_NOTE", "RECLAIM_BUDGET", "RECLAIM_TRIES_PER_QUOTA", "decide", "leaf_policies", "queue_policy_text"]
 
 
 # Policies --------------------------------------------------------------------------------------------------
@@ -97,6 +97,9 @@ def leaf_policies(
 def _queued(job: J) -> J:
     return job.with_workload(dataclasses.replace(job.workload, phase=Phase.QUEUED, admitted_at=None))
 
+
+RECLAIM_TRIES_PER_QUOTA = 16
+"""Waiting jobs of one quota tried as reclaim preemptors per pass, by default (bounds the work of a pass)."""
 
 RECLAIM_BUDGET = 50_000
 """Candidate victims one pass may look at while planning reclaims (a bound on the pass's work; quotas not
@@ -221,7 +224,7 @@ def decide(
     policies: Mapping[str, Policy],
     *,
     oversell_rate: Fraction,
-    reclaim_tries_per_quota: int = 16,
+    reclaim_tries_per_quota: int = RECLAIM_TRIES_PER_QUOTA,
     reclaim_budget: int | None = RECLAIM_BUDGET,
     now: float = 0.0,
     closing: frozenset[str] = frozenset(),

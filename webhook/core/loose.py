@@ -42,6 +42,8 @@ __all__ = [
     "loose_inputs",
     "loose_workload",
     "parse_budget",
+    "read_budget",
+    "read_budgets",
 ]
 
 LOOSE_KIND = "Pod"
@@ -94,6 +96,26 @@ def parse_budget(namespace: str, name: str, selector: object, allowed: object) -
         return None
     count = allowed if isinstance(allowed, int) and not isinstance(allowed, bool) else 0
     return DisruptionBudget(namespace, name, parsed, count)
+
+
+def read_budgets(objects: Iterable[Mapping[str, object]]) -> dict[str, list[DisruptionBudget]]:
+    """PodDisruptionBudget objects as :func:`parse_budget` reads them, by namespace (invalid ones left out)."""
+    out: dict[str, list[DisruptionBudget]] = {}
+    for obj in objects:
+        budget = read_budget(obj)
+        if budget is not None:
+            out.setdefault(budget.namespace, []).append(budget)
+    return out
+
+
+def read_budget(obj: Mapping[str, object]) -> DisruptionBudget | None:
+    """One PodDisruptionBudget object (``metadata``, ``spec.selector``, ``status.disruptionsAllowed``)."""
+    metadata, spec, status = (obj.get(key) for key in ("metadata", "spec", "status"))
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    spec = spec if isinstance(spec, Mapping) else {}
+    status = status if isinstance(status, Mapping) else {}
+    return parse_budget(str(metadata.get("namespace") or ""), str(metadata.get("name") or ""), spec.get("selector"),
+                        status.get("disruptionsAllowed"))
 
 
 def eviction_block(pod: LoosePod, budgets: Iterable[DisruptionBudget] = ()) -> str | None:
