@@ -22,7 +22,7 @@ from tests.builders import batch_job_object, tree_object
 from tests.fakeapi import FakeApi as CliApi
 from tests.fakeapi import priority_class
 from tests.service.controller_support import BUDGETS, PODS, catch_up, driven, seed_api
-from tests.service.kubeclient_fake import JOBS, FakeApi
+from tests.service.kubeclient_fake import JOBS
 from webhook.api.names import QUOTA_LABEL
 from webhook.cli.fetch import load_snapshot
 from webhook.cli.view import QUEUING, job_views
