@@ -24,6 +24,7 @@ CORE: tuple[Kind, ...] = (
     ("", "v1", "namespaces"),
     ("", "v1", "pods"),
     ("policy", "v1", "poddisruptionbudgets"),
+    ("", "v1", "configmaps"),
     ("", "v1", "events"),
     ("batch", "v1", "jobs"),
     ("scheduling.k8s.io", "v1", "priorityclasses"),

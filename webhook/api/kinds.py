@@ -65,6 +65,7 @@ PRIORITY_CLASS: Final = Kind("scheduling.k8s.io", "v1", "priorityclasses", "Prio
 POD_DISRUPTION_BUDGET: Final = Kind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 LEASE: Final = Kind("coordination.k8s.io", "v1", "leases", "Lease")
 SECRET: Final = Kind("", "v1", "secrets", "Secret")
+CONFIG_MAP: Final = Kind("", "v1", "configmaps", "ConfigMap")
 MUTATING_WEBHOOK_CONFIGURATION: Final = Kind(
     "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False
 )

@@ -27,6 +27,16 @@ LEGACY_DEV_PREFIX: Final = f"dev.{LEGACY_PREFIX}"
 # Namespaces -------------------------------------------------------------------------------------------------
 QUEUE_NAMESPACE: Final = "kube-queue"
 """Where the controller keeps the Queues (one a namespace of each leaf quota) and the system runs."""
+RESERVATIONS: Final = "kube-queue-reservations"
+"""The ConfigMap (in :data:`QUEUE_NAMESPACE`) where the controller says what the admitted jobs hold at each quota
+node, before it releases them; the scheduler extender keeps pods no job accounts for out of that room."""
+RESERVATIONS_KEY: Final = "reserved.json"
+"""Its data key: ``{"<node key>": {"cpu": "40", ...}, ...}`` for every node the admitted jobs use."""
+RESERVED_AT_KEY: Final = "reservedAt"
+"""Its data key: when the controller last wrote it (RFC 3339); older than :data:`RESERVATIONS_TTL_SECONDS`, the
+extender no longer trusts it (the controller is down) and counts the bound pods alone."""
+RESERVATIONS_TTL_SECONDS: Final = 600.0
+"""How long the extender trusts a reservation the controller has not written again (it writes every minute)."""
 TREE_NAMESPACE: Final = "kube-system"
 """Where the ElasticQuotaTree lives (the seed's ``kubectl -n kube-system get eqtree``)."""
 

@@ -23,10 +23,11 @@ one :attr:`~webhook.core.workload.Workload.request_with_count` adds cancels out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from webhook.api.names import MAX_JOBS
+from webhook.core.ledger import Ledger, build_ledger
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import Resources
@@ -44,6 +45,7 @@ __all__ = [
     "parse_budget",
     "read_budget",
     "read_budgets",
+    "reserved_for_jobs",
 ]
 
 LOOSE_KIND = "Pod"
@@ -143,6 +145,22 @@ def loose_workload(pod: LoosePod, quota: str) -> Workload:
         admitted_at=pod.created,
         request=pod.request + _NOT_A_JOB,
     )
+
+
+def reserved_for_jobs(ledger: Ledger, loose: Iterable[Workload], gone: Collection[WorkloadKey] = ()
+                      ) -> dict[str, Resources]:
+    """What the admitted jobs hold at each node of the tree (its subtree's jobs), the loose pods left out: the
+    room the scheduler extender keeps from pods no job accounts for (docs/pod-quota.md). ``ledger`` is the
+    pass's usage after its decisions (loose pods counted), ``gone`` the loose pods the pass evicts. Nodes the
+    jobs do not use are left out; ``kube-queue/max-jobs`` is not a pod's resource and is left out too."""
+    pods = build_ledger(ledger.tree, [workload for workload in loose if workload.key not in gone])
+    out: dict[str, Resources] = {}
+    for key in ledger.tree.nodes:
+        held = (ledger.used(key) - pods.used(key)).without_zeros()
+        held = Resources({name: amount for name, amount in held.items() if name != MAX_JOBS and amount > 0})
+        if held:
+            out[key] = held
+    return out
 
 
 def loose_inputs(
