@@ -93,10 +93,13 @@ class AdmissionState:
         """The leaf quota that owns ``namespace``; ``None`` when the namespace is not managed."""
         return None if self.tree is None else self.tree.leaf_for_namespace(namespace)
 
-    def held_without_tree(self, namespace: str) -> bool:
-        """Whether ``namespace`` is managed (labelled by the controller) while no usable tree exists: its jobs
-        are held, untagged, until a tree lists it again (docs/accounting.md)."""
-        return self.tree is None and self.namespace_labels.get(namespace, {}).get(MANAGED_NAMESPACE_LABEL) == "true"
+    def held_untagged(self, namespace: str) -> bool:
+        """Whether ``namespace`` is labelled managed while the tree this replica knows does not list it: no
+        usable tree exists (it was deleted, or is invalid), or the namespace has just joined a tree this
+        replica's watch has not delivered yet (:mod:`webhook.admission.joining`). Its jobs are held, untagged,
+        and queue once a tree lists the namespace (docs/accounting.md)."""
+        return (self.leaf_for_namespace(namespace) is None
+                and self.namespace_labels.get(namespace, {}).get(MANAGED_NAMESPACE_LABEL) == "true")
 
     def policies_in(self, namespace: str) -> tuple[ResourcePolicy, ...]:
         return self.policies.get(namespace, ())

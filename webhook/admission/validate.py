@@ -63,7 +63,7 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
     if adapter is None or settings.is_controller(request.username):
         return allow(request.uid)
     leaf = state.leaf_for_namespace(request.namespace)
-    if leaf is None and not state.held_without_tree(request.namespace):
+    if leaf is None and not state.held_untagged(request.namespace):
         return allow(request.uid)
     try:
         if request.operation == "CREATE":

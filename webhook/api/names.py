@@ -45,6 +45,8 @@ QUOTA_LABEL: Final = "quota.scheduling.alibabacloud.com/name"
 """Label on jobs and their pods: the name of the leaf quota that owns them."""
 MANAGED_NAMESPACE_LABEL: Final = f"{PREFIX}/managed"
 """Namespaces of the quota tree carry this label (``"true"``); the webhook configurations select on it."""
+MANAGED_SINCE_ANNOTATION: Final = f"{PREFIX}/managed-since"
+"""On a managed namespace: when it joined the tree (RFC 3339), written with :data:`MANAGED_NAMESPACE_LABEL`."""
 PLACEMENT_NAMESPACE_LABEL: Final = f"{PREFIX}/placement"
 """Set (``"true"``) by the controller on a namespace outside the quota tree that holds a ResourcePolicy with an
 ``eci`` unit or one a sample of the nodes could mislead: only such namespaces' Pods go to the placement webhook

@@ -14,7 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.api.names import ADMISSION_ANNOTATION, REASON_ADMITTED, REASON_EVICTED
+from webhook.api.names import (
+    ADMISSION_ANNOTATION,
+    MANAGED_NAMESPACE_LABEL,
+    MANAGED_SINCE_ANNOTATION,
+    REASON_ADMITTED,
+    REASON_EVICTED,
+)
 from webhook.api.objects import Obj, meta, name_of
 from webhook.controller import metrics
 from webhook.controller.cache import NAMESPACES, ClusterCache
@@ -37,7 +43,7 @@ from webhook.core.fit import format_rate
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.kube.cache import WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
-from webhook.workloads.base import JSONPatch
+from webhook.workloads.base import JSONPatch, rfc3339
 
 log = logging.getLogger("webhook.controller")
 
@@ -120,7 +126,11 @@ class Writer:
             await self._label_namespace(action)
 
     async def _label_namespace(self, action: NamespaceAction) -> None:
-        patch = {"metadata": {"labels": {action.label: action.value}}}
+        patch: dict[str, Any] = {"metadata": {"labels": {action.label: action.value}}}
+        if action.label == MANAGED_NAMESPACE_LABEL:  # when it joined (or none, when it left)
+            patch["metadata"]["annotations"] = {
+                MANAGED_SINCE_ANNOTATION: rfc3339(self._wall()) if action.value else None
+            }
         try:
             updated = await self.client.merge_patch(NAMESPACES, action.name, patch)
         except KubeApiError as error:
