@@ -62,7 +62,7 @@ def test_job_hooks_match_managed_namespaces_only_and_never_kube_system() -> None
         h for h in mutating["webhooks"] + validating["webhooks"]
         if h["name"].split(".")[0] in ("jobs", "pods") and h["name"] not in FAIL_OPEN
     ]
-    assert len(job_hooks) == 4
+    assert len(job_hooks) == 5  # jobs: mutate, validate; pods: mutate, validate, resize
     for hook in job_hooks:
         selector = hook["namespaceSelector"]
         assert selector["matchLabels"] == {MANAGED_NAMESPACE_LABEL: "true"}

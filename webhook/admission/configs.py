@@ -59,6 +59,8 @@ JOBS_VALIDATE = "jobs.validate.kube-queue.x-k8s.io"
 """The webhook that checks every create and update of a job of the tree's namespaces (docs/security.md)."""
 NAMESPACES_MUTATE = "namespaces.mutate.kube-queue.x-k8s.io"
 """The webhook that labels a namespace managed when it is created while the tree lists it."""
+PODS_RESIZE = "pods.resize.kube-queue.x-k8s.io"
+"""The webhook that keeps an in-place resize within the pod's quota."""
 PODS_MUTATE = "pods.mutate.kube-queue.x-k8s.io"
 """The webhook that holds bare Pods and marks every pod of the tree's namespaces for the extender."""
 
@@ -265,6 +267,14 @@ def webhook_configs(
                 _job_rules(["UPDATE"], pods=True),
                 namespace_selector=managed,
                 object_selector=quota_pods,
+            ),
+            # In-place resizes of any pod of the tree's namespaces: growth within the quota only.
+            _webhook(
+                PODS_RESIZE,
+                config("/validate"),
+                [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/resize"], "operations": ["UPDATE"],
+                  "scope": "Namespaced"}],
+                namespace_selector=managed,
             ),
             *(
                 _webhook(

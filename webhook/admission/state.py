@@ -22,6 +22,8 @@ from webhook.core.integrity import WORKLOAD_CONTROLLERS, is_workload_controller
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, container_defaults
 from webhook.core.placement import PolicyError, ResourcePolicy, parse_policy
 from webhook.core.quota import QuotaNode, QuotaTree
+from webhook.core.resources import Resources
+from webhook.core.tree_status import used_from_status
 from webhook.core.treechoice import honoured_tree
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,8 @@ class AdmissionState:
     priority_classes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
     limit_defaults: Mapping[str, ContainerDefaults] = field(default_factory=lambda: MappingProxyType({}))
+    tree_used: Mapping[str, Resources] | None = None
+    """What the tree's status says each node uses (``None``: no status yet), for in-place resizes."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policies", _frozen(self.policies))
@@ -207,10 +211,16 @@ class StateStore:
         self._unlabelled: tuple[str, ...] = ()
 
     def set_trees(self, objects: Iterable[Mapping[str, Any]]) -> None:
-        tree, names, problem = tree_from_objects(objects, self.tree_namespace)
+        listed = list(objects)
+        tree, names, problem = tree_from_objects(listed, self.tree_namespace)
         if problem is not None and problem != self.current.tree_problem:
             log.warning("component=admission event=no_tree reason=%r", problem)
-        self.current = replace(self.current, tree=tree, tree_names=names, tree_problem=problem)
+        used = None
+        if tree is not None:
+            honoured = honoured_tree([obj for obj in listed if meta(obj).get("namespace") == self.tree_namespace],
+                                     self.tree_namespace)
+            used = used_from_status(tree, honoured.obj.get("status")) if honoured.obj is not None else None
+        self.current = replace(self.current, tree=tree, tree_names=names, tree_problem=problem, tree_used=used)
         self._check_labels()
 
     def set_policies(self, objects: Iterable[Mapping[str, Any]]) -> None:

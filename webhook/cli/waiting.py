@@ -26,9 +26,9 @@ from webhook.core.loose import loose_inputs, read_budgets
 from webhook.core.queueing import Policy, admission_pass
 from webhook.core.quota import QuotaTree
 from webhook.core.reclaim import explain_reclaim
-from webhook.core.resources import EMPTY, ResourceError, Resources
+from webhook.core.resources import Resources
+from webhook.core.tree_status import used_from_status
 from webhook.core.workload import Phase, Workload
-from webhook.workloads.base import value_at
 
 DEFAULT_RATE = Fraction(2)
 """The controller's default ``--oversellrate``."""
@@ -85,28 +85,6 @@ def oversell_rate(explicit: Fraction | None, tree_obj: Obj | None, queues: Mappi
     return DEFAULT_RATE, "the default; pass --oversellrate if the controller runs with another"
 
 
-def status_usage(tree: QuotaTree, tree_obj: Obj | None) -> dict[str, Resources] | None:
-    """``used`` per node key from the ElasticQuotaTree's status; ``None`` when it has none."""
-    root = value_at(tree_obj, "status", "root") if tree_obj is not None else None
-    if not isinstance(root, Mapping):
-        return None
-    out: dict[str, Resources] = {}
-    stack: list[Obj] = [root]
-    while stack:
-        node = stack.pop()
-        name = node.get("name")
-        if isinstance(name, str) and name.lower() in tree.nodes:
-            try:
-                used = node.get("used")
-                out[name.lower()] = Resources.parse(used if isinstance(used, Mapping) else {})
-            except ResourceError:
-                out[name.lower()] = EMPTY
-        children = node.get("children")
-        if isinstance(children, list):
-            stack.extend(child for child in children if isinstance(child, Mapping))
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class WaitReport:
     """Why one QUEUING job waits, as the controller's next pass would see it."""
@@ -151,7 +129,7 @@ def explain_wait(
     if snapshot.complete and snapshot.tree_pods is not None:
         return _from_the_pass(snapshot, views, job, rate, rate_source, strict)
     workloads = [view.workload for view in views if view.workload is not None]
-    status_used = status_usage(tree, snapshot.tree_obj)
+    status_used = used_from_status(tree, snapshot.tree_obj.get("status") if snapshot.tree_obj else None)
     if snapshot.complete or status_used is None:
         used: Mapping[str, Resources] = build_ledger(tree, workloads).used_view()
         usage_source = "the admitted jobs" + ("" if snapshot.complete else " this user can read")

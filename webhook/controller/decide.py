@@ -37,10 +37,10 @@ from webhook.core.decide import (
 )
 from webhook.core.decide import decide as core_decide
 from webhook.core.decisions import Decisions, Reclaim, reason_key
-from webhook.core.ledger import status_tree
 from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaNode, QuotaTree, queue_name
 from webhook.core.startup import GAVE_UP
+from webhook.core.tree_status import status_tree
 from webhook.core.workload import Workload, WorkloadKey
 
 __all__ = [

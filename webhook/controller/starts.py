@@ -29,7 +29,7 @@ from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.selectors import EMPTY_LABELS, FrozenLabels
 from webhook.core.startup import PodState, StartStatus, StartVerdict, start_verdict
-from webhook.core.workload import Phase, WorkloadError, pod_request
+from webhook.core.workload import Phase, WorkloadError, running_pod_request
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
 from webhook.kube.client import JSON
 from webhook.workloads.registry import job_owner_kinds
@@ -71,7 +71,7 @@ def pod_slim(pod: Obj) -> JSON:
                 reason, message = str(waiting.get("reason")), str(waiting.get("message") or "")
     spec = _mapping(pod.get("spec"))
     try:
-        request = pod_request(spec).to_spec()
+        request = running_pod_request(pod).to_spec()
     except WorkloadError:
         request = {}
     slim: JSON = {
