@@ -67,9 +67,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ASSUME_TTL = 30.0
 """Seconds an assumed placement counts without the extender seeing the pod bound."""
-MAX_CHECK_INTERVAL = 8.0
-"""An assumption still pending is looked at again after 1, 2, 4, then every 8 times the first delay, at most
-this many seconds apart."""
+MAX_CHECK_INTERVAL = 4.0
+"""An assumption still pending is looked at again later and later, at most this many seconds apart."""
 
 
 class ExtenderCache:
