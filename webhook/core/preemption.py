@@ -93,6 +93,9 @@ class PreemptionJudge:
         """How many levels of the preemptor's chain, from the leaf up, stay within ``min`` once it is admitted."""
         self.own = False
         """Whether its leaf lets a pod preempt the leaf's lower-priority pods (``preempt-policy``)."""
+        self._verdicts: dict[tuple[tuple[str, tuple[tuple[str, int], ...], int, float], ...], PreemptionVerdict] = {}
+        """Verdicts by what they read of the victims: candidate nodes often hold victims of the same shapes
+        (pods of one Deployment or Job), judged once."""
         if tree is None or self.leaf is None:
             return
         for key, node in tree.nodes.items():
@@ -110,7 +113,23 @@ class PreemptionJudge:
         self.own = chain[0].attributes.get(PREEMPT_POLICY) == PREEMPT_LOWER_PRIORITY
 
     def judge(self, victims: Sequence[PodClaim]) -> PreemptionVerdict:
-        """Whether all of ``victims`` (one node's) may go for the preemptor (see the module's rules)."""
+        """Whether all of ``victims`` (one node's) may go for the preemptor (see the module's rules). Victims
+        alike in all the rules read - namespace, request, priority, and the creation time of pods of the
+        preemptor's own quota (their order) - get the verdict given first (its reason names that node's
+        victim)."""
+        tree, leaf = self.tree, self.leaf
+        shape = tuple(sorted(
+            (claim.namespace, tuple(sorted(claim.request.items())), claim.priority,
+             claim.created if tree is not None and leaf is not None and quota_key(tree, claim.namespace) == leaf
+             else 0.0)
+            for claim in victims
+        ))
+        verdict = self._verdicts.get(shape)
+        if verdict is None:
+            verdict = self._verdicts[shape] = self._judge(victims)
+        return verdict
+
+    def _judge(self, victims: Sequence[PodClaim]) -> PreemptionVerdict:
         preemptor = self.preemptor
         tree = self.tree
         if not victims:
@@ -143,10 +162,9 @@ class PreemptionJudge:
                 False,
                 f"{preemptor.key} would still be over its quota with these victims gone: {explain_blockers(blockers)}",
             )
-        quotas = sorted({tree.chain(quota_key(tree, v.namespace) or "")[0].full_name for v in victims
-                         if quota_key(tree, v.namespace) is not None})
-        where = f" of {', '.join(quotas)}" if quotas else " under no quota"
-        return PreemptionVerdict(True, f"{len(victims)} victim(s){where} may go for {preemptor.key} ({leaf.full_name})")
+        return PreemptionVerdict(
+            True, f"{len(victims)} victim(s) may go for {preemptor.key} ({leaf.full_name}), first {victims[0].key}"
+        )
 
     def _own_quota(self, leaf_name: str, own: list[PodClaim]) -> str:
         """Why a victim of the preemptor's own leaf may not go (``""`` when all may)."""

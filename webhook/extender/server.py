@@ -1,4 +1,4 @@
-"""Running the extender: client, watch caches, marker, HTTP(S) listener - until told to stop."""
+"""Running the extender: client, watch caches, marker, waker, auditor, HTTP(S) listener - until told to stop."""
 
 from __future__ import annotations
 
