@@ -303,6 +303,7 @@ class ExtenderCache:
 
     def _freed(self) -> None:
         """Usage went down somewhere: tell the shell, when pods wait for room."""
+        self.waits.room = True
         if self.on_room is not None and self.waits.pending:
             self.on_room()
 

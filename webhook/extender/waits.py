@@ -41,6 +41,9 @@ class Waits:
         """Pod key -> the pod, the quota node its reservation is charged to, and when the reservation lapses."""
         self.reserved: MutableUsage = {}
         """The woken pods' requests up their quota chains."""
+        self.room = False
+        """Whether room may have appeared since the last :meth:`choose` that took every pod that fit (set by
+        the cache when usage goes down); without it a pass has nothing to look at."""
 
     def __len__(self) -> int:
         return len(self.waiting)
@@ -71,14 +74,17 @@ class Waits:
         their room for :data:`WOKEN_HOLD` seconds. Lapsed reservations and forgotten waits are dropped first."""
         for key in [key for key, (_, _, until) in self.woken.items() if until <= now]:
             self._unwake(key, tree)
+            self.room = True  # its room is free for others again
         while self.waiting:
             key, (_, refused_at) = next(iter(self.waiting.items()))
             if now - refused_at < FORGET_AFTER:
                 break
             del self.waiting[key]
-        if not self.waiting or limit <= 0:
+        if not self.waiting or limit <= 0 or not self.room:
             return []
         chosen = pods_to_wake(tree, (pod for pod, _ in self.waiting.values()), *usages, self.reserved, limit=limit)
+        if len(chosen) < limit:
+            self.room = False  # every pod that fits was taken: the next pass waits for more room
         for pod in chosen:
             del self.waiting[pod.key]
             leaf = quota_key(tree, pod.namespace)
