@@ -7,8 +7,8 @@ deleted before it was bound (:mod:`webhook.core.assumed`). The extender then wak
 (an update of the pod requeues it), and only as many as the room can take (:func:`pods_to_wake`): a burst of
 refusals must not turn into a burst of API writes.
 
-Order: highest priority first - kube-scheduler's own queue takes pods in that order, so room handed to a
-lower-priority pod ahead of a waiting higher-priority one would only be taken by it - then the oldest pod
+Order: highest priority first - kube-scheduler's own queue takes pods in that order, and waking a
+lower-priority pod for room a higher-priority one waits for would hand the room past it - then the oldest pod
 (creation time), then namespace and name.
 """
 
