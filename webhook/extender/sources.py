@@ -43,8 +43,8 @@ or a quota. A pending pod is known from the filter request it comes with; a pod 
 counted from the extender's own assumption. The API server filters, so the pod's creation (and every status
 change before it is bound) is neither sent nor decoded - one watch event fewer per pod in the scheduler's
 busiest path - and finished pods (Job pods linger by the thousand) are neither listed nor kept: one that
-finishes arrives as a ``DELETED`` event. What is given up: an assumed pod deleted before it was bound is not
-seen; its assumption counts until it expires (``--assume-ttl``), as one whose binding failed does."""
+finishes arrives as a ``DELETED`` event. What is given up: an assumed pod deleted before it was bound, or one
+whose binding failed, is not seen here; :mod:`webhook.extender.audit` reads such pods back instead."""
 
 
 @dataclass(slots=True)
