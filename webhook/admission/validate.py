@@ -22,15 +22,13 @@ from typing import Any
 from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
 from webhook.api.kinds import ELASTIC_QUOTA_TREE, QUEUE, RESOURCE_POLICY
-from webhook.api.names import ADMISSION_ANNOTATION
-from webhook.api.objects import annotations_of, controller_of
 from webhook.core.integrity import pod_creation_problems, resize_problems
 from webhook.core.placement import validate_policy
 from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
 from webhook.core.workload import WorkloadError, pod_request
 from webhook.workloads.base import Adapter, value_at
 from webhook.workloads.facts import submission_problems, update_problems
-from webhook.workloads.registry import adapter_for, job_owner_kinds
+from webhook.workloads.registry import adapter_for, queued_by_a_job
 
 QUEUE_POLICIES = ("Round", "Priority", "Block")
 """``Priority`` is accepted as an alias of ``Round`` (the seed's wording)."""
@@ -86,11 +84,8 @@ def _pod_resize(request: AdmissionRequest, state: AdmissionState) -> dict[str, A
         before, after = pod_request(old.get("spec") or {}), pod_request(new.get("spec") or {})
     except WorkloadError as error:
         return deny(request.uid, f"kube-queue cannot read {request.display_name}: {error}", 422, "Invalid")
-    controller = controller_of(old)
-    job_pod = (controller is not None and controller.get("kind") in job_owner_kinds()) or (
-        ADMISSION_ANNOTATION in annotations_of(old)
-    )
-    problems = resize_problems(state.tree, request.namespace, before, after, state.tree_used, job_pod=job_pod)
+    problems = resize_problems(state.tree, request.namespace, before, after, state.tree_used,
+                               job_pod=queued_by_a_job(old))
     if not problems:
         return allow(request.uid)
     return deny(request.uid, f"{request.display_name} may not grow: " + "; ".join(problems), 403, "Forbidden")

@@ -186,6 +186,8 @@ def sort_out(
             if job.evictable:
                 holding.evictable.append(workload)
                 holding.evictable_amounts.append(asks)
+                if by_api:
+                    by_api.pop(workload.key, None)  # a key listed twice: the last one is the job (as in admitted)
             else:
                 holding.evictable.append(workload)
                 holding.evictable_amounts.append(asks)

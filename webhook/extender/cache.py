@@ -60,8 +60,10 @@ from webhook.core.treechoice import honoured_tree
 from webhook.extender.decision import Assumption, MarkPatch
 from webhook.extender.metrics import FORGOTTEN
 from webhook.extender.pods import Marks, PodRecord, RequestCache, carries, pod_key, priority_of
+from webhook.extender.reserved import HeldRoom
 from webhook.extender.units import UnitCounts
 from webhook.extender.waits import Waits
+from webhook.workloads.registry import queued_by_a_job
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +113,8 @@ class ExtenderCache:
         """Pods refused for pod-level quota, waiting for room (:mod:`webhook.extender.waits`)."""
         self.on_room: Callable[[], None] | None = None
         """Called when usage goes down while pods wait for room (the shell wakes them)."""
+        self.held = HeldRoom()
+        """The room admitted jobs hold, and what loose pods use (:mod:`webhook.extender.reserved`)."""
         self._checks: dict[str, tuple[float, float]] = {}
         """Pod key -> (when its assumption is looked at next, the delay after that)."""
 
@@ -157,7 +161,7 @@ class ExtenderCache:
         request = old.request if old is not None and old.view.node_name == view.node_name else None
         if request is None:
             request = self.requests.request(obj, view.key) if view.node_name else EMPTY
-        record = PodRecord(view, request, None, priority_of(obj))
+        record = PodRecord(view, request, None, priority_of(obj), not queued_by_a_job(obj))
         self.pods[key] = record
         self.pods_by_ns.setdefault(view.namespace, {})[key] = view
         self._charge(record)
@@ -274,6 +278,7 @@ class ExtenderCache:
             return
         self.tree, self.tree_problem = tree, problem
         self.usage = {}
+        self.held.reset()
         for record in self.pods.values():
             record.charged = None
             self._charge(record)
@@ -295,10 +300,14 @@ class ExtenderCache:
             return
         record.charged = key
         charge(self.usage, tree, key, record.request.items())
+        if record.loose:
+            self.held.charge_pod(tree, key, record.request, 1)
 
     def _uncharge(self, record: PodRecord) -> None:
         if record.charged is not None and self.tree is not None:
             charge(self.usage, self.tree, record.charged, record.request.items(), -1)
+            if record.loose:
+                self.held.charge_pod(self.tree, record.charged, record.request, -1)
         record.charged = None
 
     def _freed(self) -> None:
@@ -310,6 +319,15 @@ class ExtenderCache:
     def used(self, quota: str) -> Resources:
         """What the bound pods of a quota node's subtree request (for tests and ``why``)."""
         return Resources(self.usage.get(quota.lower(), {}))
+
+    def set_reservations(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """The controller's reservation ConfigMap changed (:mod:`webhook.extender.reserved`)."""
+        if self.held.set_reservations(objs):
+            self._freed()
+
+    def loose_usages(self, key: str, now: float) -> tuple[Usage, ...] | None:
+        """What loose pod ``key``'s check against the jobs' room adds up (``None``: no trusted reservation)."""
+        return None if self.tree is None else self.held.usages(self.tree, key, now)
 
     def quota_usages(self, key: str) -> tuple[Usage, ...]:
         """What pod ``key``'s quota check adds up: the bound pods, the assumed placements, and - for a pod
@@ -349,6 +367,8 @@ class ExtenderCache:
         if tree is not None and quota is not None and assumption.request:
             self._assumed_charge[key] = (quota, assumption.request)
             charge(self.assumed_usage, tree, quota, assumption.request.items())
+            if assumption.loose:
+                self.held.assume(tree, key, quota, assumption.request)
 
     def drop_assumption(self, key: str, *, retally: bool = True, freed: bool = True) -> Assumption | None:
         """Forget pod ``key``'s assumed placement (and its charge); recount it in its policies' tallies
@@ -357,6 +377,7 @@ class ExtenderCache:
         self.assumed_core.pop(key, None)
         self._checks.pop(key, None)
         charged = self._assumed_charge.pop(key, None)
+        self.held.drop(self.tree, key)
         if charged is not None and self.tree is not None:
             charge(self.assumed_usage, self.tree, charged[0], charged[1].items(), -1)
             if freed:

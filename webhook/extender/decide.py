@@ -41,6 +41,8 @@ from webhook.core.unitplacement import MISSING, UnitKey, UnitVerdict, group_by_u
 from webhook.core.waiting import WaitingPod
 from webhook.extender.decision import UNKNOWN_NODE, Assumption, Decision
 from webhook.extender.pods import RequestCache, pod_key, priority_of
+from webhook.extender.reserved import explain_held
+from webhook.workloads.registry import queued_by_a_job
 
 VERDICTS_PER_POLICY = 256
 """How many verdicts (by placement key) are kept per policy before they are dropped and recomputed."""
@@ -66,6 +68,7 @@ class ClusterView(Protocol):
 
     def policy_for(self, view: PodView) -> ResourcePolicy | None: ...
     def quota_usages(self, key: str) -> tuple[Usage, ...]: ...
+    def loose_usages(self, key: str, now: float) -> tuple[Usage, ...] | None: ...
     def unit_indices(
         self, policy: ResourcePolicy, names: Sequence[str], given: Mapping[str, NodeView] | None
     ) -> tuple[list[int | None], set[int | None]]: ...
@@ -134,11 +137,16 @@ def decide(
     quota = quota_key(tree, pod_view.namespace) if verb == "filter" else None
     counted = verb == "filter" and (quota is not None or policy is not None)
     request = view.requests.request(pod, pod_view.key) if counted else EMPTY
+    loose = not queued_by_a_job(pod)
     if quota is not None and request:
         assert tree is not None
         blockers = pod_quota_blockers(tree, quota, request, *view.quota_usages(key))
+        reason = explain_blockers(blockers) if blockers else ""
+        held = view.loose_usages(key, now) if loose and not blockers else None
+        if held is not None:
+            blockers = pod_quota_blockers(tree, quota, request, *held)
+            reason = explain_held(blockers) if blockers else ""
         if blockers:
-            reason = explain_blockers(blockers)
             decision = Decision(
                 verb,
                 pod_view.key,
@@ -156,12 +164,13 @@ def decide(
         if not decision.assumed:
             return Outcome(decision)
         assumption = Assumption(
-            pod_view, decision.passing[0], now + view.assume_ttl, request, mark=scheduling_mark(pod)
+            pod_view, decision.passing[0], now + view.assume_ttl, request, mark=scheduling_mark(pod), loose=loose
         )
         return Outcome(decision, assumption)
     return _managed(
         view, verdicts, verb, pod_view, key=key, request=request, policy=policy, names=names, now=now, given=given,
         sampled_by_scheduler=sampled_by_scheduler, mark=scheduling_mark(pod) if verb == "filter" else "",
+        loose=loose,
     )
 
 
@@ -266,6 +275,7 @@ def _managed(
     given: Mapping[str, NodeView] | None,
     sampled_by_scheduler: Callable[[Sequence[str]], bool],
     mark: str = "",
+    loose: bool = False,
 ) -> Outcome:
     indices, present = view.unit_indices(policy, names, given)
     groups = group_by_unit(names, indices, present)
@@ -301,7 +311,7 @@ def _managed(
         summary = f"{summary.rsplit(': ', 1)[0]}: {len(passing)} candidate node(s)"
     assumption = None
     if passing and verb == "filter":
-        assumption = Assumption(pod, passing[0], now + view.assume_ttl, request, policy.key, chosen, mark)
+        assumption = Assumption(pod, passing[0], now + view.assume_ttl, request, policy.key, chosen, mark, loose)
     decision = Decision(
         verb,
         pod.key,

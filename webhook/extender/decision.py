@@ -33,6 +33,8 @@ class Assumption:
     mark: str = ""
     """What the scheduler had written on the pod when the filter let it through
     (:func:`webhook.core.assumed.scheduling_mark`): a different one later means it gave up on that attempt."""
+    loose: bool = False
+    """No queued job accounts for the pod: its placement counts against the room jobs leave too."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,7 @@ _POD_METADATA = (
     "annotations",
     "creationTimestamp",
     "deletionTimestamp",
+    "ownerReferences",
 )
 _POD_SPEC = ("nodeName", "resources", "overhead", "priority")
 _CONTAINER = ("name", "resources", "restartPolicy")
@@ -150,6 +151,8 @@ class PodRecord:
     """Quota node key the pod's request is charged to (bound, unfinished pods), else ``None``."""
     priority: int = 0
     """``spec.priority``: what preemption compares (:mod:`webhook.core.preemption`)."""
+    loose: bool = False
+    """No queued job accounts for it (:func:`~webhook.workloads.registry.queued_by_a_job`)."""
 
 
 

@@ -66,6 +66,7 @@ class ExtenderState:
         self.policies = cache.policies
         self.policy_for = cache.policy_for
         self.set_trees = cache.set_trees
+        self.set_reservations = cache.set_reservations
         self.used = cache.used
         self.expire = cache.expire
         self.marks_patch = cache.marks_patch
