@@ -66,6 +66,9 @@ POD_DISRUPTION_BUDGET: Final = Kind("policy", "v1", "poddisruptionbudgets", "Pod
 LEASE: Final = Kind("coordination.k8s.io", "v1", "leases", "Lease")
 SECRET: Final = Kind("", "v1", "secrets", "Secret")
 CONFIG_MAP: Final = Kind("", "v1", "configmaps", "ConfigMap")
+DEVICE_CLASS: Final = Kind("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
+RESOURCE_CLAIM: Final = Kind("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
+RESOURCE_CLAIM_TEMPLATE: Final = Kind("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate")
 MUTATING_WEBHOOK_CONFIGURATION: Final = Kind(
     "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False
 )

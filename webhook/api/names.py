@@ -57,6 +57,9 @@ PERF_CLASS_LABEL: Final = f"{PREFIX}/perf-class"
 """The size class (small/medium/large) of a job in the peer-shaped simulator workload."""
 
 # Annotations ------------------------------------------------------------------------------------------------
+QUOTA_RESOURCE_ANNOTATION: Final = f"{PREFIX}/quota-resource"
+"""On a DeviceClass (only operators write them): the quota resource each device of the class counts as
+(``nvidia.com/gpu``): a claim that asks for 2 such devices counts 2 of it (docs/accounting.md, "Devices")."""
 QUOTA_FULLNAME_ANNOTATION: Final = f"{SEED_PREFIX}/quota-fullname"
 """Annotation on jobs, their pods and queues: the quota's full path (``root/Department-a``)."""
 QUEUE_ARGS_ANNOTATION: Final = f"{SEED_PREFIX}/queue-args"
