@@ -98,6 +98,7 @@ def caches(controller: Controller) -> list[WatchCache]:
         controller.cache.pods,
         controller.cache.policies,
         controller.cache.budgets,
+        *controller.cache.devices.caches,
         *(cache for _, _, cache in controller.cache.job_caches.values()),
     ]
 

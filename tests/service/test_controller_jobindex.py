@@ -210,9 +210,10 @@ def test_a_tree_edit_re_sizes_only_the_jobs_whose_leaf_changed_its_name(monkeypa
     others keep their size and take the new leaf (the same result as the full walk, which sizes them all)."""
     sized: list[str] = []
 
-    def counting(adapter: Adapter, obj: Mapping[str, Any], leaf: Any, priorities: Mapping[str, int]) -> TrackedJob:
+    def counting(adapter: Adapter, obj: Mapping[str, Any], leaf: Any, priorities: Mapping[str, int],
+                 devices: Any = None) -> TrackedJob:
         sized.append(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
-        return track(adapter, obj, leaf, priorities)
+        return track(adapter, obj, leaf, priorities, devices)
 
     monkeypatch.setattr(jobindex, "track", counting)
 

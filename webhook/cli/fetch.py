@@ -10,10 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, QUOTA_LABEL, TREE_NAMESPACE, UNFINISHED_PODS
+from webhook.api.names import (
+    CONTROLLER_COMPONENT,
+    QUEUE_NAMESPACE,
+    QUOTA_LABEL,
+    QUOTA_RESOURCE_ANNOTATION,
+    TREE_NAMESPACE,
+    UNFINISHED_PODS,
+)
 from webhook.api.objects import Obj, labels_of, name_of
 from webhook.cli.kubeapi import (
     BUDGETS,
+    CLAIM_TEMPLATES,
+    CLAIMS,
+    DEVICE_CLASSES,
     EVENTS,
     PODS,
     PRIORITY_CLASSES,
@@ -24,6 +34,7 @@ from webhook.cli.kubeapi import (
     Ref,
 )
 from webhook.cli.view import KindSource, Snapshot
+from webhook.core.dra import DeviceQuota, device_quota_of
 from webhook.core.treechoice import oldest_tree_object
 from webhook.workloads.registry import all_adapters
 
@@ -156,6 +167,20 @@ def _pass_pods(api: KubeApi) -> tuple[list[Obj] | None, list[Obj]]:
     return pods, budgets
 
 
+def read_devices(api: KubeApi) -> DeviceQuota | None:
+    """The DRA objects the controller counts devices by (:func:`webhook.core.dra.device_quota_of`): an empty
+    quota when the API serves no DRA, ``None`` when this user may not read them."""
+    try:
+        classes = api.list(DEVICE_CLASSES, None)
+    except ApiError as error:
+        return DeviceQuota() if error.not_found else None
+    try:
+        templates, claims = api.list(CLAIM_TEMPLATES, None), api.list(CLAIMS, None)
+    except ApiError:
+        return None
+    return device_quota_of(classes, templates, claims, QUOTA_RESOURCE_ANNOTATION)
+
+
 def load_snapshot(
     api: KubeApi,
     namespaces: Sequence[str] | None,
@@ -236,6 +261,11 @@ def load_snapshot(
     snapshot.jobs = jobs
     if complete and snapshot.complete:
         snapshot.tree_pods, snapshot.budgets = _pass_pods(api)
+        devices = read_devices(api)
+        if devices is None:
+            snapshot.tree_pods = None  # the pass cannot be run as the controller runs it
+        else:
+            snapshot.devices = devices
     if with_events:
         for target in targets:
             snapshot.events += controller_events(api, target)

@@ -43,6 +43,7 @@ from webhook.controller.records import (
     read_record,
     spec_fingerprint,
 )
+from webhook.core.dra import DeviceQuota
 from webhook.core.queueing import positions_only
 from webhook.core.quota import QuotaNode, QuotaTree, QuotaTreeError, parse_tree, queue_name
 from webhook.core.resources import Resources
@@ -128,6 +129,8 @@ class Snapshot:
     for; ``None`` when not read."""
     budgets: list[Obj] = field(default_factory=list)
     """Every PodDisruptionBudget (read with :attr:`tree_pods`)."""
+    devices: DeviceQuota = field(default_factory=DeviceQuota)
+    """The DRA devices jobs and pods claim (read with :attr:`tree_pods`; empty otherwise)."""
     _tree: tuple[QuotaTree | None, str | None] | None = None
 
     @property
@@ -307,7 +310,7 @@ def job_views(snapshot: Snapshot) -> list[JobView]:
         size_error: str | None = None
         if leaf is not None:
             try:
-                tracked = track(adapter, obj, leaf, snapshot.priority_classes)
+                tracked = track(adapter, obj, leaf, snapshot.priority_classes, snapshot.devices)
             except WorkloadError as error:
                 size_error = str(error)
             else:

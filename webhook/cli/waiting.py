@@ -22,7 +22,7 @@ from webhook.controller.starts import accounted_by, loose_pods_of
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA
 from webhook.core.fit import Blocker, FitResult, validate_rate
 from webhook.core.ledger import build_ledger
-from webhook.core.loose import loose_inputs, read_budgets
+from webhook.core.loose import loose_inputs, read_budgets, with_claimed_devices
 from webhook.core.queueing import Policy, admission_pass
 from webhook.core.quota import QuotaTree
 from webhook.core.reclaim import explain_reclaim
@@ -169,7 +169,7 @@ def _from_the_pass(  # noqa: PLR0917 - explain_wait's arguments, passed on
     tree = snapshot.tree
     assert tree is not None and job.workload is not None and job.leaf is not None and snapshot.tree_pods is not None
     tracked = [view.tracked for view in views if view.tracked is not None]
-    pods = loose_pods_of(snapshot.tree_pods, tree, accounted_by(tracked))
+    pods = with_claimed_devices(loose_pods_of(snapshot.tree_pods, tree, accounted_by(tracked)), snapshot.devices)
     loose, protected = loose_inputs(tree, pods, read_budgets(snapshot.budgets))
     decisions = decide.decide(tree, tracked, snapshot.queues, oversell_rate=rate, strict_priority=strict,
                               now=snapshot.now, loose=loose, protected=protected)

@@ -21,6 +21,7 @@ from typing import Any
 from webhook.api import kinds
 from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE, UNFINISHED_PODS
 from webhook.api.objects import Obj, meta, name_of, resource_version_of, status_of
+from webhook.controller.devices import DeviceWatch
 from webhook.controller.jobindex import JobIndex, ObjKey, Unsized, rv
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
@@ -172,6 +173,8 @@ class ClusterCache:
         """Per budget: ``(resourceVersion, parsed)``."""
         self._placement_policies: dict[tuple[str, str], tuple[str, bool]] = {}
         """Per policy: ``(resourceVersion, is valid)``."""
+        self.devices = DeviceWatch(client, on_change)
+        """DeviceClasses, claim templates and claims, once the API serves them (:mod:`webhook.controller.devices`)."""
         self.pod_index = PodIndex()
         self.pods = WatchCache(
             "pods", SlimListWatch(ApiListWatch(client, PODS, field_selector=UNFINISHED_PODS), pod_slim)
@@ -266,7 +269,7 @@ class ClusterCache:
 
     def all_caches(self) -> list[WatchCache]:
         """Every cache, the job kinds' last."""
-        return [*self.base_caches(), *(cache for _, _, cache in self.job_caches.values())]
+        return [*self.base_caches(), *self.devices.caches, *(cache for _, _, cache in self.job_caches.values())]
 
     def synced(self) -> bool:
         """Whether every cache has listed."""
@@ -286,6 +289,14 @@ class ClusterCache:
                 return version
         return None
 
+    async def _serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether the API serves ``plural`` in ``group/version`` (any failure: not known to)."""
+        try:
+            listing = await self.client.request("GET", _group_path(group, version))
+        except KubeApiError:
+            return False
+        return _lists(listing, plural)
+
     async def _gone(self, ref: ResourceRef) -> bool:
         """Whether the API says for sure that ``ref`` is no longer served (its CRD was removed): its group
         version is unknown (404) or lists no such resource. Any other failure is not proof."""
@@ -298,6 +309,7 @@ class ClusterCache:
     async def discover(self) -> None:
         """Start a cache for every supported job kind that the API serves and has none yet; stop the cache
         of a kind the API no longer serves (its CRD was uninstalled), so it does not retry forever."""
+        await self.devices.discover(self._serves, self._start)
         for adapter in all_adapters():
             key = kind_key(adapter)
             if key in self.job_caches:
@@ -399,7 +411,9 @@ class ClusterCache:
     def tracked_jobs(self, tree: QuotaTree) -> list[TrackedJob]:
         """Every job of a managed namespace, sized (each job that cannot be sized goes to ``on_unsized``)."""
         priorities = self.priorities()
-        return self.jobs.tracked(tree, (self._tree_version, self._priority_epoch), priorities, self._on_unsized)
+        devices = self.devices.quota()
+        return self.jobs.tracked(tree, (self._tree_version, self._priority_epoch, self.devices.epoch), priorities,
+                                 self._on_unsized, devices)
 
     def accounts_for(self, jobs: Sequence[TrackedJob]) -> Callable[[str, str, str], bool]:
         """Whether a job of this pass accounts for the pods that name an owner ``(namespace, kind, name)``

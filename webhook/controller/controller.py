@@ -34,7 +34,7 @@ from webhook.controller.settings import ControllerSettings, settings_from_args
 from webhook.controller.starts import StartMemo, check_starts
 from webhook.controller.writer import Stats, Writer
 from webhook.core.fit import format_rate
-from webhook.core.loose import loose_inputs, reserved_for_jobs
+from webhook.core.loose import loose_inputs, reserved_for_jobs, with_claimed_devices
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.kube.client import KubeApiError, KubeClient
@@ -316,8 +316,8 @@ class Controller(JobLifecycle):
         if tree is None or tree_obj is None:
             return None
         jobs = self.tracked_jobs(tree)
-        loose, protected = loose_inputs(tree, cache.pod_index.loose_pods(tree, cache.accounts_for(jobs)),
-                                        cache.disruption_budgets())
+        pods = with_claimed_devices(cache.pod_index.loose_pods(tree, cache.accounts_for(jobs)), cache.devices.quota())
+        loose, protected = loose_inputs(tree, pods, cache.disruption_budgets())
         protected.update(writer.evictions.protected())
         now = self._wall()
         checks = None

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from webhook.api.objects import Obj, parse_time, resource_version_of
 from webhook.controller.model import TrackedJob
+from webhook.core.dra import pod_claim_refs
 from webhook.core.loose import LoosePod
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
@@ -87,6 +88,9 @@ def pod_slim(pod: Obj) -> JSON:
     for key in ("creationTimestamp", "uid"):
         if metadata.get(key):
             slim["metadata"][key] = metadata[key]
+    own, shared = pod_claim_refs(pod)
+    if own or shared:
+        slim["spec"]["claims"] = {"own": list(own), "shared": list(shared)}
     priority = spec.get("priority")
     if isinstance(priority, int) and not isinstance(priority, bool) and priority:
         slim["spec"]["priority"] = priority
@@ -185,6 +189,7 @@ def loose_pod(slim: Obj, owner: tuple[str, str] | None) -> LoosePod:
         request = EMPTY
     priority = spec.get("priority")
     labels = _mapping(metadata.get("labels"))
+    claims = _mapping(spec.get("claims"))
     return LoosePod(
         namespace=str(metadata.get("namespace") or ""),
         name=str(metadata.get("name") or ""),
@@ -195,6 +200,8 @@ def loose_pod(slim: Obj, owner: tuple[str, str] | None) -> LoosePod:
         labels=FrozenLabels({str(key): str(value) for key, value in labels.items()}) if labels else EMPTY_LABELS,
         deleting=bool(metadata.get("deletionTimestamp")),
         uid=str(metadata.get("uid") or ""),
+        claims=tuple(str(name) for name in _items(claims.get("own"))),
+        shared_claims=tuple(str(name) for name in _items(claims.get("shared"))),
     )
 
 

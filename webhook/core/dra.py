@@ -35,6 +35,7 @@ __all__ = [
     "PodClaims",
     "claim_ask",
     "claim_problems",
+    "device_quota_of",
     "held_devices",
     "pod_claim_refs",
     "pod_claims",
@@ -230,3 +231,29 @@ def pod_devices(
     for resources in shared.values():
         total = total + resources
     return per_set, total, ""
+
+
+def _ident(obj: Mapping[str, object]) -> tuple[str, str, Mapping[str, object]]:
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    annotations = metadata.get("annotations")
+    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""),
+            annotations if isinstance(annotations, Mapping) else {})
+
+
+def device_quota_of(
+    classes: Iterable[Mapping[str, object]],
+    templates: Iterable[Mapping[str, object]],
+    claims: Iterable[Mapping[str, object]],
+    annotation: str,
+) -> DeviceQuota:
+    """A :class:`DeviceQuota` from raw DeviceClass, ResourceClaimTemplate and ResourceClaim objects (what ``kq``
+    reads; the controller keeps the same per object version)."""
+    counted = quota_classes(((_ident(obj)[1], _ident(obj)[2]) for obj in classes), annotation)
+    asks: dict[tuple[str, str], ClaimAsk] = {}
+    for obj in templates:
+        namespace, name, _ = _ident(obj)
+        spec = obj.get("spec")
+        asks[(namespace, name)] = claim_ask(spec.get("spec") if isinstance(spec, Mapping) else None, counted)
+    made = {(_ident(obj)[0], _ident(obj)[1]): claim_ask(obj.get("spec"), counted) for obj in claims}
+    return DeviceQuota(MappingProxyType(counted), MappingProxyType(asks), MappingProxyType(made))

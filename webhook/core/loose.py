@@ -24,13 +24,14 @@ one :attr:`~webhook.core.workload.Workload.request_with_count` adds cancels out.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from webhook.api.names import MAX_JOBS
+from webhook.core.dra import DeviceQuota, held_devices
 from webhook.core.ledger import Ledger, build_ledger
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaTree
-from webhook.core.resources import Resources
+from webhook.core.resources import EMPTY, Resources
 from webhook.core.selectors import EMPTY_LABELS, FrozenLabels, LabelSelector, SelectorError, parse_label_selector
 from webhook.core.workload import Phase, Workload, WorkloadKey
 
@@ -46,6 +47,7 @@ __all__ = [
     "read_budget",
     "read_budgets",
     "reserved_for_jobs",
+    "with_claimed_devices",
 ]
 
 LOOSE_KIND = "Pod"
@@ -72,6 +74,10 @@ class LoosePod:
     labels: FrozenLabels = field(default=EMPTY_LABELS)
     deleting: bool = False
     uid: str = ""
+    claims: tuple[str, ...] = ()
+    """The DRA claims made for it from templates (:func:`webhook.core.dra.pod_claim_refs`)."""
+    shared_claims: tuple[str, ...] = ()
+    """The DRA claims it shares with other pods."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +151,19 @@ def loose_workload(pod: LoosePod, quota: str) -> Workload:
         admitted_at=pod.created,
         request=pod.request + _NOT_A_JOB,
     )
+
+
+def with_claimed_devices(pods: Iterable[LoosePod], quota: DeviceQuota) -> list[LoosePod]:
+    """``pods`` with the devices their DRA claims hold added to their requests (:func:`held_devices`): a claim
+    shared by several of them counts once, with the first of them by namespace and name."""
+    out: list[LoosePod] = []
+    counted: set[tuple[str, str]] = set()
+    for pod in sorted(pods, key=lambda pod: (pod.namespace, pod.name)):
+        extra = EMPTY
+        if quota.classes and (pod.claims or pod.shared_claims):
+            extra = held_devices(pod.namespace, pod.claims, pod.shared_claims, quota, counted)
+        out.append(replace(pod, request=pod.request + extra) if extra else pod)
+    return out
 
 
 def reserved_for_jobs(ledger: Ledger, loose: Iterable[Workload], gone: Collection[WorkloadKey] = ()
