@@ -1,0 +1,278 @@
+"""Start estimates (issue 36): their accuracy against what happened, beside naive estimators, and their cost.
+
+    .venv/bin/python -m bench.eta_bench [--only departments ...] [--no-exact] [--no-cost]
+
+Accuracy, in the simulator: each trace of ``bench/eta_traces.py`` (several departments, priorities, borrowing and
+reclaim, run times drawn with noise around each stem's mean) is replayed by the simulator, which runs the live
+controller's decisions; every ``every`` minutes of virtual time after a warm-up, every waiting job gets an
+estimate from :func:`webhook.core.eta.estimate` over the simulator's state at that moment (run times from the
+history of the jobs finished so far, or declared), and, in the same run, two naive estimates:
+
+* ``naive``: its position times the mean run time of the completed jobs of its queue (the issue's);
+* ``naive/running``: the same divided by the number of jobs running in its queue (a throughput guess).
+
+When the trace is over, each prediction is compared with when the job's pods first ran: the error is
+``|predicted - actual| / max(actual - predicted at, 60 s)`` (relative to the wait still ahead). Reported: the
+p50 and p90 of that error over every prediction that has a figure, how many had one, and how often the actual
+start came before the estimate's latest (p90) figure. ``exact`` is the same estimator with the replay's
+buckets and windows off (every event its own pass, every waiting job seen), on the smaller traces: what the
+approximations cost.
+
+Cost: a snapshot with at least 10,000 waiting jobs (the ``cost`` trace, stopped when its queues first hold
+that many), the CPU seconds of :func:`estimate` over it (median of 3) beside one controller pass
+(:func:`webhook.core.decide.decide`) over the same snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.eta_traces import Trace, build, traces
+from bench.machine import header
+from webhook.core.decide import decide
+from webhook.core.eta import estimate
+from webhook.core.eta_replay import ReplayInput, ReplayLimits
+from webhook.core.runtimes import Runtime, Source
+from webhook.sim.engine import State
+from webhook.sim.eta import EtaSimulator, replay_input
+from webhook.sim.model import MICROS
+from webhook.sim.scenario import scenario_from_objects
+
+COMMAND = ".venv/bin/python -m bench.eta_bench"
+EXACT = ReplayLimits(max_passes=1_000_000, window=1_000_000, smallest=0, eps_time=0.0, min_width=0.0)
+FLOOR = 60.0
+"""Seconds: the least wait an error is divided by."""
+
+
+@dataclass(slots=True)
+class Prediction:
+    index: int
+    at: float
+    waiting: int
+    """Jobs waiting at that moment (in all)."""
+    start: float | None
+    latest: float | None
+    naive: float | None
+    naive_running: float | None
+    exact: float | None = None
+    oracle: float | None = None
+    """The estimate given every job's true run time (what knowing the run times would give)."""
+
+
+@dataclass(slots=True)
+class Run:
+    trace: Trace
+    predictions: list[Prediction] = field(default_factory=list)
+    first_start: dict[int, float] = field(default_factory=dict)
+    cpu: list[tuple[int, float]] = field(default_factory=list)
+    """(waiting jobs, CPU seconds of one estimate) per round."""
+    peak: int = 0
+
+
+def _naive(simulator: EtaSimulator, at: float) -> tuple[dict[int, float], dict[int, float]]:
+    """The two naive estimates of every waiting job (by job index), where its queue has a history."""
+    history = simulator.history
+    literal: dict[int, float] = {}
+    running_based: dict[int, float] = {}
+    means: dict[str, float | None] = {}
+    running: dict[str, int] = {}
+    for job in simulator.active.values():
+        if job.state is State.RUNNING:
+            running[job.leaf.key] = running.get(job.leaf.key, 0) + 1
+    for job in simulator.active.values():
+        if job.state is not State.QUEUED:
+            continue
+        leaf = job.leaf
+        if leaf.key not in means:
+            samples = [s for key, values in history.groups.items() if key[0] in leaf.namespaces for s in values]
+            means[leaf.key] = statistics.fmean(samples) if samples else None
+        mean = means[leaf.key]
+        position = simulator.positions.get(job.key)
+        if mean is None or position is None:
+            continue
+        literal[job.index] = at + position * mean
+        running_based[job.index] = at + position * mean / max(1, running.get(leaf.key, 0))
+    return literal, running_based
+
+
+def _oracle_runtimes(simulator: EtaSimulator) -> dict[int, Runtime]:
+    return {job.index: Runtime(job.run_for / MICROS, job.run_for / MICROS, Source.DECLARED)
+            for job in simulator.active.values() if job.run_for is not None}
+
+
+def run_trace(trace: Trace, *, exact: bool, oracle: bool = True) -> Run:
+    result = Run(trace)
+    scenario = scenario_from_objects(trace.objects, trace.name)
+    due = [trace.warmup]
+
+    def observe(simulator: EtaSimulator, at_micros: int) -> None:
+        at = at_micros / MICROS
+        if at < due[0]:
+            return
+        while due[0] <= at:
+            due[0] += trace.every
+        given = replay_input(simulator, at_micros)
+        started = time.process_time()
+        found = estimate(given)
+        waiting = [job for job in simulator.active.values() if job.state is State.QUEUED]
+        result.cpu.append((len(waiting), time.process_time() - started))
+        result.peak = max(result.peak, len(waiting))
+        exact_found = estimate(given, EXACT) if exact else None
+        oracle_found = estimate(replay_input(simulator, at_micros, _oracle_runtimes(simulator))) if oracle else None
+        literal, running_based = _naive(simulator, at)
+        for job in waiting:
+            guess = found.by_key.get(job.key)
+            exact_guess = exact_found.by_key.get(job.key) if exact_found is not None else None
+            oracle_guess = oracle_found.by_key.get(job.key) if oracle_found is not None else None
+            result.predictions.append(Prediction(
+                job.index, at, len(waiting),
+                guess.start if guess is not None else None,
+                guess.latest if guess is not None else None,
+                literal.get(job.index), running_based.get(job.index),
+                exact_guess.start if exact_guess is not None else None,
+                oracle_guess.start if oracle_guess is not None else None,
+            ))
+
+    simulator = EtaSimulator(scenario, observe=observe)
+    simulator.run()
+    result.first_start = {index: at / MICROS for index, at in simulator.first_start.items()}
+    return result
+
+
+def _errors(run: Run, pick: str) -> tuple[list[float], int]:
+    """The relative errors of one estimator's predictions whose job started, and how many predictions of such
+    jobs had no figure."""
+    errors: list[float] = []
+    missing = 0
+    for prediction in run.predictions:
+        actual = run.first_start.get(prediction.index)
+        if actual is None:
+            continue
+        guess = getattr(prediction, pick)
+        if guess is None:
+            missing += 1
+            continue
+        errors.append(abs(guess - actual) / max(actual - prediction.at, FLOOR))
+    return errors, missing
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def _cell(errors: list[float], missing: int) -> str:
+    if not errors:
+        return "-"
+    share = 100 * len(errors) / (len(errors) + missing)
+    return f"{_quantile(errors, 0.5):.2f} / {_quantile(errors, 0.9):.2f} ({share:.0f} %)"
+
+
+def accuracy(runs: Sequence[Run]) -> list[str]:
+    lines = [
+        "| trace | jobs | predictions | peak waiting | estimate p50 / p90 (with a figure) | naive | naive/running "
+        "| exact replay | started by the latest figure |",
+        "|---|---:|---:|---:|---|---|---|---|---:|",
+    ]
+    for run in runs:
+        started = [p for p in run.predictions if p.index in run.first_start]
+        within = [p for p in started if p.latest is not None and run.first_start[p.index] <= p.latest + FLOOR]
+        with_latest = [p for p in started if p.latest is not None]
+        exact = _cell(*_errors(run, "exact")) if any(p.exact is not None for p in run.predictions) else "not run"
+        share = f"{100 * len(within) / len(with_latest):.0f} %" if with_latest else "-"
+        lines.append(
+            f"| {run.trace.name} | {run.trace.jobs} | {len(started)} | {run.peak} | {_cell(*_errors(run, 'start'))} "
+            f"| {_cell(*_errors(run, 'naive'))} | {_cell(*_errors(run, 'naive_running'))} | {exact} | {share} |"
+        )
+    return lines
+
+
+def cost_snapshot(target: int = 10_000) -> tuple[ReplayInput, int]:
+    """The simulator's state when the ``cost`` trace's queues first hold ``target`` waiting jobs."""
+    trace = build("cost", "10 departments x 5 teams overloaded until 10,000 jobs wait", seed=5, departments=10,
+                  leaves=5, total_cpu=1600, hours=10, load=4.0, warmup_hours=1.0)
+    scenario = scenario_from_objects(trace.objects, trace.name)
+    found: list[tuple[ReplayInput, int]] = []
+
+    class Enough(Exception):
+        pass
+
+    def observe(simulator: EtaSimulator, at: int) -> None:
+        waiting = sum(1 for job in simulator.active.values() if job.state is State.QUEUED)
+        if waiting >= target:
+            found.append((replay_input(simulator, at), waiting))
+            raise Enough
+
+    with contextlib.suppress(Enough):
+        EtaSimulator(scenario, observe=observe).run()
+    if not found:
+        raise SystemExit(f"the cost trace never had {target} jobs waiting")
+    return found[0]
+
+
+def cost() -> list[str]:
+    given, waiting = cost_snapshot()
+    timings = []
+    passes = 0
+    for _ in range(3):
+        started = time.process_time()
+        result = estimate(given)
+        timings.append(time.process_time() - started)
+        passes = result.passes
+    started = time.process_time()
+    decide(given.tree, given.jobs, given.policies, oversell_rate=given.rate, now=given.now)
+    one_pass = time.process_time() - started
+    median = statistics.median(timings)
+    admitted = sum(1 for job in given.jobs if job.workload.phase.value == "Admitted")
+    with_figure = sum(1 for item in result.by_key.values() if item.start is not None)
+    return [
+        "| waiting jobs | admitted jobs | estimate CPU (median of 3) | replay passes | one controller pass | ratio "
+        "| estimates with a figure |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {waiting} | {admitted} | {median:.2f} s ({', '.join(f'{t:.2f}' for t in timings)}) | {passes} "
+        f"| {one_pass * 1000:.0f} ms | {median / one_pass:.0f} x | {with_figure} |",
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.eta_bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", metavar="TRACE", help="only these traces")
+    parser.add_argument("--no-exact", action="store_true", help="skip the exact replay beside the estimate")
+    parser.add_argument("--no-cost", action="store_true", help="skip the 10,000-job cost measurement")
+    parser.add_argument("--scale", type=float, default=1.0, help="size of the scale trace (1 = as published)")
+    args = parser.parse_args(argv)
+    lines = header("Start estimates: accuracy and cost (issue 36)", COMMAND)
+    runs = []
+    for trace in traces(args.scale):
+        if args.only and trace.name not in args.only:
+            continue
+        print(f"== {trace.name} ({trace.jobs} jobs)", file=sys.stderr, flush=True)
+        runs.append(run_trace(trace, exact=not args.no_exact and trace.name != "scale"))
+    lines += ["Accuracy in the simulator (error = |predicted - actual start| / the wait still ahead, at least 60 s; "
+              "p50 / p90 over the predictions with a figure, their share in brackets):", "", *accuracy(runs), ""]
+    for run in runs:
+        if run.cpu:
+            busiest = max(run.cpu)
+            lines.append(f"- {run.trace.name}: {run.trace.description}; {len(run.cpu)} rounds of predictions, the "
+                         f"largest over {busiest[0]} waiting jobs took {busiest[1]:.2f} s of CPU.")
+    lines.append("")
+    if not args.no_cost:
+        print("== cost", file=sys.stderr, flush=True)
+        lines += ["Cost over a snapshot of at least 10,000 waiting jobs (CPU seconds of this process):", "", *cost(),
+                  ""]
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""When will a waiting job start: the snapshot replayed forward through the controller's own pass (docs/eta.md).
+
+:func:`estimate` runs :func:`webhook.core.eta_replay.replay` twice, every run time at its median (the
+estimate) and at its p90 (the latest), unknown run times never ending; and, when some run time is unknown, a
+third time with those ending at once. A job whose start moves between the first and the third rests on
+unknown run times: it gets no median figure (the latest, when there is one, still bounds it). Each estimate
+says what it rests on (:class:`~webhook.core.eta_replay.Basis`) or why there is none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from webhook.core.decisions import QueueJob
+from webhook.core.eta_replay import Basis, Outcome, ReplayInput, ReplayLimits, ReplayResult, replay
+from webhook.core.fit import check_fit
+from webhook.core.runtimes import P50, P90, UNKNOWN, Runtime
+from webhook.core.startup import BackoffState
+from webhook.core.workload import Phase, WorkloadKey
+
+__all__ = ["Estimate", "Estimates", "Why", "estimate"]
+
+SHIFT_TOLERANCE = 60.0
+"""Seconds a start may move, when unknown run times end at once instead of never, and not count as resting on
+them (besides :data:`SHIFT_SHARE` of the wait)."""
+SHIFT_SHARE = 0.1
+
+
+class Why(Enum):
+    """Why a waiting job has no estimated start."""
+
+    NONE = ""
+    UNKNOWN_RUNTIMES = "unknown-runtimes"
+    """It waits for jobs whose run time nobody knows."""
+    BEYOND = "beyond-horizon"
+    """Not within the replay's horizon (or its budget of passes)."""
+    NEVER_FITS = "never-fits"
+    """Its request alone is over a limit of its quota."""
+    GAVE_UP = "gave-up"
+    HELD = "held"
+    """Its PriorityClass does not exist."""
+    CLOSING = "namespace-closing"
+    NO_QUOTA = "no-quota"
+    NOT_STARTED = "not-started"
+    """The replay never starts it, for none of the reasons above (its pods' quota cannot ever hold it, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """One waiting job's estimate (times in seconds since the epoch)."""
+
+    start: float | None
+    """When its pods run, at the median run times (``None``: see :attr:`why`)."""
+    latest: float | None
+    """The same at the p90 run times: it should not start later."""
+    finish: float | None
+    """``start`` plus its own median run time, when that is known."""
+    finish_latest: float | None
+    runtime: Runtime
+    """Its own run time, as estimated."""
+    basis: Basis
+    why: Why = Why.NONE
+    unknown_jobs: tuple[WorkloadKey, ...] = ()
+    """Jobs of unknown run time it waits for (a few)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Estimates:
+    """Every waiting job's estimate, and how far the replays went."""
+
+    now: float
+    by_key: Mapping[WorkloadKey, Estimate]
+    passes: int
+    """Decision passes the replays made in all."""
+    exhausted: bool
+    """A replay stopped at its horizon or budget with events left."""
+    horizon: float
+    """The last virtual time the median replay reached."""
+
+
+def _blocked(job: QueueJob, given: ReplayInput) -> Why:
+    """Why a waiting job can never be released whatever the replay does (``Why.NONE``: it can be)."""
+    workload = job.workload
+    if job.backoff_state(given.now) is BackoffState.GAVE_UP:
+        return Why.GAVE_UP
+    if job.missing_class is not None:
+        return Why.HELD
+    if workload.key.namespace in given.closing:
+        return Why.CLOSING
+    if workload.quota.lower() not in given.tree.nodes:
+        return Why.NO_QUOTA
+    if any(blocker.never_fits for blocker in check_fit(given.tree, {}, workload, given.rate).blockers):
+        return Why.NEVER_FITS
+    return Why.NONE
+
+
+def _rests_on_unknown(now: float, median: float | None, unblocked: float | None) -> bool:
+    """Whether a start moves when unknown run times end at once (``unblocked``) instead of never (``median``)."""
+    if unblocked is None:
+        return False
+    if median is None:
+        return True
+    return median - unblocked > max(SHIFT_TOLERANCE, SHIFT_SHARE * (unblocked - now))
+
+
+def estimate(given: ReplayInput, limits: ReplayLimits | None = None) -> Estimates:
+    """Estimates for every job waiting in ``given`` (see the module)."""
+    median = replay(given, limits, q=P50)
+    late = replay(given, limits, q=P90)
+    unknown = any(
+        given.runtimes.get(job.workload.key, UNKNOWN).p50 is None
+        for job in given.jobs if job.workload.phase is not Phase.FINISHED
+    )
+    free: ReplayResult | None = replay(given, limits, q=P50, unknown_ends=True) if unknown else None
+    now = given.now
+    out: dict[WorkloadKey, Estimate] = {}
+    for job in given.jobs:
+        key = job.workload.key
+        first = median.outcomes.get(key)
+        if first is None:
+            continue
+        runtime = given.runtimes.get(key, UNKNOWN)
+        blocked = _blocked(job, given)
+        if blocked is not Why.NONE:
+            out[key] = Estimate(None, None, None, None, runtime, Basis(), blocked)
+            continue
+        second = late.outcomes.get(key, Outcome())
+        third = free.outcomes.get(key, Outcome()) if free is not None else first
+        start, latest = first.started, second.started
+        why = Why.NONE
+        waits_for: tuple[WorkloadKey, ...] = ()
+        if free is not None and _rests_on_unknown(now, start, third.started):
+            start = None
+            why = Why.UNKNOWN_RUNTIMES
+            waits_for = median.unknown_holders[:3]
+        elif start is None:
+            why = Why.BEYOND if median.exhausted else Why.NOT_STARTED
+        if start is not None and latest is not None:
+            latest = max(latest, start)
+        p50, p90 = runtime.at(P50), runtime.at(P90)
+        out[key] = Estimate(
+            start=start,
+            latest=latest,
+            finish=start + p50 if start is not None and p50 is not None else None,
+            finish_latest=latest + p90 if latest is not None and p90 is not None else None,
+            runtime=runtime,
+            basis=first.basis if start is not None else second.basis,
+            why=why,
+            unknown_jobs=waits_for,
+        )
+    passes = median.passes + late.passes + (free.passes if free is not None else 0)
+    exhausted = median.exhausted or late.exhausted
+    return Estimates(now, out, passes, exhausted, median.end)
