@@ -34,6 +34,7 @@ from webhook.controller.decide import (
     queue_statuses,
     tree_status,
 )
+from webhook.controller.eta import EtaStatus
 from webhook.controller.events import EventGate, EventRecorder
 from webhook.controller.evictions import PodEvictions, PodVictim
 from webhook.controller.model import TrackedJob
@@ -309,12 +310,14 @@ class Writer:
                         quota=job.leaf.full_name, reason=f"held again, {ADMISSION_ANNOTATION} was stale"))
 
     # Status ------------------------------------------------------------------------------------------------
-    async def write_statuses(self, tree: QuotaTree, tree_obj: Obj, decisions: JobDecisions) -> None:
-        """Every Queue's ``status`` and the tree's (each at most once per ``status_interval``)."""
+    async def write_statuses(self, tree: QuotaTree, tree_obj: Obj, decisions: JobDecisions,
+                             eta: EtaStatus | None = None) -> None:
+        """Every Queue's ``status`` (with the start estimates ``eta`` has) and the tree's (each at most once per
+        ``status_interval``)."""
         self.status_due = None
         cache = self.cache
         queues = cache.by_name(cache.queues)
-        for name, status in queue_statuses(tree, decisions, self.settings.queue_item_cap).items():
+        for name, status in queue_statuses(tree, decisions, self.settings.queue_item_cap, eta).items():
             obj = queues.get(name)
             if obj is not None:
                 await self._write_status(cache.queues_ref, cache.queues, obj, status)

@@ -9,7 +9,7 @@ says what it rests on (:class:`~webhook.core.eta_replay.Basis`) or why there is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -105,16 +105,33 @@ def _rests_on_unknown(now: float, median: float | None, unblocked: float | None)
     return median - unblocked > max(SHIFT_TOLERANCE, SHIFT_SHARE * (unblocked - now))
 
 
-def estimate(given: ReplayInput, limits: ReplayLimits | None = None) -> Estimates:
-    """Estimates for every job waiting in ``given`` (see the module)."""
-    median = replay(given, limits, q=P50)
-    late = replay(given, limits, q=P90)
+def _nearest(given: ReplayInput, quota: str, keys: Sequence[WorkloadKey], quotas: Mapping[WorkloadKey, str],
+             count: int = 3) -> tuple[WorkloadKey, ...]:
+    """The ``count`` of ``keys`` whose quota is nearest ``quota`` in the tree (the same leaf first, then the
+    lowest common ancestor), to name the jobs of unknown run time a job waits for."""
+    chain = [node.key for node in given.tree.chain(quota)]
+
+    def distance(key: WorkloadKey) -> tuple[int, str]:
+        theirs = {node.key for node in given.tree.chain(quotas.get(key, ""))}
+        return next((index for index, node in enumerate(chain) if node in theirs), len(chain)), str(key)
+
+    return tuple(sorted(keys, key=distance)[:count])
+
+
+def estimate(given: ReplayInput, limits: ReplayLimits | None = None, *,
+             between: Callable[[], None] | None = None) -> Estimates:
+    """Estimates for every job waiting in ``given`` (see the module); ``between`` is called before every pass of
+    the replays (:func:`~webhook.core.eta_replay.replay`)."""
+    median = replay(given, limits, q=P50, between=between)
+    late = replay(given, limits, q=P90, between=between)
     unknown = any(
         given.runtimes.get(job.workload.key, UNKNOWN).p50 is None
         for job in given.jobs if job.workload.phase is not Phase.FINISHED
     )
-    free: ReplayResult | None = replay(given, limits, q=P50, unknown_ends=True) if unknown else None
+    free: ReplayResult | None = (replay(given, limits, q=P50, unknown_ends=True, between=between) if unknown
+                                 else None)
     now = given.now
+    holders = {job.workload.key: job.workload.quota for job in given.jobs}
     out: dict[WorkloadKey, Estimate] = {}
     for job in given.jobs:
         key = job.workload.key
@@ -134,7 +151,7 @@ def estimate(given: ReplayInput, limits: ReplayLimits | None = None) -> Estimate
         if free is not None and _rests_on_unknown(now, start, third.started):
             start = None
             why = Why.UNKNOWN_RUNTIMES
-            waits_for = median.unknown_holders[:3]
+            waits_for = _nearest(given, job.workload.quota, median.unknown_holders, holders)
         elif start is None:
             why = Why.BEYOND if median.exhausted else Why.NOT_STARTED
         if start is not None and latest is not None:

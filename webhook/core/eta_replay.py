@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
@@ -196,10 +196,12 @@ _FINISH, _RETRY = 0, 1
 class _Replay:
     """The state of one replay (see :func:`replay`)."""
 
-    def __init__(self, given: ReplayInput, limits: ReplayLimits, q: float, unknown_ends: bool) -> None:
+    def __init__(self, given: ReplayInput, limits: ReplayLimits, q: float, unknown_ends: bool,
+                 between: Callable[[], None] | None) -> None:
         self.given = given
         self.limits = limits
         self.q = q
+        self.between = between
         self.unknown_ends = unknown_ends
         tree = self.tree = given.tree
         self.now = given.now
@@ -361,12 +363,16 @@ class _Replay:
                     prefix.append(slot)
                     if len(prefix) >= size:
                         break
-            if not prefix or not self._may_act(leaf, prefix):
+            if not prefix:
+                continue
+            extra: list[_Slot] = []
+            if len(members) > len(prefix) and smallest and self.given.policies.get(leaf) is not Policy.BLOCK:
+                extra = self._smallest(leaf, at, {id(slot) for slot in prefix})
+            if not self._may_act(leaf, [*prefix, *extra]):
                 continue
             prefixes[leaf] = prefix
             seen.extend(prefix)
-            if len(members) > len(prefix) and smallest and self.given.policies.get(leaf) is not Policy.BLOCK:
-                seen.extend(self._smallest(leaf, at, {id(slot) for slot in prefix}))
+            seen.extend(extra)
         return seen, prefixes
 
     def _may_act(self, leaf: str, prefix: Sequence[_Slot]) -> bool:
@@ -433,6 +439,8 @@ class _Replay:
         return picked
 
     def _decide(self, at: float, window: list[_Slot]) -> Decisions[ReplayJob]:
+        if self.between is not None:
+            self.between()
         self.passes += 1
         jobs = [slot.job for slot in self.holding.values()]
         jobs.extend(slot.job for slot in window)
@@ -574,8 +582,9 @@ class _Replay:
 
 
 def replay(given: ReplayInput, limits: ReplayLimits | None = None, *, q: float = 0.5,
-           unknown_ends: bool = False) -> ReplayResult:
+           unknown_ends: bool = False, between: Callable[[], None] | None = None) -> ReplayResult:
     """Replay ``given`` forward with every run time at quantile ``q`` (unknown ones never end, or end at once
-    with ``unknown_ends``): when each waiting job is first admitted and first runs."""
-    return _Replay(given, limits or ReplayLimits(), q, unknown_ends).run()
+    with ``unknown_ends``): when each waiting job is first admitted and first runs. ``between`` is called before
+    each of the replay's passes (the controller makes it wait while a real pass runs)."""
+    return _Replay(given, limits or ReplayLimits(), q, unknown_ends, between).run()
 

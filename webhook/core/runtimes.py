@@ -17,12 +17,14 @@ controller (``webhook/controller/eta.py``) fills it from the jobs it sees finish
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from webhook.api.objects import parse_time
 from webhook.core import duration
 
 __all__ = [
@@ -31,15 +33,18 @@ __all__ = [
     "OVERDUE_SHARE",
     "P50",
     "P90",
+    "STATUS_GROUPS",
     "UNKNOWN",
     "DeclaredRuntimeError",
     "HistoryKey",
     "Runtime",
     "RuntimeHistory",
     "Source",
+    "history_items",
     "name_stem",
     "nearest_rank",
     "parse_runtime",
+    "restore_items",
     "runtime_for",
 ]
 
@@ -228,3 +233,44 @@ class RuntimeHistory:
 def _from_samples(samples: Iterable[float], source: Source, groups: tuple[tuple[HistoryKey, int], ...]) -> Runtime:
     ordered = tuple(sorted(samples))
     return Runtime(nearest_rank(ordered, P50), nearest_rank(ordered, P90), source, ordered, groups)
+
+
+# On a Queue's status ------------------------------------------------------------------------------------------
+
+STATUS_GROUPS = 32
+"""History groups one Queue's ``status.runtimeHistory`` keeps (its namespace's most recently finished)."""
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(int(seconds), tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def history_items(history: RuntimeHistory, namespace: str, limit: int = STATUS_GROUPS) -> list[dict[str, object]]:
+    """The namespace's groups as a Queue's ``status.runtimeHistory`` lists them: ``{kind, stem, seconds,
+    lastFinished}`` (whole seconds, oldest first), the most recently finished ``limit`` groups, by kind and stem."""
+    groups = history.namespace_groups(namespace)
+    newest = sorted(groups, key=lambda key: (-history.last.get(key, 0.0), key))[:limit]
+    return [
+        {"kind": kind, "stem": stem, "seconds": [round(sample) for sample in groups[(namespace, kind, stem)]],
+         "lastFinished": _rfc3339(history.last.get((namespace, kind, stem), 0.0))}
+        for _, kind, stem in sorted(newest)
+    ]
+
+
+def restore_items(history: RuntimeHistory, namespace: str, items: object) -> int:
+    """Put back what :func:`history_items` wrote for ``namespace`` (a restart); entries that cannot be read
+    are skipped. Returns how many groups were restored."""
+    restored = 0
+    for item in items if isinstance(items, list) else ():
+        if not isinstance(item, Mapping):
+            continue
+        kind, stem, seconds = item.get("kind"), item.get("stem"), item.get("seconds")
+        if not (isinstance(kind, str) and isinstance(stem, str) and isinstance(seconds, list)):
+            continue
+        samples = [float(value) for value in seconds
+                   if isinstance(value, int | float) and not isinstance(value, bool)]
+        last = parse_time(item.get("lastFinished")) or 0.0
+        if samples:
+            history.restore((namespace, kind, stem), samples, last)
+            restored += 1
+    return restored

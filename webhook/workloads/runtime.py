@@ -14,7 +14,7 @@ from webhook.core.runtimes import DeclaredRuntimeError, Runtime, RuntimeHistory,
 from webhook.core.workload import WorkloadError
 from webhook.workloads.base import int_at, str_at
 
-__all__ = ["active_deadline", "declared_runtime", "finished_at", "job_runtime", "stem_of"]
+__all__ = ["active_deadline", "declared_runtime", "finished_at", "job_runtime", "stem_of", "succeeded"]
 
 _DEADLINES = (("spec", "activeDeadlineSeconds"), ("spec", "runPolicy", "activeDeadlineSeconds"))
 _FINISH_FIELDS = ("completionTime", "endTime", "finishedAt", "terminationTime")
@@ -85,6 +85,16 @@ def finished_at(obj: Obj) -> float | None:
     ends = [moment for container in (containers if isinstance(containers, list) else ())
             if (moment := parse_time(_field(container, "state", "terminated", "finishedAt"))) is not None]
     return max(ends) if ends else None
+
+
+def succeeded(obj: Obj) -> bool:
+    """Whether the job finished well (only those teach the history how long such jobs run): a ``Complete`` or
+    ``Succeeded`` condition, a ``Succeeded`` phase, or a RayJob's ``SUCCEEDED``; and no ``Failed`` condition."""
+    conditions = {str(item.get("type")): item.get("status") == "True" for item in _conditions(obj)}
+    if conditions.get("Failed"):
+        return False
+    return (conditions.get("Complete", False) or conditions.get("Succeeded", False)
+            or _field(obj, "status", "phase") == "Succeeded" or _field(obj, "status", "jobStatus") == "SUCCEEDED")
 
 
 def job_runtime(obj: Obj, kind: str, history: RuntimeHistory, queue_namespaces: Iterable[str]) -> Runtime:
