@@ -61,7 +61,9 @@ def test_kq_why_learns_run_times_from_the_history_on_the_queue() -> None:
     # pi1 has run 899 s: of the jobs like it, those longer than that are 1200 and 1800 s (median 1200): it ends
     # 301 s from now; big runs 600 s after; pi2 (a "pi" job of user-a too) then runs about 1200 s.
     assert answer["estimatedStart"] == stamp(NOW + 301 + 600)
-    assert answer["estimatedStartLatest"] == stamp(NOW + 901 + 600)
+    # The latest start: the wait scaled by what the jobs ahead (pi1 and big) run at their p90 over their median,
+    # (1800 + 600) / (1200 + 600).
+    assert answer["estimatedStartLatest"] == stamp(NOW + 901 * 4 / 3)
     basis = answer["estimateBasis"]
     assert basis["completedJobs"] == 3 and basis["historyRuntimes"] == 1
     assert basis["ownRuntime"] == {"source": "namespace", "p50Seconds": 1200, "p90Seconds": 1800, "samples": 3}

@@ -1,13 +1,14 @@
 """Start estimates in the controller, off the pass (docs/eta.md).
 
 After each pass the controller offers what it decided on (:meth:`EtaService.offer`: the tree, the jobs, the pods
-no job accounts for...). At most every ``--eta-interval`` seconds, and only on the replica holding the Lease,
-:meth:`EtaService.run` takes the latest offer and, in a worker thread, replays it forward with the core's
-estimator (:func:`webhook.core.eta.estimate`). The replay waits between its own passes while a real pass runs
-(:meth:`busy`), so it never delays one by more than one of its steps; the webhook and the pass keep the event
-loop. Its result is :meth:`published`: the ``estimatedStart`` and ``estimatedStartLatest`` of each waiting job
-(written into its Queue's ``status.queueItemDetails.active`` item) and each namespace's run-time history (the
-Queue's ``status.runtimeHistory``).
+no job accounts for...). At most every ``--eta-interval`` seconds (and never more than a fifth of a core on
+average), and only on the replica holding the Lease, :meth:`EtaService.run` takes the latest offer and, in a
+worker thread, replays it forward with the core's estimator (:func:`webhook.core.eta.estimate`). The replay
+waits between its own passes while a real pass runs (:meth:`busy`), so it never delays one by more than one of
+its steps; the webhook and the pass keep the event loop. Its result is :meth:`published`: the
+``estimatedStart`` and ``estimatedStartLatest`` of each waiting job (written into its Queue's
+``status.queueItemDetails.active`` item) and each namespace's run-time history (the Queue's
+``status.runtimeHistory``).
 
 **The history** (:class:`~webhook.core.runtimes.RuntimeHistory`) lives in this process and in the Queues' status:
 each job seen to *succeed* adds its run time, from when its pods were first seen running (else its admission) to
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from webhook.api.objects import Obj
+from webhook.controller import metrics
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv, rfc3339_seconds
 from webhook.controller.starts import PodIndex
@@ -44,6 +46,8 @@ log = logging.getLogger("webhook.controller")
 
 FINISHED_KEPT = 10_000
 """Start times of ended admissions kept for the history at most (the oldest go first)."""
+CPU_SHARE = 0.2
+"""Refreshes are spaced so that they take at most this share of one core on average."""
 PAUSE_LIMIT = 10.0
 """Seconds the replay waits for a pass to end before it goes on anyway (a pass never takes that long)."""
 KEEP_SHARE = 0.1
@@ -102,7 +106,8 @@ class EtaService:
         self._counted: set[str] = set()
         """Uids of finished jobs already in the history."""
         self.refreshes = 0
-        self.last_seconds = 0.0
+        self.last_cpu = 0.0
+        """CPU seconds the last refresh took (its thread's)."""
 
     # The pass's side ---------------------------------------------------------------------------------------
     def busy(self) -> None:
@@ -135,8 +140,9 @@ class EtaService:
                 self._status = await asyncio.to_thread(self.refresh, inputs, running)
             except Exception as error:  # an estimate is advice: its failure must not stop the controller
                 log.exception(kv(component="controller", event="eta_failed", error=repr(error)))
-            self.last_seconds = self._clock() - started
-            await asyncio.sleep(max(0.0, self.interval - self.last_seconds))
+            took = self._clock() - started
+            # At most every `interval` seconds, and never more than CPU_SHARE of a core on average.
+            await asyncio.sleep(max(0.0, self.interval - took, self.last_cpu / CPU_SHARE - took))
 
     def _running(self, jobs: Sequence[TrackedJob], now: float) -> dict[WorkloadKey, float]:
         """Admitted jobs whose pods run, and since when (read here, on the event loop, which owns the pod
@@ -168,7 +174,7 @@ class EtaService:
 
     def refresh(self, inputs: EtaInputs, running: Mapping[WorkloadKey, float]) -> EtaStatus:
         """One refresh (in the worker thread): the history, the replays, what to publish."""
-        started = time.process_time()
+        started = time.thread_time()
         if not self._restored:
             self._restore(inputs)
         self._learn(inputs)
@@ -184,8 +190,10 @@ class EtaService:
         found = estimate(given, between=self._wait_for_pass)
         status = EtaStatus(self._items(found.by_key, inputs.now), self._histories(tree))
         self.refreshes += 1
+        self.last_cpu = time.thread_time() - started
+        metrics.ETA_REFRESH.observe(self.last_cpu)
         log.debug(kv(component="controller", event="eta_refreshed", waiting=len(found.by_key), passes=found.passes,
-                     cpu_seconds=f"{time.process_time() - started:.3f}"))
+                     cpu_seconds=f"{self.last_cpu:.3f}"))
         return status
 
     def _wait_for_pass(self) -> None:

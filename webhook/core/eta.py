@@ -1,10 +1,12 @@
 """When will a waiting job start: the snapshot replayed forward through the controller's own pass (docs/eta.md).
 
-:func:`estimate` runs :func:`webhook.core.eta_replay.replay` twice, every run time at its median (the
-estimate) and at its p90 (the latest), unknown run times never ending; and, when some run time is unknown, a
-third time with those ending at once. A job whose start moves between the first and the third rests on
-unknown run times: it gets no median figure (the latest, when there is one, still bounds it). Each estimate
-says what it rests on (:class:`~webhook.core.eta_replay.Basis`) or why there is none.
+:func:`estimate` runs :func:`webhook.core.eta_replay.replay` with every run time at its median, unknown ones
+never ending: the estimated start. The latest start is the wait scaled by how much longer the jobs that end
+before it run at their p90 than at their median (:attr:`~webhook.core.eta_replay.Basis.spread`). When some run
+time is unknown the replay runs again with those ending at once: a job whose start moves between the two rests
+on unknown run times and gets no estimate; when some of those jobs have a deadline, a replay at the p90 run
+times (deadlines as ends, unknown ones never ending) still gives it a latest start. Each estimate says what it
+rests on (:class:`~webhook.core.eta_replay.Basis`) or why there is none.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from webhook.core.decisions import QueueJob
-from webhook.core.eta_replay import Basis, Outcome, ReplayInput, ReplayLimits, ReplayResult, replay
+from webhook.core.eta_replay import Basis, Outcome, ReplayInput, ReplayLimits, replay
 from webhook.core.fit import check_fit
 from webhook.core.runtimes import P50, P90, UNKNOWN, Runtime
 from webhook.core.startup import BackoffState
@@ -123,13 +125,12 @@ def estimate(given: ReplayInput, limits: ReplayLimits | None = None, *,
     """Estimates for every job waiting in ``given`` (see the module); ``between`` is called before every pass of
     the replays (:func:`~webhook.core.eta_replay.replay`)."""
     median = replay(given, limits, q=P50, between=between)
-    late = replay(given, limits, q=P90, between=between)
-    unknown = any(
-        given.runtimes.get(job.workload.key, UNKNOWN).p50 is None
-        for job in given.jobs if job.workload.phase is not Phase.FINISHED
-    )
-    free: ReplayResult | None = (replay(given, limits, q=P50, unknown_ends=True, between=between) if unknown
-                                 else None)
+    runtimes = [given.runtimes.get(job.workload.key, UNKNOWN) for job in given.jobs
+                if job.workload.phase is not Phase.FINISHED]
+    unknown = any(runtime.p50 is None for runtime in runtimes)
+    free = replay(given, limits, q=P50, unknown_ends=True, between=between) if unknown else None
+    bounded = unknown and any(runtime.p50 is None and runtime.p90 is not None for runtime in runtimes)
+    late = replay(given, limits, q=P90, between=between) if bounded else None
     now = given.now
     holders = {job.workload.key: job.workload.quota for job in given.jobs}
     out: dict[WorkloadKey, Estimate] = {}
@@ -143,19 +144,21 @@ def estimate(given: ReplayInput, limits: ReplayLimits | None = None, *,
         if blocked is not Why.NONE:
             out[key] = Estimate(None, None, None, None, runtime, Basis(), blocked)
             continue
-        second = late.outcomes.get(key, Outcome())
-        third = free.outcomes.get(key, Outcome()) if free is not None else first
-        start, latest = first.started, second.started
+        start, latest = first.started, None
+        basis = first.basis
         why = Why.NONE
         waits_for: tuple[WorkloadKey, ...] = ()
-        if free is not None and _rests_on_unknown(now, start, third.started):
+        if free is not None and _rests_on_unknown(now, start, free.outcomes.get(key, Outcome()).started):
             start = None
             why = Why.UNKNOWN_RUNTIMES
             waits_for = _nearest(given, job.workload.quota, median.unknown_holders, holders)
+            if late is not None:  # the deadlines of the jobs it waits for bound it
+                bound = late.outcomes.get(key, Outcome())
+                latest, basis = bound.started, bound.basis
         elif start is None:
             why = Why.BEYOND if median.exhausted else Why.NOT_STARTED
-        if start is not None and latest is not None:
-            latest = max(latest, start)
+        else:
+            latest = now + (start - now) * max(1.0, basis.spread)
         p50, p90 = runtime.at(P50), runtime.at(P90)
         out[key] = Estimate(
             start=start,
@@ -163,10 +166,9 @@ def estimate(given: ReplayInput, limits: ReplayLimits | None = None, *,
             finish=start + p50 if start is not None and p50 is not None else None,
             finish_latest=latest + p90 if latest is not None and p90 is not None else None,
             runtime=runtime,
-            basis=first.basis if start is not None else second.basis,
+            basis=basis,
             why=why,
             unknown_jobs=waits_for,
         )
-    passes = median.passes + late.passes + (free.passes if free is not None else 0)
-    exhausted = median.exhausted or late.exhausted
-    return Estimates(now, out, passes, exhausted, median.end)
+    passes = median.passes + sum(result.passes for result in (free, late) if result is not None)
+    return Estimates(now, out, passes, median.exhausted, median.end)

@@ -100,9 +100,14 @@ class ReplayLimits:
     window: int = 16
     smallest: int = 4
     per_shape: int = 2
-    eps_time: float = 0.25
-    min_width: float = 1.0
+    eps_time: float = 0.5
+    """A bucket spans this share of the time ahead (at least ``min_width`` seconds)."""
+    min_width: float = 30.0
     rounds_per_time: int = 50
+    repass: bool = False
+    """Another pass at the same time after one that reclaimed, as the controller's own writes trigger one (off:
+    the room the reclaims left over is handed out at the next bucket; it cost passes, not accuracy, in
+    ``bench/eta_bench.py``'s traces)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +121,9 @@ class Basis:
     """Jobs whose run time was bounded by their deadline only."""
     samples: int = 0
     """Completed jobs behind the history figures used (distinct)."""
+    spread: float = 1.0
+    """Of those jobs' run times, the sum of their p90 over the sum of their p50 (how much later things go when
+    every run time is pessimistic)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +243,8 @@ class _Replay:
         """Finished jobs: all, declared, history, deadline."""
         self.groups: set[tuple[str, str, str]] = set()
         self.samples = 0
+        self.sums = [0.0, 0.0]
+        """Of the finished jobs whose run time had both figures: their p50s and their p90s."""
         self._setup()
 
     # Setup -------------------------------------------------------------------------------------------------
@@ -334,6 +344,10 @@ class _Replay:
             shift(self.running, slot.chain, slot.request, -1)
         runtime = slot.runtime
         self.tally[0] += 1
+        low, high = runtime.at(0.5), runtime.at(0.9)
+        if low is not None and high is not None:
+            self.sums[0] += low
+            self.sums[1] += high
         source = runtime.source
         if source is Source.DECLARED:
             self.tally[1] += 1
@@ -348,7 +362,8 @@ class _Replay:
 
     def _basis(self) -> Basis:
         finished, declared, history, deadline = self.tally
-        return Basis(finished, declared, history, deadline, self.samples)
+        low, high = self.sums
+        return Basis(finished, declared, history, deadline, self.samples, high / low if low > 0 else 1.0)
 
     # Passes ------------------------------------------------------------------------------------------------
     def _window(self, at: float) -> tuple[list[_Slot], dict[str, list[_Slot]]]:
@@ -512,7 +527,8 @@ class _Replay:
                 and any(slot.ready_at <= at for slot in self.queues.get(leaf, ()))
                 for leaf, prefix in prefixes.items()
             )
-            if not (decisions.reclaims or decisions.late_admissions or refill):
+            again = refill or (self.limits.repass and (decisions.reclaims or decisions.late_admissions))
+            if not again:
                 break
         self._start_pending(at, ends, floor, admitted)
         self._remember()
@@ -552,13 +568,15 @@ class _Replay:
         at = self.now
         exhausted = False
         while self.events:
-            if self.passes >= limits.max_passes or self.events[0][0] > horizon:
+            # An end that falls before the last pass (a short job admitted in it, dated back) goes into the next
+            # bucket, dated as it is, instead of opening a bucket back in time.
+            first = max(self.events[0][0], at)
+            if self.passes >= limits.max_passes or first > horizon:
                 exhausted = True
                 break
-            first = self.events[0][0]
             until = first + max(limits.min_width, limits.eps_time * (first - self.now))
             ends: list[tuple[float, tuple[str, ...], Amounts, Amounts]] = []
-            last = first
+            last = float("-inf")
             changed = False
             while self.events and self.events[0][0] <= until:
                 when, kind, _, key, generation = heapq.heappop(self.events)
