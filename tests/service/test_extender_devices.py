@@ -27,8 +27,8 @@ from tests.service.extender_support import Cluster, node, pod
 from tests.service.kubeclient_fake import CORE, FakeApi, Kind
 from webhook.api.names import RESERVATIONS, RESERVATIONS_KEY, RESERVED_AT_KEY
 from webhook.core.quantity import NANO
-from webhook.extender.sources import build_caches, running
 from webhook.extender.protocol import NodeVictims
+from webhook.extender.sources import build_caches, running
 from webhook.extender.state import ExtenderState
 from webhook.workloads.base import rfc3339
 

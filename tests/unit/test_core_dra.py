@@ -38,7 +38,7 @@ def gpus(count: int) -> Resources:
     return Resources.of(**{GPU: count})
 
 
-def spec(*requests: dict[str, Any]) -> dict[str, Any]:
+def spec(*requests: object) -> dict[str, Any]:
     return {"devices": {"requests": list(requests)}}
 
 
@@ -155,7 +155,8 @@ def test_a_jobs_devices_per_pod_and_its_shared_claims_once() -> None:
     ],
 )
 def test_a_job_that_cannot_be_sized_says_why(pod_spec: dict[str, Any], why: str) -> None:
-    quota = DeviceQuota(CLASSES, {("user-c", "all"): ClaimAsk(problem="no")}, {("user-c", "all"): ClaimAsk(problem="no")})
+    cannot = {("user-c", "all"): ClaimAsk(problem="no")}
+    quota = DeviceQuota(CLASSES, cannot, cannot)
     assert pod_devices("user-c", [(1, pod_spec)], quota) == ([], EMPTY, why)
 
 
