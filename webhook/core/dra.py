@@ -17,7 +17,10 @@ What a claim asks for (:func:`claim_ask`), per device request:
 
 A job is sized with its pods' devices (:func:`pod_devices`): each pod set adds the asks of its template claims
 per pod, and each shared claim the job names counts once. A running pod counts what its claims ask (a shared
-claim once, however many pods name it), in the controller and the extender alike.
+claim once, however many pods name it), in the controller and the extender alike. The extender keeps who holds
+each claim (:class:`ClaimHolders`: a claim counts from the first pod that holds it to the last) and checks a pod
+about to be placed with what its claims add (:func:`devices_to_add`: the claims nobody holds yet; a claim not
+known yet, or that cannot be counted, keeps the pod waiting).
 """
 
 from __future__ import annotations

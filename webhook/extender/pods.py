@@ -181,6 +181,3 @@ def carries(view: PodView, marks: Marks) -> bool:
     return all(view.labels.get(k) == v for k, v in labels.items()) and all(
         view.annotations.get(k) == v for k, v in annotations.items()
     )
-
-
-
