@@ -25,6 +25,8 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "ResourcePolicy": ("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies"),
     "Queue": ("scheduling.x-k8s.io", "v1alpha1", "queues"),
     "Namespace": ("", "v1", "namespaces"),
+    "ResourceClaim": ("resource.k8s.io", "v1", "resourceclaims"),
+    "ResourceClaimTemplate": ("resource.k8s.io", "v1", "resourceclaimtemplates"),
 }
 
 
