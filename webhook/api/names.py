@@ -56,6 +56,17 @@ QUEUE_LABEL: Final = "create-by-kubequeue"
 PERF_CLASS_LABEL: Final = f"{PREFIX}/perf-class"
 """The size class (small/medium/large) of a job in the peer-shaped simulator workload."""
 
+# Quota attributes (ElasticQuotaTree ``attributes`` of a node) ------------------------------------------------
+FAIR_SHARING_ATTRIBUTE: Final = f"{PREFIX}/fair-sharing"
+"""On a parent quota, ``"true"``: its children share what they borrow beyond their ``min`` by weight
+(docs/fair-sharing.md)."""
+WEIGHT_ATTRIBUTE: Final = f"{PREFIX}/weight"
+"""On a child of a fair-sharing parent: its weight (a positive number; default: its ``min``'s share of the
+parent's, in the resource where that share is largest)."""
+RECLAIM_AFTER_ATTRIBUTE: Final = f"{PREFIX}/reclaim-after"
+"""On a quota: a duration (``10m``); its admitted jobs that have run for less are not taken by reclaim while
+other victims free what is owed (docs/reclaim.md, "A minimum run time")."""
+
 # Annotations ------------------------------------------------------------------------------------------------
 QUOTA_RESOURCE_ANNOTATION: Final = f"{PREFIX}/quota-resource"
 """On a DeviceClass (only operators write them): the quota resource each device of the class counts as
