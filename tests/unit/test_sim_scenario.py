@@ -182,7 +182,8 @@ def test_a_pytorchjob_is_sized_by_its_adapter() -> None:
     submission = loaded.submissions[0]
     assert submission.adapter.kind == "PyTorchJob"
     workload = submission.adapter.to_workload(submission.obj, "Department-a", {})
-    assert workload.request == Resources.of(cpu=8)
+    # Each worker also gets the training operator's init container (10Mi requested: docs/job-kinds.md).
+    assert workload.request == Resources.of(cpu=8, memory="30Mi")
 
 
 def test_a_scenario_needs_exactly_one_tree() -> None:
