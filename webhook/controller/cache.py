@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from webhook.api import kinds
-from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE
+from webhook.api.names import PARENT_ANNOTATION, QUOTA_LABEL, TREE_NAMESPACE
 from webhook.api.objects import Obj, meta, name_of, resource_version_of, status_of
 from webhook.controller.jobindex import JobIndex, ObjKey, Unsized, rv
 from webhook.controller.model import TrackedJob
@@ -128,6 +128,9 @@ def stub_unmanaged(adapter: Adapter) -> Callable[[Mapping[str, Any]], JSON]:
             return obj if isinstance(obj, dict) else dict(obj)
         metadata = obj.get("metadata")
         kept = {key: metadata[key] for key in STUB_METADATA if key in metadata} if isinstance(metadata, Mapping) else {}
+        annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+        if isinstance(annotations, Mapping) and PARENT_ANNOTATION in annotations:  # what keeps a child unmanaged
+            kept["annotations"] = {PARENT_ANNOTATION: annotations[PARENT_ANNOTATION]}
         return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
 
     return slim
