@@ -24,6 +24,7 @@ from webhook.cli.kubeapi import (
 )
 from webhook.cli.view import KindSource, Snapshot
 from webhook.core.treechoice import oldest_tree_object
+from webhook.workloads.children import queued_with_parent
 from webhook.workloads.registry import all_adapters
 
 
@@ -140,7 +141,8 @@ def _list_jobs(api: KubeApi, sources: Sequence[KindSource], namespace: str | Non
             if error.not_found:  # the kind went away since discovery
                 continue
             raise
-        out += [(source, item) for item in items]
+        # A RayJob's RayCluster and submitter Job are its children, shown as the RayJob (workloads/children.py).
+        out += [(source, item) for item in items if not queued_with_parent(item, source.adapter.kind)]
     return out
 
 

@@ -49,7 +49,9 @@ class NodeSpec:
         }
         key, value = VIRTUAL_NODE_LABEL if self.virtual else ECS_NODE_LABEL
         labels[key] = value
-        resources: dict[str, str] = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
+        # Local disk too: the training operator's MPIJob launcher asks 5Gi of ephemeral storage.
+        resources: dict[str, str] = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods),
+                                     "ephemeral-storage": "500Gi"}
         if self.gpus:
             resources["nvidia.com/gpu"] = str(self.gpus)
         spec: dict[str, object] = {}
