@@ -1,0 +1,236 @@
+"""Every operator-run kind through the queue, with its genuine operator on the dev cluster (docs/job-kinds.md):
+the Kubeflow training operator (PyTorchJob, TFJob, MPIJob v1, XGBoostJob, PaddleJob) and KubeRay (RayJob,
+RayCluster), submitted by ``alice`` (``edit`` plus the kinds' rights in her namespaces).
+
+One set-up for the module: two leaves (``Team-a`` and ``Team-b``, each min 20 / max 40 CPU, root 40) over fresh
+namespaces, the service at ``--oversellrate=1`` with a 12 s start timeout. Each test deletes its jobs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import DevCluster
+from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.kinds import KINDS, SUBMITTER_CPU, alice_role, manifest, suspended
+from webhook.api.names import (
+    ADMISSION_ANNOTATION,
+    ADMISSION_GATE,
+    BACKOFF_ANNOTATION,
+    EVICTION_ANNOTATION,
+    PARENT_ANNOTATION,
+    QUOTA_LABEL,
+)
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT = 12
+
+
+@dataclasses.dataclass
+class Setup:
+    dev: DevCluster
+    a: str
+    b: str
+
+    def get(self, kind: str, name: str, namespace: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.dev.get_json(KINDS[kind].resource, name, "-n", namespace)
+        return result
+
+    def exists(self, kind: str, name: str, namespace: str) -> bool:
+        return self.dev.kubectl_result("get", KINDS[kind].resource, name, "-n", namespace).returncode == 0
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        result = self.dev.create(obj, user="alice")
+        assert result.returncode == 0, result.stderr
+        created: dict[str, Any] = json.loads(result.stdout)
+        return created
+
+    def pods(self, namespace: str, prefix: str) -> list[dict[str, Any]]:
+        items = self.dev.get_json("pods", "-n", namespace)["items"]
+        return [pod for pod in items if pod["metadata"]["name"].startswith(prefix + "-")
+                and not pod["metadata"].get("deletionTimestamp")]
+
+    def running(self, namespace: str, prefix: str) -> int:
+        return sum(1 for pod in self.pods(namespace, prefix)
+                   if pod["status"].get("phase") == "Running" and pod["spec"].get("nodeName"))
+
+    def used_cpu(self, leaf: str) -> float:
+        status = self.dev.get_json("eqtree", "elasticquotatree", "-n", "kube-system").get("status", {})
+        node: dict[str, Any] = next((c for c in status.get("root", {}).get("children", []) if c["name"] == leaf), {})
+        return _cpu(node.get("used", {}).get("cpu", "0"))
+
+    def active(self, leaf: str, namespace: str) -> list[tuple[str, int]]:
+        queue = self.dev.get_json("queue", f"root-{leaf.lower()}-{namespace}", "-n", "kube-queue")
+        items = queue.get("status", {}).get("queueItemDetails", {}).get("active", [])
+        return [(item["name"], item["position"]) for item in items]
+
+    def delete(self, kind: str, *names: str, namespace: str) -> None:
+        self.dev.kubectl("delete", KINDS[kind].resource, *names, "-n", namespace, "--wait=false",
+                         "--ignore-not-found")
+
+
+def _cpu(text: str) -> float:
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def _spec(a: str, b: str) -> dict[str, Any]:
+    return {
+        "root": {
+            "name": "root", "min": {"cpu": 40}, "max": {"cpu": 40},
+            "children": [
+                {"name": "Team-a", "min": {"cpu": 20}, "max": {"cpu": 40}, "namespaces": [a]},
+                {"name": "Team-b", "min": {"cpu": 20}, "max": {"cpu": 40}, "namespaces": [b]},
+            ],
+        }
+    }
+
+
+@pytest.fixture(scope="module")
+def setup(dev_cluster: DevCluster) -> Iterator[Setup]:
+    dev = dev_cluster
+    a, b = unique("kinds-a"), unique("kinds-b")
+    dev.restart_service("--oversellrate=1", "--status-interval=1", f"--start-timeout={TIMEOUT}s",
+                        "--backoff-base=6s", "--backoff-max=12s")
+    try:
+        create_namespaces(dev, a, b)
+        dev.apply([*alice_role(a), *alice_role(b)])
+        with installed_tree(dev, _spec(a, b)):
+            wait_managed(dev, a, b)
+            yield Setup(dev, a, b)
+            for namespace in (a, b):
+                for kind in KINDS.values():
+                    dev.kubectl("delete", kind.resource, "--all", "-n", namespace, "--wait=false", check=False)
+    finally:
+        dev.kubectl("delete", "namespace", a, b, "--wait=false", "--ignore-not-found")
+        dev.restart_service()
+
+
+def _expected_pods(kind: str, pods: int) -> int:
+    return pods + 1 if kind == "RayJob" else pods  # KubeRay's submitter pod
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_job_is_held_run_by_its_operator_counted_once_and_freed(setup: Setup, kind: str) -> None:
+    dev, ns = setup.dev, setup.a
+    name = f"run-{kind.lower()}"
+    created = setup.create(manifest(kind, name, ns, pods=2, cpu=3))
+    assert suspended(created), "held at creation although alice wrote suspend: false"
+    assert created["metadata"]["labels"][QUOTA_LABEL] == "Team-a"
+
+    dev.wait_until(lambda: not suspended(setup.get(kind, name, ns)), 60, f"{kind} {name} admitted")
+    record = json.loads(setup.get(kind, name, ns)["metadata"]["annotations"][ADMISSION_ANNOTATION])
+    request = 6 + (SUBMITTER_CPU if kind == "RayJob" else 0)
+    assert _cpu(record["request"]["cpu"]) == request, record  # sized as its pods will be
+
+    expected = _expected_pods(kind, 2)
+    dev.wait_until(lambda: setup.running(ns, name) == expected, 90,
+                   f"{expected} pods of {kind} {name} Running (created by its operator)")
+    pods = setup.pods(ns, name)
+    assert len(pods) == expected
+    assert all(pod["metadata"]["labels"].get(QUOTA_LABEL) == "Team-a" for pod in pods)
+    assert not any(pod["spec"].get("schedulingGates") for pod in pods), "the operator's pods are not held again"
+    # Counted once: the leaf uses exactly the job's request, not the job and its pods.
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == request, 30, f"Team-a using {request} CPU")
+
+    setup.delete(kind, name, namespace=ns)
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
+    dev.wait_until(lambda: not setup.pods(ns, name), 60, f"{kind} {name}'s pods gone")
+
+
+@pytest.mark.parametrize(("first", "second"), [("PyTorchJob", "TFJob"), ("RayJob", "XGBoostJob")])
+def test_a_second_job_waits_at_its_position_and_runs_when_the_first_is_deleted(
+    setup: Setup, first: str, second: str
+) -> None:
+    dev, ns = setup.dev, setup.a
+    one, two = f"first-{first.lower()}", f"second-{second.lower()}"
+    setup.create(manifest(first, one, ns, pods=2, cpu=10))
+    dev.wait_until(lambda: setup.running(ns, one) == _expected_pods(first, 2), 90, f"{one} running")
+    setup.create(manifest(second, two, ns, pods=3, cpu=10))  # 20 + 30 > Team-a's 40
+    dev.wait_until(lambda: setup.active("Team-a", ns) == [(two, 1)], 60, f"{two} waiting at position 1")
+    assert suspended(setup.get(second, two, ns)) and not setup.pods(ns, two)
+    setup.delete(first, one, namespace=ns)
+    dev.wait_until(lambda: setup.running(ns, two) == 3, 90, f"{two} running once {one} is gone")
+    setup.delete(second, two, namespace=ns)
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
+
+
+@pytest.mark.parametrize(("victim", "reclaimer"), [("PyTorchJob", "RayJob"), ("RayJob", "MPIJob")])
+def test_reclaim_suspends_a_borrowing_job_its_operator_removes_its_pods_and_it_requeues(
+    setup: Setup, victim: str, reclaimer: str
+) -> None:
+    dev = setup.dev
+    borrower, owner = f"borrow-{victim.lower()}", f"owner-{reclaimer.lower()}"
+    setup.create(manifest(victim, borrower, setup.b, pods=3, cpu=12))  # 36 of Team-b's min 20: borrows
+    dev.wait_until(lambda: setup.running(setup.b, borrower) == _expected_pods(victim, 3), 90, f"{borrower} running")
+    setup.create(manifest(reclaimer, owner, setup.a, pods=2, cpu=5))  # within Team-a's min; the root is full
+    dev.wait_until(lambda: setup.running(setup.a, owner) == _expected_pods(reclaimer, 2), 120,
+                   f"{owner} running on what Team-b borrowed")
+    evicted = setup.get(victim, borrower, setup.b)
+    assert suspended(evicted), "evicted: held again, not deleted"
+    note = json.loads(evicted["metadata"]["annotations"][EVICTION_ANNOTATION])
+    assert note["by"] == f"{reclaimer}/{setup.a}/{owner}"
+    dev.wait_until(lambda: not setup.pods(setup.b, borrower), 60, f"the operator removed {borrower}'s pods")
+    dev.wait_until(lambda: setup.active("Team-b", setup.b) == [(borrower, 1)], 60, f"{borrower} requeued at 1")
+    setup.delete(reclaimer, owner, namespace=setup.a)
+    setup.delete(victim, borrower, namespace=setup.b)
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == 0 and setup.used_cpu("Team-b") == 0, 60, "quotas freed")
+
+
+@pytest.mark.parametrize("kind", ["PyTorchJob", "RayCluster"])
+def test_a_gang_that_cannot_all_start_is_backed_off_and_its_pods_go(setup: Setup, kind: str) -> None:
+    dev, ns = setup.dev, setup.a
+    name = f"gang-{kind.lower()}"
+    setup.create(manifest(kind, name, ns, pods=3, cpu=2, nodeSelector={"kube-queue.test/no-such-node": "true"}))
+    dev.wait_until(lambda: setup.running(ns, name) == 1 and len(setup.pods(ns, name)) == 3, 60,
+                   f"{name}: its first pod runs, the others cannot")
+
+    def backed_off() -> dict[str, Any] | None:
+        raw = setup.get(kind, name, ns)["metadata"].get("annotations", {}).get(BACKOFF_ANNOTATION)
+        return json.loads(raw) if raw else None
+
+    dev.wait_until(lambda: backed_off() is not None, TIMEOUT + 40, f"{name} backed off")
+    note = backed_off()
+    assert note is not None and note["category"] == "PartialStart", note
+    assert suspended(setup.get(kind, name, ns))
+    dev.wait_until(lambda: not setup.pods(ns, name), 60, f"the operator removed {name}'s pods")
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 30, "its quota given back")
+    setup.delete(kind, name, namespace=ns)
+
+
+def test_alice_cannot_pass_her_objects_off_as_an_operators(setup: Setup) -> None:
+    dev, ns = setup.dev, setup.a
+    setup.create(manifest("PyTorchJob", "real", ns, pods=1, cpu=1))
+    dev.wait_until(lambda: setup.running(ns, "real") == 1, 60, "real running")
+    job = setup.get("PyTorchJob", "real", ns)
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "real", "uid": job["metadata"]["uid"],
+             "controller": True}
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "real-forged-0", "namespace": ns, "ownerReferences": [owner]},
+           "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "10"}}}]}}
+    forged = setup.create(pod)
+    assert any(gate["name"] == ADMISSION_GATE for gate in forged["spec"].get("schedulingGates", [])), (
+        "a pod alice makes is held like a bare Pod, whatever owner it names")
+
+    setup.create(manifest("RayJob", "rj", ns, pods=1, cpu=1))
+    rayjob = setup.get("RayJob", "rj", ns)
+    cluster = manifest("RayCluster", "rj-mine", ns, pods=1, cpu=1)
+    cluster["metadata"]["ownerReferences"] = [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj",
+                                               "uid": rayjob["metadata"]["uid"], "controller": True}]
+    cluster["metadata"]["annotations"] = {PARENT_ANNOTATION: "RayJob/rj"}
+    mine = setup.create(cluster)
+    assert mine["spec"]["suspend"] is True, "alice's RayCluster naming her RayJob is queued on its own"
+    assert PARENT_ANNOTATION not in mine["metadata"].get("annotations", {}), "the mark is kube-queue's only"
+    refused = dev.kubectl_result("annotate", "rayclusters.ray.io", "rj-mine", "-n", ns,
+                                 f"{PARENT_ANNOTATION}=RayJob/rj", user="alice")
+    assert refused.returncode != 0
+    dev.kubectl("delete", "pod", "real-forged-0", "-n", ns, "--wait=false")
+    setup.delete("RayCluster", "rj-mine", namespace=ns)
+    setup.delete("RayJob", "rj", namespace=ns)
+    setup.delete("PyTorchJob", "real", namespace=ns)
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
