@@ -22,6 +22,8 @@ class Kind:
     """``tfReplicaSpecs``... for the Kubeflow kinds; ``""`` for the Ray kinds."""
     chief: str
     """The first replica type (one pod) of a Kubeflow kind."""
+    container: str = "main"
+    """The container name the training operator's webhook asks for."""
 
     @property
     def resource(self) -> str:
@@ -29,11 +31,11 @@ class Kind:
 
 
 KUBEFLOW = (
-    Kind("PyTorchJob", "kubeflow.org", "pytorchjobs", "pytorchReplicaSpecs", "Master"),
-    Kind("TFJob", "kubeflow.org", "tfjobs", "tfReplicaSpecs", "Chief"),
-    Kind("MPIJob", "kubeflow.org", "mpijobs", "mpiReplicaSpecs", "Launcher"),
-    Kind("XGBoostJob", "kubeflow.org", "xgboostjobs", "xgbReplicaSpecs", "Master"),
-    Kind("PaddleJob", "kubeflow.org", "paddlejobs", "paddleReplicaSpecs", "Master"),
+    Kind("PyTorchJob", "kubeflow.org", "pytorchjobs", "pytorchReplicaSpecs", "Master", "pytorch"),
+    Kind("TFJob", "kubeflow.org", "tfjobs", "tfReplicaSpecs", "Chief", "tensorflow"),
+    Kind("MPIJob", "kubeflow.org", "mpijobs", "mpiReplicaSpecs", "Launcher", "mpi"),
+    Kind("XGBoostJob", "kubeflow.org", "xgboostjobs", "xgbReplicaSpecs", "Master", "xgboost"),
+    Kind("PaddleJob", "kubeflow.org", "paddlejobs", "paddleReplicaSpecs", "Master", "paddle"),
 )
 RAY = (
     Kind("RayJob", "ray.io", "rayjobs", "", "head"),
@@ -70,8 +72,8 @@ def manifest(kind: str, name: str, namespace: str, *, pods: int, cpu: int, **pod
             obj["spec"] = {"suspend": False, "entrypoint": "python run.py", "shutdownAfterJobFinishes": True,
                            "rayClusterSpec": cluster}
         return obj
-    chief = _template(kind.lower(), str(cpu), restartPolicy="Never")
-    worker = _template(kind.lower(), str(cpu), restartPolicy="Never", **pod_spec)
+    chief = _template(spec_of.container, str(cpu), restartPolicy="Never")
+    worker = _template(spec_of.container, str(cpu), restartPolicy="Never", **pod_spec)
     replicas = {spec_of.chief: {"replicas": 1, "restartPolicy": "Never", "template": chief}}
     workers = pods - 1
     if workers:

@@ -165,9 +165,11 @@ def test_reclaim_suspends_a_borrowing_job_its_operator_removes_its_pods_and_it_r
     setup: Setup, victim: str, reclaimer: str
 ) -> None:
     dev = setup.dev
-    borrower, owner = f"borrow-{victim.lower()}", f"owner-{reclaimer.lower()}"
-    setup.create(manifest(victim, borrower, setup.b, pods=3, cpu=12))  # 36 of Team-b's min 20: borrows
-    dev.wait_until(lambda: setup.running(setup.b, borrower) == _expected_pods(victim, 3), 90, f"{borrower} running")
+    keeper, borrower, owner = "keeper", f"borrow-{victim.lower()}", f"owner-{reclaimer.lower()}"
+    setup.create(manifest("TFJob", keeper, setup.b, pods=2, cpu=10))  # Team-b's min 20, never reclaimed
+    dev.wait_until(lambda: setup.running(setup.b, keeper) == 2, 90, f"{keeper} running")
+    setup.create(manifest(victim, borrower, setup.b, pods=2, cpu=9))  # 18 more: borrowed from Team-a's min
+    dev.wait_until(lambda: setup.running(setup.b, borrower) == _expected_pods(victim, 2), 90, f"{borrower} running")
     setup.create(manifest(reclaimer, owner, setup.a, pods=2, cpu=5))  # within Team-a's min; the root is full
     dev.wait_until(lambda: setup.running(setup.a, owner) == _expected_pods(reclaimer, 2), 120,
                    f"{owner} running on what Team-b borrowed")
@@ -177,8 +179,10 @@ def test_reclaim_suspends_a_borrowing_job_its_operator_removes_its_pods_and_it_r
     assert note["by"] == f"{reclaimer}/{setup.a}/{owner}"
     dev.wait_until(lambda: not setup.pods(setup.b, borrower), 60, f"the operator removed {borrower}'s pods")
     dev.wait_until(lambda: setup.active("Team-b", setup.b) == [(borrower, 1)], 60, f"{borrower} requeued at 1")
+    assert setup.running(setup.b, keeper) == 2, "Team-b keeps its min"
     setup.delete(reclaimer, owner, namespace=setup.a)
     setup.delete(victim, borrower, namespace=setup.b)
+    setup.delete("TFJob", keeper, namespace=setup.b)
     dev.wait_until(lambda: setup.used_cpu("Team-a") == 0 and setup.used_cpu("Team-b") == 0, 60, "quotas freed")
 
 
