@@ -31,6 +31,8 @@ def test_registry_finds_every_kind_by_group_and_kind() -> None:
         ("kubeflow.org", "XGBoostJob"),
         ("kubeflow.org", "PaddleJob"),
         ("ray.io", "RayCluster"),
+        ("argoproj.io", "Workflow"),
+        ("sparkoperator.k8s.io", "SparkApplication"),
         ("ray.io", "RayJob"),
         ("", "Pod"),
     }

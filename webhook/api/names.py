@@ -59,6 +59,9 @@ EVICTION_ANNOTATION: Final = f"{PREFIX}/evicted"
 """On a job evicted by reclaim: who reclaimed what, and when (JSON)."""
 BACKOFF_ANNOTATION: Final = f"{PREFIX}/backoff"
 """On a job that failed to start in time: attempts, reason, retry time (JSON; docs/start-timeout.md)."""
+WORKFLOW_SIZE_ANNOTATION: Final = f"{SEED_PREFIX}/min-resources"
+"""On an Argo Workflow: the most its steps run at once, a resource list (YAML or JSON), as ACK kube-queue spells
+it; without it the queue sizes the workflow from its templates (webhook/workloads/workflow.py)."""
 PARENT_ANNOTATION: Final = f"{PREFIX}/queued-with"
 """``Kind/name`` of the queued job an object belongs to (a RayJob's RayCluster and submitter Job), written by the
 webhook when that job's operator creates it: the object is queued with its parent, not on its own

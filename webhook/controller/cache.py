@@ -400,9 +400,10 @@ class ClusterCache:
 
     def accounts_for(self, jobs: Sequence[TrackedJob]) -> Callable[[str, str, str], bool]:
         """Whether a job of this pass accounts for the pods that name an owner ``(namespace, kind, name)``
-        (kind ``Pod``: the pod queued as itself). Looked up in the pass's own memo of tracked jobs; only the jobs
-        whose pods name another owner (a RayJob's RayCluster, an MPIJob's launcher Job) are walked, once, and
-        only when a pod's owner is not a tracked job itself."""
+        (kind ``Pod``: the pod queued as itself, or a pod a job's pods belong to, a SparkApplication's driver).
+        Looked up in the pass's own memo of tracked jobs; only the jobs whose pods name another owner (a RayJob's
+        RayCluster, an MPIJob's launcher Job) are walked, once, and only when a pod's owner is not a tracked job
+        itself."""
         index = self.jobs
         caches = {adapter.kind: cache.name for adapter, _, cache in self.job_caches.values()}
         indirect = {adapter for adapter, _, _ in self.job_caches.values()
@@ -414,7 +415,7 @@ class ClusterCache:
             cache = caches.get(kind)
             if cache is not None and index.get(cache, namespace, name) is not None:
                 return True
-            if kind == "Pod" or not indirect:
+            if not indirect:
                 return False
             if others is None:
                 others = {

@@ -279,6 +279,12 @@ class Adapter(ABC):
     """The resource name (``jobs``), as in webhook rules and API paths."""
     priority_class_path: ClassVar[tuple[str, ...]] = ()
     """Where the job itself names a PriorityClass that wins over its pod templates' (``()``: nowhere)."""
+    extra_class_fields: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """More fields that name a PriorityClass of the job's pods where it has no pod templates (a
+    SparkApplication's ``spec.driver.priorityClassName``): users may not change them once it is queued."""
+    extra_label_fields: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """Label maps the operator copies onto the job's pods where it has no pod templates (a Workflow's
+    ``spec.podMetadata.labels``): the quota label there is the webhook's."""
     children: ClassVar[frozenset[str]] = frozenset()
     """Kinds of the objects its operator creates for it and owns (a RayJob's RayCluster and submitter Job):
     queued with it, not on their own, and their pods are its pods (:meth:`pod_owners` names them)."""
