@@ -10,7 +10,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-GROUPS = {"kubeflow.org": ("v1", "kubeflow"), "ray.io": ("v1", "ray")}
+GROUPS = {"kubeflow.org": ("v1", "kubeflow"), "ray.io": ("v1", "ray"), "argoproj.io": ("v1alpha1", "argo"),
+          "sparkoperator.k8s.io": ("v1beta2", "spark")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,13 @@ RAY = (
     Kind("RayJob", "ray.io", "rayjobs", "", "head"),
     Kind("RayCluster", "ray.io", "rayclusters", "", "head"),
 )
-KINDS = {kind.kind: kind for kind in (*KUBEFLOW, *RAY)}
+OTHERS = (
+    Kind("Workflow", "argoproj.io", "workflows", "", ""),
+    Kind("SparkApplication", "sparkoperator.k8s.io", "sparkapplications", "", ""),
+)
+KINDS = {kind.kind: kind for kind in (*KUBEFLOW, *RAY, *OTHERS)}
+REPLICATED = sorted(kind.kind for kind in (*KUBEFLOW, *RAY))
+"""The kinds :func:`manifest` writes."""
 SUBMITTER_CPU = 0.5
 """KubeRay's default submitter pod of a RayJob (webhook/workloads/injected.py)."""
 
@@ -87,7 +94,7 @@ def manifest(kind: str, name: str, namespace: str, *, pods: int, cpu: int, **pod
 def suspended(obj: dict[str, Any]) -> bool:
     """The job's hold, wherever its kind keeps it."""
     spec = obj.get("spec", {})
-    if obj["kind"] in ("RayJob", "RayCluster"):
+    if obj["kind"] in ("RayJob", "RayCluster", "Workflow", "SparkApplication"):
         return bool(spec.get("suspend"))
     return bool(spec.get("runPolicy", {}).get("suspend"))
 
@@ -108,3 +115,35 @@ def alice_role(namespace: str) -> list[dict[str, Any]]:
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
          "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]},
     ]
+
+
+def workflow(name: str, namespace: str, *, cpu: int, width: int, succeed_after: str = "4s",
+             declared: str | None = None) -> dict[str, Any]:
+    """An Argo Workflow of a one-pod step, then ``width`` pods of ``cpu`` CPU at once; each pod succeeds
+    ``succeed_after`` after it started (the dev cluster's kwok stage), so the workflow finishes."""
+    work = {"name": "work", "container": {"image": "busybox", "command": ["sh", "-c", "true"],
+                                          "resources": {"requests": {"cpu": str(cpu), "memory": "1Gi"}}}}
+    main = {"name": "main", "steps": [[{"name": "prepare", "template": "work"}],
+                                      [{"name": "fan", "template": "work", "withItems": list(range(width))}]]}
+    obj: dict[str, Any] = {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"entrypoint": "main", "suspend": False, "templates": [main, work],
+                 "podMetadata": {"annotations": {"dev.kube-queue.x-k8s.io/succeed-after": succeed_after}}},
+    }
+    if declared is not None:
+        obj["metadata"]["annotations"] = {"kube-queue/min-resources": declared}
+    return obj
+
+
+def spark_application(name: str, namespace: str, *, executors: int) -> dict[str, Any]:
+    """A Scala SparkApplication: a driver of 1 core / 512m and ``executors`` executors of 2 cores / 2g."""
+    return {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"type": "Scala", "mode": "cluster", "sparkVersion": "3.5.0", "image": "spark:3.5.0",
+                 "mainClass": "org.apache.spark.examples.SparkPi", "suspend": False,
+                 "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+                 "driver": {"cores": 1, "memory": "512m"},
+                 "executor": {"cores": 2, "memory": "2g", "instances": executors}},
+    }

@@ -1,6 +1,7 @@
 """Every operator-run kind through the queue, with its genuine operator on the dev cluster (docs/job-kinds.md):
-the Kubeflow training operator (PyTorchJob, TFJob, MPIJob v1, XGBoostJob, PaddleJob) and KubeRay (RayJob,
-RayCluster), submitted by ``alice`` (``edit`` plus the kinds' rights in her namespaces).
+the Kubeflow training operator (PyTorchJob, TFJob, MPIJob v1, XGBoostJob, PaddleJob), KubeRay (RayJob,
+RayCluster) and Argo's workflow-controller (Workflow), submitted by ``alice`` (``edit`` plus the kinds' rights in
+her namespaces). SparkApplication has no operator here: it is held, sized and admitted, and nothing runs it.
 
 One set-up for the module: two leaves (``Team-a`` and ``Team-b``, each min 20 / max 40 CPU, root 40) over fresh
 namespaces, the service at ``--oversellrate=1`` with a 12 s start timeout. Each test deletes its jobs.
@@ -17,7 +18,16 @@ import pytest
 
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
-from tests.e2e.kinds import KINDS, SUBMITTER_CPU, alice_role, manifest, suspended
+from tests.e2e.kinds import (
+    KINDS,
+    REPLICATED,
+    SUBMITTER_CPU,
+    alice_role,
+    manifest,
+    spark_application,
+    suspended,
+    workflow,
+)
 from webhook.api.names import (
     ADMISSION_ANNOTATION,
     ADMISSION_GATE,
@@ -115,7 +125,7 @@ def _expected_pods(kind: str, pods: int) -> int:
     return pods + 1 if kind == "RayJob" else pods  # KubeRay's submitter pod
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", REPLICATED)
 def test_a_job_is_held_run_by_its_operator_counted_once_and_freed(setup: Setup, kind: str) -> None:
     dev, ns = setup.dev, setup.a
     name = f"run-{kind.lower()}"
@@ -237,4 +247,47 @@ def test_alice_cannot_pass_her_objects_off_as_an_operators(setup: Setup) -> None
     setup.delete("RayCluster", "rj-mine", namespace=ns)
     setup.delete("RayJob", "rj", namespace=ns)
     setup.delete("PyTorchJob", "real", namespace=ns)
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
+
+
+def test_a_workflow_is_held_sized_by_its_widest_step_run_by_argo_counted_once_and_finishes(setup: Setup) -> None:
+    dev, ns = setup.dev, setup.a
+    created = setup.create(workflow("wf", ns, cpu=2, width=3))
+    assert suspended(created) and created["spec"]["podMetadata"]["labels"][QUOTA_LABEL] == "Team-a"
+    dev.wait_until(lambda: not suspended(setup.get("Workflow", "wf", ns)), 60, "the workflow admitted")
+    record = json.loads(setup.get("Workflow", "wf", ns)["metadata"]["annotations"][ADMISSION_ANNOTATION])
+    assert _cpu(record["request"]["cpu"]) == 6, record  # its widest step: three pods of 2 CPU at once
+    dev.wait_until(lambda: setup.running(ns, "wf") == 3, 90, "the three pods of the wide step Running")
+    pods = setup.pods(ns, "wf")
+    assert all(pod["metadata"]["labels"].get(QUOTA_LABEL) == "Team-a" for pod in pods)
+    assert all(pod["metadata"]["ownerReferences"][0]["kind"] == "Workflow" for pod in pods)
+    assert setup.used_cpu("Team-a") == 6, "counted once: the workflow, not also its pods"
+    dev.wait_until(lambda: setup.get("Workflow", "wf", ns).get("status", {}).get("phase") == "Succeeded", 120,
+                   "the workflow Succeeded (its pods succeed on the dev cluster, nothing reports outputs)")
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "a finished workflow frees its quota")
+    setup.delete("Workflow", "wf", namespace=ns)
+
+
+def test_a_second_workflow_waits_for_the_declared_size_of_the_first(setup: Setup) -> None:
+    dev, ns = setup.dev, setup.a
+    setup.create(workflow("big", ns, cpu=1, width=1, succeed_after="20s", declared='{"cpu": "30"}'))
+    dev.wait_until(lambda: setup.running(ns, "big") == 1, 60, "big running")
+    setup.create(workflow("next", ns, cpu=1, width=1, declared="cpu: 20"))  # 30 + 20 > Team-a's 40
+    dev.wait_until(lambda: setup.active("Team-a", ns) == [("next", 1)], 60, "next waiting at position 1")
+    dev.wait_until(lambda: not suspended(setup.get("Workflow", "next", ns)), 120, "next admitted once big ends")
+    setup.delete("Workflow", "big", "next", namespace=ns)
+
+
+def test_a_spark_application_is_held_sized_and_admitted_with_no_operator_to_run_it(setup: Setup) -> None:
+    dev, ns = setup.dev, setup.a
+    first = setup.create(spark_application("spark-one", ns, executors=4))
+    assert suspended(first) and first["spec"]["driver"]["labels"][QUOTA_LABEL] == "Team-a"
+    dev.wait_until(lambda: not suspended(setup.get("SparkApplication", "spark-one", ns)), 60, "spark-one admitted")
+    record = json.loads(setup.get("SparkApplication", "spark-one", ns)["metadata"]["annotations"][
+        ADMISSION_ANNOTATION])
+    assert record["request"] == {"cpu": "9", "memory": "10624Mi"}  # driver 1 / 896Mi, 4 x (2 / 2432Mi)
+    setup.create(spark_application("spark-two", ns, executors=16))  # 9 + 33 > 40
+    dev.wait_until(lambda: setup.active("Team-a", ns) == [("spark-two", 1)], 60, "spark-two at position 1")
+    assert not setup.pods(ns, "spark-one"), "no Spark operator runs on the dev cluster"
+    setup.delete("SparkApplication", "spark-one", "spark-two", namespace=ns)
     dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")

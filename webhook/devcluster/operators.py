@@ -13,6 +13,10 @@ manifests do not grant fails here as it would in a cluster.
   (v1.8.1 has no flag for the address); its configuration is the operator's own, pointed at 127.0.0.1, with
   the certificate of :mod:`webhook.devcluster.operator_certs`.
 * KubeRay (``kuberay-system``/``kuberay-operator``): RayJob, RayCluster, RayService.
+* Argo Workflows' workflow-controller (``argo``/``argo``), v4.0.5, for which security flaws are reported: it
+  runs on the loopback dev cluster only and is never shipped. It takes fixed ports of every interface, so it
+  runs in a network namespace of its own (:mod:`webhook.devcluster.netns`); ``TASK_RESULT_TIMEOUT_DURATION``
+  is short because on fake nodes no executor ever reports a step's outputs.
 
 How their jobs finish on fake nodes, whose pods run no program, is in docs/job-kinds.md.
 """
@@ -33,13 +37,16 @@ from typing import Any
 
 import yaml
 
-from webhook.devcluster import processes
+from webhook.devcluster import netns, processes
 from webhook.devcluster.cluster import DevClusterError
 from webhook.devcluster.config import ClusterConfig
 from webhook.devcluster.kubeconfig import write_token_kubeconfig
 from webhook.devcluster.operator_certs import serving_pair
 
 BUILD_SCRIPT = Path(__file__).resolve().parent / "build-binaries.sh"
+SPARK_CRD = Path(__file__).resolve().parent / "sparkapplications-crd.yaml"
+"""SparkApplication's CRD, written from the Spark operator's published API: no Spark operator is to be had here,
+so a cluster with operators gets the kind (held, sized, admitted; no pods) and nothing runs it."""
 TOKEN_LIFETIME = "8760h"
 
 Kubectl = Callable[..., str]
@@ -72,10 +79,22 @@ KUBERAY = Operator(
     ("ray.io_rayjobs.yaml", "ray.io_rayclusters.yaml", "ray.io_rayservices.yaml"),
     ("RayJob", "RayCluster", "RayService"),
 )
-OPERATORS: dict[str, Operator] = {op.name: op for op in (TRAINING_OPERATOR, KUBERAY)}
+ARGO = Operator(
+    "argo-workflows",
+    "argo",
+    tuple(f"argoproj.io_{plural}.yaml" for plural in (
+        "workflows", "workflowtemplates", "clusterworkflowtemplates", "cronworkflows", "workflowtaskresults",
+        "workflowtasksets", "workfloweventbindings", "workflowartifactgctasks")),
+    ("Workflow",),
+)
+OPERATORS: dict[str, Operator] = {op.name: op for op in (TRAINING_OPERATOR, KUBERAY, ARGO)}
 """Every operator the dev cluster can run, by name."""
 TRAINING_SCHEMES = ("tfjob", "pytorchjob", "mpijob", "xgboostjob", "paddlejob")
 CERT_SECRET = "training-operator-webhook-cert"
+ARGO_CONFIGMAP = "workflow-controller-configmap"
+ARGO_ENV = {"LEADER_ELECTION_DISABLE": "true", "TASK_RESULT_TIMEOUT_DURATION": "2s",
+            "RECENTLY_DELETED_POD_DURATION": "2s"}
+"""One controller, and a step's outputs not awaited for long: no executor runs on fake nodes (docs/job-kinds.md)."""
 WEBHOOK_CONFIG = "validator.training-operator.kubeflow.org"
 
 
@@ -194,7 +213,10 @@ def _apply(kubectl: Kubectl, objects: Iterable[Mapping[str, Any]]) -> None:
 
 def install(config: ClusterConfig, kubectl: Kubectl) -> None:
     """CRDs, namespaces, identities (RBAC, tokens, kubeconfigs) and the training operator's webhook set-up of
-    every operator ``config.operators`` names; idempotent."""
+    every operator ``config.operators`` names (and, with any, the SparkApplication CRD); idempotent."""
+    if config.operators:
+        kubectl("apply", "--server-side", "--force-conflicts", "-f", str(SPARK_CRD))
+        kubectl("wait", "--for=condition=Established", "--timeout=60s", f"--filename={SPARK_CRD}")
     for name in config.operators:
         operator = OPERATORS[name]
         where = built(name)
@@ -210,6 +232,9 @@ def install(config: ClusterConfig, kubectl: Kubectl) -> None:
         write_token_kubeconfig(kubeconfig_path(config, operator), config.server, config.pki, account, token)
         if operator is TRAINING_OPERATOR:
             _training_operator_webhook(config, kubectl, where)
+        if operator is ARGO:  # its configuration, empty: the defaults
+            _apply(kubectl, [{"apiVersion": "v1", "kind": "ConfigMap", "data": {},
+                              "metadata": {"name": ARGO_CONFIGMAP, "namespace": operator.namespace}}])
 
 
 def _training_operator_webhook(config: ClusterConfig, kubectl: Kubectl, where: Built) -> None:
@@ -277,6 +302,18 @@ def components(config: ClusterConfig) -> list[processes.Component]:
             )
             env = {"MY_POD_NAMESPACE": operator.namespace, "TMPDIR": str(state_dir(config, operator) / "tmp")}
             out.append(processes.Component(name, argv, ports.training_operator_probe, env=env))
+        elif operator is ARGO:
+            relay = state_dir(config, operator) / "api.sock"
+            out.append(processes.Component(f"{name}-relay", (
+                sys.executable, "-m", "webhook.devcluster.netns", "host", f"--socket={relay}",
+                f"--port={ports.apiserver}")))
+            argv = (
+                *netns.unshare_prefix(), sys.executable, "-m", "webhook.devcluster.netns", "inside",
+                f"--socket={relay}", f"--port={ports.apiserver}", "--",
+                str(where.executable), kubeconfig, f"--namespace={operator.namespace}",
+                f"--configmap={ARGO_CONFIGMAP}", "--loglevel=info",
+            )
+            out.append(processes.Component(name, argv, env=ARGO_ENV))
         else:
             argv = (
                 str(where.executable), kubeconfig,
@@ -313,6 +350,8 @@ def wait_ready(config: ClusterConfig, timeout: float = 90) -> None:
     probes = {"training-operator": config.ports.training_operator_probe, "kuberay": config.ports.kuberay_probe}
     for name in config.operators:
         log = config.logs / f"{name}.log"
+        if name not in probes:  # Argo's health check is inside its own network namespace
+            continue
         try:
             processes.wait_for(lambda p=probes[name]: _ready(p), timeout, f"the {name} operator to be ready")
         except TimeoutError as error:
