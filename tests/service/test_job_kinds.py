@@ -246,3 +246,10 @@ def test_a_cronjobs_job_is_still_queued(state: AdmissionState) -> None:
                {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "u", "controller": True}]},
            "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
     assert held(job, state, user=JOB_CONTROLLER)["spec"]["suspend"] is True
+
+
+def test_a_user_cannot_grow_the_cluster_kuberay_made_for_a_rayjob(state: AdmissionState) -> None:
+    made = held(owned_by_rayjob(raycluster()), state, user=KUBERAY)
+    grown = copy.deepcopy(made)
+    grown["spec"]["workerGroupSpecs"][0]["replicas"] = 4  # its pods count as the RayJob's admitted ones
+    assert "an admitted job cannot change its size" in refused(made, grown, state)

@@ -24,12 +24,15 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 CHUNK = 65536
+STOP_GRACE = 5.0
+"""Seconds the program has to stop after SIGTERM before it is killed (the dev cluster's stop waits 10)."""
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -78,7 +81,24 @@ async def inside(socket_path: Path, port: int, argv: Sequence[str]) -> int:
     server = await asyncio.start_server(accepted, "127.0.0.1", port)
     async with server:
         child = await asyncio.create_subprocess_exec(*argv)
-        return await child.wait()
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # stopped: stop the program too, never leave it behind
+            loop.add_signal_handler(sig, stopping.set)
+        waiting = asyncio.ensure_future(child.wait())
+        stop = asyncio.ensure_future(stopping.wait())
+        await asyncio.wait({waiting, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not waiting.done():
+            with contextlib.suppress(ProcessLookupError):
+                child.terminate()
+            try:
+                await asyncio.wait_for(asyncio.shield(waiting), STOP_GRACE)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    child.kill()
+                await waiting
+        stop.cancel()
+        return child.returncode if child.returncode is not None else 1
 
 
 def unshare_prefix() -> tuple[str, ...]:
