@@ -248,6 +248,8 @@ def next_steps(config: ClusterConfig, seeded: bool = False) -> str:
         "  kq why pi2 -n user-a                  # why a job waits: quota level, resource, shortfall",
         "  kq logs pi1 -n user-a -f --tail 3     # follow a job's log (fake pods share a generated one)",
         "  kq top quota                          # the quota tree: min / max / used / borrowed",
+        *([f"  kq submit pytorchjob -n user-b --name pt1 --cpu 4 --workers 2 -- python train.py"
+           f"   # run by the {', '.join(config.operators)} operators (docs/job-kinds.md)"] if config.operators else []),
         "  kubectl get queue -n kube-queue       # one Queue per namespace of each quota",
         f"  {console_url(config):<37} # the web console: jobs, why they wait, logs, the quota tree",
         "  make down                             # stop everything",
