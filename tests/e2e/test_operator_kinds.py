@@ -36,6 +36,7 @@ from webhook.api.names import (
     PARENT_ANNOTATION,
     QUOTA_LABEL,
 )
+from webhook.devcluster.operators import OPERATORS
 
 pytestmark = pytest.mark.e2e
 
@@ -291,3 +292,23 @@ def test_a_spark_application_is_held_sized_and_admitted_with_no_operator_to_run_
     assert not setup.pods(ns, "spark-one"), "no Spark operator runs on the dev cluster"
     setup.delete("SparkApplication", "spark-one", "spark-two", namespace=ns)
     dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
+
+
+def test_each_operator_runs_under_its_own_least_privilege_identity(setup: Setup) -> None:
+    dev = setup.dev
+
+    def can(user: str, *args: str) -> str:
+        return dev.kubectl_result("auth", "can-i", *args, "--as", user).stdout.strip()
+
+    identities = {
+        "system:serviceaccount:kubeflow:training-operator": ("create", "pods", "-n", setup.a),
+        "system:serviceaccount:kuberay-system:kuberay-operator": ("create", "rayclusters.ray.io", "-n", setup.a),
+        "system:serviceaccount:argo:argo": ("create", "pods", "-n", setup.a),
+    }
+    for user, needed in identities.items():
+        assert can(user, "*", "*") == "no", f"{user} is not cluster-admin"
+        assert can(user, *needed) == "yes", f"{user} may do what its own manifests grant"
+        assert can(user, "patch", "elasticquotatrees.scheduling.sigs.k8s.io", "-n", "kube-system") == "no"
+    for name in OPERATORS:
+        config = json.loads((dev.config.state_dir / "operators" / name / "kubeconfig").read_text())
+        assert set(config["users"][0]["user"]) == {"token"}, f"{name} runs with a ServiceAccount token"
