@@ -76,12 +76,13 @@ build_kueue() {
 # (none has replace directives), into <name>-<version>/ beside the Kubernetes binaries. The genuine CRDs and the
 # operator's own RBAC manifests are copied from the same module download (`go mod download -json` names its
 # directory) into crds/ and rbac/ there, so the dev cluster never needs the module cache at run time.
-# The operator's own webhook configurations (where it ships them) go to webhooks/.
-#   name              module                                        package                       crds                       rbac                                                         webhooks
+# More directories of the same download (SRC=DST, comma-separated, or -): the training operator's own webhook
+# configuration; Argo's minimal CRDs (the dev cluster installs the full Workflow CRD, the minimal others).
+#   name              module                                        package                       crds                       rbac                                                         more
 OPERATORS=(
-  "training-operator github.com/kubeflow/training-operator          cmd/training-operator.v1      manifests/base/crds        manifests/base/rbac                                          manifests/base/webhook"
+  "training-operator github.com/kubeflow/training-operator          cmd/training-operator.v1      manifests/base/crds        manifests/base/rbac                                          manifests/base/webhook=webhooks"
   "kuberay           github.com/ray-project/kuberay/ray-operator    .                             config/crd/bases           config/rbac                                                  -"
-  "argo-workflows    github.com/argoproj/argo-workflows/v4          cmd/workflow-controller       manifests/base/crds/full   manifests/cluster-install-no-crds/workflow-controller-rbac   -"
+  "argo-workflows    github.com/argoproj/argo-workflows/v4          cmd/workflow-controller       manifests/base/crds/full   manifests/cluster-install-no-crds/workflow-controller-rbac   manifests/base/crds/minimal=crds-minimal"
 )
 operator_version() {
   case "$1" in
@@ -92,12 +93,16 @@ operator_version() {
 }
 
 build_operator() {
-  local name="$1" module="$2" package="$3" crds="$4" rbac="$5" webhooks="$6"
+  local name="$1" module="$2" package="$3" crds="$4" rbac="$5" more="$6"
   local version binary dir
   version="$(operator_version "$name")"
   binary="$(basename "${package/#./$module}")"
   dir="$cache/bin/${name}-${version}"
-  if [ -x "$dir/$binary" ] && [ -d "$dir/crds" ] && [ -d "$dir/rbac" ]; then echo "$name $dir $binary"; return 0; fi
+  local complete=1 pair
+  for pair in ${more//,/ }; do [ "$pair" = "-" ] || [ -d "$dir/${pair#*=}" ] || complete=0; done
+  if [ -x "$dir/$binary" ] && [ -d "$dir/crds" ] && [ -d "$dir/rbac" ] && [ "$complete" = 1 ]; then
+    echo "$name $dir $binary"; return 0
+  fi
   command -v go >/dev/null || { echo "build-binaries: Go is not installed; install Go 1.26+ and retry" >&2; exit 1; }
   local tmp="$dir.tmp.$$"
   rm -rf "$tmp"
@@ -115,8 +120,12 @@ build_operator() {
   fi
   cp "$source/$crds"/*.yaml "$tmp/crds/"
   cp "$source/$rbac"/*.yaml "$tmp/rbac/"
-  if [ "$webhooks" != "-" ]; then mkdir -p "$tmp/webhooks" && cp "$source/$webhooks"/*.yaml "$tmp/webhooks/"; fi
-  rm -f "$tmp/crds/kustomization.yaml" "$tmp/rbac/kustomization.yaml" "$tmp/webhooks/kustomization.yaml"
+  for pair in ${more//,/ }; do
+    [ "$pair" = "-" ] && continue
+    mkdir -p "$tmp/${pair#*=}" && cp "$source/${pair%%=*}"/*.yaml "$tmp/${pair#*=}/"
+    rm -f "$tmp/${pair#*=}/kustomization.yaml"
+  done
+  rm -f "$tmp/crds/kustomization.yaml" "$tmp/rbac/kustomization.yaml"
   chmod -R u+w "$tmp"
   [ -x "$tmp/$binary" ] || { rm -rf "$tmp"; echo "build-binaries: ${name} made no ${binary}" >&2; exit 1; }
   rm -rf "$dir"
