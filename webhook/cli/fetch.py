@@ -130,7 +130,9 @@ def _managed_pods(source: KindSource, pods: Iterable[Obj]) -> list[Obj]:
 
 
 def _list_jobs(api: KubeApi, sources: Sequence[KindSource], namespace: str | None) -> list[tuple[KindSource, Obj]]:
-    """Jobs of every (non-Pod) kind in ``namespace``; :class:`ApiError` when one cannot be listed."""
+    """Jobs of every (non-Pod) kind in ``namespace``; :class:`ApiError` when one cannot be listed. In one
+    namespace, a kind the user may not list is left out (an operator's kind that a developer's ``edit`` role
+    does not grant): the jobs they may see are still shown."""
     out: list[tuple[KindSource, Obj]] = []
     for source in sources:
         if source.adapter.kind == "Pod":
@@ -139,6 +141,8 @@ def _list_jobs(api: KubeApi, sources: Sequence[KindSource], namespace: str | Non
             items = api.list(ref_of(source), namespace)
         except ApiError as error:
             if error.not_found:  # the kind went away since discovery
+                continue
+            if error.status == 403 and namespace is not None:
                 continue
             raise
         # A RayJob's RayCluster and submitter Job are its children, shown as the RayJob (workloads/children.py).
