@@ -9,7 +9,11 @@
    A client sends what a ``nodeCacheCapable`` scheduler configured with both verbs sends - every node
    name to the filter, then the nodes it passed to prioritize - one pod at a time, for a pod under the
    policy (it passes pool a: half the nodes) and a pod under none (all but the virtual node). Latency is
-   the client's round trip: from sending the request to the last byte of the answer.
+   the client's round trip: from sending the request to the last byte of the answer. Then ``preempt``, as
+   kube-scheduler's preemption asks it, on a state of its own (:func:`build_preempt_state`): a quota tree of
+   two departments, two bound pods of the borrowing one on every node, and a preemptor of the other one
+   (within its min) with victims - both pods - on as many candidate nodes as the scheduler hands over
+   (``max(100, 10 % of the nodes)``); every node's victims may go, so each one is judged in full.
 2. **Scheduler throughput.** A dev cluster of its own (``--port-base``, a temporary state directory) with
    500 kwok nodes; the real kube-scheduler places ``--pods`` pods (100m CPU, under a ResourcePolicy ``[ecs,
    eci max 50]``) in these configurations (:data:`CONFIGURATIONS`; the default four): ``none`` (no extender,
@@ -148,8 +152,46 @@ def build_state(nodes: int) -> ExtenderState:
     return state
 
 
-def _serve(nodes: int, port: int, ready: Any) -> None:
-    state = build_state(nodes)
+PREEMPT_VICTIMS = 2
+"""Bound pods of the borrowing department on every node of the preempt latency's state."""
+
+
+def preempt_candidates(nodes: int) -> int:
+    """How many candidate nodes kube-scheduler hands an extender's preempt verb: DefaultPreemption's
+    ``minCandidateNodesPercentage`` (10) and ``minCandidateNodesAbsolute`` (100)."""
+    return min(nodes, max(100, nodes // 10))
+
+
+def victim_uid(name: str, index: int) -> str:
+    return f"victim-{name}-{index}"
+
+
+def build_preempt_state(nodes: int) -> ExtenderState:
+    """The preempt latency's state: ``nodes`` nodes, Dept-a (min 90 %, namespace ``bench-a``) and Dept-b
+    (min 1 CPU, ``bench-b``); :data:`PREEMPT_VICTIMS` pods of 1 CPU of Dept-b on every node."""
+    state = ExtenderState(assume_ttl=3600)
+    names = node_names(nodes)[:-1]
+    state.replace_nodes([node(name) for name in names])
+    total = nodes * 10
+    state.set_trees([quota_tree({
+        "name": "root", "min": {"cpu": str(total)}, "max": {"cpu": str(total)}, "children": [
+            {"name": "Dept-a", "min": {"cpu": str(total * 9 // 10)}, "max": {"cpu": str(total)},
+             "namespaces": ["bench-a"]},
+            {"name": "Dept-b", "min": {"cpu": "1"}, "max": {"cpu": str(total)}, "namespaces": ["bench-b"]},
+        ]})])
+    pods = []
+    for name in names:
+        for index in range(PREEMPT_VICTIMS):
+            obj = bound(pod(f"b-{name}-{index}", "1", namespace="bench-b"), name)
+            obj["metadata"] = {**obj["metadata"], "uid": victim_uid(name, index)}
+            pods.append(obj)
+    state.replace_pods(pods)
+    state.ready = True
+    return state
+
+
+def _serve(nodes: int, port: int, ready: Any, preempt: bool = False) -> None:
+    state = build_preempt_state(nodes) if preempt else build_state(nodes)
     gc.collect()
     gc.freeze()  # as `kq extender` does once its watches have listed
 
@@ -168,11 +210,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def extender_process(nodes: int) -> Iterator[int]:
+def extender_process(nodes: int, preempt: bool = False) -> Iterator[int]:
     context = multiprocessing.get_context("spawn")
     ready = context.Event()
     port = free_port()
-    process = context.Process(target=_serve, args=(nodes, port, ready), daemon=True)
+    process = context.Process(target=_serve, args=(nodes, port, ready, preempt), daemon=True)
     process.start()
     try:
         if not ready.wait(120):
@@ -189,6 +231,8 @@ class Latency:
     pod: str
     filter_ms: list[float]
     prioritize_ms: list[float]
+    preempt_ms: list[float] | None = None
+    """The preempt verb's round trips (a row of its own: ``filter_ms`` and ``prioritize_ms`` empty)."""
 
     @property
     def both_ms(self) -> list[float]:
@@ -231,11 +275,38 @@ async def measure(port: int, nodes: int, iterations: int) -> list[Latency]:
     return results
 
 
+async def measure_preempt(port: int, nodes: int, iterations: int) -> Latency:
+    """``preempt`` round trips: a preemptor of Dept-a, both Dept-b pods as victims on each candidate node."""
+    candidates = node_names(nodes)[: preempt_candidates(nodes)]
+    victims = {
+        name: {"Pods": [{"UID": victim_uid(name, index)} for index in range(PREEMPT_VICTIMS)], "NumPDBViolations": 0}
+        for name in candidates
+    }
+    times: list[float] = []
+    async with aiohttp.ClientSession() as session:
+        for index in range(iterations + 20):
+            obj = pod(f"urgent-{index}", "2", namespace="bench-a")
+            obj["spec"]["priority"] = 10
+            body = orjson.dumps({"Pod": obj, "NodeNameToVictims": None, "NodeNameToMetaVictims": victims})
+            started = time.perf_counter()
+            async with session.post(f"http://127.0.0.1:{port}/extender/preempt", data=body) as resp:
+                raw = await resp.read()
+            elapsed = (time.perf_counter() - started) * 1000
+            kept = orjson.loads(raw)["NodeNameToMetaVictims"]
+            if len(kept) != len(candidates):
+                raise RuntimeError(f"expected every candidate kept, got {len(kept)} of {len(candidates)}")
+            if index >= 20:  # warm-up
+                times.append(elapsed)
+    return Latency(nodes, f"preempt {len(candidates)}", [], [], times)
+
+
 def latency_report(iterations: int) -> list[Latency]:
     out: list[Latency] = []
     for nodes in (500, 5000):
         with extender_process(nodes) as port:
             out.extend(asyncio.run(measure(port, nodes, iterations)))
+        with extender_process(nodes, preempt=True) as port:
+            out.append(asyncio.run(measure_preempt(port, nodes, iterations)))
     return out
 
 
@@ -740,12 +811,24 @@ def print_latency(latencies: list[Latency], iterations: int) -> None:
         f"{'both p50':>9} {'both p99':>9}"
     )
     for row in latencies:
+        if row.preempt_ms is not None:
+            continue
         print(
             f"{row.nodes:>6} {row.pod:<10} {statistics.median(row.filter_ms):>8.2f}ms "
             f"{percentile(row.filter_ms, 0.99):>5.2f}ms {statistics.median(row.prioritize_ms):>12.2f}ms "
             f"{percentile(row.prioritize_ms, 0.99):>5.2f}ms {statistics.median(row.both_ms):>7.2f}ms "
             f"{percentile(row.both_ms, 0.99):>7.2f}ms"
         )
+    preempts = [row for row in latencies if row.preempt_ms is not None]
+    if preempts:
+        print(f"\nExtender latency: preempt over loopback HTTP (2 victims a candidate node), {iterations} requests")
+        print(f"{'nodes':>6} {'candidates':>10} {'preempt p50':>11} {'p99':>7}")
+        for row in preempts:
+            assert row.preempt_ms is not None
+            print(
+                f"{row.nodes:>6} {row.pod.split()[-1]:>10} {statistics.median(row.preempt_ms):>9.2f}ms "
+                f"{percentile(row.preempt_ms, 0.99):>5.2f}ms"
+            )
 
 
 COST_STEPS = ("none", "none, full scan", "null filter, window", "filter")

@@ -27,7 +27,8 @@ from webhook.cli.kubeapi import ApiError
 from webhook.cli.main import build_parser
 from webhook.cli.submit import JobOptions, build_job
 from webhook.cli.view import job_views
-from webhook.core.ledger import build_ledger, status_tree
+from webhook.core.ledger import build_ledger
+from webhook.core.tree_status import status_tree
 
 GOLDEN = Path(__file__).parent / "unit" / "golden"
 SEED = Path(__file__).resolve().parents[1] / "examples" / "seed"

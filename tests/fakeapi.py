@@ -23,6 +23,7 @@ CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass"}
 IRREGULAR_PLURALS = {"PriorityClass": "priorityclasses"}
 BUILTIN_GROUPS = {
     "batch": ["v1"],
+    "policy": ["v1"],
     "scheduling.k8s.io": ["v1"],
     "scheduling.sigs.k8s.io": ["v1beta1"],
     "scheduling.x-k8s.io": ["v1alpha1"],

@@ -98,9 +98,10 @@ def labels_match(obj: Mapping[str, Any], selector: str | None) -> bool:
 
 def fields_match(obj: Mapping[str, Any], selector: str | None) -> bool:
     for term in filter(None, (t.strip() for t in (selector or "").split(","))):
-        key, _, value = term.partition("=")
+        negated = "!=" in term
+        key, _, value = term.replace("!=", "=", 1).replace("==", "=", 1).partition("=")
         paths = FIELD_ALIASES.get(key, (key,))
-        if not any(str(_lookup(obj, path) or "") == value for path in paths):
+        if any(str(_lookup(obj, path) or "") == value for path in paths) is negated:
             return False
     return True
 

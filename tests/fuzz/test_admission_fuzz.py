@@ -42,9 +42,10 @@ SETTINGS = Settings(controller_users=frozenset({CONTROLLER}))
 TALLY: dict[str, int] = {}
 FIELD = re.compile(
     r"(?:^|[\s'\"(\[:;])(?:/(?:spec|metadata|status)\b|(?:spec|metadata|request|status)(?:[.\[:]|\b))"
-    r"|\[rule: [a-z-]+\]|^not a usable AdmissionReview: apiVersion and kind:"
+    r"|\[rule: [a-z-]+\]|^not a usable AdmissionReview: apiVersion and kind:|is invalid: (?:kind|apiVersion):"
 )
-"""A field path (``spec.x``, ``/spec/x``, ``request.kind``, ``metadata.labels[...]``) or a tree rule id."""
+"""A field path (``spec.x``, ``/spec/x``, ``request.kind``, ``metadata.labels[...]``, a top-level ``kind:``) or
+a tree rule id."""
 FUZZ = settings(
     deadline=None,
     database=None,

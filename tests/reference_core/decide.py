@@ -99,7 +99,7 @@ reached wait for the next pass, which starts again from the quota with the oldes
 def _reclaims(
     tree: QuotaTree,
     result: PassResult,
-    admitted: Mapping[WorkloadKey, J],
+    victims: Sequence[Workload],
     policies: Mapping[str, Policy],
     rate: Fraction,
     tries_per_quota: int,
@@ -113,7 +113,6 @@ def _reclaims(
 
     Victims are the admitted jobs (never a preemptor of this pass); jobs this pass admitted give way first
     and stay queued (:attr:`ReclaimPlan.withheld`), in ``Block`` quotas only from the back of the queue."""
-    victims = [job.workload for job in admitted.values() if job.evictable]
     blocking = [quota for quota, policy in policies.items() if policy is Policy.BLOCK]
     reclaimer = Reclaimer(tree, result.used, victims, rate, fresh=result.admitted, ordered=blocking, budget=budget)
     plans: list[ReclaimPlan] = []
@@ -209,14 +208,14 @@ def _snapshot(
     jobs: Iterable[J],
     now: float,
     closing: frozenset[str] = frozenset(),
-    foreign: Mapping[str, Resources] | None = None,
+    loose: Sequence[Workload] = (),
 ) -> _Snapshot[J]:
     """Sort the jobs out, and their :func:`build_ledger`, summed per quota and phase first (one summed
     workload per quota and phase instead of one per job: the same ledger, a fraction of the work at depth).
     Jobs of quotas that are not in the tree are passed as they are, so :attr:`Ledger.unknown` lists them.
     A held job in backoff (before its retry time, or given up) counts as requested but does not wait; nor does
-    a held job of a namespace being deleted (``closing``): nothing is released into it. ``foreign`` (per leaf
-    key) is what pods no job accounts for use: admitted, never evicted, never a job of ``kube-queue/max-jobs``."""
+    a held job of a namespace being deleted (``closing``): nothing is released into it. ``loose`` are the pods
+    no job accounts for: admitted, never a job of ``kube-queue/max-jobs`` (their requests carry one job less)."""
     by_id: dict[int, J] = {}
     waiting: list[Workload] = []
     backoff: list[J] = []
@@ -253,14 +252,10 @@ def _snapshot(
                 continue
             members = target[workload.quota] = []
         members.append(workload.request)
+    for workload in loose:
+        if workload.quota.lower() in nodes:
+            admitted_groups.setdefault(workload.quota, []).append(workload.request)
     summed = []
-    for key, usage in (foreign or {}).items():
-        node = nodes.get(key)
-        if node is not None and usage:
-            # request_with_count adds one job: these are pods, not a job.
-            amounts = {**dict(usage.items()), MAX_JOBS: usage.get_or_zero(MAX_JOBS) - NANO}
-            summed.append(Workload(key=WorkloadKey("Pods", node.name, "Admitted"), quota=node.name, pod_sets=(),
-                                   phase=Phase.ADMITTED, request=Resources(amounts)))
     for phase, target in ((Phase.ADMITTED, admitted_groups), (Phase.QUEUED, queued_groups)):
         for quota, members in target.items():
             # ``request_with_count`` adds one job; the other ``len(members) - 1`` are counted here.
@@ -285,22 +280,29 @@ def decide(
     reclaim_budget: int | None = RECLAIM_BUDGET,
     now: float = 0.0,
     closing: frozenset[str] = frozenset(),
-    foreign: Mapping[str, Resources] | None = None,
+    loose: Sequence[Workload] = (),
+    protected: Mapping[WorkloadKey, str] | None = None,
 ) -> Decisions[J]:
     """Admit, reclaim and place every job of the tree (see the module's steps) under each leaf's policy
     (:func:`leaf_policies`, by leaf key). Nothing is written here.
     ``now`` (seconds since the epoch) decides which jobs in backoff may queue again; no job of the namespaces
-    in ``closing`` (being deleted) is admitted; ``foreign`` is what pods outside the queue's jobs use per leaf
-    key (they count as admitted)."""
+    in ``closing`` (being deleted) is admitted; ``loose`` are the pods outside the queue's jobs (they count as
+    admitted). Reclaim may take every admitted job and loose pod but the ``protected`` ones; the jobs that cannot
+    be held again and the loose pods go through the Eviction API (``Reclaim.pods``)."""
     rate = validate_rate(oversell_rate)
-    snapshot = _snapshot(tree, jobs, now, closing, foreign)
+    snapshot = _snapshot(tree, jobs, now, closing, loose)
     by_id, admitted, ledger = snapshot.by_id, snapshot.admitted, snapshot.ledger
+    protected = protected or {}
+    by_api = {workload.key: workload for workload in loose if workload.quota.lower() in tree.nodes}
+    by_api.update((key, job.workload) for key, job in admitted.items() if not job.evictable)
+    candidates = [job.workload for job in admitted.values()] + list(by_api.values())
+    candidates = [workload for workload in dict.fromkeys(candidates) if workload.key not in protected]
     result = admission_pass(tree, ledger.used_view(), snapshot.waiting, policies, rate)
     checks = result.checks
     plans: list[ReclaimPlan] = []
     reclaimer: Reclaimer | None = None
     if result.queues:  # nothing waits after the admission pass: no reclaim to plan (and no index to build)
-        plans, reclaimer = _reclaims(tree, result, admitted, policies, rate, reclaim_tries_per_quota,
+        plans, reclaimer = _reclaims(tree, result, candidates, policies, rate, reclaim_tries_per_quota,
                                      reclaim_budget)
     withheld = {workload.key for plan in plans for workload in plan.withheld}
     admissions = [by_id[id(workload)] for workload in result.admitted if workload.key not in withheld]
@@ -311,6 +313,7 @@ def decide(
     reasons: Mapping[WorkloadKey, FitResult] = result.reasons
     queues_after: Mapping[str, Sequence[Workload]] = result.queues
     evicted: dict[WorkloadKey, J] = {}
+    gone: list[Workload] = []
     if reclaimer is not None and (plans or late):
         used = dict(reclaimer.used)
         # A plan whose victims all fit once every plan is carried out (room later plans left over) evicts
@@ -324,10 +327,14 @@ def decide(
                 late.append(by_id[id(plan.preemptor)])
                 continue
             for victim in plan.victims:
+                if victim.key in by_api:
+                    gone.append(victim)
+                    continue
                 evicted[victim.key] = job = _queued(admitted[victim.key])
                 by_id[id(job.workload)] = job
-            victims = tuple(admitted[victim.key] for victim in plan.victims)
-            reclaims.append(Reclaim(by_id[id(plan.preemptor)], victims, plan.reason))
+            victims = tuple(admitted[victim.key] for victim in plan.victims if victim.key not in by_api)
+            pods = tuple(victim for victim in plan.victims if victim.key in by_api)
+            reclaims.append(Reclaim(by_id[id(plan.preemptor)], victims, plan.reason, pods))
         # Evicted and withheld jobs wait again at their place; room the plans left over is the next pass's
         # (its admission pass hands it out in turn, and its reclaims withhold what a borrower would take from
         # a quota owed it), never admitted here: a borrower given it now would be evicted by the next pass.
@@ -374,6 +381,8 @@ def decide(
         final_ledger = final_ledger.with_admitted(job.workload)
     for key in evicted:
         final_ledger = final_ledger.with_queued(admitted[key].workload)
+    for workload in gone:
+        final_ledger = final_ledger.without(workload)
     return Decisions(
         admissions=tuple(admissions),
         reclaims=tuple(reclaims),

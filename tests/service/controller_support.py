@@ -21,6 +21,8 @@ TREES: Kind = ("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees")
 QUEUES: Kind = ("scheduling.x-k8s.io", "v1alpha1", "queues")
 EVENTS: Kind = ("", "v1", "events")
 PRIORITY_CLASSES: Kind = ("scheduling.k8s.io", "v1", "priorityclasses")
+PODS: Kind = ("", "v1", "pods")
+BUDGETS: Kind = ("policy", "v1", "poddisruptionbudgets")
 
 
 def seed_api() -> FakeApi:
@@ -54,6 +56,25 @@ def pi(name: str, namespace: str = "user-a", pods: int = 6, priority_class: str 
     }
 
 
+def bound_pod(
+    name: str, namespace: str, cpu: str, owner: tuple[str, str] | None, *, labels: dict[str, str] | None = None,
+    created: str = "2024-04-08T02:00:00Z",
+) -> dict[str, Any]:
+    """A pod bound to ``ecs-0``, Running, requesting ``cpu``, controlled by ``owner`` ``(kind, name)``."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
+                                "creationTimestamp": created}
+    if labels:
+        metadata["labels"] = dict(labels)
+    if owner is not None:
+        metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": owner[0], "name": owner[1], "uid": "x",
+                                        "controller": True}]
+    return {
+        "metadata": metadata,
+        "spec": {"nodeName": "ecs-0", "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"phase": "Running"},
+    }
+
+
 def settings(**overrides: Any) -> ControllerSettings:
     values: dict[str, Any] = {
         "oversell_rate": Fraction(1),
@@ -76,6 +97,8 @@ def caches(controller: Controller) -> list[WatchCache]:
         controller.cache.priority_classes,
         controller.cache.pods,
         controller.cache.policies,
+        controller.cache.budgets,
+        *controller.cache.devices.caches,
         *(cache for _, _, cache in controller.cache.job_caches.values()),
     ]
 
@@ -107,7 +130,7 @@ async def driven(api: FakeApi, **overrides: Any) -> AsyncIterator[Controller]:
     """A controller whose caches run but whose passes the test drives with ``reconcile()``."""
     controller = Controller(api, settings(**overrides))
     await controller.cache.discover()
-    tasks = [asyncio.ensure_future(cache.run()) for cache in caches(controller)[:6]]
+    tasks = [asyncio.ensure_future(cache.run()) for cache in caches(controller)[:7]]
     tasks.append(asyncio.ensure_future(controller.events.run()))
     try:
         await asyncio.gather(*(cache.synced.wait() for cache in caches(controller)))

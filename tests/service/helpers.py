@@ -29,6 +29,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "ElasticQuotaTree": ("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees"),
     "ResourcePolicy": ("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies"),
     "Queue": ("scheduling.x-k8s.io", "v1alpha1", "queues"),
+    "Namespace": ("", "v1", "namespaces"),
 }
 
 

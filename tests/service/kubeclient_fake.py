@@ -23,6 +23,11 @@ __all__ = ["CORE", "JOBS", "FakeApi", "Injected", "Kind"]
 CORE: tuple[Kind, ...] = (
     ("", "v1", "namespaces"),
     ("", "v1", "pods"),
+    ("policy", "v1", "poddisruptionbudgets"),
+    ("", "v1", "configmaps"),
+    ("resource.k8s.io", "v1", "deviceclasses"),
+    ("resource.k8s.io", "v1", "resourceclaims"),
+    ("resource.k8s.io", "v1", "resourceclaimtemplates"),
     ("", "v1", "events"),
     ("batch", "v1", "jobs"),
     ("scheduling.k8s.io", "v1", "priorityclasses"),
@@ -116,11 +121,35 @@ class FakeApi(ObjectStore, KubeClient):
             if not served:
                 raise KubeApiError(404, "NotFound", f"{path} not found")
             return {"kind": "APIResourceList", "resources": served}
-        kind, namespace, name, _ = parse_path(path)
+        kind, namespace, name, sub = parse_path(path)
         if method == "DELETE" and name is not None:
             ObjectStore.delete(self, self._installed(kind), name, namespace)
             return {}
+        if method == "POST" and kind == ("", "v1", "pods") and name is not None and sub == "eviction":
+            self._evict(name, namespace or "", body if isinstance(body, Mapping) else {})
+            return {"kind": "Status", "status": "Success"}
         raise KubeApiError(405, "MethodNotAllowed", f"{method} {path} is not faked")
+
+    def _evict(self, name: str, namespace: str, body: Mapping[str, Any]) -> None:
+        """The Eviction API as the API server answers it: 404 for a pod that is gone, 409 when the uid
+        precondition names another pod, 429 while a PodDisruptionBudget selecting the pod allows no
+        disruption (its ``status.disruptionsAllowed``), else the pod is deleted."""
+        pods: Kind = ("", "v1", "pods")
+        pod = ObjectStore.get(self, pods, name, namespace)
+        options = body.get("deleteOptions") or {}
+        uid = (options.get("preconditions") or {}).get("uid")
+        if uid and pod.get("metadata", {}).get("uid") != uid:
+            raise KubeApiError(409, "Conflict", f"Precondition failed: UID in precondition: {uid}")
+        labels = pod.get("metadata", {}).get("labels") or {}
+        for budget in self.objects(("policy", "v1", "poddisruptionbudgets")):
+            if budget.get("metadata", {}).get("namespace") != namespace:
+                continue
+            wanted = (budget.get("spec", {}).get("selector") or {}).get("matchLabels") or {}
+            allowed = (budget.get("status") or {}).get("disruptionsAllowed", 0)
+            if all(labels.get(key) == value for key, value in wanted.items()) and allowed < 1:
+                raise KubeApiError(429, "TooManyRequests",
+                                   "Cannot evict pod as it would violate the pod's disruption budget.")
+        ObjectStore.delete(self, pods, name, namespace)
 
     async def get(self, ref: ResourceRef, name: str, namespace: str | None = None) -> JSON:  # type: ignore[override]
         self._check("GET", ref.path(name, namespace))

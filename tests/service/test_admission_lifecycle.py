@@ -22,7 +22,7 @@ def test_a_managed_namespace_holds_new_jobs_while_no_tree_exists(settings: Setti
     held = patched(batch_job(suspend=False), out)
     assert held["spec"]["suspend"] is True
     assert QUOTA_LABEL not in (held["metadata"].get("labels") or {})  # no leaf to tag it with
-    assert "no ElasticQuotaTree lists namespace user-a now" in response(out)["warnings"][0]
+    assert "kube-queue knows no ElasticQuotaTree that lists it now" in response(out)["warnings"][0]
     # ... and its user cannot release it meanwhile.
     released = copy.deepcopy(held)
     released["spec"]["suspend"] = False

@@ -177,6 +177,8 @@ async def _step(step: tuple[Any, ...], server: Server, cache: WatchCache, index:
                                               "annotations": {"written": str(ahead)}}}
             assumed[(cache.name, namespace, name)] = written
             index.touch(cache.name, (namespace, name))  # as ClusterCache.assume does
+            # The write happened on the server: no later object there has the version it returned.
+            server.version = max(server.version, rv(written))
     elif verb == "relist":
         lists = cache.lists
         await server.events.put({"type": "ERROR", "object": {"code": 410, "reason": "Expired"}})
@@ -208,9 +210,10 @@ def test_a_tree_edit_re_sizes_only_the_jobs_whose_leaf_changed_its_name(monkeypa
     others keep their size and take the new leaf (the same result as the full walk, which sizes them all)."""
     sized: list[str] = []
 
-    def counting(adapter: Adapter, obj: Mapping[str, Any], leaf: Any, priorities: Mapping[str, int]) -> TrackedJob:
+    def counting(adapter: Adapter, obj: Mapping[str, Any], leaf: Any, priorities: Mapping[str, int],
+                 devices: Any = None) -> TrackedJob:
         sized.append(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
-        return track(adapter, obj, leaf, priorities)
+        return track(adapter, obj, leaf, priorities, devices)
 
     monkeypatch.setattr(jobindex, "track", counting)
 

@@ -6,17 +6,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from typing import Any
 
 from prometheus_client import REGISTRY
 
 from tests.service.controller_support import (
     EVENTS,
     NAMESPACES,
+    PODS,
     PRIORITY_CLASSES,
     QUEUES,
     TREES,
     admitted,
+    bound_pod,
     catch_up,
     driven,
     events,
@@ -27,7 +28,7 @@ from tests.service.controller_support import (
     settings,
     step,
 )
-from tests.service.kubeclient_fake import JOBS, Kind
+from tests.service.kubeclient_fake import JOBS
 from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION, MANAGED_NAMESPACE_LABEL
 from webhook.controller import add_controller_args, run_controller
 from webhook.controller.controller import Controller
@@ -313,21 +314,6 @@ async def test_a_queue_deleted_and_re_created_gets_its_status_again_at_once() ->
         again = api.obj(QUEUES, "root-department-a-user-a", "kube-queue")
         assert again["metadata"]["uid"] != first["metadata"]["uid"]
         assert [item["name"] for item in again["status"]["queueItemDetails"]["active"]] == ["pi-2"]
-
-
-PODS: Kind = ("", "v1", "pods")
-
-
-def bound_pod(name: str, namespace: str, cpu: str, owner: tuple[str, str] | None) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
-    if owner is not None:
-        metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": owner[0], "name": owner[1], "uid": "x",
-                                        "controller": True}]
-    return {
-        "metadata": metadata,
-        "spec": {"nodeName": "ecs-0", "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
-        "status": {"phase": "Running"},
-    }
 
 
 async def test_pods_no_job_accounts_for_count_against_the_quota() -> None:

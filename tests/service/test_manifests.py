@@ -14,7 +14,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from webhook.admission.configs import cluster_webhook_configs, dev_webhook_configs
+from webhook.admission.configs import NAMESPACES_MUTATE, cluster_webhook_configs, dev_webhook_configs
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.names import ECI_OPT_IN_LABEL, MANAGED_NAMESPACE_LABEL, PLACEMENT_NAMESPACE_LABEL
 from webhook.cli import certs as certs_cli
@@ -26,8 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 
 
-FAIL_OPEN = ("pods.placement.kube-queue.x-k8s.io", "pods.eci-opt-in.kube-queue.x-k8s.io")
-"""The pod hooks of namespaces outside the tree: no such namespace depends on the webhook."""
+FAIL_OPEN = ("pods.placement.kube-queue.x-k8s.io", "pods.eci-opt-in.kube-queue.x-k8s.io", NAMESPACES_MUTATE)
+"""The pod hooks of namespaces outside the tree, and the namespace hook: no namespace outside the tree depends on
+the webhook."""
+SIDE_EFFECTS = {"elasticquotatrees.validate.kube-queue.x-k8s.io": "NoneOnDryRun"}
+"""The hooks with a side effect: a tree that makes existing namespaces join labels them first."""
 
 
 def docs(path: Path) -> list[dict[str, Any]]:
@@ -48,7 +51,7 @@ def test_dev_configs_point_at_the_url_and_trust_the_ca() -> None:
     for hook in mutating["webhooks"] + validating["webhooks"]:
         fails_open = hook["name"] in FAIL_OPEN
         assert hook["failurePolicy"] == ("Ignore" if fails_open else "Fail")
-        assert hook["sideEffects"] == "None"
+        assert hook["sideEffects"] == SIDE_EFFECTS.get(hook["name"], "None")
         assert hook["timeoutSeconds"] == 10
         assert hook["admissionReviewVersions"] == ["v1"]
 
@@ -59,7 +62,7 @@ def test_job_hooks_match_managed_namespaces_only_and_never_kube_system() -> None
         h for h in mutating["webhooks"] + validating["webhooks"]
         if h["name"].split(".")[0] in ("jobs", "pods") and h["name"] not in FAIL_OPEN
     ]
-    assert len(job_hooks) == 4
+    assert len(job_hooks) == 5  # jobs: mutate, validate; pods: mutate, validate, resize
     for hook in job_hooks:
         selector = hook["namespaceSelector"]
         assert selector["matchLabels"] == {MANAGED_NAMESPACE_LABEL: "true"}

@@ -21,11 +21,12 @@ from webhook.extender.config import SCHEDULER_SETTINGS, WEIGHT, extender_entry
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "scheduler"
 
 
-def test_the_entry_is_node_cache_capable_not_ignorable_and_filter_only() -> None:
+def test_the_entry_is_node_cache_capable_not_ignorable_filters_and_vets_preemption() -> None:
     entry = extender_entry("http://127.0.0.1:8888/extender")
     assert entry == {
         "urlPrefix": "http://127.0.0.1:8888/extender",
         "filterVerb": "filter",
+        "preemptVerb": "preempt",
         "enableHTTPS": False,
         "httpTimeout": "5s",
         "nodeCacheCapable": True,

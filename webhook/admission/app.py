@@ -11,7 +11,9 @@ handlers, so it can be tested and fuzzed without a server. Its contract:
 * anything else (not JSON, no ``uid``) -> 400 with a JSON error; a body over the size limit -> 413; a body
   that does not arrive within 10 s -> 408.
 
-Never a 500, never a hang: the handlers are synchronous and do no I/O.
+Never a 500, never a hang: the handlers are synchronous and do no I/O. One allowed decision has an effect the
+shell carries out before it answers: a tree that makes existing namespaces join is only allowed once they are
+labelled managed (:mod:`webhook.admission.joining`); if they cannot be, the tree is refused.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from webhook.admission import metrics
+from webhook.admission.joining import Labeller, namespaces_joining
 from webhook.admission.mutate import mutate_request
 from webhook.admission.review import AdmissionRequest, ReviewError, deny, encode, parse_request
 from webhook.admission.state import AdmissionState, Settings, StateStore
@@ -41,6 +45,16 @@ BODY_READ_SECONDS = 10.0
 
 STORE_KEY = web.AppKey("store", StateStore)
 SETTINGS_KEY = web.AppKey("settings", Settings)
+LABELLER_KEY: web.AppKey[Labeller] = web.AppKey("labeller")
+
+
+@dataclass(frozen=True, slots=True)
+class Joining:
+    """An allowed tree that makes ``namespaces`` join: its answer waits until they are labelled managed."""
+
+    request: AdmissionRequest
+    review: dict[str, Any]
+    namespaces: tuple[str, ...]
 
 
 def _error(message: str) -> bytes:
@@ -69,9 +83,17 @@ def respond(
 ) -> tuple[int, bytes]:
     """``(HTTP status, response body)`` for one request to ``/mutate`` or ``/validate``. Until ``ready`` (every
     cache has listed once) every usable review is refused with :data:`NOT_READY_MESSAGE`."""
+    status, payload, _ = respond_with_effects(endpoint, body, state, settings, ready=ready)
+    return status, payload
+
+
+def respond_with_effects(
+    endpoint: str, body: bytes, state: AdmissionState, settings: Settings, *, ready: bool = True
+) -> tuple[int, bytes, Joining | None]:
+    """:func:`respond`, and what must be done before an allowed answer goes out (``None``: nothing)."""
     handler = HANDLERS.get(endpoint)
     if handler is None:
-        return 404, _error(f"no admission endpoint {endpoint!r}; use /mutate or /validate")
+        return 404, _error(f"no admission endpoint {endpoint!r}; use /mutate or /validate"), None
     started = time.perf_counter()
     kind = "-"
     try:
@@ -79,16 +101,16 @@ def respond(
             decoded = orjson.loads(body)
         except orjson.JSONDecodeError as error:
             metrics.observe(endpoint, "-", "bad_request", time.perf_counter() - started)
-            return 400, _error(f"the body is not JSON: {error}")
+            return 400, _error(f"the body is not JSON: {error}"), None
         try:
             request = parse_request(decoded)
         except ReviewError as error:
             if error.uid is None:
                 metrics.observe(endpoint, "-", "bad_request", time.perf_counter() - started)
-                return 400, _error(f"not a usable AdmissionReview: {error.message}")
+                return 400, _error(f"not a usable AdmissionReview: {error.message}"), None
             review = deny(error.uid, f"not a usable AdmissionReview: {error.message}", 400, "BadRequest")
             metrics.observe(endpoint, "-", "denied", time.perf_counter() - started)
-            return 200, encode(review)
+            return 200, encode(review), None
         kind = request.kind.kind
         if not ready:
             log.info(
@@ -100,7 +122,7 @@ def respond(
             )
             metrics.observe(endpoint, kind, "not_ready", time.perf_counter() - started)
             message = NOT_READY_MESSAGE.format(what=request.display_name)
-            return 200, encode(deny(request.uid, message, 503, "ServiceUnavailable"))
+            return 200, encode(deny(request.uid, message, 503, "ServiceUnavailable")), None
         try:
             review = handler(request, state, settings)
         except Exception as error:
@@ -129,10 +151,11 @@ def respond(
                 request.username,
             )
         metrics.observe(endpoint, kind, decision, time.perf_counter() - started)
-        return 200, encode(review)
+        joining = namespaces_joining(request, state, settings) if decision == "allowed" else ()
+        return 200, encode(review), Joining(request, review, joining) if joining else None
     except Exception as error:  # the last line of defence: never a 500
         log.exception("component=admission event=respond_failed endpoint=%s", endpoint)
-        return 400, _error(f"cannot process the request: {type(error).__name__}")
+        return 400, _error(f"cannot process the request: {type(error).__name__}"), None
 
 
 async def _read_body(request: web.Request) -> bytes | None:
@@ -157,8 +180,27 @@ async def _admit(request: web.Request) -> web.Response:
             status=408, body=_error("the request body did not arrive in time"), content_type="application/json"
         )
     store = request.app[STORE_KEY]
-    status, payload = respond(endpoint, body, store.current, request.app[SETTINGS_KEY], ready=store.ready)
+    status, payload, joining = respond_with_effects(endpoint, body, store.current, request.app[SETTINGS_KEY],
+                                                    ready=store.ready)
+    if joining is not None:
+        payload = await join_namespaces(request.app.get(LABELLER_KEY), joining)
     return web.Response(status=status, body=payload, content_type="application/json")
+
+
+async def join_namespaces(labeller: Labeller | None, joining: Joining) -> bytes:
+    """Label the namespaces a tree makes join, then allow it; refuse it when they cannot be labelled."""
+    names = ", ".join(joining.namespaces)
+    if labeller is None:
+        return encode(joining.review)  # no API client (tests of the handlers alone): the controller labels them
+    try:
+        await labeller(joining.namespaces)
+    except Exception as error:
+        log.warning("component=admission event=join_failed object=%r namespaces=%s error=%r",
+                    joining.request.display_name, names, str(error))
+        return encode(deny(joining.request.uid, f"{joining.request.display_name} is not stored: {error}", 503,
+                           "ServiceUnavailable"))
+    log.info("component=admission decision=join object=%r namespaces=%s", joining.request.display_name, names)
+    return encode(joining.review)
 
 
 async def _healthz(request: web.Request) -> web.Response:
@@ -185,11 +227,14 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Any]) -
         return web.Response(status=400, body=_error(type(error).__name__), content_type="application/json")
 
 
-def make_app(store: StateStore, settings: Settings) -> web.Application:
-    """The application; run it with :func:`aiohttp.web.run_app` or an ``AppRunner`` and a TLS site."""
+def make_app(store: StateStore, settings: Settings, labeller: Labeller | None = None) -> web.Application:
+    """The application; run it with :func:`aiohttp.web.run_app` or an ``AppRunner`` and a TLS site. ``labeller``
+    labels the namespaces a tree makes join (:mod:`webhook.admission.joining`)."""
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[_errors])
     app[STORE_KEY] = store
     app[SETTINGS_KEY] = settings
+    if labeller is not None:
+        app[LABELLER_KEY] = labeller
     app.router.add_post("/{endpoint:mutate|validate}", _admit)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
-from webhook.api.kinds import OUR_KINDS
+from webhook.api.kinds import ELASTIC_QUOTA_TREE, OUR_KINDS
 from webhook.api.names import (
     ECI_OPT_IN_LABEL,
     MANAGED_NAMESPACE_LABEL,
@@ -57,6 +57,10 @@ burst). A webhook that is down fails at once (connection refused), so this bound
 EXCLUDED_NAMESPACES = ("kube-system",)
 JOBS_VALIDATE = "jobs.validate.kube-queue.x-k8s.io"
 """The webhook that checks every create and update of a job of the tree's namespaces (docs/security.md)."""
+NAMESPACES_MUTATE = "namespaces.mutate.kube-queue.x-k8s.io"
+"""The webhook that labels a namespace managed when it is created while the tree lists it."""
+PODS_RESIZE = "pods.resize.kube-queue.x-k8s.io"
+"""The webhook that keeps an in-place resize within the pod's quota."""
 PODS_MUTATE = "pods.mutate.kube-queue.x-k8s.io"
 """The webhook that holds bare Pods and marks every pod of the tree's namespaces for the extender."""
 
@@ -135,6 +139,7 @@ def _webhook(
     match_conditions: list[dict[str, str]] | None = None,
     mutating: bool = False,
     failure_policy: str = "Fail",
+    side_effects: str = "None",
 ) -> dict[str, Any]:
     hook: dict[str, Any] = {
         "name": name,
@@ -143,7 +148,7 @@ def _webhook(
         "rules": rules,
         "failurePolicy": failure_policy,
         "matchPolicy": "Equivalent",
-        "sideEffects": "None",
+        "sideEffects": side_effects,
         "timeoutSeconds": TIMEOUT_SECONDS,
     }
     if namespace_selector is not None:
@@ -190,6 +195,18 @@ def webhook_configs(
                 _job_rules(["CREATE"], pods=True),
                 namespace_selector=managed,
                 mutating=True,
+            ),
+            # A namespace created while the tree lists it is labelled managed at creation, so its first job is
+            # held (webhook.admission.joining). Ignore on failure: no namespace creation of the cluster depends
+            # on the webhook; while it is down the controller labels such a namespace once it sees it.
+            _webhook(
+                NAMESPACES_MUTATE,
+                config("/mutate"),
+                [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces"], "operations": ["CREATE"],
+                  "scope": "Cluster"}],
+                namespace_selector={"matchExpressions": [_not_excluded()]},
+                mutating=True,
+                failure_policy="Ignore",
             ),
             *(
                 [
@@ -251,6 +268,14 @@ def webhook_configs(
                 namespace_selector=managed,
                 object_selector=quota_pods,
             ),
+            # In-place resizes of any pod of the tree's namespaces: growth within the quota only.
+            _webhook(
+                PODS_RESIZE,
+                config("/validate"),
+                [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/resize"], "operations": ["UPDATE"],
+                  "scope": "Namespaced"}],
+                namespace_selector=managed,
+            ),
             *(
                 _webhook(
                     f"{short}.validate.kube-queue.x-k8s.io",
@@ -264,6 +289,9 @@ def webhook_configs(
                             "scope": "Namespaced",
                         }
                     ],
+                    # A tree that makes existing namespaces join labels them managed before it is allowed (its
+                    # jobs are held from then on): a side effect, never on a dry run.
+                    side_effects="NoneOnDryRun" if plural == ELASTIC_QUOTA_TREE.plural else "None",
                 )
                 for short, group, version, plural in everywhere
             ),

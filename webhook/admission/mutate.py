@@ -36,9 +36,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.admission.joining import namespace_operations
 from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import creation_refusal, held_at_creation
+from webhook.api.kinds import NAMESPACE
 from webhook.api.names import CONTROLLER_ANNOTATIONS, ECI_OPT_IN_LABEL, PARENT_ANNOTATION
 from webhook.core.placement import PodView, policy_for_pod
 from webhook.core.profiles import calls_extender, scheduler_name_for
@@ -73,13 +75,15 @@ def mutate_request(
     """``now`` (seconds since the epoch; the clock when ``None``) stamps a held job's submission time."""
     if request.operation != "CREATE" or request.sub_resource or settings.is_controller(request.username):
         return allow(request.uid)
+    if (request.kind.group, request.kind.kind) == ("", NAMESPACE.kind):
+        return allow(request.uid, namespace_operations(request, state, time.time() if now is None else now))
     adapter = adapter_for(request.kind.group, request.kind.kind)
     if adapter is None or request.obj is None:
         return allow(request.uid)
     try:
         namespace = request.namespace or (str_at(request.obj, "metadata", "namespace") or "")
         leaf = state.leaf_for_namespace(namespace)
-        if leaf is None and not state.held_without_tree(namespace):
+        if leaf is None and not state.held_untagged(namespace):
             # Outside the tree only a ResourcePolicy's toleration and profile are added (docs/placement.md).
             return allow(request.uid, _policy_ops(adapter, request.obj, namespace, state))
         refusal = creation_refusal(request, adapter, state, settings)
@@ -106,9 +110,9 @@ def mutate_request(
     warnings: list[str] = []
     if held and settings.warn_on_hold and leaf is None:
         warnings.append(
-            f"kube-queue: {request.kind.kind} {namespace}/{name or '<generated>'} {_would(request)}held: no "
-            f"ElasticQuotaTree lists namespace {namespace} now (it was deleted, or is being re-created); it "
-            "queues when a tree lists the namespace again"
+            f"kube-queue: {request.kind.kind} {namespace}/{name or '<generated>'} {_would(request)}held: namespace "
+            f"{namespace} is managed but kube-queue knows no ElasticQuotaTree that lists it now (it has just "
+            "joined one, or its tree was deleted or is being re-created); it queues when a tree lists it"
         )
     elif held and settings.warn_on_hold and leaf is not None:
         queue = queue_name(leaf.name, namespace)

@@ -22,6 +22,8 @@ from webhook.core.integrity import WORKLOAD_CONTROLLERS, is_workload_controller
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, container_defaults
 from webhook.core.placement import PolicyError, ResourcePolicy, parse_policy
 from webhook.core.quota import QuotaNode, QuotaTree
+from webhook.core.resources import Resources
+from webhook.core.tree_status import used_from_status
 from webhook.core.treechoice import honoured_tree
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,8 @@ class AdmissionState:
     priority_classes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
     limit_defaults: Mapping[str, ContainerDefaults] = field(default_factory=lambda: MappingProxyType({}))
+    tree_used: Mapping[str, Resources] | None = None
+    """What the tree's status says each node uses (``None``: no status yet), for in-place resizes."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policies", _frozen(self.policies))
@@ -93,10 +97,13 @@ class AdmissionState:
         """The leaf quota that owns ``namespace``; ``None`` when the namespace is not managed."""
         return None if self.tree is None else self.tree.leaf_for_namespace(namespace)
 
-    def held_without_tree(self, namespace: str) -> bool:
-        """Whether ``namespace`` is managed (labelled by the controller) while no usable tree exists: its jobs
-        are held, untagged, until a tree lists it again (docs/accounting.md)."""
-        return self.tree is None and self.namespace_labels.get(namespace, {}).get(MANAGED_NAMESPACE_LABEL) == "true"
+    def held_untagged(self, namespace: str) -> bool:
+        """Whether ``namespace`` is labelled managed while the tree this replica knows does not list it: no
+        usable tree exists (it was deleted, or is invalid), or the namespace has just joined a tree this
+        replica's watch has not delivered yet (:mod:`webhook.admission.joining`). Its jobs are held, untagged,
+        and queue once a tree lists the namespace (docs/accounting.md)."""
+        return (self.leaf_for_namespace(namespace) is None
+                and self.namespace_labels.get(namespace, {}).get(MANAGED_NAMESPACE_LABEL) == "true")
 
     def policies_in(self, namespace: str) -> tuple[ResourcePolicy, ...]:
         return self.policies.get(namespace, ())
@@ -204,10 +211,16 @@ class StateStore:
         self._unlabelled: tuple[str, ...] = ()
 
     def set_trees(self, objects: Iterable[Mapping[str, Any]]) -> None:
-        tree, names, problem = tree_from_objects(objects, self.tree_namespace)
+        listed = list(objects)
+        tree, names, problem = tree_from_objects(listed, self.tree_namespace)
         if problem is not None and problem != self.current.tree_problem:
             log.warning("component=admission event=no_tree reason=%r", problem)
-        self.current = replace(self.current, tree=tree, tree_names=names, tree_problem=problem)
+        used = None
+        if tree is not None:
+            honoured = honoured_tree([obj for obj in listed if meta(obj).get("namespace") == self.tree_namespace],
+                                     self.tree_namespace)
+            used = used_from_status(tree, honoured.obj.get("status")) if honoured.obj is not None else None
+        self.current = replace(self.current, tree=tree, tree_names=names, tree_problem=problem, tree_used=used)
         self._check_labels()
 
     def set_policies(self, objects: Iterable[Mapping[str, Any]]) -> None:

@@ -22,14 +22,14 @@ from typing import Any
 from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
 from webhook.api.kinds import ELASTIC_QUOTA_TREE, QUEUE, RESOURCE_POLICY
-from webhook.core.integrity import pod_creation_problems
+from webhook.core.integrity import pod_creation_problems, resize_problems
 from webhook.core.placement import validate_policy
 from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
-from webhook.core.workload import WorkloadError
+from webhook.core.workload import WorkloadError, pod_request
 from webhook.workloads.base import Adapter, value_at
 from webhook.workloads.children import queued_parent
 from webhook.workloads.facts import submission_problems, update_problems
-from webhook.workloads.registry import adapter_for
+from webhook.workloads.registry import adapter_for, queued_by_a_job
 
 QUEUE_POLICIES = ("Round", "Priority", "Block")
 """``Priority`` is accepted as an alias of ``Round`` (the seed's wording)."""
@@ -45,6 +45,8 @@ def validate(review: Mapping[str, Any], state: AdmissionState, settings: Setting
 
 def validate_request(request: AdmissionRequest, state: AdmissionState, settings: Settings) -> dict[str, Any]:
     group, kind = request.kind.group, request.kind.kind
+    if request.sub_resource == "resize" and (group, kind) == ("", "Pod") and request.operation == "UPDATE":
+        return _pod_resize(request, state)
     if request.operation not in _WRITES or request.sub_resource:
         return allow(request.uid)
     if request.obj is None:
@@ -64,7 +66,7 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
     if adapter is None or settings.is_controller(request.username):
         return allow(request.uid)
     leaf = state.leaf_for_namespace(request.namespace)
-    if leaf is None and not state.held_without_tree(request.namespace):
+    if leaf is None and not state.held_untagged(request.namespace):
         return allow(request.uid)
     try:
         if request.operation == "CREATE":
@@ -72,6 +74,22 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
         return _job_update(request, adapter, leaf, state, settings)
     except WorkloadError as error:
         return deny(request.uid, f"kube-queue cannot read {request.display_name}: {error}", 422, "Invalid")
+
+
+def _pod_resize(request: AdmissionRequest, state: AdmissionState) -> dict[str, Any]:
+    """An in-place resize of a pod of the tree's namespaces (:func:`resize_problems`)."""
+    new, old = request.obj, request.old_obj
+    if state.tree is None or new is None or old is None:
+        return allow(request.uid)
+    try:
+        before, after = pod_request(old.get("spec") or {}), pod_request(new.get("spec") or {})
+    except WorkloadError as error:
+        return deny(request.uid, f"kube-queue cannot read {request.display_name}: {error}", 422, "Invalid")
+    problems = resize_problems(state.tree, request.namespace, before, after, state.tree_used,
+                               job_pod=queued_by_a_job(old))
+    if not problems:
+        return allow(request.uid)
+    return deny(request.uid, f"{request.display_name} may not grow: " + "; ".join(problems), 403, "Forbidden")
 
 
 def _invalid(request: AdmissionRequest, problems: list[str]) -> dict[str, Any]:

@@ -62,8 +62,13 @@ NAMESPACE: Final = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
 LIMIT_RANGE: Final = Kind("", "v1", "limitranges", "LimitRange")
 JOB: Final = Kind("batch", "v1", "jobs", "Job")
 PRIORITY_CLASS: Final = Kind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
+POD_DISRUPTION_BUDGET: Final = Kind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 LEASE: Final = Kind("coordination.k8s.io", "v1", "leases", "Lease")
 SECRET: Final = Kind("", "v1", "secrets", "Secret")
+CONFIG_MAP: Final = Kind("", "v1", "configmaps", "ConfigMap")
+DEVICE_CLASS: Final = Kind("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
+RESOURCE_CLAIM: Final = Kind("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
+RESOURCE_CLAIM_TEMPLATE: Final = Kind("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate")
 MUTATING_WEBHOOK_CONFIGURATION: Final = Kind(
     "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False
 )

@@ -27,6 +27,16 @@ LEGACY_DEV_PREFIX: Final = f"dev.{LEGACY_PREFIX}"
 # Namespaces -------------------------------------------------------------------------------------------------
 QUEUE_NAMESPACE: Final = "kube-queue"
 """Where the controller keeps the Queues (one a namespace of each leaf quota) and the system runs."""
+RESERVATIONS: Final = "kube-queue-reservations"
+"""The ConfigMap (in :data:`QUEUE_NAMESPACE`) where the controller says what the admitted jobs hold at each quota
+node, before it releases them; the scheduler extender keeps pods no job accounts for out of that room."""
+RESERVATIONS_KEY: Final = "reserved.json"
+"""Its data key: ``{"<node key>": {"cpu": "40", ...}, ...}`` for every node the admitted jobs use."""
+RESERVED_AT_KEY: Final = "reservedAt"
+"""Its data key: when the controller last wrote it (RFC 3339); older than :data:`RESERVATIONS_TTL_SECONDS`, the
+extender no longer trusts it (the controller is down) and counts the bound pods alone."""
+RESERVATIONS_TTL_SECONDS: Final = 600.0
+"""How long the extender trusts a reservation the controller has not written again (it writes every minute)."""
 TREE_NAMESPACE: Final = "kube-system"
 """Where the ElasticQuotaTree lives (the seed's ``kubectl -n kube-system get eqtree``)."""
 
@@ -35,6 +45,8 @@ QUOTA_LABEL: Final = "quota.scheduling.alibabacloud.com/name"
 """Label on jobs and their pods: the name of the leaf quota that owns them."""
 MANAGED_NAMESPACE_LABEL: Final = f"{PREFIX}/managed"
 """Namespaces of the quota tree carry this label (``"true"``); the webhook configurations select on it."""
+MANAGED_SINCE_ANNOTATION: Final = f"{PREFIX}/managed-since"
+"""On a managed namespace: when it joined the tree (RFC 3339), written with :data:`MANAGED_NAMESPACE_LABEL`."""
 PLACEMENT_NAMESPACE_LABEL: Final = f"{PREFIX}/placement"
 """Set (``"true"``) by the controller on a namespace outside the quota tree that holds a ResourcePolicy with an
 ``eci`` unit or one a sample of the nodes could mislead: only such namespaces' Pods go to the placement webhook
@@ -45,6 +57,9 @@ PERF_CLASS_LABEL: Final = f"{PREFIX}/perf-class"
 """The size class (small/medium/large) of a job in the peer-shaped simulator workload."""
 
 # Annotations ------------------------------------------------------------------------------------------------
+QUOTA_RESOURCE_ANNOTATION: Final = f"{PREFIX}/quota-resource"
+"""On a DeviceClass (only operators write them): the quota resource each device of the class counts as
+(``nvidia.com/gpu``): a claim that asks for 2 such devices counts 2 of it (docs/accounting.md, "Devices")."""
 QUOTA_FULLNAME_ANNOTATION: Final = f"{SEED_PREFIX}/quota-fullname"
 """Annotation on jobs, their pods and queues: the quota's full path (``root/Department-a``)."""
 QUEUE_ARGS_ANNOTATION: Final = f"{SEED_PREFIX}/queue-args"
@@ -136,3 +151,6 @@ REASON_EVICTED: Final = "Evicted"
 REASON_HELD: Final = "Held"
 REASON_BACKOFF: Final = "BackOff"
 REASON_GAVE_UP: Final = "GaveUp"
+
+UNFINISHED_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
+"""The field selector of the pods that have not finished (the ones that count against a quota)."""

@@ -20,9 +20,10 @@ from webhook.kube.serving import run as run_on_loop
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "extender",
-        help="run the kube-scheduler extender (filter, prioritize)",
+        help="run the kube-scheduler extender (filter, prioritize, preempt)",
         description=(
-            "Serve POST /extender/filter and /extender/prioritize for kube-scheduler (nodeCacheCapable), plus "
+            "Serve POST /extender/filter, /extender/prioritize and /extender/preempt for kube-scheduler "
+            "(nodeCacheCapable), plus "
             "/healthz, /readyz and /metrics. Nodes, pods, ResourcePolicies and the ElasticQuotaTree come from "
             "watches. HTTP unless --cert and --key are given."
         ),

@@ -10,9 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, QUOTA_LABEL, TREE_NAMESPACE
+from webhook.api.names import (
+    CONTROLLER_COMPONENT,
+    QUEUE_NAMESPACE,
+    QUOTA_LABEL,
+    QUOTA_RESOURCE_ANNOTATION,
+    TREE_NAMESPACE,
+    UNFINISHED_PODS,
+)
 from webhook.api.objects import Obj, labels_of, name_of
 from webhook.cli.kubeapi import (
+    BUDGETS,
+    CLAIM_TEMPLATES,
+    CLAIMS,
+    DEVICE_CLASSES,
     EVENTS,
     PODS,
     PRIORITY_CLASSES,
@@ -23,6 +34,7 @@ from webhook.cli.kubeapi import (
     Ref,
 )
 from webhook.cli.view import KindSource, Snapshot
+from webhook.core.dra import DeviceQuota, device_quota_of
 from webhook.core.treechoice import oldest_tree_object
 from webhook.workloads.children import queued_with_parent
 from webhook.workloads.registry import all_adapters
@@ -150,6 +162,31 @@ def _list_jobs(api: KubeApi, sources: Sequence[KindSource], namespace: str | Non
     return out
 
 
+def _pass_pods(api: KubeApi) -> tuple[list[Obj] | None, list[Obj]]:
+    """Every unfinished pod and every PodDisruptionBudget, as the controller's pass reads them (pods no job
+    accounts for count and may be evicted by reclaim); ``(None, [])`` when this user may not read them all."""
+    try:
+        pods: list[Obj] = list(api.list(PODS, None, field_selector=UNFINISHED_PODS))
+        budgets: list[Obj] = list(api.list(BUDGETS, None))
+    except ApiError:
+        return None, []
+    return pods, budgets
+
+
+def read_devices(api: KubeApi) -> DeviceQuota | None:
+    """The DRA objects the controller counts devices by (:func:`webhook.core.dra.device_quota_of`): an empty
+    quota when the API serves no DRA, ``None`` when this user may not read them."""
+    try:
+        classes = api.list(DEVICE_CLASSES, None)
+    except ApiError as error:
+        return DeviceQuota() if error.not_found else None
+    try:
+        templates, claims = api.list(CLAIM_TEMPLATES, None), api.list(CLAIMS, None)
+    except ApiError:
+        return None
+    return device_quota_of(classes, templates, claims, QUOTA_RESOURCE_ANNOTATION)
+
+
 def load_snapshot(
     api: KubeApi,
     namespaces: Sequence[str] | None,
@@ -228,6 +265,13 @@ def load_snapshot(
                 continue
         jobs += [(pod_source, pod) for pod in _managed_pods(pod_source, tagged)]
     snapshot.jobs = jobs
+    if complete and snapshot.complete:
+        snapshot.tree_pods, snapshot.budgets = _pass_pods(api)
+        devices = read_devices(api)
+        if devices is None:
+            snapshot.tree_pods = None  # the pass cannot be run as the controller runs it
+        else:
+            snapshot.devices = devices
     if with_events:
         for target in targets:
             snapshot.events += controller_events(api, target)

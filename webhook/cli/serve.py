@@ -27,7 +27,8 @@ import logging
 import signal
 import ssl
 import tempfile
-from collections.abc import AsyncIterator, Coroutine
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -40,12 +41,14 @@ from webhook.admission import server
 from webhook.admission.app import make_app
 from webhook.admission.configs import NAME as CONFIG_NAME
 from webhook.admission.configs import SERVICE_NAME, SERVICE_NAMESPACE
+from webhook.admission.joining import labeller_on, managed_patch
 from webhook.admission.sources import build_caches, cache_context
 from webhook.admission.state import DEFAULT_CONTROLLER_USER, DEFAULT_MAX_BODY_BYTES, Settings, StateStore
+from webhook.api import kinds
 from webhook.api.names import CONTROLLER_COMPONENT, TREE_NAMESPACE
 from webhook.cli.wiring import import_wired
 from webhook.core.integrity import WORKLOAD_CONTROLLERS
-from webhook.kube.client import KubeClient
+from webhook.kube.client import KubeClient, ResourceRef
 from webhook.kube.selfcert import ensure_serving_secret, inject_ca_bundle, service_dns_names
 from webhook.kube.serving import tls_context
 from webhook.kube.tasks import TaskGroup
@@ -256,6 +259,16 @@ async def _keep_self_cert(client: KubeClient, options: ServeOptions, cert_dir: P
             log.warning("component=serve event=self_cert_failed error=%r", error)
 
 
+def _namespace_labeller(client: KubeClient) -> Callable[[str], Awaitable[None]]:
+    """Labels one namespace managed with ``client`` (:func:`webhook.admission.joining.managed_patch`)."""
+    namespaces = ResourceRef.of(kinds.NAMESPACE)
+
+    async def label(namespace: str) -> None:
+        await client.merge_patch(namespaces, namespace, managed_patch(time.time()))
+
+    return label
+
+
 async def _metrics(request: web.Request) -> web.Response:
     return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -307,8 +320,9 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
                 log.info("component=serve event=plugin_attached plugin=%s", plugin.__name__)
         # The admission routes are answered from a thread of their own (the controller's passes would hold
         # them up on this loop); ``app`` keeps the caches and the plugins' background work here.
-        runner = await server.start_apart(app, make_app(store, options.settings), options.host, options.port,
-                                          context)
+        labeller = labeller_on(asyncio.get_running_loop(), _namespace_labeller(client))
+        runner = await server.start_apart(app, make_app(store, options.settings, labeller), options.host,
+                                          options.port, context)
         stack.push_async_callback(runner.cleanup)
         log.info(
             "component=serve event=listening address=https://%s:%d controller_users=%s",

@@ -11,9 +11,10 @@ from webhook.api.names import (
 )
 from webhook.api.objects import Obj
 from webhook.cli.view import JobView
-from webhook.core.ledger import build_ledger, status_tree
+from webhook.core.ledger import build_ledger
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, ResourceError, Resources
+from webhook.core.tree_status import status_tree
 from webhook.workloads.base import value_at
 
 

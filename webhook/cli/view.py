@@ -36,13 +36,14 @@ from webhook.api.objects import (
     queue_details,
     spec_of,
 )
-from webhook.controller.model import remaining_job_pods, track
+from webhook.controller.model import TrackedJob, remaining_job_pods, track
 from webhook.controller.records import (
     AdmissionRecord,
     read_backoff,
     read_record,
     spec_fingerprint,
 )
+from webhook.core.dra import DeviceQuota
 from webhook.core.queueing import positions_only
 from webhook.core.quota import QuotaNode, QuotaTree, QuotaTreeError, parse_tree, queue_name
 from webhook.core.resources import Resources
@@ -123,6 +124,13 @@ class Snapshot:
     events: list[Obj] = field(default_factory=list)
     complete: bool = False
     """``jobs`` holds every job of every managed namespace (the ledger can be rebuilt from them)."""
+    tree_pods: list[Obj] | None = None
+    """Every unfinished pod of the cluster (read with ``complete`` when allowed), for the pods no job accounts
+    for; ``None`` when not read."""
+    budgets: list[Obj] = field(default_factory=list)
+    """Every PodDisruptionBudget (read with :attr:`tree_pods`)."""
+    devices: DeviceQuota = field(default_factory=DeviceQuota)
+    """The DRA devices jobs and pods claim (read with :attr:`tree_pods`; empty otherwise)."""
     _tree: tuple[QuotaTree | None, str | None] | None = None
 
     @property
@@ -174,6 +182,8 @@ class JobView:
     """``status`` (the Queue's status) or ``computed`` (core queue order over the waiting jobs)."""
     backoff: BackoffNote | None = None
     """Its backoff note when it failed to start in time and the note still applies (same spec)."""
+    tracked: TrackedJob | None = None
+    """The job as the controller tracks it (``None`` outside the tree or when it cannot be sized)."""
 
     @property
     def adapter(self) -> Adapter:
@@ -307,12 +317,15 @@ def job_views(snapshot: Snapshot) -> list[JobView]:
         running = sum(1 for pod in pods if value_at(pod, "status", "phase") == "Running")
         expected = _expected_pods(adapter, obj)
         workload: Workload | None = None
+        tracked: TrackedJob | None = None
         size_error: str | None = None
         if leaf is not None:
             try:
-                workload = track(adapter, obj, leaf, snapshot.priority_classes).workload
+                tracked = track(adapter, obj, leaf, snapshot.priority_classes, snapshot.devices)
             except WorkloadError as error:
                 size_error = str(error)
+            else:
+                workload = tracked.workload
         quota = leaf.full_name if leaf is not None else annotations_of(obj).get(QUOTA_FULLNAME_ANNOTATION)
         leaf_name = leaf.name if leaf is not None else (str(label) if label else None)
         status = job_status(adapter, obj, managed, running, expected)
@@ -339,6 +352,7 @@ def job_views(snapshot: Snapshot) -> list[JobView]:
                 record=read_record(obj),
                 eviction=read_eviction(obj),
                 backoff=note,
+                tracked=tracked,
                 pods=tuple(pods),
                 running=running,
                 expected=expected,

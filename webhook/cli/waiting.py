@@ -18,14 +18,17 @@ from webhook.api.names import (
 from webhook.api.objects import Obj, annotations_of, event_source, event_time
 from webhook.cli.view import JobView, Snapshot
 from webhook.controller import decide
+from webhook.controller.starts import accounted_by, loose_pods_of
+from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA
 from webhook.core.fit import Blocker, FitResult, validate_rate
 from webhook.core.ledger import build_ledger
+from webhook.core.loose import loose_inputs, read_budgets, with_claimed_devices
 from webhook.core.queueing import Policy, admission_pass
 from webhook.core.quota import QuotaTree
 from webhook.core.reclaim import explain_reclaim
-from webhook.core.resources import EMPTY, ResourceError, Resources
+from webhook.core.resources import Resources
+from webhook.core.tree_status import used_from_status
 from webhook.core.workload import Phase, Workload
-from webhook.workloads.base import value_at
 
 DEFAULT_RATE = Fraction(2)
 """The controller's default ``--oversellrate``."""
@@ -82,28 +85,6 @@ def oversell_rate(explicit: Fraction | None, tree_obj: Obj | None, queues: Mappi
     return DEFAULT_RATE, "the default; pass --oversellrate if the controller runs with another"
 
 
-def status_usage(tree: QuotaTree, tree_obj: Obj | None) -> dict[str, Resources] | None:
-    """``used`` per node key from the ElasticQuotaTree's status; ``None`` when it has none."""
-    root = value_at(tree_obj, "status", "root") if tree_obj is not None else None
-    if not isinstance(root, Mapping):
-        return None
-    out: dict[str, Resources] = {}
-    stack: list[Obj] = [root]
-    while stack:
-        node = stack.pop()
-        name = node.get("name")
-        if isinstance(name, str) and name.lower() in tree.nodes:
-            try:
-                used = node.get("used")
-                out[name.lower()] = Resources.parse(used if isinstance(used, Mapping) else {})
-            except ResourceError:
-                out[name.lower()] = EMPTY
-        children = node.get("children")
-        if isinstance(children, list):
-            stack.extend(child for child in children if isinstance(child, Mapping))
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class WaitReport:
     """Why one QUEUING job waits, as the controller's next pass would see it."""
@@ -121,6 +102,8 @@ class WaitReport:
     ahead: tuple[tuple[int, Workload], ...]
     reclaim: str
     reclaim_possible: bool
+    by_reclaim: bool = False
+    """The next pass admits it by reclaim (``reclaim`` says whom it evicts)."""
 
     @property
     def blockers(self) -> tuple[Blocker, ...]:
@@ -130,30 +113,34 @@ class WaitReport:
 def explain_wait(
     snapshot: Snapshot, views: Sequence[JobView], job: JobView, rate: Fraction, rate_source: str
 ) -> WaitReport:
-    """Run the controller's admission pass on the snapshot and read the job's place and reasons.
+    """Where the job stands and why, as the controller's next pass would see it.
 
-    Usage comes from the admitted jobs themselves when the snapshot holds every job of the tree
-    (``snapshot.complete``), else from the tree's status.
+    With every job and every pod of the tree at hand (``snapshot.complete`` and ``snapshot.tree_pods``), this
+    runs the controller's own pass (:func:`webhook.controller.decide.decide`) over the same jobs, pods no job
+    accounts for and PodDisruptionBudgets, and reads the job's fate in it. Otherwise it runs the admission pass
+    alone, over the jobs this user can read, with usage from the tree's status.
     """
     tree = snapshot.tree
     assert tree is not None and job.workload is not None and job.leaf is not None
+    policies = leaf_policies(tree, snapshot.queues)
+    strict = strict_priority(snapshot.queues)
+    if strict:
+        policies = dict.fromkeys(policies, Policy.BLOCK)
+    if snapshot.complete and snapshot.tree_pods is not None:
+        return _from_the_pass(snapshot, views, job, rate, rate_source, strict)
     workloads = [view.workload for view in views if view.workload is not None]
-    status_used = status_usage(tree, snapshot.tree_obj)
+    status_used = used_from_status(tree, snapshot.tree_obj.get("status") if snapshot.tree_obj else None)
     if snapshot.complete or status_used is None:
         used: Mapping[str, Resources] = build_ledger(tree, workloads).used_view()
         usage_source = "the admitted jobs" + ("" if snapshot.complete else " this user can read")
     else:
         used = status_used
         usage_source = "the ElasticQuotaTree's status"
-    policies = leaf_policies(tree, snapshot.queues)
-    if strict_priority(snapshot.queues):
-        policies = dict.fromkeys(policies, Policy.BLOCK)
     waiting = [w for w in workloads if w.phase is Phase.QUEUED]
     result = admission_pass(tree, used, waiting, policies, rate)
-    admitted_now = {workload.key for workload in result.admitted}
     policy = policies.get(job.leaf.key, Policy.ROUND)
     queue = result.queues.get(job.leaf.key, ())
-    if job.key in admitted_now:
+    if job.key in {workload.key for workload in result.admitted}:
         return WaitReport(job, rate, rate_source, usage_source, policy, True, None, None, len(queue), (), "", False)
     position = result.positions.get(job.key)
     ahead = tuple((index, workload) for index, workload in enumerate(queue, start=1) if index < (position or 0))
@@ -172,4 +159,65 @@ def explain_wait(
         ahead=ahead,
         reclaim=plan_text,
         reclaim_possible=not plan_text.startswith("no reclaim"),
+    )
+
+
+def _from_the_pass(  # noqa: PLR0917 - explain_wait's arguments, passed on
+    snapshot: Snapshot, views: Sequence[JobView], job: JobView, rate: Fraction, rate_source: str, strict: bool
+) -> WaitReport:
+    """:func:`explain_wait` by the controller's own pass over every job and pod of the tree."""
+    tree = snapshot.tree
+    assert tree is not None and job.workload is not None and job.leaf is not None and snapshot.tree_pods is not None
+    tracked = [view.tracked for view in views if view.tracked is not None]
+    pods = with_claimed_devices(loose_pods_of(snapshot.tree_pods, tree, accounted_by(tracked)), snapshot.devices)
+    loose, protected = loose_inputs(tree, pods, read_budgets(snapshot.budgets))
+    decisions = decide.decide(tree, tracked, snapshot.queues, oversell_rate=rate, strict_priority=strict,
+                              now=snapshot.now, loose=loose, protected=protected)
+    usage_source = "every admitted job and running pod of the tree"
+    policy = decisions.policies.get(job.leaf.key, Policy.ROUND)
+    key = job.key
+    queue = sorted((waiting.workload for waiting in decisions.waiting
+                    if waiting.workload.quota.lower() == job.leaf.key),
+                   key=lambda workload: decisions.positions.get(workload.key, 0))
+    if any(admitted.workload.key == key for admitted in (*decisions.admissions, *decisions.late_admissions)):
+        return WaitReport(job, rate, rate_source, usage_source, policy, True, None, None, len(queue), (), "", False)
+    plan = next((plan for plan in decisions.reclaims if plan.preemptor.workload.key == key), None)
+    if plan is not None:
+        return WaitReport(job, rate, rate_source, usage_source, policy, True, None, None, len(queue), (),
+                          plan.reason, True, by_reclaim=True)
+    position = decisions.positions.get(key)
+    ahead = tuple((index, workload) for index, workload in enumerate(queue, start=1) if index < (position or 0))
+    used = decisions.ledger.used_view()
+    gone = {victim.workload.key for plan in decisions.reclaims for victim in plan.victims}
+    gone.update(workload.key for plan in decisions.reclaims for workload in plan.pods)
+    running = [admitted.workload for admitted in (*decisions.admissions, *decisions.late_admissions)]
+    running += [plan.preemptor.workload for plan in decisions.reclaims]
+    running += [tracked_job.workload for tracked_job in tracked if tracked_job.workload.phase is Phase.ADMITTED
+                and tracked_job.workload.key not in gone]
+    running += [workload for workload in loose if workload.key not in gone]
+    candidates = [workload for workload in running if workload.key not in protected]
+    plan_text = explain_reclaim(tree, used, candidates, job.workload, rate)
+    possible = not plan_text.startswith("no reclaim")
+    if possible:
+        plan_text = (f"{plan_text}; but this pass reclaims for the jobs ahead of it in its quota first (at most "
+                     f"{RECLAIM_TRIES_PER_QUOTA} a quota a pass, only the first under Block): it is tried once "
+                     "they are in")
+    elif protected:
+        unguarded = explain_reclaim(tree, used, running, job.workload, rate)
+        if not unguarded.startswith("no reclaim"):
+            named = "; ".join(f"{key} ({why})" for key, why in protected.items() if str(key) in unguarded)
+            plan_text = f"{plan_text}; only evicting pods that may not be evicted would help: {named}"
+    return WaitReport(
+        job=job,
+        rate=rate,
+        rate_source=rate_source,
+        usage_source=usage_source,
+        policy=policy,
+        fits_now=False,
+        reason=decisions.reasons.get(key),
+        position=position,
+        waiting=len(queue),
+        ahead=ahead,
+        reclaim=plan_text,
+        reclaim_possible=possible,
     )

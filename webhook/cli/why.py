@@ -131,6 +131,11 @@ def explain_queuing(
     lines.append(f"Request: {request}.")
     lines.append(wrap(f"Oversell rate {rate} (from {report.rate_source}); usage from {report.usage_source}.", 2, width))
     lines.append("")
+    if report.by_reclaim:
+        lines.append(wrap(
+            f"It is admitted at the controller's next pass by reclaim, which makes room for it: {report.reclaim}.",
+            2, width))
+        return "\n".join(lines)
     if report.fits_now:
         lines.append(wrap(
             "It fits its quota now: the controller admits it at its next pass, within seconds. If it stays "

@@ -19,13 +19,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from webhook.api import kinds
-from webhook.api.names import PARENT_ANNOTATION, QUOTA_LABEL, TREE_NAMESPACE
+from webhook.api.names import PARENT_ANNOTATION, QUOTA_LABEL, TREE_NAMESPACE, UNFINISHED_PODS
 from webhook.api.objects import Obj, meta, name_of, resource_version_of, status_of
+from webhook.controller.devices import DeviceWatch
 from webhook.controller.jobindex import JobIndex, ObjKey, Unsized, rv
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import PodIndex, pod_slim
+from webhook.core.loose import DisruptionBudget, read_budget
 from webhook.core.placement import PolicyError, parse_policy
 from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
@@ -41,7 +43,7 @@ NAMESPACES = ResourceRef.of(kinds.NAMESPACE)
 PRIORITY_CLASSES = ResourceRef.of(kinds.PRIORITY_CLASS)
 PODS = ResourceRef.of(kinds.POD)
 POLICIES = ResourceRef.of(kinds.RESOURCE_POLICY)
-UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+BUDGETS = ResourceRef.of(kinds.POD_DISRUPTION_BUDGET)
 
 
 class Wake(enum.Enum):
@@ -168,8 +170,14 @@ class ClusterCache:
         self.priority_classes = self._cache("priorityclasses", PRIORITY_CLASSES)
         self.policies = self._cache("resourcepolicies", POLICIES)
         """ResourcePolicies: namespaces outside the tree with a valid one get the placement label."""
+        self.budgets = self._cache("poddisruptionbudgets", BUDGETS)
+        """PodDisruptionBudgets: reclaim leaves the pods alone that one protects now (docs/reclaim.md)."""
+        self._budgets: dict[tuple[str, str], tuple[str, DisruptionBudget | None]] = {}
+        """Per budget: ``(resourceVersion, parsed)``."""
         self._placement_policies: dict[tuple[str, str], tuple[str, bool]] = {}
         """Per policy: ``(resourceVersion, is valid)``."""
+        self.devices = DeviceWatch(client, on_change)
+        """DeviceClasses, claim templates and claims, once the API serves them (:mod:`webhook.controller.devices`)."""
         self.pod_index = PodIndex()
         self.pods = WatchCache(
             "pods", SlimListWatch(ApiListWatch(client, PODS, field_selector=UNFINISHED_PODS), pod_slim)
@@ -259,11 +267,12 @@ class ClusterCache:
 
     def base_caches(self) -> list[WatchCache]:
         """The caches of everything but the job kinds."""
-        return [self.trees, self.queues, self.namespaces, self.priority_classes, self.policies, self.pods]
+        return [self.trees, self.queues, self.namespaces, self.priority_classes, self.policies, self.budgets,
+                self.pods]
 
     def all_caches(self) -> list[WatchCache]:
         """Every cache, the job kinds' last."""
-        return [*self.base_caches(), *(cache for _, _, cache in self.job_caches.values())]
+        return [*self.base_caches(), *self.devices.caches, *(cache for _, _, cache in self.job_caches.values())]
 
     def synced(self) -> bool:
         """Whether every cache has listed."""
@@ -283,6 +292,14 @@ class ClusterCache:
                 return version
         return None
 
+    async def _serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether the API serves ``plural`` in ``group/version`` (any failure: not known to)."""
+        try:
+            listing = await self.client.request("GET", _group_path(group, version))
+        except KubeApiError:
+            return False
+        return _lists(listing, plural)
+
     async def _gone(self, ref: ResourceRef) -> bool:
         """Whether the API says for sure that ``ref`` is no longer served (its CRD was removed): its group
         version is unknown (404) or lists no such resource. Any other failure is not proof."""
@@ -295,6 +312,7 @@ class ClusterCache:
     async def discover(self) -> None:
         """Start a cache for every supported job kind that the API serves and has none yet; stop the cache
         of a kind the API no longer serves (its CRD was uninstalled), so it does not retry forever."""
+        await self.devices.discover(self._serves, self._start)
         for adapter in all_adapters():
             key = kind_key(adapter)
             if key in self.job_caches:
@@ -396,7 +414,9 @@ class ClusterCache:
     def tracked_jobs(self, tree: QuotaTree) -> list[TrackedJob]:
         """Every job of a managed namespace, sized (each job that cannot be sized goes to ``on_unsized``)."""
         priorities = self.priorities()
-        return self.jobs.tracked(tree, (self._tree_version, self._priority_epoch), priorities, self._on_unsized)
+        devices = self.devices.quota()
+        return self.jobs.tracked(tree, (self._tree_version, self._priority_epoch, self.devices.epoch), priorities,
+                                 self._on_unsized, devices)
 
     def accounts_for(self, jobs: Sequence[TrackedJob]) -> Callable[[str, str, str], bool]:
         """Whether a job of this pass accounts for the pods that name an owner ``(namespace, kind, name)``
@@ -427,6 +447,24 @@ class ClusterCache:
             return (namespace, kind, name) in others
 
         return accounted
+
+    def disruption_budgets(self) -> dict[str, list[DisruptionBudget]]:
+        """The PodDisruptionBudgets by namespace, each parsed once per version (:func:`parse_budget`)."""
+        out: dict[str, list[DisruptionBudget]] = {}
+        seen: set[tuple[str, str]] = set()
+        for obj in self.view(self.budgets):
+            key = (str(meta(obj).get("namespace") or ""), name_of(obj))
+            seen.add(key)
+            version = resource_version_of(obj)
+            known = self._budgets.get(key)
+            if known is None or known[0] != version:
+                known = self._budgets[key] = (version, read_budget(obj))
+            if known[1] is not None:
+                out.setdefault(key[0], []).append(known[1])
+        if len(self._budgets) > len(seen):
+            for gone in self._budgets.keys() - seen:
+                del self._budgets[gone]
+        return out
 
     def closing_namespaces(self) -> frozenset[str]:
         """Namespaces being deleted (nothing is released into them)."""

@@ -29,10 +29,12 @@ from webhook.controller.leader import LeaderElector
 from webhook.controller.lifecycle import JobLifecycle
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
+from webhook.controller.reservations import ReservationWriter
 from webhook.controller.settings import ControllerSettings, settings_from_args
 from webhook.controller.starts import StartMemo, check_starts
 from webhook.controller.writer import Stats, Writer
 from webhook.core.fit import format_rate
+from webhook.core.loose import loose_inputs, reserved_for_jobs, with_claimed_devices
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.kube.client import KubeApiError, KubeClient
@@ -95,6 +97,9 @@ class Controller(JobLifecycle):
         self.writer = Writer(client, settings, self.cache, events=self.events, gate=self._gate, stats=self.stats,
                              is_leader=self.is_leader, poke=self._dirty.set, wall=self._read_wall,
                              clock=self._read_clock)
+        self.reservations = ReservationWriter(client, settings.queue_namespace, wall=self._read_wall,
+                                              clock=self._read_clock)
+        """Publishes what admitted jobs hold for the extender (:mod:`webhook.controller.reservations`)."""
         self.elector: LeaderElector | None = None
         if settings.leader_elect:
             self.elector = LeaderElector(
@@ -130,6 +135,7 @@ class Controller(JobLifecycle):
     def _leadership_changed(self, leading: bool) -> None:
         # Another replica may have written in between: forget what this one remembers having written.
         self.writer.forget()
+        self.reservations.forget()
         self._gate.reset()
         if leading:
             self._read_back_queued_events()
@@ -310,7 +316,9 @@ class Controller(JobLifecycle):
         if tree is None or tree_obj is None:
             return None
         jobs = self.tracked_jobs(tree)
-        foreign = cache.pod_index.foreign_usage(tree, cache.accounts_for(jobs))
+        pods = with_claimed_devices(cache.pod_index.loose_pods(tree, cache.accounts_for(jobs)), cache.devices.quota())
+        loose, protected = loose_inputs(tree, pods, cache.disruption_budgets())
+        protected.update(writer.evictions.protected())
         now = self._wall()
         checks = None
         if self.settings.start_timeout > 0:
@@ -338,7 +346,8 @@ class Controller(JobLifecycle):
                 strict_priority=self.settings.strict_priority,
                 reclaim_tries_per_quota=self.settings.reclaim_tries_per_quota,
                 now=now,
-                foreign=foreign,
+                loose=loose,
+                protected=protected,
                 closing=cache.closing_namespaces(),
             )
         decided = self._clock()
@@ -346,6 +355,12 @@ class Controller(JobLifecycle):
         self._set_timer(checks, decisions, now)
         self._tell_outside(jobs)
         self._tell_held(decisions)
+        if self.is_leader():
+            evicted = {workload.key for plan in decisions.reclaims for workload in plan.pods}
+            reserved = await self.reservations.write(reserved_for_jobs(decisions.ledger, loose, evicted))
+            if not reserved and (decisions.admissions or decisions.reclaims or decisions.late_admissions):
+                writer.poke()
+                return decisions  # nothing released before the extender can keep loose pods out of its room
         await writer.carry_out(decisions)
         released = self._clock()
         metrics.PASS_PHASE.labels("release").observe(released - decided)

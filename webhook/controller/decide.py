@@ -28,14 +28,20 @@ from webhook.api.names import (
 from webhook.api.objects import annotations_of, labels_of
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import rfc3339_seconds
-from webhook.core.decide import LEFTOVER_NOTE, RECLAIM_BUDGET, leaf_policies, queue_policy_text
+from webhook.core.decide import (
+    LEFTOVER_NOTE,
+    RECLAIM_BUDGET,
+    RECLAIM_TRIES_PER_QUOTA,
+    leaf_policies,
+    queue_policy_text,
+)
 from webhook.core.decide import decide as core_decide
 from webhook.core.decisions import Decisions, Reclaim, reason_key
-from webhook.core.ledger import status_tree
 from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaNode, QuotaTree, queue_name
-from webhook.core.resources import Resources
 from webhook.core.startup import GAVE_UP
+from webhook.core.tree_status import status_tree
+from webhook.core.workload import Workload, WorkloadKey
 
 __all__ = [
     "LEFTOVER_NOTE",
@@ -246,14 +252,16 @@ def decide(
     *,
     oversell_rate: Fraction,
     strict_priority: bool = False,
-    reclaim_tries_per_quota: int = 16,
+    reclaim_tries_per_quota: int = RECLAIM_TRIES_PER_QUOTA,
     reclaim_budget: int | None = RECLAIM_BUDGET,
     now: float = 0.0,
     closing: frozenset[str] = frozenset(),
-    foreign: Mapping[str, Resources] | None = None,
+    loose: Sequence[Workload] = (),
+    protected: Mapping[WorkloadKey, str] | None = None,
 ) -> JobDecisions:
-    """The core's pass (:func:`webhook.core.decide.decide`) over the controller's jobs, each leaf's policy read
-    from its Queue objects (``queues`` by name; every leaf ``Block`` under ``strict_priority``)."""
+    """The core's pass (:func:`webhook.core.decide.decide`) over the controller's jobs and the pods no job
+    accounts for (``loose``, with the ``protected`` ones reclaim may not take), each leaf's policy read from its
+    Queue objects (``queues`` by name; every leaf ``Block`` under ``strict_priority``)."""
     return core_decide(
         tree,
         jobs,
@@ -263,7 +271,8 @@ def decide(
         reclaim_budget=reclaim_budget,
         now=now,
         closing=closing,
-        foreign=foreign,
+        loose=loose,
+        protected=protected,
     )
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from webhook.api.objects import Obj, resource_version_of
 from webhook.controller.model import TrackedJob, track
+from webhook.core.dra import DeviceQuota
 from webhook.core.quota import QuotaTree
 from webhook.core.workload import WorkloadError
 from webhook.kube.cache import RELIST, CacheEvent, Key, WatchCache, object_key
@@ -47,8 +48,8 @@ class _Entry:
     """One job of the tree as the last pass read it."""
 
     version: int
-    epoch: tuple[int, int]
-    """``(tree version, PriorityClass epoch)`` it was sized under."""
+    epoch: tuple[int, ...]
+    """``(tree version, PriorityClass epoch, devices epoch)`` it was sized under."""
     obj: Obj
     job: TrackedJob | str
     """The tracked job, or why it cannot be sized."""
@@ -73,7 +74,8 @@ class JobIndex:
     def __init__(self, assumed: dict[ObjKey, Obj]) -> None:
         self._assumed = assumed
         self._kinds: dict[str, _Kind] = {}
-        self._epoch: tuple[int, int] | None = None
+        self._epoch: tuple[int, ...] | None = None
+        self._devices: DeviceQuota | None = None
 
     def add(self, adapter: Adapter, cache: WatchCache) -> None:
         """Index a job kind's cache (every key is read on the next pass)."""
@@ -106,10 +108,12 @@ class JobIndex:
         entry = kind.entries.get((namespace, name)) if kind is not None else None
         return entry.job if entry is not None and isinstance(entry.job, TrackedJob) else None
 
-    def tracked(self, tree: QuotaTree, epoch: tuple[int, int], priorities: Mapping[str, int],
-                on_unsized: Unsized) -> list[TrackedJob]:
-        """Every job of a tree namespace, sized; ``epoch`` is ``(tree version, PriorityClass epoch)``: when it
-        moved every job is read again. Each job that cannot be sized goes to ``on_unsized`` (on every pass)."""
+    def tracked(self, tree: QuotaTree, epoch: tuple[int, ...], priorities: Mapping[str, int],
+                on_unsized: Unsized, devices: DeviceQuota | None = None) -> list[TrackedJob]:
+        """Every job of a tree namespace, sized; ``epoch`` is ``(tree version, PriorityClass epoch[, devices
+        epoch])``: when it moved every job is read again. Each job that cannot be sized goes to ``on_unsized``
+        (on every pass). ``devices`` sizes the devices the jobs' pods claim (:mod:`webhook.core.dra`)."""
+        self._devices = devices
         if epoch != self._epoch:
             self._epoch = epoch
             for kind in self._kinds.values():
@@ -128,7 +132,7 @@ class JobIndex:
                     on_unsized(entry.obj, kind.adapter, entry.job)
         return out
 
-    def _refresh(self, kind: _Kind, tree: QuotaTree, epoch: tuple[int, int], priorities: Mapping[str, int]) -> None:
+    def _refresh(self, kind: _Kind, tree: QuotaTree, epoch: tuple[int, ...], priorities: Mapping[str, int]) -> None:
         if kind.dirty is None:
             keys: set[Key] = {*kind.entries, *(key for key in (object_key(obj) for obj in kind.cache.items())
                                                if key is not None)}
@@ -142,7 +146,7 @@ class JobIndex:
         for key in keys:
             self._read(kind, key, tree, epoch, priorities)
 
-    def _read(self, kind: _Kind, key: Key, tree: QuotaTree, epoch: tuple[int, int],
+    def _read(self, kind: _Kind, key: Key, tree: QuotaTree, epoch: tuple[int, ...],
               priorities: Mapping[str, int]) -> None:
         namespace, name = key
         cache_key = (kind.cache.name, namespace, name)
@@ -168,14 +172,14 @@ class JobIndex:
                 entry.obj = obj
                 return
             kept = entry.job
-            if entry.epoch[1] == epoch[1] and isinstance(kept, TrackedJob) and kept.leaf.name == leaf.name:
+            if entry.epoch[1:] == epoch[1:] and isinstance(kept, TrackedJob) and kept.leaf.name == leaf.name:
                 # Only the tree moved and the job's leaf kept its name: sizing reads the leaf's name alone, so
                 # the job keeps its size and takes the new leaf. A tree edit (a quota's max lifted) then
                 # does not size every job of the cluster again before the next release.
                 kind.entries[key] = _Entry(version, epoch, obj, dataclasses.replace(kept, leaf=leaf))
                 return
         try:
-            job: TrackedJob | str = track(kind.adapter, obj, leaf, priorities)
+            job: TrackedJob | str = track(kind.adapter, obj, leaf, priorities, self._devices)
         except WorkloadError as error:
             job = str(error)
         if entry is None:

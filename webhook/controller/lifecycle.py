@@ -16,8 +16,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
-from webhook.api.names import BACKOFF_ANNOTATION, REASON_BACKOFF, REASON_GAVE_UP, REASON_HELD
-from webhook.api.objects import pod_spec
+from webhook.api.names import BACKOFF_ANNOTATION, QUOTA_LABEL, REASON_BACKOFF, REASON_GAVE_UP, REASON_HELD
+from webhook.api.objects import labels_of, pod_spec
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
 from webhook.controller.decide import JobDecisions
@@ -31,12 +31,9 @@ from webhook.core.quota import queue_name
 from webhook.core.startup import StartVerdict, after_failed_start
 from webhook.core.workload import Phase, WorkloadError
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
-from webhook.workloads.registry import all_adapters
+from webhook.workloads.registry import job_owner_kinds
 
 log = logging.getLogger("webhook.controller")
-
-_JOB_OWNER_KINDS = frozenset({adapter.kind for adapter in all_adapters()} | {"RayCluster"})
-"""Owner kinds a pod of a queued job may name (a RayJob's pods belong to its RayCluster)."""
 
 
 def format_seconds(seconds: float) -> str:
@@ -94,7 +91,7 @@ class JobLifecycle:
         if not (pod_spec(obj).get("nodeName") or was_bound):
             return False
         owners = metadata.get("ownerReferences") or ()
-        return not any(isinstance(ref, Mapping) and ref.get("kind") in _JOB_OWNER_KINDS for ref in owners)
+        return not any(isinstance(ref, Mapping) and ref.get("kind") in job_owner_kinds() for ref in owners)
 
     def _tell_held(self, decisions: JobDecisions) -> None:
         """Tell each job held for a missing PriorityClass why, once per class it misses."""
@@ -128,12 +125,7 @@ class JobLifecycle:
             self._outside_told.add(workload.uid)
             log.info(kv(component="controller", decision="count-unadmitted", job=str(workload.key),
                         quota=job.leaf.full_name, request=workload.request.describe()))
-            self.events.emit(
-                job.obj, "Warning", "RunsOutsideQueue", "Count",
-                f"Started before its namespace joined quota {job.leaf.full_name} (or while kube-queue could not "
-                f"hold it): it counts against the quota as admitted (request {workload.request.describe()}); "
-                "jobs created from now on are queued",
-            )
+            self.events.emit(job.obj, "Warning", "RunsOutsideQueue", "Count", outside_message(job))
         self._outside_told &= live
 
     def _set_timer(self, checks: StartChecks | None, decisions: JobDecisions, now: float) -> None:
@@ -193,3 +185,16 @@ class JobLifecycle:
         if ops and await self.writer.patch_job(job, ops, "clear-backoff") is not None:
             log.info(kv(component="controller", decision="clear-backoff", job=str(job.workload.key),
                         quota=job.leaf.full_name, reason=f"started, {BACKOFF_ANNOTATION} dropped"))
+
+
+def outside_message(job: TrackedJob) -> str:
+    """What the ``RunsOutsideQueue`` Event says of a job released without an admission record. A Pod the
+    webhook tagged was created in a namespace of the tree by a workload controller for its owner: it runs
+    unqueued because that owner is gone (a job deleted with ``--cascade=orphan``), not because it came early."""
+    workload = job.workload
+    counted = f"it counts against the quota as admitted (request {workload.request.describe()})"
+    if job.adapter.gates_at_creation_only and QUOTA_LABEL in labels_of(job.obj):
+        return (f"Runs in quota {job.leaf.full_name} without an owner (its job was deleted and left it running): "
+                f"{counted}, and reclaim may evict it like any pod no queued job accounts for")
+    return (f"Started before its namespace joined quota {job.leaf.full_name} (or while kube-queue could not "
+            f"hold it): {counted}; jobs created from now on are queued")

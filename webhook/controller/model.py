@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from webhook.api.objects import Obj, resource_version_of
 from webhook.controller.records import AdmissionRecord, read_backoff, read_record, spec_fingerprint
+from webhook.core.dra import DeviceQuota, pod_devices
 from webhook.core.quota import QuotaNode
 from webhook.core.resources import EMPTY
 from webhook.core.startup import BackoffNote, BackoffState, backoff_state
@@ -94,10 +95,32 @@ def _shrink_to_remaining(adapter: Adapter, obj: Obj, workload: Workload) -> Work
     return dataclasses.replace(workload, pod_sets=(shrunk,), request=EMPTY)
 
 
+def with_devices(adapter: Adapter, obj: Obj, workload: Workload, devices: DeviceQuota) -> Workload:
+    """``workload`` with the devices its pods claim: each pod set's pods their template claims, and the shared
+    claims the job names once (:func:`webhook.core.dra.pod_devices`)."""
+    templates = adapter.pod_templates(obj)
+    if len(templates) != len(workload.pod_sets):
+        return workload
+    per_set, shared, problem = pod_devices(workload.key.namespace,
+                                           [(template.count, template.spec) for template in templates], devices)
+    if problem:
+        raise WorkloadError(f"the devices its pods claim cannot be counted: {problem}")
+    if not shared and not any(per_set):
+        return workload
+    pod_sets = tuple(dataclasses.replace(pod_set, per_pod=pod_set.per_pod + extra)
+                     for pod_set, extra in zip(workload.pod_sets, per_set, strict=True))
+    request = EMPTY
+    for pod_set in pod_sets:
+        request = request + pod_set.total
+    return dataclasses.replace(workload, pod_sets=pod_sets, request=request + shared)
+
+
 def track(
-    adapter: Adapter, obj: Obj, leaf: QuotaNode, priority_classes: Mapping[str, int]
+    adapter: Adapter, obj: Obj, leaf: QuotaNode, priority_classes: Mapping[str, int],
+    devices: DeviceQuota | None = None,
 ) -> TrackedJob:
-    """The job's view; raises :class:`WorkloadError` when its pod sets cannot be read."""
+    """The job's view; raises :class:`WorkloadError` when its pod sets cannot be read, or the devices its pods
+    claim cannot be counted (``devices``: :mod:`webhook.core.dra`)."""
     workload = adapter.to_workload(obj, leaf.name, priority_classes)
     record = read_record(obj)
     if workload.phase is Phase.ADMITTED:
@@ -105,6 +128,8 @@ def track(
         workload = dataclasses.replace(workload, admitted_at=admitted_at)
     if workload.phase is not Phase.FINISHED:
         workload = _shrink_to_remaining(adapter, obj, workload)
+        if devices is not None and devices.classes:
+            workload = with_devices(adapter, obj, workload, devices)
     backoff = read_backoff(obj)
     spec = spec_fingerprint(obj) if backoff is not None else ""
     return TrackedJob(adapter=adapter, obj=obj, workload=workload, leaf=leaf, record=record, backoff=backoff, spec=spec,

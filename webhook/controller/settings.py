@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, TREE_NAMESPACE
+from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA
 from webhook.core.placement import parse_duration
 from webhook.core.startup import BackoffPolicy
 
@@ -70,7 +71,7 @@ class ControllerSettings:
     write_concurrency: int = 32
     """Admission writes in flight at once (8 left the apiserver idle between round trips: about half the
     admissions per second on the dev cluster)."""
-    reclaim_tries_per_quota: int = 16
+    reclaim_tries_per_quota: int = RECLAIM_TRIES_PER_QUOTA
     """Waiting jobs of one quota tried as reclaim preemptors per pass (bounds the work of a pass)."""
     start_timeout: float = 300.0
     """A released job whose pods do not run within this many seconds is held again and backed off

@@ -7,9 +7,9 @@ owner (:class:`PodIndex`). Each pass:
 * :func:`check_starts` asks the core (:func:`webhook.core.startup.start_verdict`) about every released job
   that has not been seen started in its current admission: started, still waiting (until when), or failed
   (with the reason its pods give). The rules are in docs/start-timeout.md.
-* :meth:`PodIndex.foreign_usage` sums, per leaf quota, the requests of the pods bound in its namespaces that
-  no job of the queue accounts for (pods of Deployments, StatefulSets, a Pod owned by anything else): they
-  use the quota all the same, so the queue counts them (docs/security.md).
+* :meth:`PodIndex.loose_pods` lists the pods bound in the tree's namespaces that no job of the queue accounts
+  for (pods of Deployments, StatefulSets, a Pod owned by anything else): they use the quota all the same, so
+  the queue counts them, and reclaim may evict them (:mod:`webhook.core.loose`, docs/reclaim.md).
 
 What "seen started" means is remembered per admission id (the record's ``id``), in memory: after a restart
 a released job whose pods all run is seen started again at once; one whose pods do not all run and whose
@@ -22,14 +22,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from webhook.api.objects import Obj, resource_version_of
+from webhook.api.objects import Obj, parse_time, resource_version_of
 from webhook.controller.model import TrackedJob
+from webhook.core.dra import pod_claim_refs
+from webhook.core.loose import LoosePod
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
+from webhook.core.selectors import EMPTY_LABELS, FrozenLabels
 from webhook.core.startup import PodState, StartStatus, StartVerdict, start_verdict
-from webhook.core.workload import Phase, WorkloadError, pod_request
+from webhook.core.workload import Phase, WorkloadError, running_pod_request
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
 from webhook.kube.client import JSON
+from webhook.workloads.registry import job_owner_kinds
 
 OwnerKey = tuple[str, str, str]
 """``(namespace, owner kind, owner name)``."""
@@ -44,8 +48,9 @@ def _items(value: object) -> list[object]:
 
 
 def pod_slim(pod: Obj) -> JSON:
-    """What the start check reads of a pod: identity, controller owner, phase, the scheduler's refusal and the
-    first container waiting reason."""
+    """What the start check and the loose pods read of a pod: identity, controller owner, phase, the scheduler's
+    refusal and the first container waiting reason; its priority and creation time; and, for a pod no job kind
+    owns, its labels (a PodDisruptionBudget selects it by them)."""
     metadata = _mapping(pod.get("metadata"))
     status = _mapping(pod.get("status"))
     owners = [
@@ -67,7 +72,7 @@ def pod_slim(pod: Obj) -> JSON:
                 reason, message = str(waiting.get("reason")), str(waiting.get("message") or "")
     spec = _mapping(pod.get("spec"))
     try:
-        request = pod_request(spec).to_spec()
+        request = running_pod_request(pod).to_spec()
     except WorkloadError:
         request = {}
     slim: JSON = {
@@ -80,6 +85,18 @@ def pod_slim(pod: Obj) -> JSON:
         "spec": {"nodeName": spec.get("nodeName") or "", "request": request},
         "status": {"phase": status.get("phase") or "Pending"},
     }
+    for key in ("creationTimestamp", "uid"):
+        if metadata.get(key):
+            slim["metadata"][key] = metadata[key]
+    own, shared = pod_claim_refs(pod)
+    if own or shared:
+        slim["spec"]["claims"] = {"own": list(own), "shared": list(shared)}
+    priority = spec.get("priority")
+    if isinstance(priority, int) and not isinstance(priority, bool) and priority:
+        slim["spec"]["priority"] = priority
+    labels = metadata.get("labels")
+    if isinstance(labels, Mapping) and labels and not any(owner["kind"] in job_owner_kinds() for owner in owners):
+        slim["metadata"]["labels"] = {str(key): str(value) for key, value in labels.items()}
     if metadata.get("deletionTimestamp"):
         slim["metadata"]["deletionTimestamp"] = metadata["deletionTimestamp"]
     if unschedulable:
@@ -113,10 +130,79 @@ def _owner_key(slim: Obj) -> OwnerKey | None:
 
 @dataclass(frozen=True, slots=True)
 class _Bound:
-    """A pod bound to a node: its owner (``None``: it has no controller) and what it requests."""
+    """A pod bound to a node: its owner (``None``: it has no controller), and the pod as a loose pod (what it
+    requests, its priority and creation time, its labels)."""
 
     owner: tuple[str, str] | None
-    request: Resources
+    pod: LoosePod
+
+
+Accounted = Callable[[str, str, str], bool]
+"""Whether a job of the queue accounts for the pods naming an owner ``(namespace, kind, name)``."""
+
+
+def _loose(bound: _Bound, accounted: Accounted) -> bool:
+    """Whether no job accounts for a bound pod: it is not queued as a Pod itself, nor does a job's pods'
+    owner name its owner."""
+    pod = bound.pod
+    if accounted(pod.namespace, "Pod", pod.name):
+        return False
+    return bound.owner is None or not accounted(pod.namespace, *bound.owner)
+
+
+def accounted_by(jobs: Iterable[TrackedJob]) -> Accounted:
+    """:data:`Accounted` over ``jobs``: each job accounts for the pods owned by itself and by the owners its
+    adapter names (a RayJob's RayCluster). The controller asks its own index instead
+    (``ClusterCache.accounts_for``); ``kq`` builds this from the jobs it read."""
+    owners: set[tuple[str, str, str]] = set()
+    for job in jobs:
+        key = job.workload.key
+        owners.add((key.namespace, key.kind, key.name))
+        owners.update((key.namespace, *owner) for owner in job.adapter.pod_owners(job.obj))
+    return lambda namespace, kind, name: (namespace, kind, name) in owners
+
+
+def loose_pods_of(pods: Iterable[Obj], tree: QuotaTree, accounted: Accounted) -> list[LoosePod]:
+    """The pods no job accounts for among raw ``pods`` (what :meth:`PodIndex.loose_pods` gives the controller,
+    for ``kq``, which reads the pods itself): bound, unfinished, in a namespace of ``tree``."""
+    out: list[LoosePod] = []
+    for pod in pods:
+        slim = pod_slim(pod)
+        if not slim["spec"]["nodeName"] or slim["status"]["phase"] in ("Succeeded", "Failed"):
+            continue
+        if tree.leaf_for_namespace(str(slim["metadata"].get("namespace") or "")) is None:
+            continue
+        owner = _owner_key(slim)
+        bound = _Bound(owner[1:] if owner else None, loose_pod(slim, owner[1:] if owner else None))
+        if _loose(bound, accounted):
+            out.append(bound.pod)
+    return out
+
+
+def loose_pod(slim: Obj, owner: tuple[str, str] | None) -> LoosePod:
+    """A slim pod (:func:`pod_slim`) as :mod:`webhook.core.loose` reads it."""
+    metadata = _mapping(slim.get("metadata"))
+    spec = _mapping(slim.get("spec"))
+    try:
+        request = Resources.parse(_mapping(spec.get("request")))
+    except ValueError:
+        request = EMPTY
+    priority = spec.get("priority")
+    labels = _mapping(metadata.get("labels"))
+    claims = _mapping(spec.get("claims"))
+    return LoosePod(
+        namespace=str(metadata.get("namespace") or ""),
+        name=str(metadata.get("name") or ""),
+        request=request,
+        priority=priority if isinstance(priority, int) else 0,
+        created=parse_time(metadata.get("creationTimestamp")) or 0.0,
+        owner_kind=owner[0] if owner else "",
+        labels=FrozenLabels({str(key): str(value) for key, value in labels.items()}) if labels else EMPTY_LABELS,
+        deleting=bool(metadata.get("deletionTimestamp")),
+        uid=str(metadata.get("uid") or ""),
+        claims=tuple(str(name) for name in _items(claims.get("own"))),
+        shared_claims=tuple(str(name) for name in _items(claims.get("shared"))),
+    )
 
 
 class PodIndex:
@@ -171,12 +257,9 @@ class PodIndex:
         state = pod_state(obj)
         spec = _mapping(obj.get("spec"))
         if spec.get("nodeName") and state.phase not in ("Succeeded", "Failed"):
-            try:
-                request = Resources.parse(_mapping(spec.get("request")))
-            except ValueError:
-                request = EMPTY
             namespace = str(_mapping(obj.get("metadata")).get("namespace") or "")
-            self._bound.setdefault(namespace, {})[state.name] = _Bound(owner[1:] if owner else None, request)
+            kind_name = owner[1:] if owner else None
+            self._bound.setdefault(namespace, {})[state.name] = _Bound(kind_name, loose_pod(obj, kind_name))
         if owner is None:
             return
         self._by_owner.setdefault(owner, {})[state.name] = state
@@ -199,23 +282,16 @@ class PodIndex:
                 del self._by_owner[owner]
         self._touched(owner)
 
-    def foreign_usage(self, tree: QuotaTree, accounted: Callable[[str, str, str], bool]) -> dict[str, Resources]:
-        """Per leaf key: what the bound, unfinished pods of its namespaces request that no job of the queue
-        accounts for. ``accounted(namespace, kind, name)`` says whether a job does: kind ``Pod`` asks whether the
-        pod itself is queued as a Pod (whatever owner it names), any other kind whether a job's pods name that
-        owner. One lookup a pod: the pass does not walk its jobs for this."""
-        out: dict[str, Resources] = {}
+    def loose_pods(self, tree: QuotaTree, accounted: Accounted) -> list[LoosePod]:
+        """The bound, unfinished pods of the tree's namespaces that no job of the queue accounts for.
+        ``accounted(namespace, kind, name)`` says whether a job does: kind ``Pod`` asks whether the pod itself
+        is queued as a Pod (whatever owner it names), any other kind whether a job's pods name that owner. One
+        lookup a pod: the pass does not walk its jobs for this."""
+        out: list[LoosePod] = []
         for namespace, pods in self._bound.items():
-            leaf = tree.leaf_for_namespace(namespace)
-            if leaf is None:
+            if tree.leaf_for_namespace(namespace) is None:
                 continue
-            total = out.get(leaf.key, EMPTY)
-            for name, pod in pods.items():
-                if accounted(namespace, "Pod", name) or (pod.owner is not None and accounted(namespace, *pod.owner)):
-                    continue
-                total = total + pod.request
-            if total:
-                out[leaf.key] = total
+            out.extend(bound.pod for bound in pods.values() if _loose(bound, accounted))
         return out
 
     def pods_of(self, job: TrackedJob) -> list[PodState]:

@@ -14,7 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.api.names import ADMISSION_ANNOTATION, REASON_ADMITTED, REASON_EVICTED
+from webhook.api.names import (
+    ADMISSION_ANNOTATION,
+    MANAGED_NAMESPACE_LABEL,
+    MANAGED_SINCE_ANNOTATION,
+    REASON_ADMITTED,
+    REASON_EVICTED,
+)
 from webhook.api.objects import Obj, meta, name_of
 from webhook.controller import metrics
 from webhook.controller.cache import NAMESPACES, ClusterCache
@@ -29,6 +35,7 @@ from webhook.controller.decide import (
     tree_status,
 )
 from webhook.controller.events import EventGate, EventRecorder
+from webhook.controller.evictions import PodEvictions, PodVictim
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import AdmissionRecord, EvictionNote, admit_patch, clear_record_patch, evict_patch, kv
 from webhook.controller.settings import ControllerSettings
@@ -36,7 +43,7 @@ from webhook.core.fit import format_rate
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.kube.cache import WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
-from webhook.workloads.base import JSONPatch
+from webhook.workloads.base import JSONPatch, rfc3339
 
 log = logging.getLogger("webhook.controller")
 
@@ -80,6 +87,7 @@ class Writer:
         poke: Callable[[], None],
         wall: Callable[[], float],
         clock: Callable[[], float],
+        evictions: PodEvictions | None = None,
     ) -> None:
         self.client = client
         self.settings = settings
@@ -96,6 +104,8 @@ class Writer:
         self.status_due: float | None = None
         """When (monotonic) a status held back by ``status_interval`` may be written: a pass is due then."""
         self._status_modes: dict[str, str | None] = {}
+        self.evictions = evictions if evictions is not None else PodEvictions(client, events, clock=clock)
+        """Evicts the pods reclaim takes (:mod:`webhook.controller.evictions`)."""
 
     def forget(self) -> None:
         """Forget the statuses this replica remembers writing (another replica may have written since)."""
@@ -116,7 +126,11 @@ class Writer:
             await self._label_namespace(action)
 
     async def _label_namespace(self, action: NamespaceAction) -> None:
-        patch = {"metadata": {"labels": {action.label: action.value}}}
+        patch: dict[str, Any] = {"metadata": {"labels": {action.label: action.value}}}
+        if action.label == MANAGED_NAMESPACE_LABEL:  # when it joined (or none, when it left)
+            patch["metadata"]["annotations"] = {
+                MANAGED_SINCE_ANNOTATION: rfc3339(self._wall()) if action.value else None
+            }
         try:
             updated = await self.client.merge_patch(NAMESPACES, action.name, patch)
         except KubeApiError as error:
@@ -216,9 +230,20 @@ class Writer:
         await asyncio.gather(*(one(*entry) for entry in jobs))
 
     async def reclaim(self, plan: JobReclaim) -> bool:
-        """Evict the plan's victims, then admit its preemptor; ``False`` (and no admission) when an eviction
-        was refused."""
+        """Evict the plan's pods (they may be refused: first), then its jobs, then admit its preemptor;
+        ``False`` (and no admission) when an eviction was refused."""
         preemptor = plan.preemptor
+        for workload in plan.pods:
+            if not self.is_leader():
+                return False
+            pod = PodVictim(workload.key, workload.uid, self._full_name(workload.quota),
+                            f"{preemptor.workload.key} of quota {preemptor.leaf.full_name}", plan.reason)
+            if not await self.evictions.evict(pod):
+                log.info(kv(component="controller", decision="reclaim-aborted", job=str(preemptor.workload.key),
+                            quota=preemptor.leaf.full_name, reason=f"could not evict {workload.key}"))
+                self.poke()
+                return False
+            self.stats.evicted += 1
         for victim in plan.victims:
             note = EvictionNote(
                 by=str(preemptor.workload.key), quota=preemptor.leaf.full_name, reason=plan.reason, at=self._wall()
@@ -244,6 +269,12 @@ class Writer:
             )
         return await self.admit(preemptor, "reclaim", plan.reason)
 
+    def _full_name(self, quota: str) -> str:
+        """A leaf's full name (``root/Department-a``) from its name, as the tree the last pass read has it."""
+        tree = self.cache.tree_parsed[0]
+        node = tree.nodes.get(quota.lower()) if tree is not None else None
+        return node.full_name if node is not None else quota
+
     async def carry_out(self, decisions: JobDecisions) -> None:
         """Stale records, admissions and reclaims of a pass, in order.
 
@@ -256,7 +287,7 @@ class Writer:
         batch: list[tuple[TrackedJob, str, str | None]] = [(job, "fits", None) for job in decisions.admissions]
         reclaim_ok = True
         for plan in decisions.reclaims:
-            if not plan.victims:
+            if not plan.victims and not plan.pods:
                 batch.append((plan.preemptor, "reclaim", plan.reason))
                 continue
             await self.admit_all(batch)

@@ -54,7 +54,7 @@ from webhook.core.reclaim import Reclaimer, ReclaimPlan
 from webhook.core.resources import Resources
 from webhook.core.workload import Phase, Workload, WorkloadKey
 
-__all__ = ["LEFTOVER_NOTE", "RECLAIM_BUDGET", "decide", "leaf_policies", "queue_policy_text"]
+__all__ = ["LEFTOVER_NOTE", "RECLAIM_BUDGET", "RECLAIM_TRIES_PER_QUOTA", "decide", "leaf_policies", "queue_policy_text"]
 
 
 # Policies --------------------------------------------------------------------------------------------------
@@ -98,6 +98,9 @@ def _queued(job: J) -> J:
     return job.with_workload(dataclasses.replace(job.workload, phase=Phase.QUEUED, admitted_at=None))
 
 
+RECLAIM_TRIES_PER_QUOTA = 16
+"""Waiting jobs of one quota tried as reclaim preemptors per pass, by default (bounds the work of a pass)."""
+
 RECLAIM_BUDGET = 50_000
 """Candidate victims one pass may look at while planning reclaims (a bound on the pass's work; quotas not
 reached wait for the next pass, which starts again from the quota with the oldest waiting job)."""
@@ -130,7 +133,9 @@ def _reclaims(  # noqa: PLR0917 - a private helper of decide()
         reclaimer = Reclaimer(tree, result.used, (), rate, fresh=result.admitted, ordered=blocking, budget=budget,
                               running=running, running_amounts=amounts)
     else:
-        victims = [job.workload for job in admitted.values() if job.evictable]
+        protected = snapshot.protected
+        victims = [job.workload for job in admitted.values() if job.evictable and job.workload.key not in protected]
+        victims.extend(snapshot.by_api.values())
         reclaimer = Reclaimer(tree, result.used, victims, rate, fresh=result.admitted, ordered=blocking,
                               budget=budget)
     plans: list[ReclaimPlan] = []
@@ -219,19 +224,23 @@ def decide(
     policies: Mapping[str, Policy],
     *,
     oversell_rate: Fraction,
-    reclaim_tries_per_quota: int = 16,
+    reclaim_tries_per_quota: int = RECLAIM_TRIES_PER_QUOTA,
     reclaim_budget: int | None = RECLAIM_BUDGET,
     now: float = 0.0,
     closing: frozenset[str] = frozenset(),
-    foreign: Mapping[str, Resources] | None = None,
+    loose: Sequence[Workload] = (),
+    protected: Mapping[WorkloadKey, str] | None = None,
 ) -> Decisions[J]:
     """Admit, reclaim and place every job of the tree (see the module's steps) under each leaf's policy
     (:func:`leaf_policies`, by leaf key). Nothing is written here.
     ``now`` (seconds since the epoch) decides which jobs in backoff may queue again; no job of the namespaces
-    in ``closing`` (being deleted) is admitted; ``foreign`` is what pods outside the queue's jobs use per leaf
-    key (they count as admitted)."""
+    in ``closing`` (being deleted) is admitted; ``loose`` are the workloads of the pods no job of the queue accounts for
+    (:mod:`webhook.core.loose`): they count as admitted, and reclaim may evict them like jobs, through the
+    Eviction API (:attr:`Reclaim.pods`), as it does admitted jobs that cannot be held again (Pods);
+    ``protected`` names the ones it may not take, and why."""
     rate = validate_rate(oversell_rate)
-    snapshot = sort_out(tree, jobs, now, closing, foreign)
+    snapshot = sort_out(tree, jobs, now, closing, loose=loose, protected=protected)
+    pods = snapshot.by_api
     admitted, ledger = snapshot.admitted, snapshot.ledger
     groups = snapshot.groups
     result, flags = admit_groups(tree, ledger.used_view(), snapshot.workloads, policies, rate,
@@ -251,6 +260,7 @@ def decide(
     reasons: Mapping[WorkloadKey, FitResult] = result.reasons
     queues_after: Mapping[str, Sequence[Workload]] = result.queues
     evicted: dict[WorkloadKey, J] = {}
+    evicted_pods: list[Workload] = []
     moved: dict[str, list[J]] = {}
     """The waiting jobs of the queues the reclaims changed, in order."""
     if reclaimer is not None and (plans or late):
@@ -266,9 +276,12 @@ def decide(
                 late.append(_job_of(groups, plan.preemptor))
                 continue
             for victim in plan.victims:
-                evicted[victim.key] = _queued(admitted[victim.key])
-            victims = tuple(admitted[victim.key] for victim in plan.victims)
-            reclaims.append(Reclaim(_job_of(groups, plan.preemptor), victims, plan.reason))
+                if victim.key not in pods:
+                    evicted[victim.key] = _queued(admitted[victim.key])
+            victims = tuple(admitted[victim.key] for victim in plan.victims if victim.key not in pods)
+            gone = tuple(victim for victim in plan.victims if victim.key in pods)
+            evicted_pods.extend(gone)
+            reclaims.append(Reclaim(_job_of(groups, plan.preemptor), victims, plan.reason, gone))
         # Evicted and withheld jobs wait again at their place; room the plans left over is the next pass's
         # (its admission pass hands it out in turn, and its reclaims withhold what a borrower would take from
         # a quota owed it), never admitted here: a borrower given it now would be evicted by the next pass.
@@ -318,6 +331,8 @@ def decide(
         final_ledger = final_ledger.with_admitted(job.workload)
     for key in evicted:
         final_ledger = final_ledger.with_queued(admitted[key].workload)
+    for workload in evicted_pods:
+        final_ledger = final_ledger.without(workload)
     return Decisions(
         admissions=tuple(admissions),
         reclaims=tuple(reclaims),

@@ -74,11 +74,15 @@ class PlainJob:
 
 @dataclass(frozen=True, slots=True)
 class Reclaim(Generic[J]):
-    """Evict ``victims`` and admit ``preemptor``, in that order, as one step."""
+    """Evict ``victims`` and ``pods`` and admit ``preemptor`` as one step."""
 
     preemptor: J
     victims: tuple[J, ...]
+    """Jobs to hold again: they wait at their place in their queue."""
     reason: str
+    pods: tuple[Workload, ...] = ()
+    """Loose pods to evict through the Eviction API (:mod:`webhook.core.loose`): they do not come back to
+    a queue; their controller, if any, creates a replacement."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from webhook.core.quantity import format_quantity
+from webhook.core.quota import QuotaTree
+from webhook.core.resources import Resources, is_binary_resource
 from webhook.core.workload import PodSet
 
 PRIORITY_REFUSED_BY_API = "the integer value of priority must not be provided in pod spec"
@@ -210,3 +213,55 @@ def _size_problems(old: JobFacts, new: JobFacts) -> list[str]:
         )
     return problems
 
+
+
+def resize_problems(
+    tree: QuotaTree,
+    namespace: str,
+    old: Resources,
+    new: Resources,
+    used: Mapping[str, Resources] | None,
+    *,
+    job_pod: bool,
+) -> list[str]:
+    """Why an in-place resize (``pods/resize``) of a pod in a namespace of ``tree`` is refused, from what the pod
+    asked before (``old``) and after (``new``). Shrinking is always allowed. A pod of a queued job may not grow:
+    its job was admitted at its size (the same rule as for the job itself). Any other pod may grow by what its
+    quota leaves at every level: ``used`` (per node key, what the controller last counted, the pod itself
+    included) plus the growth must stay within ``max``; without ``used`` the growth cannot be checked and is
+    refused."""
+    leaf = tree.leaf_for_namespace(namespace)
+    if leaf is None:
+        return []
+    growth = {name: amount - old.get_or_zero(name) for name, amount in new.items() if amount > old.get_or_zero(name)}
+    if not growth:
+        return []
+    grown = ", ".join(sorted(growth))
+    if job_pod:
+        return [
+            f"spec.containers[*].resources: a pod of a queued job may not grow in place ({grown}): its job was "
+            f"admitted at its size in quota {leaf.full_name}; suspend the job and change its pod template, or "
+            "resubmit it with the new size"
+        ]
+    if used is None:
+        return [
+            f"spec.containers[*].resources: kube-queue does not know quota {leaf.full_name}'s usage yet, so it "
+            f"cannot tell whether {grown} may grow; retry in a few seconds"
+        ]
+    problems: list[str] = []
+    for node in tree.chain(leaf.key):
+        have = used.get(node.key)
+        for name, extra in sorted(growth.items()):
+            cap = node.max.get(name)
+            if cap is None:
+                continue
+            now = have.get_or_zero(name) if have is not None else 0
+            if now + extra > cap:
+                binary = is_binary_resource(name)
+                problems.append(
+                    f"spec.containers[*].resources: growing {name} by {format_quantity(extra, binary)} takes quota "
+                    f"{node.full_name} to {format_quantity(now + extra, binary)} of its max "
+                    f"{format_quantity(cap, binary)}; free room in the quota first (scale another workload down), "
+                    "ask an operator for a larger quota, or grow it less"
+                )
+    return problems

@@ -36,7 +36,6 @@ __all__ = [
     "chain_keys",
     "shift_usage",
     "shifted_view",
-    "status_tree",
 ]
 
 
@@ -477,20 +476,3 @@ class ChainTally(dict[str, dict[str, int]]):
                 if limit is not None and usage.get(resource, 0) + amount > limit:
                     return depth
         return len(keys)
-
-
-def status_tree(tree: QuotaTree, ledger: Ledger) -> dict[str, Any]:
-    """The ``status`` of the ElasticQuotaTree, mirroring the tree: each node ``{name, used, request,
-    children}`` with canonical quantity strings, so ``kubectl get eqtree -o json | jq .status`` shows who uses
-    what."""
-
-    def render(node: QuotaNode) -> dict[str, Any]:
-        usage = ledger.usage(node.key)
-        return {
-            "name": node.name,
-            "used": usage.used.to_spec(),
-            "request": usage.request.to_spec(),
-            "children": [render(child) for child in node.children],
-        }
-
-    return {"root": render(tree.root)}

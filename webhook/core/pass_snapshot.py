@@ -58,6 +58,11 @@ class PassSnapshot(Generic[J]):
     ledger: Ledger
     backoff: list[J]
     held: list[J]
+    by_api: dict[WorkloadKey, Workload]
+    """The reclaim candidates that cannot be held again, by key: loose pods and admitted Pods (docs/reclaim.md,
+    "Pods"). Reclaim evicts them through the Eviction API; they do not go back to a queue."""
+    protected: Mapping[WorkloadKey, str]
+    """Admitted jobs and pods reclaim may not take, and why."""
 
 
 _workload_of = attrgetter("workload")
@@ -89,14 +94,18 @@ def sort_out(
     jobs: Iterable[J],
     now: float,
     closing: frozenset[str] = frozenset(),
-    foreign: Mapping[str, Resources] | None = None,
+    *,
+    loose: Sequence[Workload] = (),
+    protected: Mapping[WorkloadKey, str] | None = None,
 ) -> PassSnapshot[J]:
     """Sort the jobs out, and their :func:`build_ledger`, summed per quota and phase first (one summed
     workload per quota and phase instead of one per job: the same ledger, a fraction of the work at depth).
     Jobs of quotas that are not in the tree are passed as they are, so :attr:`Ledger.unknown` lists them.
     A held job in backoff (before its retry time, or given up) counts as requested but does not wait; nor does
-    a held job of a namespace being deleted (``closing``): nothing is released into it. ``foreign`` (per leaf
-    key) is what pods no job accounts for use: admitted, never evicted, never a job of ``kube-queue/max-jobs``.
+    a held job of a namespace being deleted (``closing``): nothing is released into it. ``loose`` are the pods no
+    job accounts for (:mod:`webhook.core.loose`): admitted, never a job of ``kube-queue/max-jobs``. They and the
+    admitted jobs that cannot be held again (Pods) are reclaim candidates evicted through the API
+    (:attr:`PassSnapshot.by_api`); ``protected`` names the candidates reclaim may not take.
 
     Lists are found by the quota name as the jobs spell it (one lookup a job; a name is lower-cased once),
     and a job of an unknown quota always takes the slow way (so :attr:`Ledger.unknown` keeps their order)."""
@@ -112,6 +121,7 @@ def sort_out(
     backoff: list[J] = []
     held: list[J] = []
     admitted: dict[WorkloadKey, J] = {}
+    by_api: dict[WorkloadKey, Workload] = {}
     stale: list[J] = []
     unknown: list[Workload] = []
     unknown_running = 0
@@ -171,17 +181,33 @@ def sort_out(
                 holding = running_by_name[workload.quota] = running.setdefault(key, Holding([], [], []))
             asks = workload.request._items
             holding.amounts.append(asks)
+            if protected and workload.key in protected:
+                continue
             if job.evictable:
                 holding.evictable.append(workload)
                 holding.evictable_amounts.append(asks)
+                if by_api:
+                    by_api.pop(workload.key, None)  # a key listed twice: the last one is the job (as in admitted)
+            else:
+                holding.evictable.append(workload)
+                holding.evictable_amounts.append(asks)
+                by_api[workload.key] = workload
+    counted_loose = 0
+    for workload in loose:
+        key = workload.quota.lower()
+        if key not in nodes:
+            continue
+        holding = running.get(key)
+        if holding is None:
+            holding = running[key] = Holding([], [], [])
+        asks = workload.request._items
+        holding.amounts.append(asks)
+        counted_loose += 1
+        if not protected or workload.key not in protected:
+            holding.evictable.append(workload)
+            holding.evictable_amounts.append(asks)
+            by_api[workload.key] = workload
     summed = []
-    for key, usage in (foreign or {}).items():
-        node = nodes.get(key)
-        if node is not None and usage:
-            # request_with_count adds one job: these are pods, not a job.
-            amounts = {**dict(usage.items()), MAX_JOBS: usage.get_or_zero(MAX_JOBS) - NANO}
-            summed.append(Workload(key=WorkloadKey("Pods", node.name, "Admitted"), quota=node.name, pod_sets=(),
-                                   phase=Phase.ADMITTED, request=Resources(amounts)))
     for key, holding in running.items():
         summed.append(Workload(key=WorkloadKey("Sum", key, Phase.ADMITTED.value), quota=key, pod_sets=(),
                                phase=Phase.ADMITTED, request=_sum(holding.amounts, len(holding.amounts))))
@@ -200,13 +226,14 @@ def sort_out(
                 least[key] = least_amounts(waiting_amounts)
         summed.append(Workload(key=WorkloadKey("Sum", key, Phase.QUEUED.value), quota=key, pod_sets=(),
                                phase=Phase.QUEUED, request=request))
-    unique = len(admitted) == sum(len(holding.amounts) for holding in running.values()) + unknown_running
+    held_count = sum(len(holding.amounts) for holding in running.values())
+    unique = len(admitted) + counted_loose == held_count + unknown_running
     ordered: dict[str, Sequence[J]] = {}
     workloads: dict[str, Sequence[Workload]] = {}
     for key, (group_jobs, group_workloads, created, priority, _) in groups.items():
         ordered[key], workloads[key] = _in_order(group_jobs, group_workloads, created, priority)
     return PassSnapshot(ordered, workloads, least, admitted, running, unique, stale,
-                     build_ledger(tree, [*summed, *unknown]), backoff, held)
+                     build_ledger(tree, [*summed, *unknown]), backoff, held, by_api, protected or {})
 
 
 

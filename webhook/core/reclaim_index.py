@@ -16,6 +16,7 @@ from operator import attrgetter
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.fit import limits_of, validate_rate
+from webhook.core.guarantee import borrows, guaranteed, guarded_min, keeps_min
 from webhook.core.ledger import ChainTally, UsageOverlay
 from webhook.core.quantity import NANO
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
@@ -107,10 +108,8 @@ class ReclaimIndex:
         """What the plans count as used, per node (nano-units)."""
         for key, node in tree.nodes.items():
             self._limits[key] = limits_of(node, self.rate)
-            self._mins[key] = {name: amount for name, amount in node.min.items() if name != MAX_JOBS}
-            self._guaranteed[key] = {
-                name: node.min.get_or_zero(name) for name in (*node.min, *node.max) if name != MAX_JOBS
-            }
+            self._mins[key] = guarded_min(node)
+            self._guaranteed[key] = guaranteed(node)
             self._use[key] = dict(self._used.get(key, EMPTY).items())
         self._chains: dict[str, Chain | None] = {}
         self._candidates: dict[WorkloadKey, Candidate] = {}
@@ -335,11 +334,7 @@ class ReclaimIndex:
     def _borrows(self, leaf: str, delta: Mapping[str, int], blockers: Blockers) -> bool:
         """Whether ``leaf`` uses more than its ``min`` of a resource that blocks the preemptor and that a
         candidate holding ``delta`` holds (a resource without ``min`` is guaranteed zero)."""
-        mins, usage = self._mins[leaf], self._use[leaf]
-        return any(
-            delta.get(resource, 0) > 0 and usage.get(resource, 0) > mins.get(resource, 0)
-            for _, resource, _ in blockers
-        )
+        return borrows(self._mins[leaf], self._use[leaf], delta, (resource for _, resource, _ in blockers))
 
     @staticmethod
     def _reclaimed(blockers: Blockers, levels: int) -> tuple[tuple[str, ...], ...]:
@@ -358,15 +353,4 @@ class ReclaimIndex:
         contends do not protect it, however far below ``min`` its quota is in them (docs/reclaim.md)."""
         delta = candidate.delta
         held = [(resource, delta[resource]) for resource in reclaimed if delta.get(resource, 0) > 0]
-        if not held:
-            return False
-        for key in guarded:
-            mins = self._mins[key]
-            if not mins:
-                continue
-            usage = self._use[key]
-            for resource, amount in held:
-                guaranteed = mins.get(resource)
-                if guaranteed is not None and usage.get(resource, 0) - amount < guaranteed:
-                    return False
-        return True
+        return bool(held) and keeps_min(self._mins, self._use, guarded, held)

@@ -232,6 +232,48 @@ def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
     return Resources({name: amount for name, amount in result.items() if amount and name != EXTENDER_RESOURCE})
 
 
+def running_pod_request(pod: Mapping[str, Any]) -> Resources:
+    """What a pod holds: :func:`pod_request` of its spec, and per container at least what the kubelet allocated
+    it (``status.containerStatuses[].allocatedResources`` and ``.resources.requests``). After an in-place
+    resize the spec says the new size before the kubelet runs the pod with it; a pod counts at the larger of
+    the two, as kube-scheduler counts it, until both agree."""
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        raise WorkloadError(f"expected a pod with a spec object, got {spec!r}")
+    status = pod.get("status")
+    allocated: dict[str, dict[str, int]] = {}
+    statuses = status.get("containerStatuses") if isinstance(status, Mapping) else None
+    for entry in statuses if isinstance(statuses, list) else ():
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            continue
+        amounts = _quantities(entry.get("allocatedResources"), f"container {entry['name']} allocatedResources")
+        running = entry.get("resources")
+        if isinstance(running, Mapping):
+            for name, amount in _quantities(running.get("requests"), f"container {entry['name']} resources").items():
+                amounts[name] = max(amounts.get(name, 0), amount)
+        if amounts:
+            allocated[entry["name"]] = amounts
+    requested = pod_request(spec)
+    if not allocated:
+        return requested
+    containers = []
+    for container in spec.get("containers") or ():
+        if not isinstance(container, Mapping) or container.get("name") not in allocated:
+            containers.append(container)
+            continue
+        resources = container.get("resources")
+        resources = dict(resources) if isinstance(resources, Mapping) else {}
+        requests = resources.get("requests")
+        requests = dict(requests) if isinstance(requests, Mapping) else {}
+        for name, amount in allocated[container["name"]].items():
+            requests[name] = f"{amount}n"
+        resources["requests"] = requests
+        containers.append({**container, "resources": resources})
+    held = pod_request({**spec, "containers": containers})
+    names = dict.fromkeys([*requested, *held])
+    return Resources({name: max(requested.get_or_zero(name), held.get_or_zero(name)) for name in names})
+
+
 def pod_set(name: str, count: int, pod_spec: Mapping[str, Any]) -> PodSet:
     """A :class:`PodSet` of ``count`` pods shaped by ``pod_spec``; ``WorkloadError`` on a negative or
     non-integer count or a bad quantity (the message names the pod set)."""

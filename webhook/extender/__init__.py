@@ -1,7 +1,8 @@
-"""kube-scheduler extender: ResourcePolicy placement (ECS first, then the virtual node under a pod cap) and
-pod-level elastic quota (the rules in :mod:`webhook.core.podquota`, :mod:`webhook.core.placement`,
-:mod:`webhook.core.unitplacement` and :mod:`webhook.core.sampling`), behind ``POST /extender/filter`` and
-``POST /extender/prioritize``.
+"""kube-scheduler extender: ResourcePolicy placement (ECS first, then the virtual node under a pod cap),
+pod-level elastic quota and preemption within the quota rules (the rules in :mod:`webhook.core.podquota`,
+:mod:`webhook.core.preemption`, :mod:`webhook.core.placement`, :mod:`webhook.core.unitplacement` and
+:mod:`webhook.core.sampling`), behind ``POST /extender/filter``, ``POST /extender/prioritize`` and
+``POST /extender/preempt``.
 
 * :mod:`~webhook.extender.protocol` - the wire format (Go field names), orjson in and out;
 * :mod:`~webhook.extender.state` - the entry points: the cache, the decisions over it, and what they record;
@@ -16,6 +17,10 @@ pod-level elastic quota (the rules in :mod:`webhook.core.podquota`, :mod:`webhoo
 * :mod:`~webhook.extender.sources` - the watch caches that feed the state;
 * :mod:`~webhook.extender.marker` - podLabels/podAnnotations/deletion cost on bound pods;
 * :mod:`~webhook.extender.nudge` - wakes pods whose ``TimeoutOrExceedMax`` wait ends;
+* :mod:`~webhook.extender.waits` and :mod:`~webhook.extender.wake` - pods refused for quota, woken when room
+  appears;
+* :mod:`~webhook.extender.audit` - reads back placements not seen bound, forgets those that ended;
+* :mod:`~webhook.extender.metrics` - the metrics of those two;
 * :mod:`~webhook.extender.config` - the scheduler's ``extenders[]`` entry;
 * :mod:`~webhook.extender.server` - running it all (``kq extender``).
 """

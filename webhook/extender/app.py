@@ -1,4 +1,6 @@
-"""The extender's HTTP routes: ``POST /extender/filter`` and ``POST /extender/prioritize``.
+"""The extender's HTTP routes: ``POST /extender/filter``, ``POST /extender/prioritize`` and
+``POST /extender/preempt`` (kube-scheduler's ``preemptVerb``: which of the victims its preemption picked may go,
+by the quota rules of :mod:`webhook.core.preemption`).
 
 Also ``GET /healthz`` (the process answers), ``GET /readyz`` (every watch has listed) and ``GET /metrics``
 (Prometheus). Served by :mod:`webhook.extender.http`: handlers take the body and answer synchronously -
@@ -27,7 +29,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
 from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER
-from webhook.extender.decision import Decision
+from webhook.extender.decision import Decision, PreemptDecision
 from webhook.extender.http import Reply, Routes, text_reply
 from webhook.extender.nudge import Nudger
 from webhook.extender.protocol import (
@@ -36,6 +38,8 @@ from webhook.extender.protocol import (
     filter_error,
     filter_reply,
     parse_args,
+    parse_preemption_args,
+    preemption_reply,
     priority_reply,
 )
 from webhook.extender.state import ExtenderState
@@ -49,7 +53,8 @@ MAX_BODY_BYTES = 256 * 1024 * 1024
 
 REQUESTS = Counter(
     "kube_queue_extender_requests",
-    "Scheduler extender requests, by verb and result (passed, refused, scored, error, bad_request).",
+    "Scheduler extender requests, by verb and result (filter: passed, refused; prioritize: scored; preempt: "
+    "allowed, narrowed, refused; any: error, bad_request).",
     ["verb", "result"],
 )
 DURATION = Histogram(
@@ -72,6 +77,7 @@ FILTER_REFUSED = REQUESTS.labels("filter", "refused")
 FILTER_SECONDS = DURATION.labels("filter")
 PRIORITIZE_SCORED = REQUESTS.labels("prioritize", "scored")
 PRIORITIZE_SECONDS = DURATION.labels("prioritize")
+PREEMPT_SECONDS = DURATION.labels("preempt")
 
 _NEEDS_QUOTES = re.compile(r'[ "=\n]')
 _NONE: dict[str, str] = {}
@@ -92,9 +98,10 @@ def log_line(fields: dict[str, object]) -> str:
     return " ".join(f"{key}={_value(value)}" for key, value in fields.items())
 
 
-def _log_decision(decision: Decision, seconds: float) -> None:
-    """One line per filter decision (INFO), per prioritize decision (DEBUG); built only when it is written."""
-    level = logging.INFO if decision.verb == "filter" else logging.DEBUG
+def _log_decision(decision: Decision | PreemptDecision, seconds: float) -> None:
+    """One line per filter or preempt decision (INFO), per prioritize decision (DEBUG); built only when it is
+    written."""
+    level = logging.DEBUG if isinstance(decision, Decision) and decision.verb == "prioritize" else logging.INFO
     if not log.isEnabledFor(level):
         return
     fields: dict[str, object] = {"component": "extender", **decision.log_fields()}
@@ -148,6 +155,7 @@ class ExtenderApp:
         return {
             f"{PREFIX}/filter": {"POST": self.filter},
             f"{PREFIX}/prioritize": {"POST": self.prioritize},
+            f"{PREFIX}/preempt": {"POST": self.preempt},
             "/healthz": {"GET": self.healthz},
             "/readyz": {"GET": self.readyz},
             "/metrics": {"GET": self.metrics},
@@ -243,6 +251,37 @@ class ExtenderApp:
     def _prioritized(decision: Decision, seconds: float) -> None:
         PRIORITIZE_SCORED.inc()
         PRIORITIZE_SECONDS.observe(seconds)
+        _log_decision(decision, seconds)
+
+    def preempt(self, raw: bytes) -> Reply:
+        """``ExtenderPreemptionArgs`` in, ``ExtenderPreemptionResult`` out: the nodes whose victims may go.
+        Any answer but 200 fails the scheduler's preemption attempt (nobody is evicted; the pod is retried)."""
+        started = perf_counter()
+        try:
+            args = parse_preemption_args(raw)
+        except ProtocolError as error:
+            REQUESTS.labels("preempt", "bad_request").inc()
+            log.warning("component=extender verb=preempt event=bad_request error=%s", _value(str(error)))
+            return text_reply(400, f"kube-queue extender: {error}")
+        if not self.state.ready:
+            REQUESTS.labels("preempt", "error").inc()
+            log.info("component=extender verb=preempt pod=%s event=not_ready", args.pod_key())
+            return text_reply(503, "kube-queue extender is starting: its watches have not listed yet; retried later")
+        try:
+            decision = self.state.preempt(args.pod, args.victims, self.clock())
+        except Exception:
+            REQUESTS.labels("preempt", "error").inc()
+            log.exception("component=extender verb=preempt pod=%s event=failed", args.pod_key())
+            return text_reply(500, f"kube-queue extender failed on {args.pod_key()}: see its log")
+        body = preemption_reply(decision.kept)
+        seconds = perf_counter() - started
+        return _json(body, then=lambda: self._preempted(decision, seconds))
+
+    @staticmethod
+    def _preempted(decision: PreemptDecision, seconds: float) -> None:
+        result = "refused" if not decision.kept else "narrowed" if decision.refused else "allowed"
+        REQUESTS.labels("preempt", result).inc()
+        PREEMPT_SECONDS.observe(seconds)
         _log_decision(decision, seconds)
 
     def healthz(self, raw: bytes) -> Reply:

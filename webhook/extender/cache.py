@@ -22,6 +22,14 @@ patches it.
 
 **Pod-level quota.** Bound, unfinished pods and assumed placements are charged up their quota chain as
 their events arrive (:func:`webhook.core.podquota.charge`), so the filter's check reads sums, not pods.
+
+**No phantom charge.** An assumption whose pod was deleted before its binding, or that the scheduler gave up
+on, is not brought by the pod watch (bound pods only): :meth:`ExtenderCache.assumptions_to_check` lists the
+ones not seen bound for a while, the shell reads each pod (:mod:`webhook.extender.audit`) and
+:meth:`ExtenderCache.forget` drops the ones :func:`webhook.core.assumed.assumed_fate` says are over. Pods the
+filter refused for quota wait in :attr:`ExtenderCache.waits`; whenever usage goes down (a bound pod leaves, an
+assumption ends without a binding, the tree changes) :attr:`ExtenderCache.on_room` is called so that the
+shell wakes as many of them as the room can take (:mod:`webhook.extender.wake`).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.api.names import TREE_NAMESPACE
+from webhook.core.assumed import Fate
 from webhook.core.placement import (
     DELETION_COST_ANNOTATION,
     AssumedPod,
@@ -49,13 +58,19 @@ from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.treechoice import honoured_tree
 from webhook.extender.decision import Assumption, MarkPatch
-from webhook.extender.pods import Marks, PodRecord, RequestCache, carries, pod_key
+from webhook.extender.metrics import FORGOTTEN
+from webhook.extender.pods import Marks, PodRecord, RequestCache, carries, pod_key, priority_of
+from webhook.extender.reserved import HeldRoom
 from webhook.extender.units import UnitCounts
+from webhook.extender.waits import Waits
+from webhook.workloads.registry import queued_by_a_job
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ASSUME_TTL = 30.0
 """Seconds an assumed placement counts without the extender seeing the pod bound."""
+MAX_CHECK_INTERVAL = 4.0
+"""An assumption still pending is looked at again later and later, at most this many seconds apart."""
 
 
 class ExtenderCache:
@@ -94,6 +109,14 @@ class ExtenderCache:
         self.units = UnitCounts(self)
         self.on_marks_needed: Callable[[str], None] | None = None
         """Called with a pod key when a bound pod lacks marks (see :meth:`marks_patch`)."""
+        self.waits = Waits()
+        """Pods refused for pod-level quota, waiting for room (:mod:`webhook.extender.waits`)."""
+        self.on_room: Callable[[], None] | None = None
+        """Called when usage goes down while pods wait for room (the shell wakes them)."""
+        self.held = HeldRoom()
+        """The room admitted jobs hold, and what loose pods use (:mod:`webhook.extender.reserved`)."""
+        self._checks: dict[str, tuple[float, float]] = {}
+        """Pod key -> (when its assumption is looked at next, the delay after that)."""
 
     # Nodes -------------------------------------------------------------------------------------------------
     def upsert_node(self, obj: Mapping[str, Any]) -> None:
@@ -131,20 +154,26 @@ class ExtenderCache:
         old = self.pods.get(key)
         if old is not None and old.view == view and key not in self.assumed and key not in self.pending_marks:
             return  # nothing the extender reads changed (a status update: Running, conditions, IPs...)
+        was_charged = None
         if old is not None:
+            was_charged = old.charged
             self._uncharge(old)
         request = old.request if old is not None and old.view.node_name == view.node_name else None
         if request is None:
             request = self.requests.request(obj, view.key) if view.node_name else EMPTY
-        record = PodRecord(view, request, None)
+        record = PodRecord(view, request, None, priority_of(obj), not queued_by_a_job(obj))
         self.pods[key] = record
         self.pods_by_ns.setdefault(view.namespace, {})[key] = view
         self._charge(record)
+        if was_charged is not None and record.charged is None:
+            self._freed()  # it finished
         if view.node_name is not None or view.finished:
             self.first_seen.pop(key, None)
-            assumption = self.drop_assumption(key, retally=False)  # recounted once, below
+            # Bound: its charge moves from the assumption to the pod, nothing is freed. Recounted once, below.
+            assumption = self.drop_assumption(key, retally=False, freed=view.node_name is None)
             if assumption is not None and assumption.policy is not None and view.node_name is not None:
                 self._start_marks(key, view)
+            self.waits.done(key, self.tree)
         pending = self.pending_marks.get(key)
         if pending is not None and (carries(view, pending) or view.finished):
             del self.pending_marks[key]
@@ -158,6 +187,8 @@ class ExtenderCache:
     def _remove_pod(self, key: str) -> None:
         record = self.pods.pop(key, None)
         if record is not None:
+            if record.charged is not None:
+                self._freed()
             self._uncharge(record)
             by_ns = self.pods_by_ns.get(record.view.namespace)
             if by_ns is not None:
@@ -167,6 +198,7 @@ class ExtenderCache:
         self.drop_assumption(key)
         self.first_seen.pop(key, None)
         self.pending_marks.pop(key, None)
+        self.waits.done(key, self.tree)
         if record is not None:
             self.units.retally(key, record.view.namespace)
 
@@ -246,6 +278,7 @@ class ExtenderCache:
             return
         self.tree, self.tree_problem = tree, problem
         self.usage = {}
+        self.held.reset()
         for record in self.pods.values():
             record.charged = None
             self._charge(record)
@@ -253,6 +286,8 @@ class ExtenderCache:
         self._assumed_charge = {}
         for key, assumption in self.assumed.items():
             self._charge_assumption(key, assumption)
+        self.waits.retree(tree)
+        self._freed()  # a max may have grown, a namespace moved
 
     # Pod-level quota usage ---------------------------------------------------------------------------------
     def _charge(self, record: PodRecord) -> None:
@@ -265,15 +300,34 @@ class ExtenderCache:
             return
         record.charged = key
         charge(self.usage, tree, key, record.request.items())
+        if record.loose:
+            self.held.charge_pod(tree, key, record.request, 1)
 
     def _uncharge(self, record: PodRecord) -> None:
         if record.charged is not None and self.tree is not None:
             charge(self.usage, self.tree, record.charged, record.request.items(), -1)
+            if record.loose:
+                self.held.charge_pod(self.tree, record.charged, record.request, -1)
         record.charged = None
+
+    def _freed(self) -> None:
+        """Usage went down somewhere: tell the shell, when pods wait for room."""
+        self.waits.room = True
+        if self.on_room is not None and self.waits.pending:
+            self.on_room()
 
     def used(self, quota: str) -> Resources:
         """What the bound pods of a quota node's subtree request (for tests and ``why``)."""
         return Resources(self.usage.get(quota.lower(), {}))
+
+    def set_reservations(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """The controller's reservation ConfigMap changed (:mod:`webhook.extender.reserved`)."""
+        if self.held.set_reservations(objs):
+            self._freed()
+
+    def loose_usages(self, key: str, now: float) -> tuple[Usage, ...] | None:
+        """What loose pod ``key``'s check against the jobs' room adds up (``None``: no trusted reservation)."""
+        return None if self.tree is None else self.held.usages(self.tree, key, now)
 
     def quota_usages(self, key: str) -> tuple[Usage, ...]:
         """What pod ``key``'s quota check adds up: the bound pods, the assumed placements, and - for a pod
@@ -299,7 +353,7 @@ class ExtenderCache:
     # Assumptions -------------------------------------------------------------------------------------------
     def assume(self, key: str, assumption: Assumption) -> None:
         """Record the filter's placement of pod ``key`` (replacing its earlier one)."""
-        self.drop_assumption(key)
+        self.drop_assumption(key, freed=False)
         self.assumed[key] = assumption
         self.assumed_by_ns.setdefault(assumption.view.namespace, set()).add(key)
         self.units.retally(key, assumption.view.namespace)
@@ -313,14 +367,21 @@ class ExtenderCache:
         if tree is not None and quota is not None and assumption.request:
             self._assumed_charge[key] = (quota, assumption.request)
             charge(self.assumed_usage, tree, quota, assumption.request.items())
+            if assumption.loose:
+                self.held.assume(tree, key, quota, assumption.request)
 
-    def drop_assumption(self, key: str, *, retally: bool = True) -> Assumption | None:
+    def drop_assumption(self, key: str, *, retally: bool = True, freed: bool = True) -> Assumption | None:
         """Forget pod ``key``'s assumed placement (and its charge); recount it in its policies' tallies
-        unless the caller does so itself (``retally=False``)."""
+        unless the caller does so itself (``retally=False``). ``freed``: its room is free again (not when
+        the pod is bound, or placed again at once)."""
         self.assumed_core.pop(key, None)
+        self._checks.pop(key, None)
         charged = self._assumed_charge.pop(key, None)
+        self.held.drop(self.tree, key)
         if charged is not None and self.tree is not None:
             charge(self.assumed_usage, self.tree, charged[0], charged[1].items(), -1)
+            if freed:
+                self._freed()
         assumption = self.assumed.pop(key, None)
         if assumption is not None:
             keys = self.assumed_by_ns.get(assumption.view.namespace)
@@ -339,12 +400,43 @@ class ExtenderCache:
         for key in [key for key, assumption in self.assumed.items() if now >= assumption.expires_at]:
             assumption = self.drop_assumption(key)
             if assumption is not None:
+                FORGOTTEN.labels("expired").inc()
                 log.info(
                     "component=extender event=assumption_expired pod=%s node=%s",
                     assumption.view.key,
                     assumption.node_name,
                 )
         self._next_expiry = min((a.expires_at for a in self.assumed.values()), default=float("inf"))
+
+    def assumptions_to_check(self, now: float, *, after: float, limit: int) -> list[tuple[str, Assumption]]:
+        """Up to ``limit`` assumptions not seen bound ``after`` seconds after they were made, each due for a
+        look (then again after ``after``, twice that... up to :data:`MAX_CHECK_INTERVAL` seconds), oldest
+        first. The first look comes ``after`` seconds in: a binding normally reaches the watch well before."""
+        due: list[tuple[str, Assumption]] = []
+        for key, assumption in self.assumed.items():  # made in this order (a re-placed pod moves to the end)
+            if len(due) >= limit or now - (assumption.expires_at - self.assume_ttl) < after:
+                break
+            next_at, delay = self._checks.get(key, (0.0, after))
+            if now < next_at:
+                continue
+            self._checks[key] = (now + delay, min(delay * 2, MAX_CHECK_INTERVAL))
+            due.append((key, assumption))
+        return due
+
+    def forget(self, key: str, assumption: Assumption, fate: Fate) -> bool:
+        """Drop ``assumption`` of pod ``key`` when ``fate`` says it is over (deleted, unscheduled) and it is
+        still the pod's current one (a filter may have replaced it while the pod was read); whether it did."""
+        if fate not in (Fate.DELETED, Fate.UNSCHEDULED) or self.assumed.get(key) is not assumption:
+            return False
+        self.drop_assumption(key)
+        FORGOTTEN.labels(fate.value).inc()
+        log.info(
+            "component=extender event=assumption_forgotten pod=%s node=%s reason=%s",
+            assumption.view.key,
+            assumption.node_name,
+            fate.value,
+        )
+        return True
 
     # Marks -------------------------------------------------------------------------------------------------
     def _start_marks(self, key: str, view: PodView) -> None:

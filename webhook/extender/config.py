@@ -13,7 +13,17 @@ One source for the dev cluster (which writes it into its scheduler's configurati
   41 % of the scheduler's throughput with it and 30 % without (``bench/extender_bench.py`` measures both).
   ``POST /extender/prioritize`` still answers (units in order score 10, 9, ...) for schedulers configured
   to call it: ``prioritize=True``.
+* ``preemptVerb: preempt`` - kube-scheduler's preemption (DefaultPreemption) picks victims by priority and
+  node fit alone; before it evicts any it asks the extender, which keeps only the nodes whose victims the
+  quota rules let go (:mod:`webhook.core.preemption`: never a pod of a quota at or under its ``min`` in what
+  is contended, never one of the preemptor's own quota unless its ``preempt-policy`` allows it, and only
+  when the preemptor then fits ``max``). It is called only when a pod with the marker would preempt (rare,
+  and already the slow path), so it costs the common path nothing. The alternative - profiles whose pods
+  never preempt, leaving preemption to the queue - would take the node-level choice of victims (which pods
+  on which node make room) away from the only component that can make it, and would also stop the
+  preemption a quota allows (``PreemptLowerPriority``); see manifests/scheduler/README.md.
 * ``nodeCacheCapable: true`` - the scheduler sends node names only; the extender watches Nodes itself.
+  Preemption then names victims by pod UID (``NodeNameToMetaVictims``), looked up in the extender's pod cache.
   This keeps requests small (5,000 names are ~100 KB; 5,000 Node objects are tens of MB).
 * ``ignorable: false`` - a unit's ``max`` (how many pods may run on the virtual node) and the pod-level
   quota are guarantees. An ignorable extender that is down or slow would let pods through unchecked:
@@ -72,6 +82,7 @@ from webhook.api.names import (
 
 FILTER_VERB = "filter"
 PRIORITIZE_VERB = "prioritize"
+PREEMPT_VERB = "preempt"
 WEIGHT = 200
 """The ``weight`` written with ``prioritize=True``: one unit step (10 × 200) outweighs every default plugin."""
 HTTP_TIMEOUT = "5s"
@@ -118,7 +129,7 @@ def extender_entry(url_prefix: str, *, ca_file: str | None = None, prioritize: b
     default leaves them out and saves the scheduler a round trip per pod.
     """
     https = url_prefix.startswith("https://")
-    entry: dict[str, Any] = {"urlPrefix": url_prefix, "filterVerb": FILTER_VERB}
+    entry: dict[str, Any] = {"urlPrefix": url_prefix, "filterVerb": FILTER_VERB, "preemptVerb": PREEMPT_VERB}
     if prioritize:
         entry.update(prioritizeVerb=PRIORITIZE_VERB, weight=WEIGHT)
     entry.update(enableHTTPS=https, httpTimeout=HTTP_TIMEOUT, nodeCacheCapable=True, ignorable=False,

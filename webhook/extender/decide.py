@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from itertools import chain, filterfalse
 from typing import Any, Protocol
 
+from webhook.core.assumed import scheduling_mark
 from webhook.core.placement import (
     NodeView,
     PlacementKey,
@@ -37,8 +38,11 @@ from webhook.core.profiles import needs_full_scan
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.unitplacement import MISSING, UnitKey, UnitVerdict, group_by_unit, verdict_by_unit
+from webhook.core.waiting import WaitingPod
 from webhook.extender.decision import UNKNOWN_NODE, Assumption, Decision
-from webhook.extender.pods import RequestCache, pod_key
+from webhook.extender.pods import RequestCache, pod_key, priority_of
+from webhook.extender.reserved import explain_held
+from webhook.workloads.registry import queued_by_a_job
 
 VERDICTS_PER_POLICY = 256
 """How many verdicts (by placement key) are kept per policy before they are dropped and recomputed."""
@@ -64,6 +68,7 @@ class ClusterView(Protocol):
 
     def policy_for(self, view: PodView) -> ResourcePolicy | None: ...
     def quota_usages(self, key: str) -> tuple[Usage, ...]: ...
+    def loose_usages(self, key: str, now: float) -> tuple[Usage, ...] | None: ...
     def unit_indices(
         self, policy: ResourcePolicy, names: Sequence[str], given: Mapping[str, NodeView] | None
     ) -> tuple[list[int | None], set[int | None]]: ...
@@ -102,6 +107,8 @@ class Outcome:
     """The placement to record, should this be a filter that lets the pod through."""
     first_seen: float | None = None
     """When the pod was first seen waiting, to record if the cache has no time for it yet."""
+    waiting: WaitingPod | None = None
+    """A pod refused for pod-level quota: to keep until room appears (:mod:`webhook.extender.waits`)."""
 
 
 def decide(
@@ -130,11 +137,16 @@ def decide(
     quota = quota_key(tree, pod_view.namespace) if verb == "filter" else None
     counted = verb == "filter" and (quota is not None or policy is not None)
     request = view.requests.request(pod, pod_view.key) if counted else EMPTY
+    loose = not queued_by_a_job(pod)
     if quota is not None and request:
         assert tree is not None
         blockers = pod_quota_blockers(tree, quota, request, *view.quota_usages(key))
+        reason = explain_blockers(blockers) if blockers else ""
+        held = view.loose_usages(key, now) if loose and not blockers else None
+        if held is not None:
+            blockers = pod_quota_blockers(tree, quota, request, *held)
+            reason = explain_held(blockers) if blockers else ""
         if blockers:
-            reason = explain_blockers(blockers)
             decision = Decision(
                 verb,
                 pod_view.key,
@@ -143,15 +155,22 @@ def decide(
                 quota=blockers[0].quota,
                 summary=reason,
             )
-            return Outcome(decision)
+            waiting = WaitingPod(
+                key, pod_view.namespace, pod_view.name, pod_view.uid, request, priority_of(pod), pod_view.created or now
+            )
+            return Outcome(decision, waiting=waiting)
     if policy is None:
         decision = _unmanaged(view, verb, pod_view, names, given, assume=quota is not None and bool(request))
         if not decision.assumed:
             return Outcome(decision)
-        return Outcome(decision, Assumption(pod_view, decision.passing[0], now + view.assume_ttl, request))
+        assumption = Assumption(
+            pod_view, decision.passing[0], now + view.assume_ttl, request, mark=scheduling_mark(pod), loose=loose
+        )
+        return Outcome(decision, assumption)
     return _managed(
         view, verdicts, verb, pod_view, key=key, request=request, policy=policy, names=names, now=now, given=given,
-        sampled_by_scheduler=sampled_by_scheduler,
+        sampled_by_scheduler=sampled_by_scheduler, mark=scheduling_mark(pod) if verb == "filter" else "",
+        loose=loose,
     )
 
 
@@ -255,6 +274,8 @@ def _managed(
     now: float,
     given: Mapping[str, NodeView] | None,
     sampled_by_scheduler: Callable[[Sequence[str]], bool],
+    mark: str = "",
+    loose: bool = False,
 ) -> Outcome:
     indices, present = view.unit_indices(policy, names, given)
     groups = group_by_unit(names, indices, present)
@@ -290,7 +311,7 @@ def _managed(
         summary = f"{summary.rsplit(': ', 1)[0]}: {len(passing)} candidate node(s)"
     assumption = None
     if passing and verb == "filter":
-        assumption = Assumption(pod, passing[0], now + view.assume_ttl, request, policy.key, chosen)
+        assumption = Assumption(pod, passing[0], now + view.assume_ttl, request, policy.key, chosen, mark, loose)
     decision = Decision(
         verb,
         pod.key,

@@ -11,6 +11,7 @@ from typing import Any
 
 from webhook.core.placement import PodView
 from webhook.core.resources import Resources
+from webhook.extender.protocol import NodeVictims
 
 UNKNOWN_NODE = "node not yet in the extender's node cache; retried on the next scheduling attempt"
 
@@ -29,6 +30,11 @@ class Assumption:
     """``namespace/name`` of the governing ResourcePolicy, if any."""
     unit: int | None = None
     """0-based unit index under that policy."""
+    mark: str = ""
+    """What the scheduler had written on the pod when the filter let it through
+    (:func:`webhook.core.assumed.scheduling_mark`): a different one later means it gave up on that attempt."""
+    loose: bool = False
+    """No queued job accounts for the pod: its placement counts against the room jobs leave too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,3 +118,30 @@ class MarkPatch:
         if self.uid:
             metadata["uid"] = self.uid  # a precondition: never patch a re-created pod of the same name
         return {"metadata": metadata}
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptDecision:
+    """One preempt answer: the nodes whose victims may go, and why each other node's may not."""
+
+    pod: str
+    kept: Mapping[str, NodeVictims]
+    refused: Mapping[str, str]
+    """Node -> why its victims may not go."""
+    quota: str | None = None
+    """Full name of the preemptor's quota (``None`` when it is under none)."""
+    summary: str = ""
+
+    def log_fields(self) -> dict[str, object]:
+        """``key=value`` fields for the decision's log line (no node lists)."""
+        fields: dict[str, object] = {
+            "verb": "preempt",
+            "pod": self.pod,
+            "nodes": len(self.kept) + len(self.refused),
+            "kept": len(self.kept),
+            "refused": len(self.refused),
+        }
+        if self.quota:
+            fields["quota"] = self.quota
+        fields["reason"] = self.summary
+        return fields

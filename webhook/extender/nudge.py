@@ -30,6 +30,21 @@ Toucher = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
 """Sends a merge patch ``(namespace, name, body)`` to a pod."""
 
 
+def retry_stamp(at: float) -> str:
+    """The annotation's value for epoch seconds ``at`` (``2024-05-01T12:00:30.000000Z``)."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+async def touch_pod(touch: Toucher, namespace: str, name: str, uid: str, at: float) -> None:
+    """Write :data:`~webhook.api.names.PLACEMENT_RETRY_ANNOTATION` (``at``) on the pod, with its uid as a
+    precondition (never a re-created pod of the same name): kube-scheduler requeues a pod it could not place on
+    any update of it. Raises :class:`~webhook.kube.client.KubeApiError`."""
+    metadata: dict[str, Any] = {"annotations": {PLACEMENT_RETRY_ANNOTATION: retry_stamp(at)}}
+    if uid:
+        metadata["uid"] = uid
+    await touch(namespace, name, {"metadata": metadata})
+
+
 class Nudger:
     """One timer per waiting pod (the latest ``retry_at`` wins). Close it to cancel every timer."""
 
@@ -65,12 +80,9 @@ class Nudger:
         task.add_done_callback(self._tasks.discard)
 
     async def _send(self, namespace: str, name: str, uid: str, retry_at: float) -> None:
-        stamp = datetime.fromtimestamp(retry_at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        metadata: dict[str, Any] = {"annotations": {PLACEMENT_RETRY_ANNOTATION: stamp}}
-        if uid:
-            metadata["uid"] = uid
+        stamp = retry_stamp(retry_at)
         try:
-            await self._touch(namespace, name, {"metadata": metadata})
+            await touch_pod(self._touch, namespace, name, uid, retry_at)
         except KubeApiError as error:
             log.info(
                 "component=extender event=nudge_failed pod=%s/%s error=%r", namespace, name, str(error)

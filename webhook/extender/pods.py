@@ -31,6 +31,13 @@ def uid_of(pod: Mapping[str, Any]) -> str:
     return uid if isinstance(uid, str) else ""
 
 
+def priority_of(pod: Mapping[str, Any]) -> int:
+    """The pod's ``spec.priority`` (the API server resolves its PriorityClass into it), 0 when absent."""
+    spec = pod.get("spec")
+    priority = spec.get("priority") if isinstance(spec, Mapping) else None
+    return priority if type(priority) is int else 0
+
+
 def pod_key(view: PodView) -> str:
     """The cache key of a pod: its uid, else ``namespace/name``."""
     return view.uid or view.key
@@ -45,8 +52,9 @@ _POD_METADATA = (
     "annotations",
     "creationTimestamp",
     "deletionTimestamp",
+    "ownerReferences",
 )
-_POD_SPEC = ("nodeName", "resources", "overhead")
+_POD_SPEC = ("nodeName", "resources", "overhead", "priority")
 _CONTAINER = ("name", "resources", "restartPolicy")
 
 
@@ -59,7 +67,8 @@ def _pick(obj: object, keys: Sequence[str]) -> object:
 
 def pod_essentials(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The parts of a Pod the extender reads (:func:`~webhook.core.placement.pod_view`,
-    :func:`~webhook.core.workload.pod_request`, the cache's key and resource version), nothing else.
+    :func:`~webhook.core.workload.pod_request`, :func:`priority_of`, the cache's key and resource version),
+    nothing else.
 
     The pod watch keeps every pod; without ``managedFields``, volumes, env, probes and status conditions a
     pod is a few small dictionaries instead of a few hundred, so the cache takes a fraction of the memory
@@ -134,12 +143,16 @@ class RequestCache:
 
 @dataclass(slots=True)
 class PodRecord:
-    """One cached pod: its view, its request (parsed once bound) and where the request is charged."""
+    """One cached pod: its view, its request (parsed once bound), where the request is charged, its priority."""
 
     view: PodView
     request: Resources
     charged: str | None
     """Quota node key the pod's request is charged to (bound, unfinished pods), else ``None``."""
+    priority: int = 0
+    """``spec.priority``: what preemption compares (:mod:`webhook.core.preemption`)."""
+    loose: bool = False
+    """No queued job accounts for it (:func:`~webhook.workloads.registry.queued_by_a_job`)."""
 
 
 

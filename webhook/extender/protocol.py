@@ -7,7 +7,13 @@ The Go types carry no JSON tags, so the keys are the Go field names, sent exactl
 * filter reply: ``ExtenderFilterResult`` ``{"Nodes": null, "NodeNames": [...], "FailedNodes": {node: why},
   "FailedAndUnresolvableNodes": {node: why}, "Error": ""}``. A reply without ``NodeNames`` (and without
   ``Nodes``) rejects every node, so passing nodes are always echoed - in the form the request used;
-* prioritize reply: ``HostPriorityList`` ``[{"Host": "n1", "Score": 7}, ...]`` with scores 0..10.
+* prioritize reply: ``HostPriorityList`` ``[{"Host": "n1", "Score": 7}, ...]`` with scores 0..10;
+* preempt request: ``ExtenderPreemptionArgs`` ``{"Pod": {...}, "NodeNameToVictims": null,
+  "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "..."}], "NumPDBViolations": 0}}}`` (with
+  ``nodeCacheCapable: true`` only the meta form, pod UIDs, is set; otherwise ``NodeNameToVictims`` carries whole
+  Pods); preempt reply: ``ExtenderPreemptionResult`` ``{"NodeNameToMetaVictims": {...}}``, the nodes whose
+  victims may go. The scheduler maps each UID back to a pod on that node (an unknown one is an error), and a
+  node listed without victims is an error for an extender that is not ``ignorable``: leave such nodes out.
 
 The scheduler decodes keys case-insensitively (Go's ``encoding/json``), so requests are read that way too.
 """
@@ -163,3 +169,79 @@ def priority_reply(names: Sequence[str], groups: Mapping[int, Sequence[str]]) ->
         '{"Host":"' + f'","Score":{score}}},{{"Host":"'.join(group) + f'","Score":{score}}}' for score, group in parts
     )
     return ("[" + ",".join(entries) + "]").encode()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVictims:
+    """The victims the scheduler proposes on one node: their UIDs (and whole Pods when it sent them)."""
+
+    uids: tuple[str, ...]
+    pdb_violations: int = 0
+    pods: tuple[Mapping[str, Any], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionArgs:
+    """One decoded ``ExtenderPreemptionArgs``."""
+
+    pod: Mapping[str, Any]
+    victims: Mapping[str, NodeVictims]
+
+    def pod_key(self) -> str:
+        """``namespace/name`` of the preemptor, for logs."""
+        return ExtenderArgs(self.pod, ()).pod_key()
+
+
+def _victims_of(node: str, entry: Any, whole: bool) -> NodeVictims:
+    if not isinstance(entry, dict):
+        raise ProtocolError(f"the victims of node {node!r} must be an object")
+    pods = _field(entry, "Pods")
+    if pods is None:
+        pods = []
+    if not isinstance(pods, list) or not all(isinstance(item, dict) for item in pods):
+        raise ProtocolError(f"the victims of node {node!r}: Pods must be a list of objects")
+    violations = _field(entry, "NumPDBViolations")
+    if violations is None:
+        violations = 0
+    if isinstance(violations, bool) or not isinstance(violations, int):
+        raise ProtocolError(f"the victims of node {node!r}: NumPDBViolations must be an integer")
+    if whole:
+        uids = tuple(str((item.get("metadata") or {}).get("uid") or "") for item in pods)
+    else:
+        uids = tuple(str(_field(item, "UID") or "") for item in pods)
+    if not all(uids):
+        raise ProtocolError(f"a victim on node {node!r} has no UID")
+    return NodeVictims(uids, violations, tuple(pods) if whole else None)
+
+
+def parse_preemption_args(raw: bytes) -> PreemptionArgs:
+    """Decode an ``ExtenderPreemptionArgs`` body (either victim form); :class:`ProtocolError` when it is not one."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise ProtocolError(f"the request body is not JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise ProtocolError(f"expected an ExtenderPreemptionArgs object, got {type(body).__name__}")
+    pod = _field(body, "Pod")
+    if not isinstance(pod, dict):
+        raise ProtocolError("ExtenderPreemptionArgs.Pod is missing or not an object")
+    meta = _field(body, "NodeNameToMetaVictims")
+    whole = _field(body, "NodeNameToVictims")
+    given, is_whole = (meta, False) if meta is not None else (whole, True)
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise ProtocolError("ExtenderPreemptionArgs: the victims must be an object keyed by node name")
+    return PreemptionArgs(pod, {str(node): _victims_of(str(node), entry, is_whole) for node, entry in given.items()})
+
+
+def preemption_reply(kept: Mapping[str, NodeVictims]) -> bytes:
+    """An ``ExtenderPreemptionResult`` listing the nodes in ``kept`` with their victims (UIDs)."""
+    return orjson.dumps(
+        {
+            "NodeNameToMetaVictims": {
+                node: {"Pods": [{"UID": uid} for uid in victims.uids], "NumPDBViolations": victims.pdb_violations}
+                for node, victims in kept.items()
+            }
+        }
+    )

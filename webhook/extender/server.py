@@ -1,4 +1,4 @@
-"""Running the extender: client, watch caches, marker, HTTP(S) listener - until told to stop."""
+"""Running the extender: client, watch caches, marker, waker, auditor, HTTP(S) listener - until told to stop."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 
 from webhook.api.names import EXTENDER_COMPONENT, PREFIX, TREE_NAMESPACE
 from webhook.extender.app import MAX_BODY_BYTES, make_app
+from webhook.extender.audit import Auditor
 from webhook.extender.cache import DEFAULT_ASSUME_TTL
 from webhook.extender.decision import MarkPatch
 from webhook.extender.http import HttpServer, start_server
@@ -21,7 +22,8 @@ from webhook.extender.marker import Marker
 from webhook.extender.nudge import Nudger
 from webhook.extender.sources import PODS, build_caches, running
 from webhook.extender.state import ExtenderState
-from webhook.kube.client import KubeClient
+from webhook.extender.wake import Waker
+from webhook.kube.client import KubeApiError, KubeClient
 from webhook.kube.serving import freeze_heap, tls_context
 from webhook.kube.tasks import TaskGroup
 
@@ -65,13 +67,25 @@ async def extender_running(
     async def touch(namespace: str, name: str, body: dict[str, Any]) -> Any:
         return await client.merge_patch(PODS, name, body, namespace=namespace)
 
+    async def read(namespace: str, name: str) -> Any:
+        try:
+            return await client.get(PODS, name, namespace=namespace)
+        except KubeApiError as error:
+            if error.not_found:
+                return None
+            raise
+
     marker = Marker(state, patch, workers=options.marker_workers)
     nudger = Nudger(touch, time.time)
+    waker = Waker(state, touch, time.time)
+    state.on_room = waker.notify
     caches = build_caches(client, state, options.tree_namespace)
     app = make_app(state, time.time, nudger)
     listener: HttpServer | None = None
     background = TaskGroup("extender")
     background.start(marker.run(), "extender-marker")
+    background.start(waker.run(), "extender-waker")
+    background.start(Auditor(state, read, time.time).run(), "extender-auditor")
     try:
         async with running(caches, state, on_ready=freeze_heap):
             context = tls_context(options.cert, options.key) if options.cert and options.key else None

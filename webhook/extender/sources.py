@@ -1,9 +1,10 @@
 """Wiring: the watch caches that keep :class:`~webhook.extender.state.ExtenderState` current.
 
-Four caches - Nodes, Pods, ResourcePolicies and ElasticQuotaTrees (``kube-system`` only) - feed the state:
+Five caches - Nodes, Pods, ResourcePolicies, ElasticQuotaTrees (``kube-system`` only) and the controller's
+reservation ConfigMap (:mod:`webhook.extender.reserved`) - feed the state:
 node and pod events are applied one by one (a request with 5,000 nodes must not wait for a rebuild);
-policies and trees are few and are re-read whole on every change. ``state.ready`` turns true once all
-four have listed. The pod cache keeps only what the state reads of each pod (:class:`SlimListWatch`), and
+policies, trees and the reservation are few and are re-read whole on every change. ``state.ready`` turns true
+once all five have listed. The pod cache keeps only what the state reads of each pod (:class:`SlimListWatch`), and
 only pods that can count - bound and not finished (:data:`POD_FIELD_SELECTOR`).
 
 A CRD that is not installed (no ResourcePolicy or ElasticQuotaTree API yet) reads as an empty list: the
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.api import kinds
-from webhook.api.names import TREE_NAMESPACE
+from webhook.api.names import QUEUE_NAMESPACE, RESERVATIONS, TREE_NAMESPACE
 from webhook.extender.pods import pod_essentials
 from webhook.extender.state import ExtenderState
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
@@ -43,8 +44,8 @@ or a quota. A pending pod is known from the filter request it comes with; a pod 
 counted from the extender's own assumption. The API server filters, so the pod's creation (and every status
 change before it is bound) is neither sent nor decoded - one watch event fewer per pod in the scheduler's
 busiest path - and finished pods (Job pods linger by the thousand) are neither listed nor kept: one that
-finishes arrives as a ``DELETED`` event. What is given up: an assumed pod deleted before it was bound is not
-seen; its assumption counts until it expires (``--assume-ttl``), as one whose binding failed does."""
+finishes arrives as a ``DELETED`` event. What is given up: an assumed pod deleted before it was bound, or one
+whose binding failed, is not seen here; :mod:`webhook.extender.audit` reads such pods back instead."""
 
 
 @dataclass(slots=True)
@@ -123,8 +124,9 @@ def pod_cache(source: ListWatch, state: ExtenderState) -> WatchCache:
     return cache
 
 
-def build_caches(client: KubeClient, state: ExtenderState, tree_namespace: str = TREE_NAMESPACE) -> list[WatchCache]:
-    """The four caches, wired to ``state`` (not yet running)."""
+def build_caches(client: KubeClient, state: ExtenderState, tree_namespace: str = TREE_NAMESPACE,
+                 queue_namespace: str = QUEUE_NAMESPACE) -> list[WatchCache]:
+    """The five caches, wired to ``state`` (not yet running)."""
     trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
     nodes = WatchCache("extender-nodes", ApiListWatch(client, NODES))
     nodes.add_listener(_incremental(state.upsert_node, state.delete_node, state.replace_nodes))
@@ -133,7 +135,11 @@ def build_caches(client: KubeClient, state: ExtenderState, tree_namespace: str =
     policies.add_listener(_whole(state.set_policies))
     quota_trees = WatchCache("extender-elasticquotatrees", OptionalListWatch(ApiListWatch(client, trees)))
     quota_trees.add_listener(_whole(state.set_trees))
-    return [nodes, pods, policies, quota_trees]
+    reservations = WatchCache("extender-reservations", ApiListWatch(
+        client, ResourceRef.of(kinds.CONFIG_MAP, queue_namespace), field_selector=f"metadata.name={RESERVATIONS}"
+    ))
+    reservations.add_listener(_whole(state.set_reservations))
+    return [nodes, pods, policies, quota_trees, reservations]
 
 
 @contextlib.asynccontextmanager

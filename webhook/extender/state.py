@@ -24,12 +24,15 @@ from dataclasses import replace
 from typing import Any
 
 from webhook.core.placement import NodeView, PodView, ResourcePolicy, node_view, pod_view
+from webhook.core.preemption import PodClaim, PreemptionJudge
 from webhook.core.quota import QuotaTree
 from webhook.core.sampling import looks_sampled, rotating_window, scheduler_sample_size
+from webhook.core.waiting import WaitingPod
 from webhook.extender.cache import DEFAULT_ASSUME_TTL, ExtenderCache
 from webhook.extender.decide import Outcome, VerdictCache, decide
-from webhook.extender.decision import Assumption, Decision
-from webhook.extender.pods import pod_key, uid_of
+from webhook.extender.decision import Assumption, Decision, PreemptDecision
+from webhook.extender.pods import pod_key, priority_of, uid_of
+from webhook.extender.protocol import NodeVictims
 
 LAST_FILTERS = 256
 """How many recent filter verdicts are kept for the prioritize call that follows each."""
@@ -63,9 +66,12 @@ class ExtenderState:
         self.policies = cache.policies
         self.policy_for = cache.policy_for
         self.set_trees = cache.set_trees
+        self.set_reservations = cache.set_reservations
         self.used = cache.used
         self.expire = cache.expire
         self.marks_patch = cache.marks_patch
+        self.assumptions_to_check = cache.assumptions_to_check
+        self.forget = cache.forget
 
     # The cache, as the watches and the other shells use it --------------------------------------------------
     @property
@@ -107,6 +113,20 @@ class ExtenderState:
     @on_marks_needed.setter
     def on_marks_needed(self, callback: Callable[[str], None] | None) -> None:
         self.cache.on_marks_needed = callback
+
+    @property
+    def on_room(self) -> Callable[[], None] | None:
+        """Called when usage goes down while pods wait for room (see :meth:`pods_to_wake`)."""
+        return self.cache.on_room
+
+    @on_room.setter
+    def on_room(self, callback: Callable[[], None] | None) -> None:
+        self.cache.on_room = callback
+
+    @property
+    def waiting(self) -> int:
+        """How many pods refused for pod-level quota wait for room."""
+        return len(self.cache.waits)
 
     def set_policies(self, objs: Iterable[Mapping[str, Any]]) -> None:
         """Replace every ResourcePolicy; invalid ones are logged and ignored."""
@@ -199,7 +219,7 @@ class ExtenderState:
         given = None if given_nodes is None else {view.name: view for view in map(node_view, given_nodes)}
         view = pod_view(pod)
         outcome = self._decide("filter", pod, view, names, now=now, given=given)
-        decision, assumption = outcome.decision, outcome.assumption
+        decision, assumption, waiting = outcome.decision, outcome.assumption, outcome.waiting
         if self.sample:
             # The default sample of the whole cluster: a request from the sampling profile is that already.
             decision = self._sampled(decision, scheduler_sample_size(max(len(names), len(cache.nodes))))
@@ -212,6 +232,10 @@ class ExtenderState:
                 cache.drop_assumption(key)
             else:
                 cache.assume(key, assumption)
+            if waiting is None:
+                cache.waits.done(key, cache.tree)
+            else:
+                cache.waits.wait(waiting, now, cache.tree)
 
         return decision, record
 
@@ -250,3 +274,67 @@ class ExtenderState:
                 summary=f"as filtered: {last.summary}",
             )
         return self._decide("prioritize", pod, pod_view(pod), names, now=now, given=None).decision
+
+    # Preemption and waiting pods -------------------------------------------------------------------------
+    def preempt(self, pod: Mapping[str, Any], victims: Mapping[str, NodeVictims], now: float) -> PreemptDecision:
+        """Which nodes' victims may go for ``pod`` (the rules: :mod:`webhook.core.preemption`). Victims are
+        taken whole per node; a victim the cache does not know (by uid, unless the scheduler sent the whole
+        Pod) keeps its node's victims where they are."""
+        cache = self.cache
+        cache.expire(now)
+        view = pod_view(pod)
+        preemptor = PodClaim(
+            view.namespace, view.name, cache.requests.request(pod, view.key), priority_of(pod), view.created or now
+        )
+        judge = PreemptionJudge(cache.tree, preemptor, *cache.quota_usages(pod_key(view)))
+        kept: dict[str, NodeVictims] = {}
+        refused: dict[str, str] = {}
+        allowed = ""
+        for node, proposed in victims.items():
+            claims: list[PodClaim] = []
+            for index, uid in enumerate(proposed.uids):
+                claim = self._victim(uid, None if proposed.pods is None else proposed.pods[index])
+                if claim is None:
+                    refused[node] = f"victim uid {uid} is not in the extender's pod cache: retried later"
+                    break
+                claims.append(claim)
+            if node in refused:
+                continue
+            verdict = judge.judge(claims)
+            if verdict.allowed:
+                kept[node] = proposed
+                allowed = allowed or verdict.reason
+            else:
+                refused[node] = verdict.reason
+        tree = cache.tree
+        quota = None if tree is None or judge.leaf is None else tree.nodes[judge.leaf].full_name
+        summary = next(iter(refused.values())) if refused else allowed or "no candidate node"
+        return PreemptDecision(view.key, kept, refused, quota, summary)
+
+    def _victim(self, uid: str, given: Mapping[str, Any] | None) -> PodClaim | None:
+        """A victim as the rules read it: from the Pod the scheduler sent, else from the cache by uid."""
+        if given is not None:
+            view = pod_view(given)
+            request = self.cache.requests.request(given, view.key)
+            return PodClaim(view.namespace, view.name, request, priority_of(given), view.created or 0.0)
+        record = self.cache.pods.get(uid)
+        if record is None:
+            return None
+        view = record.view
+        return PodClaim(view.namespace, view.name, record.request, record.priority, view.created or 0.0)
+
+    def pods_to_wake(self, now: float, limit: int) -> list[WaitingPod]:
+        """Pods refused for pod-level quota that the room left now can take (at most ``limit``): the shell
+        touches them so that the scheduler tries them again (:mod:`webhook.extender.wake`)."""
+        cache = self.cache
+        cache.expire(now)
+        return cache.waits.choose(cache.tree, now, (cache.usage, cache.assumed_usage), limit)
+
+    def unwait(self, key: str) -> None:
+        """Pod ``key`` waits no more (it is gone): drop it, and the room it was woken for."""
+        self.cache.waits.done(key, self.cache.tree)
+
+    @property
+    def wake_pending(self) -> bool:
+        """Whether pods wait for room or hold room they were woken for."""
+        return self.cache.waits.pending

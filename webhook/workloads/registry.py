@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
 from functools import cache
+from typing import Any
 
 import webhook.workloads as _package
+from webhook.api.names import ADMISSION_ANNOTATION
+from webhook.api.objects import annotations_of, controller_of
 from webhook.workloads.base import Adapter
 
 _SKIP = frozenset({"base", "registry"})
@@ -41,3 +45,23 @@ def adapter_for(group: str, kind: str) -> Adapter | None:
 def all_adapters() -> tuple[Adapter, ...]:
     """Every registered adapter, ordered by group then kind."""
     return tuple(adapter for _, adapter in sorted(_load().items()))
+
+
+@cache
+def job_owner_kinds() -> frozenset[str]:
+    """The kinds that own the pods of a job the queue tracks: every job kind, and the kinds their adapters name
+    as their pods' owners (a RayJob's RayCluster). A pod owned by anything else is no job's."""
+    kinds = {adapter.kind for adapter in _load().values()}
+    kinds.add("RayCluster")
+    return frozenset(kinds)
+
+
+def queued_by_a_job(pod: Mapping[str, Any]) -> bool:
+    """Whether a queued job accounts for ``pod``: its controller owner is of a job kind (:func:`job_owner_kinds`)
+    or a Pod (only a job's pod owns pods: a SparkApplication's driver its executors), or it is a bare Pod the queue
+    released (it carries the admission record). Any other pod is *loose*: it counts as it runs, and reclaim may
+    evict it (docs/reclaim.md, "Pods")."""
+    owner = controller_of(pod)
+    if owner is not None and owner.get("kind") in {*job_owner_kinds(), "Pod"}:
+        return True
+    return ADMISSION_ANNOTATION in annotations_of(pod)

@@ -1,0 +1,102 @@
+"""A namespace joins the tree labelled managed before any of its jobs can run unheld
+(webhook/admission/joining.py, docs/security.md): a tree that lists an existing namespace is allowed only once
+the namespace is labelled, a namespace created while the tree lists it is labelled at creation, and a job of a
+labelled namespace the webhook's tree does not list yet is held all the same."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from tests.builders import SEED_TREE_SPEC, seed_tree, tree_object
+from tests.service.helpers import batch_job, message, patched, response, review
+from webhook.admission.app import join_namespaces as join
+from webhook.admission.app import respond, respond_with_effects
+from webhook.admission.joining import JoinError, namespaces_joining
+from webhook.admission.mutate import mutate
+from webhook.admission.review import parse_request
+from webhook.admission.state import AdmissionState, Settings
+from webhook.admission.validate import validate
+from webhook.api.names import MANAGED_NAMESPACE_LABEL, MANAGED_SINCE_ANNOTATION, QUOTA_LABEL
+
+MANAGED = {MANAGED_NAMESPACE_LABEL: "true"}
+
+
+def _with_user_d() -> dict[str, Any]:
+    spec = copy.deepcopy(SEED_TREE_SPEC)
+    spec["root"]["children"][1]["namespaces"].append("user-d")
+    return tree_object(spec)
+
+
+def _state(**labels: dict[str, str]) -> AdmissionState:
+    known = {"user-a": MANAGED, "user-b": MANAGED, "user-c": MANAGED, **labels}
+    return AdmissionState(tree=seed_tree(), namespace_labels=known)
+
+
+def test_a_tree_that_lists_an_unlabelled_namespace_makes_it_join() -> None:
+    state, settings = _state(**{"user-d": {}}), Settings()
+    update = review(_with_user_d(), operation="UPDATE", old=tree_object(), user="admin")
+    assert namespaces_joining(parse_request(update), state, settings) == ("user-d",)
+    # Already labelled, not existing yet, a dry run, another namespace than the tree's: nothing to label.
+    assert namespaces_joining(parse_request(update), _state(**{"user-d": MANAGED}), settings) == ()
+    assert namespaces_joining(parse_request(update), _state(), settings) == ()
+    dry = copy.deepcopy(update)
+    dry["request"]["dryRun"] = True
+    assert namespaces_joining(parse_request(dry), state, settings) == ()
+    elsewhere = review(_with_user_d() | {"metadata": {"name": "t", "namespace": "default"}}, user="admin")
+    assert namespaces_joining(parse_request(elsewhere), state, settings) == ()
+
+
+def test_the_tree_is_answered_only_once_its_namespaces_are_labelled() -> None:
+    state, settings = _state(**{"user-d": {}}), Settings()
+    body = orjson.dumps(review(_with_user_d(), operation="UPDATE", old=tree_object(), user="admin"))
+    status, payload, joining = respond_with_effects("validate", body, state, settings)
+    assert status == 200 and joining is not None and joining.namespaces == ("user-d",)
+    assert respond("validate", body, state, settings) == (status, payload)
+    labelled: list[Sequence[str]] = []
+
+    async def labeller(namespaces: Sequence[str]) -> None:
+        labelled.append(namespaces)
+
+    allowed = orjson.loads(asyncio.run(join(labeller, joining)))
+    assert allowed["response"]["allowed"] is True and labelled == [("user-d",)]
+
+    async def failing(namespaces: Sequence[str]) -> None:
+        raise JoinError("namespace user-d could not be labelled kube-queue.x-k8s.io/managed=true (forbidden); retry")
+
+    refused = orjson.loads(asyncio.run(join(failing, joining)))
+    assert refused["response"]["allowed"] is False
+    assert "could not be labelled" in refused["response"]["status"]["message"]
+    assert "retry" in refused["response"]["status"]["message"]
+
+
+def test_a_namespace_created_while_the_tree_lists_it_is_labelled_at_creation() -> None:
+    state, settings = AdmissionState(tree=seed_tree()), Settings()
+    created = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "user-c"}}
+    out = mutate(review(created, user="admin"), state, settings)
+    namespace = patched(created, out)
+    assert namespace["metadata"]["labels"] == MANAGED
+    assert namespace["metadata"]["annotations"][MANAGED_SINCE_ANNOTATION].endswith("Z")
+    other = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other", "labels": {"team": "x"}}}
+    assert "patch" not in response(mutate(review(other, user="admin"), state, settings))
+    with_labels = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "user-a", "labels": {"team": "x"}}}
+    assert patched(with_labels, mutate(review(with_labels, user="admin"), state, settings))["metadata"]["labels"] == {
+        "team": "x", **MANAGED}
+
+
+def test_a_job_of_a_namespace_that_joined_a_tree_this_replica_has_not_seen_yet_is_held() -> None:
+    # user-d is labelled (the tree that lists it was allowed), but this replica's watch still has the old tree.
+    state, settings = _state(**{"user-d": MANAGED}), Settings()
+    job = batch_job(namespace="user-d", suspend=False)
+    out = mutate(review(job), state, settings)
+    held = patched(job, out)
+    assert held["spec"]["suspend"] is True
+    assert QUOTA_LABEL not in (held["metadata"].get("labels") or {})
+    released = copy.deepcopy(held)
+    released["spec"]["suspend"] = False
+    refused = validate(review(released, operation="UPDATE", old=held), state, settings)
+    assert response(refused)["allowed"] is False and "only kube-queue may un-suspend it" in message(refused)

@@ -1,0 +1,152 @@
+"""kube-scheduler's preemption asks the extender (``POST /extender/preempt``) which of the victims it picked may
+go; the extender keeps only the nodes whose victims the quota rules let go (docs/pod-quota.md, "Preemption").
+Over HTTP, in the wire format of ``k8s.io/kube-scheduler/extender/v1`` (``ExtenderPreemptionArgs`` in,
+``ExtenderPreemptionResult`` out)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+import pytest
+from prometheus_client import REGISTRY
+
+from tests.service.extender_support import Cluster, pod, seed_quota_tree, serving
+from webhook.extender.app import make_app
+
+HIGH = 3
+
+
+def cluster() -> Cluster:
+    """The seed-shaped tree: Department-a (min 50, user-a/user-b) borrows 20; Department-b (min 40) > user-c
+    (min 20) uses 10, Team (min 20, max 30, namespace team) nothing."""
+    made = Cluster()
+    made.state.set_trees([seed_quota_tree()])
+    made.add(*(pod(f"a{index}", "10", namespace="user-a", node_name="ecs-0", uid=f"uid-a{index}")
+               for index in range(7)))
+    made.add(pod("c0", "10", namespace="user-c", node_name="ecs-1", uid="uid-c0"),
+             pod("t0", "5", node_name="ecs-2", uid="uid-t0"))
+    return made
+
+
+def meta(node_victims: dict[str, list[str]], violations: int = 0) -> dict[str, Any]:
+    return {node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": violations}
+            for node, uids in node_victims.items()}
+
+
+def preemption_args(preemptor: dict[str, Any], victims: dict[str, Any], *, whole: bool = False) -> bytes:
+    """An ``ExtenderPreemptionArgs`` body as kube-scheduler sends it (``nodeCacheCapable``: UIDs only)."""
+    if whole:
+        return orjson.dumps({"Pod": preemptor, "NodeNameToVictims": victims, "NodeNameToMetaVictims": None})
+    return orjson.dumps({"Pod": preemptor, "NodeNameToVictims": None, "NodeNameToMetaVictims": victims})
+
+
+def metric(result: str) -> float:
+    value = REGISTRY.get_sample_value("kube_queue_extender_requests_total", {"verb": "preempt", "result": result})
+    return value or 0.0
+
+
+async def test_only_nodes_whose_victims_may_go_are_kept(caplog: pytest.LogCaptureFixture) -> None:
+    made = cluster()
+    urgent = pod("urgent", "10", uid="uid-urgent", priority=HIGH)
+    victims = meta({
+        "ecs-0": ["uid-a6"],  # Department-a borrows 20 beyond its min: it gives one back
+        "ecs-1": ["uid-c0"],  # user-c (min 20) uses 10: at or under its min, keeps its pod
+        "ecs-2": ["uid-t0"],  # the preemptor's own quota, which sets no preempt-policy
+        "ecs-3": ["uid-nobody"],  # a pod the extender does not know: judged later, not now
+    }, violations=1)
+    before = metric("narrowed")
+    caplog.set_level(logging.INFO, logger="webhook.extender")
+    async with serving(make_app(made.state, clock=lambda: made.now)) as client:
+        response = await client.post("/extender/preempt", data=preemption_args(urgent, victims))
+        assert response.status == 200
+        body = await response.json()
+    assert body == {"NodeNameToMetaVictims": {"ecs-0": {"Pods": [{"UID": "uid-a6"}], "NumPDBViolations": 1}}}
+    assert metric("narrowed") == before + 1
+    (line,) = [record.getMessage() for record in caplog.records if "verb=preempt" in record.getMessage()]
+    assert "pod=team/urgent nodes=4 kept=1 refused=3 quota=root/Department-b/Team" in line
+
+
+async def test_no_node_left_is_an_empty_result_and_nobody_is_evicted() -> None:
+    made = cluster()
+    urgent = pod("urgent", "10", uid="uid-urgent", priority=HIGH)
+    before = metric("refused")
+    async with serving(make_app(made.state, clock=lambda: made.now)) as client:
+        response = await client.post("/extender/preempt", data=preemption_args(urgent, meta({"ecs-1": ["uid-c0"]})))
+        assert await response.json() == {"NodeNameToMetaVictims": {}}
+    assert metric("refused") == before + 1
+
+
+async def test_whole_pods_are_read_as_sent_when_the_scheduler_is_not_node_cache_capable() -> None:
+    made = cluster()
+    urgent = pod("urgent", "10", uid="uid-urgent", priority=HIGH)
+    stranger = pod("web", "10", namespace="outside", node_name="ecs-3", uid="uid-web")  # not in the cache
+    colleague = pod("t0", "5", node_name="ecs-2", uid="uid-t0")
+    victims = {"ecs-3": {"Pods": [stranger], "NumPDBViolations": 0},
+               "ecs-2": {"Pods": [colleague], "NumPDBViolations": 0}}
+    async with serving(make_app(made.state, clock=lambda: made.now)) as client:
+        response = await client.post("/extender/preempt", data=preemption_args(urgent, victims, whole=True))
+        body = await response.json()
+    # Under no quota, the stranger may go; the colleague of the same quota may not. The answer is in UIDs.
+    assert body == {"NodeNameToMetaVictims": {"ecs-3": {"Pods": [{"UID": "uid-web"}], "NumPDBViolations": 0}}}
+
+
+async def test_a_pod_under_no_quota_preempts_by_priority_alone() -> None:
+    made = cluster()
+    critical = pod("critical", "10", namespace="kube-system", uid="uid-critical", priority=2_000_000_000)
+    async with serving(make_app(made.state, clock=lambda: made.now)) as client:
+        response = await client.post("/extender/preempt", data=preemption_args(critical, meta({"ecs-1": ["uid-c0"]})))
+        body = await response.json()
+    assert list(body["NodeNameToMetaVictims"]) == ["ecs-1"]
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b"{", "not JSON"),
+        (b"[]", "expected an ExtenderPreemptionArgs object"),
+        (b'{"Pod": 1}', "Pod is missing or not an object"),
+        (b'{"Pod": {}, "NodeNameToMetaVictims": []}', "must be an object keyed by node name"),
+        (b'{"Pod": {}, "NodeNameToMetaVictims": {"n": {"Pods": [{}]}}}', "a victim on node 'n' has no UID"),
+        (b'{"Pod": {}, "NodeNameToMetaVictims": {"n": {"Pods": 3}}}', "Pods must be a list of objects"),
+        (b'{"Pod": {}, "NodeNameToMetaVictims": {"n": {"NumPDBViolations": "x"}}}', "must be an integer"),
+        (b'{"Pod": {}, "NodeNameToMetaVictims": {"n": 7}}', "must be an object"),
+    ],
+)
+async def test_a_bad_request_is_refused_with_what_is_wrong(body: bytes, error: str) -> None:
+    made = cluster()
+    async with serving(make_app(made.state, clock=lambda: made.now)) as client:
+        response = await client.post("/extender/preempt", data=body)
+        assert response.status == 400  # the scheduler's preemption fails: nobody is evicted, the pod is retried
+        assert error in await response.text()
+
+
+async def test_until_its_watches_have_listed_the_extender_lets_no_preemption_through() -> None:
+    made = cluster()
+    made.state.ready = False
+    urgent = pod("urgent", "10", uid="uid-urgent", priority=HIGH)
+    async with serving(make_app(made.state, clock=lambda: made.now)) as client:
+        response = await client.post("/extender/preempt", data=preemption_args(urgent, meta({"ecs-0": ["uid-a6"]})))
+        assert response.status == 503
+
+
+async def test_a_failure_inside_fails_the_preemption(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = cluster()
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(made.state, "preempt", broken)
+    urgent = pod("urgent", "10", uid="uid-urgent", priority=HIGH)
+    async with serving(make_app(made.state, clock=lambda: made.now)) as client:
+        response = await client.post("/extender/preempt", data=preemption_args(urgent, meta({"ecs-0": ["uid-a6"]})))
+        assert response.status == 500
+
+
+def test_the_victims_priority_comes_from_the_pod_watch() -> None:
+    # A lower-priority pod of a quota that allows preemption inside it: its priority is read from the cache.
+    made = Cluster()
+    made.state.set_trees([seed_quota_tree()])
+    made.add(pod("low", "10", namespace="user-a", node_name="ecs-0", uid="uid-low", priority=1))
+    assert made.state.cache.pods["uid-low"].priority == 1
