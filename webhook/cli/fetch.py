@@ -144,8 +144,10 @@ def _managed_pods(source: KindSource, pods: Iterable[Obj]) -> list[Obj]:
 def _list_jobs(api: KubeApi, sources: Sequence[KindSource], namespace: str | None) -> list[tuple[KindSource, Obj]]:
     """Jobs of every (non-Pod) kind in ``namespace``; :class:`ApiError` when one cannot be listed. In one
     namespace, a kind the user may not list is left out (an operator's kind that a developer's ``edit`` role
-    does not grant): the jobs they may see are still shown."""
+    does not grant), as long as some kind may be listed: the jobs they may see are still shown."""
     out: list[tuple[KindSource, Obj]] = []
+    refused: ApiError | None = None
+    listed = False
     for source in sources:
         if source.adapter.kind == "Pod":
             continue
@@ -155,10 +157,14 @@ def _list_jobs(api: KubeApi, sources: Sequence[KindSource], namespace: str | Non
             if error.not_found:  # the kind went away since discovery
                 continue
             if error.status == 403 and namespace is not None:
+                refused = refused or error
                 continue
             raise
+        listed = True
         # A RayJob's RayCluster and submitter Job are its children, shown as the RayJob (workloads/children.py).
         out += [(source, item) for item in items if not queued_with_parent(item, source.adapter.kind)]
+    if refused is not None and not listed:
+        raise refused
     return out
 
 
