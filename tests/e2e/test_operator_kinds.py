@@ -126,32 +126,46 @@ def _expected_pods(kind: str, pods: int) -> int:
     return pods + 1 if kind == "RayJob" else pods  # KubeRay's submitter pod
 
 
-@pytest.mark.parametrize("kind", REPLICATED)
-def test_a_job_is_held_run_by_its_operator_counted_once_and_freed(setup: Setup, kind: str) -> None:
+def test_every_kind_is_held_run_by_its_operator_counted_once_and_freed(setup: Setup) -> None:
+    """All the kinds at once (two pods of 2 CPU each, 28.5 CPU of Team-a's 40), each judged on its own."""
     dev, ns = setup.dev, setup.a
-    name = f"run-{kind.lower()}"
-    created = setup.create(manifest(kind, name, ns, pods=2, cpu=3))
-    assert suspended(created), "held at creation although alice wrote suspend: false"
-    assert created["metadata"]["labels"][QUOTA_LABEL] == "Team-a"
+    names = {kind: f"run-{kind.lower()}" for kind in REPLICATED}
+    requests = {kind: 4 + (SUBMITTER_CPU if kind == "RayJob" else 0) for kind in REPLICATED}
+    for kind, name in names.items():
+        created = setup.create(manifest(kind, name, ns, pods=2, cpu=2))
+        assert suspended(created), f"{kind} held at creation although alice wrote suspend: false"
+        assert created["metadata"]["labels"][QUOTA_LABEL] == "Team-a", kind
 
-    dev.wait_until(lambda: not suspended(setup.get(kind, name, ns)), 60, f"{kind} {name} admitted")
-    record = json.loads(setup.get(kind, name, ns)["metadata"]["annotations"][ADMISSION_ANNOTATION])
-    request = 6 + (SUBMITTER_CPU if kind == "RayJob" else 0)
-    assert _cpu(record["request"]["cpu"]) == request, record  # sized as its pods will be
+    for kind, name in names.items():
+        expected = _expected_pods(kind, 2)
 
-    expected = _expected_pods(kind, 2)
-    dev.wait_until(lambda: setup.running(ns, name) == expected, 90,
-                   f"{expected} pods of {kind} {name} Running (created by its operator)")
-    pods = setup.pods(ns, name)
-    assert len(pods) == expected
-    assert all(pod["metadata"]["labels"].get(QUOTA_LABEL) == "Team-a" for pod in pods)
-    assert not any(pod["spec"].get("schedulingGates") for pod in pods), "the operator's pods are not held again"
-    # Counted once: the leaf uses exactly the job's request, not the job and its pods.
-    dev.wait_until(lambda: setup.used_cpu("Team-a") == request, 30, f"Team-a using {request} CPU")
+        def admitted(k: str = kind, n: str = name) -> bool:
+            return not suspended(setup.get(k, n, ns))
 
-    setup.delete(kind, name, namespace=ns)
+        def all_running(n: str = name, e: int = expected) -> bool:
+            return setup.running(ns, n) == e
+
+        dev.wait_until(admitted, 60, f"{kind} {name} admitted")
+        record = json.loads(setup.get(kind, name, ns)["metadata"]["annotations"][ADMISSION_ANNOTATION])
+        assert _cpu(record["request"]["cpu"]) == requests[kind], (kind, record)  # sized as its pods will be
+        dev.wait_until(all_running, 90, f"{expected} pods of {kind} {name} Running (created by its operator)")
+        pods = setup.pods(ns, name)
+        assert len(pods) == expected, kind
+        assert all(pod["metadata"]["labels"].get(QUOTA_LABEL) == "Team-a" for pod in pods), kind
+        assert not any(pod["spec"].get("schedulingGates") for pod in pods), f"{kind}'s pods are not held again"
+    # Counted once: the leaf uses exactly the jobs' requests, not the jobs and their pods too.
+    total = sum(requests.values())
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == total, 30, f"Team-a using {total} CPU")
+
+    for kind, name in names.items():
+        setup.delete(kind, name, namespace=ns)
     dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
-    dev.wait_until(lambda: not setup.pods(ns, name), 60, f"{kind} {name}'s pods gone")
+    for kind, name in names.items():
+
+        def gone(n: str = name) -> bool:
+            return not setup.pods(ns, n)
+
+        dev.wait_until(gone, 60, f"{kind} {name}'s pods gone")
 
 
 @pytest.mark.parametrize(("first", "second"), [("PyTorchJob", "TFJob"), ("RayJob", "XGBoostJob")])
@@ -271,7 +285,7 @@ def test_a_workflow_is_held_sized_by_its_widest_step_run_by_argo_counted_once_an
 
 def test_a_second_workflow_waits_for_the_declared_size_of_the_first(setup: Setup) -> None:
     dev, ns = setup.dev, setup.a
-    setup.create(workflow("big", ns, cpu=1, width=1, succeed_after="20s", declared='{"cpu": "30"}'))
+    setup.create(workflow("big", ns, cpu=1, width=1, succeed_after="8s", declared='{"cpu": "30"}'))
     dev.wait_until(lambda: setup.running(ns, "big") == 1, 60, "big running")
     setup.create(workflow("next", ns, cpu=1, width=1, declared="cpu: 20"))  # 30 + 20 > Team-a's 40
     dev.wait_until(lambda: setup.active("Team-a", ns) == [("next", 1)], 60, "next waiting at position 1")
