@@ -31,6 +31,7 @@ from webhook.core.placement import validate_policy
 from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
 from webhook.core.workload import WorkloadError, pod_request
 from webhook.workloads.base import Adapter, value_at
+from webhook.workloads.children import queued_parent
 from webhook.workloads.facts import submission_problems, update_problems
 from webhook.workloads.registry import adapter_for, queued_by_a_job
 
@@ -188,8 +189,11 @@ def creation_refusal(
 
 
 def held_at_creation(adapter: Adapter, obj: Mapping[str, Any], username: str, settings: Settings) -> bool:
-    """Whether a new object is queued on its own: every job; a Pod unless it names a controller owner and a
-    workload controller creates it (anyone else's Pod is held like a bare Pod, whatever owner it names)."""
+    """Whether a new object is queued on its own: every job; a Pod, or the child a queued job's operator creates
+    for it (a RayJob's RayCluster: :mod:`webhook.workloads.children`), unless it names its controller owner and
+    a workload controller creates it (anyone else's is held like a job of its own, whatever owner it names)."""
+    if queued_parent(obj, adapter.kind) is not None:
+        return not settings.creates_workload_pods(username)
     if adapter.manages(obj):
         return True
     return adapter.gates_at_creation_only and not settings.creates_workload_pods(username)
