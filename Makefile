@@ -35,10 +35,12 @@ $(STAMP): pyproject.toml
 deps:
 	bash hack/system-deps.sh
 
-# The dev cluster's Kubernetes binaries, and helm (for the chart in manifests/helm/), cached by version.
+# The dev cluster's Kubernetes binaries, helm (for the chart in manifests/helm/) and the job operators
+# (training operator, KubeRay, Argo's workflow-controller: docs/job-kinds.md), each cached by version.
 binaries:
 	bash webhook/devcluster/build-binaries.sh
 	bash webhook/devcluster/build-binaries.sh helm
+	bash webhook/devcluster/build-binaries.sh operators
 
 up: install
 	$(BIN)/kq dev up --seed

@@ -54,6 +54,8 @@ BENCHES = (
           ".venv/bin/python -m bench.burst_bench", True),
     Bench("peer-kueue", "Against Kueue on the same machine, in one run (issue 21)", ("-m", "bench.peer_kueue"),
           ".venv/bin/python -m bench.peer_kueue", True),
+    Bench("kinds", "Job kinds under their real operators, beside a batch Job (issue 35)",
+          ("-m", "bench.kinds_bench"), ".venv/bin/python -m bench.kinds_bench", True),
     Bench("webhook", "Admission webhook (issue 4)", ("bench/webhook_bench.py",),
           ".venv/bin/python bench/webhook_bench.py", False, REPO / "bench" / "webhook_bench.py"),
     Bench("extender", "Scheduler extender (issue 6)", ("bench/extender_bench.py", "--port-base", "28500"),

@@ -81,7 +81,7 @@ def layers() -> list[str]:
         out.append(box((140 + index * 146, 135, 134, 70), name, lines, SHELL))
     out.append(box((880, 135, 105, 70), "kube", ("API client,", "watch caches"), SHELL))
     out.append(box((140, 245, 720, 50), "workloads",
-                   ("one adapter per job kind: Job, TFJob, PyTorchJob, MPIJob, RayJob, Pod",), ADAPTER))
+                   ("one adapter per job kind: Job, Kubeflow, Ray, Argo Workflow, SparkApplication, Pod",), ADAPTER))
     out.append(box((140, 335, 720, 60), "core",
                    ("the rules, pure: quota tree, request, fit, queue order, reclaim, placement,",
                     "start timeout, integrity. Standard library only, no I/O, no clock"), CORE))

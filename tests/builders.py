@@ -9,6 +9,7 @@ Shared by every test suite; keep this API stable (add parameters only with defau
     seed_tree()
     job("pi-1", pods=6, cpu=10, memory="10Gi", priority=2, phase=Phase.ADMITTED, admitted_at=5.0)
     pod("p1", "10", namespace="team", labels={"app": "web"}, node_name="ecs-0", phase="Pending")
+    resource_claim("pair", "user-c", device_request(2)), with_claims(pod(...), made={"gpu": "p1-gpu-x7"})
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from webhook.api.kinds import ELASTIC_QUOTA_TREE
-from webhook.api.names import TREE_NAMESPACE
+from webhook.api.names import QUOTA_RESOURCE_ANNOTATION, TREE_NAMESPACE
 from webhook.core.quota import QuotaNode, QuotaTree, build_tree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Phase, PodSet, Workload, WorkloadKey
@@ -33,17 +34,22 @@ __all__ = [
     "UNLABELLABLE_NAMES",
     "Spec",
     "batch_job_object",
+    "claim_template",
     "cluster_pod",
+    "device_class",
+    "device_request",
     "job",
     "job_manifest",
     "node",
     "pod",
     "res",
+    "resource_claim",
     "seed_tree",
     "tree",
     "tree_child",
     "tree_object",
     "tree_root",
+    "with_claims",
 ]
 
 ResourcesLike = Resources | Mapping[str, int | str] | None
@@ -447,3 +453,66 @@ BROKEN_TREES: list[tuple[str, Callable[[Spec], None], str, str]] = [
 
 UNLABELLABLE_NAMES = ["Département-ä", "team b", "\N{ROCKET}-team", "d" * 64, "-team"]
 """Issue 17 hole 4: node names that cannot be label values (a leaf's name is its jobs' quota label)."""
+
+
+# Dynamic Resource Allocation (resource.k8s.io/v1) -----------------------------------------------------------
+
+GPU_CLASS = "gpu.example.com"
+"""The DeviceClass the tests count as ``nvidia.com/gpu``."""
+
+
+def device_class(name: str = GPU_CLASS, quota_resource: str | None = "nvidia.com/gpu") -> dict[str, Any]:
+    """A DeviceClass, annotated to count as ``quota_resource`` (``None``: not counted)."""
+    metadata: dict[str, Any] = {"name": name}
+    if quota_resource is not None:
+        metadata["annotations"] = {QUOTA_RESOURCE_ANNOTATION: quota_resource}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": metadata,
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{name}'"}}]}}
+
+
+def device_request(count: int | None = 1, *, device_class: str = GPU_CLASS, name: str = "gpu",
+                   mode: str | None = None) -> dict[str, Any]:
+    """One ``spec.devices.requests[]`` entry asking ``exactly`` ``count`` devices (``None``: no count given)
+    of ``device_class``; ``mode`` sets ``allocationMode`` (``"All"``)."""
+    exactly: dict[str, Any] = {"deviceClassName": device_class}
+    if mode is not None:
+        exactly["allocationMode"] = mode
+    if count is not None:
+        exactly["count"] = count
+    return {"name": name, "exactly": exactly}
+
+
+def resource_claim(name: str, namespace: str = "user-c", *requests: Mapping[str, Any],
+                   resource_version: str = "1") -> dict[str, Any]:
+    """A ResourceClaim asking for ``requests`` (default: one device of :data:`GPU_CLASS`)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"claim-{namespace}-{name}",
+                         "resourceVersion": resource_version},
+            "spec": {"devices": {"requests": [dict(r) for r in requests or (device_request(),)]}}}
+
+
+def claim_template(name: str, namespace: str = "user-c", *requests: Mapping[str, Any]) -> dict[str, Any]:
+    """A ResourceClaimTemplate whose claims ask for ``requests`` (default: one device of :data:`GPU_CLASS`)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"spec": {"devices": {"requests": [dict(r) for r in requests or (device_request(),)]}}}}
+
+
+def with_claims(pod_obj: Mapping[str, Any], *, templates: Mapping[str, str] | None = None,
+                made: Mapping[str, str] | None = None, shared: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A copy of ``pod_obj`` naming DRA claims in ``spec.resourceClaims``: ``templates`` (entry -> template
+    name), ``shared`` (entry -> claim name); ``made`` (entry -> claim name) puts the claims the control plane
+    made from templates in ``status.resourceClaimStatuses`` (an entry of ``made`` alone names template
+    ``<entry>-template``)."""
+    out = copy.deepcopy(dict(pod_obj))
+    entries = [{"name": entry, "resourceClaimTemplateName": template}
+               for entry, template in {**{e: f"{e}-template" for e in made or {}}, **(templates or {})}.items()]
+    entries += [{"name": entry, "resourceClaimName": claim} for entry, claim in (shared or {}).items()]
+    out["spec"]["resourceClaims"] = entries
+    for container in out["spec"].get("containers", []):
+        container.setdefault("resources", {})["claims"] = [{"name": entry["name"]} for entry in entries]
+    if made:
+        status = out.setdefault("status", {})
+        status["resourceClaimStatuses"] = [{"name": entry, "resourceClaimName": claim}
+                                           for entry, claim in made.items()]
+    return out

@@ -23,6 +23,7 @@ import pytest
 from webhook.cli import devsystem
 from webhook.devcluster import cluster
 from webhook.devcluster.config import ClusterConfig, Ports
+from webhook.devcluster.operators import OPERATORS
 
 E2E_PORT_BASE = int(os.environ.get("KQ_E2E_PORT_BASE", "26400"))
 
@@ -81,7 +82,8 @@ class DevCluster:
 @pytest.fixture(scope="session")
 def dev_cluster() -> Iterator[DevCluster]:
     state = Path(tempfile.mkdtemp(prefix="kq-e2e-"))
-    config = ClusterConfig(state_dir=state, ports=Ports(E2E_PORT_BASE))
+    # The job operators run as on `kq dev up` (tests/e2e/test_operator_kinds.py).
+    config = ClusterConfig(state_dir=state, ports=Ports(E2E_PORT_BASE), operators=tuple(OPERATORS))
     try:
         bins = devsystem.up(config)
     except BaseException:  # any failure half-way (not only DevClusterError) must not leave processes running

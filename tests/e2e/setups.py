@@ -142,9 +142,6 @@ def managed(dev_cluster: DevCluster) -> Iterator[tuple[str, str, str]]:
             dev_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
-CRD = Path(__file__).resolve().parent / "crds" / "kubeflow-pytorchjobs.yaml"
-
-
 def pytorchjob(name: str, namespace: str, workers: int) -> dict[str, Any]:
     def replicas(count: int) -> dict[str, Any]:
         container = {"name": "pytorch", "image": "pytorch", "resources": {"requests": {"cpu": "10"}}}

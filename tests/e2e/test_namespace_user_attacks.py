@@ -21,7 +21,7 @@ import pytest
 
 from tests.builders import SEED_TREE_SPEC, UNLABELLABLE_NAMES
 from tests.e2e.conftest import DevCluster
-from tests.e2e.setups import CRD, managed, pytorchjob, seed_job
+from tests.e2e.setups import managed, pytorchjob, seed_job
 from webhook.api.names import ADMISSION_ANNOTATION, QUOTA_LABEL, SUBMITTED_ANNOTATION
 from webhook.core.placement import MAX_UNITS
 
@@ -34,12 +34,10 @@ ALICE = "alice"
 
 @pytest.fixture(scope="module")
 def user_a(dev_cluster: DevCluster, managed: tuple[str, str, str]) -> Iterator[str]:
-    """Department-a's namespace, where alice may also run PyTorchJobs and write ResourcePolicies (as an operator
-    grants when the kinds are installed)."""
+    """Department-a's namespace, where alice may also run PyTorchJobs (the training operator's, which the dev
+    cluster runs) and write ResourcePolicies (as an operator grants when the kinds are installed)."""
     dev = dev_cluster
     namespace = managed[0]
-    dev.kubectl("apply", "-f", str(CRD))
-    dev.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRD))
     for resource in ("pytorchjobs.kubeflow.org", "resourcepolicies.scheduling.alibabacloud.com"):
         role = resource.split(".")[0]
         dev.kubectl("create", "role", role, "--verb=*", f"--resource={resource}", "-n", namespace)
@@ -51,7 +49,6 @@ def user_a(dev_cluster: DevCluster, managed: tuple[str, str, str]) -> Iterator[s
     try:
         yield namespace
     finally:
-        dev.kubectl("delete", "-f", str(CRD), "--ignore-not-found", "--wait=false", check=False)
         dev.kubectl("delete", "priorityclass", "low", "high", "--ignore-not-found", check=False)
 
 

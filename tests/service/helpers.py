@@ -20,11 +20,18 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"),
     "MPIJob": ("kubeflow.org", "v2beta1", "mpijobs"),
     "RayJob": ("ray.io", "v1", "rayjobs"),
+    "RayCluster": ("ray.io", "v1", "rayclusters"),
+    "XGBoostJob": ("kubeflow.org", "v1", "xgboostjobs"),
+    "PaddleJob": ("kubeflow.org", "v1", "paddlejobs"),
+    "Workflow": ("argoproj.io", "v1alpha1", "workflows"),
+    "SparkApplication": ("sparkoperator.k8s.io", "v1beta2", "sparkapplications"),
     "Pod": ("", "v1", "pods"),
     "ElasticQuotaTree": ("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees"),
     "ResourcePolicy": ("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies"),
     "Queue": ("scheduling.x-k8s.io", "v1alpha1", "queues"),
     "Namespace": ("", "v1", "namespaces"),
+    "ResourceClaim": ("resource.k8s.io", "v1", "resourceclaims"),
+    "ResourceClaimTemplate": ("resource.k8s.io", "v1", "resourceclaimtemplates"),
 }
 
 
@@ -127,6 +134,47 @@ def rayjob(name: str = "ray", namespace: str = "user-a") -> dict[str, Any]:
     return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata(name, namespace), "spec": spec}
 
 
+def raycluster(name: str = "rc", namespace: str = "user-a") -> dict[str, Any]:
+    spec = {
+        "suspend": False,
+        "headGroupSpec": {"rayStartParams": {}, "template": template("2")},
+        "workerGroupSpecs": [{"groupName": "small", "replicas": 2, "minReplicas": 0, "maxReplicas": 4,
+                              "template": template("1")}],
+    }
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": metadata(name, namespace), "spec": spec}
+
+
+def xgboostjob(name: str = "xgb", namespace: str = "user-a") -> dict[str, Any]:
+    spec = {"runPolicy": {"suspend": False}, "xgbReplicaSpecs": {
+        "Master": {"replicas": 1, "template": template("2")}, "Worker": {"replicas": 2, "template": template("2")}}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "XGBoostJob", "metadata": metadata(name, namespace), "spec": spec}
+
+
+def paddlejob(name: str = "paddle", namespace: str = "user-a") -> dict[str, Any]:
+    spec = {"runPolicy": {"suspend": False}, "paddleReplicaSpecs": {
+        "Master": {"replicas": 1, "template": template("2")}, "Worker": {"replicas": 2, "template": template("2")}}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob", "metadata": metadata(name, namespace), "spec": spec}
+
+
+def workflow(name: str = "wf", namespace: str = "user-a") -> dict[str, Any]:
+    """Two steps in a row, the second a group of three pods of 2 CPU at once."""
+    work = {"name": "work", "container": {"image": "busybox", "resources": {"requests": {"cpu": "2"}}}}
+    main = {"name": "main", "steps": [[{"name": "prepare", "template": "work"}],
+                                      [{"name": "train", "template": "work", "withItems": [1, 2, 3]}]]}
+    spec = {"entrypoint": "main", "suspend": False, "templates": [main, work]}
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": metadata(name, namespace),
+            "spec": spec}
+
+
+def sparkapplication(name: str = "spark", namespace: str = "user-a") -> dict[str, Any]:
+    """A driver of 1 core / 512m and 2 executors of 2 cores / 2g (Scala: 10% overhead, at least 384Mi)."""
+    spec = {"type": "Scala", "mode": "cluster", "image": "spark:3.5.0", "mainClass": "Pi",
+            "mainApplicationFile": "local:///opt/spark/examples.jar", "sparkVersion": "3.5.0", "suspend": False,
+            "driver": {"cores": 1, "memory": "512m"}, "executor": {"cores": 2, "memory": "2g", "instances": 2}}
+    return {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+            "metadata": metadata(name, namespace), "spec": spec}
+
+
 OWNING_JOB: dict[str, Any] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi", "uid": "u-1"}}
 """The Job a pod built with ``pod(owner=OWNING_JOB)`` belongs to (a pod the queue leaves to its Job)."""
 
@@ -140,6 +188,11 @@ JOB_BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {
     "PyTorchJob": pytorchjob,
     "MPIJob": mpijob,
     "RayJob": rayjob,
+    "RayCluster": raycluster,
+    "XGBoostJob": xgboostjob,
+    "PaddleJob": paddlejob,
+    "Workflow": workflow,
+    "SparkApplication": sparkapplication,
     "Pod": pod,
 }
 

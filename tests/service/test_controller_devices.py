@@ -127,3 +127,17 @@ async def test_pods_no_job_accounts_for_count_the_devices_their_claims_hold() ->
         await step(api, controller, passes=2)
     assert _gpus_used(api) == "4"
     assert not admitted(api, "more", "user-c")
+
+
+async def test_a_controller_that_may_not_read_devices_still_admits(caplog: Any) -> None:
+    # An operator upgraded the code but not the RBAC: the DRA lists are forbidden. The controller must not wait
+    # for caches it cannot fill; it admits as before and says what to grant.
+    api = seed_api()
+    api.fail(403, lambda method, path: method == "GET" and "/resource.k8s.io/" in path and "deviceclasses" in path,
+             times=-1)
+    api.put(JOBS, pi("plain", "user-c", pods=1))
+    async with driven(api) as controller:
+        assert controller.cache.devices.caches == []
+        await step(api, controller, passes=2)
+    assert admitted(api, "plain", "user-c")
+    assert "event=devices_not_counted" in caplog.text and "manifests/controller/rbac.yaml" in caplog.text

@@ -29,7 +29,8 @@ from webhook.workloads.base import Adapter, apply_patch, value_at
 from webhook.workloads.facts import field_name
 from webhook.workloads.registry import adapter_for
 
-TEMPLATE_KINDS = sorted(kind for kind in JOB_BUILDERS if kind != "Pod")
+TEMPLATE_KINDS = sorted(kind for kind in JOB_BUILDERS if kind not in ("Pod", "Workflow", "SparkApplication"))
+"""Kinds written with pod templates (a Workflow's and a SparkApplication's rules: test_templateless_kinds.py)."""
 CLASSES = {"high": 1000, "low": 1}
 
 
@@ -213,6 +214,8 @@ def grown(obj: dict[str, Any]) -> dict[str, Any]:
         out["spec"]["parallelism"] += 4
     elif kind == "RayJob":
         out["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] += 1
+    elif kind == "RayCluster":
+        out["spec"]["workerGroupSpecs"][0]["replicas"] += 1
     else:
         specs = next(value for key, value in out["spec"].items() if key.endswith("ReplicaSpecs"))
         role = next(iter(specs))

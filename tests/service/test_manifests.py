@@ -14,7 +14,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from webhook.admission.configs import NAMESPACES_MUTATE, cluster_webhook_configs, dev_webhook_configs
+from webhook.admission.configs import CLAIMS_VALIDATE, NAMESPACES_MUTATE, cluster_webhook_configs, dev_webhook_configs
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.names import ECI_OPT_IN_LABEL, MANAGED_NAMESPACE_LABEL, PLACEMENT_NAMESPACE_LABEL
 from webhook.cli import certs as certs_cli
@@ -92,6 +92,19 @@ def test_every_registered_kind_is_mutated_at_creation_and_validated_on_update() 
         ("scheduling.alibabacloud.com", "resourcepolicies"),
         ("scheduling.x-k8s.io", "queues"),
     } <= covered(validating, "CREATE")
+
+
+def test_dra_claims_are_validated_at_creation_in_managed_namespaces_only() -> None:
+    """A claim the quota cannot count is refused (tests/service/test_admission_claims.py); updates never reach
+    the webhook (the spec is immutable, and the scheduler writes claims while it allocates)."""
+    _, validating = cluster_webhook_configs()
+    (hook,) = [hook for hook in validating["webhooks"] if hook["name"] == CLAIMS_VALIDATE]
+    assert hook["rules"] == [{"apiGroups": ["resource.k8s.io"], "apiVersions": ["v1"],
+                              "resources": ["resourceclaims", "resourceclaimtemplates"], "operations": ["CREATE"],
+                              "scope": "Namespaced"}]
+    assert hook["namespaceSelector"]["matchLabels"] == {MANAGED_NAMESPACE_LABEL: "true"}
+    assert hook["failurePolicy"] == "Fail"
+    assert hook["matchPolicy"] == "Equivalent"  # v1beta1 and v1beta2 requests arrive as v1
 
 
 def test_only_the_controllers_own_job_writes_skip_the_validating_webhook() -> None:

@@ -158,6 +158,7 @@ async def test_serve_answers_over_tls_from_watched_state(
         "/apis/scheduling.k8s.io/v1/priorityclasses",
         "/api/v1/namespaces",
         "/api/v1/limitranges",
+        "/apis/resource.k8s.io/v1/deviceclasses",
     }
     assert all("allowWatchBookmarks=true" in seen.query for seen in fake.seen if "watch=true" in seen.query)
 

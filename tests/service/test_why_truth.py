@@ -15,7 +15,7 @@ import asyncio
 from fractions import Fraction
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import batch_job_object, tree_object
@@ -65,6 +65,17 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
         created = f"2024-04-08T01:{next(minute):02d}:00Z"
         objects.append(_pod(f"loose-{index}", namespace, draw(st.sampled_from((10, 20))), owner, created,
                             labels={"app": app}, priority=draw(st.sampled_from((0, 2)))))
+    if draw(st.booleans()):
+        # Department-a borrows through pods no job accounts for, so Department-b's jobs may reclaim.
+        for index in range(draw(st.integers(6, 10))):
+            namespace = draw(st.sampled_from(("user-a", "user-b")))
+            created = f"2024-04-08T00:{next(minute):02d}:00Z"
+            objects.append(_pod(f"borrow-{index}", namespace, 10, ("ReplicaSet", "big-1"), created,
+                                labels={"app": draw(st.sampled_from(("web", "db")))}))
+        carol = batch_job_object("carol", "user-c", pods=1, cpu=10, created="2024-04-08T04:00:00Z")
+        carol["metadata"]["uid"] = "uid-carol"
+        carol["metadata"].setdefault("labels", {})[QUOTA_LABEL] = LEAF["user-c"]
+        objects.append(carol)
     for namespace in draw(st.lists(st.sampled_from(NAMESPACES), unique=True, max_size=2)):
         objects.append({
             "apiVersion": "policy/v1",
@@ -121,7 +132,21 @@ def _reports(objects: list[dict[str, Any]]) -> dict[str, WaitReport]:
 SEEN: dict[str, int] = {"fits": 0, "reclaim": 0, "waits": 0}
 
 
+def _borrowed() -> list[dict[str, Any]]:
+    """Department-a borrows 40 CPU through a Deployment's pods; a user-c job of 10 CPU waits, one fits."""
+    pods = [_pod(f"web-{index}", "user-a", 10, ("ReplicaSet", "web-1"), f"2024-04-08T01:{index:02d}:00Z")
+            for index in range(10)]
+    jobs = []
+    for name in ("carol", "dave"):
+        job = batch_job_object(name, "user-c", pods=1, cpu=10 if name == "carol" else 50,
+                               created="2024-04-08T04:00:00Z")
+        job["metadata"]["uid"] = f"uid-{name}"
+        jobs.append(job)
+    return [*pods, *jobs]
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(objects=_borrowed())
 @given(objects=clusters())
 def test_kq_why_says_what_the_next_pass_does(objects: list[dict[str, Any]]) -> None:
     decisions = asyncio.run(_controller_pass(objects))

@@ -28,6 +28,11 @@ def test_registry_finds_every_kind_by_group_and_kind() -> None:
         ("kubeflow.org", "TFJob"),
         ("kubeflow.org", "PyTorchJob"),
         ("kubeflow.org", "MPIJob"),
+        ("kubeflow.org", "XGBoostJob"),
+        ("kubeflow.org", "PaddleJob"),
+        ("ray.io", "RayCluster"),
+        ("argoproj.io", "Workflow"),
+        ("sparkoperator.k8s.io", "SparkApplication"),
         ("ray.io", "RayJob"),
         ("", "Pod"),
     }
@@ -70,6 +75,7 @@ def test_rayjob_counts_head_and_worker_groups_times_hosts() -> None:
         ("head", 1, res(cpu=2)),
         ("small", 2, res(cpu=1)),
         ("tpu", 4, res(cpu=3)),
+        ("submitter", 1, res(cpu="500m", memory="200Mi")),  # KubeRay's default submitter pod (K8sJobMode)
     ]
 
 

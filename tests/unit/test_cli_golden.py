@@ -233,3 +233,13 @@ def test_why_lists_at_most_the_nearest_jobs_ahead_and_counts_the_rest() -> None:
     everything = run(["why", "last", "--oversellrate", "1", "--ahead", "0"], api, width=200)
     assert len([line for line in everything.out.splitlines() if line.split() and line.split()[0].isdigit()]) == 30
     assert "more ahead of it" not in everything.out
+
+
+def test_a_kind_the_user_may_not_list_in_their_namespace_is_left_out() -> None:
+    # An operator's kind (its CRD installed) that the developer's `edit` role does not grant: the Jobs they may
+    # read are still listed, and the other kinds' absence is no error.
+    api = seed_api(forbidden=[("pytorchjobs", None), ("pytorchjobs", "user-a"), ("tfjobs", None),
+                              ("tfjobs", "user-a")])
+    result = run(["list"], api)
+    assert result.code == 0, result.err
+    assert any(line.startswith("pi1") for line in result.out.splitlines())

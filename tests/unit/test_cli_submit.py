@@ -88,8 +88,8 @@ def test_a_kubeflow_kind_the_cluster_does_not_serve_is_named() -> None:
     result = run(["submit", "pytorchjob", "--name", "mnist", "--", "python", "train.py"], api)
     assert result.code == 1
     assert result.err == (
-        "error: the cluster does not serve PyTorchJob (kubeflow.org/v1): install its operator (the Kubeflow "
-        "training operator) or submit a `kq submit job`\n"
+        "error: the cluster does not serve PyTorchJob (kubeflow.org/v1): install its operator (docs/job-kinds.md) "
+        "or submit a `kq submit job`\n"
     )
 
 

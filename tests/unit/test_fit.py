@@ -154,17 +154,22 @@ def test_blocker_amounts_are_nano_units() -> None:
 
 
 @pytest.mark.parametrize(
-    ("jobs_used", "rate", "fits"),
-    [(0, 1, True), (1, 1, False), (1, 2, False), (2, 10, False)],
-    ids=["under the cap", "at the cap", "oversell does not scale max-jobs", "over the cap"],
+    ("jobs_used", "rate", "fits", "limit"),
+    [(0, 1, True, 1), (1, 1, False, 1), (1, 2, True, 2), (2, 2, False, 2), (1, Fraction(3, 2), False, 1),
+     (14, 15, True, 15), (15, 15, False, 15)],
+    ids=["under the cap", "at the cap", "oversold like every limit", "at the oversold cap", "whole jobs only",
+         "far oversold", "at the far oversold cap"],
 )
-def test_max_jobs_counts_jobs_and_is_not_oversold(jobs_used: int, rate: int, fits: bool) -> None:
+def test_max_jobs_counts_jobs_and_is_oversold_in_whole_jobs(
+    jobs_used: int, rate: int | Fraction, fits: bool, limit: int
+) -> None:
+    # ACK's kube-queue scales the job cap by the oversell rate like every other limit: floor(max-jobs × rate).
     capped = capped_tree(jobs=1)
     used = {"root": res(cpu=1, max_jobs=jobs_used), "team": res(cpu=1, max_jobs=jobs_used)}
     result = check_fit(capped, used, job("j", quota="team", cpu=1), rate)
     assert result.fits is fits
     if not fits:
-        assert [(b.quota, b.resource, b.limit) for b in result.blockers] == [("root/team", MAX_JOBS, NANO)]
+        assert [(b.quota, b.resource, b.limit) for b in result.blockers] == [("root/team", MAX_JOBS, limit * NANO)]
 
 
 def test_unknown_quota_does_not_fit_and_says_why() -> None:
@@ -218,8 +223,8 @@ EXPLAIN_CASES = [
     (
         "max-jobs",
         Blocker("root/team", MAX_JOBS, NANO, 3 * NANO, 3 * NANO, max=3 * NANO, oversell_rate=Fraction(2)),
-        "quota root/team: kube-queue/max-jobs request 1 + used 3 > limit 3 (a count of admitted jobs; "
-        "not oversold)",
+        "quota root/team: kube-queue/max-jobs request 1 + used 3 > limit 3 (a count of admitted jobs: max 3 × "
+        "oversell 2, whole jobs)",
     ),
     (
         "a request that can never fit says so",
@@ -289,10 +294,11 @@ def test_check_fit_validates_the_rate() -> None:
         check_fit(SEED, {}, job("j"), 0)
 
 
-def test_limits_round_down_and_leave_max_jobs_unscaled() -> None:
+def test_limits_round_down_and_max_jobs_to_whole_jobs() -> None:
     leaf = node("leaf", max=res(cpu=1, max_jobs=3))
-    assert limits_of(leaf, Fraction(1, 3)) == {"cpu": 333_333_333, MAX_JOBS: 3 * NANO}
-    assert limits_of(leaf, Fraction(2)) == {"cpu": 2 * NANO, MAX_JOBS: 3 * NANO}
+    assert limits_of(leaf, Fraction(1, 3)) == {"cpu": 333_333_333, MAX_JOBS: NANO}
+    assert limits_of(leaf, Fraction(2)) == {"cpu": 2 * NANO, MAX_JOBS: 6 * NANO}
+    assert limits_of(leaf, Fraction(3, 2)) == {"cpu": 1_500_000_000, MAX_JOBS: 4 * NANO}  # 4.5 jobs: 4
 
 
 def test_chains() -> None:

@@ -329,9 +329,14 @@ def test_max_jobs_caps_admissions_per_quota() -> None:
     team = [job(f"t{i}", namespace="t", quota="team", cpu=1, created=i) for i in range(5)]
     free = [job(f"f{i}", namespace="f", quota="free", cpu=1, created=i + 0.5) for i in range(3)]
     result = admission_pass(capped, {"team": res(max_jobs=1), "root": res(max_jobs=1)}, team + free,
-                            Policy.ROUND, 2)
+                            Policy.ROUND, 1)
     assert names(result.admitted) == ["t0", "f0", "f1", "f2"]
     assert by_name(result) == {"t1": 1, "t2": 2, "t3": 3, "t4": 4}
+    # At the seed's default rate of 2 the cap is 4 jobs, as ACK's kube-queue counts it.
+    oversold = admission_pass(capped, {"team": res(max_jobs=1), "root": res(max_jobs=1)}, team + free,
+                              Policy.ROUND, 2)
+    assert sorted(names(oversold.admitted)) == ["f0", "f1", "f2", "t0", "t1", "t2"]
+    assert by_name(oversold) == {"t3": 1, "t4": 2}
     reason = result.reasons[team[1].key]
     assert [(blocker.quota, blocker.resource) for blocker in reason.blockers] == [("root/team", MAX_JOBS)]
     # Once the cap is reached no later job of the quota is checked again.

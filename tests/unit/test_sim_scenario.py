@@ -182,7 +182,8 @@ def test_a_pytorchjob_is_sized_by_its_adapter() -> None:
     submission = loaded.submissions[0]
     assert submission.adapter.kind == "PyTorchJob"
     workload = submission.adapter.to_workload(submission.obj, "Department-a", {})
-    assert workload.request == Resources.of(cpu=8)
+    # Each worker also gets the training operator's init container (10Mi requested: docs/job-kinds.md).
+    assert workload.request == Resources.of(cpu=8, memory="30Mi")
 
 
 def test_a_scenario_needs_exactly_one_tree() -> None:
@@ -233,3 +234,29 @@ def test_a_missing_include_names_the_file(tmp_path: Path) -> None:
     text = "apiVersion: sim.kube-queue.x-k8s.io/v1alpha1\nkind: Scenario\nspec: {include: [nowhere.yaml]}"
     with pytest.raises(ScenarioError, match=r"cannot read scenario file .*nowhere.yaml"):
         scenario_from_text(text, base=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("manifest", "request_"),
+    [
+        ({"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "wf", "namespace": "user-b"},
+          "spec": {"entrypoint": "main", "templates": [
+              {"name": "main", "steps": [[{"name": "a", "template": "w", "withItems": [1, 2]}]]},
+              {"name": "w", "container": {"resources": {"requests": {"cpu": "3"}}}}]}},
+         Resources.of(cpu=6)),
+        ({"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+          "metadata": {"name": "sp", "namespace": "user-b"},
+          "spec": {"type": "Scala", "driver": {"cores": 1, "memory": "1g"},
+                   "executor": {"cores": 1, "memory": "1g", "instances": 3}}},
+         Resources.of(cpu=4, memory="5632Mi")),
+    ],
+)
+def test_templateless_kinds_are_sized_by_their_adapters_in_the_simulator(
+    manifest: dict[str, Any], request_: Resources
+) -> None:
+    import yaml  # noqa: PLC0415
+
+    loaded = scenario_from_objects([*yaml.safe_load_all(TREE), manifest])
+    submission = loaded.submissions[0]
+    assert submission.adapter.kind == manifest["kind"]
+    assert submission.adapter.to_workload(submission.obj, "Department-a", {}).request == request_

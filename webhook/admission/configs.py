@@ -12,7 +12,9 @@ Job kinds (every adapter in :mod:`webhook.workloads`) are matched only in namesp
 creation (all of them: a pod a job controller made is tagged, not held) and, on update, only when they carry
 the quota label. Outside the tree, pods reach the webhook only in namespaces with a ResourcePolicy (the
 controller labels them) or when they opt into ECI (their label), and fail open there. Quota trees,
-ResourcePolicies and Queues are validated everywhere.
+ResourcePolicies and Queues are validated everywhere. DRA claims and claim templates are validated at
+creation in the managed namespaces (their spec is immutable, so updates - the scheduler's own writes among
+them - never wait on the webhook).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 import orjson
 
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
-from webhook.api.kinds import ELASTIC_QUOTA_TREE, OUR_KINDS
+from webhook.api.kinds import ELASTIC_QUOTA_TREE, OUR_KINDS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE
 from webhook.api.names import (
     ECI_OPT_IN_LABEL,
     MANAGED_NAMESPACE_LABEL,
@@ -36,6 +38,7 @@ from webhook.api.names import (
 from webhook.workloads.registry import all_adapters
 
 __all__ = [
+    "CLAIMS_VALIDATE",
     "JOBS_VALIDATE",
     "PODS_MUTATE",
     "cluster_webhook_configs",
@@ -63,6 +66,8 @@ PODS_RESIZE = "pods.resize.kube-queue.x-k8s.io"
 """The webhook that keeps an in-place resize within the pod's quota."""
 PODS_MUTATE = "pods.mutate.kube-queue.x-k8s.io"
 """The webhook that holds bare Pods and marks every pod of the tree's namespaces for the extender."""
+CLAIMS_VALIDATE = "claims.validate.kube-queue.x-k8s.io"
+"""The webhook that refuses DRA claims (and templates) of the tree's namespaces the quota cannot count."""
 
 NOT_THE_CONTROLLER = [{
     "name": "not-the-queue-controller",
@@ -267,6 +272,15 @@ def webhook_configs(
                 _job_rules(["UPDATE"], pods=True),
                 namespace_selector=managed,
                 object_selector=quota_pods,
+            ),
+            # DRA claims and their templates in the tree's namespaces: only what the quota can count.
+            _webhook(
+                CLAIMS_VALIDATE,
+                config("/validate"),
+                [{"apiGroups": [RESOURCE_CLAIM.group], "apiVersions": [RESOURCE_CLAIM.version],
+                  "resources": sorted((RESOURCE_CLAIM.plural, RESOURCE_CLAIM_TEMPLATE.plural)),
+                  "operations": ["CREATE"], "scope": "Namespaced"}],
+                namespace_selector=managed,
             ),
             # In-place resizes of any pod of the tree's namespaces: growth within the quota only.
             _webhook(

@@ -41,7 +41,7 @@ from webhook.admission.review import AdmissionRequest, allow, deny, parse_reques
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import creation_refusal, held_at_creation
 from webhook.api.kinds import NAMESPACE
-from webhook.api.names import CONTROLLER_ANNOTATIONS, ECI_OPT_IN_LABEL
+from webhook.api.names import CONTROLLER_ANNOTATIONS, ECI_OPT_IN_LABEL, PARENT_ANNOTATION
 from webhook.core.placement import PodView, policy_for_pod
 from webhook.core.profiles import calls_extender, scheduler_name_for
 from webhook.core.quota import queue_name
@@ -52,10 +52,12 @@ from webhook.workloads.base import (
     PatchError,
     annotation_removal,
     apply_patch,
+    metadata_patch,
     set_value_patch,
     str_at,
     submitted_patch,
 )
+from webhook.workloads.children import queued_parent
 from webhook.workloads.limits import limit_range_patch
 from webhook.workloads.pod import PodAdapter, extender_marker_patch
 from webhook.workloads.registry import adapter_for
@@ -159,6 +161,12 @@ def _operations(
         if defaults:
             current = apply_patch(current, defaults)
             ops += defaults
+    else:
+        parent = queued_parent(current, adapter.kind)
+        if parent is not None:  # a queued job's operator made it for that job: queued with it (children.py)
+            mark = metadata_patch(current, (), {}, {PARENT_ANNOTATION: parent})
+            current = apply_patch(current, mark)
+            ops += mark
     tag = adapter.tag_patch(current, leaf_name, full_name) if leaf_name and full_name else []
     policies = state.policies_in(namespace)
     if tag:

@@ -1,8 +1,10 @@
 """Wiring: the watch caches that keep the admission state current.
 
-Five caches - ElasticQuotaTrees (in ``kube-system`` only: the webhook refuses trees anywhere else),
-ResourcePolicies, PriorityClasses, Namespaces and LimitRanges - each rebuild their part of the
-:class:`StateStore` on every change. ``store.ready`` turns true once all five have listed.
+Six caches - ElasticQuotaTrees (in ``kube-system`` only: the webhook refuses trees anywhere else),
+ResourcePolicies, PriorityClasses, Namespaces, LimitRanges and DeviceClasses - each rebuild their part of the
+:class:`StateStore` on every change. ``store.ready`` turns true once all six have listed. DeviceClasses are
+optional: on a cluster that does not serve ``resource.k8s.io/v1`` they read as none
+(:class:`~webhook.kube.optional.OptionalListWatch`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from aiohttp import web
 from webhook.admission.state import StateStore
 from webhook.api import kinds
 from webhook.api.names import TREE_NAMESPACE
-from webhook.kube.cache import ApiListWatch, CacheEvent, WatchCache, wait_synced
+from webhook.kube.cache import ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
 from webhook.kube.client import KubeClient, ResourceRef
+from webhook.kube.optional import OptionalListWatch
 from webhook.kube.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
@@ -28,6 +31,7 @@ POLICIES = ResourceRef.of(kinds.RESOURCE_POLICY)
 PRIORITY_CLASSES = ResourceRef.of(kinds.PRIORITY_CLASS)
 NAMESPACES = ResourceRef.of(kinds.NAMESPACE)
 LIMIT_RANGES = ResourceRef.of(kinds.LIMIT_RANGE)
+DEVICE_CLASSES = ResourceRef.of(kinds.DEVICE_CLASS)
 
 
 def _rebuild(update: Callable[[Iterable[Mapping[str, Any]]], None]) -> Callable[[WatchCache, CacheEvent], None]:
@@ -38,7 +42,7 @@ def _rebuild(update: Callable[[Iterable[Mapping[str, Any]]], None]) -> Callable[
 
 
 def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TREE_NAMESPACE) -> list[WatchCache]:
-    """The five caches, each wired to its part of ``store`` (not yet running)."""
+    """The six caches, each wired to its part of ``store`` (not yet running)."""
     trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
     pairs: list[tuple[str, ResourceRef, Callable[[Iterable[Mapping[str, Any]]], None]]] = [
         ("elasticquotatrees", trees, store.set_trees),
@@ -46,10 +50,14 @@ def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TR
         ("priorityclasses", PRIORITY_CLASSES, store.set_priority_classes),
         ("namespaces", NAMESPACES, store.set_namespaces),
         ("limitranges", LIMIT_RANGES, store.set_limit_ranges),
+        ("deviceclasses", DEVICE_CLASSES, store.set_device_classes),
     ]
     caches = []
     for name, ref, update in pairs:
-        cache = WatchCache(name, ApiListWatch(client, ref))
+        source: ListWatch = ApiListWatch(client, ref)
+        if ref is DEVICE_CLASSES:
+            source = OptionalListWatch(source, component="admission")
+        cache = WatchCache(name, source)
         cache.add_listener(_rebuild(update))
         caches.append(cache)
     return caches

@@ -16,8 +16,15 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from webhook.api.names import CONTROLLER_COMPONENT, MANAGED_NAMESPACE_LABEL, QUEUE_NAMESPACE, TREE_NAMESPACE
-from webhook.api.objects import meta
+from webhook.api.names import (
+    CONTROLLER_COMPONENT,
+    MANAGED_NAMESPACE_LABEL,
+    QUEUE_NAMESPACE,
+    QUOTA_RESOURCE_ANNOTATION,
+    TREE_NAMESPACE,
+)
+from webhook.api.objects import annotations_of, meta, name_of
+from webhook.core.dra import quota_classes
 from webhook.core.integrity import WORKLOAD_CONTROLLERS, is_workload_controller
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, container_defaults
 from webhook.core.placement import PolicyError, ResourcePolicy, parse_policy
@@ -84,12 +91,16 @@ class AdmissionState:
     limit_defaults: Mapping[str, ContainerDefaults] = field(default_factory=lambda: MappingProxyType({}))
     tree_used: Mapping[str, Resources] | None = None
     """What the tree's status says each node uses (``None``: no status yet), for in-place resizes."""
+    quota_classes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """DeviceClass name -> the quota resource its devices count as (:func:`~webhook.core.dra.quota_classes`):
+    claims of these classes must be countable (docs/pod-quota.md, "Devices")."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policies", _frozen(self.policies))
         object.__setattr__(self, "limit_defaults", _frozen(self.limit_defaults))
         object.__setattr__(self, "priority_classes", _frozen(self.priority_classes))
         object.__setattr__(self, "namespace_labels", _frozen(self.namespace_labels))
+        object.__setattr__(self, "quota_classes", _frozen(self.quota_classes))
         if self.tree is not None and not self.tree_names:
             object.__setattr__(self, "tree_names", frozenset({(TREE_NAMESPACE, "elasticquotatree")}))
 
@@ -231,6 +242,10 @@ class StateStore:
 
     def set_limit_ranges(self, objects: Iterable[Mapping[str, Any]]) -> None:
         self.current = replace(self.current, limit_defaults=limit_defaults_from_objects(objects))
+
+    def set_device_classes(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        classes = quota_classes(((name_of(obj), annotations_of(obj)) for obj in objects), QUOTA_RESOURCE_ANNOTATION)
+        self.current = replace(self.current, quota_classes=classes)
 
     def set_namespaces(self, objects: Iterable[Mapping[str, Any]]) -> None:
         self.current = replace(self.current, namespace_labels=namespace_labels_from_objects(objects))

@@ -4,6 +4,9 @@
   ``kube-system``, only one per cluster, every node rule; the message names each node and rule.
 * ``ResourcePolicy`` (CREATE/UPDATE): :func:`validate_policy`.
 * ``Queue`` (CREATE/UPDATE): ``spec.queuePolicy`` is ``Round``, ``Priority`` or ``Block`` (absent = Round).
+* ``ResourceClaim`` and ``ResourceClaimTemplate`` (CREATE) in a managed namespace: every device request of a
+  DeviceClass that counts against the quota must be countable (:func:`~webhook.core.dra.claim_problems`:
+  ``allocationMode: All`` is not). Their spec is immutable, so an update cannot change what they ask.
 * Supported job kinds in a managed namespace, by anyone but the controller:
   CREATE - the pod sets must be readable (the queue must be able to size the job), the kind must be
   able to wait suspended as written (a RayJob needs ``shutdownAfterJobFinishes: true``) and no pod template
@@ -21,12 +24,14 @@ from typing import Any
 
 from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
-from webhook.api.kinds import ELASTIC_QUOTA_TREE, QUEUE, RESOURCE_POLICY
+from webhook.api.kinds import ELASTIC_QUOTA_TREE, QUEUE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_POLICY
+from webhook.core.dra import claim_problems
 from webhook.core.integrity import pod_creation_problems, resize_problems
 from webhook.core.placement import validate_policy
 from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
 from webhook.core.workload import WorkloadError, pod_request
 from webhook.workloads.base import Adapter, value_at
+from webhook.workloads.children import queued_parent
 from webhook.workloads.facts import submission_problems, update_problems
 from webhook.workloads.registry import adapter_for, queued_by_a_job
 
@@ -34,6 +39,7 @@ QUEUE_POLICIES = ("Round", "Priority", "Block")
 """``Priority`` is accepted as an alias of ``Round`` (the seed's wording)."""
 
 _WRITES = ("CREATE", "UPDATE")
+_CLAIM_KINDS = {(kind.group, kind.kind) for kind in (RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE)}
 
 
 def validate(review: Mapping[str, Any], state: AdmissionState, settings: Settings) -> dict[str, Any]:
@@ -61,6 +67,8 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
     if (group, kind) == (QUEUE.group, QUEUE.kind):
         problems = queue_problems(request.obj)
         return _invalid(request, problems) if problems else allow(request.uid)
+    if (group, kind) in _CLAIM_KINDS:
+        return _claim(request, state, template=kind == RESOURCE_CLAIM_TEMPLATE.kind)
     adapter = adapter_for(group, kind)
     if adapter is None or settings.is_controller(request.username):
         return allow(request.uid)
@@ -89,6 +97,26 @@ def _pod_resize(request: AdmissionRequest, state: AdmissionState) -> dict[str, A
     if not problems:
         return allow(request.uid)
     return deny(request.uid, f"{request.display_name} may not grow: " + "; ".join(problems), 403, "Forbidden")
+
+
+def _claim(request: AdmissionRequest, state: AdmissionState, *, template: bool) -> dict[str, Any]:
+    """A DRA claim (or claim template) created in a namespace of the tree: refused when the quota could not
+    count what it asks for (docs/pod-quota.md, "Devices")."""
+    assert request.obj is not None
+    if request.operation != "CREATE" or not state.quota_classes:
+        return allow(request.uid)
+    leaf = state.leaf_for_namespace(request.namespace)
+    if leaf is None and not state.held_untagged(request.namespace):
+        return allow(request.uid)
+    spec = request.obj.get("spec")
+    if template:
+        spec = spec.get("spec") if isinstance(spec, Mapping) else None
+    problems = [f"spec.{problem}" if template else problem for problem in claim_problems(spec, state.quota_classes)]
+    if not problems:
+        return allow(request.uid)
+    quota = f"quota {leaf.full_name}" if leaf is not None else "the quota tree"
+    return deny(request.uid, f"kube-queue refuses {request.display_name}: namespace {request.namespace} is under "
+                f"{quota}, which counts these devices: " + "; ".join(problems), 422, "Invalid")
 
 
 def _invalid(request: AdmissionRequest, problems: list[str]) -> dict[str, Any]:
@@ -161,8 +189,11 @@ def creation_refusal(
 
 
 def held_at_creation(adapter: Adapter, obj: Mapping[str, Any], username: str, settings: Settings) -> bool:
-    """Whether a new object is queued on its own: every job; a Pod unless it names a controller owner and a
-    workload controller creates it (anyone else's Pod is held like a bare Pod, whatever owner it names)."""
+    """Whether a new object is queued on its own: every job; a Pod, or the child a queued job's operator creates
+    for it (a RayJob's RayCluster: :mod:`webhook.workloads.children`), unless it names its controller owner and
+    a workload controller creates it (anyone else's is held like a job of its own, whatever owner it names)."""
+    if queued_parent(obj, adapter.kind) is not None:
+        return not settings.creates_workload_pods(username)
     if adapter.manages(obj):
         return True
     return adapter.gates_at_creation_only and not settings.creates_workload_pods(username)

@@ -56,6 +56,17 @@ QUEUE_LABEL: Final = "create-by-kubequeue"
 PERF_CLASS_LABEL: Final = f"{PREFIX}/perf-class"
 """The size class (small/medium/large) of a job in the peer-shaped simulator workload."""
 
+# Quota attributes (ElasticQuotaTree ``attributes`` of a node) ------------------------------------------------
+FAIR_SHARING_ATTRIBUTE: Final = f"{PREFIX}/fair-sharing"
+"""On a parent quota, ``"true"``: its children share what they borrow beyond their ``min`` by weight
+(docs/fair-sharing.md)."""
+WEIGHT_ATTRIBUTE: Final = f"{PREFIX}/weight"
+"""On a child of a fair-sharing parent: its weight (a positive number; default: its ``min``'s share of the
+parent's, in the resource where that share is largest)."""
+RECLAIM_AFTER_ATTRIBUTE: Final = f"{PREFIX}/reclaim-after"
+"""On a quota: a duration (``10m``); its admitted jobs that have run for less are not taken by reclaim while
+other victims free what is owed (docs/reclaim.md, "A minimum run time")."""
+
 # Annotations ------------------------------------------------------------------------------------------------
 QUOTA_RESOURCE_ANNOTATION: Final = f"{PREFIX}/quota-resource"
 """On a DeviceClass (only operators write them): the quota resource each device of the class counts as
@@ -74,8 +85,15 @@ EVICTION_ANNOTATION: Final = f"{PREFIX}/evicted"
 """On a job evicted by reclaim: who reclaimed what, and when (JSON)."""
 BACKOFF_ANNOTATION: Final = f"{PREFIX}/backoff"
 """On a job that failed to start in time: attempts, reason, retry time (JSON; docs/start-timeout.md)."""
-CONTROLLER_ANNOTATIONS: Final = (ADMISSION_ANNOTATION, EVICTION_ANNOTATION, BACKOFF_ANNOTATION)
-"""Annotations only the queue controller writes (users may neither set, change nor remove them)."""
+WORKFLOW_SIZE_ANNOTATION: Final = f"{SEED_PREFIX}/min-resources"
+"""On an Argo Workflow: the most its steps run at once, a resource list (YAML or JSON), as ACK kube-queue spells
+it; without it the queue sizes the workflow from its templates (webhook/workloads/workflow.py)."""
+PARENT_ANNOTATION: Final = f"{PREFIX}/queued-with"
+"""``Kind/name`` of the queued job an object belongs to (a RayJob's RayCluster and submitter Job), written by the
+webhook when that job's operator creates it: the object is queued with its parent, not on its own
+(:mod:`webhook.workloads.children`)."""
+CONTROLLER_ANNOTATIONS: Final = (ADMISSION_ANNOTATION, EVICTION_ANNOTATION, BACKOFF_ANNOTATION, PARENT_ANNOTATION)
+"""Annotations only kube-queue writes (users may neither set, change nor remove them)."""
 STRICT_MARK_ANNOTATION: Final = f"{PREFIX}/strict-priority"
 """Set on a Queue whose ``Block`` policy the controller forced because of ``StrictPriority=true``, so it can
 turn it back to ``Round`` when the variable goes away (an operator's own ``Block`` is left alone)."""
@@ -130,7 +148,7 @@ ECI_OPT_IN_LABEL: Final = "alibabacloud.com/eci"
 """A pod no ResourcePolicy selects may use the virtual node only with this label set to ``"true"``."""
 
 # Pod labels of the job kinds (for logs and roles) -----------------------------------------------------------
-ROLE_LABELS: Final = ("training.kubeflow.org/replica-type", "ray.io/node-type")
+ROLE_LABELS: Final = ("training.kubeflow.org/replica-type", "ray.io/node-type", "spark-role")
 INDEX_LABELS: Final = ("training.kubeflow.org/replica-index", "batch.kubernetes.io/job-completion-index")
 
 # Components and Event reasons -------------------------------------------------------------------------------

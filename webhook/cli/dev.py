@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.cli import devsystem as system
-from webhook.devcluster import cluster
+from webhook.devcluster import cluster, operators
 from webhook.devcluster.config import ClusterConfig, Ports, default_nodes, default_state_dir
 
 
@@ -24,18 +24,25 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         gpus=getattr(args, "node_gpus", 4),
         virtual=getattr(args, "virtual_nodes", 1),
     )
+    chosen = getattr(args, "operators", None)
+    if chosen is None:  # the commands that do not start the cluster: the operators it was started with
+        found = state_dir / "operators"
+        running = tuple(name for name in operators.OPERATORS if (found / name / "kubeconfig").exists())
+    else:
+        running = operators.parse_names(chosen)
     return ClusterConfig(
         state_dir=state_dir,
         ports=Ports(base),
         nodes=nodes,
         with_service=not getattr(args, "no_service", False),
         service_args=tuple(getattr(args, "service_arg", None) or ()),
+        operators=running if not getattr(args, "no_service", False) else (),
     )
 
 
 def _up(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
     try:
+        config = config_from_args(args)
         bins = system.up(config)
         if args.seed:
             system.install_seed(config, bins)
@@ -54,7 +61,7 @@ def _down(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    current = cluster.status(config)
+    current = cluster.status(config, (*cluster.ORDER, *config.operators))
     for name, pid in current.running.items():
         print(f"{name:<26} {'running pid ' + str(pid) if pid else 'stopped'}")
     print(f"{'api':<26} {'ready ' + config.server if current.api_ready else 'not ready'}")
@@ -122,6 +129,11 @@ def register(subparsers: Any) -> None:
     up.add_argument("--node-gpus", type=int, default=4, help="nvidia.com/gpu per regular node (default 4)")
     up.add_argument("--virtual-nodes", type=int, default=1, help="virtual-kubelet nodes (default 1)")
     up.add_argument("--no-service", action="store_true", help="only the control plane, not our service")
+    up.add_argument(
+        "--operators", default="all", metavar="NAMES",
+        help="job operators to run: all (default), none, or a comma list of "
+        f"{', '.join(operators.OPERATORS)} (docs/job-kinds.md)",
+    )
     up.add_argument(
         "--seed", action="store_true", help="also apply examples/seed/ (namespaces user-a/b/c, quota tree, priorities)"
     )

@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from webhook.devcluster import cluster, processes
+from webhook.devcluster import cluster, operators, processes
 from webhook.devcluster.config import SERVICE_ACCOUNT, ClusterConfig
 from webhook.devcluster.kubeconfig import write_token_kubeconfig
 from webhook.devcluster.processes import Component
@@ -52,6 +52,7 @@ def service_components(
         f"--cert={pki / 'service.crt'}",
         f"--key={pki / 'service.key'}",
         f"--metrics-port={config.ports.metrics}",
+        *operators.pod_creators(config),
         *config.service_args,
     )
     return [Component("kq-serve", argv, config.ports.webhook, env=dict(env or {}))]
@@ -126,8 +127,10 @@ def scheduler_settings(config: ClusterConfig) -> dict[str, object]:
 
 
 def system_components(config: ClusterConfig, bins: Path) -> Sequence[Component]:
-    """Every process of our system on the dev cluster: ``kq serve``, ``kq extender`` and ``kq console``."""
-    return [*service_components(config, bins), *extender_components(config, bins), *console_components(config, bins)]
+    """Every process of our system on the dev cluster: ``kq serve``, ``kq extender`` and ``kq console``, and the
+    job operators ``config.operators`` names."""
+    return [*service_components(config, bins), *extender_components(config, bins), *console_components(config, bins),
+            *operators.components(config)]
 
 
 def service_ready(config: ClusterConfig) -> bool:
@@ -190,6 +193,11 @@ def install_api_objects(config: ClusterConfig, bins: Path) -> None:
     write_token_kubeconfig(config.controller_kubeconfig, config.server, config.pki,
                            SERVICE_ACCOUNT[1], token)
 
+    def kubectl(*args: str, stdin: str | None = None) -> str:
+        return cluster.kubectl(config, bins, *args, stdin=stdin)
+
+    operators.install(config, kubectl)
+
 
 def register_webhooks(config: ClusterConfig, bins: Path) -> None:
     """Point the apiserver's admission webhooks at the local service, once it listens."""
@@ -204,6 +212,7 @@ def register_webhooks(config: ClusterConfig, bins: Path) -> None:
     items = dev_webhook_configs(f"https://127.0.0.1:{config.ports.webhook}", ca)
     doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=doc)
+    operators.wait_ready(config)
 
 
 def up(config: ClusterConfig) -> Path:
@@ -239,6 +248,8 @@ def next_steps(config: ClusterConfig, seeded: bool = False) -> str:
         "  kq why pi2 -n user-a                  # why a job waits: quota level, resource, shortfall",
         "  kq logs pi1 -n user-a -f --tail 3     # follow a job's log (fake pods share a generated one)",
         "  kq top quota                          # the quota tree: min / max / used / borrowed",
+        *([f"  kq submit pytorchjob -n user-b --name pt1 --cpu 4 --workers 2 -- python train.py"
+           f"   # run by the {', '.join(config.operators)} operators (docs/job-kinds.md)"] if config.operators else []),
         "  kubectl get queue -n kube-queue       # one Queue per namespace of each quota",
         f"  {console_url(config):<37} # the web console: jobs, why they wait, logs, the quota tree",
         "  make down                             # stop everything",

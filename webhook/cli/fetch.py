@@ -36,6 +36,7 @@ from webhook.cli.kubeapi import (
 from webhook.cli.view import KindSource, Snapshot
 from webhook.core.dra import DeviceQuota, device_quota_of
 from webhook.core.treechoice import oldest_tree_object
+from webhook.workloads.children import queued_with_parent
 from webhook.workloads.registry import all_adapters
 
 
@@ -141,8 +142,12 @@ def _managed_pods(source: KindSource, pods: Iterable[Obj]) -> list[Obj]:
 
 
 def _list_jobs(api: KubeApi, sources: Sequence[KindSource], namespace: str | None) -> list[tuple[KindSource, Obj]]:
-    """Jobs of every (non-Pod) kind in ``namespace``; :class:`ApiError` when one cannot be listed."""
+    """Jobs of every (non-Pod) kind in ``namespace``; :class:`ApiError` when one cannot be listed. In one
+    namespace, a kind the user may not list is left out (an operator's kind that a developer's ``edit`` role
+    does not grant), as long as some kind may be listed: the jobs they may see are still shown."""
     out: list[tuple[KindSource, Obj]] = []
+    refused: ApiError | None = None
+    listed = False
     for source in sources:
         if source.adapter.kind == "Pod":
             continue
@@ -151,8 +156,15 @@ def _list_jobs(api: KubeApi, sources: Sequence[KindSource], namespace: str | Non
         except ApiError as error:
             if error.not_found:  # the kind went away since discovery
                 continue
+            if error.status == 403 and namespace is not None:
+                refused = refused or error
+                continue
             raise
-        out += [(source, item) for item in items]
+        listed = True
+        # A RayJob's RayCluster and submitter Job are its children, shown as the RayJob (workloads/children.py).
+        out += [(source, item) for item in items if not queued_with_parent(item, source.adapter.kind)]
+    if refused is not None and not listed:
+        raise refused
     return out
 
 

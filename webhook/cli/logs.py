@@ -1,8 +1,8 @@
 """``kq logs JOB [-f] [--tail N] [--since D] [-i POD | --all]``: a job's logs, from its chief pod by default.
 
-Pods are ordered chief first (Kubeflow ``master``/``chief``/``launcher``, Ray ``head``), then by replica or
-completion index, then by name; the first one is the default. With several pods every line is prefixed with
-``[pod]``; with ``-f`` their streams are followed at the same time.
+Pods are ordered chief first (Kubeflow ``master``/``chief``/``launcher``, Ray ``head``, Spark ``driver``), then
+by replica or completion index, then by name; the first one is the default. With several pods every line is
+prefixed with ``[pod]``; with ``-f`` their streams are followed at the same time.
 
 The API server reads logs from the node's kubelet. kwok fake nodes have none: kwok's own server answers in its
 place only where kwok is configured for it (a ``ClusterLogs`` or ``Logs`` object, the node's kubelet endpoint
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 PodT = TypeVar("PodT", bound=Obj)
 """A pod as the caller holds it (``choose_pods`` gives back the same objects)."""
 
-ROLE_RANK = ("master", "chief", "launcher", "head", "ps", "worker", "evaluator")
+ROLE_RANK = ("master", "chief", "launcher", "head", "driver", "ps", "worker", "evaluator", "executor")
 
 
 def parse_duration(text: str) -> int:

@@ -1,4 +1,4 @@
-"""``kq submit job|pytorchjob|tfjob|mpijob``: create a job from a few flags (or a YAML file).
+"""``kq submit job|pytorchjob|tfjob|mpijob|xgboostjob|paddlejob|rayjob``: create a job from flags (or a file).
 
     kq submit job --name pi1 --cpu 10 --memory 10Gi --workers 6 -- sleep 60
 
@@ -7,8 +7,11 @@ Shapes (``--workers N`` pods in all, each with ``--cpu``/``--memory``/``--gpus``
 * ``job``: a batch/v1 Job with ``parallelism = completions = N``, ``restartPolicy: Never``;
 * ``pytorchjob``: a Kubeflow PyTorchJob, ``Master`` (1) + ``Worker`` (N - 1), container ``pytorch``;
 * ``tfjob``: a Kubeflow TFJob, ``Chief`` (1) + ``Worker`` (N - 1), container ``tensorflow``;
-* ``mpijob``: a Kubeflow MPIJob (v2beta1), ``Launcher`` (1 pod, 1 CPU / 1Gi, runs the command) + ``Worker``
-  (N), one slot per worker.
+* ``mpijob``: a Kubeflow MPIJob (``v2beta1``, or ``v1`` where only the training operator serves it),
+  ``Launcher`` (1 pod, 1 CPU / 1Gi, runs the command) + ``Worker`` (N), one slot per worker;
+* ``xgboostjob``, ``paddlejob``: ``Master`` (1) + ``Worker`` (N - 1), containers ``xgboost``, ``paddle``;
+* ``rayjob``: a KubeRay RayJob running the command as its entrypoint on a cluster of a head (1) and a worker
+  group (N - 1), deleted when it finishes (``shutdownAfterJobFinishes``, which the queue needs).
 
 The queue's webhook holds the job in a namespace kube-queue manages; ``kq`` never sets the hold itself, so a
 job in another namespace simply starts.
@@ -27,12 +30,16 @@ from typing import Any
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
 from webhook.api.objects import Obj, annotations_of, labels_of
 from webhook.cli.common import Ctx, add_connection_flags, command, key_values, subparser
+from webhook.core.workload import WorkloadError
 
 KINDS: dict[str, tuple[str, str, str]] = {
     "job": ("batch/v1", "Job", "jobs"),
     "pytorchjob": ("kubeflow.org/v1", "PyTorchJob", "pytorchjobs"),
     "tfjob": ("kubeflow.org/v1", "TFJob", "tfjobs"),
     "mpijob": ("kubeflow.org/v2beta1", "MPIJob", "mpijobs"),
+    "xgboostjob": ("kubeflow.org/v1", "XGBoostJob", "xgboostjobs"),
+    "paddlejob": ("kubeflow.org/v1", "PaddleJob", "paddlejobs"),
+    "rayjob": ("ray.io/v1", "RayJob", "rayjobs"),
 }
 """``kq submit`` kind -> (apiVersion, kind, plural)."""
 DEFAULT_IMAGE = "busybox:1.36"
@@ -176,11 +183,14 @@ def build_job(options: JobOptions) -> dict[str, Any]:
             "mpiReplicaSpecs": {"Launcher": _replica(1, launcher), "Worker": _replica(workers, worker)},
         }
         return obj
-    container_name, chief, field_name = (
-        ("pytorch", "Master", "pytorchReplicaSpecs")
-        if options.kind == "pytorchjob"
-        else ("tensorflow", "Chief", "tfReplicaSpecs")
-    )
+    if options.kind == "rayjob":
+        obj["spec"] = _rayjob_spec(options)
+        return obj
+    container_name, chief, field_name = {
+        "pytorchjob": ("pytorch", "Master", "pytorchReplicaSpecs"),
+        "xgboostjob": ("xgboost", "Master", "xgbReplicaSpecs"),
+        "paddlejob": ("paddle", "Master", "paddleReplicaSpecs"),
+    }.get(options.kind, ("tensorflow", "Chief", "tfReplicaSpecs"))
     template = _template(options, _container(options, container_name), "Never")
     specs: dict[str, Any] = {chief: _replica(1, template)}
     if workers > 1:
@@ -189,22 +199,41 @@ def build_job(options: JobOptions) -> dict[str, Any]:
     return obj
 
 
+def _rayjob_spec(options: JobOptions) -> dict[str, Any]:
+    """A RayJob whose entrypoint is the command, on a head and ``workers - 1`` workers of the given size."""
+    head = _template(options, _container(options, "ray-head", run=False), "Always")
+    spec: dict[str, Any] = {
+        "entrypoint": " ".join(options.command) or "python -c 'import ray; ray.init()'",
+        "shutdownAfterJobFinishes": True,
+        "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": head}},
+    }
+    if options.workers > 1:
+        worker = _template(options, _container(options, "ray-worker", run=False), "Always")
+        spec["rayClusterSpec"]["workerGroupSpecs"] = [
+            {"groupName": "workers", "replicas": options.workers - 1, "minReplicas": options.workers - 1,
+             "maxReplicas": options.workers - 1, "rayStartParams": {}, "template": worker},
+        ]
+    if options.priority_class:
+        spec["submitterPodTemplate"] = {"spec": {"priorityClassName": options.priority_class, "restartPolicy": "Never",
+                                                 "containers": [{"name": "ray-job-submitter", "image": options.image}]}}
+    return spec
+
+
 # From a file ---------------------------------------------------------------------------------------------------
 
 
 def _templates_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    assert isinstance(spec, dict)
-    if obj.get("kind") == "Job":
-        template = spec.get("template")
-        return [template] if isinstance(template, dict) else []
-    out = []
-    for key, value in spec.items():
-        if key.endswith("ReplicaSpecs") and isinstance(value, dict):
-            out += [
-                r["template"] for r in value.values() if isinstance(r, dict) and isinstance(r.get("template"), dict)
-            ]
-    return out
+    """The object's pod templates, as its kind's adapter finds them (the very dicts, to edit in place)."""
+    from webhook.workloads.registry import adapter_for  # noqa: PLC0415
+
+    adapter = adapter_for(str(obj.get("apiVersion") or "").rpartition("/")[0], str(obj.get("kind") or ""))
+    if adapter is None:
+        return []
+    try:
+        templates = adapter.pod_templates(obj)
+    except WorkloadError:
+        return []
+    return [t.template for t in templates if t.path and isinstance(t.template, dict)]
 
 
 def job_from_file(path: str, options: JobOptions, explicit_namespace: bool) -> dict[str, Any]:
@@ -336,9 +365,12 @@ def create_object(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
                 f"`kq delete {name} -n {namespace}`"
             ) from None
         if error.not_found and not _served(ctx, group, version, plural):
+            other = _other_served_version(ctx, group, kind, version, plural)
+            if other is not None:  # MPIJob: kubeflow.org/v1 where only the training operator serves it
+                return create_object(ctx, {**obj, "apiVersion": f"{group}/{other}"})
             raise CliError(
-                f"the cluster does not serve {kind} ({api_version}): install its operator (the Kubeflow "
-                "training operator) or submit a `kq submit job`"
+                f"the cluster does not serve {kind} ({api_version}): install its operator (docs/job-kinds.md) "
+                "or submit a `kq submit job`"
             ) from None
         if error.not_found:
             raise CliError(f"cannot create {kind} in namespace {namespace}: {error.one_line()}") from None
@@ -346,6 +378,15 @@ def create_object(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
             raise CliError(f"cannot reach the cluster to create {kind} {name or '(generated name)'}: "
                            f"{error.one_line()}; nothing was created") from None
         raise CliError(f"the cluster refused {kind} {name or '(generated name)'}: {error.one_line()}") from None
+
+
+def _other_served_version(ctx: Ctx, group: str, kind: str, tried: str, plural: str) -> str | None:
+    """Another version of ``kind`` the queue reads (its adapter's) that the API serves."""
+    from webhook.workloads.registry import adapter_for  # noqa: PLC0415
+
+    adapter = adapter_for(group, kind)
+    versions = adapter.versions if adapter is not None else ()
+    return next((v for v in versions if v != tried and _served(ctx, group, v, plural)), None)
 
 
 def _served(ctx: Ctx, group: str, version: str, plural: str) -> bool:
@@ -395,7 +436,7 @@ def register(subparsers: Any) -> None:
     submit = subparser(
         subparsers,
         "submit",
-        "create a job (Job, PyTorchJob, TFJob, MPIJob) from a few flags",
+        "create a job (Job, PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob, RayJob) from a few flags",
         "Create a job in your namespace; kube-queue holds it until its quota allows.",
         [
             "kq submit job --name pi1 --cpu 10 --memory 10Gi --workers 6 -- sleep 60",
@@ -424,7 +465,8 @@ def register(subparsers: Any) -> None:
         parser.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu per pod")
         parser.add_argument(
             "--workers", type=int, default=1,
-            help="pods in all (PyTorchJob/TFJob: the master/chief plus workers; MPIJob: workers, plus a launcher)",
+            help="pods in all (Kubeflow kinds: the master/chief plus workers; MPIJob: workers, plus a launcher; "
+            "RayJob: the head plus workers, plus KubeRay's submitter pod)",
         )
         parser.add_argument(
             "--priority", "--priority-class", dest="priority_class", metavar="CLASS",

@@ -236,7 +236,7 @@ def _expected_pods(adapter: Adapter, obj: Obj) -> int:
         except WorkloadError:
             return 0
     try:
-        return sum(template.count for template in adapter.pod_templates(obj))
+        return sum(pod_set.count for pod_set in adapter.pod_sets(obj))
     except WorkloadError:
         return 0
 
@@ -269,21 +269,32 @@ def job_status(adapter: Adapter, obj: Obj, managed: bool, running: int, expected
 
 
 def pods_of(source: KindSource, obj: Obj, pods: Sequence[Obj], by_owner: Mapping[str, list[Obj]]) -> list[Obj]:
-    """The job's pods: owned by it (Jobs, Kubeflow jobs), its Ray cluster's (RayJob), or itself (Pod)."""
+    """The job's pods: owned by it (Jobs, Kubeflow jobs), by the objects its operator made for it (a RayJob's
+    RayCluster and submitter Job: its adapter's ``pod_owners``), or itself (Pod)."""
     adapter = source.adapter
     if adapter.kind == "Pod":
         return [obj]
     uid = str(meta(obj).get("uid") or "")
     found = list(by_owner.get(uid, ())) if uid else []
-    if adapter.kind == "RayJob":
-        cluster = value_at(obj, "status", "rayClusterName")
-        if cluster:
-            found += [
-                pod
-                for pod in pods
-                if labels_of(pod).get("ray.io/cluster") == cluster and namespace_of(pod) == namespace_of(obj)
-            ]
+    try:
+        owners = set(adapter.pod_owners(obj)) - {(adapter.kind, name_of(obj))}
+    except WorkloadError:
+        owners = set()
+    if owners:
+        namespace = namespace_of(obj)
+        seen = {id(pod) for pod in found}
+        found += [
+            pod for pod in pods
+            if id(pod) not in seen and namespace_of(pod) == namespace and _controller_of(pod) in owners
+        ]
     return found
+
+
+def _controller_of(pod: Obj) -> tuple[str, str] | None:
+    for ref in meta(pod).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return str(ref.get("kind")), str(ref.get("name"))
+    return None
 
 
 def job_views(snapshot: Snapshot) -> list[JobView]:

@@ -223,7 +223,10 @@ def _job_key(request: web.Request) -> tuple[str, str, str]:
     namespace = check_namespace(request.match_info["namespace"], "")
     kind = request.match_info["kind"]
     if find_adapter(kind) is None:
-        raise BadInput(f"unknown kind {kind[:40]!r}: use job, pytorchjob, tfjob, mpijob, rayjob or pod", 404)
+        from webhook.workloads.registry import all_adapters  # noqa: PLC0415
+
+        known = ", ".join(sorted(adapter.kind.lower() for adapter in all_adapters()))
+        raise BadInput(f"unknown kind {kind[:40]!r}: use one of {known}", 404)
     return namespace, kind, request.match_info["name"]
 
 

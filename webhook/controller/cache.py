@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from webhook.api import kinds
-from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE, UNFINISHED_PODS
+from webhook.api.names import PARENT_ANNOTATION, QUOTA_LABEL, TREE_NAMESPACE, UNFINISHED_PODS
 from webhook.api.objects import Obj, meta, name_of, resource_version_of, status_of
 from webhook.controller.devices import DeviceWatch
 from webhook.controller.jobindex import JobIndex, ObjKey, Unsized, rv
@@ -130,6 +130,9 @@ def stub_unmanaged(adapter: Adapter) -> Callable[[Mapping[str, Any]], JSON]:
             return obj if isinstance(obj, dict) else dict(obj)
         metadata = obj.get("metadata")
         kept = {key: metadata[key] for key in STUB_METADATA if key in metadata} if isinstance(metadata, Mapping) else {}
+        annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+        if isinstance(annotations, Mapping) and PARENT_ANNOTATION in annotations:  # what keeps a child unmanaged
+            kept["annotations"] = {PARENT_ANNOTATION: annotations[PARENT_ANNOTATION]}
         return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
 
     return slim
@@ -417,9 +420,10 @@ class ClusterCache:
 
     def accounts_for(self, jobs: Sequence[TrackedJob]) -> Callable[[str, str, str], bool]:
         """Whether a job of this pass accounts for the pods that name an owner ``(namespace, kind, name)``
-        (kind ``Pod``: the pod queued as itself). Looked up in the pass's own memo of tracked jobs; only the jobs
-        whose pods name another owner (a RayJob's RayCluster, an MPIJob's launcher Job) are walked, once, and
-        only when a pod's owner is not a tracked job itself."""
+        (kind ``Pod``: the pod queued as itself, or a pod a job's pods belong to, a SparkApplication's driver).
+        Looked up in the pass's own memo of tracked jobs; only the jobs whose pods name another owner (a RayJob's
+        RayCluster, an MPIJob's launcher Job) are walked, once, and only when a pod's owner is not a tracked job
+        itself."""
         index = self.jobs
         caches = {adapter.kind: cache.name for adapter, _, cache in self.job_caches.values()}
         indirect = {adapter for adapter, _, _ in self.job_caches.values()
@@ -431,7 +435,7 @@ class ClusterCache:
             cache = caches.get(kind)
             if cache is not None and index.get(cache, namespace, name) is not None:
                 return True
-            if kind == "Pod" or not indirect:
+            if not indirect:
                 return False
             if others is None:
                 others = {

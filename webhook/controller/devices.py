@@ -22,7 +22,7 @@ from webhook.api.objects import Obj, annotations_of, meta, name_of, resource_ver
 from webhook.controller.records import kv
 from webhook.core.dra import ClaimAsk, DeviceQuota, claim_ask, quota_classes
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, WatchCache
-from webhook.kube.client import KubeClient, ResourceRef
+from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 log = logging.getLogger("webhook.controller")
 
@@ -52,9 +52,19 @@ class DeviceWatch:
         self._dirty = True
 
     async def discover(self, served: Callable[[str, str, str], Awaitable[bool]], start: Start) -> None:
-        """Start the caches once the API serves DeviceClasses (``served(group, version, plural)``)."""
+        """Start the caches once the API serves DeviceClasses (``served(group, version, plural)``) and this
+        identity may list them; until then devices are not counted (a warning says why, at each discovery)."""
         if self.caches or not await served(CLASSES.group, CLASSES.version, CLASSES.plural):
             return
+        for ref in (CLASSES, TEMPLATES, CLAIMS):
+            try:
+                await self._client.list_page(ref, limit=1)
+            except KubeApiError as error:
+                log.warning(kv(component="controller", event="devices_not_counted", resource=ref.plural,
+                               status=error.status, reason=error.message[:200],
+                               fix="grant get/list/watch on resource.k8s.io deviceclasses, resourceclaims and "
+                                   "resourceclaimtemplates (manifests/controller/rbac.yaml)"))
+                return
         for name, ref in (("deviceclasses", CLASSES), ("resourceclaimtemplates", TEMPLATES),
                           ("resourceclaims", CLAIMS)):
             cache = WatchCache(name, ApiListWatch(self._client, ref))

@@ -37,6 +37,7 @@ from types import MappingProxyType
 from typing import Any
 
 from webhook.core.decisions import Decisions, J, Reclaim
+from webhook.core.fairshare import fair_admit_groups, fair_parents
 from webhook.core.fit import FitResult, check_fit, validate_rate
 from webhook.core.ledger import shift_usage
 from webhook.core.pass_snapshot import PassSnapshot, sort_out
@@ -243,8 +244,11 @@ def decide(
     pods = snapshot.by_api
     admitted, ledger = snapshot.admitted, snapshot.ledger
     groups = snapshot.groups
-    result, flags = admit_groups(tree, ledger.used_view(), snapshot.workloads, policies, rate,
-                                 least=snapshot.least)
+    if fair_parents(tree):
+        result, flags = fair_admit_groups(tree, ledger.used_view(), snapshot.workloads, policies, rate)
+    else:
+        result, flags = admit_groups(tree, ledger.used_view(), snapshot.workloads, policies, rate,
+                                     least=snapshot.least)
     checks = result.checks
     plans: list[ReclaimPlan] = []
     reclaimer: Reclaimer | None = None

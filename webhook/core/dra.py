@@ -17,12 +17,15 @@ What a claim asks for (:func:`claim_ask`), per device request:
 
 A job is sized with its pods' devices (:func:`pod_devices`): each pod set adds the asks of its template claims
 per pod, and each shared claim the job names counts once. A running pod counts what its claims ask (a shared
-claim once, however many pods name it), in the controller and the extender alike.
+claim once, however many pods name it), in the controller and the extender alike. The extender keeps who holds
+each claim (:class:`ClaimHolders`: a claim counts from the first pod that holds it to the last) and checks a pod
+about to be placed with what its claims add (:func:`devices_to_add`: the claims nobody holds yet; a claim not
+known yet, or that cannot be counted, keeps the pod waiting).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -31,19 +34,29 @@ from webhook.core.resources import EMPTY, Resources
 
 __all__ = [
     "ClaimAsk",
+    "ClaimHold",
+    "ClaimHolders",
+    "ClaimKey",
     "DeviceQuota",
     "PodClaims",
+    "PodDevices",
     "claim_ask",
     "claim_problems",
     "device_quota_of",
+    "devices_to_add",
     "held_devices",
+    "pod_claim_keys",
     "pod_claim_refs",
     "pod_claims",
     "pod_devices",
     "quota_classes",
+    "unmade_claims",
 ]
 
 ALL = "All"
+
+ClaimKey = tuple[str, str]
+"""A claim's ``(namespace, name)``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,3 +270,126 @@ def device_quota_of(
         asks[(namespace, name)] = claim_ask(spec.get("spec") if isinstance(spec, Mapping) else None, counted)
     made = {(_ident(obj)[0], _ident(obj)[1]): claim_ask(obj.get("spec"), counted) for obj in claims}
     return DeviceQuota(MappingProxyType(counted), MappingProxyType(asks), MappingProxyType(made))
+
+
+def unmade_claims(pod: Mapping[str, object]) -> tuple[str, ...]:
+    """The ``spec.resourceClaims`` entries (by name) of ``pod`` that name a template and have no entry in
+    ``status.resourceClaimStatuses`` yet: the control plane has not made their claims. (An entry whose
+    ``resourceClaimName`` is empty says no claim was needed: it is made.)"""
+    spec, status = pod.get("spec"), pod.get("status")
+    entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
+    made = status.get("resourceClaimStatuses") if isinstance(status, Mapping) else None
+    listed = {item.get("name") for item in (made if isinstance(made, list) else ()) if isinstance(item, Mapping)}
+    return tuple(
+        str(entry["name"])
+        for entry in (entries if isinstance(entries, list) else ())
+        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str)
+        and isinstance(entry.get("resourceClaimTemplateName"), str) and entry["name"] not in listed
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PodDevices:
+    """What a pod about to be placed adds in devices (:func:`devices_to_add`), or why that is not known."""
+
+    resources: Resources = EMPTY
+    claims: tuple[ClaimKey, ...] = ()
+    """Every claim the pod holds once placed (those others hold already included)."""
+    unknown: str = ""
+    """A claim not known yet (not made, or not yet seen): the answer may change in a moment."""
+    problem: str = ""
+    """A claim that cannot be counted (:func:`claim_problems`): the pod cannot be checked against its quota."""
+
+
+def pod_claim_keys(pod: Mapping[str, object]) -> tuple[ClaimKey, ...]:
+    """Every claim ``pod`` holds (:func:`pod_claim_refs`: its own, then the shared ones), each once."""
+    own, shared = pod_claim_refs(pod)
+    if not own and not shared:
+        return ()
+    metadata = pod.get("metadata")
+    namespace = str(metadata.get("namespace") or "") if isinstance(metadata, Mapping) else ""
+    return tuple(dict.fromkeys((namespace, name) for name in (*own, *shared)))
+
+
+def devices_to_add(pod: Mapping[str, object], quota: DeviceQuota, held: Container[ClaimKey] = ()) -> PodDevices:
+    """The devices ``pod``'s claims (:func:`pod_claim_keys`) add to its quota: each claim's ask, except the
+    claims in ``held`` (pods hold them already, so they count already: a claim counts once however many pods
+    share it). Without quota classes nothing counts, so nothing is unknown either."""
+    claims = pod_claim_keys(pod)
+    if not quota.classes:
+        return PodDevices(claims=claims)
+    unmade = unmade_claims(pod)
+    if unmade:
+        return PodDevices(claims=claims, unknown=f"the claim for spec.resourceClaims {unmade[0]!r} is not made yet")
+    total = EMPTY
+    for key in claims:
+        if key in held:
+            continue
+        ask = quota.claims.get(key)
+        if ask is None:
+            return PodDevices(claims=claims, unknown=f"ResourceClaim {key[0]}/{key[1]} is not known yet")
+        if ask.problem:
+            return PodDevices(claims=claims, problem=f"ResourceClaim {key[0]}/{key[1]}: {ask.problem}")
+        total = total + ask.resources
+    return PodDevices(total, claims)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimHold:
+    """How a claim counts while pods hold it: once, as a bound pod's when any holder is bound (else as a
+    placement's), and as a pod no queued job accounts for (``loose``) only when every such holder is one."""
+
+    bound: bool
+    loose: bool
+
+
+class ClaimHolders:
+    """Which pods hold each claim, so that a claim shared by several counts once: from when the first pod
+    naming it is counted until the last one goes. A holder is any key the caller chooses (a pod bound, a
+    placement not yet bound); each holds a set of claims. Mutable, in place (the extender keeps one)."""
+
+    def __init__(self) -> None:
+        self._claims: dict[Hashable, tuple[tuple[ClaimKey, ...], bool, bool]] = {}
+        self._holders: dict[ClaimKey, dict[Hashable, tuple[bool, bool]]] = {}
+
+    def put(self, holder: Hashable, claims: Iterable[ClaimKey], *, bound: bool, loose: bool) -> set[ClaimKey]:
+        """``holder`` holds ``claims`` now (none: it holds nothing); the claims whose holders changed."""
+        wanted = tuple(dict.fromkeys(claims))
+        before = self._claims.get(holder)
+        if before == (wanted, bound, loose) or (before is None and not wanted):
+            return set()
+        changed: set[ClaimKey] = set()
+        if before is not None:
+            for key in before[0]:
+                holders = self._holders[key]
+                del holders[holder]
+                if not holders:
+                    del self._holders[key]
+                changed.add(key)
+        if wanted:
+            self._claims[holder] = (wanted, bound, loose)
+            for key in wanted:
+                self._holders.setdefault(key, {})[holder] = (bound, loose)
+                changed.add(key)
+        else:
+            self._claims.pop(holder, None)
+        return changed
+
+    def release(self, holder: Hashable) -> set[ClaimKey]:
+        """``holder`` holds nothing any more; the claims whose holders changed."""
+        return self.put(holder, (), bound=False, loose=False)
+
+    def hold(self, key: ClaimKey) -> ClaimHold | None:
+        """How claim ``key`` counts now (``None``: nobody holds it)."""
+        holders = self._holders.get(key)
+        if not holders:
+            return None
+        bound = any(is_bound for is_bound, _ in holders.values())
+        return ClaimHold(bound, all(loose for is_bound, loose in holders.values() if is_bound == bound))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._holders
+
+    def claims(self) -> list[ClaimKey]:
+        """Every claim some holder holds."""
+        return list(self._holders)

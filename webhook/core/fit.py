@@ -28,7 +28,7 @@ from fractions import Fraction
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.ledger import shift_usage
-from webhook.core.quantity import format_quantity
+from webhook.core.quantity import NANO, format_quantity
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, Resources, is_binary_resource
 from webhook.core.workload import Workload, WorkloadKey
@@ -82,14 +82,17 @@ def _fmt(resource: str, nanos: int) -> str:
 
 
 def limits_of(node: QuotaNode, oversell_rate: Fraction) -> dict[str, int]:
-    """What admission allows at ``node``: ``max × rate`` per resource (rounded down), ``max-jobs`` unscaled.
+    """What admission allows at ``node``: ``max × rate`` per resource (rounded down), ``kube-queue/max-jobs``
+    too, in whole jobs (``floor(max-jobs × rate)``), as ACK's kube-queue scales it: only rate 1 dispatches
+    strictly by quota (docs/queueing.md).
 
     Resources absent from ``max`` are absent here (unlimited).
     """
     limits: dict[str, int] = {}
     numerator, denominator = oversell_rate.numerator, oversell_rate.denominator
     for resource, cap in node.max.items():
-        limits[resource] = cap if resource == MAX_JOBS else cap * numerator // denominator
+        scaled = cap * numerator // denominator
+        limits[resource] = scaled - scaled % NANO if resource == MAX_JOBS else scaled
     return limits
 
 
@@ -128,7 +131,9 @@ class Blocker:
         if self.kind == "min":
             tail = " (guaranteed min)"
         elif resource == MAX_JOBS:
-            tail = " (a count of admitted jobs; not oversold)"
+            cap = self.limit if self.max is None else self.max
+            tail = (f" (a count of admitted jobs: max {_fmt(resource, cap)} × oversell "
+                    f"{format_rate(self.oversell_rate)}, whole jobs)")
         else:
             cap = self.limit if self.max is None else self.max
             tail = f" (max {_fmt(resource, cap)} × oversell {format_rate(self.oversell_rate)})"

@@ -55,10 +55,12 @@ __all__ = [
     "admission_pass",
     "admit_groups",
     "order",
+    "policy_function",
     "positions_only",
     "resolve_policy",
     "sort_in_order",
     "still_waiting",
+    "turn_of",
 ]
 
 _T = TypeVar("_T")
@@ -104,6 +106,11 @@ def resolve_policy(value: str | None, strict_priority: bool = False) -> Policy:
 PolicyLookup = Policy | Mapping[str, Policy] | Callable[[str], Policy]
 """One policy for every quota, a mapping of quota name (any case) to policy (absent = ``Round``), or a
 function called with the quota key (the lower-cased leaf name)."""
+
+
+def policy_function(policy_for: PolicyLookup) -> Callable[[str], Policy]:
+    """Each quota key's policy, from any :data:`PolicyLookup`."""
+    return _policy_function(policy_for)
 
 
 def _policy_function(policy_for: PolicyLookup) -> Callable[[str], Policy]:
@@ -224,6 +231,11 @@ class _Queue:
 
 _Turn = tuple[float, int, str, str]
 """When a candidate's turn comes across quotas: ``(created, -priority, namespace, name)``, smallest first."""
+
+
+def turn_of(workload: Workload) -> _Turn:
+    """When a job's turn comes across quotas (before the turn of the job ahead of it is taken into account)."""
+    return _turn(workload)
 
 
 def _turn(workload: Workload) -> _Turn:

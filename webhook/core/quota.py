@@ -16,6 +16,7 @@ from typing import Any
 
 from webhook.api.names import MAX_JOBS, TREE_NAMESPACE
 from webhook.core.quantity import NANO, format_quantity
+from webhook.core.quota_attributes import attribute_problems
 from webhook.core.resources import EMPTY, ResourceError, Resources, is_binary_resource
 
 PREEMPT_POLICY = "preempt-policy"
@@ -230,7 +231,8 @@ def validate_tree(root: QuotaNode) -> list[Violation]:
     ``min-le-max``, ``root-min-eq-max``, ``children-min-le-parent-min``, ``child-max-le-parent-max``
     (a resource absent from a ``max`` is unlimited there), ``namespaces-only-on-leaves``,
     ``namespace-name`` (DNS-1123 labels), ``namespace-in-one-leaf``, ``queue-name-collision`` (two leaf
-    namespaces that would share one Queue) and ``depth`` (at most :data:`MAX_DEPTH` levels). The seed's
+    namespaces that would share one Queue), ``attribute`` (:mod:`webhook.core.quota_attributes`) and ``depth``
+    (at most :data:`MAX_DEPTH` levels). The seed's
     "root max >= sum of children's max" is deliberately not enforced.
     """
     out: list[Violation] = []
@@ -259,6 +261,8 @@ def validate_tree(root: QuotaNode) -> list[Violation]:
                                  f"tree; build nodes with their full path from the root"))
         _check_quantities(node, where, out)
         _check_min_le_max(node, where, out)
+        out.extend(Violation(where, "attribute", problem)
+                   for problem in attribute_problems(node.attributes, bool(node.children)))
         if parent is None:
             _check_root(node, where, out)
         else:

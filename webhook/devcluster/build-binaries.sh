@@ -12,7 +12,11 @@
 # Usage: build-binaries.sh            prints the directory holding the Kubernetes binaries
 #        build-binaries.sh helm       prints the directory holding the helm binary
 #        build-binaries.sh kueue      prints the directory holding the kueue manager binary
-# Env:   KQ_CACHE_DIR (default ~/.cache/kube-queue), KQ_HELM_VERSION (default below)
+#        build-binaries.sh operators [NAME]
+#                                     builds the job operators (training-operator, kuberay, argo-workflows) and
+#                                     prints one line per operator: NAME DIR BINARY (DIR also holds crds/, rbac/)
+# Env:   KQ_CACHE_DIR (default ~/.cache/kube-queue), KQ_HELM_VERSION, KQ_TRAINING_OPERATOR_VERSION,
+#        KQ_KUBERAY_VERSION, KQ_ARGO_VERSION (defaults below)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -68,11 +72,82 @@ build_kueue() {
   echo "$dir"
 }
 
+# The job operators of the dev cluster (docs/job-kinds.md), each from its own Go module with its own go.mod
+# (none has replace directives), into <name>-<version>/ beside the Kubernetes binaries. The genuine CRDs and the
+# operator's own RBAC manifests are copied from the same module download (`go mod download -json` names its
+# directory) into crds/ and rbac/ there, so the dev cluster never needs the module cache at run time.
+# More directories of the same download (SRC=DST, comma-separated, or -): the training operator's own webhook
+# configuration; Argo's minimal CRDs (the dev cluster installs the full Workflow CRD, the minimal others).
+#   name              module                                        package                       crds                       rbac                                                         more
+OPERATORS=(
+  "training-operator github.com/kubeflow/training-operator          cmd/training-operator.v1      manifests/base/crds        manifests/base/rbac                                          manifests/base/webhook=webhooks"
+  "kuberay           github.com/ray-project/kuberay/ray-operator    .                             config/crd/bases           config/rbac                                                  -"
+  "argo-workflows    github.com/argoproj/argo-workflows/v4          cmd/workflow-controller       manifests/base/crds/full   manifests/cluster-install-no-crds/workflow-controller-rbac   manifests/base/crds/minimal=crds-minimal"
+)
+operator_version() {
+  case "$1" in
+    training-operator) echo "${KQ_TRAINING_OPERATOR_VERSION:-v1.8.1}" ;;
+    kuberay) echo "${KQ_KUBERAY_VERSION:-v1.5.0}" ;;
+    argo-workflows) echo "${KQ_ARGO_VERSION:-v4.0.5}" ;;
+  esac
+}
+
+build_operator() {
+  local name="$1" module="$2" package="$3" crds="$4" rbac="$5" more="$6"
+  local version binary dir
+  version="$(operator_version "$name")"
+  binary="$(basename "${package/#./$module}")"
+  dir="$cache/bin/${name}-${version}"
+  local complete=1 pair
+  for pair in ${more//,/ }; do [ "$pair" = "-" ] || [ -d "$dir/${pair#*=}" ] || complete=0; done
+  if [ -x "$dir/$binary" ] && [ -d "$dir/crds" ] && [ -d "$dir/rbac" ] && [ "$complete" = 1 ]; then
+    echo "$name $dir $binary"; return 0
+  fi
+  command -v go >/dev/null || { echo "build-binaries: Go is not installed; install Go 1.26+ and retry" >&2; exit 1; }
+  local tmp="$dir.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$tmp/crds" "$tmp/rbac"
+  local started
+  started=$(date +%s)
+  echo "build-binaries: building ${name} ${version} from ${module} (cold: a few minutes)" >&2
+  local source
+  source="$(go mod download -json "${module}@${version}" | awk -F'"' '$2=="Dir"{print $4}')"
+  [ -d "$source" ] || { echo "build-binaries: go mod download ${module}@${version} gave no directory" >&2; rm -rf "$tmp"; exit 1; }
+  local target="$module"
+  [ "$package" = "." ] || target="$module/$package"
+  if ! GOBIN="$tmp" nice -n 10 go install -trimpath -ldflags "-s -w" "${target}@${version}"; then
+    rm -rf "$tmp"; echo "build-binaries: ${name} was not built; see the Go output above" >&2; exit 1
+  fi
+  cp "$source/$crds"/*.yaml "$tmp/crds/"
+  cp "$source/$rbac"/*.yaml "$tmp/rbac/"
+  for pair in ${more//,/ }; do
+    [ "$pair" = "-" ] && continue
+    mkdir -p "$tmp/${pair#*=}" && cp "$source/${pair%%=*}"/*.yaml "$tmp/${pair#*=}/"
+    rm -f "$tmp/${pair#*=}/kustomization.yaml"
+  done
+  rm -f "$tmp/crds/kustomization.yaml" "$tmp/rbac/kustomization.yaml"
+  chmod -R u+w "$tmp"
+  [ -x "$tmp/$binary" ] || { rm -rf "$tmp"; echo "build-binaries: ${name} made no ${binary}" >&2; exit 1; }
+  rm -rf "$dir"
+  mv "$tmp" "$dir"
+  echo "build-binaries: ${name} ${version} done in $(( $(date +%s) - started ))s" >&2
+  echo "$name $dir $binary"
+}
+
+build_operators() {
+  local line
+  for line in "${OPERATORS[@]}"; do
+    # shellcheck disable=SC2086 # the table's columns are single words
+    if [ -z "${1:-}" ] || [ "${line%% *}" = "$1" ]; then build_operator $line; fi
+  done
+}
+
 case "${1:-}" in
   "") ;;
   helm) build_helm; exit 0 ;;
   kueue) build_kueue; exit 0 ;;
-  *) echo "build-binaries: unknown argument '$1'; use no argument (Kubernetes binaries), 'helm' or 'kueue'" >&2; exit 2 ;;
+  operators) build_operators "${2:-}"; exit 0 ;;
+  *) echo "build-binaries: unknown argument '$1'; use no argument (Kubernetes binaries), 'helm', 'kueue' or 'operators [NAME]'" >&2; exit 2 ;;
 esac
 
 kube_version="$(awk '$1=="k8s.io/kubernetes"{print $2}' "$gomod/go.mod" | head -n1)"

@@ -49,7 +49,9 @@ class NodeSpec:
         }
         key, value = VIRTUAL_NODE_LABEL if self.virtual else ECS_NODE_LABEL
         labels[key] = value
-        resources: dict[str, str] = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
+        # Local disk too: the training operator's MPIJob launcher asks 5Gi of ephemeral storage.
+        resources: dict[str, str] = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods),
+                                     "ephemeral-storage": "500Gi"}
         if self.gpus:
             resources["nvidia.com/gpu"] = str(self.gpus)
         spec: dict[str, object] = {}
@@ -153,6 +155,26 @@ class Ports:
     def metrics(self) -> int:
         return self.base + 9
 
+    @property
+    def training_operator_metrics(self) -> int:
+        return self.base + 20
+
+    @property
+    def training_operator_probe(self) -> int:
+        return self.base + 21
+
+    @property
+    def training_operator_webhook(self) -> int:
+        return self.base + 22
+
+    @property
+    def kuberay_metrics(self) -> int:
+        return self.base + 23
+
+    @property
+    def kuberay_probe(self) -> int:
+        return self.base + 24
+
     def all(self) -> dict[str, int]:
         """Every port by its use."""
         return {
@@ -166,6 +188,11 @@ class Ports:
             "webhook": self.webhook,
             "extender": self.extender,
             "metrics": self.metrics,
+            "training-operator-metrics": self.training_operator_metrics,
+            "training-operator-probe": self.training_operator_probe,
+            "training-operator-webhook": self.training_operator_webhook,
+            "kuberay-metrics": self.kuberay_metrics,
+            "kuberay-probe": self.kuberay_probe,
         }
 
 
@@ -180,6 +207,9 @@ class ClusterConfig:
     """Start our service (webhook, controller, extender) and register it, when it is installed."""
     service_args: tuple[str, ...] = ()
     """Extra arguments for ``kq serve`` (``--oversellrate 1``...)."""
+    operators: tuple[str, ...] = ()
+    """Job operators to run beside the control plane (``training-operator``, ``kuberay``:
+    :mod:`webhook.devcluster.operators`); ``kq dev up`` and the end-to-end tests run them all."""
 
     @property
     def kubeconfig(self) -> Path:

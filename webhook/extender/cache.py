@@ -21,7 +21,9 @@ ReplicaSet removes the later units' pods - the virtual node's - first (see
 patches it.
 
 **Pod-level quota.** Bound, unfinished pods and assumed placements are charged up their quota chain as
-their events arrive (:func:`webhook.core.podquota.charge`), so the filter's check reads sums, not pods.
+their events arrive (:func:`webhook.core.podquota.charge`), so the filter's check reads sums, not pods. The
+devices their DRA claims hold are charged by claim, once however many pods share one
+(:mod:`webhook.extender.claims`).
 
 **No phantom charge.** An assumption whose pod was deleted before its binding, or that the scheduler gave up
 on, is not brought by the pod watch (bound pods only): :meth:`ExtenderCache.assumptions_to_check` lists the
@@ -40,6 +42,7 @@ from typing import Any
 
 from webhook.api.names import TREE_NAMESPACE
 from webhook.core.assumed import Fate
+from webhook.core.dra import pod_claim_keys
 from webhook.core.placement import (
     DELETION_COST_ANNOTATION,
     AssumedPod,
@@ -57,6 +60,7 @@ from webhook.core.podquota import MutableUsage, Usage, charge, quota_key
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.treechoice import honoured_tree
+from webhook.extender.claims import ClaimBook
 from webhook.extender.decision import Assumption, MarkPatch
 from webhook.extender.metrics import FORGOTTEN
 from webhook.extender.pods import Marks, PodRecord, RequestCache, carries, pod_key, priority_of
@@ -117,6 +121,8 @@ class ExtenderCache:
         """The room admitted jobs hold, and what loose pods use (:mod:`webhook.extender.reserved`)."""
         self._checks: dict[str, tuple[float, float]] = {}
         """Pod key -> (when its assumption is looked at next, the delay after that)."""
+        self.claims = ClaimBook(self, self._freed)
+        """The DRA claims pods hold and what each is charged with (:mod:`webhook.extender.claims`)."""
 
     # Nodes -------------------------------------------------------------------------------------------------
     def upsert_node(self, obj: Mapping[str, Any]) -> None:
@@ -152,7 +158,9 @@ class ExtenderCache:
         if not view.name:
             return
         old = self.pods.get(key)
-        if old is not None and old.view == view and key not in self.assumed and key not in self.pending_marks:
+        claims = pod_claim_keys(obj)
+        if (old is not None and old.view == view and old.claims == claims and key not in self.assumed
+                and key not in self.pending_marks):
             return  # nothing the extender reads changed (a status update: Running, conditions, IPs...)
         was_charged = None
         if old is not None:
@@ -161,10 +169,12 @@ class ExtenderCache:
         request = old.request if old is not None and old.view.node_name == view.node_name else None
         if request is None:
             request = self.requests.request(obj, view.key) if view.node_name else EMPTY
-        record = PodRecord(view, request, None, priority_of(obj), not queued_by_a_job(obj))
+        record = PodRecord(view, request, None, priority_of(obj), not queued_by_a_job(obj), claims)
         self.pods[key] = record
         self.pods_by_ns.setdefault(view.namespace, {})[key] = view
         self._charge(record)
+        counts = view.node_name is not None and not view.finished
+        self.claims.hold(key, claims if counts else (), bound=True, loose=record.loose)
         if was_charged is not None and record.charged is None:
             self._freed()  # it finished
         if view.node_name is not None or view.finished:
@@ -190,6 +200,7 @@ class ExtenderCache:
             if record.charged is not None:
                 self._freed()
             self._uncharge(record)
+            self.claims.hold(key, (), bound=True)
             by_ns = self.pods_by_ns.get(record.view.namespace)
             if by_ns is not None:
                 by_ns.pop(key, None)
@@ -286,6 +297,7 @@ class ExtenderCache:
         self._assumed_charge = {}
         for key, assumption in self.assumed.items():
             self._charge_assumption(key, assumption)
+        self.claims.recharge()
         self.waits.retree(tree)
         self._freed()  # a max may have grown, a namespace moved
 
@@ -360,6 +372,7 @@ class ExtenderCache:
         self.assumed_core[key] = AssumedPod(key, assumption.node_name, assumption.expires_at)
         self._next_expiry = min(self._next_expiry, assumption.expires_at)
         self._charge_assumption(key, assumption)
+        self.claims.hold(key, assumption.claims, bound=False, loose=assumption.loose, freed=False)
 
     def _charge_assumption(self, key: str, assumption: Assumption) -> None:
         tree = self.tree
@@ -382,6 +395,7 @@ class ExtenderCache:
             charge(self.assumed_usage, self.tree, charged[0], charged[1].items(), -1)
             if freed:
                 self._freed()
+        self.claims.hold(key, (), bound=False, freed=freed)
         assumption = self.assumed.pop(key, None)
         if assumption is not None:
             keys = self.assumed_by_ns.get(assumption.view.namespace)

@@ -24,6 +24,7 @@ from itertools import chain, filterfalse
 from typing import Any, Protocol
 
 from webhook.core.assumed import scheduling_mark
+from webhook.core.dra import ClaimKey, PodDevices
 from webhook.core.placement import (
     NodeView,
     PlacementKey,
@@ -39,11 +40,13 @@ from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.unitplacement import MISSING, UnitKey, UnitVerdict, group_by_unit, verdict_by_unit
 from webhook.core.waiting import WaitingPod
+from webhook.extender.claims import ClaimBook
 from webhook.extender.decision import UNKNOWN_NODE, Assumption, Decision
 from webhook.extender.pods import RequestCache, pod_key, priority_of
 from webhook.extender.reserved import explain_held
 from webhook.workloads.registry import queued_by_a_job
 
+NO_DEVICES = PodDevices()
 VERDICTS_PER_POLICY = 256
 """How many verdicts (by placement key) are kept per policy before they are dropped and recomputed."""
 
@@ -64,6 +67,11 @@ class ClusterView(Protocol):
     @property
     def requests(self) -> RequestCache:
         """Parsed requests by shape (a memo: reading through it changes nothing a decision reads)."""
+        ...
+
+    @property
+    def claims(self) -> ClaimBook:
+        """The DRA claims pods hold (reading what a pod's claims add changes nothing)."""
         ...
 
     def policy_for(self, view: PodView) -> ResourcePolicy | None: ...
@@ -136,8 +144,13 @@ def decide(
     tree = view.tree
     quota = quota_key(tree, pod_view.namespace) if verb == "filter" else None
     counted = verb == "filter" and (quota is not None or policy is not None)
-    request = view.requests.request(pod, pod_view.key) if counted else EMPTY
+    # What the pod requests itself, and with the devices its DRA claims add (those no pod holds yet).
+    own = view.requests.request(pod, pod_view.key) if counted else EMPTY
     loose = not queued_by_a_job(pod)
+    devices = NO_DEVICES if quota is None else view.claims.devices(pod)
+    if devices.unknown or devices.problem:
+        return Outcome(_uncounted(verb, pod_view, names, devices, tree=tree, quota=quota))
+    request = own + devices.resources if devices.resources else own
     if quota is not None and request:
         assert tree is not None
         blockers = pod_quota_blockers(tree, quota, request, *view.quota_usages(key))
@@ -159,19 +172,31 @@ def decide(
                 key, pod_view.namespace, pod_view.name, pod_view.uid, request, priority_of(pod), pod_view.created or now
             )
             return Outcome(decision, waiting=waiting)
+    # A placement is charged what the pod requests itself; its claims are charged by claim, once each.
     if policy is None:
-        decision = _unmanaged(view, verb, pod_view, names, given, assume=quota is not None and bool(request))
+        assume = quota is not None and bool(request or devices.claims)
+        decision = _unmanaged(view, verb, pod_view, names, given, assume=assume)
         if not decision.assumed:
             return Outcome(decision)
-        assumption = Assumption(
-            pod_view, decision.passing[0], now + view.assume_ttl, request, mark=scheduling_mark(pod), loose=loose
-        )
+        assumption = Assumption(pod_view, decision.passing[0], now + view.assume_ttl, own,
+                                mark=scheduling_mark(pod), loose=loose, claims=devices.claims)
         return Outcome(decision, assumption)
     return _managed(
-        view, verdicts, verb, pod_view, key=key, request=request, policy=policy, names=names, now=now, given=given,
-        sampled_by_scheduler=sampled_by_scheduler, mark=scheduling_mark(pod) if verb == "filter" else "",
-        loose=loose,
+        view, verdicts, verb, pod_view, key=key, request=own, policy=policy, names=names, now=now,
+        given=given, sampled_by_scheduler=sampled_by_scheduler,
+        mark=scheduling_mark(pod) if verb == "filter" else "", loose=loose, claims=devices.claims,
     )
+
+
+def _uncounted(verb: str, pod: PodView, names: Sequence[str], devices: PodDevices, *, tree: QuotaTree | None,
+               quota: str | None) -> Decision:
+    """The filter's refusal of a pod whose DRA claims cannot be counted (yet): its quota cannot be checked."""
+    if devices.problem:
+        reason = f"pod-level quota cannot count the pod's devices: {devices.problem}"
+    else:
+        reason = f"pod-level quota: {devices.unknown}; the pod is tried again once it is"
+    return Decision(verb, pod.key, unresolvable=dict.fromkeys(names, reason), nodes=len(names),
+                    quota=None if tree is None or quota is None else tree.nodes[quota].full_name, summary=reason)
 
 
 def _known(
@@ -276,6 +301,7 @@ def _managed(
     sampled_by_scheduler: Callable[[Sequence[str]], bool],
     mark: str = "",
     loose: bool = False,
+    claims: tuple[ClaimKey, ...] = (),
 ) -> Outcome:
     indices, present = view.unit_indices(policy, names, given)
     groups = group_by_unit(names, indices, present)
@@ -311,7 +337,8 @@ def _managed(
         summary = f"{summary.rsplit(': ', 1)[0]}: {len(passing)} candidate node(s)"
     assumption = None
     if passing and verb == "filter":
-        assumption = Assumption(pod, passing[0], now + view.assume_ttl, request, policy.key, chosen, mark, loose)
+        assumption = Assumption(pod, passing[0], now + view.assume_ttl, request, policy.key, chosen, mark, loose,
+                                claims)
     decision = Decision(
         verb,
         pod.key,

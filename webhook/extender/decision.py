@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core.dra import ClaimKey
 from webhook.core.placement import PodView
 from webhook.core.resources import Resources
 from webhook.extender.protocol import NodeVictims
@@ -35,6 +36,9 @@ class Assumption:
     (:func:`webhook.core.assumed.scheduling_mark`): a different one later means it gave up on that attempt."""
     loose: bool = False
     """No queued job accounts for the pod: its placement counts against the room jobs leave too."""
+    claims: tuple[ClaimKey, ...] = ()
+    """The DRA claims the pod holds once placed: they count (once each) while it is placed
+    (:mod:`webhook.extender.claims`)."""
 
 
 @dataclass(frozen=True, slots=True)

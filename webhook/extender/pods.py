@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from webhook.core.dra import ClaimKey
 from webhook.core.placement import PodView
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.selectors import FrozenLabels
@@ -54,7 +55,7 @@ _POD_METADATA = (
     "deletionTimestamp",
     "ownerReferences",
 )
-_POD_SPEC = ("nodeName", "resources", "overhead", "priority")
+_POD_SPEC = ("nodeName", "resources", "overhead", "priority", "resourceClaims")
 _CONTAINER = ("name", "resources", "restartPolicy")
 
 
@@ -67,8 +68,8 @@ def _pick(obj: object, keys: Sequence[str]) -> object:
 
 def pod_essentials(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The parts of a Pod the extender reads (:func:`~webhook.core.placement.pod_view`,
-    :func:`~webhook.core.workload.pod_request`, :func:`priority_of`, the cache's key and resource version),
-    nothing else.
+    :func:`~webhook.core.workload.pod_request`, :func:`priority_of`, the claims
+    :func:`~webhook.core.dra.pod_claim_refs` reads, the cache's key and resource version), nothing else.
 
     The pod watch keeps every pod; without ``managedFields``, volumes, env, probes and status conditions a
     pod is a few small dictionaries instead of a few hundred, so the cache takes a fraction of the memory
@@ -90,7 +91,7 @@ def pod_essentials(obj: Mapping[str, Any]) -> dict[str, Any]:
         out["spec"] = spec
     status = obj.get("status")
     if status is not None:
-        out["status"] = _pick(status, ("phase",))
+        out["status"] = _pick(status, ("phase", "resourceClaimStatuses"))
     return out
 
 
@@ -153,7 +154,9 @@ class PodRecord:
     """``spec.priority``: what preemption compares (:mod:`webhook.core.preemption`)."""
     loose: bool = False
     """No queued job accounts for it (:func:`~webhook.workloads.registry.queued_by_a_job`)."""
-
+    claims: tuple[ClaimKey, ...] = ()
+    """The DRA claims it holds (:func:`~webhook.core.dra.pod_claim_refs`), counted by
+    :class:`~webhook.extender.claims.ClaimBook`."""
 
 
 def with_marks(view: PodView, marks: Marks) -> PodView:
@@ -178,5 +181,3 @@ def carries(view: PodView, marks: Marks) -> bool:
     return all(view.labels.get(k) == v for k, v in labels.items()) and all(
         view.annotations.get(k) == v for k, v in annotations.items()
     )
-
-

@@ -1,33 +1,34 @@
 """Wiring: the watch caches that keep :class:`~webhook.extender.state.ExtenderState` current.
 
-Five caches - Nodes, Pods, ResourcePolicies, ElasticQuotaTrees (``kube-system`` only) and the controller's
-reservation ConfigMap (:mod:`webhook.extender.reserved`) - feed the state:
-node and pod events are applied one by one (a request with 5,000 nodes must not wait for a rebuild);
-policies, trees and the reservation are few and are re-read whole on every change. ``state.ready`` turns true
-once all five have listed. The pod cache keeps only what the state reads of each pod (:class:`SlimListWatch`), and
-only pods that can count - bound and not finished (:data:`POD_FIELD_SELECTOR`).
+Seven caches - Nodes, Pods, ResourcePolicies, ElasticQuotaTrees (``kube-system`` only), the controller's
+reservation ConfigMap (:mod:`webhook.extender.reserved`), DeviceClasses and ResourceClaims
+(:mod:`webhook.extender.claims`) - feed the state: node, pod and claim events are applied one by one (a request
+with 5,000 nodes must not wait for a rebuild); policies, trees, the reservation and the device classes are few
+and are re-read whole on every change. ``state.ready`` turns true once all seven have listed. The pod and claim
+caches keep only what the state reads of each object (:class:`SlimListWatch`), and the pod cache only pods that
+can count - bound and not finished (:data:`POD_FIELD_SELECTOR`).
 
-A CRD that is not installed (no ResourcePolicy or ElasticQuotaTree API yet) reads as an empty list: the
+A CRD that is not installed (no ResourcePolicy or ElasticQuotaTree API yet), or a cluster that does not serve
+``resource.k8s.io/v1``, reads as an empty list (:class:`~webhook.kube.optional.OptionalListWatch`): the
 extender must not stall every pod of the cluster because an optional API is missing. Such a list is
-retried every :data:`ABSENT_RETRY_SECONDS`, so the CRD is picked up once it is installed.
+retried every :data:`~webhook.kube.optional.ABSENT_RETRY_SECONDS`, so the API is picked up once it is served.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from webhook.api import kinds
 from webhook.api.names import QUEUE_NAMESPACE, RESERVATIONS, TREE_NAMESPACE
+from webhook.extender.claims import claim_essentials
 from webhook.extender.pods import pod_essentials
 from webhook.extender.state import ExtenderState
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
-from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
+from webhook.kube.client import KubeClient, ResourceRef
+from webhook.kube.optional import ABSENT_RETRY_SECONDS, OptionalListWatch
 from webhook.kube.slim import SlimListWatch
 from webhook.kube.tasks import TaskGroup
 
@@ -37,7 +38,9 @@ NODES = ResourceRef.of(kinds.NODE)
 PODS = ResourceRef.of(kinds.POD)
 POLICIES = ResourceRef.of(kinds.RESOURCE_POLICY)
 TREES = ResourceRef.of(kinds.ELASTIC_QUOTA_TREE, TREE_NAMESPACE)
-ABSENT_RETRY_SECONDS = 10.0
+DEVICE_CLASSES = ResourceRef.of(kinds.DEVICE_CLASS)
+CLAIMS = ResourceRef.of(kinds.RESOURCE_CLAIM)
+__all__ = ["ABSENT_RETRY_SECONDS", "OptionalListWatch", "build_caches", "pod_cache", "running"]
 POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 """The pods the extender watches: bound and not finished - the only ones that count towards a unit's ``max``
 or a quota. A pending pod is known from the filter request it comes with; a pod placed but not yet bound is
@@ -47,48 +50,6 @@ busiest path - and finished pods (Job pods linger by the thousand) are neither l
 finishes arrives as a ``DELETED`` event. What is given up: an assumed pod deleted before it was bound, or one
 whose binding failed, is not seen here; :mod:`webhook.extender.audit` reads such pods back instead."""
 
-
-@dataclass(slots=True)
-class OptionalListWatch:
-    """A :class:`ListWatch` whose resource may not exist: a 404 on list reads as an empty list, and the
-    watch that follows waits ``retry_seconds`` then asks for a re-list (as a 410 Gone would)."""
-
-    inner: ListWatch
-    retry_seconds: float = ABSENT_RETRY_SECONDS
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    absent: bool = field(default=False)
-
-    async def list_page(self, limit: int, continue_token: str | None) -> JSON:
-        try:
-            page = await self.inner.list_page(limit, continue_token)
-        except KubeApiError as error:
-            if not error.not_found:
-                raise
-            if not self.absent:
-                log.info("component=extender event=resource_absent retry_in=%.0fs", self.retry_seconds)
-            self.absent = True
-            return {"items": [], "metadata": {"resourceVersion": "0"}}
-        self.absent = False
-        return page
-
-    def watch(self, resource_version: str, timeout_seconds: int) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
-        if self.absent:
-            return self._wait_then_relist()
-        return self.inner.watch(resource_version, timeout_seconds)
-
-    @contextlib.asynccontextmanager
-    async def _wait_then_relist(self) -> AsyncIterator[AsyncIterator[JSON]]:
-        await self.sleep(self.retry_seconds)
-        raise KubeApiError(410, "Gone", "resource not installed yet: list again")
-        yield _nothing()  # pragma: no cover - unreachable, keeps this a generator
-
-
-async def _nothing() -> AsyncIterator[JSON]:  # pragma: no cover
-    return
-    yield {}
-
-
-"""Watch events that carry the resource itself (``BOOKMARK`` carries only a version, ``ERROR`` a Status)."""
 
 
 def _incremental(
@@ -126,7 +87,7 @@ def pod_cache(source: ListWatch, state: ExtenderState) -> WatchCache:
 
 def build_caches(client: KubeClient, state: ExtenderState, tree_namespace: str = TREE_NAMESPACE,
                  queue_namespace: str = QUEUE_NAMESPACE) -> list[WatchCache]:
-    """The five caches, wired to ``state`` (not yet running)."""
+    """The seven caches, wired to ``state`` (not yet running)."""
     trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
     nodes = WatchCache("extender-nodes", ApiListWatch(client, NODES))
     nodes.add_listener(_incremental(state.upsert_node, state.delete_node, state.replace_nodes))
@@ -139,7 +100,12 @@ def build_caches(client: KubeClient, state: ExtenderState, tree_namespace: str =
         client, ResourceRef.of(kinds.CONFIG_MAP, queue_namespace), field_selector=f"metadata.name={RESERVATIONS}"
     ))
     reservations.add_listener(_whole(state.set_reservations))
-    return [nodes, pods, policies, quota_trees, reservations]
+    classes = WatchCache("extender-deviceclasses", OptionalListWatch(ApiListWatch(client, DEVICE_CLASSES)))
+    classes.add_listener(_whole(state.set_device_classes))
+    claims = WatchCache("extender-resourceclaims",
+                        OptionalListWatch(SlimListWatch(ApiListWatch(client, CLAIMS), claim_essentials)))
+    claims.add_listener(_incremental(state.upsert_claim, state.delete_claim, state.replace_claims))
+    return [nodes, pods, policies, quota_trees, reservations, classes, claims]
 
 
 @contextlib.asynccontextmanager

@@ -67,6 +67,10 @@ class ExtenderState:
         self.policy_for = cache.policy_for
         self.set_trees = cache.set_trees
         self.set_reservations = cache.set_reservations
+        self.set_device_classes = cache.claims.set_classes
+        self.upsert_claim = cache.claims.upsert
+        self.delete_claim = cache.claims.delete
+        self.replace_claims = cache.claims.replace
         self.used = cache.used
         self.expire = cache.expire
         self.marks_patch = cache.marks_patch
@@ -283,9 +287,9 @@ class ExtenderState:
         cache = self.cache
         cache.expire(now)
         view = pod_view(pod)
-        preemptor = PodClaim(
-            view.namespace, view.name, cache.requests.request(pod, view.key), priority_of(pod), view.created or now
-        )
+        # What the pod would add: its own request and the devices of its claims no pod holds yet.
+        request = cache.requests.request(pod, view.key) + cache.claims.devices(pod).resources
+        preemptor = PodClaim(view.namespace, view.name, request, priority_of(pod), view.created or now)
         judge = PreemptionJudge(cache.tree, preemptor, *cache.quota_usages(pod_key(view)))
         kept: dict[str, NodeVictims] = {}
         refused: dict[str, str] = {}

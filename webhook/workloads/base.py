@@ -279,6 +279,15 @@ class Adapter(ABC):
     """The resource name (``jobs``), as in webhook rules and API paths."""
     priority_class_path: ClassVar[tuple[str, ...]] = ()
     """Where the job itself names a PriorityClass that wins over its pod templates' (``()``: nowhere)."""
+    extra_class_fields: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """More fields that name a PriorityClass of the job's pods where it has no pod templates (a
+    SparkApplication's ``spec.driver.priorityClassName``): users may not change them once it is queued."""
+    extra_label_fields: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """Label maps the operator copies onto the job's pods where it has no pod templates (a Workflow's
+    ``spec.podMetadata.labels``): the quota label there is the webhook's."""
+    children: ClassVar[frozenset[str]] = frozenset()
+    """Kinds of the objects its operator creates for it and owns (a RayJob's RayCluster and submitter Job):
+    queued with it, not on their own, and their pods are its pods (:meth:`pod_owners` names them)."""
 
     @property
     def version(self) -> str:
@@ -296,15 +305,20 @@ class Adapter(ABC):
         """Every pod template of the job with its pod count, in a stable order."""
 
     def pod_sets(self, obj: Obj) -> tuple[PodSet, ...]:
-        """The job's pod sets (count × per-pod request), via the core's request rules; an error names the
-        template's pod spec (``/spec/template/spec: pod set 'main': ...``)."""
+        """The job's pod sets (count × per-pod request of :meth:`created_spec`), via the core's request rules;
+        an error names the template's pod spec (``/spec/template/spec: pod set 'main': ...``)."""
         out = []
         for t in self.pod_templates(obj):
             try:
-                out.append(pod_set(t.name, t.count, t.spec))
+                out.append(pod_set(t.name, t.count, self.created_spec(obj, t)))
             except WorkloadError as error:
                 raise WorkloadError(f"{pointer(*t.path, 'spec')}: {error}") from None
         return tuple(out)
+
+    def created_spec(self, obj: Obj, template: PodTemplate) -> PodSpec:
+        """The spec of each pod of ``template`` as the kind's operator creates it: the template's, plus what
+        the operator adds (an init container, a sidecar), so the job is sized as its pods will be."""
+        return template.spec
 
     def priority_class_name(self, obj: Obj) -> str | None:
         """The PriorityClass the job names: the first pod template that names one."""

@@ -62,8 +62,11 @@ def job_facts(
     labels: dict[str, str | None] = {field_name("metadata", "labels", QUOTA_LABEL): _label(obj)}
     classes: dict[str, str | None] = {}
     literals: dict[str, object] = {}
-    if adapter.priority_class_path:
-        classes[field_name(*adapter.priority_class_path)] = _text(obj, adapter.priority_class_path)
+    for path in (adapter.priority_class_path, *adapter.extra_class_fields):
+        if path:
+            classes[field_name(*path)] = _text(obj, path)
+    for path in adapter.extra_label_fields:
+        labels[field_name(*path, QUOTA_LABEL)] = _text(obj, (*path, QUOTA_LABEL))
     for template in templates:
         spec = (*template.path, "spec")
         if template.path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from webhook.api.objects import Obj
 from webhook.workloads.base import PodTemplate, SpecSuspendAdapter, condition_true, int_at, mapping_at
+from webhook.workloads.children import queued_with_parent
 
 
 class JobAdapter(SpecSuspendAdapter):
@@ -29,6 +30,11 @@ class JobAdapter(SpecSuspendAdapter):
 
     def is_finished(self, obj: Obj) -> bool:
         return condition_true(obj, "Complete", "Failed")
+
+    def manages(self, obj: Obj) -> bool:
+        """Every Job but one a queued job's operator created for it (a RayJob's submitter, an MPIJob v2's
+        launcher: :mod:`webhook.workloads.children`), queued with that job."""
+        return not queued_with_parent(obj, self.kind)
 
     def needs_all_pods(self, obj: Obj) -> bool:
         """A Job with ``parallelism == completions`` runs all its pods at once; any other makes progress pod by

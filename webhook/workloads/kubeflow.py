@@ -2,12 +2,15 @@
 
 Each replica type (``Chief``, ``PS``, ``Worker``, ``Master``...) is one pod set of ``replicas`` pods
 (default 1). ``spec.runPolicy.schedulingPolicy.priorityClass`` names the priority class when set; else
-the first pod template's ``priorityClassName``.
+the first pod template's ``priorityClassName``. The training operator creates the pods itself, owned by the
+job (docs/job-kinds.md).
 """
 
 from __future__ import annotations
 
-from webhook.workloads.base import ReplicaSpecsAdapter
+from webhook.api.objects import Obj, PodSpec
+from webhook.workloads.base import PodTemplate, ReplicaSpecsAdapter, mapping_at
+from webhook.workloads.injected import PYTORCH_WORKER_INIT, with_init_containers
 
 
 class TFJobAdapter(ReplicaSpecsAdapter):
@@ -21,13 +24,21 @@ class TFJobAdapter(ReplicaSpecsAdapter):
 
 
 class PyTorchJobAdapter(ReplicaSpecsAdapter):
-    """``kubeflow.org/v1`` ``PyTorchJob`` (``spec.pytorchReplicaSpecs``)."""
+    """``kubeflow.org/v1`` ``PyTorchJob`` (``spec.pytorchReplicaSpecs``). Each worker of a job with a master
+    gets the operator's init container (:data:`~webhook.workloads.injected.PYTORCH_WORKER_INIT`)."""
 
     group = "kubeflow.org"
     versions = ("v1",)
     kind = "PyTorchJob"
     plural = "pytorchjobs"
     replica_specs_field = "pytorchReplicaSpecs"
+
+    def created_spec(self, obj: Obj, template: PodTemplate) -> PodSpec:
+        specs = mapping_at(obj, "spec", self.replica_specs_field) or {}
+        has_master = any(str(role).lower() == "master" for role in specs)
+        if template.name == "worker" and has_master:
+            return with_init_containers(template.spec, [PYTORCH_WORKER_INIT])
+        return template.spec
 
 
 ADAPTERS = (TFJobAdapter(), PyTorchJobAdapter())

@@ -1,0 +1,255 @@
+"""The operator-run kinds as their operators make their pods (docs/job-kinds.md): what each adds to the pods, how
+the kinds without pod templates (SparkApplication, Workflow) are sized, tagged and guarded, and which objects an
+operator creates for a queued job are queued with it (webhook/workloads/children.py)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.builders import res
+from tests.service.helpers import (
+    message,
+    patched,
+    pytorchjob,
+    raycluster,
+    rayjob,
+    response,
+    review,
+    sparkapplication,
+    workflow,
+)
+from webhook.admission.mutate import mutate
+from webhook.admission.state import AdmissionState, Settings
+from webhook.admission.validate import validate
+from webhook.api.names import (
+    ADMISSION_ANNOTATION,
+    PARENT_ANNOTATION,
+    QUOTA_LABEL,
+    SUBMITTED_ANNOTATION,
+    WORKFLOW_SIZE_ANNOTATION,
+)
+from webhook.core.workload import WorkloadError
+from webhook.workloads.base import Adapter, apply_patch
+from webhook.workloads.registry import adapter_for
+
+KUBERAY = "system:serviceaccount:kuberay-system:kuberay-operator"
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+
+
+def adapter(obj: dict[str, Any]) -> Adapter:
+    found = adapter_for(obj["apiVersion"].rpartition("/")[0], obj["kind"])
+    assert found is not None
+    return found
+
+
+def sets(obj: dict[str, Any]) -> list[tuple[str, int, Any]]:
+    return [(s.name, s.count, s.per_pod) for s in adapter(obj).pod_sets(obj)]
+
+
+def held(obj: dict[str, Any], state: AdmissionState, user: str = "alice") -> dict[str, Any]:
+    out = mutate(review(obj, user=user), state, Settings())
+    assert response(out)["allowed"], message(out)
+    return patched(obj, out)
+
+
+def refused(old: dict[str, Any], new: dict[str, Any], state: AdmissionState) -> str:
+    out = validate(review(new, operation="UPDATE", old=old), state, Settings())
+    assert not response(out)["allowed"]
+    return message(out)
+
+
+# What operators add to the pods ------------------------------------------------------------------------------
+
+
+def test_pytorchjob_workers_get_the_operators_init_container_when_there_is_a_master() -> None:
+    job = pytorchjob()
+    assert sets(job) == [("master", 1, res(cpu=4)), ("worker", 3, res(cpu=4, memory="10Mi"))]
+    del job["spec"]["pytorchReplicaSpecs"]["Master"]
+    assert sets(job) == [("worker", 3, res(cpu=4))]
+
+
+def test_an_mpijob_v1_launcher_gets_the_training_operators_init_container() -> None:
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": {"name": "m", "namespace": "user-a"},
+           "spec": {"mpiReplicaSpecs": {
+               "Launcher": {"replicas": 1, "template": {"spec": {"containers": [
+                   {"name": "l", "resources": {"requests": {"cpu": "1"}}}]}}},
+               "Worker": {"replicas": 2, "template": {"spec": {"containers": [
+                   {"name": "w", "resources": {"requests": {"cpu": "4"}}}]}}}}}}
+    assert sets(job) == [("launcher", 1, res(cpu=1, memory="512Mi", **{"ephemeral-storage": "5Gi"})),
+                         ("worker", 2, res(cpu=4))]
+    job["apiVersion"] = "kubeflow.org/v2beta1"  # the MPI Operator v2 runs the launcher as a Job of its own
+    assert sets(job)[0] == ("launcher", 1, res(cpu=1))
+
+
+def test_rayjob_counts_its_submitter_as_kuberay_runs_it() -> None:
+    job = rayjob()
+    assert sets(job)[-1] == ("submitter", 1, res(cpu="500m", memory="200Mi"))
+    job["spec"]["submitterPodTemplate"] = {"spec": {"containers": [
+        {"name": "s", "resources": {"requests": {"cpu": "2"}}}]}}
+    assert sets(job)[-1] == ("submitter", 1, res(cpu=2))
+    job["spec"]["submissionMode"] = "SidecarMode"
+    assert [s[0] for s in sets(job)] == ["head", "small", "tpu"]
+    assert sets(job)[0] == ("head", 1, res(cpu="2500m", memory="200Mi"))
+    job["spec"]["submissionMode"] = "HTTPMode"
+    assert sets(job)[0] == ("head", 1, res(cpu=2))
+    assert adapter(job).pod_owners(job) == ()  # no cluster yet, no submitter Job in HTTPMode
+
+
+def test_raycluster_workers_follow_kuberay_and_the_autoscaler_counts_at_its_most() -> None:
+    cluster = raycluster()
+    assert sets(cluster) == [("head", 1, res(cpu=2)), ("small", 2, res(cpu=1))]
+    group = cluster["spec"]["workerGroupSpecs"][0]
+    group["replicas"] = 9  # KubeRay keeps it within maxReplicas
+    assert sets(cluster)[1] == ("small", 4, res(cpu=1))
+    group["suspend"] = True
+    assert sets(cluster)[1] == ("small", 0, res(cpu=1))
+    del group["suspend"]
+    cluster["spec"]["enableInTreeAutoscaling"] = True
+    assert sets(cluster) == [("head", 1, res(cpu="2500m", memory="512Mi")), ("small", 4, res(cpu=1))]
+
+
+# SparkApplication --------------------------------------------------------------------------------------------
+
+
+def test_a_spark_application_is_sized_as_spark_sizes_its_driver_and_executors() -> None:
+    app = sparkapplication()
+    # 512m + 384Mi overhead (10% is less than the 384Mi floor); 2g + 384Mi for each executor.
+    assert sets(app) == [("driver", 1, res(cpu=1, memory="896Mi")), ("executor", 2, res(cpu=2, memory="2432Mi"))]
+    app["spec"]["type"] = "Python"  # non-JVM: 40% overhead
+    assert sets(app)[1] == ("executor", 2, res(cpu=2, memory="2868Mi"))
+    app["spec"]["executor"].update(coreRequest="1500m", memoryOverhead="1g", gpu={"name": "nvidia.com/gpu",
+                                                                                  "quantity": 1})
+    assert sets(app)[1] == ("executor", 2, res(cpu="1500m", memory="3Gi", gpu=1))
+    app["spec"]["dynamicAllocation"] = {"enabled": True, "minExecutors": 1, "maxExecutors": 5}
+    assert sets(app)[1][1] == 5, "dynamic allocation counts at its maximum"
+    assert adapter(app).pod_owners(app) == (("SparkApplication", "spark"), ("Pod", "spark-driver"))
+
+
+def test_spark_sizes_that_do_not_parse_name_their_field() -> None:
+    app = sparkapplication()
+    app["spec"]["executor"]["memory"] = "lots"
+    with pytest.raises(WorkloadError, match=r"spec\.executor\.memory: 'lots' is not a Spark size"):
+        adapter(app).pod_sets(app)
+
+
+def test_dynamic_allocation_without_a_maximum_is_refused_at_submission(state: AdmissionState) -> None:
+    app = sparkapplication()
+    app["spec"]["dynamicAllocation"] = {"enabled": True}
+    out = mutate(review(app), state, Settings())
+    assert not response(out)["allowed"]
+    assert "spec.dynamicAllocation.maxExecutors must be set" in message(out)
+
+
+def test_a_spark_application_is_held_and_its_pods_labelled_through_driver_and_executor(
+    state: AdmissionState,
+) -> None:
+    app = held(sparkapplication(), state)
+    assert app["spec"]["suspend"] is True
+    for role in ("driver", "executor"):
+        assert app["spec"][role]["labels"][QUOTA_LABEL] == "Department-a"
+    changed = copy.deepcopy(app)
+    changed["spec"]["executor"]["labels"][QUOTA_LABEL] = "Department-b"
+    assert f"spec.executor.labels.{QUOTA_LABEL}" in refused(app, changed, state)
+    classed = copy.deepcopy(app)
+    classed["spec"]["driver"]["priorityClassName"] = "high"
+    assert "spec.driver.priorityClassName" in refused(app, classed, state)
+    running = apply_patch(app, adapter(app).resume_patch(app))
+    grown = copy.deepcopy(running)
+    grown["spec"]["executor"]["instances"] = 20
+    assert "executor" in refused(running, grown, state)
+
+
+# Workflow -----------------------------------------------------------------------------------------------------
+
+
+def test_a_workflow_is_sized_by_its_widest_point() -> None:
+    wf = workflow()
+    assert sets(wf) == [("widest", 1, res(cpu=6))]  # the group of three 2-CPU steps, not all four steps
+    wf["spec"]["parallelism"] = 2
+    assert sets(wf) == [("widest", 1, res(cpu=4))]
+    del wf["spec"]["parallelism"]
+    wf["spec"]["templates"][0] = {"name": "main", "dag": {"tasks": [
+        {"name": "a", "template": "work"}, {"name": "b", "template": "work", "dependencies": ["a"]},
+        {"name": "c", "template": "work", "withSequence": {"count": "3"}}]}}
+    assert sets(wf) == [("widest", 1, res(cpu=10))]  # a DAG may run every task at once
+    wf["metadata"]["annotations"] = {WORKFLOW_SIZE_ANNOTATION: "cpu: 3\nmemory: 4Gi"}
+    assert sets(wf) == [("declared", 1, res(cpu=3, memory="4Gi"))]
+    assert not adapter(wf).needs_all_pods(wf)
+
+
+def test_a_workflow_that_recurses_is_sized_by_what_was_reached() -> None:
+    wf = workflow()
+    wf["spec"]["templates"].append({"name": "loop", "steps": [[{"name": "again", "template": "loop"}]]})
+    wf["spec"]["entrypoint"] = "loop"
+    assert sets(wf) == [("widest", 1, res())]
+
+
+def test_a_bad_declared_size_is_refused_naming_the_annotation(state: AdmissionState) -> None:
+    wf = workflow()
+    wf["metadata"]["annotations"] = {WORKFLOW_SIZE_ANNOTATION: "cpu: [1, 2]"}
+    out = mutate(review(wf), state, Settings())
+    assert not response(out)["allowed"]
+    assert WORKFLOW_SIZE_ANNOTATION in message(out)
+
+
+def test_a_workflow_is_held_and_its_pods_labelled_through_pod_metadata(state: AdmissionState) -> None:
+    wf = held(workflow(), state)
+    assert wf["spec"]["suspend"] is True
+    assert wf["spec"]["podMetadata"]["labels"][QUOTA_LABEL] == "Department-a"
+    changed = copy.deepcopy(wf)
+    del changed["spec"]["podMetadata"]["labels"][QUOTA_LABEL]
+    assert f"spec.podMetadata.labels.{QUOTA_LABEL}" in refused(wf, changed, state)
+    classed = copy.deepcopy(wf)
+    classed["spec"]["podPriorityClassName"] = "high"
+    assert "spec.podPriorityClassName" in refused(wf, classed, state)
+
+
+# Children of queued jobs -------------------------------------------------------------------------------------
+
+
+def owned_by_rayjob(obj: dict[str, Any], name: str = "ray") -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["metadata"]["ownerReferences"] = [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": name,
+                                           "uid": "u-ray", "controller": True}]
+    return out
+
+
+@pytest.mark.parametrize("child", ["RayCluster", "Job"])
+def test_kuberays_children_of_a_rayjob_are_queued_with_it(child: str, state: AdmissionState) -> None:
+    if child == "RayCluster":
+        obj = owned_by_rayjob(raycluster())
+    else:
+        obj = owned_by_rayjob({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ray", "namespace":
+                                "user-a"}, "spec": {"template": {"spec": {"containers": [{"name": "s"}]}}}})
+    # KubeRay copies the RayJob's annotations, its records too: a copied stamp is not the webhook's hold.
+    obj["metadata"]["annotations"] = {SUBMITTED_ANNOTATION: "2026-01-01T00:00:00.000000Z",
+                                      ADMISSION_ANNOTATION: "{}"}
+    made = held(obj, state, user=KUBERAY)
+    assert not made["spec"].get("suspend"), "not held: its RayJob was queued"
+    assert made["metadata"]["annotations"][PARENT_ANNOTATION] == "RayJob/ray"
+    assert not adapter(made).manages(made)
+    users = held(obj, state)  # alice's own object naming her RayJob is queued on its own
+    assert users["spec"]["suspend"] is True
+    assert PARENT_ANNOTATION not in users["metadata"]["annotations"]
+    assert adapter(users).manages(users)
+    marked = copy.deepcopy(users)
+    marked["metadata"]["annotations"][PARENT_ANNOTATION] = "RayJob/ray"
+    assert PARENT_ANNOTATION in refused(users, marked, state)
+
+
+def test_a_cronjobs_job_is_still_queued(state: AdmissionState) -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "nightly-1", "namespace": "user-a", "ownerReferences": [
+               {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "u", "controller": True}]},
+           "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
+    assert held(job, state, user=JOB_CONTROLLER)["spec"]["suspend"] is True
+
+
+def test_a_user_cannot_grow_the_cluster_kuberay_made_for_a_rayjob(state: AdmissionState) -> None:
+    made = held(owned_by_rayjob(raycluster()), state, user=KUBERAY)
+    grown = copy.deepcopy(made)
+    grown["spec"]["workerGroupSpecs"][0]["replicas"] = 4  # its pods count as the RayJob's admitted ones
+    assert "an admitted job cannot change its size" in refused(made, grown, state)

@@ -1,0 +1,149 @@
+"""The dev cluster's job operators, without a cluster: their identities from their own RBAC manifests, the
+training operator's webhook set-up, the certificate its rotator accepts, and the Unix-socket relay that lets
+Argo's controller reach the API server from a network namespace of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import ipaddress
+from pathlib import Path
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from webhook.devcluster import netns, operators
+from webhook.devcluster.config import ClusterConfig, Ports
+from webhook.devcluster.operator_certs import serving_pair
+
+ROLE = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: training-operator}
+rules: [{apiGroups: [""], resources: [pods], verbs: [create]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: training-operator}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: training-operator}
+subjects: [{kind: ServiceAccount, name: training-operator}]
+"""
+LEASES = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: leases}
+rules: [{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get]}]
+"""
+WEBHOOKS = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: validating-webhook-configuration}
+webhooks:
+- name: validator.mxjob.training-operator.kubeflow.org
+  clientConfig: {service: {name: webhook-service, namespace: system, path: /validate-kubeflow-org-v1-mxjob}}
+  rules: [{apiGroups: [kubeflow.org], apiVersions: [v1], operations: [CREATE], resources: [mxjobs]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+- name: validator.pytorchjob.training-operator.kubeflow.org
+  clientConfig: {service: {name: webhook-service, namespace: system, path: /validate-kubeflow-org-v1-pytorchjob}}
+  rules: [{apiGroups: [kubeflow.org], apiVersions: [v1], operations: [CREATE], resources: [pytorchjobs]}]
+  admissionReviewVersions: [v1]
+  sideEffects: None
+"""
+
+
+def test_an_operator_runs_as_the_service_account_its_own_binding_names(tmp_path: Path) -> None:
+    (tmp_path / "role.yaml").write_text(ROLE)
+    (tmp_path / "leases.yaml").write_text(LEASES)
+    objects = operators.rbac_objects(operators.TRAINING_OPERATOR, tmp_path)
+    kinds = sorted((obj["kind"], obj["metadata"].get("namespace")) for obj in objects)
+    assert kinds == [("ClusterRole", None), ("ClusterRoleBinding", None), ("Role", "kubeflow"),
+                     ("ServiceAccount", "kubeflow")]
+    binding = next(obj for obj in objects if obj["kind"] == "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "training-operator", "namespace": "kubeflow"}]
+    assert operators.username(operators.TRAINING_OPERATOR, tmp_path) == (
+        "system:serviceaccount:kubeflow:training-operator")
+
+
+def test_rbac_manifests_without_a_binding_are_an_error(tmp_path: Path) -> None:
+    (tmp_path / "leases.yaml").write_text(LEASES)
+    with pytest.raises(operators.OperatorError, match="bind no ServiceAccount"):
+        operators.service_account(operators.KUBERAY, tmp_path)
+
+
+def test_operator_names_are_checked() -> None:
+    assert operators.parse_names("all") == tuple(operators.OPERATORS)
+    assert operators.parse_names("none") == ()
+    assert operators.parse_names("kuberay, kuberay,training-operator") == ("kuberay", "training-operator")
+    with pytest.raises(operators.OperatorError, match=r"unknown operator\(s\) spark"):
+        operators.parse_names("spark")
+
+
+def test_the_training_operators_webhooks_point_at_loopback_for_the_enabled_kinds(tmp_path: Path) -> None:
+    (tmp_path / "manifests.yaml").write_text(WEBHOOKS)
+    config = ClusterConfig(state_dir=tmp_path, ports=Ports(30000))
+    doc = operators.training_webhook_configuration(config, tmp_path, b"CA")
+    assert doc["metadata"]["name"] == "validator.training-operator.kubeflow.org"
+    (hook,) = doc["webhooks"]  # MXJob is not enabled
+    assert hook["clientConfig"] == {"url": "https://127.0.0.1:30022/validate-kubeflow-org-v1-pytorchjob",
+                                    "caBundle": "Q0E="}
+
+
+def test_the_serving_pair_is_what_the_rotator_accepts() -> None:
+    pair = serving_pair("training-operator-ca", "training-operator.kubeflow.svc")
+    ca = x509.load_pem_x509_certificate(pair.ca_cert)
+    cert = x509.load_pem_x509_certificate(pair.cert)
+    assert pair.ca_key.startswith(b"-----BEGIN RSA PRIVATE KEY-----"), "PKCS#1, as the rotator parses it"
+    key = serialization.load_pem_private_key(pair.ca_key, password=None)
+    assert isinstance(key, rsa.RSAPrivateKey)
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert ca.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName) == ["training-operator-ca"]
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["training-operator.kubeflow.svc"]
+    assert names.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    cert.verify_directly_issued_by(ca)
+    lookahead = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=90)
+    assert cert.not_valid_after_utc > lookahead and ca.not_valid_after_utc > lookahead
+
+
+async def test_the_host_relay_carries_a_stream_from_its_socket_to_the_port(tmp_path: Path) -> None:
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(await reader.read(100))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    socket_path = tmp_path / "api.sock"
+    relay = asyncio.ensure_future(netns.host(socket_path, port))
+    try:
+        for _ in range(50):
+            if socket_path.exists():
+                break
+            await asyncio.sleep(0.02)
+        reader, writer = await asyncio.open_unix_connection(str(socket_path))
+        writer.write(b"through the relay")
+        await writer.drain()
+        assert await reader.read(100) == b"through the relay"
+        writer.close()
+        assert oct(socket_path.stat().st_mode & 0o777) == "0o600"
+    finally:
+        relay.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await relay
+        server.close()
+        await server.wait_closed()
+
+
+def test_the_spark_crd_says_it_was_written_here() -> None:
+    doc = yaml.safe_load(operators.SPARK_CRD.read_text())
+    assert doc["metadata"]["name"] == "sparkapplications.sparkoperator.k8s.io"
+    assert "not the operator's CRD" in doc["metadata"]["annotations"]["kube-queue.x-k8s.io/source"]
+    spec = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert spec["suspend"] == {"type": "boolean"}
+    assert spec["executor"]["properties"]["instances"]["type"] == "integer"

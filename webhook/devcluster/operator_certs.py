@@ -1,0 +1,93 @@
+"""The serving certificate the Kubeflow training operator's own webhook expects, made before it starts.
+
+The training operator (v1.8.1) manages its webhook certificate with open-policy-agent's cert-controller: it
+reads the Secret ``training-operator-webhook-cert``, keeps a CA and a server certificate there (RSA keys, the
+CA's in PKCS#1), and becomes ready only once ``tls.crt`` exists in its certificate directory, which a pod gets
+by mounting the Secret. Out of cluster nothing mounts it, so the dev cluster makes the pair the rotator accepts
+(the CA named ``training-operator-ca``, the server name ``training-operator.kubeflow.svc``, valid well beyond
+its 90-day look-ahead), stores it in the Secret and writes the files where the operator reads them. The server
+certificate also names 127.0.0.1: the API server calls the operator's webhook there.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+DAYS = 3650
+
+
+@dataclass(frozen=True, slots=True)
+class ServingPair:
+    """PEM texts: the CA's certificate and key, and the server's."""
+
+    ca_cert: bytes
+    ca_key: bytes
+    cert: bytes
+    key: bytes
+
+
+def _rsa() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _pkcs1(key: rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    )
+
+
+def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingPair:
+    """A self-signed CA (``ca_name`` as its common and DNS name) and a server certificate for ``dns_name``
+    and ``ip``, signed by it."""
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
+    until = now + datetime.timedelta(days=DAYS)
+    ca_key = _rsa()
+    ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_subject)
+        .issuer_name(ca_subject)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(until)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(ca_name)]), critical=False)
+        .add_extension(
+            x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=True, content_commitment=False,
+                          data_encipherment=False, key_agreement=False, crl_sign=False, encipher_only=False,
+                          decipher_only=False),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = _rsa()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_name)]))
+        .issuer_name(ca_subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(until)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(dns_name), x509.IPAddress(ipaddress.ip_address(ip))]),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return ServingPair(
+        ca_cert=ca.public_bytes(serialization.Encoding.PEM),
+        ca_key=_pkcs1(ca_key),
+        cert=cert.public_bytes(serialization.Encoding.PEM),
+        key=_pkcs1(key),
+    )

@@ -1,0 +1,180 @@
+"""SparkApplication (``sparkoperator.k8s.io/v1beta2``, the Kubeflow Spark operator): held by ``spec.suspend``.
+
+The operator runs ``spark-submit``, which creates the driver pod; the driver creates the executors. Neither
+pod is written as a template in the object, so the pod sets are built the way Spark sizes them (the API the
+operator publishes, v2.4.0; docs/job-kinds.md):
+
+* CPU: ``coreRequest``, else ``cores`` (default 1) as the request; ``coreLimit`` as the limit;
+* memory (request = limit): ``memory`` (Spark's units: ``512m``, ``2g``; no unit = MiB; default ``1g``) plus
+  the overhead: ``memoryOverhead`` when given, else ``memoryOverheadFactor`` (the spec's; default 0.1 for JVM
+  applications, 0.4 for Python and R) times the memory, at least 384 MiB; ``memoryLimit`` when larger;
+* ``gpu: {name, quantity}`` as an extended resource; ``sidecars`` add their requests, ``initContainers``
+  count as init containers;
+* executors: ``instances`` (Spark's default 2), or with ``dynamicAllocation.enabled`` its ``maxExecutors``
+  (required: without it an application could grow without bound).
+
+The driver pod belongs to the application; the executors belong to the driver pod (``<name>-driver``, or
+``driver.podName``): both are its pods.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
+from webhook.api.objects import Obj
+from webhook.core.workload import PodSet, WorkloadError, pod_set
+from webhook.workloads.base import (
+    JSONPatch,
+    PodTemplate,
+    SpecSuspendAdapter,
+    apply_patch,
+    bool_at,
+    int_at,
+    mapping_at,
+    metadata_patch,
+    set_value_patch,
+    str_at,
+    value_at,
+)
+
+MIB = 1024 * 1024
+MIN_OVERHEAD_MIB = 384
+DEFAULT_EXECUTORS = 2
+_SPARK_SIZE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)b?\s*$", re.IGNORECASE)
+_UNITS = {"": MIB, "k": 1024, "m": MIB, "g": 1024 * MIB, "t": 1024 * 1024 * MIB, "p": 1024 * 1024 * 1024 * MIB}
+ROLES = ("driver", "executor")
+
+
+def spark_bytes(text: str, field: str) -> int:
+    """Spark's size notation (``512m``, ``2g``, ``1024``: MiB when no unit) in bytes."""
+    match = _SPARK_SIZE.match(text)
+    if match is None:
+        raise WorkloadError(f"{field}: {text!r} is not a Spark size such as 512m or 2g")
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def _mib(amount: int) -> str:
+    return f"{-(-amount // MIB)}Mi"
+
+
+class SparkApplicationAdapter(SpecSuspendAdapter):
+    """``sparkoperator.k8s.io/v1beta2`` ``SparkApplication``."""
+
+    group = "sparkoperator.k8s.io"
+    versions = ("v1beta2",)
+    kind = "SparkApplication"
+    plural = "sparkapplications"
+    extra_class_fields = (("spec", "driver", "priorityClassName"), ("spec", "executor", "priorityClassName"))
+    extra_label_fields = (("spec", "driver", "labels"), ("spec", "executor", "labels"))
+
+    def pod_templates(self, obj: Obj) -> tuple[PodTemplate, ...]:
+        """None written as pod templates: the pods are built from the driver and executor fields."""
+        return ()
+
+    def pod_sets(self, obj: Obj) -> tuple[PodSet, ...]:
+        out: list[PodSet] = []
+        for role in ROLES:
+            try:
+                out.append(pod_set(role, self._count(obj, role), self._spec(obj, role)))
+            except WorkloadError as error:
+                raise WorkloadError(f"/spec/{role}: {error}") from None
+        return tuple(out)
+
+    def _count(self, obj: Obj, role: str) -> int:
+        if role == "driver":
+            return 1
+        if bool_at(obj, "spec", "dynamicAllocation", "enabled"):
+            return int_at(obj, 0, "spec", "dynamicAllocation", "maxExecutors") or 0
+        instances = int_at(obj, DEFAULT_EXECUTORS, "spec", "executor", "instances")
+        return DEFAULT_EXECUTORS if instances is None else instances
+
+    def _spec(self, obj: Obj, role: str) -> dict[str, Any]:
+        """The pod spec whose request is what Spark asks for this role's pods."""
+        cores = int_at(obj, 1, "spec", role, "cores")
+        cpu = str_at(obj, "spec", role, "coreRequest") or str(1 if cores is None else cores)
+        memory = spark_bytes(str_at(obj, "spec", role, "memory") or "1g", f"spec.{role}.memory")
+        overhead_text = str_at(obj, "spec", role, "memoryOverhead")
+        if overhead_text is not None:
+            overhead = spark_bytes(overhead_text, f"spec.{role}.memoryOverhead")
+        else:
+            overhead = max(int(memory * self._overhead_factor(obj)), MIN_OVERHEAD_MIB * MIB)
+        total = memory + overhead
+        limit_text = str_at(obj, "spec", role, "memoryLimit")
+        if limit_text is not None:
+            total = max(total, spark_bytes(limit_text, f"spec.{role}.memoryLimit"))
+        requests: dict[str, str] = {"cpu": cpu, "memory": _mib(total)}
+        limits: dict[str, str] = {"memory": _mib(total)}
+        core_limit = str_at(obj, "spec", role, "coreLimit")
+        if core_limit is not None:
+            limits["cpu"] = core_limit
+        gpu = mapping_at(obj, "spec", role, "gpu")
+        if gpu is not None and gpu.get("name"):
+            quantity = gpu.get("quantity")
+            requests[str(gpu["name"])] = limits[str(gpu["name"])] = str(quantity if quantity is not None else 1)
+        containers: list[Any] = [{"name": f"spark-{role}", "resources": {"requests": requests, "limits": limits}}]
+        sidecars = value_at(obj, "spec", role, "sidecars")
+        if isinstance(sidecars, list):
+            containers += [c for c in sidecars if isinstance(c, Mapping)]
+        spec: dict[str, Any] = {"containers": containers}
+        inits = value_at(obj, "spec", role, "initContainers")
+        if isinstance(inits, list):
+            spec["initContainers"] = [c for c in inits if isinstance(c, Mapping)]
+        return spec
+
+    def _overhead_factor(self, obj: Obj) -> Decimal:
+        text = str_at(obj, "spec", "memoryOverheadFactor")
+        if text is not None:
+            try:
+                return Decimal(text)
+            except InvalidOperation:
+                raise WorkloadError(f"spec.memoryOverheadFactor: {text!r} is not a number such as 0.1") from None
+        jvm = (str_at(obj, "spec", "type") or "Scala") in ("Java", "Scala")
+        return Decimal("0.1") if jvm else Decimal("0.4")
+
+    def queueing_problems(self, obj: Obj) -> list[str]:
+        if bool_at(obj, "spec", "dynamicAllocation", "enabled") and (
+            int_at(obj, None, "spec", "dynamicAllocation", "maxExecutors") is None
+        ):
+            return [
+                "spec.dynamicAllocation.maxExecutors must be set: with dynamic allocation the queue counts the "
+                "most executors the application may have, and without a maximum it could grow without bound"
+            ]
+        return []
+
+    def priority_class_name(self, obj: Obj) -> str | None:
+        return str_at(obj, "spec", "driver", "priorityClassName") or str_at(
+            obj, "spec", "executor", "priorityClassName"
+        )
+
+    def explicit_priority(self, obj: Obj) -> int | None:
+        return None
+
+    def tag_patch(self, obj: Obj, leaf_name: str, full_name: str) -> list[JSONPatch]:
+        """The application, and the labels and annotations the operator puts on its driver and executors."""
+        ops = metadata_patch(obj, (), {QUOTA_LABEL: leaf_name}, {QUOTA_FULLNAME_ANNOTATION: full_name})
+        current = obj
+        for role in ROLES:
+            for field, key, value in (("labels", QUOTA_LABEL, leaf_name),
+                                      ("annotations", QUOTA_FULLNAME_ANNOTATION, full_name)):
+                step = set_value_patch(current, ("spec", role, field, key), value)
+                if step:  # each step sees the ones before (they may create the same parents)
+                    current = apply_patch(current, step)
+                    ops += step
+        return ops
+
+    def pod_owners(self, obj: Obj) -> tuple[tuple[str, str], ...]:
+        name = value_at(obj, "metadata", "name")
+        if not isinstance(name, str) or not name:
+            return ()
+        driver = str_at(obj, "spec", "driver", "podName") or f"{name}-driver"
+        return ((self.kind, name), ("Pod", driver))
+
+    def is_finished(self, obj: Obj) -> bool:
+        return value_at(obj, "status", "applicationState", "state") in ("COMPLETED", "FAILED")
+
+
+ADAPTERS = (SparkApplicationAdapter(),)

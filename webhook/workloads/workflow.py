@@ -1,0 +1,188 @@
+"""Argo Workflow (``argoproj.io/v1alpha1``): held as a whole by ``spec.suspend``.
+
+A workflow runs its steps one group after another, so its size is not the sum of its pods. It is, in this
+order (docs/job-kinds.md):
+
+* the size its submitter declares in the annotation ``kube-queue/min-resources`` (ACK kube-queue's name), a
+  resource list as YAML or JSON (``{"cpu": "10", "memory": "20Gi"}``), the most its steps run at once;
+* else the widest point of its entrypoint: a ``steps`` template runs its groups one after another, each group's
+  steps at once, so it is its largest group; a ``dag`` template may run every task at once, so it is their sum;
+  ``withItems`` lists and ``withSequence`` counts multiply a step; a ``container``, ``script`` or
+  ``containerSet`` template is one pod of its containers' request; templates it names through ``templateRef``
+  (other WorkflowTemplates) and loops over ``withParam`` count as one pod of nothing and one iteration;
+* at most ``spec.parallelism`` times its largest pod when the workflow sets it.
+
+Its pods belong to it (Argo owns each step's pod by the Workflow) and count as it runs them; the quota label
+goes into ``spec.podMetadata.labels``, which Argo copies onto every pod. A suspended workflow starts no new
+step; Argo lets the steps already running finish (it does not delete their pods).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, WORKFLOW_SIZE_ANNOTATION
+from webhook.api.objects import Obj
+from webhook.core.resources import ResourceError, Resources
+from webhook.core.workload import PodSet, WorkloadError, pod_request
+from webhook.workloads.base import (
+    JSONPatch,
+    PodTemplate,
+    SpecSuspendAdapter,
+    apply_patch,
+    int_at,
+    metadata_patch,
+    set_value_patch,
+    str_at,
+    value_at,
+)
+
+MAX_DEPTH = 20
+"""Nested templates followed at most (a deeper or recursive workflow is sized by what was reached)."""
+LEAVES = ("container", "script", "containerSet")
+
+
+def declared_size(text: str) -> Resources:
+    """The resource list of the size annotation; :class:`WorkloadError` naming it when it does not parse."""
+    where = f"metadata.annotations[{WORKFLOW_SIZE_ANNOTATION}]"
+    try:
+        loaded = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError):
+        loaded = None
+    if not isinstance(loaded, Mapping) or not loaded:
+        raise WorkloadError(f"{where}: expected a resource list such as {{\"cpu\": \"10\", \"memory\": \"20Gi\"}}")
+    try:
+        return Resources.parse({str(key): value for key, value in loaded.items()})
+    except ResourceError as error:
+        raise WorkloadError(f"{where}: {error}") from None
+
+
+class _Sizer:
+    """The widest point of a workflow's templates (module notes)."""
+
+    def __init__(self, templates: Sequence[Any]) -> None:
+        self.by_name = {t["name"]: t for t in templates if isinstance(t, Mapping) and isinstance(t.get("name"), str)}
+        self.largest_pod = Resources()
+
+    def width(self, name: str | None, depth: int = 0) -> Resources:
+        template = self.by_name.get(name or "")
+        if template is None or depth > MAX_DEPTH:
+            return Resources()
+        if any(key in template for key in LEAVES):
+            pod = self._pod(template)
+            self.largest_pod = _most(self.largest_pod, pod)
+            return pod
+        steps = template.get("steps")
+        if isinstance(steps, list):
+            widest = Resources()
+            for group in steps:
+                members = group if isinstance(group, list) else [group]
+                widest = _most(widest, self._sum(members, depth))
+            return widest
+        tasks = (template.get("dag") or {}).get("tasks") if isinstance(template.get("dag"), Mapping) else None
+        if isinstance(tasks, list):
+            return self._sum(tasks, depth)
+        return Resources()
+
+    def _sum(self, members: Sequence[Any], depth: int) -> Resources:
+        total = Resources()
+        for member in members:
+            if isinstance(member, Mapping):
+                name = member.get("template")
+                total = total + self.width(name if isinstance(name, str) else None, depth + 1) * _fan_out(member)
+        return total
+
+    def _pod(self, template: Mapping[str, Any]) -> Resources:
+        name = template.get("name")
+        if "containerSet" in template:
+            containers = (template.get("containerSet") or {}).get("containers") or []
+        else:
+            key = "container" if "container" in template else "script"
+            containers = [template.get(key) or {}]
+        spec = {"containers": [c for c in containers if isinstance(c, Mapping)]}
+        inits = template.get("initContainers")
+        if isinstance(inits, list):
+            spec["initContainers"] = [c for c in inits if isinstance(c, Mapping)]
+        try:
+            return pod_request(spec)
+        except WorkloadError as error:
+            raise WorkloadError(f"spec.templates[{name}]: {error}") from None
+
+
+def _fan_out(member: Mapping[str, Any]) -> int:
+    items = member.get("withItems")
+    if isinstance(items, list):
+        return len(items)
+    sequence = member.get("withSequence")
+    if isinstance(sequence, Mapping):
+        count = sequence.get("count")
+        if isinstance(count, int) and not isinstance(count, bool):
+            return max(0, count)
+        if isinstance(count, str) and count.isdigit():
+            return int(count)
+    return 1
+
+
+def _most(a: Resources, b: Resources) -> Resources:
+    return Resources({name: max(a.get_or_zero(name), b.get_or_zero(name)) for name in {*a, *b}})
+
+
+def _least(a: Resources, b: Resources) -> Resources:
+    return Resources({name: min(a.get_or_zero(name), b.get_or_zero(name)) for name in {*a, *b}}).without_zeros()
+
+
+class WorkflowAdapter(SpecSuspendAdapter):
+    """``argoproj.io/v1alpha1`` ``Workflow``."""
+
+    group = "argoproj.io"
+    versions = ("v1alpha1",)
+    kind = "Workflow"
+    plural = "workflows"
+    priority_class_path = ("spec", "podPriorityClassName")
+    extra_label_fields = (("spec", "podMetadata", "labels"),)
+
+    def pod_templates(self, obj: Obj) -> tuple[PodTemplate, ...]:
+        """None as pod templates: Argo builds each step's pod from its template (sized in :meth:`pod_sets`)."""
+        return ()
+
+    def pod_sets(self, obj: Obj) -> tuple[PodSet, ...]:
+        """One pod set: the declared size, or the widest point of the workflow (module notes)."""
+        declared = str_at(obj, "metadata", "annotations", WORKFLOW_SIZE_ANNOTATION)
+        if declared is not None:
+            return (PodSet("declared", 1, declared_size(declared)),)
+        templates = value_at(obj, "spec", "templates")
+        sizer = _Sizer(templates if isinstance(templates, list) else [])
+        widest = sizer.width(str_at(obj, "spec", "entrypoint"))
+        parallelism = int_at(obj, None, "spec", "parallelism")
+        if parallelism:
+            widest = _least(widest, sizer.largest_pod * parallelism)
+        return (PodSet("widest", 1, widest),)
+
+    def needs_all_pods(self, obj: Obj) -> bool:
+        """A workflow makes progress step by step: it has started once one of its pods runs."""
+        return False
+
+    def explicit_priority(self, obj: Obj) -> int | None:
+        return None
+
+    def tag_patch(self, obj: Obj, leaf_name: str, full_name: str) -> list[JSONPatch]:
+        """The workflow, and ``spec.podMetadata`` (Argo copies it onto every pod)."""
+        ops = metadata_patch(obj, (), {QUOTA_LABEL: leaf_name}, {QUOTA_FULLNAME_ANNOTATION: full_name})
+        current = obj
+        for field, key, value in (("labels", QUOTA_LABEL, leaf_name),
+                                  ("annotations", QUOTA_FULLNAME_ANNOTATION, full_name)):
+            step = set_value_patch(current, ("spec", "podMetadata", field, key), value)
+            if step:
+                current = apply_patch(current, step)
+                ops += step
+        return ops
+
+    def is_finished(self, obj: Obj) -> bool:
+        return value_at(obj, "status", "phase") in ("Succeeded", "Failed", "Error")
+
+
+ADAPTERS = (WorkflowAdapter(),)
