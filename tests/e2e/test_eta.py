@@ -30,7 +30,7 @@ from webhook.api.objects import parse_time
 pytestmark = pytest.mark.e2e
 
 SERVICE_ARGS = ("--oversellrate=1", "--status-interval=1", "--eta-interval=1")
-WARM_SECONDS = 8
+WARM_SECONDS = 20
 
 
 @dataclass
@@ -113,8 +113,6 @@ def test_a_waiting_job_is_told_when_it_starts_and_starts_about_then(setup: Setup
 
     answer: dict[str, Any] = json.loads(setup.kq("why", "next-1", "-o", "json"))
     asked = time.time()
-    row = next(line.split() for line in setup.kq("list").splitlines() if line.startswith("next-1 "))
-    assert row[5].startswith("~") or row[2] != "QUEUING", row  # the controller's estimate, while it waits
     assert answer["status"] == "QUEUING" and answer["position"] == 1
     estimated = parse_time(answer.get("estimatedStart"))
     assert estimated is not None, answer
@@ -136,6 +134,8 @@ def test_a_waiting_job_is_told_when_it_starts_and_starts_about_then(setup: Setup
     dev.wait_until(lambda: published() is not None, 30, "the controller's estimate on the Queue's status")
     controller_says = published()
     assert controller_says is not None and abs(controller_says - estimated) <= 30
+    row = next(line.split() for line in setup.kq("list").splitlines() if line.startswith("next-1 "))
+    assert row[5].startswith("~") or row[2] != "QUEUING", row  # the controller's estimate, while it waits
     dev.wait_until(lambda: setup.pod_start("next-1") is not None, 120, "next-1 to run")
     actual = setup.pod_start("next-1")
     assert actual is not None, "next-1 has no running pod"
@@ -144,12 +144,12 @@ def test_a_waiting_job_is_told_when_it_starts_and_starts_about_then(setup: Setup
 
 def test_a_restarted_controller_keeps_the_run_time_history(setup: Setup) -> None:
     dev = setup.dev
-    before = _history(setup)
-    assert [item["stem"] for item in before] == ["warm"]
+    before = {item["stem"]: item["seconds"] for item in _history(setup)}
+    assert "warm" in before
     dev.restart_service(*SERVICE_ARGS)
     setup.create("after-1", 1, succeed_after=2)
     dev.wait_until(lambda: _succeeded(setup, "after-1"), 120, "after-1 to succeed after the restart")
-    dev.wait_until(lambda: {item["stem"] for item in _history(setup)} == {"warm", "after"}, 60,
-                   "the history to keep warm's run times and gain after-1's")
-    kept = next(item for item in _history(setup) if item["stem"] == "warm")
-    assert kept["seconds"] == next(item for item in before if item["stem"] == "warm")["seconds"]
+    dev.wait_until(lambda: "after" in {item["stem"] for item in _history(setup)}, 60,
+                   "the restarted controller to learn after-1's run time")
+    after = {item["stem"]: item["seconds"] for item in _history(setup)}
+    assert {stem: seconds for stem, seconds in after.items() if stem in before} == before  # kept, none counted twice

@@ -18,14 +18,15 @@ from webhook.api.objects import Obj, parse_time, pod_phase, pod_status, queue_ac
 from webhook.cli.view import BACKOFF, QUEUING, JobView, Snapshot
 from webhook.controller.records import rfc3339_seconds
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA, leaf_policies
-from webhook.core.eta import Estimate, Why, estimate
+from webhook.core.eta import Estimate, Estimates, Why, estimate
 from webhook.core.eta_replay import Basis, ReplayInput
 from webhook.core.quota import queue_name
 from webhook.core.runtimes import Runtime, RuntimeHistory, Source, restore_items
 from webhook.core.workload import Phase, WorkloadKey
 from webhook.workloads.runtime import job_runtime
 
-__all__ = ["EtaReport", "about", "estimate_job", "eta_cell", "eta_fields", "eta_lines", "published_estimates"]
+__all__ = ["EtaReport", "about", "estimate_job", "estimate_snapshot", "eta_cell", "eta_fields", "eta_lines",
+           "published_estimates"]
 
 Published = dict[tuple[str, str, str], tuple[float | None, float | None]]
 """``(kind, namespace, name)`` -> the controller's ``(estimatedStart, estimatedStartLatest)``."""
@@ -110,21 +111,13 @@ def _running_since(view: JobView) -> float | None:
     return (view.admitted_at or view.created) if view.running else None
 
 
-def estimate_job(snapshot: Snapshot, views: Sequence[JobView], view: JobView, rate: Any, strict: bool) -> EtaReport:
-    """The estimate of a waiting job: replayed here from the whole snapshot when there is one, else the
-    controller's from its Queue's status."""
+def estimate_snapshot(snapshot: Snapshot, views: Sequence[JobView], rate: Any, strict: bool) -> Estimates:
+    """Every waiting job's estimate, from a snapshot of every job and pod of the tree (``complete`` and
+    ``tree_pods``), with the run-time history the controller keeps on its Queues."""
     from webhook.cli.waiting import pass_inputs  # noqa: PLC0415
 
     tree = snapshot.tree
-    if tree is None or view.workload is None:
-        return EtaReport("none", problem="there is no usable quota tree")
-    if not (snapshot.complete and snapshot.tree_pods is not None):
-        start, latest = published_estimates(snapshot.queues).get((view.kind, view.namespace, view.name),
-                                                                  (None, None))
-        if start is None and latest is None:
-            return EtaReport("none", problem="kq cannot read every job and pod of the tree to replay the queue, "
-                             "and the controller has published no estimate for it on its Queue")
-        return EtaReport("queue-status", start=start, latest=latest)
+    assert tree is not None
     tracked, loose, protected = pass_inputs(snapshot, views)
     history = _history(snapshot)
     runtimes: dict[WorkloadKey, Runtime] = {}
@@ -140,7 +133,23 @@ def estimate_job(snapshot: Snapshot, views: Sequence[JobView], view: JobView, ra
     policies = leaf_policies(tree, snapshot.queues, strict)
     given = ReplayInput(tree, tracked, policies, rate, snapshot.now, runtimes, running, loose, protected,
                         frozenset(), RECLAIM_TRIES_PER_QUOTA)
-    found = estimate(given).by_key.get(view.key)
+    return estimate(given)
+
+
+def estimate_job(snapshot: Snapshot, views: Sequence[JobView], view: JobView, rate: Any, strict: bool) -> EtaReport:
+    """The estimate of a waiting job: replayed here from the whole snapshot when there is one, else the
+    controller's from its Queue's status."""
+    tree = snapshot.tree
+    if tree is None or view.workload is None:
+        return EtaReport("none", problem="there is no usable quota tree")
+    if not (snapshot.complete and snapshot.tree_pods is not None):
+        start, latest = published_estimates(snapshot.queues).get((view.kind, view.namespace, view.name),
+                                                                  (None, None))
+        if start is None and latest is None:
+            return EtaReport("none", problem="kq cannot read every job and pod of the tree to replay the queue, "
+                             "and the controller has published no estimate for it on its Queue")
+        return EtaReport("queue-status", start=start, latest=latest)
+    found = estimate_snapshot(snapshot, views, rate, strict).by_key.get(view.key)
     if found is None:
         return EtaReport("none", problem="the replay does not hold this job")
     return EtaReport("replay", found, found.start, found.latest,

@@ -105,7 +105,7 @@ class Controller(JobLifecycle):
         ``--eta-interval 0``."""
         if settings.eta_interval > 0:
             self.eta = EtaService(settings.eta_interval, self.cache.pod_index, wall=self._read_wall,
-                                  clock=self._read_clock)
+                                  clock=self._read_clock, poke=self._status_changed)
         """Publishes what admitted jobs hold for the extender (:mod:`webhook.controller.reservations`)."""
         self.elector: LeaderElector | None = None
         if settings.leader_elect:

@@ -84,8 +84,9 @@ class EtaService:
     """The controller's estimates (see the module)."""
 
     def __init__(self, interval: float, pods: PodIndex, *, wall: Callable[[], float],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, poke: Callable[[], None] | None = None) -> None:
         self.interval = interval
+        self._poke = poke
         self.pods = pods
         self._wall = wall
         self._clock = clock
@@ -137,7 +138,11 @@ class EtaService:
             running = self._running(inputs.jobs, inputs.now)
             started = self._clock()
             try:
-                self._status = await asyncio.to_thread(self.refresh, inputs, running)
+                status = await asyncio.to_thread(self.refresh, inputs, running)
+                changed = status != self._status
+                self._status = status
+                if changed and self._poke is not None:
+                    self._poke()  # a pass writes what changed into the Queues' status
             except Exception as error:  # an estimate is advice: its failure must not stop the controller
                 log.exception(kv(component="controller", event="eta_failed", error=repr(error)))
             took = self._clock() - started
