@@ -144,8 +144,13 @@ def test_a_waiting_job_is_told_when_it_starts_and_starts_about_then(setup: Setup
 
 def test_a_restarted_controller_keeps_the_run_time_history(setup: Setup) -> None:
     dev = setup.dev
+
+    def counts() -> dict[str, int]:
+        return {item["stem"]: len(item["seconds"]) for item in _history(setup)}
+
+    # The first test's jobs all succeeded: warm-1 and warm-2, then next-1.
+    dev.wait_until(lambda: counts() == {"warm": 2, "next": 1}, 60, "the history of the first test's jobs")
     before = {item["stem"]: item["seconds"] for item in _history(setup)}
-    assert "warm" in before
     dev.restart_service(*SERVICE_ARGS)
     setup.create("after-1", 1, succeed_after=2)
     dev.wait_until(lambda: _succeeded(setup, "after-1"), 120, "after-1 to succeed after the restart")

@@ -60,6 +60,15 @@ def test_the_history_keeps_the_newest_samples_and_drops_the_least_recently_finis
     assert set(history.groups) == {("ns", "Job", "eval"), ("ns", "Job", "sweep")}
 
 
+def test_a_namespace_with_many_stems_forgets_its_own_groups_not_another_namespaces() -> None:
+    history = RuntimeHistory(max_groups=5, max_namespace_groups=3)
+    history.add(("victim", "Job", "train"), 60.0, 1.0)
+    for index in range(50):
+        history.add(("noisy", "Job", f"stem{index}"), 1.0, 10.0 + index)
+    assert ("victim", "Job", "train") in history.groups
+    assert sorted(key[2] for key in history.groups if key[0] == "noisy") == ["stem47", "stem48", "stem49"]
+
+
 def test_history_is_read_in_the_namespace_first_then_in_the_queue() -> None:
     history = RuntimeHistory()
     for seconds in (100.0, 200.0, 300.0):

@@ -11,8 +11,9 @@ it, else unknown; as a median (p50) and a pessimistic (p90) figure, with what th
 * Else **unknown**.
 
 :class:`RuntimeHistory` is the bounded store of samples: at most :data:`MAX_SAMPLES` per (namespace, kind, stem),
-the newest kept, and at most :data:`MAX_GROUPS` groups, the least recently finished dropped first. Pure: the
-controller (``webhook/controller/eta.py``) fills it from the jobs it sees finish and persists it.
+the newest kept, at most :data:`MAX_NAMESPACE_GROUPS` groups a namespace and :data:`MAX_GROUPS` in all, the least
+recently finished dropped first. Pure: the controller (``webhook/controller/eta.py``) fills it from the jobs it
+sees finish and persists it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from webhook.core import duration
 
 __all__ = [
     "MAX_GROUPS",
+    "MAX_NAMESPACE_GROUPS",
     "MAX_SAMPLES",
     "OVERDUE_SHARE",
     "P50",
@@ -54,6 +56,8 @@ MAX_SAMPLES = 20
 """Run times kept per (namespace, kind, stem): the newest."""
 MAX_GROUPS = 2048
 """(namespace, kind, stem) groups kept in all; the one whose last job finished longest ago goes first."""
+MAX_NAMESPACE_GROUPS = 64
+"""Groups kept per namespace: a namespace with many stems forgets its own oldest, never another's."""
 OVERDUE_SHARE = 0.25
 """A running job already past every run time its estimate knows is taken to end after another quarter of its
 p50 (of its p90 for the pessimistic figure): it is late, not endless."""
@@ -183,6 +187,7 @@ class RuntimeHistory:
 
     max_samples: int = MAX_SAMPLES
     max_groups: int = MAX_GROUPS
+    max_namespace_groups: int = MAX_NAMESPACE_GROUPS
     groups: dict[HistoryKey, list[float]] = field(default_factory=dict)
     """Run times in seconds, oldest first."""
     last: dict[HistoryKey, float] = field(default_factory=dict)
@@ -194,13 +199,21 @@ class RuntimeHistory:
             return
         samples = self.groups.get(key)
         if samples is None:
-            if len(self.groups) >= self.max_groups:
-                oldest = min(self.last, key=lambda group: (self.last[group], group))
-                del self.groups[oldest], self.last[oldest]
+            own = [group for group in self.groups if group[0] == key[0]]
+            if len(own) >= self.max_namespace_groups:  # a namespace pushes out its own groups, not others'
+                self._drop(own)
+            elif len(self.groups) >= self.max_groups:
+                self._drop(self.groups)
             samples = self.groups[key] = []
         samples.append(seconds)
         del samples[:-self.max_samples]
         self.last[key] = max(finished_at, self.last.get(key, finished_at))
+
+    def _drop(self, among: Iterable[HistoryKey]) -> None:
+        """Forget the group of ``among`` whose last job finished longest ago."""
+        oldest = min(among, key=lambda group: (self.last.get(group, 0.0), group))
+        del self.groups[oldest]
+        self.last.pop(oldest, None)
 
     def restore(self, key: HistoryKey, samples: Iterable[float], last: float) -> None:
         """Put back a group as it was persisted (a restart): its samples, oldest first, and its last finish."""
