@@ -100,13 +100,13 @@ class Controller(JobLifecycle):
                              clock=self._read_clock)
         self.reservations = ReservationWriter(client, settings.queue_namespace, wall=self._read_wall,
                                               clock=self._read_clock)
+        """Publishes what admitted jobs hold for the extender (:mod:`webhook.controller.reservations`)."""
         self.eta: EtaService | None = None
         """The waiting jobs' start estimates, refreshed off the pass (docs/eta.md); ``None`` with
         ``--eta-interval 0``."""
         if settings.eta_interval > 0:
             self.eta = EtaService(settings.eta_interval, self.cache.pod_index, wall=self._read_wall,
                                   clock=self._read_clock, poke=self._status_changed)
-        """Publishes what admitted jobs hold for the extender (:mod:`webhook.controller.reservations`)."""
         self.elector: LeaderElector | None = None
         if settings.leader_elect:
             self.elector = LeaderElector(
