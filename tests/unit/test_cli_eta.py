@@ -11,6 +11,7 @@ from tests.clirun import NOW, T0, run, seed_objects
 from tests.fakeapi import FakeApi
 from tests.kubefake import stamp
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION
+from webhook.cli.eta import about
 
 
 def api(declared: dict[str, str], *, history: list[dict[str, Any]] | None = None,
@@ -103,3 +104,10 @@ def test_kq_list_shows_the_published_estimate_in_its_eta_column() -> None:
     assert rows["pi2"][6] == "~12m" and rows["big"][6] == "<5m" and rows["pi1"][6] == "-"
     items = {item["name"]: item for item in json.loads(run(["list", "-o", "json"], fake).out)["items"]}
     assert items["pi2"]["estimatedStart"] == stamp(NOW + 720) and "estimatedStart" not in items["pi1"]
+
+
+def test_times_ahead_read_as_people_say_them() -> None:
+
+
+    assert [about(seconds) for seconds in (20, 89, 720, 3600, 12000, 40 * 3600, 2 * 86400 + 4 * 3600)] == [
+        "under a minute", "1 min", "12 min", "1 h", "3 h 20 min", "40 h", "2 d 4 h"]

@@ -201,8 +201,8 @@ def eta_lines(report: EtaReport, now: float) -> list[str]:
     if start is not None:
         around = f" ({about(start - now)} to {about(latest - now)})" if latest is not None and latest > start else ""
         basis = f", {_basis_text(found.basis)}" if found is not None else " (the controller's estimate)"
-        lines.append(f"Expected to start in about {about(start - now)}{around}, at about "
-                     f"{rfc3339_seconds(start)}{basis}.")
+        when = "within a minute" if start - now < 60 else f"in about {about(start - now)}"
+        lines.append(f"Expected to start {when}{around}, at about {rfc3339_seconds(start)}{basis}.")
         if found is not None and found.finish is not None:
             lines.append(f"Expected to finish about {about(found.finish - now)} from now: {_own(found.runtime)}.")
         elif found is not None and found.runtime.problem:
