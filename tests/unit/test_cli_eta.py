@@ -110,4 +110,4 @@ def test_times_ahead_read_as_people_say_them() -> None:
 
 
     assert [about(seconds) for seconds in (20, 89, 720, 3600, 12000, 40 * 3600, 2 * 86400 + 4 * 3600)] == [
-        "under a minute", "1 min", "12 min", "1 h", "3 h 20 min", "40 h", "2 d 4 h"]
+        "20 s", "89 s", "12 min", "1 h", "3 h 20 min", "40 h", "2 d 4 h"]

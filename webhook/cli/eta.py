@@ -59,10 +59,10 @@ def published_estimates(queues: Mapping[str, Obj]) -> Published:
 
 
 def about(seconds: float) -> str:
-    """``under a minute``, ``12 min``, ``3 h 20 min``, ``2 d 4 h``: a rounded time ahead."""
+    """``40 s``, ``12 min``, ``3 h 20 min``, ``2 d 4 h``: a rounded span of time."""
     seconds = max(0.0, seconds)
-    if seconds < 60:
-        return "under a minute"
+    if seconds < 90:
+        return f"{round(seconds)} s"
     minutes = round(seconds / 60)
     if minutes < 60:
         return f"{minutes} min"
@@ -199,10 +199,12 @@ def eta_lines(report: EtaReport, now: float) -> list[str]:
     found = report.estimate
     lines = []
     if start is not None:
-        around = f" ({about(start - now)} to {about(latest - now)})" if latest is not None and latest > start else ""
+        early, late = about(start - now), about(latest - now) if latest is not None else ""
+        around = f" ({early} to {late})" if late and late != early else ""
         basis = f", {_basis_text(found.basis)}" if found is not None else " (the controller's estimate)"
-        when = "within a minute" if start - now < 60 else f"in about {about(start - now)}"
-        lines.append(f"Expected to start {when}{around}, at about {rfc3339_seconds(start)}{basis}.")
+        when = "at the controller's next pass" if start - now < 1 else f"in about {early}{around}, at about " \
+            f"{rfc3339_seconds(start)}"
+        lines.append(f"Expected to start {when}{basis}.")
         if found is not None and found.finish is not None:
             lines.append(f"Expected to finish about {about(found.finish - now)} from now: {_own(found.runtime)}.")
         elif found is not None and found.runtime.problem:
