@@ -157,17 +157,20 @@ def estimate_job(snapshot: Snapshot, views: Sequence[JobView], view: JobView, ra
 
 
 def _basis_text(basis: Basis) -> str:
+    """``from the run times of 14 completed jobs like the 5 that end before it and the declared run times of 2
+    more``: what the jobs that end before it in the replay rested on."""
     parts = []
     if basis.samples:
         parts.append(f"the run times of {basis.samples} completed job{'s' if basis.samples != 1 else ''} like the "
-                     f"{basis.history} that finish{'es' if basis.history == 1 else ''} before it")
+                     f"{basis.history} that end{'s' if basis.history == 1 else ''} before it")
     if basis.declared:
-        parts.append(f"{basis.declared} declared run time{'s' if basis.declared != 1 else ''}")
+        more = " more" if parts else ""
+        parts.append(f"the declared run time{'s' if basis.declared != 1 else ''} of {basis.declared}{more}")
     if basis.deadline:
-        parts.append(f"{basis.deadline} deadline{'s' if basis.deadline != 1 else ''}")
+        parts.append(f"the deadline{'s' if basis.deadline != 1 else ''} of {basis.deadline}")
     if not parts:
-        return "no job needs to finish first"
-    return "from " + ", ".join(parts)
+        return "no job needs to end first"
+    return "from " + " and ".join(parts)
 
 
 def _own(runtime: Runtime) -> str:
