@@ -285,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the trace's submissions")
     parser.add_argument("--port-base", type=int, default=29700)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dump", type=Path, help="also write every prediction and start to this JSON file")
     args = parser.parse_args(argv)
     command = COMMAND + ("" if (args.minutes, args.port_base, args.seed) == (10.0, 29700, 1) else
                          f" --minutes {args.minutes:g} --port-base {args.port_base} --seed {args.seed}")
@@ -292,6 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = ClusterConfig(state_dir=devrun.state_dir("eta"), ports=Ports(args.port_base),
                            service_args=("--oversellrate=1", "--status-interval=1", "--eta-interval=2"))
     outcome, problem = devrun.run("eta", config, lambda: measure(config, jobs, args.minutes))
+    if args.dump is not None and outcome is not None:
+        args.dump.write_text(json.dumps({
+            "submitted": {"/".join(key): at for key, at in outcome.submitted.items()},
+            "started": {"/".join(key): at for key, at in outcome.started.items()},
+            "predictions": [{"job": "/".join(p.key), "at": p.at, **p.values} for p in outcome.predictions],
+        }))
     sys.stdout.write(report(outcome, problem, command, len(jobs)))
     return 0
 
