@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
+from itertools import pairwise
 from types import MappingProxyType
 
 from webhook.api.names import FAIR_SHARING_ATTRIBUTE, MAX_JOBS, WEIGHT_ATTRIBUTE
@@ -47,7 +48,7 @@ from webhook.core.quota_attributes import parse_weight
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Workload
 
-__all__ = ["INFINITE", "fair_admit_groups", "fair_parents", "parse_weight", "share", "shares", "weights"]
+__all__ = ["INFINITE", "fair_admit_groups", "fair_note", "fair_parents", "share", "shares", "weights"]
 
 INFINITE = Fraction(10**18)
 """The share of a child of weight 0 that borrows: above any real share."""
@@ -111,6 +112,32 @@ def shares(tree: QuotaTree, used: Mapping[str, Resources]) -> dict[str, Fraction
         for child in parent.children:
             out[child.key] = share(parent, child, weight[child.key], dict(used.get(child.key, EMPTY).items()))
     return out
+
+
+def fair_note(tree: QuotaTree, used: Mapping[str, Resources], leaf_key: str) -> str:
+    """What fair sharing means for a job of ``leaf_key`` now, one sentence per fair-sharing ancestor, for
+    ``kq why``; ``""`` when none of its ancestors shares by weight."""
+    chain = tree.chain(leaf_key)
+    fair = fair_parents(tree)
+    if not fair:
+        return ""
+    current = shares(tree, used)
+    notes = []
+    for child, parent in pairwise(chain):
+        if parent.key not in fair:
+            continue
+        mine = current[child.key]
+        lower = sorted((current[other.key], other.full_name) for other in parent.children
+                       if other.key != child.key and current[other.key] < mine)
+        said = f"{float(mine):.2f}" if mine < INFINITE else "unbounded (weight 0)"
+        if lower:
+            others = ", ".join(f"{name} ({float(value):.2f})" for value, name in lower)
+            notes.append(f"fair sharing under {parent.full_name}: {child.full_name} borrows at share {said}, above "
+                         f"{others}, whose jobs go first for what is above the mins")
+        else:
+            notes.append(f"fair sharing under {parent.full_name}: {child.full_name} borrows at share {said}, at or "
+                         "below its siblings': its jobs go first for what is above the mins")
+    return "; ".join(notes)
 
 
 class _Queue:
