@@ -265,3 +265,16 @@ def test_kq_why_says_who_goes_first_for_the_spare() -> None:
     below = fair_note(quota_tree, used, "c1")
     assert "root/c1 borrows at share 0.00, at or below its siblings': its jobs go first" in below
     assert fair_note(replace(Scene(10, ((0, None, 1, 0),)), fair=False).tree(), {}, "c0") == ""
+
+
+def test_kq_top_quota_shows_each_childs_share_beside_its_fair_part() -> None:
+    from webhook.cli.quota import fair_lines  # noqa: PLC0415 - the CLI's formatting of the same numbers
+    from webhook.cli.usage import NodeUsage  # noqa: PLC0415
+
+    quota_tree = Scene(100, ((30, None, 1, 0), (20, None, 1, 0))).tree()
+    usages = [NodeUsage(quota_tree.nodes[key], 1, (False,), used, used)
+              for key, used in (("c0", res(cpu=45)), ("c1", res(cpu=20)))]
+    (line,) = fair_lines(quota_tree, usages)
+    assert line == ("fair sharing under root: c0 borrows at share 0.50, fair part of the spare 60%; "
+                    "c1 borrows at share 0.00, fair part of the spare 40%")
+    assert fair_lines(replace(Scene(10, ((0, None, 1, 0),)), fair=False).tree(), []) == []
