@@ -26,6 +26,7 @@ meant for trees of tens to hundreds of quotas.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from itertools import pairwise
 from types import MappingProxyType
@@ -43,12 +44,14 @@ from webhook.core.queueing import (
     still_waiting,
     turn_of,
 )
-from webhook.core.quota import QuotaNode, QuotaTree
+from webhook.core.quota import QuotaNode, QuotaTree, build_tree
 from webhook.core.quota_attributes import parse_weight
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Workload
 
-__all__ = ["INFINITE", "fair_admit_groups", "fair_note", "fair_parents", "share", "shares", "weights"]
+__all__ = [
+    "INFINITE", "fair_admit_groups", "fair_note", "fair_parents", "share", "shares", "weights", "with_fair_sharing",
+]
 
 INFINITE = Fraction(10**18)
 """The share of a child of weight 0 that borrows: above any real share."""
@@ -138,6 +141,20 @@ def fair_note(tree: QuotaTree, used: Mapping[str, Resources], leaf_key: str) -> 
             notes.append(f"fair sharing under {parent.full_name}: {child.full_name} borrows at share {said}, at or "
                          "below its siblings': its jobs go first for what is above the mins")
     return "; ".join(notes)
+
+
+def with_fair_sharing(tree: QuotaTree, on: bool) -> QuotaTree:
+    """The same tree with fair sharing on at every node with children (``on``) or off everywhere (what
+    ``kq simulate --fair-sharing`` compares)."""
+
+    def rebuilt(node: QuotaNode) -> QuotaNode:
+        attributes = {name: value for name, value in node.attributes.items() if name != FAIR_SHARING_ATTRIBUTE}
+        if on and node.children:
+            attributes[FAIR_SHARING_ATTRIBUTE] = "true"
+        return replace(node, attributes=MappingProxyType(attributes),
+                       children=tuple(rebuilt(child) for child in node.children))
+
+    return build_tree(rebuilt(tree.root))
 
 
 class _Queue:
