@@ -68,7 +68,7 @@ fuzz: install
 	$(call pytest_must_run,tests/fuzz -q -p no:cacheprovider)
 
 e2e: install deps binaries
-	$(call pytest_must_run,tests/e2e -q -p no:cacheprovider)
+	$(call pytest_must_run,tests/e2e -q -p no:cacheprovider --durations=15)
 
 check: EXAMPLES = --hypothesis-profile=check
 check: lint types unit service

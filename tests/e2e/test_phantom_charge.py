@@ -104,7 +104,12 @@ def test_a_pod_deleted_before_its_binding_does_not_stall_its_quota(dev_cluster: 
         pods = _pods(dev, space, "app=phantom")
         return bool(pods) and "the binding of the pod phantom is refused" in _scheduled_message(pods[0])
 
-    dev.wait_until(binding_refused, 90, "the queue to release phantom and its binding to be refused")
+    try:
+        dev.wait_until(binding_refused, 90, "the queue to release phantom and its binding to be refused")
+    except AssertionError as error:
+        pods = _pods(dev, space, "app=phantom")
+        said = [_scheduled_message(pod) or pod.get("status", {}) for pod in pods]
+        raise AssertionError(f"{error}; phantom says {said}") from None
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "work", "namespace": space},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "work"}},

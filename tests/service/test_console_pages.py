@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from tests.builders import cluster_pod
 from tests.clirun import NOW, run, seed_api
 from tests.fakeapi import FakeApi
+from webhook.api.names import FAIR_SHARING_ATTRIBUTE
 from webhook.cli.kubeapi import KubeApi
 from webhook.cli.kubeconfig import Connection
 from webhook.console.app import ConsoleSettings, build_app
@@ -233,6 +234,20 @@ async def test_the_operator_page_draws_the_tree_with_its_numbers(world: World) -
     assert queue_row is not None
     assert cells(queue_row.group(0))[4] == "1"  # waiting
     assert "Admitted by quota root/Department-a" in html
+
+
+async def test_the_operator_page_shows_each_fair_sharing_childs_share(world: World) -> None:
+    client, api, _ = world
+    quota_tree = api.objects[("scheduling.sigs.k8s.io", "elasticquotatrees", "kube-system", "elasticquotatree")]
+    quota_tree["spec"]["root"]["attributes"] = {FAIR_SHARING_ATTRIBUTE: "true"}
+    html = await (await client.get("/operator")).text()
+    fairness = re.findall(r'<p class="fairness">(.*?)</p>', html)
+    # Default weights are each child's largest share of root's min: Department-a 3 of 4 GPUs, Department-b
+    # 40 of 100 CPU, so 0.75 : 0.40 of the spare. Department-b's mnist borrows GPUs beyond its min of 1.
+    assert fairness == ["fair sharing under root: Department-a borrows at share 0.00, fair part of the spare 65%; "
+                        "Department-b borrows at share 0.62, fair part of the spare 35%"]
+    del quota_tree["spec"]["root"]["attributes"]
+    assert 'class="fairness"' not in await (await client.get("/operator")).text()
 
 
 async def test_the_operator_page_says_what_it_may_not_read(world: World) -> None:

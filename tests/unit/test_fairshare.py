@@ -18,9 +18,10 @@ from tests.strategies import examples
 from webhook.api.names import FAIR_SHARING_ATTRIBUTE, WEIGHT_ATTRIBUTE
 from webhook.core.decide import decide, leaf_policies
 from webhook.core.decisions import Decisions, PlainJob
-from webhook.core.fairshare import INFINITE, fair_parents, parse_weight, share, shares, weights
+from webhook.core.fairshare import INFINITE, fair_note, fair_parents, share, shares, weights
 from webhook.core.queueing import admit_groups, order
 from webhook.core.quota import QuotaTree
+from webhook.core.quota_attributes import parse_weight
 from webhook.core.workload import Phase, Workload
 
 SETTINGS = settings(max_examples=examples(150), deadline=None, database=None, derandomize=True,
@@ -254,3 +255,26 @@ def test_a_block_queue_stops_at_its_first_miss_and_unknown_quotas_wait() -> None
     assert result.positions[jobs[1].key] == 2
     assert result.reasons[jobs[1].key].blocked_behind == jobs[0].key
     assert "not in the ElasticQuotaTree" in result.reasons[jobs[3].key].explain()
+
+
+def test_kq_why_says_who_goes_first_for_the_spare() -> None:
+    quota_tree = Scene(100, ((30, None, 1, 0), (20, None, 1, 0))).tree()
+    used = {"c0": res(cpu=50), "c1": res(cpu=20), "root": res(cpu=70)}
+    above = fair_note(quota_tree, used, "c0")
+    assert "root/c0 borrows at share 0.67, above root/c1 (0.00), whose jobs go first" in above
+    below = fair_note(quota_tree, used, "c1")
+    assert "root/c1 borrows at share 0.00, at or below its siblings': its jobs go first" in below
+    assert fair_note(replace(Scene(10, ((0, None, 1, 0),)), fair=False).tree(), {}, "c0") == ""
+
+
+def test_kq_top_quota_shows_each_childs_share_beside_its_fair_part() -> None:
+    from webhook.cli.quota import fair_lines  # noqa: PLC0415 - the CLI's formatting of the same numbers
+    from webhook.cli.usage import NodeUsage  # noqa: PLC0415
+
+    quota_tree = Scene(100, ((30, None, 1, 0), (20, None, 1, 0))).tree()
+    usages = [NodeUsage(quota_tree.nodes[key], 1, (False,), used, used)
+              for key, used in (("c0", res(cpu=45)), ("c1", res(cpu=20)))]
+    (line,) = fair_lines(quota_tree, usages)
+    assert line == ("fair sharing under root: c0 borrows at share 0.50, fair part of the spare 60%; "
+                    "c1 borrows at share 0.00, fair part of the spare 40%")
+    assert fair_lines(replace(Scene(10, ((0, None, 1, 0),)), fair=False).tree(), []) == []

@@ -484,3 +484,32 @@ def test_quota_fullname() -> None:
     assert quota_fullname(t, "root") == "root"
     with pytest.raises(KeyError):
         quota_fullname(t, "department-z")
+
+
+@pytest.mark.parametrize(
+    ("where", "attributes", "problem"),
+    [
+        ("root", {"kube-queue.x-k8s.io/fair-sharing": "yes"}, "is not \"true\" or \"false\""),
+        ("root/Department-a", {"kube-queue.x-k8s.io/fair-sharing": "true"}, "a leaf has no children"),
+        ("root/Department-a", {"kube-queue.x-k8s.io/weight": "-1"}, "is not a positive number"),
+        ("root/Department-a", {"kube-queue.x-k8s.io/weight": "heavy"}, "is not a positive number"),
+        ("root/Department-a", {"kube-queue.x-k8s.io/reclaim-after": "soon"}, "is not a duration above zero"),
+        ("root/Department-a", {"kube-queue.x-k8s.io/reclaim-after": "0s"}, "is not a duration above zero"),
+    ],
+)
+def test_the_attributes_kube_queue_reads_are_checked(where: str, attributes: dict[str, str], problem: str) -> None:
+    spec: dict[str, Any] = copy.deepcopy(SEED_TREE_SPEC)
+    target = spec["root"] if where == "root" else spec["root"]["children"][0]
+    target["attributes"] = attributes
+    with pytest.raises(QuotaTreeError) as raised:
+        parse_tree(spec)
+    violations = [v for v in raised.value.violations if v.rule == "attribute"]
+    assert len(violations) == 1 and violations[0].path == where and problem in violations[0].message
+
+
+def test_valid_attributes_and_unknown_ones_pass() -> None:
+    spec: dict[str, Any] = copy.deepcopy(SEED_TREE_SPEC)
+    spec["root"]["attributes"] = {"kube-queue.x-k8s.io/fair-sharing": "True", "team": "anything"}
+    spec["root"]["children"][0]["attributes"] = {"kube-queue.x-k8s.io/weight": "3/2",
+                                                 "kube-queue.x-k8s.io/reclaim-after": "1h30m"}
+    assert parse_tree(spec).nodes["department-a"].attributes["kube-queue.x-k8s.io/weight"] == "3/2"

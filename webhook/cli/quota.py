@@ -93,6 +93,30 @@ def top_rows(usages: Sequence[NodeUsage], wide: bool) -> tuple[list[Any], list[l
     return columns, rows
 
 
+def fair_lines(tree: QuotaTree, usages: Sequence[NodeUsage]) -> list[str]:
+    """Under each fair-sharing parent, each child's share of what it borrows beside its fair part of the spare
+    (docs/fair-sharing.md); nothing for a tree without one."""
+    from webhook.core.fairshare import INFINITE, fair_parents, shares, weights  # noqa: PLC0415
+
+    parents = fair_parents(tree)
+    if not parents:
+        return []
+    used = {usage.node.key: usage.used for usage in usages}
+    share, weight = shares(tree, used), weights(tree)
+    lines = []
+    for key in sorted(parents):
+        parent = tree.nodes[key]
+        total = sum(weight[child.key] for child in parent.children)
+        parts = []
+        for child in parent.children:
+            fair = weight[child.key] / total if total else 0
+            value = share[child.key]
+            said = "unbounded" if value >= INFINITE else f"{float(value):.2f}"
+            parts.append(f"{child.name} borrows at share {said}, fair part of the spare {float(fair):.0%}")
+        lines.append(f"fair sharing under {parent.full_name}: " + "; ".join(parts))
+    return lines
+
+
 def top_data(usages: Sequence[NodeUsage]) -> list[dict[str, Any]]:
     """``kq top quota -o json|yaml``: every node with its lists."""
     from webhook.core.resources import Resources  # noqa: PLC0415
@@ -142,6 +166,8 @@ def _top(ctx: Ctx, args: argparse.Namespace) -> int:
     wide = args.output == "wide"
     columns, rows = top_rows(usages, wide)
     ctx.print(table(columns, rows, max(ctx.width, WIDE) if wide else ctx.width, TOP_GAP).rstrip("\n"))
+    for line in fair_lines(tree, usages):
+        ctx.print(line)
     ctx.note(f"usage from {source}; bar = max, # used within min, + borrowed beyond min")
     return 0
 

@@ -46,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "  kq simulate examples/scenarios/seed-1-round.yaml\n"
             "  kq simulate examples/scenarios/seed-3-reclaim.yaml --timeline\n"
             "  kq simulate examples/scenarios/peer-shape.yaml -o json\n"
-            "  kq simulate my.yaml --oversellrate 1 --strict-priority --until 10m"
+            "  kq simulate my.yaml --oversellrate 1 --strict-priority --until 10m\n"
+            "  kq simulate examples/scenarios/fair-sharing.yaml --fair-sharing off"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -59,6 +60,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--strict-priority", action=argparse.BooleanOptionalAction, default=None,
                         help="override the scenario's StrictPriority (every queue Block)")
     parser.add_argument("--until", metavar="DURATION", help="stop the virtual clock at DURATION (e.g. 10m)")
+    parser.add_argument("--fair-sharing", choices=("on", "off"),
+                        help="share the spare by weight at every parent quota (on), or nowhere (off); "
+                             "docs/fair-sharing.md")
     parser.set_defaults(handler=run)
 
 
@@ -70,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"kq simulate: {error}", file=sys.stderr)
         return 2
     scenario = scenario.with_settings(
-        oversell_rate=args.oversellrate, strict_priority=args.strict_priority, until=until
+        oversell_rate=args.oversellrate, strict_priority=args.strict_priority, until=until,
+        fair_sharing=None if args.fair_sharing is None else args.fair_sharing == "on",
     )
     result = run_scenario(scenario, record_timeline=True)
     if args.output == "json":

@@ -21,9 +21,11 @@ from webhook.controller import decide
 from webhook.controller.model import TrackedJob
 from webhook.controller.starts import accounted_by, loose_pods_of
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA
+from webhook.core.fairshare import fair_note
 from webhook.core.fit import Blocker, FitResult, validate_rate
 from webhook.core.ledger import build_ledger
 from webhook.core.loose import loose_inputs, read_budgets, with_claimed_devices
+from webhook.core.pass_snapshot import kept_by_run_time
 from webhook.core.queueing import Policy, admission_pass
 from webhook.core.quota import QuotaTree
 from webhook.core.reclaim import explain_reclaim
@@ -105,6 +107,8 @@ class WaitReport:
     reclaim_possible: bool
     by_reclaim: bool = False
     """The next pass admits it by reclaim (``reclaim`` says whom it evicts)."""
+    fairness: str = ""
+    """What fair sharing means for it now (:func:`webhook.core.fairshare.fair_note`); ``""`` without it."""
 
     @property
     def blockers(self) -> tuple[Blocker, ...]:
@@ -208,6 +212,7 @@ def _from_the_pass(  # noqa: PLR0917 - explain_wait's arguments, passed on
     running += [tracked_job.workload for tracked_job in tracked if tracked_job.workload.phase is Phase.ADMITTED
                 and tracked_job.workload.key not in gone]
     running += [workload for workload in loose if workload.key not in gone]
+    protected = {**protected, **kept_by_run_time(tree, running, snapshot.now)}
     candidates = [workload for workload in running if workload.key not in protected]
     plan_text = explain_reclaim(tree, used, candidates, job.workload, rate)
     possible = not plan_text.startswith("no reclaim")
@@ -219,7 +224,7 @@ def _from_the_pass(  # noqa: PLR0917 - explain_wait's arguments, passed on
         unguarded = explain_reclaim(tree, used, running, job.workload, rate)
         if not unguarded.startswith("no reclaim"):
             named = "; ".join(f"{key} ({why})" for key, why in protected.items() if str(key) in unguarded)
-            plan_text = f"{plan_text}; only evicting pods that may not be evicted would help: {named}"
+            plan_text = f"{plan_text}; only evicting jobs or pods that may not be taken now would help: {named}"
     return WaitReport(
         job=job,
         rate=rate,
@@ -233,4 +238,5 @@ def _from_the_pass(  # noqa: PLR0917 - explain_wait's arguments, passed on
         ahead=ahead,
         reclaim=plan_text,
         reclaim_possible=possible,
+        fairness=fair_note(tree, used, job.leaf.key),
     )

@@ -179,6 +179,8 @@ def explain_queuing(
                               "lists them all; kq list --status QUEUING shows the queue).", 2, width))
     else:
         lines.append(f"Nobody is ahead of it in quota {view.quota}.")
+    if report.fairness:
+        lines.append(wrap(report.fairness[0].upper() + report.fairness[1:] + ".", 2, width))
     lines.append("")
     verdict = "could help" if report.reclaim_possible else "cannot help"
     lines.append(wrap(f"Reclaim {verdict}: {report.reclaim}.", 2, width))

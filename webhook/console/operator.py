@@ -122,6 +122,8 @@ class Decision:
 class OperatorView:
     picture: QuotaPicture | None = None
     tree_problem: str = ""
+    fairness: list[str] = field(default_factory=list)
+    """Under each fair-sharing parent, each child's share beside its fair part (``kq top quota``'s lines)."""
     queues: list[QueueRow] = field(default_factory=list)
     queues_problem: str = ""
     jobs_problem: str = ""
@@ -161,7 +163,7 @@ def load_operator(api: KubeApi, now: float) -> OperatorView:
     """Everything the page shows; each part that cannot be read says why instead."""
     from webhook.cli.fetch import CliError, load_snapshot, read_tree  # noqa: PLC0415
     from webhook.cli.kubeapi import EVENTS, QUEUES, ApiError  # noqa: PLC0415
-    from webhook.cli.quota import queue_rows  # noqa: PLC0415
+    from webhook.cli.quota import fair_lines, queue_rows  # noqa: PLC0415
     from webhook.cli.usage import quota_usage  # noqa: PLC0415
     from webhook.cli.view import Snapshot, job_views  # noqa: PLC0415
 
@@ -179,6 +181,7 @@ def load_operator(api: KubeApi, now: float) -> OperatorView:
     else:
         usages, source = quota_usage(tree, tree_obj, views)
         page.picture = quota_bars(usages, source)
+        page.fairness = fair_lines(tree, usages)
     try:
         queues = {name_of(obj): obj for obj in api.list(QUEUES, QUEUE_NAMESPACE)}
     except ApiError as error:

@@ -129,9 +129,12 @@ class JobLifecycle:
         self._outside_told &= live
 
     def _set_timer(self, checks: StartChecks | None, decisions: JobDecisions, now: float) -> None:
-        """A pass is due at the next start deadline or retry time."""
+        """A pass is due at the next start deadline or retry time, or when a job kept from reclaim by its
+        quota's minimum run time may be taken."""
         due = [checks.next_deadline] if checks is not None and checks.next_deadline is not None else []
         due += [job.backoff.retry_at for job in decisions.backoff if job.backoff and not job.backoff.gave_up]
+        if decisions.reclaimable_at is not None and decisions.positions:
+            due.append(decisions.reclaimable_at)
         self._timer_due = None if not due else self._clock() + max(0.0, min(due) - now) + 0.05
 
     async def _back_off_all(

@@ -24,9 +24,12 @@ Only the leader sets the per-quota gauges (a follower clears them), so a sum ove
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from prometheus_client import Counter, Gauge, Histogram
 
 from webhook.controller.decide import JobDecisions
+from webhook.core.fairshare import INFINITE, fair_parents, shares, weights
 from webhook.core.quantity import to_float
 from webhook.core.quota import QuotaTree, queue_name
 
@@ -70,6 +73,17 @@ START_FAILURES = Counter(
     "kube_queue_start_failures",
     "Released jobs held again because their pods did not run within the start timeout, by reason",
     ["reason"],
+)
+SHARE = Gauge(
+    "kube_queue_quota_fair_share_used_ratio",
+    "Under a fair-sharing parent: the child's weighted dominant share of what it borrows beyond its min "
+    "(docs/fair-sharing.md)",
+    ["quota"],
+)
+FAIR_SHARE = Gauge(
+    "kube_queue_quota_fair_share_ratio",
+    "Under a fair-sharing parent: the child's weight as a fraction of its siblings' (its fair part of the spare)",
+    ["quota"],
 )
 OVERSELL = Gauge("kube_queue_oversell_rate", "The controller's oversell rate (admission limit = max x rate)")
 QUOTA = {
@@ -122,6 +136,16 @@ def observe_pass(tree: QuotaTree, decisions: JobDecisions, seconds: float, now: 
             QUOTA["used"].labels(quota, resource).set(to_float(used))
             QUOTA["request"].labels(quota, resource).set(to_float(usage.request.get_or_zero(resource)))
             QUOTA["borrowed"].labels(quota, resource).set(to_float(max(0, used - low)))
+    SHARE.clear()
+    FAIR_SHARE.clear()
+    if fair_parents(tree):
+        weight = weights(tree)
+        for key, value in shares(tree, decisions.ledger.used_view()).items():
+            node = tree.nodes[key]
+            parent = tree.nodes[tree.parents[key] or key]
+            total = sum((weight[child.key] for child in parent.children), start=Fraction(0))
+            SHARE.labels(node.full_name).set(float(min(value, INFINITE)))
+            FAIR_SHARE.labels(node.full_name).set(float(weight[key] / total) if total else 0.0)
 
 
 def clear_quota_gauges() -> None:
@@ -131,3 +155,5 @@ def clear_quota_gauges() -> None:
     OLDEST.clear()
     for gauge in QUOTA.values():
         gauge.clear()
+    SHARE.clear()
+    FAIR_SHARE.clear()

@@ -350,4 +350,5 @@ def decide(
         checks=checks,
         backoff=tuple(snapshot.backoff),
         held=tuple(snapshot.held),
+        reclaimable_at=snapshot.reclaimable_at,
     )

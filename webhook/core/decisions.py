@@ -115,6 +115,9 @@ class Decisions(Generic[J]):
     their Queue's ``backoff`` (docs/start-timeout.md)."""
     held: tuple[J, ...] = ()
     """Held jobs that may not be released whatever the quota says: their PriorityClass does not exist."""
+    reclaimable_at: float | None = None
+    """When the first admitted job kept from reclaim by its quota's minimum run time may be taken (seconds
+    since the epoch): a pass is due then (docs/reclaim.md, "A minimum run time")."""
 
 
 def reason_key(reason: FitResult | None) -> str:

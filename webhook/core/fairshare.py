@@ -26,7 +26,9 @@ meant for trees of tens to hundreds of quotas.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
+from itertools import pairwise
 from types import MappingProxyType
 
 from webhook.api.names import FAIR_SHARING_ATTRIBUTE, MAX_JOBS, WEIGHT_ATTRIBUTE
@@ -42,12 +44,14 @@ from webhook.core.queueing import (
     still_waiting,
     turn_of,
 )
-from webhook.core.quota import QuotaNode, QuotaTree
+from webhook.core.quota import QuotaNode, QuotaTree, build_tree
 from webhook.core.quota_attributes import parse_weight
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Workload
 
-__all__ = ["INFINITE", "fair_admit_groups", "fair_parents", "parse_weight", "share", "shares", "weights"]
+__all__ = [
+    "INFINITE", "fair_admit_groups", "fair_note", "fair_parents", "share", "shares", "weights", "with_fair_sharing",
+]
 
 INFINITE = Fraction(10**18)
 """The share of a child of weight 0 that borrows: above any real share."""
@@ -111,6 +115,46 @@ def shares(tree: QuotaTree, used: Mapping[str, Resources]) -> dict[str, Fraction
         for child in parent.children:
             out[child.key] = share(parent, child, weight[child.key], dict(used.get(child.key, EMPTY).items()))
     return out
+
+
+def fair_note(tree: QuotaTree, used: Mapping[str, Resources], leaf_key: str) -> str:
+    """What fair sharing means for a job of ``leaf_key`` now, one sentence per fair-sharing ancestor, for
+    ``kq why``; ``""`` when none of its ancestors shares by weight."""
+    chain = tree.chain(leaf_key)
+    fair = fair_parents(tree)
+    if not fair:
+        return ""
+    current = shares(tree, used)
+    notes = []
+    for child, parent in pairwise(chain):
+        if parent.key not in fair:
+            continue
+        mine = current[child.key]
+        lower = sorted((current[other.key], other.full_name) for other in parent.children
+                       if other.key != child.key and current[other.key] < mine)
+        said = f"{float(mine):.2f}" if mine < INFINITE else "unbounded (weight 0)"
+        if lower:
+            others = ", ".join(f"{name} ({float(value):.2f})" for value, name in lower)
+            notes.append(f"fair sharing under {parent.full_name}: {child.full_name} borrows at share {said}, above "
+                         f"{others}, whose jobs go first for what is above the mins")
+        else:
+            notes.append(f"fair sharing under {parent.full_name}: {child.full_name} borrows at share {said}, at or "
+                         "below its siblings': its jobs go first for what is above the mins")
+    return "; ".join(notes)
+
+
+def with_fair_sharing(tree: QuotaTree, on: bool) -> QuotaTree:
+    """The same tree with fair sharing on at every node with children (``on``) or off everywhere (what
+    ``kq simulate --fair-sharing`` compares)."""
+
+    def rebuilt(node: QuotaNode) -> QuotaNode:
+        attributes = {name: value for name, value in node.attributes.items() if name != FAIR_SHARING_ATTRIBUTE}
+        if on and node.children:
+            attributes[FAIR_SHARING_ATTRIBUTE] = "true"
+        return replace(node, attributes=MappingProxyType(attributes),
+                       children=tuple(rebuilt(child) for child in node.children))
+
+    return build_tree(rebuilt(tree.root))
 
 
 class _Queue:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Generic
@@ -21,12 +22,13 @@ from webhook.core.decisions import J
 from webhook.core.ledger import Ledger, build_ledger
 from webhook.core.quantity import NANO
 from webhook.core.queueing import sort_in_order
-from webhook.core.quota import QuotaTree
+from webhook.core.quota import QuotaNode, QuotaTree
+from webhook.core.quota_attributes import reclaim_after
 from webhook.core.resources import Resources, add_amounts, column, least_amounts
 from webhook.core.startup import BackoffState
 from webhook.core.workload import Phase, Workload, WorkloadKey
 
-__all__ = ["Holding", "PassSnapshot", "sort_out"]
+__all__ = ["Holding", "PassSnapshot", "kept_by_run_time", "minimum_run_times", "sort_out"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +64,59 @@ class PassSnapshot(Generic[J]):
     """The reclaim candidates that cannot be held again, by key: loose pods and admitted Pods (docs/reclaim.md,
     "Pods"). Reclaim evicts them through the Eviction API; they do not go back to a queue."""
     protected: Mapping[WorkloadKey, str]
-    """Admitted jobs and pods reclaim may not take, and why."""
+    """Admitted jobs and pods reclaim may not take, and why (those the caller names, and the ones younger than
+    their quota's minimum run time)."""
+    reclaimable_at: float | None = None
+    """When the first job kept by a minimum run time may be taken again (a pass is due then)."""
 
 
 _workload_of = attrgetter("workload")
 _Parts = tuple[list[J], list[Workload], list[float], list[int], list[dict[str, int]]]
 """A group's waiting jobs, their workloads, creation times, priorities and requests' amounts, as they came."""
 _job_amounts = attrgetter("workload.request._items")
+
+
+def minimum_run_times(tree: QuotaTree) -> dict[str, Fraction]:
+    """Per leaf key, the minimum run time before reclaim (seconds) its jobs have: the leaf's
+    :data:`~webhook.api.names.RECLAIM_AFTER_ATTRIBUTE`, else its nearest ancestor's. Empty without any."""
+    out: dict[str, Fraction] = {}
+    stack: list[tuple[QuotaNode, Fraction | None]] = [(tree.root, None)]
+    while stack:
+        node, inherited = stack.pop()
+        own = reclaim_after(node.attributes)
+        seconds = own if own is not None else inherited
+        if node.is_leaf and seconds is not None:
+            out[node.key] = seconds
+        stack.extend((child, seconds) for child in node.children)
+    return out
+
+
+def kept_by_run_time(tree: QuotaTree, workloads: Iterable[Workload], now: float) -> dict[WorkloadKey, str]:
+    """The admitted ``workloads`` younger than their quota's minimum run time at ``now``, and why (what the pass
+    protects; ``kq why`` names them)."""
+    grace = minimum_run_times(tree)
+    young: dict[WorkloadKey, tuple[float, str]] = {}
+    if grace:
+        for workload in workloads:
+            if workload.phase is Phase.ADMITTED:
+                _young(workload, grace, now, young)
+    return {key: why for key, (_, why) in young.items()}
+
+
+def _young(workload: Workload, grace: Mapping[str, Fraction], now: float,
+           young: dict[WorkloadKey, tuple[float, str]]) -> bool:
+    """Whether ``workload`` has run less than its quota's minimum run time at ``now`` (noted in ``young``)."""
+    seconds = grace.get(workload.quota.lower())
+    if seconds is None:
+        return False
+    since = workload.admitted_at if workload.admitted_at is not None else workload.created
+    until = since + float(seconds)
+    if until <= now:
+        return False
+    young[workload.key] = (until, f"it has run {max(0.0, now - since):.0f} s of the {float(seconds):.0f} s its "
+                                  f"quota {workload.quota} grants before reclaim may take it "
+                                  f"({until - now:.0f} s from now)")
+    return True
 
 
 def _sum(amounts: list[dict[str, int]], count: int) -> Resources:
@@ -122,6 +170,9 @@ def sort_out(
     held: list[J] = []
     admitted: dict[WorkloadKey, J] = {}
     by_api: dict[WorkloadKey, Workload] = {}
+    grace = minimum_run_times(tree)
+    young: dict[WorkloadKey, tuple[float, str]] = {}
+    """Admitted jobs and pods younger than their quota's minimum run time: until when, and why."""
     stale: list[J] = []
     unknown: list[Workload] = []
     unknown_running = 0
@@ -183,6 +234,8 @@ def sort_out(
             holding.amounts.append(asks)
             if protected and workload.key in protected:
                 continue
+            if grace and _young(workload, grace, now, young):
+                continue
             if job.evictable:
                 holding.evictable.append(workload)
                 holding.evictable_amounts.append(asks)
@@ -203,6 +256,8 @@ def sort_out(
         asks = workload.request._items
         holding.amounts.append(asks)
         counted_loose += 1
+        if grace and _young(workload, grace, now, young):
+            continue
         if not protected or workload.key not in protected:
             holding.evictable.append(workload)
             holding.evictable_amounts.append(asks)
@@ -233,7 +288,9 @@ def sort_out(
     for key, (group_jobs, group_workloads, created, priority, _) in groups.items():
         ordered[key], workloads[key] = _in_order(group_jobs, group_workloads, created, priority)
     return PassSnapshot(ordered, workloads, least, admitted, running, unique, stale,
-                     build_ledger(tree, [*summed, *unknown]), backoff, held, by_api, protected or {})
+                     build_ledger(tree, [*summed, *unknown]), backoff, held, by_api,
+                     {**(protected or {}), **{key: why for key, (_, why) in young.items()}},
+                     min((until for until, _ in young.values()), default=None))
 
 
 

@@ -15,6 +15,9 @@ __all__ = ["UsageMeter"]
 
 _ONE_JOB = ((MAX_JOBS, NANO),)
 
+HISTORY_LIMIT = 10_000
+"""Notes of use over time kept at most (every other one is dropped beyond)."""
+
 
 class UsageMeter:
     """Per quota node: what admitted jobs use (the ledger's ``used``) and what running jobs use, with their
@@ -31,6 +34,10 @@ class UsageMeter:
         self.running_peak: dict[str, dict[str, int]] = {}
         self.borrowed_peak: dict[str, dict[str, int]] = {}
         self.clock = 0
+        self.watched = tuple(child.key for child in tree.root.children)
+        """The quotas whose use over time the report shows: the root's children."""
+        self.history: list[tuple[int, dict[str, dict[str, int]]]] = []
+        """``(time, used per watched quota)`` at each change, thinned to at most :data:`HISTORY_LIMIT`."""
         self._guaranteed = {
             node.key: {name: node.min.get_or_zero(name) for name in {*node.min, *node.max} if name != MAX_JOBS}
             for node in tree.nodes.values()
@@ -55,7 +62,19 @@ class UsageMeter:
             for name, amount in self._borrowed(key, usage).items():
                 if amount:
                     area[name] = area.get(name, 0) + amount * span
+        self._remember()
         self.clock = to
+
+    def _remember(self) -> None:
+        """Note the watched quotas' use from the current time on (when it changed since the last note)."""
+        now = {key: {name: amount for name, amount in (self.used.get(key) or {}).items()
+                     if amount and name != MAX_JOBS}
+               for key in self.watched}
+        if self.history and self.history[-1][1] == now:
+            return
+        self.history.append((self.clock, now))
+        if len(self.history) > HISTORY_LIMIT:
+            self.history = self.history[::2]
 
     def sample(self) -> None:
         """Record peaks of the current usage."""

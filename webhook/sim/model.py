@@ -11,6 +11,7 @@ from typing import Any
 
 from webhook.api.names import LEGACY_SIM_GROUP, SIM_GROUP
 from webhook.core import duration
+from webhook.core.fairshare import with_fair_sharing
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import Resources
 from webhook.core.startup import BackoffPolicy
@@ -155,11 +156,13 @@ class Scenario:
         oversell_rate: Fraction | None = None,
         strict_priority: bool | None = None,
         until: int | None = None,
+        fair_sharing: bool | None = None,
     ) -> Scenario:
-        """The same scenario with some settings overridden (the command line's flags)."""
+        """The same scenario with some settings overridden (the command line's flags; ``fair_sharing`` turns it
+        on at every parent quota, or off everywhere: docs/fair-sharing.md)."""
         return Scenario(
             name=self.name,
-            tree=self.tree,
+            tree=self.tree if fair_sharing is None else with_fair_sharing(self.tree, fair_sharing),
             submissions=self.submissions,
             oversell_rate=self.oversell_rate if oversell_rate is None else oversell_rate,
             strict_priority=self.strict_priority if strict_priority is None else strict_priority,

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.api.names import MAX_JOBS
+from webhook.core.fairshare import INFINITE, fair_parents, share, weights
 from webhook.core.quantity import NANO, format_quantity
 from webhook.core.quota import QuotaNode
 from webhook.core.resources import is_binary_resource
@@ -266,10 +267,43 @@ def to_text(result: SimResult, *, timeline: bool = False) -> str:
             lines.append(f"  {job['job']}  {job['quota']}  {where}: {job['reason'] or '-'}")
         if len(waiting) > 50:
             lines.append(f"  ... and {len(waiting) - 50} more (-o json lists every job)")
+    lines += use_over_time(result)
     if timeline:
         lines += ["", "timeline:"]
         lines += ["  " + line for line in timeline_lines(result.timeline)]
     return "\n".join(lines) + "\n"
+
+
+def use_over_time(result: SimResult, rows: int = 10) -> list[str]:
+    """What the root's children use at ``rows`` evenly spaced times (the first resource the root caps), with each
+    one's fair-sharing share when the root shares by weight (docs/fair-sharing.md)."""
+    meter, tree = result.meter, result.scenario.tree
+    resources = [name for name in tree.root.max if name != MAX_JOBS]
+    if not meter.history or not resources or not tree.root.children:
+        return []
+    resource = resources[0]
+    fair = tree.root.key in fair_parents(tree)
+    weight = weights(tree) if fair else {}
+    end = max(result.end, meter.history[-1][0])
+    header = ["TIME", *(child.name for child in tree.root.children)]
+    table_rows = []
+    index = 0
+    for step in range(rows + 1):
+        at = end * step // rows
+        while index + 1 < len(meter.history) and meter.history[index + 1][0] <= at:
+            index += 1
+        used = meter.history[index][1]
+        cells = []
+        for child in tree.root.children:
+            amount = used.get(child.key, {}).get(resource, 0)
+            cell = _amount(resource, _units(amount))
+            if fair:
+                value = share(tree.root, child, weight[child.key], used.get(child.key, {}))
+                cell += " (share unbounded)" if value >= INFINITE else f" (share {float(value):.2f})"
+            cells.append(cell)
+        table_rows.append([_secs(seconds(at)), *cells])
+    title = f"{resource} used over time" + (" (fair sharing under the root)" if fair else "")
+    return ["", f"{title}:", *_table(header, table_rows)]
 
 
 def outcome(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
