@@ -20,6 +20,7 @@ from webhook.core.runtimes import (
     restore_items,
     runtime_for,
 )
+from webhook.workloads.registry import adapter_for
 from webhook.workloads.runtime import active_deadline, declared_runtime, finished_at, job_runtime, stem_of, succeeded
 
 
@@ -128,6 +129,13 @@ def test_a_job_object_says_its_declared_run_time_or_why_it_cannot_be_used() -> N
     seconds, problem = declared_runtime(job({EXPECTED_RUNTIME_ANNOTATION: "a while"}))
     assert seconds is None and EXPECTED_RUNTIME_ANNOTATION in problem and "45m" in problem
     assert declared_runtime(job()) == (None, "")
+
+
+def test_a_declared_run_time_on_the_pod_template_counts_as_kq_submit_puts_it_there() -> None:
+    adapter = adapter_for("batch", "Job")
+    obj = job(spec={"template": {"metadata": {"annotations": {EXPECTED_RUNTIME_ANNOTATION: "2m"}}, "spec": {}}})
+    assert declared_runtime(obj, adapter) == (120.0, "")
+    assert declared_runtime(obj) == (None, "")  # without the adapter only the job's own is read
 
 
 def test_a_job_object_says_its_deadline_where_its_kind_puts_it() -> None:

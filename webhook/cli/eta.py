@@ -126,7 +126,8 @@ def estimate_snapshot(snapshot: Snapshot, views: Sequence[JobView], rate: Any, s
         job = other.tracked
         if job is None or job.workload.phase is Phase.FINISHED:
             continue
-        runtimes[job.workload.key] = job_runtime(job.obj, job.workload.key.kind, history, job.leaf.namespaces)
+        runtimes[job.workload.key] = job_runtime(job.obj, job.workload.key.kind, history, job.leaf.namespaces,
+                                                 job.adapter)
         since = _running_since(other) if job.workload.phase is Phase.ADMITTED else None
         if since is not None:
             running[job.workload.key] = since

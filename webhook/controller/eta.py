@@ -188,7 +188,7 @@ class EtaService:
         for job in inputs.jobs:
             if job.workload.phase is not Phase.FINISHED:
                 runtimes[job.workload.key] = job_runtime(job.obj, job.workload.key.kind, self.history,
-                                                         job.leaf.namespaces)
+                                                         job.leaf.namespaces, job.adapter)
         policies = leaf_policies(tree, inputs.queues, inputs.strict)
         given = ReplayInput(tree, inputs.jobs, policies, inputs.rate, inputs.now, runtimes, running, inputs.loose,
                             inputs.protected, inputs.closing, inputs.tries)

@@ -76,7 +76,7 @@ def replay_input(simulator: EtaSimulator, at: int, runtimes: dict[int, Runtime] 
         if runtimes is not None and job.index in runtimes:
             known[job.key] = runtimes[job.index]
         else:
-            known[job.key] = job_runtime(job.obj, job.key.kind, simulator.history, job.leaf.namespaces)
+            known[job.key] = job_runtime(job.obj, job.key.kind, simulator.history, job.leaf.namespaces, job.adapter)
         if job.state is State.RUNNING and job.started is not None:
             since[job.key] = job.started / MICROS
     return ReplayInput(

@@ -12,7 +12,7 @@ from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION
 from webhook.api.objects import Obj, parse_time
 from webhook.core.runtimes import DeclaredRuntimeError, Runtime, RuntimeHistory, name_stem, parse_runtime, runtime_for
 from webhook.core.workload import WorkloadError
-from webhook.workloads.base import int_at, str_at
+from webhook.workloads.base import Adapter, int_at, str_at
 
 __all__ = ["active_deadline", "declared_runtime", "finished_at", "job_runtime", "stem_of", "succeeded"]
 
@@ -21,10 +21,19 @@ _FINISH_FIELDS = ("completionTime", "endTime", "finishedAt", "terminationTime")
 _FINISHED_CONDITIONS = ("Complete", "Succeeded", "Failed")
 
 
-def declared_runtime(obj: Obj) -> tuple[float | None, str]:
+def declared_runtime(obj: Obj, adapter: Adapter | None = None) -> tuple[float | None, str]:
     """The run time the job's annotation declares, in seconds, and why it could not be used (``""``: it
-    could, or there is none)."""
+    could, or there is none). Without one on the job, its pod templates' are read (with ``adapter``): ``kq
+    submit --annotation`` puts annotations there."""
     text = _field(obj, "metadata", "annotations", EXPECTED_RUNTIME_ANNOTATION)
+    if text is None and adapter is not None:
+        try:
+            templates = adapter.pod_templates(obj)
+        except WorkloadError:
+            templates = ()
+        text = next((found for template in templates
+                     if (found := _field(template.template, "metadata", "annotations",
+                                         EXPECTED_RUNTIME_ANNOTATION)) is not None), None)
     if text is None:
         return None, ""
     if not isinstance(text, str):
@@ -97,10 +106,11 @@ def succeeded(obj: Obj) -> bool:
             or _field(obj, "status", "phase") == "Succeeded" or _field(obj, "status", "jobStatus") == "SUCCEEDED")
 
 
-def job_runtime(obj: Obj, kind: str, history: RuntimeHistory, queue_namespaces: Iterable[str]) -> Runtime:
-    """What is known of the job's run time: declared, else its history (namespace, then queue), capped by its
-    deadline; else its deadline alone; else unknown."""
-    declared, problem = declared_runtime(obj)
+def job_runtime(obj: Obj, kind: str, history: RuntimeHistory, queue_namespaces: Iterable[str],
+                adapter: Adapter | None = None) -> Runtime:
+    """What is known of the job's run time: declared (on the job, or its pod templates with ``adapter``), else its
+    history (namespace, then queue), capped by its deadline; else its deadline alone; else unknown."""
+    declared, problem = declared_runtime(obj, adapter)
     namespace = _field(obj, "metadata", "namespace")
     namespace = namespace if isinstance(namespace, str) else ""
     found = history.runtime(namespace, kind, stem_of(obj), queue_namespaces) if declared is None else None
