@@ -3,6 +3,8 @@
 * :func:`write_counts` - mutating requests to the API server between two ``/metrics`` readings (the API
   server's own ``apiserver_request_total``, parsed by :func:`bench.e2e_metrics.parse_requests`), all of them
   and those on Events;
+* :func:`settled` - whether the writes a workload set off have stopped (so the next workload's count holds
+  none of them);
 * :func:`cpu_seconds` / :func:`peak_rss_mib` - a process's CPU (user + system) from ``/proc/<pid>/stat`` and
   its peak resident set from ``/proc/<pid>/status``;
 * :func:`section` - the table: one column per system, ratio columns ours / Kueue.
@@ -37,6 +39,16 @@ def write_counts(before: Mapping[RequestKey, float], after: Mapping[RequestKey, 
         if resource == EVENTS:
             events += grown
     return total, events
+
+
+SETTLED_WRITES_PER_SECOND = 4.0
+"""An idle dev cluster writes about 1.5 times a second (leases, its own Events): below this, a workload's writes
+(pods the job controller still creates, Events still queued, status updates) are over."""
+
+
+def settled(writes: float, seconds: float, limit: float = SETTLED_WRITES_PER_SECOND) -> bool:
+    """Whether ``writes`` over the last ``seconds`` are at the idle cluster's rate."""
+    return seconds > 0 and writes / seconds <= limit
 
 
 def cpu_seconds(stat: str, ticks: int) -> float:

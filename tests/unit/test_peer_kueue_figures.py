@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from bench.e2e_metrics import parse_requests
-from bench.peer_kueue_report import SystemRun, cpu_seconds, peak_rss_mib, table, write_counts
+from bench.peer_kueue_report import SystemRun, cpu_seconds, peak_rss_mib, settled, table, write_counts
 from bench.peer_kueue_workloads import JobWatch, mixed
 from webhook.kube.client import KubeClient
 
@@ -46,6 +46,13 @@ def test_writes_are_the_growth_of_mutating_requests_events_counted_apart() -> No
 def test_a_series_that_vanished_or_shrank_counts_no_writes() -> None:
     assert write_counts({("PATCH", "jobs", ""): 9.0}, {}) == (0.0, 0.0)
     assert write_counts({("POST", "jobs", ""): 9.0}, {("POST", "jobs", ""): 4.0}) == (0.0, 0.0)
+
+
+def test_a_workload_has_settled_when_the_cluster_writes_at_its_idle_rate() -> None:
+    # The tail of 500 released Jobs: the job controller still creating pods, Admitted Events still queued.
+    assert not settled(writes=180, seconds=2.0)
+    assert settled(writes=3, seconds=2.0)  # leases and the odd Event: an idle cluster
+    assert not settled(writes=0, seconds=0.0)
 
 
 def test_cpu_is_user_plus_system_ticks_even_when_the_command_holds_parentheses() -> None:
