@@ -24,7 +24,8 @@ from webhook.core.quota import QuotaTree
 from webhook.core.quota_attributes import parse_weight
 from webhook.core.workload import Phase, Workload
 
-SETTINGS = settings(max_examples=examples(150), deadline=None, database=None, derandomize=True,
+EXAMPLES = examples(150)
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
                     suppress_health_check=list(HealthCheck))
 FAIR = {FAIR_SHARING_ATTRIBUTE: "true"}
 
@@ -207,9 +208,10 @@ def test_fair_sharing_keeps_every_min_and_its_passes_settle_without_ping_pong(
 
 def test_the_min_property_reached_jobs_owed_their_min() -> None:
     # Runs after the property (same module, in order): it must not pass by never checking a job owed its min.
+    # About one example in four has a job owed its min (9 of the 37 examples under `make check`).
     if not OWED:
         test_fair_sharing_keeps_every_min_and_its_passes_settle_without_ping_pong()
-    assert OWED["checked"] >= 10, OWED
+    assert OWED["checked"] >= EXAMPLES // 8, OWED
 
 
 def test_the_seed_tree_shares_the_spare_as_the_mins() -> None:
