@@ -30,7 +30,7 @@ from webhook.api.objects import parse_time
 pytestmark = pytest.mark.e2e
 
 SERVICE_ARGS = ("--oversellrate=1", "--status-interval=1", "--eta-interval=1")
-WARM_SECONDS = 20
+WARM_SECONDS = 12
 
 
 @dataclass
