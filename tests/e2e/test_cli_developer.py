@@ -94,7 +94,7 @@ def test_pi2_queues_at_position_1_behind_pi1_and_kq_why_names_the_quota_resource
 
     dev.wait_until(lambda: queue_status() == [("pi2", 1)], 60, "the Queue's status to list pi2 at position 1")
     table = kq.ok("list", namespace=ns).splitlines()
-    assert table[0].split() == ["NAME", "KIND", "STATUS", "QUEUE", "POSITION", "AGE"]
+    assert table[0].split() == ["NAME", "KIND", "STATUS", "QUEUE", "POSITION", "ETA", "AGE"]
     rows = {line.split()[0]: line.split() for line in table[1:]}
     assert rows["pi1"][1:5] == ["Job", "RUNNING", "Department-a", "-"]
     assert rows["pi2"][1:5] == ["Job", "QUEUING", "Department-a", "1"]

@@ -113,6 +113,10 @@ FAIL_AFTER_ANNOTATION: Final = f"{DEV_PREFIX}/fail-after"
 """Dev cluster only: a pod with this annotation (a duration) fails that long after it starts."""
 LEGACY_SUCCEED_AFTER_ANNOTATION: Final = f"{LEGACY_DEV_PREFIX}/succeed-after"
 LEGACY_FAIL_AFTER_ANNOTATION: Final = f"{LEGACY_DEV_PREFIX}/fail-after"
+EXPECTED_RUNTIME_ANNOTATION: Final = f"{PREFIX}/expected-runtime"
+"""On a job, written by its submitter: how long it runs once its pods run (``45m``, ``1h30m``, ``2d`` or
+seconds). Start estimates use it for the job's own run time before any history (docs/eta.md); it decides
+nothing."""
 FAKE_NODE_ANNOTATION: Final = "kwok.x-k8s.io/node"
 """On the dev cluster's nodes: kwok manages them (``fake``)."""
 

@@ -21,6 +21,7 @@ from webhook.api.objects import Obj, created_of, event_time, meta, name_of, pod_
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
+    from webhook.cli.eta import Published
     from webhook.cli.view import JobView, Snapshot
 
 FINAL = ("SUCCEEDED", "FAILED")
@@ -107,9 +108,11 @@ def _queue(view: JobView) -> str:
 
 
 def list_rows(
-    views: Sequence[JobView], now: float, *, wide: bool, all_namespaces: bool
+    views: Sequence[JobView], now: float, *, wide: bool, all_namespaces: bool, etas: Published | None = None
 ) -> tuple[list[Any], list[list[str]]]:
-    """The columns and rows of ``kq list``."""
+    """The columns and rows of ``kq list``; ETA is when a waiting job should start, as its Queue's status says
+    (``etas``: :func:`webhook.cli.eta.published_estimates`; docs/eta.md)."""
+    from webhook.cli.eta import eta_cell  # noqa: PLC0415
     from webhook.cli.output import Column, age, describe  # noqa: PLC0415
 
     columns = []
@@ -121,6 +124,7 @@ def list_rows(
         Column("STATUS"),
         Column("QUEUE", shrink=2, min_width=8),
         Column("POSITION", right=True),
+        Column("ETA", right=True),
     ]
     if wide:
         columns += [Column("PRIORITY", right=True), Column("PODS", right=True), Column("REQUEST", shrink=1)]
@@ -128,7 +132,7 @@ def list_rows(
     rows = []
     for view in views:
         row = [view.namespace] if all_namespaces else []
-        row += [view.name, view.kind, view.status, _queue(view), _position(view)]
+        row += [view.name, view.kind, view.status, _queue(view), _position(view), eta_cell(view, etas or {}, now)]
         if wide:
             request = describe(view.request) if view.request is not None else "-"
             row += [str(view.priority), f"{view.running}/{view.expected}", request]
@@ -137,8 +141,10 @@ def list_rows(
     return columns, rows
 
 
-def job_summary(view: JobView) -> dict[str, Any]:
-    """One job of ``kq list -o json|yaml``."""
+def job_summary(view: JobView, etas: Published | None = None) -> dict[str, Any]:
+    """One job of ``kq list -o json|yaml`` (with the controller's start estimate of a waiting job)."""
+    start, latest = (etas or {}).get((view.kind, view.namespace, view.name), (None, None))
+    estimates = {"estimatedStart": iso(start), "estimatedStartLatest": iso(latest)}
     return {
         "name": view.name,
         "namespace": view.namespace,
@@ -153,35 +159,40 @@ def job_summary(view: JobView) -> dict[str, Any]:
         "request": view.request.to_spec() if view.request is not None else None,
         "created": iso(view.created),
         "admittedAt": iso(view.admitted_at),
+        **{name: value for name, value in estimates.items() if value is not None},
     }
 
 
-def _views_for(ctx: Ctx, args: argparse.Namespace) -> list[JobView]:
+def _views_for(ctx: Ctx, args: argparse.Namespace) -> tuple[list[JobView], Published]:
+    """The jobs ``kq list`` shows, and the start estimates their Queues publish."""
+    from webhook.cli.eta import published_estimates  # noqa: PLC0415
     from webhook.cli.fetch import load_snapshot  # noqa: PLC0415
     from webhook.cli.view import job_views  # noqa: PLC0415
 
     if args.all_namespaces:
-        return job_views(load_snapshot(ctx.api, None, now=ctx.now()))
+        snapshot = load_snapshot(ctx.api, None, now=ctx.now())
+        return job_views(snapshot), published_estimates(snapshot.queues)
     namespace = ctx.namespace
-    views = job_views(load_snapshot(ctx.api, [namespace], now=ctx.now()))
-    return [view for view in views if view.namespace == namespace]
+    snapshot = load_snapshot(ctx.api, [namespace], now=ctx.now())
+    return ([view for view in job_views(snapshot) if view.namespace == namespace],
+            published_estimates(snapshot.queues))
 
 
 def _list(ctx: Ctx, args: argparse.Namespace) -> int:
     from webhook.cli.output import WIDE, table, to_json, to_yaml  # noqa: PLC0415
 
-    views = _views_for(ctx, args)
+    views, etas = _views_for(ctx, args)
     if args.status:
         wanted = {s.upper() for s in args.status.split(",")}
         views = [view for view in views if view.status in wanted]
     if args.output in ("json", "yaml"):
-        data = {"items": [job_summary(view) for view in views]}
+        data = {"items": [job_summary(view, etas) for view in views]}
         ctx.print((to_json if args.output == "json" else to_yaml)(data).rstrip("\n"))
         return 0
     wide = args.output == "wide"
     if args.watch:
-        return _watch(ctx, args, views, wide)
-    columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces)
+        return _watch(ctx, args, views, wide, etas)
+    columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces, etas=etas)
     if not rows:
         where = "any namespace" if args.all_namespaces else f"namespace {ctx.namespace}"
         ctx.note(f"No jobs in {where}.")
@@ -190,22 +201,28 @@ def _list(ctx: Ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def _watch(ctx: Ctx, args: argparse.Namespace, views: list[JobView], wide: bool) -> int:
+def _watch(ctx: Ctx, args: argparse.Namespace, views: list[JobView], wide: bool, etas: Published) -> int:
     """Print the table, then a line for every job whose row changes (``DELETED`` when it goes), until Ctrl-C."""
     from webhook.cli.output import WIDE, layout, render  # noqa: PLC0415
 
-    columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces)
+    columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces, etas=etas)
     widths = layout(columns, rows, max(ctx.width, WIDE) if wide else ctx.width)
     ctx.print(render(columns, rows, widths).rstrip("\n"))
-    status = [c.header for c in columns].index("STATUS")
+    headers = [c.header for c in columns]
+    status, eta = headers.index("STATUS"), headers.index("ETA")
+
+    def moved(before: list[str], after: list[str]) -> bool:
+        """A row changed, the ETA (it counts down) and the AGE apart."""
+        return before[:eta] + before[eta + 1:-1] != after[:eta] + after[eta + 1:-1]
+
     previous = {(v.namespace, v.kind, v.name): row for v, row in zip(views, rows, strict=True)}
     rounds = 1
     while not args.watch_rounds or rounds < args.watch_rounds:
         ctx.sleep(args.interval)
-        views = _views_for(ctx, args)
-        columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces)
+        views, etas = _views_for(ctx, args)
+        columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces, etas=etas)
         current = {(v.namespace, v.kind, v.name): row for v, row in zip(views, rows, strict=True)}
-        changed = [row for key, row in current.items() if previous.get(key, [])[:-1] != row[:-1]]
+        changed = [row for key, row in current.items() if key not in previous or moved(previous[key], row)]
         for key, row in previous.items():
             if key not in current:
                 changed.append([*row[:status], "DELETED", *row[status + 1 :]])
@@ -409,7 +426,9 @@ def register(subparsers: Any) -> None:
         "list jobs with status (QUEUING/BACKOFF/PENDING/RUNNING/SUCCEEDED/FAILED) and queue position",
         "List the jobs of a namespace: QUEUING = held by the queue, BACKOFF = released but did not start in time, "
         "held again until its retry, PENDING = admitted but not every pod runs, "
-        "RUNNING, SUCCEEDED, FAILED. QUEUE is the job's quota; POSITION its place in that quota's queue.",
+        "RUNNING, SUCCEEDED, FAILED. QUEUE is the job's quota; POSITION its place in that quota's queue; ETA "
+        "when a waiting job should start (~ the estimate, < only a latest time known, ? none), as the controller "
+        "estimates it (kq why JOB says on what).",
         ["kq list", "kq list -A", "kq list -n user-a -o wide", "kq list --status QUEUING -o json", "kq list --watch"],
         aliases=["ls"],
     )

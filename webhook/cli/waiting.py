@@ -18,6 +18,7 @@ from webhook.api.names import (
 from webhook.api.objects import Obj, annotations_of, event_source, event_time
 from webhook.cli.view import JobView, Snapshot
 from webhook.controller import decide
+from webhook.controller.model import TrackedJob
 from webhook.controller.starts import accounted_by, loose_pods_of
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA
 from webhook.core.fairshare import fair_note
@@ -30,7 +31,7 @@ from webhook.core.quota import QuotaTree
 from webhook.core.reclaim import explain_reclaim
 from webhook.core.resources import Resources
 from webhook.core.tree_status import used_from_status
-from webhook.core.workload import Phase, Workload
+from webhook.core.workload import Phase, Workload, WorkloadKey
 
 DEFAULT_RATE = Fraction(2)
 """The controller's default ``--oversellrate``."""
@@ -166,15 +167,27 @@ def explain_wait(
     )
 
 
+def pass_inputs(
+    snapshot: Snapshot, views: Sequence[JobView]
+) -> tuple[list[TrackedJob], list[Workload], dict[WorkloadKey, str]]:
+    """What the controller's pass takes, from a snapshot of every job and pod of the tree (``complete`` and
+    ``tree_pods``): the jobs, the pods no job accounts for (with the devices they claim) and the ones of those
+    reclaim may not take."""
+    tree = snapshot.tree
+    assert tree is not None and snapshot.tree_pods is not None
+    tracked = [view.tracked for view in views if view.tracked is not None]
+    pods = with_claimed_devices(loose_pods_of(snapshot.tree_pods, tree, accounted_by(tracked)), snapshot.devices)
+    loose, protected = loose_inputs(tree, pods, read_budgets(snapshot.budgets))
+    return tracked, loose, protected
+
+
 def _from_the_pass(  # noqa: PLR0917 - explain_wait's arguments, passed on
     snapshot: Snapshot, views: Sequence[JobView], job: JobView, rate: Fraction, rate_source: str, strict: bool
 ) -> WaitReport:
     """:func:`explain_wait` by the controller's own pass over every job and pod of the tree."""
     tree = snapshot.tree
     assert tree is not None and job.workload is not None and job.leaf is not None and snapshot.tree_pods is not None
-    tracked = [view.tracked for view in views if view.tracked is not None]
-    pods = with_claimed_devices(loose_pods_of(snapshot.tree_pods, tree, accounted_by(tracked)), snapshot.devices)
-    loose, protected = loose_inputs(tree, pods, read_budgets(snapshot.budgets))
+    tracked, loose, protected = pass_inputs(snapshot, views)
     decisions = decide.decide(tree, tracked, snapshot.queues, oversell_rate=rate, strict_priority=strict,
                               now=snapshot.now, loose=loose, protected=protected)
     usage_source = "every admitted job and running pod of the tree"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from webhook.api.objects import Obj, conditions_of, event_time, involved_object,
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 
 if TYPE_CHECKING:
+    from webhook.cli.eta import EtaReport
     from webhook.cli.view import JobView, Snapshot
     from webhook.cli.waiting import WaitReport
 
@@ -107,9 +109,11 @@ def _last_queued(view: JobView, events: Sequence[Obj]) -> Obj | None:
 
 
 def explain_queuing(
-    report: WaitReport, events: Sequence[Obj], now: float, width: int, ahead: int = AHEAD_SHOWN
+    report: WaitReport, events: Sequence[Obj], now: float, width: int, ahead: int = AHEAD_SHOWN, *,
+    eta: Sequence[str] = (),
 ) -> str:
-    """The answer for a QUEUING job whose quota is known (at most ``ahead`` jobs ahead listed; 0: all)."""
+    """The answer for a QUEUING job whose quota is known (at most ``ahead`` jobs ahead listed; 0: all), with the
+    sentences ``eta`` says about when it should start (docs/eta.md)."""
     from webhook.cli.output import age, describe, wrap  # noqa: PLC0415
     from webhook.core.fit import format_rate  # noqa: PLC0415
 
@@ -123,6 +127,8 @@ def explain_queuing(
     )
     lines.append(wrap(f"{_who(view)} is QUEUING: {place} (queue kube-queue/{view.queue}, policy "
                       f"{report.policy.value}).", 2, width))
+    if not (report.fits_now or report.by_reclaim):
+        lines.extend(wrap(sentence, 2, width) for sentence in eta)
     if view.eviction:
         by = view.eviction.get("by")
         lines.append(wrap(f"It was evicted by reclaim{f' for {by}' if by else ''}: "
@@ -296,6 +302,60 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
     return "\n".join(lines)
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """``kq why``'s answer: its text, and what it rests on (for ``-o json``)."""
+
+    text: str
+    wait: WaitReport | None = None
+    eta: EtaReport | None = None
+
+
+def answer_job(
+    snapshot: Snapshot,
+    views: Sequence[JobView],
+    view: JobView,
+    now: float,
+    width: int,
+    *,
+    oversellrate: Fraction | None = None,
+    ahead: int = AHEAD_SHOWN,
+) -> Answer:
+    """The whole answer of ``kq why`` for ``view`` (read with ``complete`` and ``with_events``), whatever its
+    state, with when it should start when it waits (docs/eta.md)."""
+    from webhook.cli.eta import estimate_job, eta_lines  # noqa: PLC0415
+    from webhook.cli.view import BACKOFF, QUEUING  # noqa: PLC0415
+    from webhook.cli.waiting import explain_wait, oversell_rate, strict_priority  # noqa: PLC0415
+    from webhook.controller.model import held_reason, missing_priority_class  # noqa: PLC0415
+
+    # An empty map means the classes could not be read (every cluster has the two system classes).
+    classes = snapshot.priority_classes
+    missing = missing_priority_class(view.adapter, view.obj, classes) if view.queue and classes else None
+    rate, source = oversell_rate(oversellrate, snapshot.tree_obj, snapshot.queues)
+    if view.status == BACKOFF and view.backoff is not None:
+        text = explain_backoff(view, now, width)
+        if view.backoff.gave_up or snapshot.tree is None:
+            return Answer(text)
+        from webhook.cli.output import wrap  # noqa: PLC0415
+
+        backoff_eta = estimate_job(snapshot, views, view, rate, strict_priority(snapshot.queues))
+        return Answer("\n".join([text, *(wrap(line, 2, width) for line in eta_lines(backoff_eta, now))]),
+                      eta=backoff_eta)
+    if view.status == QUEUING and missing is not None:
+        from webhook.cli.output import wrap  # noqa: PLC0415
+
+        return Answer(wrap(f"{_who(view)} is QUEUING in quota {view.quota} but held: {held_reason(missing)}.", 2,
+                           width))
+    if view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
+        report = explain_wait(snapshot, views, view, rate, source)
+        eta: EtaReport | None = None
+        if not (report.fits_now or report.by_reclaim):
+            eta = estimate_job(snapshot, views, view, rate, strict_priority(snapshot.queues))
+        lines = eta_lines(eta, now) if eta is not None else []
+        return Answer(explain_queuing(report, snapshot.events, now, width, ahead, eta=lines), report, eta)
+    return Answer(explain_other(view, snapshot, now, width))
+
+
 def explain_job(
     snapshot: Snapshot,
     views: Sequence[JobView],
@@ -306,34 +366,56 @@ def explain_job(
     oversellrate: Fraction | None = None,
     ahead: int = AHEAD_SHOWN,
 ) -> str:
-    """The whole answer of ``kq why`` for ``view`` (read with ``complete`` and ``with_events``), whatever its
-    state; the web console shows the same text."""
-    from webhook.cli.view import BACKOFF, QUEUING  # noqa: PLC0415
-    from webhook.cli.waiting import explain_wait, oversell_rate  # noqa: PLC0415
-    from webhook.controller.model import held_reason, missing_priority_class  # noqa: PLC0415
+    """The text of :func:`answer_job` (the web console shows it too)."""
+    return answer_job(snapshot, views, view, now, width, oversellrate=oversellrate, ahead=ahead).text
 
-    # An empty map means the classes could not be read (every cluster has the two system classes).
-    classes = snapshot.priority_classes
-    missing = missing_priority_class(view.adapter, view.obj, classes) if view.queue and classes else None
-    if view.status == BACKOFF and view.backoff is not None:
-        return explain_backoff(view, now, width)
-    if view.status == QUEUING and missing is not None:
-        from webhook.cli.output import wrap  # noqa: PLC0415
 
-        return wrap(f"{_who(view)} is QUEUING in quota {view.quota} but held: {held_reason(missing)}.", 2, width)
-    if view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
-        rate, source = oversell_rate(oversellrate, snapshot.tree_obj, snapshot.queues)
-        report = explain_wait(snapshot, views, view, rate, source)
-        return explain_queuing(report, snapshot.events, now, width, ahead)
-    return explain_other(view, snapshot, now, width)
+def answer_json(answer: Answer, view: JobView) -> dict[str, Any]:
+    """``kq why -o json``: the job, its status and place, the answer's text, and its start estimate
+    (``estimatedStart`` and ``estimatedStartLatest`` in RFC 3339, absent when unknown, and ``estimateBasis``)."""
+    from webhook.cli.eta import eta_fields  # noqa: PLC0415
+    from webhook.core.fit import format_rate  # noqa: PLC0415
+
+    out: dict[str, Any] = {
+        "kind": view.kind,
+        "namespace": view.namespace,
+        "name": view.name,
+        "status": view.status,
+        "quota": view.quota,
+        "queue": view.queue,
+    }
+    wait = answer.wait
+    if wait is not None:
+        out.update({
+            "position": wait.position,
+            "waiting": wait.waiting,
+            "policy": wait.policy.value,
+            "oversellRate": format_rate(wait.rate),
+            "fitsNow": wait.fits_now,
+            "byReclaim": wait.by_reclaim,
+            "blockers": [blocker.explain() for blocker in wait.blockers],
+            "ahead": [str(workload.key) for _, workload in wait.ahead],
+        })
+    elif view.position is not None:
+        out["position"] = view.position
+    if answer.eta is not None:
+        out.update(eta_fields(answer.eta))
+    out["explanation"] = answer.text
+    return out
 
 
 def _why(ctx: Ctx, args: argparse.Namespace) -> int:
     from webhook.cli.jobs import find_job  # noqa: PLC0415
 
     snapshot, views, view = find_job(ctx, args.job, complete=True, with_events=True)
-    text = explain_job(snapshot, views, view, ctx.now(), ctx.width, oversellrate=args.oversellrate, ahead=args.ahead)
-    ctx.print(text)
+    answer = answer_job(snapshot, views, view, ctx.now(), ctx.width, oversellrate=args.oversellrate,
+                        ahead=args.ahead)
+    if args.output == "json":
+        from webhook.cli.output import to_json  # noqa: PLC0415
+
+        ctx.print(to_json(answer_json(answer, view)).rstrip("\n"))
+        return 0
+    ctx.print(answer.text)
     return 0
 
 
@@ -343,10 +425,14 @@ def register(subparsers: Any) -> None:
         "why",
         "explain why a job waits: quota level, resource, shortfall, who is ahead, reclaim",
         "Explain exactly why a job waits, with the same decision code the queue controller runs: the quota "
-        "level and resource that block it (request, used, limit, shortfall), who is ahead of it, and whether "
-        "reclaiming borrowed capacity could help.",
-        ["kq why pi2", "kq why pi2 -n user-a", "kq why pytorchjob/mnist --oversellrate 1"],
+        "level and resource that block it (request, used, limit, shortfall), who is ahead of it, whether "
+        "reclaiming borrowed capacity could help, and when it should start (the queue replayed forward with "
+        "the jobs' run times; docs/eta.md).",
+        ["kq why pi2", "kq why pi2 -n user-a", "kq why pytorchjob/mnist --oversellrate 1", "kq why pi2 -o json"],
     )
+    parser.add_argument("-o", "--output", choices=("json",),
+                        help="JSON: the job's place, blockers, text and start estimate (estimatedStart, "
+                        "estimatedStartLatest, estimateBasis)")
     parser.add_argument("job", metavar="JOB", help="[KIND/]NAME, e.g. pi2 or pytorchjob/mnist")
     parser.add_argument(
         "--oversellrate",

@@ -32,6 +32,7 @@ from webhook.console.forms import SubmitForm, parse_submit_form
 from webhook.console.identity import SESSION_COOKIE, TokenError, clean_token
 
 if TYPE_CHECKING:
+    from webhook.cli.eta import Published
     from webhook.cli.kubeapi import KubeApi
     from webhook.cli.view import JobView
 
@@ -48,6 +49,8 @@ class JobRow:
     status: str
     queue: str
     position: str
+    eta: str
+    """When a waiting job should start, as ``kq list``'s ETA column says it (docs/eta.md)."""
     pods: str
     request: str
     age: str
@@ -65,26 +68,29 @@ def job_href(namespace: str, kind: str, name: str) -> str:
     return f"/jobs/{quote(namespace)}/{quote(kind.lower())}/{quote(name)}"
 
 
-def rows_of(views: Sequence[JobView], now: float) -> list[JobRow]:
-    """The table rows: the columns of ``kq list -o wide`` (:func:`webhook.cli.jobs.list_rows`)."""
+def rows_of(views: Sequence[JobView], now: float, etas: Published | None = None) -> list[JobRow]:
+    """The table rows: the columns of ``kq list -o wide`` (:func:`webhook.cli.jobs.list_rows`), the ETA from
+    ``etas`` (the Queues' published estimates)."""
     from webhook.cli.jobs import list_rows  # noqa: PLC0415
 
-    _, rows = list_rows(views, now, wide=True, all_namespaces=False)
-    # NAME, KIND, STATUS, QUEUE, POSITION, PRIORITY, PODS, REQUEST, AGE
+    _, rows = list_rows(views, now, wide=True, all_namespaces=False, etas=etas)
+    # NAME, KIND, STATUS, QUEUE, POSITION, ETA, PRIORITY, PODS, REQUEST, AGE
     return [
         JobRow(name=row[0], namespace=view.namespace, kind=row[1], status=row[2], queue=row[3], position=row[4],
-               pods=row[6], request=row[7], age=row[8])
+               eta=row[5], pods=row[7], request=row[8], age=row[9])
         for view, row in zip(views, rows, strict=True)
     ]
 
 
 def load_rows(api: KubeApi, namespace: str, now: float) -> list[JobRow]:
     """The jobs of ``namespace`` as ``kq list -n NAMESPACE`` reads them."""
+    from webhook.cli.eta import published_estimates  # noqa: PLC0415
     from webhook.cli.fetch import load_snapshot  # noqa: PLC0415
     from webhook.cli.view import job_views  # noqa: PLC0415
 
-    views = [v for v in job_views(load_snapshot(api, [namespace], now=now)) if v.namespace == namespace]
-    return rows_of(views, now)
+    snapshot = load_snapshot(api, [namespace], now=now)
+    views = [v for v in job_views(snapshot) if v.namespace == namespace]
+    return rows_of(views, now, published_estimates(snapshot.queues))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +117,9 @@ def load_detail(api: KubeApi, namespace: str, kind: str, name: str, settings: Co
     events = sorted_events(job_events(api, view.namespace, view.name, str(meta(view.obj).get("uid") or "")))
     described = describe_job(view, snapshot, events, now, TEXT_WIDTH)
     started = any(pod_phase(pod) not in (None, "Pending") for pod in view.pods)
-    return JobDetail(rows_of([view], now)[0], described, why, started)
+    from webhook.cli.eta import published_estimates  # noqa: PLC0415
+
+    return JobDetail(rows_of([view], now, published_estimates(snapshot.queues))[0], described, why, started)
 
 
 # Sign in ------------------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from webhook.api.objects import Obj, meta, name_of
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
 from webhook.controller.decide import JobDecisions, decide, reason_key
+from webhook.controller.eta import EtaInputs, EtaService
 from webhook.controller.events import EVENTS, EventGate, EventRecorder, queued_memory
 from webhook.controller.leader import LeaderElector
 from webhook.controller.lifecycle import JobLifecycle
@@ -100,6 +101,12 @@ class Controller(JobLifecycle):
         self.reservations = ReservationWriter(client, settings.queue_namespace, wall=self._read_wall,
                                               clock=self._read_clock)
         """Publishes what admitted jobs hold for the extender (:mod:`webhook.controller.reservations`)."""
+        self.eta: EtaService | None = None
+        """The waiting jobs' start estimates, refreshed off the pass (docs/eta.md); ``None`` with
+        ``--eta-interval 0``."""
+        if settings.eta_interval > 0:
+            self.eta = EtaService(settings.eta_interval, self.cache.pod_index, wall=self._read_wall,
+                                  clock=self._read_clock, poke=self._status_changed)
         self.elector: LeaderElector | None = None
         if settings.leader_elect:
             self.elector = LeaderElector(
@@ -197,6 +204,8 @@ class Controller(JobLifecycle):
             else:
                 self._read_back_queued_events()
             self._start(self._discovery_loop(), "discovery")
+            if self.eta is not None:
+                self._start(self.eta.run(), "eta")
             self._start(self._loop(), "loop")
             # Until stop is set, or a task fails: the group cancels the others and the error surfaces here.
             await self._tasks.wait(stop)
@@ -258,7 +267,13 @@ class Controller(JobLifecycle):
                 self._after_pass(None)  # a follower caches the same jobs and pods, and serves the webhook
                 continue
             try:
-                decisions = await self.reconcile()
+                if self.eta is not None:
+                    self.eta.busy()
+                try:
+                    decisions = await self.reconcile()
+                finally:
+                    if self.eta is not None:
+                        self.eta.idle()
                 failures = 0
                 self._after_pass(decisions)
             except asyncio.CancelledError:
@@ -365,7 +380,11 @@ class Controller(JobLifecycle):
         released = self._clock()
         metrics.PASS_PHASE.labels("release").observe(released - decided)
         self._queued_events(decisions)
-        await writer.write_statuses(tree, tree_obj, decisions)
+        await writer.write_statuses(tree, tree_obj, decisions, self.eta.published() if self.eta is not None else None)
+        if self.eta is not None and self.is_leader():
+            self.eta.offer(EtaInputs(tree, jobs, cache.by_name(cache.queues), self.settings.oversell_rate,
+                                     self.settings.strict_priority, now, loose, protected, cache.closing_namespaces(),
+                                     self.settings.reclaim_tries_per_quota))
         metrics.PASS_PHASE.labels("status").observe(self._clock() - released)
         self.stats.last_pass_seconds = self._clock() - started
         metrics.observe_pass(tree, decisions, self.stats.last_pass_seconds, self._wall())

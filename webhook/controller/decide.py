@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.api.kinds import QUEUE
 from webhook.api.names import (
@@ -42,6 +42,9 @@ from webhook.core.quota import QuotaNode, QuotaTree, queue_name
 from webhook.core.startup import GAVE_UP
 from webhook.core.tree_status import status_tree
 from webhook.core.workload import Workload, WorkloadKey
+
+if TYPE_CHECKING:
+    from webhook.controller.eta import EtaStatus
 
 __all__ = [
     "LEFTOVER_NOTE",
@@ -280,12 +283,16 @@ def decide(
 
 
 def queue_statuses(
-    tree: QuotaTree, decisions: JobDecisions, cap: int
+    tree: QuotaTree, decisions: JobDecisions, cap: int, eta: EtaStatus | None = None
 ) -> dict[str, dict[str, Any]]:
     """``status`` of every Queue the tree asks for: ``queueItemDetails.active`` lists the waiting jobs of the
-    Queue's namespace by position (at most ``cap``, ``activeOmitted`` counts the rest); ``backoff`` lists the
-    jobs that failed to start, soonest retry first (at most ``cap``, ``backoffOmitted`` counts the rest)."""
-    by_queue: dict[str, list[TrackedJob]] = {name: [] for name in desired_queues(tree)}
+    Queue's namespace by position (at most ``cap``, ``activeOmitted`` counts the rest), each with its start
+    estimate when ``eta`` has one; ``backoff`` lists the jobs that failed to start, soonest retry first (at most
+    ``cap``, ``backoffOmitted`` counts the rest); ``runtimeHistory`` the namespace's run-time history when
+    ``eta`` has some (docs/eta.md)."""
+    estimates = eta.items if eta is not None else {}
+    desired = desired_queues(tree)
+    by_queue: dict[str, list[TrackedJob]] = {name: [] for name in desired}
     for job in decisions.waiting:
         name = queue_name(job.leaf.name, job.workload.key.namespace)
         if name in by_queue:
@@ -300,6 +307,7 @@ def queue_statuses(
                 "priority": job.workload.priority,
                 "position": decisions.positions.get(job.workload.key, 0),
                 **({"kind": job.workload.key.kind} if job.workload.key.kind != "Job" else {}),
+                **estimates.get(job.workload.key, {}),
             }
             for job in members[:cap]
         ]
@@ -307,6 +315,9 @@ def queue_statuses(
         if len(members) > cap:
             details["activeOmitted"] = len(members) - cap
         out[name] = {"queueItemDetails": details}
+        history = eta.history.get(desired[name].namespace) if eta is not None else None
+        if history:
+            out[name]["runtimeHistory"] = history
     backing: dict[str, list[TrackedJob]] = {}
     for job in decisions.backoff:
         name = queue_name(job.leaf.name, job.workload.key.namespace)

@@ -16,7 +16,8 @@
 * ``kube_queue_backoff_jobs{queue}`` - jobs in a Queue's ``backoff`` list (failed to start, waiting to retry
   or given up);
 * ``kube_queue_start_failures_total{reason}`` - released jobs held again because they did not start in time,
-  by the category of what their pods said (a bounded set, docs/start-timeout.md).
+  by the category of what their pods said (a bounded set, docs/start-timeout.md);
+* ``kube_queue_eta_refresh_cpu_seconds`` - CPU seconds of one refresh of the start estimates (docs/eta.md).
 
 Only the leader sets the per-quota gauges (a follower clears them), so a sum over replicas stays right.
 """
@@ -52,6 +53,11 @@ PASS_PHASE = Histogram(
     "decide, release (admission, eviction and record writes), status (Queued events, Queue and tree status)",
     ["phase"],
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+ETA_REFRESH = Histogram(
+    "kube_queue_eta_refresh_cpu_seconds",
+    "CPU seconds one refresh of the waiting jobs' start estimates takes (off the pass, in a worker thread)",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 LEADER = Gauge("kube_queue_controller_leader", "1 when this replica holds the controller Lease")
 OLDEST = Gauge(

@@ -79,6 +79,9 @@ class ControllerSettings:
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
     """How long a job that failed to start waits before it queues again (``--backoff-base``,
     ``--backoff-max``, ``--backoff-limit``)."""
+    eta_interval: float = 5.0
+    """Start estimates of the waiting jobs are refreshed at most this often, off the pass (``--eta-interval``;
+    0 turns them off). See docs/eta.md."""
 
     def __post_init__(self) -> None:
         if self.oversell_rate <= 0:
@@ -185,6 +188,11 @@ def add_controller_args(parser: argparse.ArgumentParser) -> None:
         "never)",
     )
     group.add_argument(
+        "--eta-interval", type=parse_seconds, default=5.0, metavar="DURATION",
+        help="refresh the waiting jobs' start estimates (in their Queue's status) at most this often, off the "
+        "admission pass (default 5s; 0 = off)",
+    )
+    group.add_argument(
         "--no-controller",
         action="store_true",
         help="do not run the queue controller in this process (webhook only)",
@@ -240,6 +248,7 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None =
         renew_deadline=float(get("renew_deadline", defaults.renew_deadline)),  # type: ignore[arg-type]
         retry_period=float(get("retry_period", defaults.retry_period)),  # type: ignore[arg-type]
         start_timeout=float(get("start_timeout", defaults.start_timeout)),  # type: ignore[arg-type]
+        eta_interval=float(get("eta_interval", defaults.eta_interval)),  # type: ignore[arg-type]
         backoff=BackoffPolicy(
             base_delay=float(get("backoff_base", defaults.backoff.base_delay)),  # type: ignore[arg-type]
             max_delay=float(get("backoff_max", defaults.backoff.max_delay)),  # type: ignore[arg-type]

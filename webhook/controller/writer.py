@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from webhook.controller.decide import (
     queue_statuses,
     tree_status,
 )
+from webhook.controller.eta import EtaStatus
 from webhook.controller.events import EventGate, EventRecorder
 from webhook.controller.evictions import PodEvictions, PodVictim
 from webhook.controller.model import TrackedJob
@@ -309,14 +310,21 @@ class Writer:
                         quota=job.leaf.full_name, reason=f"held again, {ADMISSION_ANNOTATION} was stale"))
 
     # Status ------------------------------------------------------------------------------------------------
-    async def write_statuses(self, tree: QuotaTree, tree_obj: Obj, decisions: JobDecisions) -> None:
-        """Every Queue's ``status`` and the tree's (each at most once per ``status_interval``)."""
+    async def write_statuses(self, tree: QuotaTree, tree_obj: Obj, decisions: JobDecisions,
+                             eta: EtaStatus | None = None) -> None:
+        """Every Queue's ``status`` (with the start estimates ``eta`` has) and the tree's (each at most once per
+        ``status_interval``)."""
         self.status_due = None
         cache = self.cache
         queues = cache.by_name(cache.queues)
-        for name, status in queue_statuses(tree, decisions, self.settings.queue_item_cap).items():
+        for name, wanted in queue_statuses(tree, decisions, self.settings.queue_item_cap, eta).items():
             obj = queues.get(name)
             if obj is not None:
+                current = obj.get("status")
+                kept = current.get("runtimeHistory") if isinstance(current, Mapping) else None
+                # The run-time history lives here across restarts (docs/eta.md): a pass made before the estimator
+                # read it back, or with estimates off, leaves it as it is.
+                status = {**wanted, "runtimeHistory": kept} if kept and "runtimeHistory" not in wanted else wanted
                 await self._write_status(cache.queues_ref, cache.queues, obj, status)
         await self._write_status(cache.trees_ref, cache.trees, tree_obj, tree_status(tree, decisions))
         live = {f"{plural}/{name_of(obj)}/{meta(obj).get('uid') or ''}" for plural, obj in (

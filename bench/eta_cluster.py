@@ -1,0 +1,307 @@
+"""Start estimates on the dev cluster (issue 36): a trace of Jobs whose pods succeed after set times, the
+estimates made while they wait, and when they really started.
+
+    .venv/bin/python -m bench.eta_cluster [--minutes 10] [--port-base 29700] [--seed 1]
+
+A fresh dev cluster runs the service strictly by quota (``--oversellrate=1``) with estimates refreshed every
+2 s, over a tree of 2 departments x 2 teams sharing 48 CPU (mins 12 CPU a team, borrowing up to the whole root).
+Each team submits Jobs of three stems (a mean run time each, a 20 % lognormal noise; a quarter of them declare
+the stem's mean with ``kube-queue.x-k8s.io/expected-runtime``; one in ten at high priority) as a Poisson
+process offering 1.5 times the root's CPU for the first 60 % of the trace and half of it after; each pod
+succeeds after its job's run time (``dev.kube-queue.x-k8s.io/succeed-after``). After a warm-up of a fifth of
+the trace, every 15 s, every QUEUING job gets:
+
+* ``estimate``: ``kq why``'s (:func:`webhook.cli.eta.estimate_snapshot` over a snapshot of every job and pod);
+* ``controller``: the controller's, from its Queue's status;
+* ``naive``: its position times the mean run time of its queue's completed jobs (the Queues' history);
+* ``naive/running``: that divided by the jobs running in its queue.
+
+When every job has run, each prediction is compared with when the job's first pod started: the error relative to
+the job's whole wait (submission to start, at least 10 s) and to the wait still ahead at the prediction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import random
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import devrun
+from bench.machine import header
+from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, SUCCEED_AFTER_ANNOTATION
+from webhook.api.objects import parse_time
+from webhook.cli.eta import estimate_snapshot, published_estimates
+from webhook.cli.fetch import load_snapshot
+from webhook.cli.kubeapi import connect
+from webhook.cli.view import QUEUING, RUNNING, job_views
+from webhook.cli.waiting import oversell_rate, strict_priority
+from webhook.devcluster import cluster
+from webhook.devcluster.config import ClusterConfig, Ports
+
+COMMAND = ".venv/bin/python -m bench.eta_cluster"
+FLOOR = 10.0
+TEAMS = ("eta-a1", "eta-a2", "eta-b1", "eta-b2")
+STEMS = (("train", 4, 2, 60.0), ("eval", 2, 1, 25.0), ("sweep", 1, 1, 12.0))
+"""(name, CPU a pod, pods, mean run time in seconds)."""
+ROOT_CPU = 48
+
+
+@dataclass
+class Submitted:
+    name: str
+    namespace: str
+    at: float
+    manifest: dict[str, Any]
+
+
+@dataclass
+class Prediction:
+    key: tuple[str, str]
+    at: float
+    values: dict[str, float | None]
+
+
+@dataclass
+class Outcome:
+    submitted: dict[tuple[str, str], float] = field(default_factory=dict)
+    started: dict[tuple[str, str], float] = field(default_factory=dict)
+    predictions: list[Prediction] = field(default_factory=list)
+    rounds: int = 0
+    peak: int = 0
+    cpu: list[float] = field(default_factory=list)
+
+
+def tree() -> dict[str, Any]:
+    def limits(minimum: int, maximum: int) -> dict[str, Any]:
+        return {"min": {"cpu": minimum, "memory": f"{minimum * 2}Gi"},
+                "max": {"cpu": maximum, "memory": f"{maximum * 2}Gi"}}
+
+    departments = [
+        {"name": f"eta-dept-{d}", **limits(ROOT_CPU // 2, ROOT_CPU), "children": [
+            {"name": team, **limits(ROOT_CPU // 4, ROOT_CPU // 2), "namespaces": [team]}
+            for team in TEAMS[2 * d: 2 * d + 2]]}
+        for d in range(2)
+    ]
+    return {"apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
+            "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+            "spec": {"root": {"name": "root", **limits(ROOT_CPU, ROOT_CPU), "children": departments}}}
+
+
+def trace(seed: int, minutes: float) -> list[Submitted]:
+    rng = random.Random(seed)
+    mean_cpu_seconds = statistics.fmean(cpu * pods * run for _, cpu, pods, run in STEMS)
+    rate = 1.5 * ROOT_CPU / mean_cpu_seconds  # jobs a second offering 1.5 times the root
+    out: list[Submitted] = []
+    counters: dict[tuple[str, str], int] = {}
+    for team in TEAMS:
+        clock = 0.0
+        while True:
+            busy = clock < 0.6 * minutes * 60
+            clock += rng.expovariate(rate / len(TEAMS) * (1.0 if busy else 1 / 3))
+            if clock >= minutes * 60:
+                break
+            stem, cpu, pods, mean = rng.choice(STEMS)
+            counters[(team, stem)] = number = counters.get((team, stem), 0) + 1
+            run = mean * math.exp(rng.gauss(0.0, 0.2))
+            name = f"{stem}-{number}"
+            annotations = {EXPECTED_RUNTIME_ANNOTATION: f"{mean:g}s"} if rng.random() < 0.25 else {}
+            template: dict[str, Any] = {
+                "metadata": {"annotations": {SUCCEED_AFTER_ANNOTATION: f"{run:.1f}s"}},
+                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                         **({"priorityClassName": "eta-high"} if rng.random() < 0.1 else {}),
+                         "containers": [{"name": "work", "image": "busybox", "resources": {
+                             "requests": {"cpu": str(cpu), "memory": f"{cpu}Gi"}}}]},
+            }
+            manifest = {"apiVersion": "batch/v1", "kind": "Job",
+                        "metadata": {"name": name, "namespace": team, "annotations": annotations},
+                        "spec": {"parallelism": pods, "completions": pods, "template": template}}
+            out.append(Submitted(name, team, clock, manifest))
+    out.sort(key=lambda item: item.at)
+    return out
+
+
+@functools.cache
+def binaries() -> Path:
+    return cluster.binaries_dir()
+
+
+def kubectl(config: ClusterConfig, *args: str, stdin: str | None = None) -> str:
+    """kubectl as the admin (the binaries are built and cached already: the cluster runs on them)."""
+    return cluster.kubectl(config, binaries(), *args, stdin=stdin)
+
+
+def naive(views: Sequence[Any], snapshot: Any, now: float) -> tuple[dict[tuple[str, str], float], ...]:
+    """Both naive estimates of every QUEUING job, where its queue has completed jobs."""
+    leaf_mean: dict[str, float] = {}
+    tree_ = snapshot.tree
+    for namespace in TEAMS:
+        queue = snapshot.queues.get(f"root-{namespace}-{namespace}")
+        items = (queue or {}).get("status", {}).get("runtimeHistory", [])
+        samples = [float(value) for item in items for value in item.get("seconds", [])]
+        if samples and tree_ is not None:
+            leaf_mean[namespace] = statistics.fmean(samples)
+    running: dict[str, int] = {}
+    for view in views:
+        if view.status == RUNNING:
+            running[view.namespace] = running.get(view.namespace, 0) + 1
+    literal: dict[tuple[str, str], float] = {}
+    per_running: dict[tuple[str, str], float] = {}
+    for view in views:
+        mean = leaf_mean.get(view.namespace)
+        if view.status != QUEUING or view.position is None or mean is None:
+            continue
+        literal[(view.namespace, view.name)] = now + view.position * mean
+        per_running[(view.namespace, view.name)] = now + view.position * mean / max(1, running.get(view.namespace, 0))
+    return literal, per_running
+
+
+def measure(config: ClusterConfig, jobs: list[Submitted], minutes: float) -> Outcome:
+    outcome = Outcome()
+    for team in TEAMS:
+        kubectl(config, "create", "namespace", team)
+    kubectl(config, "apply", "-f", "-", stdin=json.dumps(tree()))
+    kubectl(config, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                                          "metadata": {"name": "eta-high"}, "value": 100}))
+    time.sleep(5)  # the namespaces join the tree; the webhook holds their jobs from then on
+    api = connect(str(config.kubeconfig))
+    start = time.time()
+
+    def submit() -> None:
+        for item in jobs:
+            delay = start + item.at - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            kubectl(config, "create", "-f", "-", stdin=json.dumps(item.manifest))
+            outcome.submitted[(item.namespace, item.name)] = time.time()
+
+    submitter = threading.Thread(target=submit, daemon=True)
+    submitter.start()
+    warmup = start + minutes * 60 / 5
+    while submitter.is_alive() or time.time() < start + minutes * 60:
+        time.sleep(15)
+        now = time.time()
+        if now < warmup:
+            continue
+        snapshot = load_snapshot(api, None, now=now, complete=True)
+        views = job_views(snapshot)
+        rate, _ = oversell_rate(None, snapshot.tree_obj, snapshot.queues)
+        began = time.process_time()
+        found = estimate_snapshot(snapshot, views, rate, strict_priority(snapshot.queues))
+        outcome.cpu.append(time.process_time() - began)
+        published = published_estimates(snapshot.queues)
+        literal, per_running = naive(views, snapshot, now)
+        waiting = [view for view in views if view.status == QUEUING]
+        outcome.rounds += 1
+        outcome.peak = max(outcome.peak, len(waiting))
+        for view in waiting:
+            key = (view.namespace, view.name)
+            guess = found.by_key.get(view.key)
+            controller = published.get((view.kind, view.namespace, view.name), (None, None))[0]
+            outcome.predictions.append(Prediction(key, now, {
+                "estimate": guess.start if guess is not None else None,
+                "controller": controller,
+                "naive": literal.get(key),
+                "naive/running": per_running.get(key),
+            }))
+    deadline = time.time() + 15 * 60
+    while time.time() < deadline:
+        pods = json.loads(kubectl(config, "get", "pods", "-A", "-o", "json"))["items"]
+        for pod in pods:
+            namespace = pod["metadata"]["namespace"]
+            job = (pod["metadata"].get("labels") or {}).get("job-name")
+            moment = parse_time((pod.get("status") or {}).get("startTime"))
+            if namespace in TEAMS and job and moment is not None:
+                key = (namespace, job)
+                outcome.started[key] = min(moment, outcome.started.get(key, moment))
+        if all((item.namespace, item.name) in outcome.started for item in jobs):
+            break
+        time.sleep(10)
+    return outcome
+
+
+def errors(outcome: Outcome, pick: str, *, ahead: bool) -> tuple[list[float], int]:
+    found: list[float] = []
+    missing = 0
+    for prediction in outcome.predictions:
+        actual = outcome.started.get(prediction.key)
+        if actual is None:
+            continue
+        guess = prediction.values.get(pick)
+        if guess is None:
+            missing += 1
+            continue
+        since = prediction.at if ahead else outcome.submitted.get(prediction.key, prediction.at)
+        found.append(abs(guess - actual) / max(actual - since, FLOOR))
+    return found, missing
+
+
+def cell(values: tuple[list[float], int]) -> str:
+    found, missing = values
+    if not found:
+        return "-"
+    ordered = sorted(found)
+    p50 = ordered[max(0, round(0.5 * len(ordered)) - 1)]
+    p90 = ordered[max(0, round(0.9 * len(ordered)) - 1)]
+    return f"{p50:.2f} / {p90:.2f} ({100 * len(found) / (len(found) + missing):.0f} %)"
+
+
+def report(outcome: Outcome | None, problem: str, command: str, jobs: int) -> str:
+    lines = header("Start estimates on the dev cluster (issue 36)", command)
+    if outcome is None:
+        return "\n".join([*lines, f"not measured: {problem}", ""]) + "\n"
+    picks = ("estimate", "controller", "naive", "naive/running")
+    lines += [
+        f"{jobs} Jobs, {outcome.rounds} rounds of predictions, {len(outcome.predictions)} predictions, at most "
+        f"{outcome.peak} jobs waiting; estimate CPU per round (every waiting job at once): median "
+        f"{statistics.median(outcome.cpu) if outcome.cpu else 0:.2f} s.",
+        "",
+        "| error relative to | " + " | ".join(picks) + " |",
+        "|---|" + "---|" * len(picks),
+        "| the job's whole wait | " + " | ".join(cell(errors(outcome, pick, ahead=False)) for pick in picks) + " |",
+        "| the wait still ahead | " + " | ".join(cell(errors(outcome, pick, ahead=True)) for pick in picks) + " |",
+        "",
+        "p50 / p90 of |predicted - actual start| / the wait (at least 10 s), over the predictions with a figure "
+        "(their share in brackets).",
+        "",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.eta_cluster", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=10.0, help="length of the trace's submissions")
+    parser.add_argument("--port-base", type=int, default=29700)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dump", type=Path, help="also write every prediction and start to this JSON file")
+    args = parser.parse_args(argv)
+    command = COMMAND + ("" if (args.minutes, args.port_base, args.seed) == (10.0, 29700, 1) else
+                         f" --minutes {args.minutes:g} --port-base {args.port_base} --seed {args.seed}")
+    jobs = trace(args.seed, args.minutes)
+    config = ClusterConfig(state_dir=devrun.state_dir("eta"), ports=Ports(args.port_base),
+                           service_args=("--oversellrate=1", "--status-interval=1", "--eta-interval=2"))
+    outcome, problem = devrun.run("eta", config, lambda: measure(config, jobs, args.minutes))
+    if args.dump is not None and outcome is not None:
+        args.dump.write_text(json.dumps({
+            "submitted": {"/".join(key): at for key, at in outcome.submitted.items()},
+            "started": {"/".join(key): at for key, at in outcome.started.items()},
+            "predictions": [{"job": "/".join(p.key), "at": p.at, **p.values} for p in outcome.predictions],
+        }))
+    sys.stdout.write(report(outcome, problem, command, len(jobs)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

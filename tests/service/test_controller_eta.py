@@ -1,0 +1,113 @@
+"""The controller's start estimates through the in-memory apiserver (docs/eta.md): a pass offers its snapshot,
+the estimate task refreshes off the pass, the next pass writes the estimate into the Queue's status; a
+succeeded job's run time goes into the Queue's ``status.runtimeHistory`` and a restarted controller reads it
+back."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+from typing import Any
+
+from tests.service.controller_support import QUEUES, admitted, driven, job, pi, seed_api, step
+from tests.service.kubeclient_fake import JOBS, FakeApi
+from webhook.api.names import ADMISSION_ANNOTATION, EXPECTED_RUNTIME_ANNOTATION
+from webhook.api.objects import parse_time
+from webhook.controller.controller import Controller
+
+
+def declared(obj: dict[str, Any], runtime: str) -> dict[str, Any]:
+    obj["metadata"]["annotations"] = {EXPECTED_RUNTIME_ANNOTATION: runtime}
+    return obj
+
+
+def active(api: FakeApi, namespace: str = "user-a") -> list[dict[str, Any]]:
+    queue = api.obj(QUEUES, f"root-department-a-{namespace}", "kube-queue")
+    items: list[dict[str, Any]] = queue.get("status", {}).get("queueItemDetails", {}).get("active", [])
+    return items
+
+
+async def refreshed(api: FakeApi, controller: Controller) -> None:
+    """One pass, the estimate task's refresh it triggers, and the pass that writes what it published."""
+    eta = controller.eta
+    assert eta is not None
+    before = eta.refreshes
+    await step(api, controller)
+    task = asyncio.ensure_future(eta.run())
+    try:
+        for _ in range(2000):
+            if eta.refreshes > before:
+                break
+            await asyncio.sleep(0.005)
+        assert eta.refreshes > before, "the estimate task did not refresh"
+    finally:
+        task.cancel()
+    await step(api, controller)
+
+
+def finish(api: FakeApi, name: str, after: float) -> None:
+    obj = job(api, name)
+    admitted_at = parse_time(json.loads(obj["metadata"]["annotations"][ADMISSION_ANNOTATION])["admittedAt"])
+    assert admitted_at is not None
+    ended = datetime.datetime.fromtimestamp(admitted_at + after, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    obj["status"] = {"succeeded": 6, "completionTime": ended, "conditions": [
+        {"type": "Complete", "status": "True", "lastTransitionTime": ended}]}
+    api.put(JOBS, obj)
+
+
+async def test_a_waiting_job_gets_its_estimated_start_in_its_queue_status() -> None:
+    api = seed_api()
+    api.put(JOBS, declared(pi("pi-1"), "10m"))
+    api.put(JOBS, declared(pi("pi-2"), "5m"))
+    async with driven(api, eta_interval=0.01) as controller:
+        await step(api, controller)
+        assert admitted(api, "pi-1") and not admitted(api, "pi-2")
+        await refreshed(api, controller)
+    (item,) = active(api)
+    record = json.loads(job(api, "pi-1")["metadata"]["annotations"][ADMISSION_ANNOTATION])
+    started = parse_time(item["estimatedStart"])
+    assert item["name"] == "pi-2" and started is not None
+    # pi-1 runs 10 minutes from its admission (its pods are not seen running: it counts from the admission).
+    assert abs(started - ((parse_time(record["admittedAt"]) or 0) + 600)) <= 1
+    assert item["estimatedStartLatest"] == item["estimatedStart"]
+
+
+async def test_the_history_of_succeeded_jobs_survives_a_restart_and_estimates_jobs_like_them() -> None:
+    api = seed_api()
+    api.put(JOBS, pi("pi-1"))
+    async with driven(api, eta_interval=0.01) as controller:
+        await step(api, controller)
+        finish(api, "pi-1", 300)
+        await refreshed(api, controller)
+    queue = api.obj(QUEUES, "root-department-a-user-a", "kube-queue")
+    history = queue["status"]["runtimeHistory"]
+    # 300 s after its admission, to the second the Job's completionTime keeps.
+    assert [(item["kind"], item["stem"]) for item in history] == [("Job", "pi")]
+    assert history[0]["seconds"] in ([299], [300])
+    learned = history[0]["seconds"][0]
+    # A new controller (a restart) reads the history back, does not count pi-1 twice, and estimates pi-3 (a "pi"
+    # job too, of unknown run time otherwise) from it while pi-4 waits behind it.
+    api.put(JOBS, pi("pi-3"))
+    api.put(JOBS, declared(pi("pi-4"), "1m"))
+    async with driven(api, eta_interval=0.01) as controller:
+        await step(api, controller)
+        assert admitted(api, "pi-3") and not admitted(api, "pi-4")
+        await refreshed(api, controller)
+        assert controller.eta is not None
+        assert controller.eta.history.groups == {("user-a", "Job", "pi"): [learned]}  # as persisted, once
+    (item,) = active(api)
+    record = json.loads(job(api, "pi-3")["metadata"]["annotations"][ADMISSION_ANNOTATION])
+    started = parse_time(item["estimatedStart"])
+    assert item["name"] == "pi-4" and started is not None
+    assert abs(started - ((parse_time(record["admittedAt"]) or 0) + learned)) <= 1
+
+
+async def test_with_estimates_off_the_queue_status_has_none() -> None:
+    api = seed_api()
+    api.put(JOBS, declared(pi("pi-1"), "10m"))
+    api.put(JOBS, declared(pi("pi-2"), "5m"))
+    async with driven(api, eta_interval=0) as controller:
+        assert controller.eta is None
+        await step(api, controller, passes=2)
+    assert [set(item) for item in active(api)] == [{"name", "namespace", "priority", "position"}]

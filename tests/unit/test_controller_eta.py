@@ -1,0 +1,119 @@
+"""The controller's start estimates and run-time history (``webhook/controller/eta.py``, docs/eta.md): what a
+refresh learns from finished jobs, what a restart keeps, what it publishes in the Queues' status."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from tests.builders import cluster_pod, seed_tree
+from tests.fakeapi import batch_job
+from tests.kubefake import stamp
+from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION
+from webhook.controller.decide import decide, queue_statuses
+from webhook.controller.eta import EtaInputs, EtaService, EtaStatus
+from webhook.controller.model import TrackedJob, track
+from webhook.controller.starts import PodIndex, pod_slim
+from webhook.core.quota import QuotaTree
+from webhook.core.workload import WorkloadKey
+from webhook.kube.cache import CacheEvent
+from webhook.workloads.registry import adapter_for
+
+T0 = 1_780_000_000.0
+JOB = adapter_for("batch", "Job")
+DONE = [{"type": "Complete", "status": "True"}]
+
+
+def tracked(tree: QuotaTree, obj: dict[str, Any]) -> TrackedJob:
+    assert JOB is not None
+    leaf = tree.leaf_for_namespace(obj["metadata"]["namespace"])
+    assert leaf is not None
+    return track(JOB, obj, leaf, {})
+
+
+def finished(name: str, admitted: float, ended: float, *, namespace: str = "user-a") -> dict[str, Any]:
+    obj = batch_job(name, namespace, workers=1, cpu="10", created=admitted - 5, leaf="Department-a",
+                    admitted_at=admitted, conditions=DONE, succeeded=1)
+    obj["status"]["completionTime"] = stamp(ended)
+    return obj
+
+
+def inputs(tree: QuotaTree, jobs: Sequence[TrackedJob], now: float, queues: dict[str, Any] | None = None) -> EtaInputs:
+    return EtaInputs(tree, jobs, queues or {}, Fraction(1), False, now)
+
+
+def service(pods: PodIndex | None = None) -> EtaService:
+    return EtaService(5.0, pods or PodIndex(), wall=lambda: T0)
+
+
+def test_a_succeeded_job_teaches_the_history_its_run_time_once() -> None:
+    tree = seed_tree()
+    jobs = [tracked(tree, finished("train-1", T0, T0 + 60)), tracked(tree, finished("train-2", T0, T0 + 90)),
+            tracked(tree, batch_job("train-3", "user-a", created=T0, leaf="Department-a", admitted_at=T0,
+                                    conditions=[{"type": "Failed", "status": "True"}]))]
+    eta = service()
+    eta.refresh(inputs(tree, jobs, T0 + 100), {})
+    eta.refresh(inputs(tree, jobs, T0 + 105), {})
+    assert eta.history.groups == {("user-a", "Job", "train"): [60.0, 90.0]}  # the failed one teaches nothing
+
+
+def test_a_restart_reads_the_history_back_and_counts_only_what_finished_since() -> None:
+    tree = seed_tree()
+    first = service()
+    old = tracked(tree, finished("train-1", T0, T0 + 60))
+    status = first.refresh(inputs(tree, [old], T0 + 100), {})
+    queue = {"root-department-a-user-a": {"status": {"runtimeHistory": status.history["user-a"]}}}
+    again = service()
+    new = tracked(tree, finished("train-2", T0 + 100, T0 + 190))
+    again.refresh(inputs(tree, [old, new], T0 + 200, queue), {})
+    assert again.history.groups == {("user-a", "Job", "train"): [60.0, 90.0]}
+
+
+def test_waiting_jobs_get_their_estimate_and_it_stays_put_while_it_moves_little() -> None:
+    tree = seed_tree()
+    running_job = batch_job("big-1", "user-a", workers=10, cpu="10", created=T0, leaf="Department-a",
+                            admitted_at=T0, annotations={EXPECTED_RUNTIME_ANNOTATION: "10m"})
+    waiting_job = batch_job("next-1", "user-b", workers=5, cpu="10", created=T0 + 1, leaf="Department-a",
+                            suspended=True, annotations={EXPECTED_RUNTIME_ANNOTATION: "5m"})
+    jobs = [tracked(tree, running_job), tracked(tree, waiting_job)]
+    key = WorkloadKey("Job", "user-b", "next-1")
+    eta = service()
+    first = eta.refresh(inputs(tree, jobs, T0 + 60), {jobs[0].workload.key: T0})
+    assert first.items[key] == {"estimatedStart": stamp(T0 + 600), "estimatedStartLatest": stamp(T0 + 600)}
+    # The same estimate a little later: the published fields do not change (no status write for it).
+    assert eta.refresh(inputs(tree, jobs, T0 + 70), {jobs[0].workload.key: T0 + 20}).items[key] == first.items[key]
+    # Its pods were seen running later than thought: 100 s later than published, more than the 59 s (a tenth of
+    # the wait) it may move unseen.
+    moved = eta.refresh(inputs(tree, jobs, T0 + 110), {jobs[0].workload.key: T0 + 100}).items[key]
+    assert moved["estimatedStart"] == stamp(T0 + 700)
+
+
+def test_pods_seen_running_date_the_run_and_a_job_running_when_first_seen_counts_from_its_admission() -> None:
+    tree = seed_tree()
+    pods = PodIndex()
+    early = batch_job("early-1", "user-a", created=T0, leaf="Department-a", admitted_at=T0)
+    late = batch_job("late-1", "user-b", created=T0, leaf="Department-a", admitted_at=T0 + 10)
+    pods.listener(None, CacheEvent("ADDED", pod_slim(cluster_pod("early-1-x", namespace="user-a", owner=early))))  # type: ignore[arg-type]
+    jobs = [tracked(tree, early), tracked(tree, late)]
+    eta = service(pods)
+    assert eta._running(jobs, T0 + 50) == {jobs[0].workload.key: T0}
+    pods.listener(None, CacheEvent("ADDED", pod_slim(cluster_pod("late-1-x", namespace="user-b", owner=late))))  # type: ignore[arg-type]
+    assert eta._running(jobs, T0 + 80)[jobs[1].workload.key] == T0 + 80
+
+
+def test_the_queue_status_carries_the_estimates_and_the_history() -> None:
+    tree = seed_tree()
+    waiting_job = tracked(tree, batch_job("next-1", "user-b", created=T0, leaf="Department-a", suspended=True,
+                                          workers=20, cpu="10"))
+    decisions = decide(tree, [waiting_job], {}, oversell_rate=Fraction(1))
+    eta = EtaStatus({waiting_job.workload.key: {"estimatedStart": "2026-05-28T20:30:00Z"}},
+                    {"user-b": [{"kind": "Job", "stem": "next", "seconds": [60], "lastFinished": "x"}]})
+    statuses = queue_statuses(tree, decisions, 200, eta)
+    status = statuses["root-department-a-user-b"]
+    assert status["queueItemDetails"]["active"][0]["estimatedStart"] == "2026-05-28T20:30:00Z"
+    assert status["runtimeHistory"][0]["stem"] == "next"
+    assert "runtimeHistory" not in statuses["root-department-a-user-a"]
+    without = queue_statuses(tree, decisions, 200)
+    assert "runtimeHistory" not in without["root-department-a-user-b"]
+    assert "estimatedStart" not in without["root-department-a-user-b"]["queueItemDetails"]["active"][0]

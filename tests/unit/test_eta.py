@@ -1,0 +1,235 @@
+"""The start estimate (docs/eta.md) on hand-made snapshots: ``webhook/core/eta.py`` and ``eta_replay.py``.
+
+Each case is small enough to compute by hand; every case runs with the replay's default buckets and windows
+and with them off (every event its own pass, every waiting job seen), which must agree here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+
+import pytest
+
+from tests.builders import job, node, res, seed_tree, tree
+from webhook.core.decisions import PlainJob, QueueJob
+from webhook.core.eta import Estimate, Why, estimate
+from webhook.core.eta_replay import ReplayInput, ReplayLimits, ReplayResult, replay
+from webhook.core.queueing import Policy
+from webhook.core.quota import QuotaTree
+from webhook.core.runtimes import Runtime, Source
+from webhook.core.startup import BackoffNote, BackoffState, backoff_state
+from webhook.core.workload import Phase, Workload, WorkloadKey
+
+NOW = 10_000.0
+EXACT = ReplayLimits(max_passes=100_000, window=100_000, smallest=0, eps_time=0.0, min_width=0.0, repass=True)
+LIMITS = {"default": ReplayLimits(), "exact": EXACT}
+
+
+def one_queue(cpu: int = 10, *, jobs: int | None = None) -> QuotaTree:
+    """root (cpu) > team (namespace team): one queue owning everything."""
+    cap = res(cpu=cpu, max_jobs=jobs) if jobs is not None else res(cpu=cpu)
+    return tree(node("root", min=res(cpu=cpu), max=res(cpu=cpu), children=(
+        node("team", min=res(cpu=cpu), max=cap, namespaces=("team",)),)))
+
+
+def waiting(name: str, cpu: int, created: float, *, priority: int = 0, namespace: str = "team",
+            quota: str = "team") -> Workload:
+    return job(name, namespace, quota, cpu=cpu, created=created, priority=priority)
+
+
+def running(name: str, cpu: int, *, namespace: str = "team", quota: str = "team", since: float = NOW) -> Workload:
+    return job(name, namespace, quota, cpu=cpu, created=since - 10, phase=Phase.ADMITTED, admitted_at=since)
+
+
+def declared(seconds: float) -> Runtime:
+    return Runtime(seconds, seconds, Source.DECLARED)
+
+
+def given(
+    tree_: QuotaTree,
+    jobs: Sequence[Workload | QueueJob],
+    runtimes: Mapping[str, Runtime],
+    *,
+    rate: int = 1,
+    policy: Policy = Policy.ROUND,
+    since: Mapping[str, float] | None = None,
+) -> ReplayInput:
+    plain = [item if not isinstance(item, Workload) else PlainJob(item) for item in jobs]
+    by_name = {item.workload.key.name: item.workload.key for item in plain}
+    return ReplayInput(
+        tree=tree_,
+        jobs=plain,
+        policies={leaf.key: policy for leaf in tree_.leaves()},
+        rate=Fraction(rate),
+        now=NOW,
+        runtimes={by_name[name]: runtime for name, runtime in runtimes.items()},
+        running_since={by_name[name]: at for name, at in (since or {}).items()},
+    )
+
+
+def starts(inputs: ReplayInput, limits: str) -> dict[str, Estimate]:
+    found = estimate(inputs, LIMITS[limits])
+    return {key.name: value for key, value in found.by_key.items()}
+
+
+def ahead(estimate_: Estimate) -> float | None:
+    return None if estimate_.start is None else estimate_.start - NOW
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_jobs_behind_a_running_one_start_as_the_ones_ahead_end(limits: str) -> None:
+    inputs = given(one_queue(), [running("a", 10, since=NOW - 100), waiting("b", 10, 1), waiting("c", 10, 2)],
+                   {"a": declared(300), "b": declared(600), "c": declared(60)})
+    found = starts(inputs, limits)
+    assert ahead(found["b"]) == 200  # a has 200 s left
+    assert ahead(found["c"]) == 800  # then b runs 600 s
+    assert found["b"].finish == NOW + 800
+    assert found["c"].finish == NOW + 860
+    assert found["b"].basis.declared == 1 and found["c"].basis.declared == 2
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_a_higher_priority_job_submitted_later_goes_first(limits: str) -> None:
+    inputs = given(one_queue(), [running("a", 10), waiting("old", 10, 1), waiting("urgent", 10, 5, priority=100)],
+                   {"a": declared(100), "old": declared(100), "urgent": declared(100)})
+    found = starts(inputs, limits)
+    assert ahead(found["urgent"]) == 100
+    assert ahead(found["old"]) == 200
+
+
+@pytest.mark.parametrize(("policy", "small_start"), [(Policy.ROUND, 0), (Policy.BLOCK, 400)])
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_round_lets_a_small_job_pass_a_big_one_block_does_not(policy: Policy, small_start: float, limits: str) -> None:
+    inputs = given(one_queue(), [running("a", 6), waiting("big", 10, 1), waiting("small", 2, 2)],
+                   {"a": declared(300), "big": declared(100), "small": declared(50)}, policy=policy)
+    found = starts(inputs, limits)
+    assert ahead(found["big"]) == 300
+    assert ahead(found["small"]) == small_start
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_a_quota_owed_its_min_starts_at_the_next_pass_by_reclaim(limits: str) -> None:
+    seed = seed_tree()
+    borrowers = [running(f"a{i}", 10, namespace="user-a", quota="Department-a", since=NOW - i) for i in range(10)]
+    inputs = given(seed, [*borrowers, waiting("c", 10, 1, namespace="user-c", quota="Department-b")],
+                   {**{f"a{i}": declared(3600) for i in range(10)}, "c": declared(60)})
+    found = starts(inputs, limits)
+    assert ahead(found["c"]) == 0  # no job of Department-a ends before: reclaim makes the room
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_an_estimate_that_rests_on_unknown_run_times_says_so_instead_of_a_number(limits: str) -> None:
+    inputs = given(one_queue(), [running("mystery", 10), waiting("b", 10, 1)],
+                   {"b": declared(60)})
+    found = starts(inputs, limits)
+    assert found["b"].start is None
+    assert found["b"].why is Why.UNKNOWN_RUNTIMES
+    assert WorkloadKey("Job", "team", "mystery") in found["b"].unknown_jobs
+    assert found["b"].latest is None
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_a_deadline_alone_gives_a_latest_time_but_no_estimate(limits: str) -> None:
+    bounded = Runtime(None, 900.0, Source.DEADLINE, deadline=900.0)
+    inputs = given(one_queue(), [running("a", 10, since=NOW - 300), waiting("b", 10, 1)],
+                   {"a": bounded, "b": declared(60)})
+    found = starts(inputs, limits)
+    assert found["b"].start is None and found["b"].why is Why.UNKNOWN_RUNTIMES
+    assert found["b"].latest == NOW + 600  # a is stopped at its deadline, 900 s after it began
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_jobs_whose_run_time_is_unknown_but_irrelevant_do_not_hide_an_estimate(limits: str) -> None:
+    two = tree(node("root", min=res(cpu=20), max=res(cpu=20), children=(
+        node("team", min=res(cpu=10), max=res(cpu=10), namespaces=("team",)),
+        node("other", min=res(cpu=10), max=res(cpu=10), namespaces=("other",)))))
+    inputs = given(two, [running("mystery", 10, namespace="other", quota="other"), running("a", 10),
+                         waiting("b", 10, 1)], {"a": declared(120), "b": declared(60)})
+    found = starts(inputs, limits)
+    assert ahead(found["b"]) == 120
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Backed:
+    """A waiting job with a backoff note (it failed to start and waits for its retry time)."""
+
+    workload: Workload
+    backoff: BackoffNote
+    evictable: bool = True
+    record: None = None
+    missing_class: None = None
+
+    def backoff_state(self, now: float) -> BackoffState:
+        return backoff_state(self.backoff, "spec", now)
+
+    def with_workload(self, workload: Workload) -> Backed:
+        return dataclasses.replace(self, workload=workload)
+
+
+def note(retry_at: float, *, gave_up: bool = False) -> BackoffNote:
+    return BackoffNote(attempts=2, reason="image cannot be pulled", category="ErrImagePull", retry_at=retry_at,
+                       failed_at=NOW - 60, spec="spec", gave_up=gave_up)
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_a_job_in_backoff_starts_at_its_retry_time_and_one_that_gave_up_has_none(limits: str) -> None:
+    retrying = Backed(waiting("retry", 4, 1), note(NOW + 300))
+    given_up = Backed(waiting("done-trying", 4, 2), note(NOW - 10, gave_up=True))
+    inputs = given(one_queue(), [running("a", 2), retrying, given_up, waiting("fresh", 4, 3)],
+                   {"a": declared(1000), "retry": declared(60), "done-trying": declared(60), "fresh": declared(60)})
+    found = starts(inputs, limits)
+    assert ahead(found["fresh"]) == 0  # the job in backoff does not hold it back
+    assert ahead(found["retry"]) == 300
+    assert found["done-trying"].start is None and found["done-trying"].why is Why.GAVE_UP
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_with_an_oversell_rate_admitted_jobs_wait_for_the_pods_quota(limits: str) -> None:
+    inputs = given(one_queue(), [running("a", 10, since=NOW - 50), running("b", 10, since=NOW), waiting("c", 10, 1)],
+                   {"a": declared(150), "b": declared(200), "c": declared(60)}, rate=2, since={"a": NOW - 50})
+    found = starts(inputs, limits)
+    # a ends at +100: c is admitted (used 20 <= 10 x 2) and b's pods run; c's pods run when b ends, at +300.
+    assert ahead(found["c"]) == 300
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_a_job_cap_is_respected(limits: str) -> None:
+    inputs = given(one_queue(100, jobs=1), [running("a", 1), waiting("b", 1, 1), waiting("c", 1, 2)],
+                   {"a": declared(100), "b": declared(100), "c": declared(100)})
+    found = starts(inputs, limits)
+    assert (ahead(found["b"]), ahead(found["c"])) == (100, 200)
+
+
+def test_a_job_that_can_never_fit_says_so() -> None:
+    found = starts(given(one_queue(), [waiting("huge", 11, 1)], {"huge": declared(60)}), "default")
+    assert found["huge"].start is None and found["huge"].why is Why.NEVER_FITS
+
+
+def test_the_replay_dates_each_job_by_the_end_that_let_it_in_so_a_long_queue_does_not_drift() -> None:
+    # Four slots ending at staggered times, and 200 jobs of 61 s behind them: the buckets hold several ends
+    # each; a job admitted at its bucket's pass would start up to a bucket late and push every later one
+    # further. Dated by the end that freed its room, each starts when the exact replay starts it.
+    jobs: list[Workload] = [running(f"head{slot}", 10) for slot in range(4)]
+    runtimes = {f"head{slot}": declared(10 + 7 * slot) for slot in range(4)}
+    for index in range(200):
+        jobs.append(waiting(f"j{index:03d}", 10, index))
+        runtimes[f"j{index:03d}"] = declared(61)
+    inputs = given(one_queue(40), jobs, runtimes)
+    bucketed = replay(inputs, ReplayLimits(max_passes=10_000))
+    exact = replay(inputs, EXACT)
+    def times(result: ReplayResult) -> dict[WorkloadKey, tuple[float | None, float | None]]:
+        return {key: (outcome.admitted, outcome.started) for key, outcome in result.outcomes.items()}
+
+    assert times(bucketed) == times(exact)
+    assert exact.outcomes[WorkloadKey("Job", "team", "j199")].started == NOW + 10 + 7 * 3 + 49 * 61
+    assert bucketed.passes < exact.passes / 2  # the buckets did batch the ends
+
+
+def test_a_small_job_deep_in_a_round_queue_is_seen_and_starts_early() -> None:
+    bigs = [waiting(f"big{index:03d}", 10, index) for index in range(100)]
+    inputs = given(one_queue(), [running("a", 9), *bigs, waiting("tiny", 1, 1000)],
+                   {"a": declared(600), **{f"big{i:03d}": declared(60) for i in range(100)}, "tiny": declared(60)})
+    found = starts(inputs, "default")
+    assert ahead(found["tiny"]) == 0

@@ -1,0 +1,268 @@
+"""When a waiting job should start, as ``kq why``, ``kq list`` and the console say it (docs/eta.md).
+
+``kq why`` computes the estimate itself when it can read every job and pod of the tree (the snapshot its answer
+already rests on, :func:`webhook.cli.waiting.pass_inputs`): the core's estimator
+(:func:`webhook.core.eta.estimate`) over it, with the run-time history the controller keeps in the Queues'
+status. Otherwise, and in ``kq list``, it shows what the controller published on the job's Queue
+(``estimatedStart``, ``estimatedStartLatest``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION
+from webhook.api.objects import Obj, parse_time, pod_phase, pod_status, queue_active, queue_details
+from webhook.cli.view import BACKOFF, QUEUING, JobView, Snapshot
+from webhook.controller.records import rfc3339_seconds
+from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA, leaf_policies
+from webhook.core.eta import Estimate, Estimates, Why, estimate
+from webhook.core.eta_replay import Basis, ReplayInput
+from webhook.core.quota import queue_name
+from webhook.core.runtimes import Runtime, RuntimeHistory, Source, restore_items
+from webhook.core.workload import Phase, WorkloadKey
+from webhook.workloads.runtime import job_runtime
+
+__all__ = ["EtaReport", "about", "estimate_job", "estimate_snapshot", "eta_cell", "eta_fields", "eta_lines",
+           "published_estimates"]
+
+Published = dict[tuple[str, str, str], tuple[float | None, float | None]]
+"""``(kind, namespace, name)`` -> the controller's ``(estimatedStart, estimatedStartLatest)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class EtaReport:
+    """A waiting job's estimate and where it came from: ``replay`` (computed here), ``queue-status`` (the
+    controller's), or ``none`` (with ``problem``)."""
+
+    source: str
+    estimate: Estimate | None = None
+    start: float | None = None
+    latest: float | None = None
+    problem: str = ""
+    waits_for: tuple[str, ...] = field(default=())
+
+
+def published_estimates(queues: Mapping[str, Obj]) -> Published:
+    """What the controller wrote on its Queues' ``status.queueItemDetails.active`` items."""
+    out: Published = {}
+    for queue in queues.values():
+        details = queue_details(queue)
+        for item in queue_active(details) if details is not None else ():
+            key = (str(item.get("kind") or "Job"), str(item.get("namespace") or ""), str(item.get("name") or ""))
+            start, latest = parse_time(item.get("estimatedStart")), parse_time(item.get("estimatedStartLatest"))
+            if start is not None or latest is not None:
+                out[key] = (start, latest)
+    return out
+
+
+def about(seconds: float) -> str:
+    """``40 s``, ``12 min``, ``3 h 20 min``, ``2 d 4 h``: a rounded span of time."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{round(seconds)} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, rest = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {rest} min" if rest and hours < 10 else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours and days < 10 else f"{days} d"
+
+
+def eta_cell(view: JobView, published: Published, now: float) -> str:
+    """The ETA column of ``kq list``: ``~12m`` (the estimate), ``<20m`` (only the latest is known), ``?`` (the
+    controller has none), ``-`` (the job does not wait)."""
+    from webhook.cli.output import human_age  # noqa: PLC0415
+
+    if view.status not in (QUEUING, BACKOFF):
+        return "-"
+    start, latest = published.get((view.kind, view.namespace, view.name), (None, None))
+    if start is not None:
+        return f"~{human_age(start - now)}"
+    if latest is not None:
+        return f"<{human_age(latest - now)}"
+    return "?"
+
+
+def _history(snapshot: Snapshot) -> RuntimeHistory:
+    """The run-time history the controller keeps on its Queues (``status.runtimeHistory``)."""
+    history = RuntimeHistory()
+    tree = snapshot.tree
+    if tree is None:
+        return history
+    for namespace, leaf_key in tree.leaf_by_namespace.items():
+        queue = snapshot.queues.get(queue_name(tree.nodes[leaf_key].name, namespace))
+        status = queue.get("status") if queue is not None else None
+        if isinstance(status, Mapping):
+            restore_items(history, namespace, status.get("runtimeHistory"))
+    return history
+
+
+def _running_since(view: JobView) -> float | None:
+    """When the job's pods run since (the earliest running pod's start), ``None`` when none runs."""
+    times = [parse_time(pod_status(pod).get("startTime")) for pod in view.pods if pod_phase(pod) == "Running"]
+    found = [moment for moment in times if moment is not None]
+    if found:
+        return min(found)
+    return (view.admitted_at or view.created) if view.running else None
+
+
+def estimate_snapshot(snapshot: Snapshot, views: Sequence[JobView], rate: Any, strict: bool) -> Estimates:
+    """Every waiting job's estimate, from a snapshot of every job and pod of the tree (``complete`` and
+    ``tree_pods``), with the run-time history the controller keeps on its Queues."""
+    from webhook.cli.waiting import pass_inputs  # noqa: PLC0415
+
+    tree = snapshot.tree
+    assert tree is not None
+    tracked, loose, protected = pass_inputs(snapshot, views)
+    history = _history(snapshot)
+    runtimes: dict[WorkloadKey, Runtime] = {}
+    running: dict[WorkloadKey, float] = {}
+    for other in views:
+        job = other.tracked
+        if job is None or job.workload.phase is Phase.FINISHED:
+            continue
+        runtimes[job.workload.key] = job_runtime(job.obj, job.workload.key.kind, history, job.leaf.namespaces,
+                                                 job.adapter)
+        since = _running_since(other) if job.workload.phase is Phase.ADMITTED else None
+        if since is not None:
+            running[job.workload.key] = since
+    policies = leaf_policies(tree, snapshot.queues, strict)
+    given = ReplayInput(tree, tracked, policies, rate, snapshot.now, runtimes, running, loose, protected,
+                        frozenset(), RECLAIM_TRIES_PER_QUOTA)
+    return estimate(given)
+
+
+def estimate_job(snapshot: Snapshot, views: Sequence[JobView], view: JobView, rate: Any, strict: bool) -> EtaReport:
+    """The estimate of a waiting job: replayed here from the whole snapshot when there is one, else the
+    controller's from its Queue's status."""
+    tree = snapshot.tree
+    if tree is None or view.workload is None:
+        return EtaReport("none", problem="there is no usable quota tree")
+    if not (snapshot.complete and snapshot.tree_pods is not None):
+        start, latest = published_estimates(snapshot.queues).get((view.kind, view.namespace, view.name),
+                                                                  (None, None))
+        if start is None and latest is None:
+            return EtaReport("none", problem="kq cannot read every job and pod of the tree to replay the queue, "
+                             "and the controller has published no estimate for it on its Queue")
+        return EtaReport("queue-status", start=start, latest=latest)
+    found = estimate_snapshot(snapshot, views, rate, strict).by_key.get(view.key)
+    if found is None:
+        return EtaReport("none", problem="the replay does not hold this job")
+    return EtaReport("replay", found, found.start, found.latest,
+                     waits_for=tuple(str(key) for key in found.unknown_jobs))
+
+
+def _basis_text(basis: Basis) -> str:
+    """``from the run times of 14 completed jobs like the 5 that end before it and the declared run times of 2
+    more``: what the jobs that end before it in the replay rested on."""
+    parts = []
+    if basis.samples:
+        parts.append(f"the run times of {basis.samples} completed job{'s' if basis.samples != 1 else ''} like the "
+                     f"{basis.history} that end{'s' if basis.history == 1 else ''} before it")
+    if basis.declared:
+        more = " more" if parts else ""
+        parts.append(f"the declared run time{'s' if basis.declared != 1 else ''} of {basis.declared}{more}")
+    if basis.deadline:
+        parts.append(f"the deadline{'s' if basis.deadline != 1 else ''} of {basis.deadline}")
+    if not parts:
+        return "no job needs to end first"
+    return "from " + " and ".join(parts)
+
+
+def _own(runtime: Runtime) -> str:
+    if runtime.source is Source.DECLARED:
+        return f"it declares a run time of {about(runtime.p50 or 0)}"
+    if runtime.source in (Source.NAMESPACE, Source.QUEUE):
+        where = "its namespace" if runtime.source is Source.NAMESPACE else "its queue"
+        return f"jobs like it in {where} ran {about(runtime.p50 or 0)} ({len(runtime.samples)} completed)"
+    if runtime.source is Source.DEADLINE:
+        return f"its deadline stops it within {about(runtime.p90 or 0)}"
+    return ""
+
+
+_WHY = {
+    Why.UNKNOWN_RUNTIMES: "it waits for jobs whose run time nobody knows yet",
+    Why.BEYOND: "it is not started within the replay's horizon (30 days, or its budget of passes)",
+    Why.NEVER_FITS: "its request alone is over a limit of its quota",
+    Why.GAVE_UP: "it gave up after its failed starts",
+    Why.HELD: "it is held: its PriorityClass does not exist",
+    Why.CLOSING: "its namespace is being deleted",
+    Why.NO_QUOTA: "its namespace is in no quota",
+    Why.NOT_STARTED: "the replay never starts it (its pods could never run within its quota's max)",
+}
+
+
+def eta_lines(report: EtaReport, now: float) -> list[str]:
+    """The sentences ``kq why`` prints about when the job should start."""
+    start, latest = report.start, report.latest
+    found = report.estimate
+    lines = []
+    if start is not None:
+        early, late = about(start - now), about(latest - now) if latest is not None else ""
+        around = f" ({early} to {late})" if late and late != early else ""
+        basis = f", {_basis_text(found.basis)}" if found is not None else " (the controller's estimate)"
+        when = "at the controller's next pass" if start - now < 1 else f"in about {early}{around}, at about " \
+            f"{rfc3339_seconds(start)}"
+        lines.append(f"Expected to start {when}{basis}.")
+        if found is not None and found.finish is not None:
+            lines.append(f"Expected to finish about {about(found.finish - now)} from now: {_own(found.runtime)}.")
+        elif found is not None and found.runtime.problem:
+            lines.append(f"Its own run time is unknown: {found.runtime.problem}.")
+        return lines
+    if report.source == "none":
+        return [f"No estimate of when it starts: {report.problem}."]
+    why = _WHY.get(found.why, "") if found is not None else "the controller has only a latest time"
+    text = f"No estimate of when it starts: {why}"
+    if report.waits_for:
+        text += f" ({', '.join(report.waits_for)}); declare {EXPECTED_RUNTIME_ANNOTATION} on such jobs, or wait " \
+                "until jobs like them have finished"
+    lines.append(text + ".")
+    if latest is not None:
+        lines.append(f"It should start within about {about(latest - now)} (by {rfc3339_seconds(latest)}), counting "
+                     "every run time at its p90 and unknown ones as never ending.")
+    return lines
+
+
+def eta_fields(report: EtaReport) -> dict[str, Any]:
+    """``kq why -o json``'s ``estimatedStart``, ``estimatedStartLatest`` (absent when unknown) and
+    ``estimateBasis``."""
+    out: dict[str, Any] = {}
+    if report.start is not None:
+        out["estimatedStart"] = rfc3339_seconds(report.start)
+    if report.latest is not None:
+        out["estimatedStartLatest"] = rfc3339_seconds(report.latest)
+    basis: dict[str, Any] = {"source": report.source}
+    found = report.estimate
+    if found is not None:
+        if found.finish is not None:
+            out["estimatedFinish"] = rfc3339_seconds(found.finish)
+        basis.update({
+            "finishedBefore": found.basis.finished,
+            "completedJobs": found.basis.samples,
+            "historyRuntimes": found.basis.history,
+            "declaredRuntimes": found.basis.declared,
+            "deadlines": found.basis.deadline,
+            "summary": _basis_text(found.basis),
+            "ownRuntime": {
+                "source": found.runtime.source.value,
+                **({"p50Seconds": round(found.runtime.p50)} if found.runtime.p50 is not None else {}),
+                **({"p90Seconds": round(found.runtime.p90)} if found.runtime.p90 is not None else {}),
+                **({"samples": len(found.runtime.samples)} if found.runtime.samples else {}),
+                **({"problem": found.runtime.problem} if found.runtime.problem else {}),
+            },
+        })
+        if found.why is not Why.NONE:
+            basis["unknown"] = found.why.value
+            basis["why"] = _WHY.get(found.why, "")
+    if report.problem:
+        basis["unknown"] = "not-computed"
+        basis["why"] = report.problem
+    if report.waits_for:
+        basis["waitsFor"] = list(report.waits_for)
+    out["estimateBasis"] = basis
+    return out

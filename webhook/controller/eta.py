@@ -1,0 +1,277 @@
+"""Start estimates in the controller, off the pass (docs/eta.md).
+
+After each pass the controller offers what it decided on (:meth:`EtaService.offer`: the tree, the jobs, the pods
+no job accounts for...). At most every ``--eta-interval`` seconds (and never more than a fifth of a core on
+average), and only on the replica holding the Lease, :meth:`EtaService.run` takes the latest offer and, in a
+worker thread, replays it forward with the core's estimator (:func:`webhook.core.eta.estimate`). The replay
+waits between its own passes while a real pass runs (:meth:`busy`), so it never delays one by more than one of
+its steps; the webhook and the pass keep the event loop. Its result is :meth:`published`: the
+``estimatedStart`` and ``estimatedStartLatest`` of each waiting job (written into its Queue's
+``status.queueItemDetails.active`` item) and each namespace's run-time history (the Queue's
+``status.runtimeHistory``).
+
+**The history** (:class:`~webhook.core.runtimes.RuntimeHistory`) lives in this process and in the Queues' status:
+each job seen to *succeed* adds its run time, from when its pods were first seen running (else its admission) to
+its finish time, to its (namespace, kind, name stem) group: at most 20 run times a group, 32 groups a Queue. A
+restarted (or newly elected) controller reads the groups back from the Queues' status; jobs that finished since
+(after a group's ``lastFinished``) and are still in the cluster are then counted. What is lost: the run times
+of jobs finished and deleted while no controller ran, and the pods' start times seen only in memory (jobs
+running across the restart count from their admission).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from webhook.api.objects import Obj
+from webhook.controller import metrics
+from webhook.controller.model import TrackedJob
+from webhook.controller.records import kv, rfc3339_seconds
+from webhook.controller.starts import PodIndex
+from webhook.core.decide import leaf_policies
+from webhook.core.eta import Estimate, estimate
+from webhook.core.eta_replay import ReplayInput
+from webhook.core.quota import QuotaTree, queue_name
+from webhook.core.runtimes import RuntimeHistory, history_items, restore_items
+from webhook.core.workload import Phase, Workload, WorkloadKey
+from webhook.workloads.runtime import finished_at, job_runtime, stem_of, succeeded
+
+log = logging.getLogger("webhook.controller")
+
+FINISHED_KEPT = 10_000
+"""Start times of ended admissions kept for the history at most (the oldest go first)."""
+CPU_SHARE = 0.2
+"""Refreshes are spaced so that they take at most this share of one core on average."""
+PAUSE_LIMIT = 10.0
+"""Seconds the replay waits for a pass to end before it goes on anyway (a pass never takes that long)."""
+KEEP_SHARE = 0.1
+KEEP_SECONDS = 30.0
+"""A published estimate is kept while a new one stays within this many seconds, or this share of the wait
+ahead, of it: a Queue's status is not rewritten for every few seconds an estimate moves."""
+
+
+@dataclass(frozen=True, slots=True)
+class EtaInputs:
+    """What one pass decided on."""
+
+    tree: QuotaTree
+    jobs: Sequence[TrackedJob]
+    queues: Mapping[str, Obj]
+    rate: Fraction
+    strict: bool
+    now: float
+    loose: Sequence[Workload] = ()
+    protected: Mapping[WorkloadKey, str] | None = None
+    closing: frozenset[str] = frozenset()
+    tries: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class EtaStatus:
+    """What the Queues' status says of the estimates: per waiting job its fields, per namespace its history."""
+
+    items: Mapping[WorkloadKey, Mapping[str, str]] = field(default_factory=dict)
+    history: Mapping[str, list[dict[str, object]]] = field(default_factory=dict)
+
+
+class EtaService:
+    """The controller's estimates (see the module)."""
+
+    def __init__(self, interval: float, pods: PodIndex, *, wall: Callable[[], float],
+                 clock: Callable[[], float] = time.monotonic, poke: Callable[[], None] | None = None) -> None:
+        self.interval = interval
+        self._poke = poke
+        self.pods = pods
+        self._wall = wall
+        self._clock = clock
+        self.history = RuntimeHistory()
+        self._restored = False
+        self._latest: EtaInputs | None = None
+        self._offered = asyncio.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._status = EtaStatus()
+        self._published: dict[WorkloadKey, tuple[float | None, float | None]] = {}
+        self._since: dict[str, float] = {}
+        """Admission (:func:`_admission`) -> when its pods were first seen running."""
+        self._pending: set[str] = set()
+        """Admissions seen not running yet (so their start can be dated when they do)."""
+        self._finished_since: dict[str, float] = {}
+        """The same for admissions that ended (finished or evicted), until the history takes them."""
+        self._counted: set[str] = set()
+        """Uids of finished jobs already in the history."""
+        self.refreshes = 0
+        self.last_cpu = 0.0
+        """CPU seconds the last refresh took (its thread's)."""
+
+    # The pass's side ---------------------------------------------------------------------------------------
+    def busy(self) -> None:
+        """A pass starts: the replay waits before its next step."""
+        self._idle.clear()
+
+    def idle(self) -> None:
+        self._idle.set()
+
+    def offer(self, inputs: EtaInputs) -> None:
+        """What the pass decided on (cheap: kept until the next refresh)."""
+        self._latest = inputs
+        self._offered.set()
+
+    def published(self) -> EtaStatus:
+        return self._status
+
+    # The refresh -------------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Refresh at most every :attr:`interval` seconds, when a pass offered something new."""
+        while True:
+            await self._offered.wait()
+            self._offered.clear()
+            inputs = self._latest
+            if inputs is None:
+                continue
+            running = self._running(inputs.jobs, inputs.now)
+            started = self._clock()
+            try:
+                status = await asyncio.to_thread(self.refresh, inputs, running)
+                changed = status != self._status
+                self._status = status
+                if changed and self._poke is not None:
+                    self._poke()  # a pass writes what changed into the Queues' status
+            except Exception as error:  # an estimate is advice: its failure must not stop the controller
+                log.exception(kv(component="controller", event="eta_failed", error=repr(error)))
+            took = self._clock() - started
+            # At most every `interval` seconds, and never more than CPU_SHARE of a core on average.
+            await asyncio.sleep(max(0.0, self.interval - took, self.last_cpu / CPU_SHARE - took))
+
+    def _running(self, jobs: Sequence[TrackedJob], now: float) -> dict[WorkloadKey, float]:
+        """Admitted jobs whose pods run, and since when (read here, on the event loop, which owns the pod
+        index): first seen running after being seen not running: now; already running when first seen: its
+        admission."""
+        out: dict[WorkloadKey, float] = {}
+        live: set[str] = set()
+        for job in jobs:
+            workload = job.workload
+            if workload.phase is not Phase.ADMITTED:
+                continue
+            key = _admission(job)
+            live.add(key)
+            since = self._since.get(key)
+            if since is None:
+                if not any(pod.phase == "Running" for pod in self.pods.pods_of(job)):
+                    self._pending.add(key)
+                    continue
+                since = now if key in self._pending else (workload.admitted_at or now)
+                self._since[key] = since
+                self._pending.discard(key)
+            out[workload.key] = since
+        for gone in [key for key in self._since if key not in live]:
+            self._finished_since[gone] = self._since.pop(gone)
+        for old in list(self._finished_since)[:max(0, len(self._finished_since) - FINISHED_KEPT)]:
+            del self._finished_since[old]  # evicted jobs' entries are never taken: the oldest go
+        self._pending &= live
+        return out
+
+    def refresh(self, inputs: EtaInputs, running: Mapping[WorkloadKey, float]) -> EtaStatus:
+        """One refresh (in the worker thread): the history, the replays, what to publish."""
+        started = time.thread_time()
+        if not self._restored:
+            self._restore(inputs)
+        self._learn(inputs)
+        tree = inputs.tree
+        runtimes = {}
+        for job in inputs.jobs:
+            if job.workload.phase is not Phase.FINISHED:
+                runtimes[job.workload.key] = job_runtime(job.obj, job.workload.key.kind, self.history,
+                                                         job.leaf.namespaces, job.adapter)
+        policies = leaf_policies(tree, inputs.queues, inputs.strict)
+        given = ReplayInput(tree, inputs.jobs, policies, inputs.rate, inputs.now, runtimes, running, inputs.loose,
+                            inputs.protected, inputs.closing, inputs.tries)
+        found = estimate(given, between=self._wait_for_pass)
+        status = EtaStatus(self._items(found.by_key, inputs.now), self._histories(tree))
+        self.refreshes += 1
+        self.last_cpu = time.thread_time() - started
+        metrics.ETA_REFRESH.observe(self.last_cpu)
+        log.debug(kv(component="controller", event="eta_refreshed", waiting=len(found.by_key), passes=found.passes,
+                     cpu_seconds=f"{self.last_cpu:.3f}"))
+        return status
+
+    def _wait_for_pass(self) -> None:
+        self._idle.wait(PAUSE_LIMIT)
+
+    def _items(self, estimates: Mapping[WorkloadKey, Estimate], now: float) -> dict[WorkloadKey, dict[str, str]]:
+        """The status fields of each estimate, an earlier one kept while the new one is close to it."""
+        items: dict[WorkloadKey, dict[str, str]] = {}
+        published: dict[WorkloadKey, tuple[float | None, float | None]] = {}
+        for key, found in estimates.items():
+            before = self._published.get(key)
+            start, latest = found.start, found.latest
+            if before is not None:
+                start = before[0] if _close(before[0], start, now) else start
+                latest = before[1] if _close(before[1], latest, now) else latest
+            published[key] = (start, latest)
+            fields = {}
+            if start is not None:
+                fields["estimatedStart"] = rfc3339_seconds(start)
+            if latest is not None:
+                fields["estimatedStartLatest"] = rfc3339_seconds(latest)
+            if fields:
+                items[key] = fields
+        self._published = published
+        return items
+
+    # The history -------------------------------------------------------------------------------------------
+    def _restore(self, inputs: EtaInputs) -> None:
+        for namespace in inputs.tree.leaf_by_namespace:
+            leaf = inputs.tree.leaf_for_namespace(namespace)
+            queue = inputs.queues.get(queue_name(leaf.name, namespace)) if leaf is not None else None
+            status = queue.get("status") if queue is not None else None
+            if isinstance(status, Mapping):
+                restore_items(self.history, namespace, status.get("runtimeHistory"))
+        self._restored = True
+
+    def _learn(self, inputs: EtaInputs) -> None:
+        """Add the run time of every job that succeeded since the last refresh."""
+        live: set[str] = set()
+        for job in inputs.jobs:
+            workload = job.workload
+            if workload.phase is not Phase.FINISHED or not workload.uid:
+                continue
+            live.add(workload.uid)
+            if workload.uid in self._counted:
+                continue
+            self._counted.add(workload.uid)
+            if not succeeded(job.obj):
+                continue
+            group = (workload.key.namespace, workload.key.kind, stem_of(job.obj))
+            ended = finished_at(job.obj) or inputs.now
+            if ended <= self.history.last.get(group, float("-inf")) and self.refreshes == 0:
+                continue  # counted before a restart (the group's last finish says so)
+            began = self._finished_since.pop(_admission(job), None)
+            if began is None and job.record is not None and job.record.admitted_at:
+                began = job.record.admitted_at
+            if began is not None and ended >= began:
+                self.history.add(group, ended - began, ended)
+        self._counted &= live
+
+    def _histories(self, tree: QuotaTree) -> dict[str, list[dict[str, object]]]:
+        return {namespace: history_items(self.history, namespace) for namespace in tree.leaf_by_namespace}
+
+
+def _admission(job: TrackedJob) -> str:
+    """One admission of one job: its uid and the admission record's id."""
+    return f"{job.workload.uid}/{job.record.id if job.record is not None else ''}"
+
+
+def _close(before: float | None, after: float | None, now: float) -> bool:
+    if before is None or after is None:
+        return before is after
+    return abs(after - before) <= max(KEEP_SECONDS, KEEP_SHARE * max(0.0, after - now))
+
+
+__all__ = ["EtaInputs", "EtaService", "EtaStatus"]

@@ -1,0 +1,506 @@
+"""One forward replay of a snapshot through the controller's own pass, on a virtual clock (docs/eta.md).
+
+The snapshot's jobs are replayed from ``now``: running jobs end at their expected ends, every pass is
+:func:`webhook.core.decide.decide` (so priorities, Round and Block, borrowing, reclaim, ``kube-queue/max-jobs``,
+the oversell rate and backoff retry times play as in the controller), admitted jobs run once the pods' quota
+lets them (running pods within ``max`` whatever the oversell rate, :mod:`webhook.core.podquota`, as the
+scheduler extender keeps them) and then for their expected run time. The first admission and the first run of
+every waiting job are recorded.
+
+An event-by-event replay of 10,000 waiting jobs is 10,000 passes; this one stays within a few hundred:
+
+* **Buckets.** The events (ends of running jobs, retry times) are taken in buckets of
+  ``max(min_width, eps_time × time ahead)``, one pass per bucket, at the time of its last event. A job that pass
+  admits (or starts) is dated by the first end of the bucket whose freed room lets it fit, node by node and
+  resource by resource after the jobs placed before it (:class:`webhook.core.eta_room.Freed`), so finishing times
+  do not drift later bucket after bucket.
+* **Windows.** A pass sees every admitted job but, of the waiting ones, only the first ``window`` of each queue
+  (in queue order, those whose retry time has come) and, under ``Round``, the first ``per_shape`` jobs of each of
+  the ``smallest`` smallest request shapes further back (the ones that could pass bigger jobs ahead). A queue
+  none of whose jobs fits its chain or stays within its leaf's ``min`` (needed to reclaim) is left out: the pass
+  would do nothing with it. When a pass admits a queue's whole window, another pass follows at the same time.
+
+Both approximate the exact replay; ``python -m bench.eta_bench`` measures what they cost in accuracy next to
+the estimate's own error (BENCHMARKS.md). Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, insort
+from collections.abc import Callable, Sequence
+from enum import Enum
+
+from webhook.core.decide import decide
+from webhook.core.decisions import Decisions
+from webhook.core.eta_room import Amounts, Chains, Freed, Usage, amounts_of, shift
+from webhook.core.eta_types import Basis, Outcome, ReplayInput, ReplayJob, ReplayLimits, ReplayResult
+from webhook.core.fit import limits_of
+from webhook.core.podquota import pod_quota_blockers
+from webhook.core.queueing import Policy
+from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY
+from webhook.core.runtimes import UNKNOWN, Runtime, Source
+from webhook.core.startup import BackoffState
+from webhook.core.workload import Phase, Workload, WorkloadKey
+
+__all__ = ["Basis", "Outcome", "ReplayInput", "ReplayJob", "ReplayLimits", "ReplayResult", "replay"]
+
+
+class _Status(Enum):
+    WAITING = 1
+    PENDING = 2
+    """Admitted; its pods wait for the pods' quota."""
+    RUNNING = 3
+    DONE = 4
+    OUT = 5
+    """Never released: gave up, held for a missing PriorityClass, a closing namespace, no quota."""
+
+
+_SortKey = tuple[int, float, str, str, str]
+"""Queue order, then kind (two kinds may share a name)."""
+
+
+class _Slot:
+    """One job of the replay."""
+
+    __slots__ = ("admitted", "chain", "counted", "generation", "job", "key", "leaf", "ready_at", "request",
+                 "runtime", "shape", "size", "sort_key", "started", "status")
+
+    def __init__(self, job: ReplayJob, chain: tuple[str, ...], runtime: Runtime, status: _Status) -> None:
+        self.job = job
+        workload = job.workload
+        self.key = workload.key
+        self.leaf = workload.quota.lower()
+        self.chain = chain
+        self.runtime = runtime
+        self.status = status
+        priority, created, namespace, name = workload.order_key
+        self.sort_key: _SortKey = (priority, created, namespace, name, workload.key.kind)
+        self.request: Amounts = amounts_of(workload, False)
+        self.counted: Amounts = amounts_of(workload, True)
+        self.shape = self.request
+        self.size = 0.0
+        self.ready_at = float("-inf")
+        self.admitted: float | None = None
+        self.started: float | None = None
+        self.generation = 0
+
+
+def _sort_key(slot: _Slot) -> _SortKey:
+    return slot.sort_key
+
+
+def _with_phase(workload: Workload, phase: Phase, admitted_at: float | None) -> Workload:
+    return Workload(key=workload.key, quota=workload.quota, pod_sets=workload.pod_sets, priority=workload.priority,
+                    created=workload.created, uid=workload.uid, phase=phase, admitted_at=admitted_at,
+                    request=workload.request)
+
+
+_FINISH, _RETRY = 0, 1
+
+
+class _Replay:
+    """The state of one replay (see :func:`replay`)."""
+
+    def __init__(self, given: ReplayInput, limits: ReplayLimits, q: float, unknown_ends: bool,
+                 between: Callable[[], None] | None) -> None:
+        self.given = given
+        self.limits = limits
+        self.q = q
+        self.between = between
+        self.unknown_ends = unknown_ends
+        tree = self.tree = given.tree
+        self.now = given.now
+        self.chains = Chains(tree)
+        self.modelled = given.rate > 1
+        """Whether admitted jobs may wait for the pods' quota (the queue oversells)."""
+        self.max_limits = {key: dict(node.max.items()) for key, node in tree.nodes.items()}
+        self.admit_limits = {key: limits_of(node, given.rate) for key, node in tree.nodes.items()}
+        self._roots = {resource: amount for resource, amount in tree.root.max.items() if amount > 0}
+        self.slots: dict[WorkloadKey, _Slot] = {}
+        self.queues: dict[str, list[_Slot]] = {}
+        self.shapes: dict[str, dict[Amounts, list[_Slot]]] = {}
+        self.shape_order: dict[str, list[Amounts]] = {}
+        """Per queue, its request shapes, smallest first."""
+        self.holding: dict[WorkloadKey, _Slot] = {}
+        """Admitted jobs (pending or running)."""
+        self.loose = {workload.key: workload for workload in given.loose}
+        self.usage: Usage = {}
+        """Admission usage now (the ledger's ``used``), kept as jobs come and go."""
+        self.used: Usage = {}
+        """:attr:`usage` after the last pass (what a bucket's ends freed room from)."""
+        self.running: Usage = {}
+        """What running pods use, when the pods' quota is modelled."""
+        self.running_before: Usage = {}
+        """:attr:`running` after the last pass."""
+        self.events: list[tuple[float, int, int, WorkloadKey, int]] = []
+        self.sequence = 0
+        self.passes = 0
+        self.outcomes: dict[WorkloadKey, Outcome] = {}
+        self.tally = [0, 0, 0, 0]
+        """Finished jobs: all, declared, history, deadline."""
+        self.groups: set[tuple[str, str, str]] = set()
+        self.samples = 0
+        self.sums = [0.0, 0.0]
+        """Of the finished jobs whose run time had both figures: their p50s and their p90s."""
+        self._setup()
+
+    # Setup -------------------------------------------------------------------------------------------------
+    def _setup(self) -> None:
+        given, now = self.given, self.now
+        waiting: list[_Slot] = []
+        for source in given.jobs:
+            workload = source.workload
+            if workload.phase is Phase.FINISHED:
+                continue
+            chain = self.chains.of(workload.quota)
+            runtime = given.runtimes.get(workload.key) or UNKNOWN
+            job = ReplayJob(workload, source, source.evictable, source.missing_class)
+            if workload.phase is Phase.ADMITTED:
+                slot = _Slot(job, chain, runtime, _Status.PENDING)
+                self.slots[slot.key] = slot
+                self.holding[slot.key] = slot
+                shift(self.usage, chain, slot.counted, 1)
+                since = given.running_since.get(slot.key)
+                if since is None and not self.modelled:
+                    since = workload.admitted_at if workload.admitted_at is not None else now
+                if since is not None:
+                    self._run(slot, now, elapsed=max(0.0, now - since))
+                continue
+            state = source.backoff_state(now)
+            out = (state is BackoffState.GAVE_UP or source.missing_class is not None or not chain
+                   or workload.key.namespace in given.closing)
+            slot = _Slot(job, chain, runtime, _Status.OUT if out else _Status.WAITING)
+            slot.size = sum(amount / self._roots[name] for name, amount in slot.request if name in self._roots)
+            self.slots[slot.key] = slot
+            self.outcomes[slot.key] = Outcome()
+            if out:
+                continue
+            if state is BackoffState.WAITING and source.backoff is not None:
+                slot.ready_at = source.backoff.retry_at
+                self._push(slot.ready_at, _RETRY, slot)
+            waiting.append(slot)
+        waiting.sort(key=_sort_key)  # then appended in order: no insertion into the middle of a long queue
+        for slot in waiting:
+            self.queues.setdefault(slot.leaf, []).append(slot)
+            self.shapes.setdefault(slot.leaf, {}).setdefault(slot.shape, []).append(slot)
+        for workload in self.loose.values():
+            chain = self.chains.of(workload.quota)
+            shift(self.usage, chain, amounts_of(workload, False), 1)
+            if self.modelled:
+                shift(self.running, chain, amounts_of(workload, False), 1)
+        for leaf, groups in self.shapes.items():
+            self.shape_order[leaf] = sorted(groups, key=lambda shape: (groups[shape][0].size, shape))
+        self._remember()
+
+    def _remember(self) -> None:
+        self.used = {key: dict(sums) for key, sums in self.usage.items()}
+        if self.modelled:
+            self.running_before = {key: dict(sums) for key, sums in self.running.items()}
+
+    def _push(self, at: float, kind: int, slot: _Slot) -> None:
+        self.sequence += 1
+        heapq.heappush(self.events, (at, kind, self.sequence, slot.key, slot.generation))
+
+    def _enqueue(self, slot: _Slot) -> None:
+        insort(self.queues.setdefault(slot.leaf, []), slot, key=_sort_key)
+        groups = self.shapes.setdefault(slot.leaf, {})
+        group = groups.get(slot.shape)
+        if group is None:
+            group = groups[slot.shape] = []
+            order = self.shape_order.get(slot.leaf)
+            if order is not None:  # after setup: a shape no waiting job had (an evicted job's)
+                order.append(slot.shape)
+                order.sort(key=lambda shape: (groups[shape][0].size if groups[shape] else slot.size, shape))
+        insort(group, slot, key=_sort_key)
+
+    def _dequeue(self, slot: _Slot) -> None:
+        for members in (self.queues[slot.leaf], self.shapes[slot.leaf][slot.shape]):
+            index = bisect_left(members, slot.sort_key, key=_sort_key)
+            while members[index] is not slot:
+                index += 1
+            del members[index]
+
+    # Running and ending ------------------------------------------------------------------------------------
+    def _run(self, slot: _Slot, at: float, elapsed: float = 0.0) -> None:
+        """The job's pods run from ``at``: it ends after its run time (never, when unknown, unless the replay
+        takes unknown run times as ending at once)."""
+        slot.status = _Status.RUNNING
+        if self.modelled:
+            shift(self.running, slot.chain, slot.request, 1)
+        left = slot.runtime.remaining(elapsed, self.q) if elapsed > 0 else slot.runtime.at(self.q)
+        if left is None and self.unknown_ends:
+            left = 0.0
+        if left is not None:
+            self._push(at + left, _FINISH, slot)
+
+    def _finish(self, slot: _Slot) -> None:
+        slot.status = _Status.DONE
+        del self.holding[slot.key]
+        shift(self.usage, slot.chain, slot.counted, -1)
+        if self.modelled:
+            shift(self.running, slot.chain, slot.request, -1)
+        runtime = slot.runtime
+        self.tally[0] += 1
+        low, high = runtime.at(0.5), runtime.at(0.9)
+        if low is not None and high is not None:
+            self.sums[0] += low
+            self.sums[1] += high
+        source = runtime.source
+        if source is Source.DECLARED:
+            self.tally[1] += 1
+        elif source in (Source.NAMESPACE, Source.QUEUE):
+            self.tally[2] += 1
+            for group, count in runtime.groups:
+                if group not in self.groups:
+                    self.groups.add(group)
+                    self.samples += count
+        elif source is Source.DEADLINE:
+            self.tally[3] += 1
+
+    def _basis(self) -> Basis:
+        finished, declared, history, deadline = self.tally
+        low, high = self.sums
+        return Basis(finished, declared, history, deadline, self.samples, high / low if low > 0 else 1.0)
+
+    # Passes ------------------------------------------------------------------------------------------------
+    def _window(self, at: float) -> tuple[list[_Slot], dict[str, list[_Slot]]]:
+        """The waiting jobs the pass sees (see the module), and each queue's first ones (its prefix)."""
+        size, smallest = self.limits.window, self.limits.smallest
+        seen: list[_Slot] = []
+        prefixes: dict[str, list[_Slot]] = {}
+        for leaf, members in self.queues.items():
+            prefix: list[_Slot] = []
+            for slot in members:
+                if slot.ready_at <= at:
+                    prefix.append(slot)
+                    if len(prefix) >= size:
+                        break
+            if not prefix:
+                continue
+            extra: list[_Slot] = []
+            if len(members) > len(prefix) and smallest and self.given.policies.get(leaf) is not Policy.BLOCK:
+                extra = self._smallest(leaf, at, {id(slot) for slot in prefix})
+            if not self._may_act(leaf, [*prefix, *extra]):
+                continue
+            prefixes[leaf] = prefix
+            seen.extend(prefix)
+            seen.extend(extra)
+        return seen, prefixes
+
+    def _may_act(self, leaf: str, prefix: Sequence[_Slot]) -> bool:
+        """Whether a pass could admit one of a queue's ``prefix`` jobs or reclaim for one: it fits its chain now,
+        or stays within its leaf's ``min`` (a preemptor must), or the leaf preempts by priority. Usage only grows
+        during a pass, so a queue for which none holds does nothing in it (under Block only the head counts)."""
+        node = self.tree.nodes[leaf]
+        if node.attributes.get(PREEMPT_POLICY) == PREEMPT_LOWER_PRIORITY:
+            return True
+        usage, limits = self.usage, self.admit_limits
+        empty: dict[str, int] = {}
+        own = usage.get(leaf, empty)
+        for slot in prefix[:1] if self.given.policies.get(leaf) is Policy.BLOCK else prefix:
+            fits = True
+            for key in slot.chain:
+                caps, sums = limits[key], usage.get(key, empty)
+                for resource, amount in slot.counted:
+                    cap = caps.get(resource)
+                    if cap is not None and sums.get(resource, 0) + amount > cap:
+                        fits = False
+                        break
+                if not fits:
+                    break
+            if fits:
+                return True
+            within = True
+            for resource, amount in slot.request:
+                guaranteed = node.min.get(resource)
+                if guaranteed is None:
+                    if resource not in node.max:
+                        continue
+                    guaranteed = 0
+                if own.get(resource, 0) + amount > guaranteed:
+                    within = False
+                    break
+            if within:
+                return True
+        return False
+
+    def _smallest(self, leaf: str, at: float, taken: set[int]) -> list[_Slot]:
+        """The first ready jobs of a queue's smallest request shapes that are not in ``taken``."""
+        groups, order = self.shapes[leaf], self.shape_order[leaf]
+        count, per_shape = self.limits.smallest, self.limits.per_shape
+        picked: list[_Slot] = []
+        shapes = empty = 0
+        for shape in order:
+            if shapes >= count:
+                break
+            group = groups[shape]
+            if not group:
+                empty += 1
+                continue
+            shapes += 1
+            found = 0
+            for slot in group:
+                if slot.ready_at <= at:
+                    if id(slot) not in taken:
+                        picked.append(slot)
+                    found += 1
+                    if found >= per_shape:
+                        break
+        if empty > len(order) // 2:
+            order[:] = [shape for shape in order if groups[shape]]
+        return picked
+
+    def _decide(self, at: float, window: list[_Slot]) -> Decisions[ReplayJob]:
+        if self.between is not None:
+            self.between()
+        self.passes += 1
+        jobs = [slot.job for slot in self.holding.values()]
+        jobs.extend(slot.job for slot in window)
+        given = self.given
+        return decide(self.tree, jobs, given.policies, oversell_rate=given.rate, now=at, closing=given.closing,
+                      loose=list(self.loose.values()), protected=given.protected,
+                      reclaim_tries_per_quota=given.reclaim_tries_per_quota)
+
+    def _admit(self, slot: _Slot, at: float) -> None:
+        slot.job = slot.job.with_workload(_with_phase(slot.job.workload, Phase.ADMITTED, at))
+        slot.status = _Status.PENDING
+        self._dequeue(slot)
+        self.holding[slot.key] = slot
+        shift(self.usage, slot.chain, slot.counted, 1)
+        outcome = self.outcomes.get(slot.key)
+        if outcome is not None and outcome.admitted is None:
+            self.outcomes[slot.key] = Outcome(at, None, self._basis())
+
+    def _evict(self, slot: _Slot) -> None:
+        """Reclaim holds the job again: it waits at its place (its run starts afresh when admitted again)."""
+        if slot.status is _Status.RUNNING and self.modelled:
+            shift(self.running, slot.chain, slot.request, -1)
+        shift(self.usage, slot.chain, slot.counted, -1)
+        slot.generation += 1
+        slot.status = _Status.WAITING
+        slot.job = slot.job.with_workload(_with_phase(slot.job.workload, Phase.QUEUED, None))
+        del self.holding[slot.key]
+        self._enqueue(slot)
+
+    def _started(self, slot: _Slot, at: float) -> None:
+        outcome = self.outcomes.get(slot.key)
+        if outcome is not None and outcome.started is None:
+            self.outcomes[slot.key] = Outcome(outcome.admitted, at, self._basis())
+        self._run(slot, at)
+
+    def _settle(self, at: float, ends: Sequence[tuple[float, tuple[str, ...], Amounts, Amounts]],
+                floor: float) -> None:
+        """Passes at ``at`` until nothing more happens then, and the pods that may run start. ``ends`` are the
+        bucket's ends (time, chain, request, request with its job count); nothing is dated before ``floor``."""
+        freed = Freed([(when, chain, counted) for when, chain, _, counted in ends]) if ends else None
+        added: Usage = {}
+        admitted: list[_Slot] = []
+        for _ in range(self.limits.rounds_per_time):
+            window, prefixes = self._window(at)
+            if not window:  # no preemptor, nothing to admit: the pass would change nothing
+                break
+            decisions = self._decide(at, window)
+            for plan in decisions.reclaims:
+                for victim in plan.victims:
+                    self._evict(self.slots[victim.workload.key])
+                for pod in plan.pods:
+                    gone = self.loose.pop(pod.key, None)
+                    if gone is not None:
+                        chain = self.chains.of(gone.quota)
+                        shift(self.usage, chain, amounts_of(gone, False), -1)
+                        if self.modelled:
+                            shift(self.running, chain, amounts_of(gone, False), -1)
+            for job in (*decisions.admissions, *(plan.preemptor for plan in decisions.reclaims),
+                        *decisions.late_admissions):
+                slot = self.slots[job.workload.key]
+                when = at
+                if freed is not None:
+                    found = freed.earliest(slot.chain, slot.counted, self.used, added, self.admit_limits)
+                    when = at if found is None else min(at, max(found, floor))
+                self._admit(slot, max(when, slot.ready_at, self.now))
+                admitted.append(slot)
+            refill = any(
+                all(slot.status is not _Status.WAITING for slot in prefix)
+                and any(slot.ready_at <= at for slot in self.queues.get(leaf, ()))
+                for leaf, prefix in prefixes.items()
+            )
+            again = refill or (self.limits.repass and (decisions.reclaims or decisions.late_admissions))
+            if not again:
+                break
+        self._start_pending(at, ends, floor, admitted)
+        self._remember()
+
+    def _start_pending(self, at: float, ends: Sequence[tuple[float, tuple[str, ...], Amounts, Amounts]],
+                       floor: float, admitted: list[_Slot]) -> None:
+        """Start the admitted jobs whose pods may run: at once (dated by their admission) when the queue does not
+        oversell; else in order of priority and admission while the pods' quota has room."""
+        if not self.modelled:
+            for slot in admitted:
+                if slot.status is _Status.PENDING:
+                    self._started(slot, slot.job.workload.admitted_at or at)
+            return
+        pending = [slot for slot in self.holding.values() if slot.status is _Status.PENDING]
+        if not pending:
+            return
+        pending.sort(key=lambda slot: (-slot.job.workload.priority, slot.job.workload.admitted_at or 0.0,
+                                       slot.key.namespace, slot.key.name))
+        freed = Freed([(when, chain, request) for when, chain, request, _ in ends]) if ends else None
+        added: Usage = {}
+        for slot in pending:
+            workload = slot.job.workload
+            if pod_quota_blockers(self.tree, slot.leaf, dict(slot.request), self.running, by_name=False,
+                                  first=True):
+                continue
+            when = at
+            if freed is not None:
+                found = freed.earliest(slot.chain, slot.request, self.running_before, added, self.max_limits)
+                when = at if found is None else min(at, max(found, floor))
+            self._started(slot, max(when, workload.admitted_at or floor))
+
+    # The clock ---------------------------------------------------------------------------------------------
+    def run(self) -> ReplayResult:
+        limits = self.limits
+        horizon = self.now + limits.horizon
+        self._settle(self.now, (), self.now)
+        at = self.now
+        exhausted = False
+        while self.events:
+            # An end that falls before the last pass (a short job admitted in it, dated back) goes into the next
+            # bucket, dated as it is, instead of opening a bucket back in time.
+            first = max(self.events[0][0], at)
+            if self.passes >= limits.max_passes or first > horizon:
+                exhausted = True
+                break
+            until = first + max(limits.min_width, limits.eps_time * (first - self.now))
+            ends: list[tuple[float, tuple[str, ...], Amounts, Amounts]] = []
+            last = float("-inf")
+            changed = False
+            while self.events and self.events[0][0] <= until:
+                when, kind, _, key, generation = heapq.heappop(self.events)
+                slot = self.slots[key]
+                if slot.generation != generation:
+                    continue
+                if kind == _FINISH:
+                    if slot.status is not _Status.RUNNING:
+                        continue
+                    ends.append((when, slot.chain, slot.request, slot.counted))
+                    self._finish(slot)
+                elif slot.status is not _Status.WAITING:
+                    continue
+                last = max(last, when)
+                changed = True
+            if changed:
+                at = max(at, last)
+                self._settle(at, ends, self.now)
+        holders = tuple(key for key, slot in self.holding.items() if slot.runtime.at(self.q) is None)
+        return ReplayResult(self.outcomes, at, exhausted, self.passes, holders)
+
+
+def replay(given: ReplayInput, limits: ReplayLimits | None = None, *, q: float = 0.5,
+           unknown_ends: bool = False, between: Callable[[], None] | None = None) -> ReplayResult:
+    """Replay ``given`` forward with every run time at quantile ``q`` (unknown ones never end, or end at once
+    with ``unknown_ends``): when each waiting job is first admitted and first runs. ``between`` is called before
+    each of the replay's passes (the controller makes it wait while a real pass runs)."""
+    return _Replay(given, limits or ReplayLimits(), q, unknown_ends, between).run()
+

@@ -1,0 +1,106 @@
+"""Room up quota chains for the start estimate's replay (:mod:`webhook.core.eta_replay`): usage kept as plain
+``node key -> resource -> amount`` dicts along precomputed chains, and when, within one bucket of the replay's
+clock, the room a job took was freed (:class:`Freed`)."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+
+from webhook.api.names import MAX_JOBS
+from webhook.core.quantity import NANO
+from webhook.core.quota import QuotaTree
+from webhook.core.workload import Workload
+
+__all__ = ["Amounts", "Chains", "Freed", "Usage", "amounts_of", "shift"]
+
+Usage = dict[str, dict[str, int]]
+"""Node key -> resource -> nano-units."""
+Amounts = tuple[tuple[str, int], ...]
+"""A request as ``(resource, amount)`` pairs, positive amounts only."""
+
+
+class Chains:
+    """Every node's chain of keys, leaf first, computed once (a replay walks them for every job it moves)."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, tree: QuotaTree) -> None:
+        self.keys = {key: tuple(node.key for node in tree.chain(key)) for key in tree.nodes}
+
+    def of(self, quota: str) -> tuple[str, ...]:
+        """The chain of a leaf named ``quota`` (any case); empty when the tree has no such node."""
+        return self.keys.get(quota) or self.keys.get(quota.lower(), ())
+
+
+def amounts_of(workload: Workload, with_count: bool) -> Amounts:
+    """What a workload asks, with its one ``kube-queue/max-jobs`` when ``with_count``."""
+    pairs = [(name, amount) for name, amount in workload.request.items() if amount > 0 and name != MAX_JOBS]
+    if with_count:
+        pairs.append((MAX_JOBS, workload.request.get_or_zero(MAX_JOBS) + NANO))
+    return tuple(pairs)
+
+
+def shift(usage: Usage, chain: Sequence[str], amounts: Amounts, sign: int) -> None:
+    """Add (``sign`` 1) or take away (-1) ``amounts`` at every node of ``chain``, in place."""
+    for key in chain:
+        sums = usage.get(key)
+        if sums is None:
+            sums = usage[key] = {}
+        for name, amount in amounts:
+            sums[name] = sums.get(name, 0) + sign * amount
+
+
+class Freed:
+    """The room the ends of one bucket freed, node by node and resource by resource, in time order, so a job a
+    pass admits (or starts) can be dated by the end that let it in (:meth:`earliest`) instead of the pass's
+    time: finishing times then do not drift later bucket after bucket."""
+
+    __slots__ = ("steps", "times")
+
+    def __init__(self, ends: Sequence[tuple[float, tuple[str, ...], Amounts]]) -> None:
+        self.times = [at for at, _, _ in ends]
+        self.steps: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
+        """Per (node key, resource): indexes of the ends that freed some, and the room freed up to each."""
+        for index, (_, chain, amounts) in enumerate(ends):
+            for key in chain:
+                for resource, amount in amounts:
+                    indexes, totals = self.steps.setdefault((key, resource), ([], []))
+                    indexes.append(index)
+                    totals.append((totals[-1] if totals else 0) + amount)
+
+    def earliest(
+        self,
+        chain: Sequence[str],
+        amounts: Amounts,
+        used: Mapping[str, Mapping[str, int]],
+        added: Usage,
+        limits: Mapping[str, Mapping[str, int]],
+    ) -> float | None:
+        """The time of the first end after which ``amounts`` fit on ``chain`` over ``used`` (before the bucket)
+        plus ``added`` (the jobs placed before this one in the pass; this one is added to it); the bucket's first
+        time when no end was needed; ``None`` when the ends alone do not explain the fit (evictions did)."""
+        worst = -1
+        explained = True
+        steps = self.steps
+        for key in chain:
+            caps = limits.get(key)
+            base = used.get(key)
+            extra = added.get(key)
+            if extra is None:
+                extra = added[key] = {}
+            for resource, amount in amounts:
+                cap = caps.get(resource) if caps is not None else None
+                if cap is not None:
+                    deficit = (base.get(resource, 0) if base is not None else 0) + extra.get(resource, 0) + amount - cap
+                    if deficit > 0:
+                        step = steps.get((key, resource))
+                        place = bisect_left(step[1], deficit) if step is not None else 0
+                        if step is None or place == len(step[1]):
+                            explained = False
+                        elif step[0][place] > worst:
+                            worst = step[0][place]
+                extra[resource] = extra.get(resource, 0) + amount
+        if not explained or not self.times:
+            return None
+        return self.times[max(worst, 0)]
