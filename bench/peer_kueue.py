@@ -1,6 +1,6 @@
 """Against the peer Kueue on the same machine, the same workloads, in one run (issue 21; a report, not a test).
 
-    .venv/bin/python -m bench.peer_kueue [--port-base 56600] [--held 500] [--open 200] [--mixed 200]
+    .venv/bin/python -m bench.peer_kueue [--port-base 28600] [--held 500] [--open 200] [--mixed 200]
 
 (``--port-base`` defaults to ``$KQ_E2E_PORT_BASE`` when set.) Three fresh dev clusters, one after the other,
 each on its own: ours (``kq dev up``: our service, webhook and extender, ``--oversellrate=1``), then Kueue
@@ -48,7 +48,9 @@ from webhook.devcluster.config import ClusterConfig, NodeSpec, Ports, default_no
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 COMMAND = ".venv/bin/python -m bench.peer_kueue"
-DEFAULT_PORT_BASE = 56600
+DEFAULT_PORT_BASE = 28600
+"""Ours on 28600+, Kueue's clusters 100 and 200 above: below the kernel's ephemeral ports (32768 and up), where
+a client's own connection may hold a port the next cluster wants."""
 SYSTEMS = {"ours": "ours", "Kueue as shipped": "shipped", "Kueue unlimited": "unlimited"}
 """Each system's name in the table -> its name for ``--systems``."""
 HELD, OPEN = "peer-held", "peer-open"
