@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
+import urllib.request
 import uuid
 from collections.abc import Coroutine, Iterator
 from fractions import Fraction
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import DevCluster
 from webhook.api.names import MANAGED_NAMESPACE_LABEL
@@ -195,6 +198,44 @@ def wait_managed(dev: DevCluster, *names: str, timeout: float = 60) -> None:
         return True
 
     dev.wait_until(labelled, timeout, f"namespaces {names} labelled {MANAGED_NAMESPACE_LABEL}")
+
+
+def scrape(port: int) -> str:
+    """The text of a ``/metrics`` endpoint on loopback."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of a metrics text, by name and labels."""
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+PASSES: tuple[str, frozenset[tuple[str, str]]] = ("kube_queue_controller_pass_seconds_count", frozenset())
+POKE_ANNOTATION = "e2e.kube-queue.x-k8s.io/poke"
+
+
+def passes_made(dev: DevCluster, count: int, namespace: str, *, spacing: float = 1.1, timeout: float = 60) -> None:
+    """Until the service's controller has made ``count`` more passes (its own metric), asking for each by an
+    annotation on ``namespace`` (a change of a namespace asks for a pass), at most one every ``spacing``
+    seconds (so each pass may write the statuses). A count, not a sleep: a slow machine waits longer instead
+    of checking before any pass ran."""
+    target = samples(scrape(dev.config.ports.metrics)).get(PASSES, 0.0) + count
+    asked = [0.0]
+
+    def made() -> bool:
+        if samples(scrape(dev.config.ports.metrics)).get(PASSES, 0.0) >= target:
+            return True
+        if time.monotonic() - asked[0] >= spacing:
+            asked[0] = time.monotonic()
+            dev.kubectl("annotate", "namespace", namespace, f"{POKE_ANNOTATION}={time.time_ns()}", "--overwrite")
+        return False
+
+    dev.wait_until(made, timeout, f"{count} more passes of the controller")
 
 
 def unique(prefix: str) -> str:

@@ -24,7 +24,7 @@ import yaml
 
 from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.harness import create_namespaces, installed_tree, passes_made, unique, wait_managed
 from webhook.devcluster.cluster import helm_binary
 
 pytestmark = pytest.mark.e2e
@@ -154,7 +154,7 @@ def test_re_applying_the_manifests_and_the_chart_over_running_work_changes_nothi
     def tree() -> dict[str, Any]:
         return dev.get_json("elasticquotatrees", "-n", "kube-system")["items"][0]  # type: ignore[no-any-return]
 
-    time.sleep(3)  # let the status writer (every 1 s) settle before the snapshot
+    passes_made(dev, 2, namespace)  # passes that wrote the statuses (every 1 s at most) before the snapshot
     jobs_before, pods_before, queue_before, tree_before = jobs(), running_pods("first"), queue_object(), tree()
     assert {name: held for name, (_, held, _) in jobs_before.items()} == {
         "first": False, "second": True, "third": True}
@@ -169,7 +169,7 @@ def test_re_applying_the_manifests_and_the_chart_over_running_work_changes_nothi
     dev.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=as_list(real))
     dev.kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-",
                 stdin=as_list([obj for obj in rendered if obj["kind"] in DRY_RUN_ONLY]))
-    time.sleep(5)  # a few passes of the controller and the status writer
+    passes_made(dev, 3, namespace)  # passes of the controller over the upgraded objects, writing the statuses
 
     assert jobs() == jobs_before, "no job released, re-queued, re-admitted or re-created"
     assert running_pods("first") == pods_before, "the admitted job's pods kept running, none re-created"

@@ -23,25 +23,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.builders import SEED_TREE_SPEC, job_manifest
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.harness import create_namespaces, installed_tree, samples, scrape, unique, wait_managed
 
 pytestmark = pytest.mark.e2e
 
 MONITORING = Path(__file__).resolve().parents[2] / "manifests" / "monitoring"
 NAME = re.compile(r"\b(kube_queue_[a-z_]+)\b")
-
-
-def _scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        return str(response.read().decode())
-
-
-def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 def _exported_names(*texts: str) -> set[str]:
@@ -94,7 +81,7 @@ def test_metrics_carry_the_scenarios_values(dev_cluster: DevCluster, scenario: s
     quota = scenario
 
     def value(name: str, **labels: str) -> float | None:
-        return _samples(_scrape(port)).get((name, frozenset(labels.items())))
+        return samples(scrape(port)).get((name, frozenset(labels.items())))
 
     dev_cluster.wait_until(lambda: value("kube_queue_pending_jobs", quota=quota) == 1.0, 60, "pending gauge")
     assert value("kube_queue_admissions_total", quota=quota) == 1.0
@@ -109,8 +96,8 @@ def test_metrics_carry_the_scenarios_values(dev_cluster: DevCluster, scenario: s
     oldest = value("kube_queue_oldest_pending_seconds", quota=quota)
     assert oldest is not None
     assert oldest >= 0
-    samples = _samples(_scrape(port))
-    patched = sum(v for (n, labels), v in samples.items() if n == "kube_queue_webhook_requests_total"
+    scraped = samples(scrape(port))
+    patched = sum(v for (n, labels), v in scraped.items() if n == "kube_queue_webhook_requests_total"
                   and ("decision", "patched") in labels)
     assert patched >= 2  # both jobs were held and tagged by the webhook
 
@@ -130,7 +117,7 @@ def _rule_count() -> int:
 
 
 def test_the_dashboard_and_alerts_use_only_exported_metric_names(dev_cluster: DevCluster, scenario: str) -> None:
-    exported = _exported_names(_scrape(dev_cluster.config.ports.metrics), _scrape(dev_cluster.config.ports.extender))
+    exported = _exported_names(scrape(dev_cluster.config.ports.metrics), scrape(dev_cluster.config.ports.extender))
     used = {m for expr in _dashboard_exprs() for m in NAME.findall(expr)}
     used |= {m for group in _rule_groups()["groups"] for r in group["rules"] for m in NAME.findall(r["expr"])}
     assert used  # the check reads real queries
