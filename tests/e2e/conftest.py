@@ -96,17 +96,32 @@ def dev_cluster() -> Iterator[DevCluster]:
             cluster.down(config, purge=True, echo=lambda _: None)
 
 
+REUSED_NAMESPACES = frozenset(("user-a", "user-b", "user-c"))
+"""The namespaces modules create under fixed names (examples/seed/00-namespaces.yaml); every other namespace of
+the tier has a unique name."""
+
+
 @pytest.fixture(scope="module", autouse=True)
 def previous_namespaces_gone(dev_cluster: DevCluster) -> None:
-    """Each module starts once the namespaces earlier modules deleted (``--wait=false``) are gone, so their
-    pods no longer hold node capacity or quota. Bounded: after 120 s the module runs anyway."""
+    """Each module starts once what earlier modules deleted (``--wait=false``) no longer counts: no pod is left
+    in a terminating namespace (none holds node capacity or quota), and the namespaces created under fixed names
+    are gone (so they can be created again). Other terminating namespaces may linger: the namespace controller
+    waits 5 s before it deletes one, and a namespace no tree names holds nothing. Bounded: after 120 s the
+    module runs anyway."""
 
-    def none_terminating() -> bool:
+    def settled() -> bool:
         items = dev_cluster.get_json("namespaces")["items"]
-        return not any(item.get("status", {}).get("phase") == "Terminating" for item in items)
+        terminating = {item["metadata"]["name"] for item in items
+                       if item.get("status", {}).get("phase") == "Terminating"}
+        if not terminating:
+            return True
+        if terminating & REUSED_NAMESPACES:
+            return False
+        pods = dev_cluster.get_json("pods", "-A")["items"]
+        return not any(pod["metadata"]["namespace"] in terminating for pod in pods)
 
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not none_terminating():
+    while time.monotonic() < deadline and not settled():
         time.sleep(0.5)
 
 
