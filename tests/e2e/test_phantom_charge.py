@@ -14,6 +14,7 @@ placement counts 30 s; the scheduler retries it at most 10 s apart), then for th
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -43,6 +44,7 @@ def space(dev_cluster: DevCluster) -> Iterator[str]:
         create_namespaces(dev, namespace)
         dev.kubectl("create", "rolebinding", "alice-edit", "-n", namespace, "--clusterrole=edit", f"--user={ALICE}")
         dev.apply(_binding_refusal(namespace))
+        dev.wait_until(lambda: _refuses_bindings(dev, namespace), 30, "the binding refusal in force")
         with installed_tree(dev, spec):
             wait_managed(dev, namespace)
             yield namespace
@@ -70,6 +72,17 @@ def _binding_refusal(namespace: str) -> list[dict[str, Any]]:
             "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
         }},
     ]
+
+
+def _refuses_bindings(dev: DevCluster, namespace: str) -> bool:
+    """Whether the API server applies the policy yet (it loads policies asynchronously): a dry-run binding of a
+    pod ``phantom`` that does not exist is refused by the policy, which runs before the pod is looked up, and
+    is only found missing while the policy is not in force."""
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "phantom", "namespace": namespace},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "kwok-node-0"}}
+    result = dev.kubectl_result("create", "--raw", f"/api/v1/namespaces/{namespace}/pods/phantom/binding?dryRun=All",
+                                "-f", "-", stdin=json.dumps(binding))
+    return "the binding of the pod phantom is refused" in result.stderr + result.stdout
 
 
 def _spec(cpu: str) -> dict[str, Any]:
