@@ -35,13 +35,11 @@ from webhook.api.names import FAIR_SHARING_ATTRIBUTE, MAX_JOBS, WEIGHT_ATTRIBUTE
 from webhook.core.fit import limits_of, validate_rate
 from webhook.core.quantity import NANO
 from webhook.core.queueing import (
-    LazyReasons,
     PassResult,
     Policy,
     PolicyLookup,
-    QueuePositions,
+    pass_result,
     policy_function,
-    still_waiting,
     turn_of,
 )
 from webhook.core.quota import QuotaNode, QuotaTree, build_tree
@@ -258,24 +256,5 @@ def fair_admit_groups(
     for key, resources in used.items():
         if key not in used_after:
             used_after[key] = resources
-    still: dict[str, tuple[Workload, ...]] = {}
-    flags: dict[str, bytearray] = {}
-    waiting_lists: list[tuple[Sequence[Workload], Workload | None]] = []
-    for quota, queue in queues.items():
-        if any(queue.admitted):
-            rest: Sequence[Workload] = still_waiting(queue.jobs, queue.admitted)
-            flags[quota] = queue.admitted
-        else:
-            rest = queue.jobs
-        if not rest:
-            continue
-        kept = still[quota] = tuple(rest)
-        waiting_lists.append((kept, queue.jobs[queue.blocked] if queue.blocked >= 0 else None))
-    return PassResult(
-        admitted=tuple(admitted),
-        positions=QueuePositions(still.values()),
-        reasons=LazyReasons(tree, used_after, rate, waiting_lists),
-        used=MappingProxyType(used_after),
-        queues=MappingProxyType(still),
-        checks=checks,
-    ), flags
+    ended = ((quota, queue.jobs, queue.admitted, queue.blocked) for quota, queue in queues.items())
+    return pass_result(tree, rate, admitted, used_after, checks, ended)

@@ -55,6 +55,7 @@ __all__ = [
     "admission_pass",
     "admit_groups",
     "order",
+    "pass_result",
     "policy_function",
     "positions_only",
     "resolve_policy",
@@ -443,20 +444,34 @@ def admit_groups(
     for key, delta in added.items():
         used_after[key] = used.get(key, EMPTY) + delta
 
+    ended = ((quota, queue.jobs, queue.admitted, queue.blocker) for quota, queue in zip(groups, queues, strict=True))
+    return pass_result(tree, rate, admitted, used_after, checks, ended)
+
+
+def pass_result(  # noqa: PLR0917 - the parts of one pass's end, shared by the plain and the fair pass
+    tree: QuotaTree,
+    rate: Fraction,
+    admitted: Sequence[Workload],
+    used_after: dict[str, Resources],
+    checks: int,
+    queues: Iterable[tuple[str, Sequence[Workload], bytearray, int]],
+) -> tuple[PassResult, dict[str, bytearray]]:
+    """A pass's :class:`PassResult` and admitted flags from each quota's queue at its end: its key, its jobs in
+    dequeue order, which of them the pass admitted (``1`` at a job's index) and the index of the job that
+    blocked it (``-1``: none)."""
     waiting_lists: list[tuple[Sequence[Workload], Workload | None]] = []
     still: dict[str, tuple[Workload, ...]] = {}
     flags: dict[str, bytearray] = {}
-    for quota, queue in zip(groups, queues, strict=True):
-        if any(queue.admitted):
-            rest: Sequence[Workload] = still_waiting(queue.jobs, queue.admitted)
-            flags[quota] = queue.admitted
+    for quota, jobs, flagged, blocker in queues:
+        if any(flagged):
+            rest: Sequence[Workload] = still_waiting(jobs, flagged)
+            flags[quota] = flagged
         else:
-            rest = queue.jobs
+            rest = jobs
         if not rest:
             continue
         kept = still[quota] = tuple(rest)
-        waiting_lists.append((kept, queue.jobs[queue.blocker] if queue.blocker >= 0 else None))
-
+        waiting_lists.append((kept, jobs[blocker] if blocker >= 0 else None))
     return PassResult(
         admitted=tuple(admitted),
         positions=QueuePositions(still.values()),
