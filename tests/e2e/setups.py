@@ -63,6 +63,17 @@ class Seed:
     def restart(self, args: tuple[str, ...], env: dict[str, str] | None = None) -> None:
         self.dev.restart_service(*args, env=env)
 
+    def restart_strict(self) -> None:
+        """The service restarted under StrictPriority (``--oversellrate=1``), once every seed Queue is Block."""
+        self.restart(("--oversellrate=1", "--status-interval=1"), env={"StrictPriority": "true"})
+
+        def all_block() -> bool:
+            items = self.dev.get_json("queue", "-n", "kube-queue")["items"]
+            ours = [q for q in items if q["metadata"]["name"] in QUEUES]
+            return len(ours) == len(QUEUES) and all(q["spec"].get("queuePolicy") == "Block" for q in ours)
+
+        self.dev.wait_until(all_block, 60, "every queue to turn Block")
+
 
 def _tree_spec() -> dict[str, Any]:
     import yaml  # noqa: PLC0415

@@ -77,15 +77,8 @@ def test_scenario_1_round_the_second_job_waits_at_position_1(seed: Seed) -> None
 
 
 def test_scenario_2_strict_priority_blocks_and_the_priority_2_job_goes_first(seed: Seed) -> None:
-    seed.restart(("--oversellrate=1", "--status-interval=1"), env={"StrictPriority": "true"})
+    seed.restart_strict()
     dev = seed.dev
-
-    def all_block() -> bool:
-        items = dev.get_json("queue", "-n", "kube-queue")["items"]
-        ours = [q for q in items if q["metadata"]["name"] in QUEUES]
-        return len(ours) == len(QUEUES) and all(q["spec"].get("queuePolicy") == "Block" for q in ours)
-
-    dev.wait_until(all_block, 60, "every queue to turn Block")
     urgent = seed.create("urgent", "pi-priority-2.yaml")
     second = seed.jobs["second"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.setups import QUEUES, SEED, Seed, seed
+from tests.e2e.setups import SEED, Seed, seed
 from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
 
 pytestmark = pytest.mark.e2e
@@ -68,15 +68,8 @@ def test_scenario_1_with_pytorchjobs_the_second_waits_at_position_1(seed: Seed) 
 
 
 def test_scenario_2_with_pytorchjobs_strict_priority_puts_the_priority_2_job_first(seed: Seed) -> None:
-    seed.restart(("--oversellrate=1", "--status-interval=1"), env={"StrictPriority": "true"})
+    seed.restart_strict()
     dev = seed.dev
-
-    def all_block() -> bool:
-        items = dev.get_json("queue", "-n", "kube-queue")["items"]
-        ours = [q for q in items if q["metadata"]["name"] in QUEUES]
-        return len(ours) == len(QUEUES) and all(q["spec"].get("queuePolicy") == "Block" for q in ours)
-
-    dev.wait_until(all_block, 60, "every queue to turn Block")
     urgent = create(seed, "urgent", FILES / "pi-priority-2.yaml")
 
     def order() -> list[tuple[str, int, int]]:
