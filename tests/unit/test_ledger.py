@@ -254,6 +254,27 @@ def test_admit_then_evict_is_the_identity_for_queued_jobs(workloads: list[Worklo
     assert ledger == start
 
 
+@settings(max_examples=examples(60), deadline=None)
+@given(admitted=st.lists(workload_strategy, max_size=8), queued=st.lists(workload_strategy, max_size=6),
+       removed=st.lists(workload_strategy, max_size=6))
+def test_moving_many_at_once_equals_moving_one_by_one(
+    admitted: list[Workload], queued: list[Workload], removed: list[Workload]
+) -> None:
+    t = three_level()
+    start = build_ledger(t, [*admitted, *queued, *removed])
+    one_by_one = start
+    for workload in admitted:
+        one_by_one = one_by_one.with_admitted(workload)
+    for workload in queued:
+        one_by_one = one_by_one.with_queued(workload)
+    for workload in removed:
+        one_by_one = one_by_one.without(workload)
+    at_once = start.moved(admitted=admitted, queued=queued, removed=removed)
+    assert at_once == one_by_one
+    assert at_once.snapshot() == one_by_one.snapshot()
+    assert start.moved() is start
+
+
 # The chain arithmetic: one place that adds usage up a quota chain --------------------------------------------
 
 

@@ -330,13 +330,11 @@ def decide(
     waiting_jobs = tuple(chain.from_iterable(  # one copy of a million jobs, not two
         _rest(groups, flags, quota) if (found := moved.get(quota)) is None else found for quota in queues_after
     ))
-    final_ledger = ledger
-    for job in (*admissions, *(plan.preemptor for plan in reclaims), *late):
-        final_ledger = final_ledger.with_admitted(job.workload)
-    for key in evicted:
-        final_ledger = final_ledger.with_queued(admitted[key].workload)
-    for workload in evicted_pods:
-        final_ledger = final_ledger.without(workload)
+    final_ledger = ledger.moved(
+        admitted=(job.workload for job in (*admissions, *(plan.preemptor for plan in reclaims), *late)),
+        queued=(admitted[key].workload for key in evicted),
+        removed=evicted_pods,
+    )
     return Decisions(
         admissions=tuple(admissions),
         reclaims=tuple(reclaims),

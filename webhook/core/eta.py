@@ -18,6 +18,7 @@ from enum import Enum
 from webhook.core.decisions import QueueJob
 from webhook.core.eta_replay import Basis, Outcome, ReplayInput, ReplayLimits, replay
 from webhook.core.fit import check_fit
+from webhook.core.resources import Resources
 from webhook.core.runtimes import P50, P90, UNKNOWN, Runtime
 from webhook.core.startup import BackoffState
 from webhook.core.workload import Phase, WorkloadKey
@@ -82,8 +83,9 @@ class Estimates:
     """The last virtual time the median replay reached."""
 
 
-def _blocked(job: QueueJob, given: ReplayInput) -> Why:
-    """Why a waiting job can never be released whatever the replay does (``Why.NONE``: it can be)."""
+def _blocked(job: QueueJob, given: ReplayInput, never: dict[tuple[str, Resources], bool]) -> Why:
+    """Why a waiting job can never be released whatever the replay does (``Why.NONE``: it can be). ``never``
+    keeps, per quota and request, whether the request alone is over a limit (many jobs share a shape)."""
     workload = job.workload
     if job.backoff_state(given.now) is BackoffState.GAVE_UP:
         return Why.GAVE_UP
@@ -93,7 +95,12 @@ def _blocked(job: QueueJob, given: ReplayInput) -> Why:
         return Why.CLOSING
     if workload.quota.lower() not in given.tree.nodes:
         return Why.NO_QUOTA
-    if any(blocker.never_fits for blocker in check_fit(given.tree, {}, workload, given.rate).blockers):
+    shape = (workload.quota.lower(), workload.request)
+    over = never.get(shape)
+    if over is None:
+        over = never[shape] = any(blocker.never_fits
+                                  for blocker in check_fit(given.tree, {}, workload, given.rate).blockers)
+    if over:
         return Why.NEVER_FITS
     return Why.NONE
 
@@ -134,13 +141,14 @@ def estimate(given: ReplayInput, limits: ReplayLimits | None = None, *,
     now = given.now
     holders = {job.workload.key: job.workload.quota for job in given.jobs}
     out: dict[WorkloadKey, Estimate] = {}
+    never: dict[tuple[str, Resources], bool] = {}
     for job in given.jobs:
         key = job.workload.key
         first = median.outcomes.get(key)
         if first is None:
             continue
         runtime = given.runtimes.get(key, UNKNOWN)
-        blocked = _blocked(job, given)
+        blocked = _blocked(job, given, never)
         if blocked is not Why.NONE:
             out[key] = Estimate(None, None, None, None, runtime, Basis(), blocked)
             continue

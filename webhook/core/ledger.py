@@ -257,6 +257,54 @@ class Ledger:
         used_times, request_times = _weights(workload.phase)
         return self._shift(workload, -used_times, 1 - request_times)
 
+    def moved(
+        self,
+        admitted: Iterable[Workload] = (),
+        queued: Iterable[Workload] = (),
+        removed: Iterable[Workload] = (),
+    ) -> Ledger:
+        """:meth:`with_admitted` of every ``admitted``, :meth:`with_queued` of every ``queued`` and
+        :meth:`without` of every ``removed``, at once: the changes are summed per node first and each changed
+        chain is rebuilt once (a pass that admits hundreds of jobs copies the tree's top once, not hundreds of
+        times)."""
+        parents = self._tree.parents
+        used: dict[str, dict[str, int]] = {}
+        request: dict[str, dict[str, int]] = {}
+        for workloads, used_to, request_to in ((admitted, 1, 1), (queued, 0, 1), (removed, 0, 0)):
+            for workload in workloads:
+                used_times, request_times = _weights(workload.phase)
+                times = (used_to - used_times, request_to - request_times)
+                if times == (0, 0):
+                    continue
+                key: str | None = workload.quota.lower()
+                if key not in self._routes:
+                    continue
+                amount = workload.request_with_count.items()
+                while key is not None:
+                    for target, count in ((used, times[0]), (request, times[1])):
+                        if count:
+                            sums = target.setdefault(key, {})
+                            for name, nanos in amount:
+                                sums[name] = sums.get(name, 0) + nanos * count
+                    key = parents[key]
+        if not used and not request:
+            return self
+        return self._derive(_rebuilt(self._tree.root, self._root, used, request))
+
+
+def _rebuilt(
+    node: QuotaNode, cell: _Cell, used: Mapping[str, Mapping[str, int]], request: Mapping[str, Mapping[str, int]]
+) -> _Cell:
+    """``cell`` with ``used`` and ``request`` (changes by node key) added to its subtree; cells without a change
+    are shared."""
+    d_used, d_request = used.get(node.key), request.get(node.key)
+    if d_used is None and d_request is None:
+        return cell
+    children = tuple(_rebuilt(child, inner, used, request)
+                     for child, inner in zip(node.children, cell.children, strict=True))
+    usage = cell.usage
+    return _Cell(NodeUsage(_shifted(usage.used, d_used or {}), _shifted(usage.request, d_request or {})), children)
+
 
 def build_ledger(tree: QuotaTree, workloads: Iterable[Workload]) -> Ledger:
     """The usage of ``tree`` given every workload: ``ADMITTED`` counts in used and request, ``QUEUED`` in
@@ -317,18 +365,24 @@ def _chain_changes(
     tree: QuotaTree, used: Mapping[str, Resources], workloads: Iterable[Workload], sign: int
 ) -> dict[str, Resources]:
     """The new usage of every node on the chains of ``workloads`` (see :func:`shift_usage`), and only those."""
-    changes: dict[str, Resources] = {}
+    factor = 1 if sign > 0 else -1
+    sums: dict[str, dict[str, int]] = {}
+    chains: dict[str, tuple[str, ...]] = {}
     for workload in workloads:
-        keys = chain_keys(tree, workload.quota)
+        keys = chains.get(workload.quota)
         if keys is None:
-            raise KeyError(f"quota {workload.quota!r} of {workload.key} is not in the ElasticQuotaTree")
-        delta = workload.request_with_count
+            found = chain_keys(tree, workload.quota)
+            if found is None:
+                raise KeyError(f"quota {workload.quota!r} of {workload.key} is not in the ElasticQuotaTree")
+            keys = chains[workload.quota] = found
+        delta = [(name, amount * factor) for name, amount in workload.request_with_count.items()]
         for key in keys:
-            current = changes.get(key)
+            current = sums.get(key)
             if current is None:
-                current = used.get(key, EMPTY)
-            changes[key] = current + delta if sign > 0 else current - delta
-    return changes
+                current = sums[key] = dict(used.get(key, EMPTY).items())
+            for name, amount in delta:
+                current[name] = current.get(name, 0) + amount
+    return {key: Resources.adopt(amounts) for key, amounts in sums.items()}
 
 
 class UsageOverlay(Mapping[str, Resources]):

@@ -76,7 +76,7 @@ plan are only written when asked for.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from webhook.api.names import MAX_JOBS
@@ -91,6 +91,22 @@ from webhook.core.workload import Workload
 __all__ = ["ReclaimPlan", "Reclaimer", "explain_reclaim", "plan_reclaim"]
 
 
+class _PlanUsage:
+    """Where a plan's usage comes from: the reclaimer's view after its first ``count`` committed plans, less
+    the jobs the plan takes. Made into a mapping only when read."""
+
+    __slots__ = ("count", "index", "taken")
+
+    def __init__(self, index: ReclaimIndex, count: int, taken: tuple[Workload, ...]) -> None:
+        self.index = index
+        self.count = count
+        self.taken = taken
+
+    def after_eviction(self) -> Mapping[str, Resources]:
+        base = self.index.used_after(self.count)
+        return shifted_view(self.index.tree, base, self.taken, -1) if self.taken else base
+
+
 @dataclass(frozen=True, slots=True)
 class ReclaimPlan:
     """Whom to evict so that ``preemptor`` fits, and the usage afterwards."""
@@ -101,13 +117,22 @@ class ReclaimPlan:
     reason: str
     """Who reclaims what from whom, for events and logs:
     ``root/Department-b reclaims cpu=10, memory=10Gi from root/Department-a by evicting Job/user-a/a4``."""
-    used_after: Mapping[str, Resources]
-    """Usage once the victims are evicted (and the withheld jobs held back) and the preemptor is admitted."""
-    used_after_eviction: Mapping[str, Resources]
-    """Usage once the victims are evicted and the withheld jobs held back, before the preemptor is admitted."""
     withheld: tuple[Workload, ...] = ()
     """Jobs admitted in the same pass but not written yet (the reclaimer's ``fresh`` jobs) that give way to
     the preemptor: they stay queued instead of being admitted; nothing is evicted for them."""
+    usage: _PlanUsage | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def used_after_eviction(self) -> Mapping[str, Resources]:
+        """Usage once the victims are evicted and the withheld jobs held back, before the preemptor is admitted."""
+        assert self.usage is not None, "a plan is made by a Reclaimer"
+        return self.usage.after_eviction()
+
+    @property
+    def used_after(self) -> Mapping[str, Resources]:
+        """Usage once the victims are evicted (and the withheld jobs held back) and the preemptor is admitted."""
+        assert self.usage is not None, "a plan is made by a Reclaimer"
+        return shifted_view(self.usage.index.tree, self.usage.after_eviction(), (self.preemptor,), +1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,8 +222,7 @@ class Reclaimer(ReclaimIndex):
                     preemptor=preemptor,
                     victims=(),
                     reason=f"{chain.leaf.full_name} takes room left over, within its min",
-                    used_after=shifted_view(self.tree, self._used, (preemptor,), +1),
-                    used_after_eviction=self._used,
+                    usage=_PlanUsage(self, len(self._moves), ()),
                 )
             return _NO_PLAN[_FITS]
         amounts = dict(wanted)
@@ -280,8 +304,7 @@ class Reclaimer(ReclaimIndex):
         for candidate in chosen:
             self._use.shift(candidate.chain.keys, candidate.delta, +1)
 
-        taken = [candidate.workload for candidate in chosen]
-        after_eviction = shifted_view(self.tree, self._used, taken, -1)
+        taken = tuple(candidate.workload for candidate in chosen)
         reason = _reason_clauses(
             chain.leaf,
             preemptor,
@@ -295,9 +318,8 @@ class Reclaimer(ReclaimIndex):
             preemptor=preemptor,
             victims=tuple(candidate.workload for candidate in chosen if not candidate.fresh),
             reason=reason,
-            used_after=shifted_view(self.tree, after_eviction, (preemptor,), +1),
-            used_after_eviction=after_eviction,
             withheld=tuple(candidate.workload for candidate in chosen if candidate.fresh),
+            usage=_PlanUsage(self, len(self._moves), taken),
         )
 
     def plan(self, preemptor: Workload, *, take_room: bool = False) -> ReclaimPlan | None:
@@ -336,11 +358,11 @@ class Reclaimer(ReclaimIndex):
             return f"no reclaim: quota {preemptor.quota!r} of {preemptor.key} is not in the ElasticQuotaTree"
         if why == _FITS:
             return f"no reclaim: {preemptor.key} fits without evicting anything"
-        fit = check_fit(self.tree, self._used, preemptor, self.rate)
+        fit = check_fit(self.tree, self.used, preemptor, self.rate)
         if why == _HOPELESS:
             hopeless = next(blocker for blocker in fit.blockers if blocker.never_fits)
             return f"no reclaim: evicting cannot help, {hopeless.explain()}"
-        entitled = check_min(self.tree, self._used, preemptor)
+        entitled = check_min(self.tree, self.used, preemptor)
         if why == _NOT_ENTITLED:
             return (
                 f"no reclaim: {preemptor.key} would take its quota beyond the guaranteed min "
@@ -385,7 +407,7 @@ class Reclaimer(ReclaimIndex):
         assert chain is not None
         self._use.shift(chain.keys, dict(plan.preemptor.request_with_count.items()), +1)
         touched.add(chain.keys[0])
-        self._used = plan.used_after
+        self._moves.append(((*plan.victims, *plan.withheld), plan.preemptor))
         for leaf in touched:
             if leaf in self._totals:
                 self._refresh(leaf)

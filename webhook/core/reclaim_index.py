@@ -17,7 +17,7 @@ from operator import attrgetter
 from webhook.api.names import MAX_JOBS
 from webhook.core.fit import limits_of, validate_rate
 from webhook.core.guarantee import borrows, guaranteed, guarded_min, keeps_min
-from webhook.core.ledger import ChainTally, UsageOverlay
+from webhook.core.ledger import ChainTally, UsageOverlay, shifted_view
 from webhook.core.quantity import NANO
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, Resources, add_amounts
@@ -96,8 +96,12 @@ class ReclaimIndex:
         self.tree = tree
         self._ordered = {quota.lower() for quota in ordered}
         self.rate = validate_rate(oversell_rate)
-        self._used: Mapping[str, Resources] = UsageOverlay(dict(used), {})
-        """The usage after every committed plan (never changed in place: each plan's usage is an overlay)."""
+        self._start: Mapping[str, Resources] = UsageOverlay(dict(used), {})
+        """The usage before any plan."""
+        self._moves: list[tuple[Sequence[Workload], Workload]] = []
+        """Each committed plan's jobs taken (evicted or withheld) and its preemptor, in order. The usage after
+        them is made only when read (:meth:`used_after`): a pass reads it once, not once per plan."""
+        self._latest: tuple[int, Mapping[str, Resources]] = (0, self._start)
         self._budget = budget
         self.visits = 0
         """Candidate victims looked at so far (the work the plans did)."""
@@ -110,7 +114,7 @@ class ReclaimIndex:
             self._limits[key] = limits_of(node, self.rate)
             self._mins[key] = guarded_min(node)
             self._guaranteed[key] = guaranteed(node)
-            self._use[key] = dict(self._used.get(key, EMPTY).items())
+            self._use[key] = dict(self._start.get(key, EMPTY).items())
         self._chains: dict[str, Chain | None] = {}
         self._candidates: dict[WorkloadKey, Candidate] = {}
         self._running: dict[str, list[Candidate]] = {}
@@ -159,6 +163,8 @@ class ReclaimIndex:
             sums[MAX_JOBS] = sums.get(MAX_JOBS, 0) + NANO
         for members in self._fresh.values():
             members.sort(key=sort_key)
+        self._fresh_all = sorted((member for members in self._fresh.values() for member in members), key=sort_key)
+        """Every fresh candidate in eviction order (what merging the leaves' lists gives: the order is total)."""
         for leaf in self._totals:
             self._refresh(leaf)
 
@@ -303,6 +309,10 @@ class ReclaimIndex:
             others = [members for name in ordered if (members := pick(name))]
             if len(others) == 1:
                 yield from others[0]
+            elif fresh and others:  # one walk over every fresh candidate, cheaper than merging many short lists
+                for candidate in self._fresh_all:
+                    if candidate.chain.keys[0] in leaves:
+                        yield candidate
             elif others:
                 yield from heapq.merge(*others, key=sort_key)
             if priority is not None:
@@ -315,7 +325,24 @@ class ReclaimIndex:
     @property
     def used(self) -> Mapping[str, Resources]:
         """The usage in the reclaimer's view (after every committed plan)."""
-        return self._used
+        return self.used_after(len(self._moves))
+
+    def used_after(self, count: int) -> Mapping[str, Resources]:
+        """The usage after the first ``count`` committed plans (overlays over the usage before any plan; the
+        latest one read is kept)."""
+        known, view = self._latest
+        if known == count:
+            return view
+        if known > count:
+            known, view = 0, self._start
+        moves = self._moves[known:count]
+        taken = [workload for gone, _ in moves for workload in gone]
+        if taken:
+            view = shifted_view(self.tree, view, taken, -1)
+        view = shifted_view(self.tree, view, [preemptor for _, preemptor in moves], +1)
+        if count == len(self._moves):
+            self._latest = (count, view)
+        return view
 
     @property
     def exhausted(self) -> bool:
