@@ -199,3 +199,26 @@ async def test_the_plain_pods_cache_keeps_only_the_identity_of_a_jobs_pod() -> N
         assert tree is not None
         queued = {job.workload.key.name for job in controller.tracked_jobs(tree)}
         assert {"alone", "claims-a-job"} <= queued and "pi-1-abcde" not in queued
+
+
+async def test_the_job_caches_keep_no_managed_fields() -> None:
+    """A Job and a bare Pod are kept whole but for their managed fields, which no pass reads and which are often
+    the largest part of a small object (issue 38): a Job's own, and a bare Pod's, are gone from the caches."""
+    api = seed_api()
+    fields = [{"manager": "kubectl-client-side-apply", "operation": "Update", "fieldsV1": {"f:spec": {"f:x": {}}}}]
+    job = pi("pi-1")
+    job["metadata"]["managedFields"] = copy.deepcopy(fields)
+    api.put(JOBS, job)
+    pod = tagged_pod("alone", gated=True)
+    pod["metadata"]["managedFields"] = copy.deepcopy(fields)
+    api.put(("", "v1", "pods"), pod)
+    async with driven(api) as controller:
+        await step(api, controller)
+        jobs = next(cache for _, _, cache in controller.cache.job_caches.values() if cache.name == "jobs.batch")
+        cached_job = jobs.get("pi-1", "user-a")
+        cached_pod = pod_cache(controller).get("alone", "user-a")
+        assert cached_job is not None and cached_pod is not None
+        for cached in (cached_job, cached_pod):
+            assert "managedFields" not in cached["metadata"]
+            assert cached["metadata"]["name"] and cached["spec"], "the rest is kept"
+        assert api.obj(JOBS, "pi-1", "user-a")["metadata"].get("managedFields") == fields, "the API keeps them"

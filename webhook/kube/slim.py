@@ -16,7 +16,19 @@ from typing import Any
 from webhook.kube.cache import ListWatch
 from webhook.kube.client import JSON
 
-__all__ = ["SlimListWatch"]
+__all__ = ["SlimListWatch", "without_managed_fields"]
+
+
+def without_managed_fields(obj: Mapping[str, Any]) -> JSON:
+    """The object without ``metadata.managedFields`` (a shallow copy where it had them): the API server's record
+    of which field manager set which field, often the largest part of a small object, and read by no cache
+    here."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping) or "managedFields" not in metadata:
+        return obj if isinstance(obj, dict) else dict(obj)
+    out = dict(obj)
+    out["metadata"] = {key: value for key, value in metadata.items() if key != "managedFields"}
+    return out
 
 
 @dataclass(frozen=True, slots=True)
