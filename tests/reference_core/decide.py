@@ -38,9 +38,10 @@ from typing import Any, Generic
 from tests.reference_core.queueing import LazyReasons, PassResult, Policy, QueuePolicyError, admission_pass
 from tests.reference_core.reclaim import Reclaimer, ReclaimPlan
 from webhook.api.names import MAX_JOBS
+from webhook.core.chain_usage import shift_usage
 from webhook.core.decisions import Decisions, J, Reclaim
 from webhook.core.fit import FitResult, check_fit, validate_rate
-from webhook.core.ledger import Ledger, build_ledger, shift_usage
+from webhook.core.ledger import Ledger, build_ledger
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.resources import Resources

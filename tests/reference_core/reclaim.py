@@ -82,8 +82,8 @@ from types import MappingProxyType
 
 from tests.reference_core.reclaim_index import Candidate, ReclaimIndex
 from webhook.api.names import MAX_JOBS
+from webhook.core.chain_usage import shift_usage
 from webhook.core.fit import check_fit, check_min
-from webhook.core.ledger import shift_usage
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import Resources, total

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from tests.builders import job, node, res, seed_tree, tree
 from tests.strategies import examples
 from webhook.api.names import MAX_JOBS
-from webhook.core.ledger import ChainTally, Ledger, NodeUsage, build_ledger, chain_keys, shift_usage
+from webhook.core.chain_usage import ChainTally, chain_keys, shift_usage
+from webhook.core.ledger import Ledger, NodeUsage, build_ledger
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY
 from webhook.core.tree_status import status_tree

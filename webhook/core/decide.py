@@ -36,10 +36,10 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
+from webhook.core.chain_usage import shift_usage
 from webhook.core.decisions import Decisions, J, Reclaim
 from webhook.core.fairshare import fair_admit_groups, fair_parents
 from webhook.core.fit import FitResult, check_fit, validate_rate
-from webhook.core.ledger import shift_usage
 from webhook.core.pass_snapshot import PassSnapshot, sort_out
 from webhook.core.queueing import (
     LazyReasons,

@@ -29,71 +29,21 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, insort
 from collections.abc import Callable, Sequence
-from enum import Enum
 
 from webhook.core.decide import decide
 from webhook.core.decisions import Decisions
 from webhook.core.eta_room import Amounts, Chains, Freed, Usage, amounts_of, shift
+from webhook.core.eta_slot import Slot, Status, sort_key, with_phase
 from webhook.core.eta_types import Basis, Outcome, ReplayInput, ReplayJob, ReplayLimits, ReplayResult
 from webhook.core.fit import limits_of
 from webhook.core.podquota import pod_quota_blockers
 from webhook.core.queueing import Policy
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY
-from webhook.core.runtimes import UNKNOWN, Runtime, Source
+from webhook.core.runtimes import UNKNOWN, Source
 from webhook.core.startup import BackoffState
-from webhook.core.workload import Phase, Workload, WorkloadKey
+from webhook.core.workload import Phase, WorkloadKey
 
 __all__ = ["Basis", "Outcome", "ReplayInput", "ReplayJob", "ReplayLimits", "ReplayResult", "replay"]
-
-
-class _Status(Enum):
-    WAITING = 1
-    PENDING = 2
-    """Admitted; its pods wait for the pods' quota."""
-    RUNNING = 3
-    DONE = 4
-    OUT = 5
-    """Never released: gave up, held for a missing PriorityClass, a closing namespace, no quota."""
-
-
-_SortKey = tuple[int, float, str, str, str]
-"""Queue order, then kind (two kinds may share a name)."""
-
-
-class _Slot:
-    """One job of the replay."""
-
-    __slots__ = ("admitted", "chain", "counted", "generation", "job", "key", "leaf", "ready_at", "request",
-                 "runtime", "shape", "size", "sort_key", "started", "status")
-
-    def __init__(self, job: ReplayJob, chain: tuple[str, ...], runtime: Runtime, status: _Status) -> None:
-        self.job = job
-        workload = job.workload
-        self.key = workload.key
-        self.leaf = workload.quota.lower()
-        self.chain = chain
-        self.runtime = runtime
-        self.status = status
-        priority, created, namespace, name = workload.order_key
-        self.sort_key: _SortKey = (priority, created, namespace, name, workload.key.kind)
-        self.request: Amounts = amounts_of(workload, False)
-        self.counted: Amounts = amounts_of(workload, True)
-        self.shape = self.request
-        self.size = 0.0
-        self.ready_at = float("-inf")
-        self.admitted: float | None = None
-        self.started: float | None = None
-        self.generation = 0
-
-
-def _sort_key(slot: _Slot) -> _SortKey:
-    return slot.sort_key
-
-
-def _with_phase(workload: Workload, phase: Phase, admitted_at: float | None) -> Workload:
-    return Workload(key=workload.key, quota=workload.quota, pod_sets=workload.pod_sets, priority=workload.priority,
-                    created=workload.created, uid=workload.uid, phase=phase, admitted_at=admitted_at,
-                    request=workload.request)
 
 
 _FINISH, _RETRY = 0, 1
@@ -119,12 +69,12 @@ class _Replay:
         self.max_limits = {key: dict(node.max.items()) for key, node in tree.nodes.items()}
         self.admit_limits = {key: limits_of(node, given.rate) for key, node in tree.nodes.items()}
         self._roots = {resource: amount for resource, amount in tree.root.max.items() if amount > 0}
-        self.slots: dict[WorkloadKey, _Slot] = {}
-        self.queues: dict[str, list[_Slot]] = {}
-        self.shapes: dict[str, dict[Amounts, list[_Slot]]] = {}
+        self.slots: dict[WorkloadKey, Slot] = {}
+        self.queues: dict[str, list[Slot]] = {}
+        self.shapes: dict[str, dict[Amounts, list[Slot]]] = {}
         self.shape_order: dict[str, list[Amounts]] = {}
         """Per queue, its request shapes, smallest first."""
-        self.holding: dict[WorkloadKey, _Slot] = {}
+        self.holding: dict[WorkloadKey, Slot] = {}
         """Admitted jobs (pending or running)."""
         self.loose = {workload.key: workload for workload in given.loose}
         self.usage: Usage = {}
@@ -151,7 +101,7 @@ class _Replay:
     # Setup -------------------------------------------------------------------------------------------------
     def _setup(self) -> None:
         given, now = self.given, self.now
-        waiting: list[_Slot] = []
+        waiting: list[Slot] = []
         for source in given.jobs:
             workload = source.workload
             if workload.phase is Phase.FINISHED:
@@ -160,7 +110,7 @@ class _Replay:
             runtime = given.runtimes.get(workload.key) or UNKNOWN
             job = ReplayJob(workload, source, source.evictable, source.missing_class)
             if workload.phase is Phase.ADMITTED:
-                slot = _Slot(job, chain, runtime, _Status.PENDING)
+                slot = Slot(job, chain, runtime, Status.PENDING)
                 self.slots[slot.key] = slot
                 self.holding[slot.key] = slot
                 shift(self.usage, chain, slot.counted, 1)
@@ -173,7 +123,7 @@ class _Replay:
             state = source.backoff_state(now)
             out = (state is BackoffState.GAVE_UP or source.missing_class is not None or not chain
                    or workload.key.namespace in given.closing)
-            slot = _Slot(job, chain, runtime, _Status.OUT if out else _Status.WAITING)
+            slot = Slot(job, chain, runtime, Status.OUT if out else Status.WAITING)
             slot.size = sum(amount / self._roots[name] for name, amount in slot.request if name in self._roots)
             self.slots[slot.key] = slot
             self.outcomes[slot.key] = Outcome()
@@ -183,7 +133,7 @@ class _Replay:
                 slot.ready_at = source.backoff.retry_at
                 self._push(slot.ready_at, _RETRY, slot)
             waiting.append(slot)
-        waiting.sort(key=_sort_key)  # then appended in order: no insertion into the middle of a long queue
+        waiting.sort(key=sort_key)  # then appended in order: no insertion into the middle of a long queue
         for slot in waiting:
             self.queues.setdefault(slot.leaf, []).append(slot)
             self.shapes.setdefault(slot.leaf, {}).setdefault(slot.shape, []).append(slot)
@@ -201,12 +151,12 @@ class _Replay:
         if self.modelled:
             self.running_before = {key: dict(sums) for key, sums in self.running.items()}
 
-    def _push(self, at: float, kind: int, slot: _Slot) -> None:
+    def _push(self, at: float, kind: int, slot: Slot) -> None:
         self.sequence += 1
         heapq.heappush(self.events, (at, kind, self.sequence, slot.key, slot.generation))
 
-    def _enqueue(self, slot: _Slot) -> None:
-        insort(self.queues.setdefault(slot.leaf, []), slot, key=_sort_key)
+    def _enqueue(self, slot: Slot) -> None:
+        insort(self.queues.setdefault(slot.leaf, []), slot, key=sort_key)
         groups = self.shapes.setdefault(slot.leaf, {})
         group = groups.get(slot.shape)
         if group is None:
@@ -215,23 +165,23 @@ class _Replay:
             if order is not None:  # after setup: a shape no waiting job had (an evicted job's)
                 order.append(slot.shape)
                 order.sort(key=lambda shape: (groups[shape][0].size if groups[shape] else slot.size, shape))
-        insort(group, slot, key=_sort_key)
+        insort(group, slot, key=sort_key)
 
-    def _dequeue(self, slot: _Slot) -> None:
+    def _dequeue(self, slot: Slot) -> None:
         for members in (self.queues[slot.leaf], self.shapes[slot.leaf][slot.shape]):
             try:  # a pass admits from the front of a queue: a scan from there finds the job sooner than a search
                 index = members.index(slot, 0, _NEAR)
             except ValueError:
-                index = bisect_left(members, slot.sort_key, key=_sort_key)
+                index = bisect_left(members, slot.sort_key, key=sort_key)
                 while members[index] is not slot:
                     index += 1
             del members[index]
 
     # Running and ending ------------------------------------------------------------------------------------
-    def _run(self, slot: _Slot, at: float, elapsed: float = 0.0) -> None:
+    def _run(self, slot: Slot, at: float, elapsed: float = 0.0) -> None:
         """The job's pods run from ``at``: it ends after its run time (never, when unknown, unless the replay
         takes unknown run times as ending at once)."""
-        slot.status = _Status.RUNNING
+        slot.status = Status.RUNNING
         if self.modelled:
             shift(self.running, slot.chain, slot.request, 1)
         left = slot.runtime.remaining(elapsed, self.q) if elapsed > 0 else slot.runtime.at(self.q)
@@ -240,8 +190,8 @@ class _Replay:
         if left is not None:
             self._push(at + left, _FINISH, slot)
 
-    def _finish(self, slot: _Slot) -> None:
-        slot.status = _Status.DONE
+    def _finish(self, slot: Slot) -> None:
+        slot.status = Status.DONE
         del self.holding[slot.key]
         shift(self.usage, slot.chain, slot.counted, -1)
         if self.modelled:
@@ -276,13 +226,13 @@ class _Replay:
         return basis
 
     # Passes ------------------------------------------------------------------------------------------------
-    def _window(self, at: float) -> tuple[list[_Slot], dict[str, list[_Slot]]]:
+    def _window(self, at: float) -> tuple[list[Slot], dict[str, list[Slot]]]:
         """The waiting jobs the pass sees (see the module), and each queue's first ones (its prefix)."""
         size, smallest = self.limits.window, self.limits.smallest
-        seen: list[_Slot] = []
-        prefixes: dict[str, list[_Slot]] = {}
+        seen: list[Slot] = []
+        prefixes: dict[str, list[Slot]] = {}
         for leaf, members in self.queues.items():
-            prefix: list[_Slot] = []
+            prefix: list[Slot] = []
             for slot in members:
                 if slot.ready_at <= at:
                     prefix.append(slot)
@@ -290,7 +240,7 @@ class _Replay:
                         break
             if not prefix:
                 continue
-            extra: list[_Slot] = []
+            extra: list[Slot] = []
             if len(members) > len(prefix) and smallest and self.given.policies.get(leaf) is not Policy.BLOCK:
                 extra = self._smallest(leaf, at, {id(slot) for slot in prefix})
             if not self._may_act(leaf, [*prefix, *extra]):
@@ -300,7 +250,7 @@ class _Replay:
             seen.extend(extra)
         return seen, prefixes
 
-    def _may_act(self, leaf: str, prefix: Sequence[_Slot]) -> bool:
+    def _may_act(self, leaf: str, prefix: Sequence[Slot]) -> bool:
         """Whether a pass could admit one of a queue's ``prefix`` jobs or reclaim for one: it fits its chain now,
         or stays within its leaf's ``min`` (a preemptor must), or the leaf preempts by priority. Usage only grows
         during a pass, so a queue for which none holds does nothing in it (under Block only the head counts)."""
@@ -337,11 +287,11 @@ class _Replay:
                 return True
         return False
 
-    def _smallest(self, leaf: str, at: float, taken: set[int]) -> list[_Slot]:
+    def _smallest(self, leaf: str, at: float, taken: set[int]) -> list[Slot]:
         """The first ready jobs of a queue's smallest request shapes that are not in ``taken``."""
         groups, order = self.shapes[leaf], self.shape_order[leaf]
         count, per_shape = self.limits.smallest, self.limits.per_shape
-        picked: list[_Slot] = []
+        picked: list[Slot] = []
         shapes = empty = 0
         for shape in order:
             if shapes >= count:
@@ -363,7 +313,7 @@ class _Replay:
             order[:] = [shape for shape in order if groups[shape]]
         return picked
 
-    def _decide(self, at: float, window: list[_Slot]) -> Decisions[ReplayJob]:
+    def _decide(self, at: float, window: list[Slot]) -> Decisions[ReplayJob]:
         if self.between is not None:
             self.between()
         self.passes += 1
@@ -374,9 +324,9 @@ class _Replay:
                       loose=list(self.loose.values()), protected=given.protected,
                       reclaim_tries_per_quota=given.reclaim_tries_per_quota)
 
-    def _admit(self, slot: _Slot, at: float) -> None:
-        slot.job = slot.job.with_workload(_with_phase(slot.job.workload, Phase.ADMITTED, at))
-        slot.status = _Status.PENDING
+    def _admit(self, slot: Slot, at: float) -> None:
+        slot.job = slot.job.with_workload(with_phase(slot.job.workload, Phase.ADMITTED, at))
+        slot.status = Status.PENDING
         self._dequeue(slot)
         self.holding[slot.key] = slot
         shift(self.usage, slot.chain, slot.counted, 1)
@@ -384,18 +334,18 @@ class _Replay:
         if outcome is not None and outcome.admitted is None:
             self.outcomes[slot.key] = Outcome(at, None, self._basis())
 
-    def _evict(self, slot: _Slot) -> None:
+    def _evict(self, slot: Slot) -> None:
         """Reclaim holds the job again: it waits at its place (its run starts afresh when admitted again)."""
-        if slot.status is _Status.RUNNING and self.modelled:
+        if slot.status is Status.RUNNING and self.modelled:
             shift(self.running, slot.chain, slot.request, -1)
         shift(self.usage, slot.chain, slot.counted, -1)
         slot.generation += 1
-        slot.status = _Status.WAITING
-        slot.job = slot.job.with_workload(_with_phase(slot.job.workload, Phase.QUEUED, None))
+        slot.status = Status.WAITING
+        slot.job = slot.job.with_workload(with_phase(slot.job.workload, Phase.QUEUED, None))
         del self.holding[slot.key]
         self._enqueue(slot)
 
-    def _started(self, slot: _Slot, at: float) -> None:
+    def _started(self, slot: Slot, at: float) -> None:
         outcome = self.outcomes.get(slot.key)
         if outcome is not None and outcome.started is None:
             self.outcomes[slot.key] = Outcome(outcome.admitted, at, self._basis())
@@ -407,7 +357,7 @@ class _Replay:
         bucket's ends (time, chain, request, request with its job count); nothing is dated before ``floor``."""
         freed = Freed([(when, chain, counted) for when, chain, _, counted in ends]) if ends else None
         added: Usage = {}
-        admitted: list[_Slot] = []
+        admitted: list[Slot] = []
         for _ in range(self.limits.rounds_per_time):
             window, prefixes = self._window(at)
             if not window:  # no preemptor, nothing to admit: the pass would change nothing
@@ -433,7 +383,7 @@ class _Replay:
                 self._admit(slot, max(when, slot.ready_at, self.now))
                 admitted.append(slot)
             refill = any(
-                all(slot.status is not _Status.WAITING for slot in prefix)
+                all(slot.status is not Status.WAITING for slot in prefix)
                 and any(slot.ready_at <= at for slot in self.queues.get(leaf, ()))
                 for leaf, prefix in prefixes.items()
             )
@@ -444,15 +394,15 @@ class _Replay:
         self._remember()
 
     def _start_pending(self, at: float, ends: Sequence[tuple[float, tuple[str, ...], Amounts, Amounts]],
-                       floor: float, admitted: list[_Slot]) -> None:
+                       floor: float, admitted: list[Slot]) -> None:
         """Start the admitted jobs whose pods may run: at once (dated by their admission) when the queue does not
         oversell; else in order of priority and admission while the pods' quota has room."""
         if not self.modelled:
             for slot in admitted:
-                if slot.status is _Status.PENDING:
+                if slot.status is Status.PENDING:
                     self._started(slot, slot.job.workload.admitted_at or at)
             return
-        pending = [slot for slot in self.holding.values() if slot.status is _Status.PENDING]
+        pending = [slot for slot in self.holding.values() if slot.status is Status.PENDING]
         if not pending:
             return
         pending.sort(key=lambda slot: (-slot.job.workload.priority, slot.job.workload.admitted_at or 0.0,
@@ -494,11 +444,11 @@ class _Replay:
                 if slot.generation != generation:
                     continue
                 if kind == _FINISH:
-                    if slot.status is not _Status.RUNNING:
+                    if slot.status is not Status.RUNNING:
                         continue
                     ends.append((when, slot.chain, slot.request, slot.counted))
                     self._finish(slot)
-                elif slot.status is not _Status.WAITING:
+                elif slot.status is not Status.WAITING:
                     continue
                 last = max(last, when)
                 changed = True

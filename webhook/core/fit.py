@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from webhook.api.names import MAX_JOBS
-from webhook.core.ledger import shift_usage
+from webhook.core.chain_usage import shift_usage
 from webhook.core.quantity import NANO, format_quantity
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, Resources, is_binary_resource
@@ -294,7 +294,7 @@ def within_min(tree: QuotaTree, used: Mapping[str, Resources], workload: Workloa
 
 def add_usage(tree: QuotaTree, used: Mapping[str, Resources], *workloads: Workload) -> dict[str, Resources]:
     """Usage after admitting ``workloads``: each one's request and one ``max-jobs`` added at its leaf and
-    every ancestor (:func:`webhook.core.ledger.shift_usage`). Returns a new mapping; ``used`` is untouched.
+    every ancestor (:func:`webhook.core.chain_usage.shift_usage`). Returns a new mapping; ``used`` is untouched.
     ``KeyError`` for an unknown quota."""
     return shift_usage(tree, used, workloads, +1)
 

@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from webhook.core.chain_usage import ChainTally
 from webhook.core.guarantee import borrows, guaranteed, guarded_min, keeps_min
-from webhook.core.ledger import ChainTally
 from webhook.core.podquota import Usage, checked, explain_blockers, pod_quota_blockers, quota_key
 from webhook.core.quantity import format_quantity
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaTree

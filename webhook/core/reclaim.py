@@ -80,8 +80,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from webhook.api.names import MAX_JOBS
+from webhook.core.chain_usage import shifted_view
 from webhook.core.fit import check_fit, check_min
-from webhook.core.ledger import shifted_view
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.reclaim_index import Candidate, ReclaimIndex

@@ -4,7 +4,7 @@ candidate victims indexed by leaf quota in eviction order, and how much each sub
 :class:`ReclaimIndex` holds that view and the cheap questions the planner asks of it (what blocks a
 preemptor, whether it fits, how far up it stays within ``min``, which candidates may help, in which order,
 and whether taking one keeps its quota at ``min``); the rules themselves are the planner's
-(:mod:`webhook.core.reclaim`, docs/reclaim.md). Usage is counted in a :class:`~webhook.core.ledger.ChainTally`.
+(:mod:`webhook.core.reclaim`, docs/reclaim.md). Usage is counted in a :class:`~webhook.core.chain_usage.ChainTally`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from fractions import Fraction
 from operator import attrgetter
 
 from webhook.api.names import MAX_JOBS
+from webhook.core.chain_usage import ChainTally, UsageOverlay, shifted_view
 from webhook.core.fit import limits_of, validate_rate
 from webhook.core.guarantee import borrows, guaranteed, guarded_min, keeps_min
-from webhook.core.ledger import ChainTally, UsageOverlay, shifted_view
 from webhook.core.quantity import NANO
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, Resources, add_amounts

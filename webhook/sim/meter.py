@@ -1,12 +1,12 @@
 """What the simulated quotas use over virtual time: admitted (the ledger's ``used``) and running, with their
-time integrals and peaks, counted up each chain by the core's :class:`~webhook.core.ledger.ChainTally`."""
+time integrals and peaks, counted up each chain by the core's :class:`~webhook.core.chain_usage.ChainTally`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from webhook.api.names import MAX_JOBS
-from webhook.core.ledger import ChainTally
+from webhook.core.chain_usage import ChainTally
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaTree
 from webhook.core.workload import Workload
