@@ -24,8 +24,8 @@ from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import installed_tree, wait_managed
 from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION, SUCCEED_AFTER_ANNOTATION
 from webhook.cli.simulate import run_scenario
-from webhook.core.fit import format_rate
 from webhook.core.quota import queue_name
+from webhook.core.rate import format_rate
 from webhook.sim.engine import State
 from webhook.sim.model import MICROS, Scenario, Submission, format_duration
 from webhook.sim.report import outcome, to_dict

@@ -40,10 +40,11 @@ from tests.reference_core.reclaim import Reclaimer, ReclaimPlan
 from webhook.api.names import MAX_JOBS
 from webhook.core.chain_usage import shift_usage
 from webhook.core.decisions import Decisions, J, Reclaim
-from webhook.core.fit import FitResult, check_fit, validate_rate
+from webhook.core.fit import FitResult, check_fit
 from webhook.core.ledger import Ledger, build_ledger
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaTree, queue_name
+from webhook.core.rate import validate_rate
 from webhook.core.resources import Resources
 from webhook.core.startup import BackoffState
 from webhook.core.workload import Phase, Workload, WorkloadKey

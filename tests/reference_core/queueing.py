@@ -34,10 +34,11 @@ from operator import attrgetter
 from types import MappingProxyType
 
 from webhook.api.names import MAX_JOBS
-from webhook.core.fit import FitResult, check_fit, limits_of, validate_rate
+from webhook.core.fit import FitResult, check_fit, limits_of
 from webhook.core.quantity import NANO
 from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaTree
+from webhook.core.rate import validate_rate
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Workload, WorkloadKey
 

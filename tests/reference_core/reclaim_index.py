@@ -17,9 +17,10 @@ from types import MappingProxyType
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.chain_usage import ChainTally
-from webhook.core.fit import limits_of, validate_rate
+from webhook.core.fit import limits_of
 from webhook.core.quantity import NANO
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
+from webhook.core.rate import validate_rate
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Workload, WorkloadKey
 

@@ -28,7 +28,7 @@ from webhook.controller.records import (
 from webhook.controller.settings import (
     ControllerSettings,
     add_controller_args,
-    parse_rate,
+    rate_flag,
     settings_from_args,
     strict_priority_from_env,
 )
@@ -252,7 +252,7 @@ def test_flags_and_defaults() -> None:
 @pytest.mark.parametrize("text", ["0", "-1", "two", "1/0"])
 def test_a_bad_rate_is_refused_with_a_message(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
-        parse_rate(text)
+        rate_flag(text)
 
 
 def test_strict_priority_env() -> None:

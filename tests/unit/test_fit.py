@@ -17,15 +17,14 @@ from webhook.core.fit import (
     check_fit,
     check_min,
     competing_chain,
-    format_rate,
     limits_of,
     quota_chain,
     remove_usage,
-    validate_rate,
     within_min,
 )
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaTree
+from webhook.core.rate import format_rate, validate_rate
 from webhook.core.resources import Resources
 from webhook.core.workload import WorkloadKey
 

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, TextIO
 
 from webhook.cli.kubeapi import ApiError, KubeApi
@@ -135,3 +136,13 @@ def key_values(pairs: list[str] | None, flag: str) -> list[tuple[str, str]]:
             raise CliError(f"{flag} takes KEY=VALUE, got {pair!r}")
         out.append((key, value))
     return out
+
+
+def rate_flag(text: str) -> Fraction:
+    """``--oversellrate`` as the controller's: ``2``, ``1.5`` or ``3/2``; positive (:mod:`webhook.core.rate`)."""
+    from webhook.core.rate import RateError, parse_rate  # noqa: PLC0415 - kq starts without the core
+
+    try:
+        return parse_rate(text)
+    except RateError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None

@@ -7,7 +7,7 @@ import ipaddress
 import sys
 from typing import Any
 
-from webhook.cli.common import subparser
+from webhook.cli.common import rate_flag, subparser
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -55,7 +55,6 @@ def _console(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from webhook.cli.why import _rate_flag  # noqa: PLC0415
 
     parser = subparser(
         subparsers,
@@ -84,7 +83,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--user-header", metavar="HEADER",
                         help="an authenticating proxy's header naming the user (impersonated: the console's own "
                              "identity then needs the impersonate right on users)")
-    parser.add_argument("--oversellrate", type=_rate_flag, default=None, metavar="RATE",
+    parser.add_argument("--oversellrate", type=rate_flag, default=None, metavar="RATE",
                         help="the controller's --oversellrate (default: read as `kq why` reads it)")
     parser.add_argument("--secure-cookie", action="store_true", help="mark the session cookie Secure (HTTPS)")
     parser.set_defaults(handler=_console)

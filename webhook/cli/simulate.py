@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from webhook.controller.settings import parse_rate
+from webhook.controller.settings import rate_flag
 from webhook.sim.engine import CorePath, DecisionPath, SimResult, simulate
 from webhook.sim.model import Scenario, ScenarioError, parse_duration
 from webhook.sim.report import to_json, to_text
@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="report format")
     parser.add_argument("--timeline", action="store_true",
                         help="also print every decision: time, job, quota, decision, reason")
-    parser.add_argument("--oversellrate", type=parse_rate, metavar="RATE",
+    parser.add_argument("--oversellrate", type=rate_flag, metavar="RATE",
                         help="override the scenario's oversell rate (1 = strictly by quota)")
     parser.add_argument("--strict-priority", action=argparse.BooleanOptionalAction, default=None,
                         help="override the scenario's StrictPriority (every queue Block)")

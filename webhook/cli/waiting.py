@@ -22,19 +22,17 @@ from webhook.controller.model import TrackedJob
 from webhook.controller.starts import accounted_by, loose_pods_of
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA
 from webhook.core.fairshare import fair_note
-from webhook.core.fit import Blocker, FitResult, validate_rate
+from webhook.core.fit import Blocker, FitResult
 from webhook.core.ledger import build_ledger
 from webhook.core.loose import loose_inputs, read_budgets, with_claimed_devices
 from webhook.core.pass_snapshot import kept_by_run_time
 from webhook.core.queueing import Policy, admission_pass
 from webhook.core.quota import QuotaTree
+from webhook.core.rate import DEFAULT_OVERSELL_RATE, RateError, parse_rate
 from webhook.core.reclaim import explain_reclaim
 from webhook.core.resources import Resources
 from webhook.core.tree_status import used_from_status
 from webhook.core.workload import Phase, Workload, WorkloadKey
-
-DEFAULT_RATE = Fraction(2)
-"""The controller's default ``--oversellrate``."""
 
 
 def leaf_policies(tree: QuotaTree, queues: Mapping[str, Obj]) -> dict[str, Policy]:
@@ -63,8 +61,8 @@ def controller_events(events: Iterable[Obj]) -> list[Obj]:
 
 def _rate(text: str) -> Fraction | None:
     try:
-        return validate_rate(Fraction(text.strip()))
-    except (ValueError, ZeroDivisionError):
+        return parse_rate(text)
+    except RateError:
         return None
 
 
@@ -85,7 +83,7 @@ def oversell_rate(explicit: Fraction | None, tree_obj: Obj | None, queues: Mappi
             rate = _rate(value) if isinstance(value, str) else None
             if rate is not None:
                 return rate, f"annotation {key} on {where}"
-    return DEFAULT_RATE, "the default; pass --oversellrate if the controller runs with another"
+    return DEFAULT_OVERSELL_RATE, "the default; pass --oversellrate if the controller runs with another"
 
 
 @dataclass(frozen=True, slots=True)

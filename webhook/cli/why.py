@@ -18,22 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import REASON_QUEUED
 from webhook.api.objects import Obj, conditions_of, event_time, involved_object, meta, pod_spec, pod_status
-from webhook.cli.common import Ctx, add_connection_flags, command, subparser
+from webhook.cli.common import Ctx, add_connection_flags, command, rate_flag, subparser
 
 if TYPE_CHECKING:
     from webhook.cli.eta import EtaReport
     from webhook.cli.view import JobView, Snapshot
     from webhook.cli.waiting import WaitReport
-
-
-def _rate_flag(text: str) -> Fraction:
-    try:
-        rate = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; use 1, 2 or a fraction such as 1.5") from None
-    if rate <= 0:
-        raise argparse.ArgumentTypeError(f"the oversell rate must be positive, got {text!r}")
-    return rate
 
 
 def _who(view: JobView) -> str:
@@ -115,7 +105,7 @@ def explain_queuing(
     """The answer for a QUEUING job whose quota is known (at most ``ahead`` jobs ahead listed; 0: all), with the
     sentences ``eta`` says about when it should start (docs/eta.md)."""
     from webhook.cli.output import age, describe, wrap  # noqa: PLC0415
-    from webhook.core.fit import format_rate  # noqa: PLC0415
+    from webhook.core.rate import format_rate  # noqa: PLC0415
 
     view = report.job
     rate = format_rate(report.rate)
@@ -374,7 +364,7 @@ def answer_json(answer: Answer, view: JobView) -> dict[str, Any]:
     """``kq why -o json``: the job, its status and place, the answer's text, and its start estimate
     (``estimatedStart`` and ``estimatedStartLatest`` in RFC 3339, absent when unknown, and ``estimateBasis``)."""
     from webhook.cli.eta import eta_fields  # noqa: PLC0415
-    from webhook.core.fit import format_rate  # noqa: PLC0415
+    from webhook.core.rate import format_rate  # noqa: PLC0415
 
     out: dict[str, Any] = {
         "kind": view.kind,
@@ -436,7 +426,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("job", metavar="JOB", help="[KIND/]NAME, e.g. pi2 or pytorchjob/mnist")
     parser.add_argument(
         "--oversellrate",
-        type=_rate_flag,
+        type=rate_flag,
         default=None,
         metavar="RATE",
         help="the controller's --oversellrate (default: read from its events, else 2)",

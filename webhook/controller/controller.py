@@ -34,10 +34,10 @@ from webhook.controller.reservations import ReservationWriter
 from webhook.controller.settings import ControllerSettings, settings_from_args
 from webhook.controller.starts import StartMemo, check_starts
 from webhook.controller.writer import Stats, Writer
-from webhook.core.fit import format_rate
 from webhook.core.loose import loose_inputs, reserved_for_jobs, with_claimed_devices
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree, queue_name
+from webhook.core.rate import format_rate
 from webhook.kube.client import KubeApiError, KubeClient
 from webhook.kube.collector import HeapFreezer, collector_paused
 from webhook.kube.tasks import TaskGroup

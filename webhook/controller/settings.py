@@ -17,6 +17,7 @@ from fractions import Fraction
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, TREE_NAMESPACE
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA
 from webhook.core.placement import parse_duration
+from webhook.core.rate import DEFAULT_OVERSELL_RATE, RateError, parse_rate
 from webhook.core.startup import BackoffPolicy
 
 STRICT_PRIORITY_ENV = "StrictPriority"
@@ -28,7 +29,7 @@ DEFAULT_LEASE_NAME = CONTROLLER_COMPONENT
 class ControllerSettings:
     """Fixed at start."""
 
-    oversell_rate: Fraction = Fraction(2)
+    oversell_rate: Fraction = DEFAULT_OVERSELL_RATE
     """Admit while ``used + request <= max × rate`` at every level (``--oversellrate``; 1 = strictly by quota)."""
     strict_priority: bool = False
     """Every queue runs ``Block`` (``StrictPriority=true`` in the environment)."""
@@ -97,17 +98,12 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
-def parse_rate(text: str) -> Fraction:
-    """``--oversellrate`` value: ``2``, ``1.5`` or ``3/2``; must be positive."""
+def rate_flag(text: str) -> Fraction:
+    """``--oversellrate`` value: ``2``, ``1.5`` or ``3/2``; must be positive (:func:`webhook.core.rate.parse_rate`)."""
     try:
-        rate = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number; use 1 (strictly by quota), 2 (the default) or a fraction such as 1.5"
-        ) from None
-    if rate <= 0:
-        raise argparse.ArgumentTypeError(f"the oversell rate must be positive, got {text!r}")
-    return rate
+        return parse_rate(text)
+    except RateError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _positive_seconds(text: str) -> float:
@@ -158,8 +154,8 @@ def add_controller_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--oversellrate",
-        type=parse_rate,
-        default=Fraction(2),
+        type=rate_flag,
+        default=DEFAULT_OVERSELL_RATE,
         metavar="RATE",
         help="admit jobs while used + request <= max x RATE at every quota level (default 2; 1 = strictly by quota)",
     )
@@ -236,7 +232,7 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None =
 
     rate = get("oversellrate", defaults.oversell_rate)
     return ControllerSettings(
-        oversell_rate=rate if isinstance(rate, Fraction) else parse_rate(str(rate)),
+        oversell_rate=rate if isinstance(rate, Fraction) else rate_flag(str(rate)),
         strict_priority=strict_priority_from_env(env),
         enabled=not bool(get("no_controller", False)),
         status_interval=float(get("status_interval", defaults.status_interval)),  # type: ignore[arg-type]

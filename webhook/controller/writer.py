@@ -40,8 +40,8 @@ from webhook.controller.evictions import PodEvictions, PodVictim
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import AdmissionRecord, EvictionNote, admit_patch, clear_record_patch, evict_patch, kv
 from webhook.controller.settings import ControllerSettings
-from webhook.core.fit import format_rate
 from webhook.core.quota import QuotaTree, queue_name
+from webhook.core.rate import format_rate
 from webhook.kube.cache import WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.workloads.base import JSONPatch, rfc3339

@@ -39,7 +39,7 @@ from typing import Any
 from webhook.core.chain_usage import shift_usage
 from webhook.core.decisions import Decisions, J, Reclaim
 from webhook.core.fairshare import fair_admit_groups, fair_parents
-from webhook.core.fit import FitResult, check_fit, validate_rate
+from webhook.core.fit import FitResult, check_fit
 from webhook.core.pass_snapshot import PassSnapshot, sort_out
 from webhook.core.queueing import (
     LazyReasons,
@@ -51,6 +51,7 @@ from webhook.core.queueing import (
     still_waiting,
 )
 from webhook.core.quota import QuotaTree, queue_name
+from webhook.core.rate import validate_rate
 from webhook.core.reclaim import Reclaimer, ReclaimPlan
 from webhook.core.resources import Resources
 from webhook.core.workload import Phase, Workload, WorkloadKey

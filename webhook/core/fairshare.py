@@ -32,7 +32,7 @@ from itertools import pairwise
 from types import MappingProxyType
 
 from webhook.api.names import FAIR_SHARING_ATTRIBUTE, MAX_JOBS, WEIGHT_ATTRIBUTE
-from webhook.core.fit import limits_of, validate_rate
+from webhook.core.fit import limits_of
 from webhook.core.quantity import NANO
 from webhook.core.queueing import (
     PassResult,
@@ -44,6 +44,7 @@ from webhook.core.queueing import (
 )
 from webhook.core.quota import QuotaNode, QuotaTree, build_tree
 from webhook.core.quota_attributes import parse_weight
+from webhook.core.rate import validate_rate
 from webhook.core.resources import EMPTY, Resources
 from webhook.core.workload import Workload
 

@@ -30,6 +30,7 @@ from webhook.api.names import MAX_JOBS
 from webhook.core.chain_usage import shift_usage
 from webhook.core.quantity import NANO, format_quantity
 from webhook.core.quota import QuotaNode, QuotaTree
+from webhook.core.rate import format_rate, validate_rate
 from webhook.core.resources import EMPTY, Resources, is_binary_resource
 from webhook.core.workload import Workload, WorkloadKey
 
@@ -41,40 +42,11 @@ __all__ = [
     "check_fit",
     "check_min",
     "competing_chain",
-    "format_rate",
     "limits_of",
     "quota_chain",
     "remove_usage",
-    "validate_rate",
     "within_min",
 ]
-
-
-def validate_rate(oversell_rate: Fraction | int) -> Fraction:
-    """The rate as a :class:`Fraction`; ``ValueError`` unless it is a positive number."""
-    if isinstance(oversell_rate, bool) or not isinstance(oversell_rate, int | Fraction):
-        raise ValueError(f"oversell rate must be an int or a Fraction, got {oversell_rate!r}")
-    rate = Fraction(oversell_rate)
-    if rate <= 0:
-        raise ValueError(f"oversell rate must be positive (1 = strictly by quota), got {rate}")
-    return rate
-
-
-def format_rate(rate: Fraction) -> str:
-    """``1``, ``2``, ``1.5`` (exact decimals) or ``4/3`` (when no finite decimal is exact)."""
-    if rate.denominator == 1:
-        return str(rate.numerator)
-    denominator = rate.denominator
-    for prime in (2, 5):
-        while denominator % prime == 0:
-            denominator //= prime
-    if denominator != 1:
-        return str(rate)
-    digits = 1
-    while (rate * 10**digits).denominator != 1:
-        digits += 1
-    text = str((rate * 10**digits).numerator).rjust(digits + 1, "0")
-    return f"{text[:-digits]}.{text[-digits:]}"
 
 
 def _fmt(resource: str, nanos: int) -> str:

@@ -38,10 +38,11 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from webhook.api.names import MAX_JOBS
-from webhook.core.fit import FitResult, limits_of, validate_rate
+from webhook.core.fit import FitResult, limits_of
 from webhook.core.quantity import NANO
 from webhook.core.queue_views import LazyReasons, QueuePositions
 from webhook.core.quota import QuotaTree
+from webhook.core.rate import validate_rate
 from webhook.core.resources import EMPTY, Resources, least_amounts
 from webhook.core.workload import Workload, WorkloadKey, request_amounts
 

@@ -16,10 +16,11 @@ from operator import attrgetter
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.chain_usage import ChainTally, UsageOverlay, shifted_view
-from webhook.core.fit import limits_of, validate_rate
+from webhook.core.fit import limits_of
 from webhook.core.guarantee import borrows, guaranteed, guarded_min, keeps_min
 from webhook.core.quantity import NANO
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
+from webhook.core.rate import validate_rate
 from webhook.core.resources import EMPTY, Resources, add_amounts
 from webhook.core.workload import Workload, WorkloadKey, request_amounts
 

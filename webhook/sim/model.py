@@ -13,6 +13,7 @@ from webhook.api.names import LEGACY_SIM_GROUP, SIM_GROUP
 from webhook.core import duration
 from webhook.core.fairshare import with_fair_sharing
 from webhook.core.quota import QuotaTree
+from webhook.core.rate import DEFAULT_OVERSELL_RATE
 from webhook.core.resources import Resources
 from webhook.core.startup import BackoffPolicy
 from webhook.workloads.base import Adapter
@@ -32,8 +33,6 @@ LEGACY_SIM_ANNOTATIONS = {f"{LEGACY_SIM_GROUP}/{key.split('/', 1)[1]}": key for 
 
 MICROS = 1_000_000
 """Microseconds in a second: the virtual clock's unit."""
-DEFAULT_OVERSELL_RATE = Fraction(2)
-"""The controller's default ``--oversellrate``."""
 MAX_JOBS_PER_SCENARIO = 2_000_000
 """A guard against a typo in ``count`` that would expand into billions of submissions."""
 MAX_INCLUDE_DEPTH = 8

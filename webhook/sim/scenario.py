@@ -36,11 +36,11 @@ import yaml
 from webhook.api.names import LEGACY_SIM_GROUP, SIM_GROUP
 from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree, queue_name
+from webhook.core.rate import DEFAULT_OVERSELL_RATE, RateError, parse_rate
 from webhook.core.resources import ResourceError, Resources
 from webhook.core.startup import BackoffPolicy
 from webhook.sim.model import (
     COUNT_ANNOTATION,
-    DEFAULT_OVERSELL_RATE,
     EVERY_ANNOTATION,
     LEGACY_SIM_ANNOTATIONS,
     MAX_INCLUDE_DEPTH,
@@ -135,15 +135,10 @@ def _kind(body: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _rate(value: object, where: str) -> Fraction:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ScenarioError(f"{where}: oversellrate must be a number such as 1, 2 or 1.5, got {value!r}")
     try:
-        rate = Fraction(str(value).strip())
-    except (ValueError, ZeroDivisionError):
-        raise ScenarioError(f"{where}: oversellrate must be a number such as 1, 2 or 1.5, got {value!r}") from None
-    if rate <= 0:
-        raise ScenarioError(f"{where}: oversellrate must be positive (1 = strictly by quota), got {value!r}")
-    return rate
+        return parse_rate(value)
+    except RateError as error:
+        raise ScenarioError(f"{where}: {error}") from None
 
 
 def _policy(value: object, where: str) -> Policy:
@@ -335,7 +330,7 @@ def parse_scenario(docs: Sequence[_Doc], *, default_name: str, reader: Reader) -
         raise ScenarioError(f"{tree_doc.where}: the ElasticQuotaTree is invalid: {error}") from None
 
     settings = settings or {}
-    oversell = _rate(settings["oversellrate"], f"{settings_where} oversellrate") if "oversellrate" in settings else (
+    oversell = _rate(settings["oversellrate"], settings_where) if "oversellrate" in settings else (
         DEFAULT_OVERSELL_RATE
     )
     strict = settings.get("strictPriority", False)
