@@ -47,6 +47,9 @@ MANAGED_NAMESPACE_LABEL: Final = f"{PREFIX}/managed"
 """Namespaces of the quota tree carry this label (``"true"``); the webhook configurations select on it."""
 MANAGED_SINCE_ANNOTATION: Final = f"{PREFIX}/managed-since"
 """On a managed namespace: when it joined the tree (RFC 3339), written with :data:`MANAGED_NAMESPACE_LABEL`."""
+NAMESPACE_QUOTA_LABEL: Final = f"{PREFIX}/quota"
+"""On a managed namespace: the name of the leaf that lists it (:func:`webhook.core.quota.namespace_quota_label`),
+kept by the controller, so the pod admission policy can tag pods with their quota without asking the service."""
 PLACEMENT_NAMESPACE_LABEL: Final = f"{PREFIX}/placement"
 """Set (``"true"``) by the controller on a namespace outside the quota tree that holds a ResourcePolicy with an
 ``eci`` unit or one a sample of the nodes could mislead: only such namespaces' Pods go to the placement webhook
