@@ -140,8 +140,8 @@ def test_a_user_cannot_bind_ungate_or_unmark_a_pod(dev_cluster: DevCluster, froz
 
     marker = "/spec/containers/0/resources/requests/" + EXTENDER_RESOURCE.replace("/", "~1")
     unmark = json.dumps([{"op": "remove", "path": marker}])
-    result = dev.kubectl_result("patch", "pod", WAITING, "-n", space, "--type=json", "-p", unmark, user=USER)
-    assert result.returncode != 0
+    # Refused, or (a plain pod update cannot change resources) taken back by the API server: the marker stays.
+    dev.kubectl_result("patch", "pod", WAITING, "-n", space, "--type=json", "-p", unmark, user=USER)
     requests = dev.get_json("pod", WAITING, "-n", space)["spec"]["containers"][0]["resources"]["requests"]
     assert requests[EXTENDER_RESOURCE] == "1"
 
