@@ -7,7 +7,10 @@ fails open only where a policy does its job.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from webhook.admission.configs import (
     PODS_MUTATE,
@@ -15,6 +18,8 @@ from webhook.admission.configs import (
     PODS_VALIDATE,
     cluster_webhook_configs,
 )
+from webhook.admission.manifests import generated_files
+from webhook.admission.manifests import main as write
 from webhook.admission.policies import PODS_GUARD, PODS_MARK, admission_policies, creator_is_trusted
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.names import (
@@ -104,3 +109,12 @@ def test_only_a_workload_controllers_pods_skip_the_pod_webhook_and_only_beside_t
     pod_hooks = [hook for hook in only.values() if any("pods" in rule["resources"] for rule in hook["rules"])
                  and hook.get("namespaceSelector", {}).get("matchLabels") == {MANAGED_NAMESPACE_LABEL: "true"}]
     assert pod_hooks and {hook["failurePolicy"] for hook in pod_hooks} == {"Fail"}
+
+
+def test_the_generator_writes_every_generated_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(["--manifests", str(tmp_path)])
+    printed = capsys.readouterr().out
+    for relative, text in generated_files().items():
+        assert (tmp_path / relative).read_text() == text
+        assert f"wrote {tmp_path / relative}" in printed
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.yaml")) == sorted(generated_files())
