@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from webhook.admission.configs import (
+    CLAIMS_FROM_TEMPLATES,
+    CLAIMS_VALIDATE,
     PODS_MUTATE,
     PODS_MUTATE_WORKLOADS,
     PODS_VALIDATE,
@@ -24,6 +26,7 @@ from webhook.admission.policies import PODS_GUARD, PODS_MARK, admission_policies
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.names import (
     ADMISSION_GATE,
+    CLAIM_CONTROLLER_USER,
     CONTROLLER_ANNOTATIONS,
     EXTENDER_RESOURCE,
     MANAGED_NAMESPACE_LABEL,
@@ -118,3 +121,19 @@ def test_the_generator_writes_every_generated_manifest(tmp_path: Path, capsys: p
         assert (tmp_path / relative).read_text() == text
         assert f"wrote {tmp_path / relative}" in printed
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.yaml")) == sorted(generated_files())
+
+
+def test_only_the_claims_kubernetes_makes_from_templates_skip_the_claims_webhook() -> None:
+    """A claim made from a template: the template was checked when it was created, and the extender keeps a pod
+    whose claim it cannot count waiting (tests/service/test_extender_devices.py), so an admitted job's DRA pods do
+    not wait on the service; every other claim and template still fails closed."""
+    hooks = _hooks(True)
+    templated, checked = hooks[CLAIMS_FROM_TEMPLATES], hooks[CLAIMS_VALIDATE]
+    controller = f"request.userInfo.username == '{CLAIM_CONTROLLER_USER}'"
+    assert templated["failurePolicy"] == "Ignore"
+    assert templated["matchConditions"] == [{"name": "the-claim-controller", "expression": controller}]
+    assert [rule["resources"] for rule in templated["rules"]] == [["resourceclaims"]]
+    assert checked["failurePolicy"] == "Fail"
+    assert checked["matchConditions"] == [{"name": "not-the-claim-controller", "expression": f"!({controller})"}]
+    only = _hooks(False)
+    assert CLAIMS_FROM_TEMPLATES not in only and "matchConditions" not in only[CLAIMS_VALIDATE]

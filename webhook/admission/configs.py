@@ -22,7 +22,8 @@ a pod a workload controller creates (the next pod of an admitted Job) goes to it
 :data:`PODS_MUTATE_WORKLOADS`, which fails open (the policy has marked it for the extender and tagged its
 quota; what is skipped is the ResourcePolicy's toleration and scheduler profile), everyone else's pods still
 fail closed (they are held, sized and checked against PriorityClasses), and pod updates are checked by the
-policy alone (no ``pods.validate`` hook). ``policies=False`` is the webhook-only configuration of older
+policy alone (no ``pods.validate`` hook). Likewise the DRA claims Kubernetes makes from a pod's claim templates
+go to :data:`CLAIMS_FROM_TEMPLATES`, which fails open. ``policies=False`` is the webhook-only configuration of older
 clusters: every pod hook fails closed, as before issue 40.
 """
 
@@ -39,6 +40,7 @@ from webhook.admission.policies import EXCLUDED_NAMESPACES, creator_is_trusted
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.kinds import ELASTIC_QUOTA_TREE, OUR_KINDS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE
 from webhook.api.names import (
+    CLAIM_CONTROLLER_USER,
     ECI_OPT_IN_LABEL,
     MANAGED_NAMESPACE_LABEL,
     PLACEMENT_NAMESPACE_LABEL,
@@ -48,6 +50,7 @@ from webhook.api.names import (
 from webhook.workloads.registry import all_adapters
 
 __all__ = [
+    "CLAIMS_FROM_TEMPLATES",
     "CLAIMS_VALIDATE",
     "JOBS_VALIDATE",
     "PODS_MUTATE",
@@ -84,6 +87,11 @@ PODS_VALIDATE = "pods.validate.kube-queue.x-k8s.io"
 """Without the admission policies: the webhook that checks users' updates of the tree's pods."""
 CLAIMS_VALIDATE = "claims.validate.kube-queue.x-k8s.io"
 """The webhook that refuses DRA claims (and templates) of the tree's namespaces the quota cannot count."""
+CLAIMS_FROM_TEMPLATES = "claims.templated.validate.kube-queue.x-k8s.io"
+"""Beside the admission policies: the claims webhook for the claims Kubernetes makes from a pod's templates,
+which fails open. Their template was checked at its creation, and the extender keeps a pod whose claim it
+cannot count waiting (docs/pod-quota.md), so an admitted job's DRA pods do not wait on the service."""
+_CLAIM_CONTROLLER = f"request.userInfo.username == '{CLAIM_CONTROLLER_USER}'"
 
 NOT_THE_CONTROLLER = [{
     "name": "not-the-queue-controller",
@@ -333,6 +341,23 @@ def webhook_configs(
                   "resources": sorted((RESOURCE_CLAIM.plural, RESOURCE_CLAIM_TEMPLATE.plural)),
                   "operations": ["CREATE"], "scope": "Namespaced"}],
                 namespace_selector=managed,
+                match_conditions=[{"name": "not-the-claim-controller", "expression": f"!({_CLAIM_CONTROLLER})"}]
+                if policies else None,
+            ),
+            *(
+                [
+                    _webhook(
+                        CLAIMS_FROM_TEMPLATES,
+                        config("/validate"),
+                        [{"apiGroups": [RESOURCE_CLAIM.group], "apiVersions": [RESOURCE_CLAIM.version],
+                          "resources": [RESOURCE_CLAIM.plural], "operations": ["CREATE"], "scope": "Namespaced"}],
+                        namespace_selector=managed,
+                        match_conditions=[{"name": "the-claim-controller", "expression": _CLAIM_CONTROLLER}],
+                        failure_policy="Ignore",
+                    )
+                ]
+                if policies
+                else []
             ),
             # In-place resizes of any pod of the tree's namespaces: growth within the quota only.
             _webhook(
