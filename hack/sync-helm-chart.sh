@@ -15,6 +15,8 @@ crds/resourcepolicies.yaml crds/resourcepolicies.yaml
 namespace.yaml files/namespace.yaml
 webhook/rbac.yaml files/webhook/rbac.yaml
 webhook/webhook-configurations.yaml files/webhook/webhook-configurations.yaml
+webhook/admission-policies.yaml files/webhook/admission-policies.yaml
+webhook/webhook-configurations-webhook-only.yaml files/webhook/webhook-configurations-webhook-only.yaml
 controller/rbac.yaml files/controller/rbac.yaml
 scheduler/rbac.yaml files/scheduler/rbac.yaml
 console/rbac.yaml files/console/rbac.yaml

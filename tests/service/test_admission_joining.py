@@ -21,7 +21,7 @@ from webhook.admission.mutate import mutate
 from webhook.admission.review import parse_request
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import validate
-from webhook.api.names import MANAGED_NAMESPACE_LABEL, MANAGED_SINCE_ANNOTATION, QUOTA_LABEL
+from webhook.api.names import MANAGED_NAMESPACE_LABEL, MANAGED_SINCE_ANNOTATION, NAMESPACE_QUOTA_LABEL, QUOTA_LABEL
 
 MANAGED = {MANAGED_NAMESPACE_LABEL: "true"}
 
@@ -79,13 +79,13 @@ def test_a_namespace_created_while_the_tree_lists_it_is_labelled_at_creation() -
     created = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "user-c"}}
     out = mutate(review(created, user="admin"), state, settings)
     namespace = patched(created, out)
-    assert namespace["metadata"]["labels"] == MANAGED
+    assert namespace["metadata"]["labels"] == {**MANAGED, NAMESPACE_QUOTA_LABEL: "Department-b"}
     assert namespace["metadata"]["annotations"][MANAGED_SINCE_ANNOTATION].endswith("Z")
     other = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other", "labels": {"team": "x"}}}
     assert "patch" not in response(mutate(review(other, user="admin"), state, settings))
     with_labels = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "user-a", "labels": {"team": "x"}}}
     assert patched(with_labels, mutate(review(with_labels, user="admin"), state, settings))["metadata"]["labels"] == {
-        "team": "x", **MANAGED}
+        "team": "x", **MANAGED, NAMESPACE_QUOTA_LABEL: "Department-a"}
 
 
 def test_a_job_of_a_namespace_that_joined_a_tree_this_replica_has_not_seen_yet_is_held() -> None:

@@ -29,7 +29,12 @@ from tests.service.controller_support import (
     step,
 )
 from tests.service.kubeclient_fake import JOBS
-from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION, MANAGED_NAMESPACE_LABEL
+from webhook.api.names import (
+    ADMISSION_ANNOTATION,
+    EVICTION_ANNOTATION,
+    MANAGED_NAMESPACE_LABEL,
+    NAMESPACE_QUOTA_LABEL,
+)
 from webhook.controller import add_controller_args, run_controller
 from webhook.controller.controller import Controller
 
@@ -44,8 +49,9 @@ async def test_seed_scenario_1_queues_labels_admission_positions_status_and_even
     assert sorted(q["metadata"]["name"] for q in api.objects(QUEUES)) == [
         "root-department-a-user-a", "root-department-a-user-b", "root-department-b-user-c"
     ]
-    for name in ("user-a", "user-b", "user-c"):
-        assert api.obj(NAMESPACES, name)["metadata"]["labels"] == {MANAGED_NAMESPACE_LABEL: "true"}
+    for name, leaf in (("user-a", "Department-a"), ("user-b", "Department-a"), ("user-c", "Department-b")):
+        assert api.obj(NAMESPACES, name)["metadata"]["labels"] == {MANAGED_NAMESPACE_LABEL: "true",
+                                                                   NAMESPACE_QUOTA_LABEL: leaf}
     assert "labels" not in api.obj(NAMESPACES, "kube-queue")["metadata"]
     assert admitted(api, "pi-1") and not admitted(api, "pi-2")
     queue = api.obj(QUEUES, "root-department-a-user-a", "kube-queue")
@@ -183,14 +189,15 @@ async def test_queues_and_labels_follow_the_tree() -> None:
         assert sorted(q["metadata"]["name"] for q in api.objects(QUEUES)) == [
             "root-department-a-user-a", "root-department-b-user-c"
         ]
-        assert MANAGED_NAMESPACE_LABEL not in api.obj(NAMESPACES, "user-b")["metadata"].get("labels", {})
+        assert api.obj(NAMESPACES, "user-b")["metadata"].get("labels", {}) == {}  # managed and quota labels gone
         # A deleted tree opens no gate: namespaces stay managed and Queues stay (docs/accounting.md).
         api.remove(TREES, "elasticquotatree", "kube-system")
         await step(api, controller)
     assert sorted(q["metadata"]["name"] for q in api.objects(QUEUES)) == [
         "root-department-a-user-a", "root-department-b-user-c"
     ]
-    assert api.obj(NAMESPACES, "user-a")["metadata"]["labels"] == {MANAGED_NAMESPACE_LABEL: "true"}
+    assert api.obj(NAMESPACES, "user-a")["metadata"]["labels"] == {MANAGED_NAMESPACE_LABEL: "true",
+                                                                   NAMESPACE_QUOTA_LABEL: "Department-a"}
 
 
 async def test_an_invalid_tree_changes_nothing() -> None:

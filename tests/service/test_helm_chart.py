@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 from fractions import Fraction
@@ -21,6 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
+from webhook.admission.configs import cluster_webhook_configs
+from webhook.admission.policies import admission_policies
 from webhook.cli import extender as extender_cli
 from webhook.cli import serve as serve_cli
 from webhook.cli.main import build_parser
@@ -126,7 +129,8 @@ def test_the_chart_copies_equal_their_sources_in_manifests() -> None:
     {"monitoring": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
                     "dashboard": {"enabled": True}, "extenderPodMonitor": {"enabled": True}}},
     {"extender": {"enabled": True}, "console": {"enabled": True}, "logLevel": "debug"},
-], ids=["defaults", "single", "monitoring", "extender-console"])
+    {"admissionPolicies": False},
+], ids=["defaults", "single", "monitoring", "extender-console", "webhook-only"])
 def test_helm_lint_passes(helm: Path, tmp_path: Path, values: Obj) -> None:
     argv = [str(helm), "lint", "--strict", str(CHART)]
     if values:
@@ -144,6 +148,27 @@ def test_defaults_render_exactly_the_kustomization(helm: Path, kubectl: Path) ->
     # Monitoring and the extender are off by default, as in manifests/kustomization.yaml.
     assert not [obj for obj in rendered if obj["apiVersion"].startswith("monitoring.coreos.com/")]
     assert not [obj for obj in rendered if "extender" in obj["metadata"]["name"]]
+
+
+def test_webhook_only_renders_the_kustomization_with_the_webhook_only_component(
+    helm: Path, kubectl: Path, tmp_path: Path
+) -> None:
+    """Clusters older than Kubernetes 1.36: ``admissionPolicies: false`` and the kustomize Component
+    ``manifests/webhook-only`` (used as manifests/README.md shows) install the same objects: no admission
+    policy, the webhook-only configurations; the defaults install the policies."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    up = os.path.relpath(MANIFESTS, overlay)
+    (overlay / "kustomization.yaml").write_text(f"resources: [{up}]\ncomponents: [{up}/webhook-only]\n")
+    rendered = render(helm, {"admissionPolicies": False}, tmp_path)
+    assert_same_objects(rendered, kustomize(kubectl, overlay))
+    assert not [obj for obj in rendered if obj["kind"].endswith(("AdmissionPolicy", "AdmissionPolicyBinding"))]
+    assert [obj for obj in rendered if obj["kind"].endswith("WebhookConfiguration")] == cluster_webhook_configs(
+        policies=False)
+    defaults = render(helm)
+    assert [obj for obj in defaults if obj["kind"].endswith(("AdmissionPolicy", "AdmissionPolicyBinding"))] == (
+        admission_policies())
+    assert [obj for obj in defaults if obj["kind"].endswith("WebhookConfiguration")] == cluster_webhook_configs()
 
 
 def test_monitoring_toggles_render_the_monitoring_kustomization(helm: Path, kubectl: Path, tmp_path: Path) -> None:

@@ -14,7 +14,17 @@ import pytest
 import yaml
 from cryptography import x509
 
-from webhook.admission.configs import CLAIMS_VALIDATE, NAMESPACES_MUTATE, cluster_webhook_configs, dev_webhook_configs
+from webhook.admission.configs import (
+    CLAIMS_FROM_TEMPLATES,
+    CLAIMS_VALIDATE,
+    NAMESPACES_MUTATE,
+    PODS_MUTATE,
+    PODS_MUTATE_WORKLOADS,
+    cluster_webhook_configs,
+    dev_webhook_configs,
+)
+from webhook.admission.manifests import generated_files
+from webhook.admission.policies import PODS_GUARD, admission_policies
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.names import ECI_OPT_IN_LABEL, MANAGED_NAMESPACE_LABEL, PLACEMENT_NAMESPACE_LABEL
 from webhook.cli import certs as certs_cli
@@ -26,9 +36,11 @@ ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 
 
-FAIL_OPEN = ("pods.placement.kube-queue.x-k8s.io", "pods.eci-opt-in.kube-queue.x-k8s.io", NAMESPACES_MUTATE)
+FAIL_OPEN = ("pods.placement.kube-queue.x-k8s.io", "pods.eci-opt-in.kube-queue.x-k8s.io", NAMESPACES_MUTATE,
+             PODS_MUTATE_WORKLOADS, CLAIMS_FROM_TEMPLATES)
 """The pod hooks of namespaces outside the tree, and the namespace hook: no namespace outside the tree depends on
-the webhook."""
+the webhook; beside the admission policies, the hooks of workload controllers' pods and of the claims made from
+templates (tests/service/test_admission_policies.py says why those are safe)."""
 SIDE_EFFECTS = {"elasticquotatrees.validate.kube-queue.x-k8s.io": "NoneOnDryRun"}
 """The hooks with a side effect: a tree that makes existing namespaces join labels them first."""
 
@@ -62,8 +74,9 @@ def test_job_hooks_match_managed_namespaces_only_and_never_kube_system() -> None
         h for h in mutating["webhooks"] + validating["webhooks"]
         if h["name"].split(".")[0] in ("jobs", "pods") and h["name"] not in FAIL_OPEN
     ]
-    assert len(job_hooks) == 5  # jobs: mutate, validate; pods: mutate, validate, resize
-    for hook in job_hooks:
+    assert len(job_hooks) == 4  # jobs: mutate, validate; pods: mutate, resize (updates: the guard policy)
+    only, _ = cluster_webhook_configs(policies=False)
+    for hook in job_hooks + [h for h in only["webhooks"] if h["name"] == PODS_MUTATE]:
         selector = hook["namespaceSelector"]
         assert selector["matchLabels"] == {MANAGED_NAMESPACE_LABEL: "true"}
         assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]} in selector[
@@ -73,8 +86,9 @@ def test_job_hooks_match_managed_namespaces_only_and_never_kube_system() -> None
     assert "matchLabels" not in loose["webhooks"][0]["namespaceSelector"]
 
 
-def test_every_registered_kind_is_mutated_at_creation_and_validated_on_update() -> None:
-    mutating, validating = cluster_webhook_configs()
+@pytest.mark.parametrize("policies", [True, False])
+def test_every_registered_kind_is_mutated_at_creation_and_validated_on_update(policies: bool) -> None:
+    mutating, validating = cluster_webhook_configs(policies=policies)
 
     def covered(config: dict[str, Any], operation: str) -> set[tuple[str, str]]:
         out = set()
@@ -86,7 +100,14 @@ def test_every_registered_kind_is_mutated_at_creation_and_validated_on_update() 
 
     kinds = {(a.group, a.plural) for a in all_adapters()}
     assert kinds <= covered(mutating, "CREATE")
-    assert kinds <= covered(validating, "UPDATE")
+    guarded = set()
+    if policies:  # pod updates are checked by the guard policy in the API server
+        (guard,) = [obj for obj in admission_policies() if obj["metadata"]["name"] == PODS_GUARD
+                    and obj["kind"] == "ValidatingAdmissionPolicy"]
+        guarded = {(g, r) for rule in guard["spec"]["matchConstraints"]["resourceRules"]
+                   if "UPDATE" in rule["operations"] for g in rule["apiGroups"] for r in rule["resources"]}
+        assert guarded == {("", "pods")}
+    assert kinds <= covered(validating, "UPDATE") | guarded
     assert {
         ("scheduling.sigs.k8s.io", "elasticquotatrees"),
         ("scheduling.alibabacloud.com", "resourcepolicies"),
@@ -110,22 +131,35 @@ def test_dra_claims_are_validated_at_creation_in_managed_namespaces_only() -> No
 def test_only_the_controllers_own_job_writes_skip_the_validating_webhook() -> None:
     """Issue 23: the controller's releases are not sent to the job validating webhook, which lets that identity
     through anyway (tests/service/test_validate.py::test_the_controller_may_release_a_held_job); everyone else's
-    job writes still are, and no other webhook has a condition."""
-    for mutating, validating in (cluster_webhook_configs(), dev_webhook_configs("https://127.0.0.1:9443", b"PEM")):
+    job writes still are. Beside the admission policies the pod creation hooks are split by creator (issue 40);
+    no other webhook has a condition."""
+    configs = (cluster_webhook_configs(), dev_webhook_configs("https://127.0.0.1:9443", b"PEM"),
+               cluster_webhook_configs(policies=False))
+    for index, (mutating, validating) in enumerate(configs):
         conditions = {hook["name"]: hook.get("matchConditions") for hook in [*mutating["webhooks"],
                                                                              *validating["webhooks"]]}
         assert conditions.pop("jobs.validate.kube-queue.x-k8s.io") == [{
             "name": "not-the-queue-controller",
             "expression": f"request.userInfo.username != '{DEFAULT_CONTROLLER_USER}'",
         }]
-        assert set(conditions.values()) == {None}
+        if index < 2:
+            assert [c["name"] for c in conditions.pop(PODS_MUTATE)] == ["not-a-workload-controller"]
+            assert [c["name"] for c in conditions.pop(PODS_MUTATE_WORKLOADS)] == ["a-workload-controller"]
+            assert [c["name"] for c in conditions.pop(CLAIMS_VALIDATE)] == ["not-the-claim-controller"]
+            assert [c["name"] for c in conditions.pop(CLAIMS_FROM_TEMPLATES)] == ["the-claim-controller"]
+        assert set(map(str, conditions.values())) == {"None"}
 
 
-def test_generated_manifest_is_up_to_date() -> None:
-    on_disk = docs(MANIFESTS / "webhook" / "webhook-configurations.yaml")
-    assert on_disk == cluster_webhook_configs(), (
-        "run: python -m webhook.admission.configs > manifests/webhook/webhook-configurations.yaml"
-    )
+def test_generated_manifests_are_up_to_date() -> None:
+    for relative, text in generated_files().items():
+        path = MANIFESTS / relative
+        assert path.exists() and path.read_text() == text, (
+            f"manifests/{relative} is stale: run python -m webhook.admission.configs"
+        )
+    assert docs(MANIFESTS / "webhook" / "webhook-configurations.yaml") == cluster_webhook_configs()
+    assert docs(MANIFESTS / "webhook" / "admission-policies.yaml") == admission_policies()
+    assert docs(MANIFESTS / "webhook" / "webhook-configurations-webhook-only.yaml") == cluster_webhook_configs(
+        policies=False)
 
 
 def test_crds_have_the_names_users_rely_on() -> None:

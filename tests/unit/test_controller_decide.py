@@ -16,6 +16,7 @@ from tests.builders import node, res, seed_tree, tree
 from tests.strategies import examples, quota_trees
 from webhook.api.names import (
     MANAGED_NAMESPACE_LABEL,
+    NAMESPACE_QUOTA_LABEL,
     OVERSELL_RATE_ANNOTATION,
     QUEUE_LABEL,
     QUOTA_FULLNAME_ANNOTATION,
@@ -215,8 +216,27 @@ def test_namespaces_of_the_tree_are_labelled_and_leavers_unlabelled() -> None:
     assert namespace_actions(seed_tree(), namespaces) == [
         NamespaceAction("old", None),
         NamespaceAction("user-a", "true"),
+        NamespaceAction("user-a", "Department-a", NAMESPACE_QUOTA_LABEL),
+        NamespaceAction("user-b", "Department-a", NAMESPACE_QUOTA_LABEL),
     ]
     assert namespace_actions(None, namespaces) == []  # no tree: every namespace stays as it is
+
+
+def test_a_namespaces_quota_label_follows_its_leaf_and_goes_when_it_leaves() -> None:
+    namespaces: dict[str, dict[str, Any]] = {
+        "user-a": {"metadata": {"name": "user-a", "labels": {MANAGED_NAMESPACE_LABEL: "true",
+                                                             NAMESPACE_QUOTA_LABEL: "Department-a"}}},
+        "user-c": {"metadata": {"name": "user-c", "labels": {MANAGED_NAMESPACE_LABEL: "true",
+                                                             NAMESPACE_QUOTA_LABEL: "Department-a"}}},
+        "old": {"metadata": {"name": "old", "labels": {MANAGED_NAMESPACE_LABEL: "true",
+                                                       NAMESPACE_QUOTA_LABEL: "Department-b"}}},
+    }
+    assert namespace_actions(seed_tree(), namespaces) == [
+        NamespaceAction("old", None),
+        NamespaceAction("old", None, NAMESPACE_QUOTA_LABEL),
+        NamespaceAction("user-c", "Department-b", NAMESPACE_QUOTA_LABEL),  # moved to another leaf
+    ]
+    assert namespace_actions(None, namespaces) == []  # no tree: the labels stay, as the managed one does
 
 
 # Admission --------------------------------------------------------------------------------------------------
@@ -633,7 +653,8 @@ def test_nothing_is_released_into_a_namespace_being_deleted() -> None:
 
 def test_namespaces_outside_the_tree_with_an_eci_policy_get_the_placement_label() -> None:
     namespaces: dict[str, dict[str, Any]] = {
-        "user-a": {"metadata": {"name": "user-a", "labels": {MANAGED_NAMESPACE_LABEL: "true"}}},
+        "user-a": {"metadata": {"name": "user-a", "labels": {MANAGED_NAMESPACE_LABEL: "true",
+                                                             NAMESPACE_QUOTA_LABEL: "Department-a"}}},
         "free": {"metadata": {"name": "free"}},
         "was": {"metadata": {"name": "was", "labels": {"kube-queue.x-k8s.io/placement": "true"}}},
     }

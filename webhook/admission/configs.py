@@ -15,6 +15,16 @@ controller labels them) or when they opt into ECI (their label), and fail open t
 ResourcePolicies and Queues are validated everywhere. DRA claims and claim templates are validated at
 creation in the managed namespaces (their spec is immutable, so updates - the scheduler's own writes among
 them - never wait on the webhook).
+
+With the admission policies (``policies=True``, the default: :mod:`webhook.admission.policies`, Kubernetes 1.36
+and later) the pod rules that need no state of the service live in the API server, so the pod hooks change:
+a pod a workload controller creates (the next pod of an admitted Job) goes to its own hook,
+:data:`PODS_MUTATE_WORKLOADS`, which fails open (the policy has marked it for the extender and tagged its
+quota; what is skipped is the ResourcePolicy's toleration and scheduler profile), everyone else's pods still
+fail closed (they are held, sized and checked against PriorityClasses), and pod updates are checked by the
+policy alone (no ``pods.validate`` hook). Likewise the DRA claims Kubernetes makes from a pod's claim templates
+go to :data:`CLAIMS_FROM_TEMPLATES`, which fails open. ``policies=False`` is the webhook-only configuration of older
+clusters: every pod hook fails closed, as before issue 40.
 """
 
 from __future__ import annotations
@@ -26,9 +36,11 @@ from typing import Any
 
 import orjson
 
+from webhook.admission.policies import EXCLUDED_NAMESPACES, creator_is_trusted
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.kinds import ELASTIC_QUOTA_TREE, OUR_KINDS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE
 from webhook.api.names import (
+    CLAIM_CONTROLLER_USER,
     ECI_OPT_IN_LABEL,
     MANAGED_NAMESPACE_LABEL,
     PLACEMENT_NAMESPACE_LABEL,
@@ -38,9 +50,12 @@ from webhook.api.names import (
 from webhook.workloads.registry import all_adapters
 
 __all__ = [
+    "CLAIMS_FROM_TEMPLATES",
     "CLAIMS_VALIDATE",
     "JOBS_VALIDATE",
     "PODS_MUTATE",
+    "PODS_MUTATE_WORKLOADS",
+    "PODS_VALIDATE",
     "cluster_webhook_configs",
     "dev_webhook_configs",
     "set_ca_bundle",
@@ -57,7 +72,6 @@ TIMEOUT_SECONDS = 10
 control plane the API server's own queueing takes seconds before our handler (about a millisecond) sees the
 request, and a shorter timeout fails creates the webhook would have allowed (BENCHMARKS.md, the 10,000-job
 burst). A webhook that is down fails at once (connection refused), so this bounds only a hung one."""
-EXCLUDED_NAMESPACES = ("kube-system",)
 JOBS_VALIDATE = "jobs.validate.kube-queue.x-k8s.io"
 """The webhook that checks every create and update of a job of the tree's namespaces (docs/security.md)."""
 NAMESPACES_MUTATE = "namespaces.mutate.kube-queue.x-k8s.io"
@@ -65,9 +79,19 @@ NAMESPACES_MUTATE = "namespaces.mutate.kube-queue.x-k8s.io"
 PODS_RESIZE = "pods.resize.kube-queue.x-k8s.io"
 """The webhook that keeps an in-place resize within the pod's quota."""
 PODS_MUTATE = "pods.mutate.kube-queue.x-k8s.io"
-"""The webhook that holds bare Pods and marks every pod of the tree's namespaces for the extender."""
+"""The webhook that holds bare Pods and marks every pod of the tree's namespaces for the extender (with the
+admission policies: every pod but a workload controller's)."""
+PODS_MUTATE_WORKLOADS = "pods.workloads.mutate.kube-queue.x-k8s.io"
+"""With the admission policies: the pod webhook of the pods workload controllers create, which fails open."""
+PODS_VALIDATE = "pods.validate.kube-queue.x-k8s.io"
+"""Without the admission policies: the webhook that checks users' updates of the tree's pods."""
 CLAIMS_VALIDATE = "claims.validate.kube-queue.x-k8s.io"
 """The webhook that refuses DRA claims (and templates) of the tree's namespaces the quota cannot count."""
+CLAIMS_FROM_TEMPLATES = "claims.templated.validate.kube-queue.x-k8s.io"
+"""Beside the admission policies: the claims webhook for the claims Kubernetes makes from a pod's templates,
+which fails open. Their template was checked at its creation, and the extender keeps a pod whose claim it
+cannot count waiting (docs/pod-quota.md), so an admitted job's DRA pods do not wait on the service."""
+_CLAIM_CONTROLLER = f"request.userInfo.username == '{CLAIM_CONTROLLER_USER}'"
 
 NOT_THE_CONTROLLER = [{
     "name": "not-the-queue-controller",
@@ -78,6 +102,13 @@ NOT_THE_CONTROLLER = [{
 webhook round trip (issue 23: ~200 ms a release on the dev cluster, one more request for the service). A
 controller running under another identity (``kq serve --controller-user``) is still let through by the
 webhook, only called."""
+
+A_WORKLOAD_CONTROLLER = [{"name": "a-workload-controller", "expression": creator_is_trusted()}]
+"""The pods a workload controller (or the controller) creates: their owner was queued
+(:data:`~webhook.core.integrity.WORKLOAD_CONTROLLERS`; ``kq serve --pod-creator`` adds identities the webhook
+trusts, whose pods still go to the hook that fails closed)."""
+NOT_A_WORKLOAD_CONTROLLER = [{"name": "not-a-workload-controller", "expression": f"!({creator_is_trusted()})"}]
+"""Every other creator's pods."""
 
 ClientConfig = Callable[[str], dict[str, Any]]
 """``path -> clientConfig`` (without ``caBundle``)."""
@@ -168,9 +199,14 @@ def _webhook(
 
 
 def webhook_configs(
-    client_config: ClientConfig, ca_bundle_pem: bytes | None = None, *, require_managed_label: bool = True
+    client_config: ClientConfig,
+    ca_bundle_pem: bytes | None = None,
+    *,
+    require_managed_label: bool = True,
+    policies: bool = True,
 ) -> list[dict[str, Any]]:
-    """``[MutatingWebhookConfiguration, ValidatingWebhookConfiguration]`` named ``kube-queue``."""
+    """``[MutatingWebhookConfiguration, ValidatingWebhookConfiguration]`` named ``kube-queue``; ``policies``:
+    installed beside :func:`webhook.admission.policies.admission_policies` (else webhook-only)."""
     ca = base64.b64encode(ca_bundle_pem).decode("ascii") if ca_bundle_pem else None
 
     def config(path: str) -> dict[str, Any]:
@@ -199,7 +235,25 @@ def webhook_configs(
                 config("/mutate"),
                 _job_rules(["CREATE"], pods=True),
                 namespace_selector=managed,
+                match_conditions=NOT_A_WORKLOAD_CONTROLLER if policies else None,
                 mutating=True,
+            ),
+            *(
+                [
+                    # A workload controller's pods (their owner was queued): the policy marked them and tagged
+                    # their quota, so while the service is down they are created without it (issue 40).
+                    _webhook(
+                        PODS_MUTATE_WORKLOADS,
+                        config("/mutate"),
+                        _job_rules(["CREATE"], pods=True),
+                        namespace_selector=managed,
+                        match_conditions=A_WORKLOAD_CONTROLLER,
+                        mutating=True,
+                        failure_policy="Ignore",
+                    )
+                ]
+                if policies
+                else []
             ),
             # A namespace created while the tree lists it is labelled managed at creation, so its first job is
             # held (webhook.admission.joining). Ignore on failure: no namespace creation of the cluster depends
@@ -266,12 +320,18 @@ def webhook_configs(
                 namespace_selector=managed,
                 match_conditions=NOT_THE_CONTROLLER,
             ),
-            _webhook(
-                "pods.validate.kube-queue.x-k8s.io",
-                config("/validate"),
-                _job_rules(["UPDATE"], pods=True),
-                namespace_selector=managed,
-                object_selector=quota_pods,
+            *(
+                []
+                if policies  # the pod guard policy checks users' pod updates in the API server
+                else [
+                    _webhook(
+                        PODS_VALIDATE,
+                        config("/validate"),
+                        _job_rules(["UPDATE"], pods=True),
+                        namespace_selector=managed,
+                        object_selector=quota_pods,
+                    )
+                ]
             ),
             # DRA claims and their templates in the tree's namespaces: only what the quota can count.
             _webhook(
@@ -281,6 +341,23 @@ def webhook_configs(
                   "resources": sorted((RESOURCE_CLAIM.plural, RESOURCE_CLAIM_TEMPLATE.plural)),
                   "operations": ["CREATE"], "scope": "Namespaced"}],
                 namespace_selector=managed,
+                match_conditions=[{"name": "not-the-claim-controller", "expression": f"!({_CLAIM_CONTROLLER})"}]
+                if policies else None,
+            ),
+            *(
+                [
+                    _webhook(
+                        CLAIMS_FROM_TEMPLATES,
+                        config("/validate"),
+                        [{"apiGroups": [RESOURCE_CLAIM.group], "apiVersions": [RESOURCE_CLAIM.version],
+                          "resources": [RESOURCE_CLAIM.plural], "operations": ["CREATE"], "scope": "Namespaced"}],
+                        namespace_selector=managed,
+                        match_conditions=[{"name": "the-claim-controller", "expression": _CLAIM_CONTROLLER}],
+                        failure_policy="Ignore",
+                    )
+                ]
+                if policies
+                else []
             ),
             # In-place resizes of any pod of the tree's namespaces: growth within the quota only.
             _webhook(
@@ -320,11 +397,14 @@ def dev_webhook_configs(
     url_base: str, ca_bundle_pem: bytes, *, require_managed_label: bool = True
 ) -> list[dict[str, Any]]:
     """The two configurations for a service reached by URL (``https://127.0.0.1:9443``), trusting
-    ``ca_bundle_pem``. With ``require_managed_label=False`` every namespace but ``kube-system`` is sent
-    to the webhook (the handlers still leave namespaces outside the tree untouched)."""
+    ``ca_bundle_pem``, beside the admission policies (the dev cluster runs Kubernetes 1.36). With
+    ``require_managed_label=False`` every namespace but ``kube-system`` is sent to the webhook (the handlers
+    still leave namespaces outside the tree untouched), webhook-only: the policies apply to managed namespaces
+    only."""
     base = url_base.rstrip("/")
     return webhook_configs(
-        lambda path: {"url": base + path}, ca_bundle_pem, require_managed_label=require_managed_label
+        lambda path: {"url": base + path}, ca_bundle_pem, require_managed_label=require_managed_label,
+        policies=require_managed_label,
     )
 
 
@@ -334,11 +414,14 @@ def cluster_webhook_configs(
     service_name: str = SERVICE_NAME,
     service_namespace: str = SERVICE_NAMESPACE,
     port: int = SERVICE_PORT,
+    policies: bool = True,
 ) -> list[dict[str, Any]]:
-    """The two configurations for the in-cluster Service (``caBundle`` injected at run time when omitted)."""
+    """The two configurations for the in-cluster Service (``caBundle`` injected at run time when omitted);
+    ``policies=False``: the webhook-only variant for clusters without the admission policies."""
     return webhook_configs(
         lambda path: {"service": {"name": service_name, "namespace": service_namespace, "path": path, "port": port}},
         ca_bundle_pem,
+        policies=policies,
     )
 
 
@@ -354,16 +437,10 @@ def set_ca_bundle(config: Mapping[str, Any], ca_bundle_pem: bytes) -> dict[str, 
 
 
 def main() -> None:
-    """Print the in-cluster configurations as YAML (``manifests/webhook/webhook-configurations.yaml``)."""
-    import yaml  # noqa: PLC0415 - only this generator needs it
+    """Write the generated admission manifests (:mod:`webhook.admission.manifests`)."""
+    from webhook.admission.manifests import main as write  # noqa: PLC0415 - it imports this module
 
-    header = (
-        "# Generated by `python -m webhook.admission.configs` from the adapter registry; do not edit.\n"
-        "# caBundle is injected at run time by the service (kq serve --webhook-configuration kube-queue).\n"
-        "# Job kinds are sent here only from namespaces labelled kube-queue.x-k8s.io/managed=true: the controller\n"
-        "# sets that label on every namespace of the ElasticQuotaTree (and removes it when one leaves the tree).\n"
-    )
-    sys.stdout.write(header + yaml.safe_dump_all(cluster_webhook_configs(), sort_keys=False))
+    write(sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ from typing import Any
 from webhook.admission.review import AdmissionRequest
 from webhook.admission.state import AdmissionState, Settings
 from webhook.api.kinds import ELASTIC_QUOTA_TREE
-from webhook.api.names import MANAGED_NAMESPACE_LABEL, MANAGED_SINCE_ANNOTATION
-from webhook.core.quota import QuotaTreeError, parse_tree
+from webhook.api.names import MANAGED_NAMESPACE_LABEL, MANAGED_SINCE_ANNOTATION, NAMESPACE_QUOTA_LABEL
+from webhook.core.quota import QuotaTreeError, namespace_quota_label, parse_tree
 from webhook.workloads.base import rfc3339
 
 Labeller = Callable[[Sequence[str]], Awaitable[None]]
@@ -67,21 +67,25 @@ def namespaces_joining(request: AdmissionRequest, state: AdmissionState, setting
 
 
 def namespace_operations(request: AdmissionRequest, state: AdmissionState, now: float) -> list[dict[str, Any]]:
-    """The JSON patch of a Namespace created while the honoured tree lists it: the managed label and when it
-    joined. Nothing for any other namespace."""
+    """The JSON patch of a Namespace created while the honoured tree lists it: the managed label, its leaf's
+    name (:func:`~webhook.core.quota.namespace_quota_label`) and when it joined. Nothing for any other
+    namespace."""
     if request.operation != "CREATE" or request.obj is None or state.tree is None:
         return []
     name = request.name or str((request.obj.get("metadata") or {}).get("name") or "")
-    if state.tree.leaf_for_namespace(name) is None:
+    leaf = namespace_quota_label(state.tree, name)
+    if leaf is None:
         return []
     metadata = request.obj.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
     ops: list[dict[str, Any]] = []
-    for field, key, value in (("labels", MANAGED_NAMESPACE_LABEL, "true"),
-                              ("annotations", MANAGED_SINCE_ANNOTATION, rfc3339(now))):
+    wanted = {"labels": {MANAGED_NAMESPACE_LABEL: "true", NAMESPACE_QUOTA_LABEL: leaf},
+              "annotations": {MANAGED_SINCE_ANNOTATION: rfc3339(now)}}
+    for field, values in wanted.items():
         if not isinstance(metadata.get(field), Mapping):
-            ops.append({"op": "add", "path": f"/metadata/{field}", "value": {key: value}})
-        else:
+            ops.append({"op": "add", "path": f"/metadata/{field}", "value": values})
+            continue
+        for key, value in values.items():
             ops.append({"op": "add", "path": f"/metadata/{field}/{key.replace('~', '~0').replace('/', '~1')}",
                         "value": value})
     return ops

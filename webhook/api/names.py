@@ -47,6 +47,9 @@ MANAGED_NAMESPACE_LABEL: Final = f"{PREFIX}/managed"
 """Namespaces of the quota tree carry this label (``"true"``); the webhook configurations select on it."""
 MANAGED_SINCE_ANNOTATION: Final = f"{PREFIX}/managed-since"
 """On a managed namespace: when it joined the tree (RFC 3339), written with :data:`MANAGED_NAMESPACE_LABEL`."""
+NAMESPACE_QUOTA_LABEL: Final = f"{PREFIX}/quota"
+"""On a managed namespace: the name of the leaf that lists it (:func:`webhook.core.quota.namespace_quota_label`),
+kept by the controller, so the pod admission policy can tag pods with their quota without asking the service."""
 PLACEMENT_NAMESPACE_LABEL: Final = f"{PREFIX}/placement"
 """Set (``"true"``) by the controller on a namespace outside the quota tree that holds a ResourcePolicy with an
 ``eci`` unit or one a sample of the nodes could mislead: only such namespaces' Pods go to the placement webhook
@@ -158,6 +161,8 @@ CONTROLLER_COMPONENT: Final = "kube-queue-controller"
 records)."""
 EXTENDER_COMPONENT: Final = "kube-queue-extender"
 """The extender's ``User-Agent``, so the field manager of the pod annotations it writes."""
+CLAIM_CONTROLLER_USER: Final = "system:serviceaccount:kube-system:resource-claim-controller"
+"""Kubernetes' identity that creates a pod's ResourceClaims from the ResourceClaimTemplates it names."""
 CLIENT_USER_AGENT: Final = "kube-queue"
 """The ``User-Agent`` (so the field manager of its writes) of an API client that names no component."""
 REASON_ADMITTED: Final = "Admitted"

@@ -200,16 +200,20 @@ def install_api_objects(config: ClusterConfig, bins: Path) -> None:
 
 
 def register_webhooks(config: ClusterConfig, bins: Path) -> None:
-    """Point the apiserver's admission webhooks at the local service, once it listens."""
+    """Point the apiserver's admission webhooks at the local service, once it listens, beside the admission
+    policies of the tree's pods (:mod:`webhook.admission.policies`)."""
     if not service_available():
         return
     try:
         from webhook.admission.configs import dev_webhook_configs  # noqa: PLC0415
+        from webhook.admission.policies import admission_policies  # noqa: PLC0415
     except ImportError:
         return
     processes.wait_for(lambda: service_ready(config), 60, "kq serve's caches to list (/readyz)")
     ca = (config.pki / "ca.crt").read_bytes()
-    items = dev_webhook_configs(f"https://127.0.0.1:{config.ports.webhook}", ca)
+    # The admission policies first: the webhooks that let workload controllers' pods through while the service
+    # is down count on them (the dev cluster runs Kubernetes 1.36, which serves them).
+    items = [*admission_policies(), *dev_webhook_configs(f"https://127.0.0.1:{config.ports.webhook}", ca)]
     doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=doc)
     operators.wait_ready(config)

@@ -144,7 +144,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="an identity (a trailing * makes it a prefix) that creates pods for workloads, such as an "
         "operator's service account: its Pods are trusted to belong to the owner they name and may set "
         "spec.nodeName (repeatable; Kubernetes' controllers, kubelets and the Kubeflow, MPI and KubeRay "
-        "operators' usual namespaces are always trusted)",
+        "operators' usual namespaces are always trusted). The admission policies know only those: beside "
+        "them this identity's pods still wait on this service and may not set spec.nodeName "
+        "(docs/security.md)",
     )
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics over HTTP on this port")
     parser.add_argument("--tree-namespace", default=TREE_NAMESPACE, help=argparse.SUPPRESS)

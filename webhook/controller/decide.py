@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from webhook.api.kinds import QUEUE
 from webhook.api.names import (
     MANAGED_NAMESPACE_LABEL,
+    NAMESPACE_QUOTA_LABEL,
     OVERSELL_RATE_ANNOTATION,
     PLACEMENT_NAMESPACE_LABEL,
     QUEUE_ARGS_ANNOTATION,
@@ -38,7 +39,7 @@ from webhook.core.decide import (
 from webhook.core.decide import decide as core_decide
 from webhook.core.decisions import Decisions, Reclaim, reason_key
 from webhook.core.queueing import Policy, QueuePolicyError
-from webhook.core.quota import QuotaNode, QuotaTree, queue_name
+from webhook.core.quota import QuotaNode, QuotaTree, namespace_quota_label, queue_name
 from webhook.core.startup import GAVE_UP
 from webhook.core.tree_status import status_tree
 from webhook.core.workload import Workload, WorkloadKey
@@ -207,8 +208,8 @@ def queue_actions(
 
 @dataclass(frozen=True, slots=True)
 class NamespaceAction:
-    """Set (``value="true"``) or remove (``value=None``) a label of a namespace (the managed label unless
-    ``label`` says otherwise)."""
+    """Set (``value``, ``"true"`` for the managed label) or remove (``value=None``) a label of a namespace (the
+    managed label unless ``label`` says otherwise)."""
 
     name: str
     value: str | None
@@ -223,7 +224,9 @@ def namespace_actions(
     """Label the tree's namespaces ``kube-queue.x-k8s.io/managed: "true"``; unlabel the ones that left it.
     Without a tree that label does not change: the namespaces stay managed, so their new jobs stay held (the
     webhook holds them untagged) until a tree lists them again, instead of running unqueued
-    (docs/accounting.md). The namespaces in ``placement`` (a valid ResourcePolicy) that the tree does not list
+    (docs/accounting.md). The tree's namespaces also carry their leaf's name (``kube-queue.x-k8s.io/quota``:
+    :func:`~webhook.core.quota.namespace_quota_label`, read by the pod admission policy), which follows the
+    tree like the managed label. The namespaces in ``placement`` (a valid ResourcePolicy) that the tree does not list
     get ``kube-queue.x-k8s.io/placement: "true"`` (their Pods go to the placement webhook); the others lose
     it."""
     managed = set(tree.leaf_by_namespace) if tree is not None else None
@@ -235,6 +238,10 @@ def namespace_actions(
             actions.append(NamespaceAction(name, "true"))
         elif managed is not None and name not in managed and value is not None:
             actions.append(NamespaceAction(name, None))
+        if tree is not None:
+            leaf = namespace_quota_label(tree, name)
+            if labels.get(NAMESPACE_QUOTA_LABEL) != leaf:
+                actions.append(NamespaceAction(name, leaf, NAMESPACE_QUOTA_LABEL))
         inside = name in managed if managed is not None else value == "true"
         wanted = name in placement and not inside
         current = labels.get(PLACEMENT_NAMESPACE_LABEL)

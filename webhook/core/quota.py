@@ -121,6 +121,13 @@ class QuotaTree:
         return tuple(node for node in self.nodes.values() if node.is_leaf)
 
 
+def namespace_quota_label(tree: QuotaTree, namespace: str) -> str | None:
+    """The value of a namespace's quota label (``kube-queue.x-k8s.io/quota``): the name of the leaf that lists
+    it, as its jobs and pods are labelled; ``None`` (no label) for a namespace the tree does not list."""
+    leaf = tree.leaf_for_namespace(namespace)
+    return None if leaf is None else leaf.name
+
+
 # Validation -------------------------------------------------------------------------------------------------
 
 

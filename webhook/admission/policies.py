@@ -1,0 +1,218 @@
+"""The admission policies of the tree's pods: rules the API server checks itself, in CEL, without kq serve.
+
+A rule that needs only the request, the pod, the user and the pod's namespace lives here, so it holds while
+kq serve is down (a rollout, a crash, a hang: issue 40, docs/security.md "Where each pod rule lives"); the
+webhook keeps what needs the controller's state (the tree, PriorityClasses, LimitRanges, ResourcePolicies).
+Both are generated from the same names (:mod:`webhook.api.names`) and the same trusted identities
+(:data:`~webhook.core.integrity.WORKLOAD_CONTROLLERS`, the controller's identity), and
+:func:`webhook.admission.configs.webhook_configs` lets a workload controller's pods skip the pod webhook
+while it is down only when these policies are installed (``policies=True``).
+
+* ``kube-queue-pods-mark`` (MutatingAdmissionPolicy, pods created in a managed namespace): the extender's
+  marker (:data:`~webhook.api.names.EXTENDER_RESOURCE`, one, as request and limit of the first container) and
+  the quota label copied from the namespace's :data:`~webhook.api.names.NAMESPACE_QUOTA_LABEL`, which the
+  controller keeps there.
+* ``kube-queue-pods-guard`` (ValidatingAdmissionPolicy, pods created or updated in a managed namespace by
+  anyone but the controller): no ``spec.nodeName`` at creation unless a workload controller creates the pod;
+  the admission gate stays until the controller removes it; the quota label, the submission stamp and the
+  controller's records stay as they are.
+
+Both need ``admissionregistration.k8s.io/v1`` policies (MutatingAdmissionPolicy is GA in Kubernetes 1.36);
+older clusters install the webhook-only configuration (manifests/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from webhook.admission.state import DEFAULT_CONTROLLER_USER
+from webhook.api.names import (
+    ADMISSION_GATE,
+    CONTROLLER_ANNOTATIONS,
+    EXTENDER_RESOURCE,
+    MANAGED_NAMESPACE_LABEL,
+    NAMESPACE_QUOTA_LABEL,
+    QUOTA_LABEL,
+    SUBMITTED_ANNOTATION,
+)
+from webhook.core.integrity import WORKLOAD_CONTROLLERS
+
+__all__ = [
+    "EXCLUDED_NAMESPACES",
+    "PODS_GUARD",
+    "PODS_MARK",
+    "admission_policies",
+    "creator_is_trusted",
+    "managed_namespaces",
+]
+
+PODS_MARK = "kube-queue-pods-mark"
+"""The mutating policy that marks every pod of the tree's namespaces for the extender and tags its quota."""
+PODS_GUARD = "kube-queue-pods-guard"
+"""The validating policy that keeps users' pods on the queue's terms."""
+API_VERSION = "admissionregistration.k8s.io/v1"
+LABELS = {"app.kubernetes.io/name": "kube-queue"}
+EXCLUDED_NAMESPACES = ("kube-system",)
+"""Namespaces no pod rule and no job hook applies to (the webhook configurations' selectors too)."""
+
+
+def managed_namespaces() -> dict[str, Any]:
+    """The namespaces every pod rule applies to: labelled managed by the controller, never ``kube-system``
+    (the pod webhooks' selector too)."""
+    return {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(EXCLUDED_NAMESPACES)}
+        ],
+        "matchLabels": {MANAGED_NAMESPACE_LABEL: "true"},
+    }
+
+
+def _cel(value: str) -> str:
+    """A CEL string literal (JSON's double-quoted form is one for these ASCII names)."""
+    return json.dumps(value)
+
+
+def _cel_list(values: tuple[str, ...] | list[str]) -> str:
+    return "[" + ", ".join(_cel(value) for value in values) + "]"
+
+
+def creator_is_trusted(patterns: tuple[str, ...] = (*WORKLOAD_CONTROLLERS, DEFAULT_CONTROLLER_USER)) -> str:
+    """CEL: the request's user matches one of ``patterns`` (exact, or a prefix when it ends in ``*``), as
+    :func:`webhook.core.integrity.is_workload_controller` decides for the webhook."""
+    prefixes = [pattern[:-1] for pattern in patterns if pattern.endswith("*")]
+    exact = [pattern for pattern in patterns if not pattern.endswith("*")]
+    parts = []
+    if prefixes:
+        parts.append(f"{_cel_list(prefixes)}.exists(p, request.userInfo.username.startsWith(p))")
+    if exact:
+        parts.append(f"request.userInfo.username in {_cel_list(exact)}")
+    return " || ".join(parts) if parts else "false"
+
+
+_POD_RULE = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}
+_NOT_THE_CONTROLLER = {"name": "not-the-queue-controller",
+                       "expression": f"request.userInfo.username != {_cel(DEFAULT_CONTROLLER_USER)}"}
+
+
+def _mark_policy() -> dict[str, Any]:
+    marker = _cel(EXTENDER_RESOURCE)
+    leaf = _cel(NAMESPACE_QUOTA_LABEL)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": PODS_MARK, "labels": dict(LABELS)},
+        "spec": {
+            "matchConstraints": {
+                "resourceRules": [{**_POD_RULE, "operations": ["CREATE"]}],
+                "namespaceSelector": managed_namespaces(),
+            },
+            # The API server refuses a pod without containers anyway; nothing to mark on it.
+            "matchConditions": [{"name": "has-containers",
+                                 "expression": "has(object.spec.containers) && size(object.spec.containers) > 0"}],
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "IfNeeded",
+            "mutations": [
+                {
+                    "patchType": "ApplyConfiguration",
+                    "applyConfiguration": {"expression": (
+                        "Object{spec: Object.spec{containers: [Object.spec.containers{"
+                        "name: object.spec.containers[0].name, resources: Object.spec.containers.resources{"
+                        f"requests: {{{marker}: \"1\"}}, limits: {{{marker}: \"1\"}}}}}}]}}}}"
+                    )},
+                },
+                {
+                    "patchType": "ApplyConfiguration",
+                    "applyConfiguration": {"expression": (
+                        f"has(namespaceObject.metadata.labels) && {leaf} in namespaceObject.metadata.labels"
+                        f" ? Object{{metadata: Object.metadata{{labels: {{{_cel(QUOTA_LABEL)}: "
+                        f"namespaceObject.metadata.labels[{leaf}]}}}}}} : Object{{}}"
+                    )},
+                },
+            ],
+        },
+    }
+
+
+def _kept(key: str, field: str) -> str:
+    """CEL: ``metadata.<field>[key]`` is the same (or as absent) before and after the update."""
+
+    def value(obj: str) -> str:
+        return f"(has({obj}.metadata.{field}) && {_cel(key)} in {obj}.metadata.{field} ? " \
+               f"[{obj}.metadata.{field}[{_cel(key)}]] : [])"
+
+    return f"{value('oldObject')} == {value('object')}"
+
+
+def _guard_policy() -> dict[str, Any]:
+    gate = _cel(ADMISSION_GATE)
+
+    def gated(obj: str) -> str:
+        return f"(has({obj}.spec.schedulingGates) && {obj}.spec.schedulingGates.exists(g, g.name == {gate}))"
+
+    leaf = _cel(NAMESPACE_QUOTA_LABEL)
+    quota = (f"(has(namespaceObject.metadata.labels) && {leaf} in namespaceObject.metadata.labels ? "
+             f"namespaceObject.metadata.labels[{leaf}] : namespaceObject.metadata.name)")
+    annotations = (SUBMITTED_ANNOTATION, *CONTROLLER_ANNOTATIONS)
+    updating = "request.operation != 'UPDATE' || "
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": PODS_GUARD, "labels": dict(LABELS)},
+        "spec": {
+            "matchConstraints": {
+                "resourceRules": [{**_POD_RULE, "operations": ["CREATE", "UPDATE"]}],
+                "namespaceSelector": managed_namespaces(),
+            },
+            "matchConditions": [dict(_NOT_THE_CONTROLLER)],
+            "failurePolicy": "Fail",
+            "variables": [{"name": "trusted", "expression": creator_is_trusted()}],
+            "validations": [
+                {
+                    "expression": ("request.operation != 'CREATE' || !has(object.spec.nodeName) || "
+                                   "object.spec.nodeName == '' || variables.trusted"),
+                    "messageExpression": (
+                        f"'spec.nodeName: a Pod in a namespace under quota ' + {quota} + ' must go through the "
+                        "scheduler, which keeps its quota within max; remove spec.nodeName (' + "
+                        "object.spec.nodeName + ') and ask for the node with a nodeSelector "
+                        "(kubernetes.io/hostname: ' + object.spec.nodeName + ') or node affinity instead'"
+                    ),
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": f"{updating}!{gated('oldObject')} || {gated('object')}",
+                    "message": (f"spec.schedulingGates: only kube-queue may remove its scheduling gate "
+                                f"({ADMISSION_GATE}); the Pod starts when its quota allows"),
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": updating + _kept(QUOTA_LABEL, "labels"),
+                    "message": (f"metadata.labels[{QUOTA_LABEL}]: the quota label is set by kube-queue only; it "
+                                "may not be added, changed or removed"),
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": updating + " && ".join(_kept(key, "annotations") for key in annotations),
+                    "message": (f"metadata.annotations: {', '.join(annotations)} are written by kube-queue only "
+                                "(the submission stamp, the admission, eviction and backoff records); leave them "
+                                "as they are"),
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    }
+
+
+def _binding(kind: str, policy: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": f"{kind}Binding",
+            "metadata": {"name": policy, "labels": dict(LABELS)}, "spec": {"policyName": policy, **spec}}
+
+
+def admission_policies() -> list[dict[str, Any]]:
+    """The policies and their bindings, in the order they are applied (a binding after its policy)."""
+    return [
+        _mark_policy(),
+        _binding("MutatingAdmissionPolicy", PODS_MARK),
+        _guard_policy(),
+        _binding("ValidatingAdmissionPolicy", PODS_GUARD, validationActions=["Deny"]),
+    ]
