@@ -228,3 +228,48 @@ def test_a_job_without_requests_is_sized_by_the_namespaces_limit_range(
         assert record["request"]["cpu"] == "6"  # 2 pods x 3 CPU, not zero
     finally:
         dev.kubectl("delete", "limitrange", "defaults", "-n", user_a, "--ignore-not-found", check=False)
+
+
+def _deployment(namespace: str, name: str, node: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox",
+                                            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]}
+    if node is not None:
+        spec["nodeName"] = node
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}}
+
+
+def test_a_pod_template_cannot_name_its_node(dev_cluster: DevCluster, user_a: str) -> None:
+    """A Deployment's (a CronJob's...) pods are made by a trusted controller, which may set ``nodeName``: a pod
+    bound that way skips the scheduler and the extender, which keeps the quota's max. So the template alice
+    writes may not name a node (policy kube-queue-templates-guard), at creation or by a later edit."""
+    dev = dev_cluster
+    node = "a-node"
+
+    def refused_at_creation() -> bool:
+        result = dev.create(_deployment(user_a, "pinned", node), user=ALICE)
+        if result.returncode == 0:
+            dev.kubectl("delete", "deployment", "pinned", "-n", user_a, "--ignore-not-found", check=False)
+            return False
+        assert "spec.template.spec.nodeName" in result.stderr, result.stderr
+        return True
+
+    dev.wait_until(refused_at_creation, 30, "a Deployment naming its node to be refused")
+    template = _deployment(user_a, "x", node)["spec"]["template"]
+    template["spec"]["restartPolicy"] = "Never"
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "pinned", "namespace": user_a},
+            "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": {"template": template}}}}
+    result = dev.create(cron, user=ALICE)
+    assert result.returncode != 0 and "spec.jobTemplate.spec.template.spec.nodeName" in result.stderr, result.stderr
+    created = dev.create(_deployment(user_a, "free"), user=ALICE)
+    assert created.returncode == 0, created.stderr  # a template without a node is a Deployment like any other
+    try:
+        patch = json.dumps({"spec": {"template": {"spec": {"nodeName": node}}}})
+        edited = dev.kubectl_result("patch", "deployment", "free", "-n", user_a, "--type=merge", "-p", patch,
+                                    user=ALICE)
+        assert edited.returncode != 0 and "spec.template.spec.nodeName" in edited.stderr, edited.stderr
+        template = dev.get_json("deployment", "free", "-n", user_a)["spec"]["template"]["spec"]
+        assert "nodeName" not in template
+    finally:
+        dev.kubectl("delete", "deployment", "free", "-n", user_a, "--ignore-not-found", check=False)

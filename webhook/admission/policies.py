@@ -16,6 +16,10 @@ while it is down only when these policies are installed (``policies=True``).
   anyone but the controller): no ``spec.nodeName`` at creation unless a workload controller creates the pod;
   the admission gate stays until the controller removes it; the quota label, the submission stamp and the
   controller's records stay as they are.
+* ``kube-queue-templates-guard`` (ValidatingAdmissionPolicy, Deployments, ReplicaSets, StatefulSets, DaemonSets,
+  Jobs and CronJobs of a managed namespace, by anyone but the controller and the workload controllers): no
+  ``nodeName`` in their pod template. A trusted workload controller makes the pods, so the pod guard lets its
+  ``nodeName`` through; a pod bound that way skips the scheduler and the extender, which keeps the quota's ``max``.
 
 Both need ``admissionregistration.k8s.io/v1`` policies (MutatingAdmissionPolicy is GA in Kubernetes 1.36);
 older clusters install the webhook-only configuration (manifests/README.md).
@@ -42,6 +46,7 @@ __all__ = [
     "EXCLUDED_NAMESPACES",
     "PODS_GUARD",
     "PODS_MARK",
+    "TEMPLATES_GUARD",
     "admission_policies",
     "creator_is_trusted",
     "managed_namespaces",
@@ -51,6 +56,9 @@ PODS_MARK = "kube-queue-pods-mark"
 """The mutating policy that marks every pod of the tree's namespaces for the extender and tags its quota."""
 PODS_GUARD = "kube-queue-pods-guard"
 """The validating policy that keeps users' pods on the queue's terms."""
+TEMPLATES_GUARD = "kube-queue-templates-guard"
+"""The validating policy that keeps ``nodeName`` out of the pod templates users write (a Deployment's pods are made
+by a trusted controller, which may set ``nodeName``: the template is where a user would put it)."""
 API_VERSION = "admissionregistration.k8s.io/v1"
 LABELS = {"app.kubernetes.io/name": "kube-queue"}
 EXCLUDED_NAMESPACES = ("kube-system",)
@@ -203,16 +211,61 @@ def _guard_policy() -> dict[str, Any]:
     }
 
 
+_TEMPLATE_KINDS = (("apps", ("deployments", "replicasets", "statefulsets", "daemonsets")), ("batch", ("jobs",)))
+"""The workload kinds whose ``spec.template`` a workload controller makes pods from (CronJobs: the template of
+their ``jobTemplate``)."""
+
+
+def _templates_policy() -> dict[str, Any]:
+    rules = [{"apiGroups": [group], "apiVersions": ["v1"], "resources": list(resources), "scope": "Namespaced",
+              "operations": ["CREATE", "UPDATE"]} for group, resources in _TEMPLATE_KINDS]
+    rules.append({"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["cronjobs"], "scope": "Namespaced",
+                  "operations": ["CREATE", "UPDATE"]})
+    cron = "request.resource.resource == 'cronjobs'"
+    # CEL's || is true when either side is: a kind without the path never reads it (no error, no refusal).
+    advice = ("the scheduler, which keeps the quota's max, places the pods it makes; remove nodeName and ask for "
+              "the node with a nodeSelector (kubernetes.io/hostname) or node affinity instead")
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": TEMPLATES_GUARD, "labels": dict(LABELS)},
+        "spec": {
+            "matchConstraints": {"resourceRules": rules, "namespaceSelector": managed_namespaces()},
+            "matchConditions": [dict(_NOT_THE_CONTROLLER)],
+            "failurePolicy": "Fail",
+            "variables": [{"name": "trusted", "expression": creator_is_trusted()}],
+            "validations": [
+                {
+                    "expression": (f"{cron} || variables.trusted || !has(object.spec.template.spec.nodeName) || "
+                                   "object.spec.template.spec.nodeName == ''"),
+                    "message": f"spec.template.spec.nodeName: in a namespace under quota, {advice}",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": (f"!({cron}) || variables.trusted || "
+                                   "!has(object.spec.jobTemplate.spec.template.spec.nodeName) || "
+                                   "object.spec.jobTemplate.spec.template.spec.nodeName == ''"),
+                    "message": f"spec.jobTemplate.spec.template.spec.nodeName: in a namespace under quota, {advice}",
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    }
+
+
 def _binding(kind: str, policy: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": f"{kind}Binding",
             "metadata": {"name": policy, "labels": dict(LABELS)}, "spec": {"policyName": policy, **spec}}
 
 
 def admission_policies() -> list[dict[str, Any]]:
-    """The policies and their bindings, in the order they are applied (a binding after its policy)."""
+    """The policies and their bindings, in the order they are applied (a binding after its policy; grouped by kind,
+    as Helm orders them)."""
     return [
         _mark_policy(),
         _binding("MutatingAdmissionPolicy", PODS_MARK),
         _guard_policy(),
+        _templates_policy(),
         _binding("ValidatingAdmissionPolicy", PODS_GUARD, validationActions=["Deny"]),
+        _binding("ValidatingAdmissionPolicy", TEMPLATES_GUARD, validationActions=["Deny"]),
     ]
