@@ -64,9 +64,14 @@ def test_each_policy_is_bound_and_matches_the_pod_hooks_namespaces() -> None:
 
 def test_the_mark_policy_writes_the_extender_marker_and_the_namespaces_quota() -> None:
     mutations = _objects()["MutatingAdmissionPolicy", PODS_MARK]["spec"]["mutations"]
-    marker, quota = (mutation["applyConfiguration"]["expression"] for mutation in mutations)
-    assert f'requests: {{"{EXTENDER_RESOURCE}": "1"}}, limits: {{"{EXTENDER_RESOURCE}": "1"}}' in marker
-    assert f'labels: {{"{QUOTA_LABEL}": namespaceObject.metadata.labels["{NAMESPACE_QUOTA_LABEL}"]}}' in quota
+    assert {mutation["patchType"] for mutation in mutations} == {"JSONPatch"}  # no structured merge of the pod
+    marker, quota = (mutation["jsonPatch"]["expression"] for mutation in mutations)
+    escaped = EXTENDER_RESOURCE.replace("/", "~1")
+    for part in ("requests", "limits"):
+        assert f'path: "/spec/containers/0/resources/{part}/{escaped}", value: "1"' in marker
+        assert f'path: "/spec/containers/0/resources/{part}", value: {{"{EXTENDER_RESOURCE}": "1"}}' in marker
+    assert f'value: {{"{QUOTA_LABEL}": namespaceObject.metadata.labels["{NAMESPACE_QUOTA_LABEL}"]}}' in quota
+    assert f'path: "/metadata/labels/{QUOTA_LABEL.replace("/", "~1")}"' in quota
 
 
 def test_the_guard_policy_keeps_the_gate_the_quota_label_and_the_records_and_lets_the_controller_by() -> None:
