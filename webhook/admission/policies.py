@@ -13,7 +13,8 @@ while it is down only when these policies are installed (``policies=True``).
   the quota label copied from the namespace's :data:`~webhook.api.names.NAMESPACE_QUOTA_LABEL`, which the
   controller keeps there.
 * ``kube-queue-pods-guard`` (ValidatingAdmissionPolicy, pods created or updated in a managed namespace by
-  anyone but the controller): no ``spec.nodeName`` at creation unless a workload controller creates the pod;
+  anyone but the controller and the workload controllers, whose requests no rule reads): no ``spec.nodeName``
+  at creation;
   the admission gate stays until the controller removes it; the quota label, the submission stamp and the
   controller's records stay as they are.
 * ``kube-queue-templates-guard`` (ValidatingAdmissionPolicy, Deployments, ReplicaSets, StatefulSets, DaemonSets,
@@ -99,8 +100,10 @@ def creator_is_trusted(patterns: tuple[str, ...] = (*WORKLOAD_CONTROLLERS, DEFAU
 
 
 _POD_RULE = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}
-_NOT_THE_CONTROLLER = {"name": "not-the-queue-controller",
-                       "expression": f"request.userInfo.username != {_cel(DEFAULT_CONTROLLER_USER)}"}
+_NOT_TRUSTED = {"name": "not-a-trusted-creator", "expression": f"!({creator_is_trusted()})"}
+"""Neither the controller nor a workload controller: the guards never evaluate their rules for the pods a
+burst of admissions makes (the Job controller's) nor for the controller's own writes, which may do what they
+forbid."""
 
 
 def _pointer(*keys: str) -> str:
@@ -185,13 +188,12 @@ def _guard_policy() -> dict[str, Any]:
                 "resourceRules": [{**_POD_RULE, "operations": ["CREATE", "UPDATE"]}],
                 "namespaceSelector": managed_namespaces(),
             },
-            "matchConditions": [dict(_NOT_THE_CONTROLLER)],
+            "matchConditions": [dict(_NOT_TRUSTED)],
             "failurePolicy": "Fail",
-            "variables": [{"name": "trusted", "expression": creator_is_trusted()}],
             "validations": [
                 {
                     "expression": ("request.operation != 'CREATE' || !has(object.spec.nodeName) || "
-                                   "object.spec.nodeName == '' || variables.trusted"),
+                                   "object.spec.nodeName == ''"),
                     "messageExpression": (
                         f"'spec.nodeName: a Pod in a namespace under quota ' + {quota} + ' must go through the "
                         "scheduler, which keeps its quota within max; remove spec.nodeName (' + "
@@ -244,18 +246,17 @@ def _templates_policy() -> dict[str, Any]:
         "metadata": {"name": TEMPLATES_GUARD, "labels": dict(LABELS)},
         "spec": {
             "matchConstraints": {"resourceRules": rules, "namespaceSelector": managed_namespaces()},
-            "matchConditions": [dict(_NOT_THE_CONTROLLER)],
+            "matchConditions": [dict(_NOT_TRUSTED)],
             "failurePolicy": "Fail",
-            "variables": [{"name": "trusted", "expression": creator_is_trusted()}],
             "validations": [
                 {
-                    "expression": (f"{cron} || variables.trusted || !has(object.spec.template.spec.nodeName) || "
+                    "expression": (f"{cron} || !has(object.spec.template.spec.nodeName) || "
                                    "object.spec.template.spec.nodeName == ''"),
                     "message": f"spec.template.spec.nodeName: in a namespace under quota, {advice}",
                     "reason": "Forbidden",
                 },
                 {
-                    "expression": (f"!({cron}) || variables.trusted || "
+                    "expression": (f"!({cron}) || "
                                    "!has(object.spec.jobTemplate.spec.template.spec.nodeName) || "
                                    "object.spec.jobTemplate.spec.template.spec.nodeName == ''"),
                     "message": f"spec.jobTemplate.spec.template.spec.nodeName: in a namespace under quota, {advice}",
