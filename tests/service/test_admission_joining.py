@@ -100,3 +100,37 @@ def test_a_job_of_a_namespace_that_joined_a_tree_this_replica_has_not_seen_yet_i
     released["spec"]["suspend"] = False
     refused = validate(review(released, operation="UPDATE", old=held), state, settings)
     assert response(refused)["allowed"] is False and "only kube-queue may un-suspend it" in message(refused)
+
+
+def test_a_job_the_api_server_routes_as_labelled_is_held_before_this_replicas_watch_shows_the_label() -> None:
+    # The CI run of issue 40's stop: a job created right after the tree gained its namespace ran unheld, because
+    # this replica's namespace watch had delivered neither the label nor the tree. The API server only sends a
+    # namespace to a /managed path when it carries the label, so that path is proof enough.
+    state, settings = _state(), Settings()
+    job = batch_job(namespace="user-d", suspend=False)
+    body = orjson.dumps(review(job))
+    _, unrouted = respond("mutate", body, state, settings)
+    assert "patch" not in orjson.loads(unrouted)["response"], "a namespace no hook selects stays untouched"
+    _, routed = respond("mutate", body, state, settings, labelled=True)
+    held = patched(job, orjson.loads(routed))
+    assert held["spec"]["suspend"] is True
+    assert QUOTA_LABEL not in (held["metadata"].get("labels") or {})
+    released = copy.deepcopy(held)
+    released["spec"]["suspend"] = False
+    update = orjson.dumps(review(released, operation="UPDATE", old=held, user="dave"))
+    _, refused = respond("validate", update, state, settings, labelled=True)
+    assert orjson.loads(refused)["response"]["allowed"] is False
+    # A namespace the tree lists keeps its leaf: the route adds the label, never removes the quota.
+    _, listed = respond("mutate", orjson.dumps(review(batch_job(namespace="user-a", suspend=False))), state,
+                        settings, labelled=True)
+    assert patched(batch_job(namespace="user-a"), orjson.loads(listed))["metadata"]["labels"][QUOTA_LABEL]
+
+
+def test_the_labelled_view_adds_only_the_managed_label() -> None:
+    state = _state(**{"user-d": {"team": "x"}})
+    assert state.labelled("user-a") is state
+    assert state.labelled("") is state
+    view = state.labelled("user-d")
+    assert view.namespace_labels["user-d"] == {"team": "x", **MANAGED}
+    assert state.namespace_labels["user-d"] == {"team": "x"}, "the shared state is not changed"
+    assert view.held_untagged("user-d") and not state.held_untagged("user-d")

@@ -305,3 +305,14 @@ async def test_every_request_is_counted_and_timed(client: TestClient[Any, Any]) 
         assert resp.status == 200
     assert _sample("kube_queue_webhook_requests_total", counted) == before + 2
     assert _sample("kube_queue_webhook_request_duration_seconds_count", {"endpoint": "mutate"}) >= timed + 2
+
+
+async def test_the_managed_paths_take_the_namespace_as_labelled(client: TestClient[Any, Any]) -> None:
+    job = batch_job(namespace="just-joined", suspend=False)
+    plain = await (await client.post("/mutate", data=orjson.dumps(review(job)))).json()
+    assert "patch" not in plain["response"]
+    routed = await (await client.post("/mutate/managed", data=orjson.dumps(review(job)))).json()
+    ops = orjson.loads(base64.b64decode(routed["response"]["patch"]))
+    assert {"op": "add", "path": "/spec/suspend", "value": True} in ops
+    assert (await client.post("/validate/managed", data=orjson.dumps(review(job)))).status == 200
+    assert (await client.post("/mutate/elsewhere", data=orjson.dumps(review(job)))).status == 404

@@ -17,6 +17,7 @@ from cryptography import x509
 from webhook.admission.configs import (
     CLAIMS_FROM_TEMPLATES,
     CLAIMS_VALIDATE,
+    JOBS_VALIDATE,
     NAMESPACES_MUTATE,
     PODS_MUTATE,
     PODS_MUTATE_WORKLOADS,
@@ -26,7 +27,7 @@ from webhook.admission.configs import (
 from webhook.admission.manifests import generated_files
 from webhook.admission.policies import PODS_GUARD, admission_policies
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
-from webhook.api.names import ECI_OPT_IN_LABEL, MANAGED_NAMESPACE_LABEL, PLACEMENT_NAMESPACE_LABEL
+from webhook.api.names import ECI_OPT_IN_LABEL, MANAGED_NAMESPACE_LABEL, MANAGED_ROUTE, PLACEMENT_NAMESPACE_LABEL
 from webhook.cli import certs as certs_cli
 from webhook.cli import serve as serve_cli
 from webhook.kube.selfcert import issue, needs_renewal, service_dns_names
@@ -55,17 +56,37 @@ def test_dev_configs_point_at_the_url_and_trust_the_ca() -> None:
     assert validating["kind"] == "ValidatingWebhookConfiguration"
     for hook in mutating["webhooks"]:
         assert hook["clientConfig"] == {
-            "url": "https://127.0.0.1:9443/mutate",
+            "url": "https://127.0.0.1:9443/mutate" + _route(hook),
             "caBundle": base64.b64encode(b"PEM").decode(),
         }
     for hook in validating["webhooks"]:
-        assert hook["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
+        assert hook["clientConfig"]["url"] == "https://127.0.0.1:9443/validate" + _route(hook)
     for hook in mutating["webhooks"] + validating["webhooks"]:
         fails_open = hook["name"] in FAIL_OPEN
         assert hook["failurePolicy"] == ("Ignore" if fails_open else "Fail")
         assert hook["sideEffects"] == SIDE_EFFECTS.get(hook["name"], "None")
         assert hook["timeoutSeconds"] == 10
         assert hook["admissionReviewVersions"] == ["v1"]
+
+
+def _route(hook: dict[str, Any]) -> str:
+    """The path suffix a hook must have: ``/managed`` exactly when its namespaces carry the managed label."""
+    labels = (hook.get("namespaceSelector") or {}).get("matchLabels") or {}
+    return f"/{MANAGED_ROUTE}" if labels.get(MANAGED_NAMESPACE_LABEL) == "true" else ""
+
+
+@pytest.mark.parametrize("policies", [True, False])
+def test_a_hook_says_by_its_path_whether_its_namespaces_are_labelled(policies: bool) -> None:
+    # The handlers hold a job of a namespace this path calls labelled even before their own watch shows the
+    # label (webhook/admission/app.py): a /managed path on a hook that selects any namespace would hold jobs
+    # of every namespace, and a plain path on a labelled one would let a just-joined job run.
+    hooks = [hook for config in cluster_webhook_configs(policies=policies) for hook in config["webhooks"]]
+    routed = [hook["name"] for hook in hooks if hook["clientConfig"]["service"]["path"].endswith(f"/{MANAGED_ROUTE}")]
+    assert routed and JOBS_VALIDATE in routed and PODS_MUTATE in routed
+    for hook in hooks:
+        assert hook["clientConfig"]["service"]["path"] in (f"/mutate{_route(hook)}", f"/validate{_route(hook)}")
+    loose = dev_webhook_configs("https://127.0.0.1:9443", b"PEM", require_managed_label=False)
+    assert not [hook for config in loose for hook in config["webhooks"] if MANAGED_ROUTE in hook["clientConfig"]["url"]]
 
 
 def test_job_hooks_match_managed_namespaces_only_and_never_kube_system() -> None:

@@ -1,5 +1,10 @@
 """The aiohttp application: ``POST /mutate``, ``POST /validate``, ``GET /healthz``, ``GET /readyz``.
 
+``/mutate/managed`` and ``/validate/managed`` are the same endpoints for the hooks whose namespace selector asks
+for the managed label: a request there comes from a labelled namespace, which the handlers take as known even
+when this replica's namespace watch is a moment behind (:meth:`AdmissionState.labelled`), so a job created right
+after its namespace joined the tree is held on every replica.
+
 The HTTP layer is thin: :func:`respond` turns a request body into ``(HTTP status, body)`` with the pure
 handlers, so it can be tested and fuzzed without a server. Its contract:
 
@@ -34,6 +39,7 @@ from webhook.admission.mutate import mutate_request
 from webhook.admission.review import AdmissionRequest, ReviewError, deny, encode, parse_request
 from webhook.admission.state import AdmissionState, Settings, StateStore
 from webhook.admission.validate import validate_request
+from webhook.api.names import MANAGED_ROUTE
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +85,19 @@ then would pass untagged and unheld."""
 
 
 def respond(
-    endpoint: str, body: bytes, state: AdmissionState, settings: Settings, *, ready: bool = True
+    endpoint: str, body: bytes, state: AdmissionState, settings: Settings, *, ready: bool = True,
+    labelled: bool = False,
 ) -> tuple[int, bytes]:
     """``(HTTP status, response body)`` for one request to ``/mutate`` or ``/validate``. Until ``ready`` (every
-    cache has listed once) every usable review is refused with :data:`NOT_READY_MESSAGE`."""
-    status, payload, _ = respond_with_effects(endpoint, body, state, settings, ready=ready)
+    cache has listed once) every usable review is refused with :data:`NOT_READY_MESSAGE`. ``labelled``: the
+    request came by a ``/managed`` path, so its namespace carries the managed label."""
+    status, payload, _ = respond_with_effects(endpoint, body, state, settings, ready=ready, labelled=labelled)
     return status, payload
 
 
 def respond_with_effects(
-    endpoint: str, body: bytes, state: AdmissionState, settings: Settings, *, ready: bool = True
+    endpoint: str, body: bytes, state: AdmissionState, settings: Settings, *, ready: bool = True,
+    labelled: bool = False,
 ) -> tuple[int, bytes, Joining | None]:
     """:func:`respond`, and what must be done before an allowed answer goes out (``None``: nothing)."""
     handler = HANDLERS.get(endpoint)
@@ -123,6 +132,8 @@ def respond_with_effects(
             metrics.observe(endpoint, kind, "not_ready", time.perf_counter() - started)
             message = NOT_READY_MESSAGE.format(what=request.display_name)
             return 200, encode(deny(request.uid, message, 503, "ServiceUnavailable")), None
+        if labelled:
+            state = state.labelled(request.namespace)
         try:
             review = handler(request, state, settings)
         except Exception as error:
@@ -181,7 +192,7 @@ async def _admit(request: web.Request) -> web.Response:
         )
     store = request.app[STORE_KEY]
     status, payload, joining = respond_with_effects(endpoint, body, store.current, request.app[SETTINGS_KEY],
-                                                    ready=store.ready)
+                                                    ready=store.ready, labelled="route" in request.match_info)
     if joining is not None:
         payload = await join_namespaces(request.app.get(LABELLER_KEY), joining)
     return web.Response(status=status, body=payload, content_type="application/json")
@@ -236,6 +247,7 @@ def make_app(store: StateStore, settings: Settings, labeller: Labeller | None = 
     if labeller is not None:
         app[LABELLER_KEY] = labeller
     app.router.add_post("/{endpoint:mutate|validate}", _admit)
+    app.router.add_post(f"/{{endpoint:mutate|validate}}/{{route:{MANAGED_ROUTE}}}", _admit)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     return app

@@ -43,6 +43,7 @@ from webhook.api.names import (
     CLAIM_CONTROLLER_USER,
     ECI_OPT_IN_LABEL,
     MANAGED_NAMESPACE_LABEL,
+    MANAGED_ROUTE,
     PLACEMENT_NAMESPACE_LABEL,
     QUEUE_NAMESPACE,
     QUOTA_LABEL,
@@ -216,6 +217,11 @@ def webhook_configs(
         return out
 
     managed = _namespace_selector(require_managed_label)
+
+    def managed_config(path: str) -> dict[str, Any]:
+        """A hook that sees labelled namespaces only: its path says so to the handlers (``MANAGED_ROUTE``)."""
+        return config(f"{path}/{MANAGED_ROUTE}" if require_managed_label else path)
+
     quota_pods = {"matchExpressions": [{"key": QUOTA_LABEL, "operator": "Exists"}]}
     metadata = {"name": NAME, "labels": {"app.kubernetes.io/name": "kube-queue"}}
     mutating = {
@@ -225,14 +231,14 @@ def webhook_configs(
         "webhooks": [
             _webhook(
                 "jobs.mutate.kube-queue.x-k8s.io",
-                config("/mutate"),
+                managed_config("/mutate"),
                 _job_rules(["CREATE"], pods=False),
                 namespace_selector=managed,
                 mutating=True,
             ),
             _webhook(
                 PODS_MUTATE,
-                config("/mutate"),
+                managed_config("/mutate"),
                 _job_rules(["CREATE"], pods=True),
                 namespace_selector=managed,
                 match_conditions=NOT_A_WORKLOAD_CONTROLLER if policies else None,
@@ -244,7 +250,7 @@ def webhook_configs(
                     # their quota, so while the service is down they are created without it (issue 40).
                     _webhook(
                         PODS_MUTATE_WORKLOADS,
-                        config("/mutate"),
+                        managed_config("/mutate"),
                         _job_rules(["CREATE"], pods=True),
                         namespace_selector=managed,
                         match_conditions=A_WORKLOAD_CONTROLLER,
@@ -315,7 +321,7 @@ def webhook_configs(
         "webhooks": [
             _webhook(
                 JOBS_VALIDATE,
-                config("/validate"),
+                managed_config("/validate"),
                 _job_rules(["CREATE", "UPDATE"], pods=False),
                 namespace_selector=managed,
                 match_conditions=NOT_THE_CONTROLLER,
@@ -326,7 +332,7 @@ def webhook_configs(
                 else [
                     _webhook(
                         PODS_VALIDATE,
-                        config("/validate"),
+                        managed_config("/validate"),
                         _job_rules(["UPDATE"], pods=True),
                         namespace_selector=managed,
                         object_selector=quota_pods,
@@ -336,7 +342,7 @@ def webhook_configs(
             # DRA claims and their templates in the tree's namespaces: only what the quota can count.
             _webhook(
                 CLAIMS_VALIDATE,
-                config("/validate"),
+                managed_config("/validate"),
                 [{"apiGroups": [RESOURCE_CLAIM.group], "apiVersions": [RESOURCE_CLAIM.version],
                   "resources": sorted((RESOURCE_CLAIM.plural, RESOURCE_CLAIM_TEMPLATE.plural)),
                   "operations": ["CREATE"], "scope": "Namespaced"}],
@@ -348,7 +354,7 @@ def webhook_configs(
                 [
                     _webhook(
                         CLAIMS_FROM_TEMPLATES,
-                        config("/validate"),
+                        managed_config("/validate"),
                         [{"apiGroups": [RESOURCE_CLAIM.group], "apiVersions": [RESOURCE_CLAIM.version],
                           "resources": [RESOURCE_CLAIM.plural], "operations": ["CREATE"], "scope": "Namespaced"}],
                         namespace_selector=managed,
@@ -362,7 +368,7 @@ def webhook_configs(
             # In-place resizes of any pod of the tree's namespaces: growth within the quota only.
             _webhook(
                 PODS_RESIZE,
-                config("/validate"),
+                managed_config("/validate"),
                 [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/resize"], "operations": ["UPDATE"],
                   "scope": "Namespaced"}],
                 namespace_selector=managed,

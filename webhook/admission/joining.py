@@ -13,6 +13,8 @@ has seen the tree: a job created in between would run without queueing (issue 34
   (:func:`namespace_operations`);
 * **a job of a labelled namespace the webhook's tree does not list yet** (its watch is a moment behind): the
   job is held all the same, untagged (``AdmissionState.held_untagged``), and queues once the tree arrives.
+  The namespace watch can be behind as well, so the hooks that select labelled namespaces are called on a
+  ``/managed`` path, and the handlers take the label as known there (``AdmissionState.labelled``).
 
 Each label comes with :data:`~webhook.api.names.MANAGED_SINCE_ANNOTATION`, when the namespace joined.
 """

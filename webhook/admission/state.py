@@ -116,6 +116,17 @@ class AdmissionState:
         return (self.leaf_for_namespace(namespace) is None
                 and self.namespace_labels.get(namespace, {}).get(MANAGED_NAMESPACE_LABEL) == "true")
 
+    def labelled(self, namespace: str) -> AdmissionState:
+        """This view with ``namespace`` labelled managed: the API server sent the request through a hook that
+        selects only labelled namespaces, so the label exists even when this replica's namespace watch has not
+        delivered it yet (:mod:`webhook.admission.joining`). ``self`` when the view already knows it."""
+        labels = self.namespace_labels.get(namespace, {})
+        if not namespace or labels.get(MANAGED_NAMESPACE_LABEL) == "true":
+            return self
+        known = dict(self.namespace_labels)
+        known[namespace] = MappingProxyType({**labels, MANAGED_NAMESPACE_LABEL: "true"})
+        return replace(self, namespace_labels=known)
+
     def policies_in(self, namespace: str) -> tuple[ResourcePolicy, ...]:
         return self.policies.get(namespace, ())
 

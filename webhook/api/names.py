@@ -40,6 +40,12 @@ RESERVATIONS_TTL_SECONDS: Final = 600.0
 TREE_NAMESPACE: Final = "kube-system"
 """Where the ElasticQuotaTree lives (the seed's ``kubectl -n kube-system get eqtree``)."""
 
+# Webhook paths ----------------------------------------------------------------------------------------------
+MANAGED_ROUTE: Final = "managed"
+"""The last path segment of the hooks whose namespace selector asks for the managed label (``/mutate/managed``,
+``/validate/managed``): the API server routing a request there says the namespace is labelled, even before the
+webhook's own namespace watch does."""
+
 # Labels -----------------------------------------------------------------------------------------------------
 QUOTA_LABEL: Final = "quota.scheduling.alibabacloud.com/name"
 """Label on jobs and their pods: the name of the leaf quota that owns them."""
