@@ -179,51 +179,42 @@ def _guard_policy() -> dict[str, Any]:
              f"namespaceObject.metadata.labels[{leaf}] : namespaceObject.metadata.name)")
     annotations = (SUBMITTED_ANNOTATION, *CONTROLLER_ANNOTATIONS)
     updating = "request.operation != 'UPDATE' || "
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": PODS_GUARD, "labels": dict(LABELS)},
-        "spec": {
-            "matchConstraints": {
-                "resourceRules": [{**_POD_RULE, "operations": ["CREATE", "UPDATE"]}],
-                "namespaceSelector": managed_namespaces(),
+    return _validating_policy(
+        PODS_GUARD,
+        [{**_POD_RULE, "operations": ["CREATE", "UPDATE"]}],
+        [
+            {
+                "expression": ("request.operation != 'CREATE' || !has(object.spec.nodeName) || "
+                               "object.spec.nodeName == ''"),
+                "messageExpression": (
+                    f"'spec.nodeName: a Pod in a namespace under quota ' + {quota} + ' must go through the "
+                    "scheduler, which keeps its quota within max; remove spec.nodeName (' + "
+                    "object.spec.nodeName + ') and ask for the node with a nodeSelector "
+                    "(kubernetes.io/hostname: ' + object.spec.nodeName + ') or node affinity instead'"
+                ),
+                "reason": "Forbidden",
             },
-            "matchConditions": [dict(_NOT_TRUSTED)],
-            "failurePolicy": "Fail",
-            "validations": [
-                {
-                    "expression": ("request.operation != 'CREATE' || !has(object.spec.nodeName) || "
-                                   "object.spec.nodeName == ''"),
-                    "messageExpression": (
-                        f"'spec.nodeName: a Pod in a namespace under quota ' + {quota} + ' must go through the "
-                        "scheduler, which keeps its quota within max; remove spec.nodeName (' + "
-                        "object.spec.nodeName + ') and ask for the node with a nodeSelector "
-                        "(kubernetes.io/hostname: ' + object.spec.nodeName + ') or node affinity instead'"
-                    ),
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": f"{updating}!{gated('oldObject')} || {gated('object')}",
-                    "message": (f"spec.schedulingGates: only kube-queue may remove its scheduling gate "
-                                f"({ADMISSION_GATE}); the Pod starts when its quota allows"),
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": updating + _kept(QUOTA_LABEL, "labels"),
-                    "message": (f"metadata.labels[{QUOTA_LABEL}]: the quota label is set by kube-queue only; it "
-                                "may not be added, changed or removed"),
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": updating + " && ".join(_kept(key, "annotations") for key in annotations),
-                    "message": (f"metadata.annotations: {', '.join(annotations)} are written by kube-queue only "
-                                "(the submission stamp, the admission, eviction and backoff records); leave them "
-                                "as they are"),
-                    "reason": "Forbidden",
-                },
-            ],
-        },
-    }
+            {
+                "expression": f"{updating}!{gated('oldObject')} || {gated('object')}",
+                "message": (f"spec.schedulingGates: only kube-queue may remove its scheduling gate "
+                            f"({ADMISSION_GATE}); the Pod starts when its quota allows"),
+                "reason": "Forbidden",
+            },
+            {
+                "expression": updating + _kept(QUOTA_LABEL, "labels"),
+                "message": (f"metadata.labels[{QUOTA_LABEL}]: the quota label is set by kube-queue only; it "
+                            "may not be added, changed or removed"),
+                "reason": "Forbidden",
+            },
+            {
+                "expression": updating + " && ".join(_kept(key, "annotations") for key in annotations),
+                "message": (f"metadata.annotations: {', '.join(annotations)} are written by kube-queue only "
+                            "(the submission stamp, the admission, eviction and backoff records); leave them "
+                            "as they are"),
+                "reason": "Forbidden",
+            },
+        ],
+    )
 
 
 _TEMPLATE_KINDS = (("apps", ("deployments", "replicasets", "statefulsets", "daemonsets")), ("batch", ("jobs",)))
@@ -240,29 +231,39 @@ def _templates_policy() -> dict[str, Any]:
     # CEL's || is true when either side is: a kind without the path never reads it (no error, no refusal).
     advice = ("the scheduler, which keeps the quota's max, places the pods it makes; remove nodeName and ask for "
               "the node with a nodeSelector (kubernetes.io/hostname) or node affinity instead")
+    return _validating_policy(
+        TEMPLATES_GUARD,
+        rules,
+        [
+        {
+            "expression": (f"{cron} || !has(object.spec.template.spec.nodeName) || "
+                       "object.spec.template.spec.nodeName == ''"),
+            "message": f"spec.template.spec.nodeName: in a namespace under quota, {advice}",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": (f"!({cron}) || "
+                       "!has(object.spec.jobTemplate.spec.template.spec.nodeName) || "
+                       "object.spec.jobTemplate.spec.template.spec.nodeName == ''"),
+            "message": f"spec.jobTemplate.spec.template.spec.nodeName: in a namespace under quota, {advice}",
+            "reason": "Forbidden",
+        },
+        ],
+    )
+
+
+def _validating_policy(name: str, rules: list[dict[str, Any]], validations: list[dict[str, str]]) -> dict[str, Any]:
+    """A guard: ``validations`` of the requests ``rules`` match in a managed namespace, by anyone but a trusted
+    creator (:data:`_NOT_TRUSTED`); refused when it cannot be evaluated."""
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": TEMPLATES_GUARD, "labels": dict(LABELS)},
+        "metadata": {"name": name, "labels": dict(LABELS)},
         "spec": {
             "matchConstraints": {"resourceRules": rules, "namespaceSelector": managed_namespaces()},
             "matchConditions": [dict(_NOT_TRUSTED)],
             "failurePolicy": "Fail",
-            "validations": [
-                {
-                    "expression": (f"{cron} || !has(object.spec.template.spec.nodeName) || "
-                                   "object.spec.template.spec.nodeName == ''"),
-                    "message": f"spec.template.spec.nodeName: in a namespace under quota, {advice}",
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": (f"!({cron}) || "
-                                   "!has(object.spec.jobTemplate.spec.template.spec.nodeName) || "
-                                   "object.spec.jobTemplate.spec.template.spec.nodeName == ''"),
-                    "message": f"spec.jobTemplate.spec.template.spec.nodeName: in a namespace under quota, {advice}",
-                    "reason": "Forbidden",
-                },
-            ],
+            "validations": validations,
         },
     }
 
