@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from typing import Any
 
 from tests.service.controller_support import admitted, driven, pi, seed_api, settings, step
@@ -14,6 +15,7 @@ from tests.service.kubeclient_fake import JOBS
 from webhook.controller.cache import Wake
 from webhook.controller.controller import Controller
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
+from webhook.kube.slim import LAST_APPLIED_ANNOTATION
 
 
 def job_cache(controller: Controller) -> WatchCache:
@@ -201,6 +203,11 @@ async def test_the_plain_pods_cache_keeps_only_the_identity_of_a_jobs_pod() -> N
         assert {"alone", "claims-a-job"} <= queued and "pi-1-abcde" not in queued
 
 
+def _fresh_note() -> str:
+    """A text equal to every other call's, but a new object each time (as each decoded object's is)."""
+    return " ".join(["a note", "every job", "repeats"])
+
+
 async def test_the_job_caches_keep_no_managed_fields() -> None:
     """A Job and a bare Pod are kept whole but for their managed fields, which no pass reads and which are often
     the largest part of a small object (issue 38): a Job's own, and a bare Pod's, are gone from the caches."""
@@ -212,13 +219,25 @@ async def test_the_job_caches_keep_no_managed_fields() -> None:
     pod = tagged_pod("alone", gated=True)
     pod["metadata"]["managedFields"] = copy.deepcopy(fields)
     api.put(("", "v1", "pods"), pod)
+    job["metadata"]["annotations"] = {LAST_APPLIED_ANNOTATION: json.dumps(pi("pi-1")), "note": _fresh_note()}
+    api.put(JOBS, job)
+    second = pi("pi-2")
+    second["metadata"]["annotations"] = {"note": _fresh_note()}
+    api.put(JOBS, second)
     async with driven(api) as controller:
         await step(api, controller)
         jobs = next(cache for _, _, cache in controller.cache.job_caches.values() if cache.name == "jobs.batch")
-        cached_job = jobs.get("pi-1", "user-a")
+        cached_job, other = jobs.get("pi-1", "user-a"), jobs.get("pi-2", "user-a")
         cached_pod = pod_cache(controller).get("alone", "user-a")
-        assert cached_job is not None and cached_pod is not None
+        assert cached_job is not None and cached_pod is not None and other is not None
         for cached in (cached_job, cached_pod):
             assert "managedFields" not in cached["metadata"]
             assert cached["metadata"]["name"] and cached["spec"], "the rest is kept"
         assert api.obj(JOBS, "pi-1", "user-a")["metadata"].get("managedFields") == fields, "the API keeps them"
+        # Neither kubectl apply's copy of the object, while the API keeps it; and the texts each job repeats
+        # are held once (issue 38).
+        assert LAST_APPLIED_ANNOTATION not in cached_job["metadata"]["annotations"]
+        assert LAST_APPLIED_ANNOTATION in api.obj(JOBS, "pi-1", "user-a")["metadata"]["annotations"]
+        notes = [cached["metadata"]["annotations"]["note"] for cached in (cached_job, other)]
+        assert notes[0] == notes[1] and notes[0] is notes[1]
+        assert job["metadata"]["annotations"]["note"] is not second["metadata"]["annotations"]["note"]

@@ -33,7 +33,7 @@ from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache
 from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
-from webhook.kube.slim import SlimListWatch, without_managed_fields
+from webhook.kube.slim import SlimListWatch, compacted
 from webhook.workloads.base import Adapter
 from webhook.workloads.registry import all_adapters
 
@@ -120,15 +120,16 @@ STUB_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "owner
 
 def stub_unmanaged(adapter: Adapter) -> Callable[[Mapping[str, Any]], JSON]:
     """A job kind's cache keeps only the identity of an object its adapter does not manage, and the others
-    without their managed fields (:func:`~webhook.kube.slim.without_managed_fields`). A Job's pods come to
-    the plain Pods' cache because the webhook tags them too: a pod is about 22 KB in memory (its managed fields
-    with it), for every pod of the tree's namespaces, and the queue reads none of it. The adapter decides on
+    compacted (:func:`~webhook.kube.slim.compacted`: no managed fields, no ``kubectl apply`` copy, shared
+    texts). A Job's pods come to the plain Pods' cache because the webhook tags them too: a pod is about 22 KB
+    in memory (its managed fields with it), for every pod of the tree's namespaces, and the queue reads none
+    of it. The adapter decides on
     the whole object of every event, so a stub is never what decides; it stays unmanaged (no gate, no
     admission record)."""
 
     def slim(obj: Mapping[str, Any]) -> JSON:
         if adapter.manages(obj):
-            return without_managed_fields(obj)
+            return compacted(obj)
         metadata = obj.get("metadata")
         kept = {key: metadata[key] for key in STUB_METADATA if key in metadata} if isinstance(metadata, Mapping) else {}
         annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
@@ -213,7 +214,7 @@ class ClusterCache:
         if adapter is not None and type(adapter).manages is not Adapter.manages:
             source = SlimListWatch(source, stub_unmanaged(adapter))
         elif adapter is not None:  # every job is kept, without what no pass reads (issue 38)
-            source = SlimListWatch(source, without_managed_fields)
+            source = SlimListWatch(source, compacted)
         cache = WatchCache(name, source)
         cache.add_listener(self._changed)
         return cache

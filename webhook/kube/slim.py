@@ -8,6 +8,7 @@ pod caches.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -16,7 +17,14 @@ from typing import Any
 from webhook.kube.cache import ListWatch
 from webhook.kube.client import JSON
 
-__all__ = ["SlimListWatch", "without_managed_fields"]
+__all__ = ["LAST_APPLIED_ANNOTATION", "SlimListWatch", "compacted", "without_managed_fields"]
+
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+"""``kubectl apply``'s copy of the whole object as the user wrote it: kept by the API server, read by no cache
+here."""
+SHARED_TEXT_MAX = 64
+"""Texts up to this length are shared between cached objects (:func:`compacted`): the defaults every job's
+template carries, the images, the names of the resources. Longer ones are rarely repeated."""
 
 
 def without_managed_fields(obj: Mapping[str, Any]) -> JSON:
@@ -29,6 +37,38 @@ def without_managed_fields(obj: Mapping[str, Any]) -> JSON:
     out = dict(obj)
     out["metadata"] = {key: value for key, value in metadata.items() if key != "managedFields"}
     return out
+
+
+def compacted(obj: Mapping[str, Any]) -> JSON:
+    """The object as a job cache keeps it (issue 38): :func:`without_managed_fields`, without
+    :data:`LAST_APPLIED_ANNOTATION` (its annotations map stays, empty or not), and every text of at most
+    :data:`SHARED_TEXT_MAX` characters shared with the equal texts of the other objects (``sys.intern``), so a
+    field every job repeats (``IfNotPresent``, ``/dev/termination-log``, an image, a label) is held once.
+
+    Changes ``obj`` in place: call it on a freshly decoded object only, as :class:`SlimListWatch` does. The
+    values read are the same; only where they are stored changes."""
+    out = without_managed_fields(obj)
+    metadata = out.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    if isinstance(annotations, dict):
+        annotations.pop(LAST_APPLIED_ANNOTATION, None)
+    _share_texts(out)
+    return out
+
+
+def _share_texts(node: dict[str, Any] | list[Any]) -> None:
+    """Replace every short text inside ``node`` (dicts and lists, in place) by its interned equal. The keys are
+    shared already: the decoder keeps one copy of each."""
+    pending: list[dict[str, Any] | list[Any]] = [node]
+    while pending:
+        current = pending.pop()
+        pairs = current.items() if isinstance(current, dict) else enumerate(current)
+        for key, value in pairs:
+            if type(value) is str:
+                if len(value) <= SHARED_TEXT_MAX:
+                    current[key] = sys.intern(value)  # type: ignore[index]
+            elif isinstance(value, (dict, list)):
+                pending.append(value)
 
 
 @dataclass(frozen=True, slots=True)
