@@ -56,6 +56,8 @@ BENCHES = (
           ".venv/bin/python -m bench.peer_kueue", True),
     Bench("kinds", "Job kinds under their real operators, beside a batch Job (issue 35)",
           ("-m", "bench.kinds_bench"), ".venv/bin/python -m bench.kinds_bench", True),
+    Bench("pods", "Creating a workload controller's pod, per admission setup (issue 40)",
+          ("-m", "bench.pod_admission"), ".venv/bin/python -m bench.pod_admission", True),
     Bench("eta", "Start estimates: accuracy and cost (issue 36)", ("-m", "bench.eta_bench"),
           ".venv/bin/python -m bench.eta_bench", True),
     Bench("eta-cluster", "Start estimates on the dev cluster (issue 36)", ("-m", "bench.eta_cluster"),

@@ -16,7 +16,7 @@ import pytest
 from tests.e2e import setups
 from tests.e2e.conftest import DevCluster
 from tests.e2e.setups import managed
-from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER
+from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER, PLACEMENT_NAMESPACE_LABEL
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION
 
 pytestmark = pytest.mark.e2e
@@ -166,7 +166,12 @@ def test_no_profile_a_user_names_escapes_a_units_cap_on_the_virtual_node(
         {"resource": "ecs", "nodeSelector": {"pool": f"{namespace}-none"}},
         {"resource": "eci", "max": 2},
     ]
+    # Inside the tree a Deployment's pods reach the webhook that applies the policy only in a namespace
+    # labelled for it: the label is there as soon as the policy is stored, not a pass of the controller later.
+    dev.kubectl("label", "namespace", namespace, f"{PLACEMENT_NAMESPACE_LABEL}-", check=False)
     _as_alice(dev, setups.resource_policy(namespace, {"app": "capped"}, units))
+    labels = dev.get_json("namespace", namespace)["metadata"].get("labels", {})
+    assert labels.get(PLACEMENT_NAMESPACE_LABEL) == "true", "the policy was stored before its namespace was routed"
     time.sleep(setups.WATCH_PROPAGATION)
     _as_alice(dev, _deployment("asks-default", namespace, 2, "100m", DEFAULT_SCHEDULER, "capped"))
     _as_alice(dev, _deployment("asks-full", namespace, 2, "100m", FULL_SCAN_SCHEDULER, "capped"))

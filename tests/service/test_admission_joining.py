@@ -13,15 +13,22 @@ from typing import Any
 import orjson
 
 from tests.builders import SEED_TREE_SPEC, seed_tree, tree_object
+from tests.service.extender_support import policy
 from tests.service.helpers import batch_job, message, patched, response, review
 from webhook.admission.app import join_namespaces as join
 from webhook.admission.app import respond, respond_with_effects
-from webhook.admission.joining import JoinError, namespaces_joining
+from webhook.admission.joining import JoinError, Labelling, labeller_on, namespaces_joining
 from webhook.admission.mutate import mutate
 from webhook.admission.review import parse_request
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import validate
-from webhook.api.names import MANAGED_NAMESPACE_LABEL, MANAGED_SINCE_ANNOTATION, NAMESPACE_QUOTA_LABEL, QUOTA_LABEL
+from webhook.api.names import (
+    MANAGED_NAMESPACE_LABEL,
+    MANAGED_SINCE_ANNOTATION,
+    NAMESPACE_QUOTA_LABEL,
+    PLACEMENT_NAMESPACE_LABEL,
+    QUOTA_LABEL,
+)
 
 MANAGED = {MANAGED_NAMESPACE_LABEL: "true"}
 
@@ -57,15 +64,16 @@ def test_the_tree_is_answered_only_once_its_namespaces_are_labelled() -> None:
     status, payload, joining = respond_with_effects("validate", body, state, settings)
     assert status == 200 and joining is not None and joining.namespaces == ("user-d",)
     assert respond("validate", body, state, settings) == (status, payload)
+    assert joining.labelling.patch["metadata"]["labels"] == {MANAGED_NAMESPACE_LABEL: "true"}
     labelled: list[Sequence[str]] = []
 
-    async def labeller(namespaces: Sequence[str]) -> None:
+    async def labeller(namespaces: Sequence[str], labelling: Labelling) -> None:
         labelled.append(namespaces)
 
     allowed = orjson.loads(asyncio.run(join(labeller, joining)))
     assert allowed["response"]["allowed"] is True and labelled == [("user-d",)]
 
-    async def failing(namespaces: Sequence[str]) -> None:
+    async def failing(namespaces: Sequence[str], labelling: Labelling) -> None:
         raise JoinError("namespace user-d could not be labelled kube-queue.x-k8s.io/managed=true (forbidden); retry")
 
     refused = orjson.loads(asyncio.run(join(failing, joining)))
@@ -134,3 +142,42 @@ def test_the_labelled_view_adds_only_the_managed_label() -> None:
     assert view.namespace_labels["user-d"] == {"team": "x", **MANAGED}
     assert state.namespace_labels["user-d"] == {"team": "x"}, "the shared state is not changed"
     assert view.held_untagged("user-d") and not state.held_untagged("user-d")
+
+
+def test_a_policy_is_stored_only_once_its_namespace_sends_its_pods_to_the_webhook() -> None:
+    # Inside the tree a workload controller's pods reach the webhook that applies a ResourcePolicy only in a
+    # namespace labelled for it: a Deployment created right after its policy must find the label there.
+    settings = Settings()
+    burst = policy("burst", namespace="user-a", selector={"app": "burst"}, units=[{"resource": "ecs"}])
+    body = orjson.dumps(review(burst, user="alice"))
+    _, _, routed = respond_with_effects("validate", body, _state(), settings)
+    assert routed is not None and routed.namespaces == ("user-a",)
+    assert routed.labelling.patch == {"metadata": {"labels": {PLACEMENT_NAMESPACE_LABEL: "true"}}}
+    # Already labelled, a dry run, a refused policy: nothing to label.
+    there = _state(**{"user-a": {**MANAGED, PLACEMENT_NAMESPACE_LABEL: "true"}})
+    assert respond_with_effects("validate", body, there, settings)[2] is None
+    dry = review(burst, user="alice")
+    dry["request"]["dryRun"] = True
+    assert respond_with_effects("validate", orjson.dumps(dry), _state(), settings)[2] is None
+    broken = copy.deepcopy(burst)
+    broken["spec"]["units"] = "none"
+    assert respond_with_effects("validate", orjson.dumps(review(broken, user="alice")), _state(), settings)[2] is None
+    patched_with: list[tuple[str, Any]] = []
+
+    async def patch(namespace: str, body: Any) -> None:
+        if namespace == "user-b":
+            raise RuntimeError("namespaces user-b is forbidden")
+        patched_with.append((namespace, body))
+
+    async def answer(joining: Any) -> dict[str, Any]:
+        labeller = labeller_on(asyncio.get_running_loop(), patch)
+        return dict(orjson.loads(await join(labeller, joining)))
+
+    assert asyncio.run(answer(routed))["response"]["allowed"] is True
+    assert patched_with == [("user-a", routed.labelling.patch)]
+    other = policy("burst", namespace="user-b", selector={"app": "burst"}, units=[{"resource": "ecs"}])
+    _, _, refused_effect = respond_with_effects("validate", orjson.dumps(review(other, user="bob")), _state(), settings)
+    refused = asyncio.run(answer(refused_effect))["response"]
+    assert refused["allowed"] is False
+    assert f"could not be labelled {PLACEMENT_NAMESPACE_LABEL}=true" in refused["status"]["message"]
+    assert "retry" in refused["status"]["message"]

@@ -17,6 +17,7 @@ from webhook.admission.configs import (
     CLAIMS_VALIDATE,
     PODS_MUTATE,
     PODS_MUTATE_WORKLOADS,
+    PODS_MUTATE_WORKLOADS_OPT_IN,
     PODS_VALIDATE,
     cluster_webhook_configs,
 )
@@ -28,9 +29,11 @@ from webhook.api.names import (
     ADMISSION_GATE,
     CLAIM_CONTROLLER_USER,
     CONTROLLER_ANNOTATIONS,
+    ECI_OPT_IN_LABEL,
     EXTENDER_RESOURCE,
     MANAGED_NAMESPACE_LABEL,
     NAMESPACE_QUOTA_LABEL,
+    PLACEMENT_NAMESPACE_LABEL,
     QUOTA_LABEL,
     SUBMITTED_ANNOTATION,
 )
@@ -101,21 +104,32 @@ def test_trusted_creators_are_the_webhooks_workload_controllers_and_the_controll
 
 def test_only_a_workload_controllers_pods_skip_the_pod_webhook_and_only_beside_the_policies() -> None:
     """The pods a workload controller creates (their owner was queued) are marked and tagged by the policy, so
-    their hook fails open; everyone else's pods still fail closed (held, sized, priority checked by the
-    webhook). Without the policies every pod hook fails closed and pod updates go to the webhook."""
+    their hooks fail open, and only the pods a ResourcePolicy or the ECI opt-in asks something of reach one: in
+    a namespace labelled for its policy (the admission labels it before the policy is stored), or labelled to
+    opt in elsewhere. Everyone else's pods still fail closed (held, sized, priority checked by the webhook).
+    Without the policies every pod hook fails closed and pod updates go to the webhook."""
     hooks = _hooks(True)
     trusted = creator_is_trusted()
-    assert hooks[PODS_MUTATE_WORKLOADS]["failurePolicy"] == "Ignore"
-    assert hooks[PODS_MUTATE_WORKLOADS]["matchConditions"] == [{"name": "a-workload-controller",
-                                                                "expression": trusted}]
+    managed = hooks[PODS_MUTATE]["namespaceSelector"]
+    for name in (PODS_MUTATE_WORKLOADS, PODS_MUTATE_WORKLOADS_OPT_IN):
+        assert hooks[name]["failurePolicy"] == "Ignore"
+        assert hooks[name]["matchConditions"] == [{"name": "a-workload-controller", "expression": trusted}]
+        assert hooks[name]["rules"] == hooks[PODS_MUTATE]["rules"]
     assert hooks[PODS_MUTATE]["failurePolicy"] == "Fail"
     assert hooks[PODS_MUTATE]["matchConditions"] == [{"name": "not-a-workload-controller",
                                                       "expression": f"!({trusted})"}]
-    assert hooks[PODS_MUTATE_WORKLOADS]["rules"] == hooks[PODS_MUTATE]["rules"]
-    assert hooks[PODS_MUTATE_WORKLOADS]["namespaceSelector"] == hooks[PODS_MUTATE]["namespaceSelector"]
+    routed = hooks[PODS_MUTATE_WORKLOADS]["namespaceSelector"]
+    assert routed["matchLabels"] == {**managed["matchLabels"], PLACEMENT_NAMESPACE_LABEL: "true"}
+    assert routed["matchExpressions"] == managed["matchExpressions"]
+    assert "objectSelector" not in hooks[PODS_MUTATE_WORKLOADS]
+    others = hooks[PODS_MUTATE_WORKLOADS_OPT_IN]["namespaceSelector"]
+    assert others["matchLabels"] == managed["matchLabels"]
+    assert others["matchExpressions"] == [*managed["matchExpressions"],
+                                          {"key": PLACEMENT_NAMESPACE_LABEL, "operator": "DoesNotExist"}]
+    assert hooks[PODS_MUTATE_WORKLOADS_OPT_IN]["objectSelector"] == {"matchLabels": {ECI_OPT_IN_LABEL: "true"}}
     assert PODS_VALIDATE not in hooks
     only = _hooks(False)
-    assert PODS_MUTATE_WORKLOADS not in only
+    assert PODS_MUTATE_WORKLOADS not in only and PODS_MUTATE_WORKLOADS_OPT_IN not in only
     assert "matchConditions" not in only[PODS_MUTATE]
     assert only[PODS_VALIDATE]["failurePolicy"] == "Fail"
     pod_hooks = [hook for hook in only.values() if any("pods" in rule["resources"] for rule in hook["rules"])

@@ -21,6 +21,7 @@ from webhook.admission.configs import (
     NAMESPACES_MUTATE,
     PODS_MUTATE,
     PODS_MUTATE_WORKLOADS,
+    PODS_MUTATE_WORKLOADS_OPT_IN,
     cluster_webhook_configs,
     dev_webhook_configs,
 )
@@ -38,12 +39,14 @@ MANIFESTS = ROOT / "manifests"
 
 
 FAIL_OPEN = ("pods.placement.kube-queue.x-k8s.io", "pods.eci-opt-in.kube-queue.x-k8s.io", NAMESPACES_MUTATE,
-             PODS_MUTATE_WORKLOADS, CLAIMS_FROM_TEMPLATES)
+             PODS_MUTATE_WORKLOADS, PODS_MUTATE_WORKLOADS_OPT_IN, CLAIMS_FROM_TEMPLATES)
 """The pod hooks of namespaces outside the tree, and the namespace hook: no namespace outside the tree depends on
 the webhook; beside the admission policies, the hooks of workload controllers' pods and of the claims made from
 templates (tests/service/test_admission_policies.py says why those are safe)."""
-SIDE_EFFECTS = {"elasticquotatrees.validate.kube-queue.x-k8s.io": "NoneOnDryRun"}
-"""The hooks with a side effect: a tree that makes existing namespaces join labels them first."""
+SIDE_EFFECTS = {"elasticquotatrees.validate.kube-queue.x-k8s.io": "NoneOnDryRun",
+                "resourcepolicies.validate.kube-queue.x-k8s.io": "NoneOnDryRun"}
+"""The hooks with a side effect: a tree that makes existing namespaces join labels them first, a ResourcePolicy
+its namespace for the placement webhook."""
 
 
 def docs(path: Path) -> list[dict[str, Any]]:
@@ -166,6 +169,7 @@ def test_only_the_controllers_own_job_writes_skip_the_validating_webhook() -> No
         if index < 2:
             assert [c["name"] for c in conditions.pop(PODS_MUTATE)] == ["not-a-workload-controller"]
             assert [c["name"] for c in conditions.pop(PODS_MUTATE_WORKLOADS)] == ["a-workload-controller"]
+            assert [c["name"] for c in conditions.pop(PODS_MUTATE_WORKLOADS_OPT_IN)] == ["a-workload-controller"]
             assert [c["name"] for c in conditions.pop(CLAIMS_VALIDATE)] == ["not-the-claim-controller"]
             assert [c["name"] for c in conditions.pop(CLAIMS_FROM_TEMPLATES)] == ["the-claim-controller"]
         assert set(map(str, conditions.values())) == {"None"}

@@ -651,7 +651,7 @@ def test_nothing_is_released_into_a_namespace_being_deleted() -> None:
     assert [job.workload.key.name for job in decide(t, jobs, {}, oversell_rate=Fraction(1)).admissions] == ["late"]
 
 
-def test_namespaces_outside_the_tree_with_an_eci_policy_get_the_placement_label() -> None:
+def test_namespaces_with_a_policy_get_the_placement_label_in_the_tree_or_not() -> None:
     namespaces: dict[str, dict[str, Any]] = {
         "user-a": {"metadata": {"name": "user-a", "labels": {MANAGED_NAMESPACE_LABEL: "true",
                                                              NAMESPACE_QUOTA_LABEL: "Department-a"}}},
@@ -659,8 +659,10 @@ def test_namespaces_outside_the_tree_with_an_eci_policy_get_the_placement_label(
         "was": {"metadata": {"name": "was", "labels": {"kube-queue.x-k8s.io/placement": "true"}}},
     }
     actions = namespace_actions(seed_tree(), namespaces, frozenset({"user-a", "free"}))
-    # user-a is managed (its pods go to the main pod webhook); "was" no longer has such a policy.
+    # Outside the tree the label sends pods to the placement webhook; inside it, the pods of workload
+    # controllers to the webhook that applies the policy. "was" no longer has a policy.
     assert actions == [
         NamespaceAction("free", "true", "kube-queue.x-k8s.io/placement"),
+        NamespaceAction("user-a", "true", "kube-queue.x-k8s.io/placement"),
         NamespaceAction("was", None, "kube-queue.x-k8s.io/placement"),
     ]

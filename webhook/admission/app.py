@@ -18,7 +18,8 @@ handlers, so it can be tested and fuzzed without a server. Its contract:
 
 Never a 500, never a hang: the handlers are synchronous and do no I/O. One allowed decision has an effect the
 shell carries out before it answers: a tree that makes existing namespaces join is only allowed once they are
-labelled managed (:mod:`webhook.admission.joining`); if they cannot be, the tree is refused.
+labelled managed, and a ResourcePolicy once its namespace is labelled for the placement webhook
+(:mod:`webhook.admission.joining`); if they cannot be, the object is refused.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import orjson
 from aiohttp import web
 
 from webhook.admission import metrics
-from webhook.admission.joining import Labeller, namespaces_joining
+from webhook.admission.joining import ROUTED, Labeller, Labelling, joining, namespaces_joining, namespaces_routed
 from webhook.admission.mutate import mutate_request
 from webhook.admission.review import AdmissionRequest, ReviewError, deny, encode, parse_request
 from webhook.admission.state import AdmissionState, Settings, StateStore
@@ -56,11 +57,13 @@ LABELLER_KEY: web.AppKey[Labeller] = web.AppKey("labeller")
 
 @dataclass(frozen=True, slots=True)
 class Joining:
-    """An allowed tree that makes ``namespaces`` join: its answer waits until they are labelled managed."""
+    """An allowed object that needs ``namespaces`` labelled (a tree makes them join, a ResourcePolicy routes its
+    namespace's pods): its answer waits until they are."""
 
     request: AdmissionRequest
     review: dict[str, Any]
     namespaces: tuple[str, ...]
+    labelling: Labelling
 
 
 def _error(message: str) -> bytes:
@@ -162,8 +165,7 @@ def respond_with_effects(
                 request.username,
             )
         metrics.observe(endpoint, kind, decision, time.perf_counter() - started)
-        joining = namespaces_joining(request, state, settings) if decision == "allowed" else ()
-        return 200, encode(review), Joining(request, review, joining) if joining else None
+        return 200, encode(review), _effect(request, review, state, settings) if decision == "allowed" else None
     except Exception as error:  # the last line of defence: never a 500
         log.exception("component=admission event=respond_failed endpoint=%s", endpoint)
         return 400, _error(f"cannot process the request: {type(error).__name__}"), None
@@ -198,19 +200,30 @@ async def _admit(request: web.Request) -> web.Response:
     return web.Response(status=status, body=payload, content_type="application/json")
 
 
+def _effect(request: AdmissionRequest, review: dict[str, Any], state: AdmissionState,
+            settings: Settings) -> Joining | None:
+    """The labels an allowed ``request`` needs before it is stored (``None``: none)."""
+    joined = namespaces_joining(request, state, settings)
+    if joined:
+        return Joining(request, review, joined, joining(time.time()))
+    routed = namespaces_routed(request, state)
+    return Joining(request, review, routed, ROUTED) if routed else None
+
+
 async def join_namespaces(labeller: Labeller | None, joining: Joining) -> bytes:
-    """Label the namespaces a tree makes join, then allow it; refuse it when they cannot be labelled."""
+    """Label the namespaces an allowed object needs labelled, then allow it; refuse it when they cannot be."""
     names = ", ".join(joining.namespaces)
     if labeller is None:
         return encode(joining.review)  # no API client (tests of the handlers alone): the controller labels them
     try:
-        await labeller(joining.namespaces)
+        await labeller(joining.namespaces, joining.labelling)
     except Exception as error:
-        log.warning("component=admission event=join_failed object=%r namespaces=%s error=%r",
-                    joining.request.display_name, names, str(error))
+        log.warning("component=admission event=join_failed object=%r namespaces=%s label=%s error=%r",
+                    joining.request.display_name, names, joining.labelling.label, str(error))
         return encode(deny(joining.request.uid, f"{joining.request.display_name} is not stored: {error}", 503,
                            "ServiceUnavailable"))
-    log.info("component=admission decision=join object=%r namespaces=%s", joining.request.display_name, names)
+    log.info("component=admission decision=join object=%r namespaces=%s label=%s", joining.request.display_name,
+             names, joining.labelling.label)
     return encode(joining.review)
 
 

@@ -18,9 +18,11 @@ them - never wait on the webhook).
 
 With the admission policies (``policies=True``, the default: :mod:`webhook.admission.policies`, Kubernetes 1.36
 and later) the pod rules that need no state of the service live in the API server, so the pod hooks change:
-a pod a workload controller creates (the next pod of an admitted Job) goes to its own hook,
-:data:`PODS_MUTATE_WORKLOADS`, which fails open (the policy has marked it for the extender and tagged its
-quota; what is skipped is the ResourcePolicy's toleration and scheduler profile), everyone else's pods still
+a pod a workload controller creates (the next pod of an admitted Job) goes to a hook of its own only when a
+ResourcePolicy or the ECI opt-in asks something of it (:data:`PODS_MUTATE_WORKLOADS` in the namespaces with a
+policy, :data:`PODS_MUTATE_WORKLOADS_OPT_IN` for the opted-in pods of the others), which fails open (the policy
+has marked it for the extender and tagged its quota; what is skipped is the ResourcePolicy's toleration and
+scheduler profile); every other such pod skips the service. Everyone else's pods still
 fail closed (they are held, sized and checked against PriorityClasses), and pod updates are checked by the
 policy alone (no ``pods.validate`` hook). Likewise the DRA claims Kubernetes makes from a pod's claim templates
 go to :data:`CLAIMS_FROM_TEMPLATES`, which fails open. ``policies=False`` is the webhook-only configuration of older
@@ -38,7 +40,13 @@ import orjson
 
 from webhook.admission.policies import EXCLUDED_NAMESPACES, creator_is_trusted
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
-from webhook.api.kinds import ELASTIC_QUOTA_TREE, OUR_KINDS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE
+from webhook.api.kinds import (
+    ELASTIC_QUOTA_TREE,
+    OUR_KINDS,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_POLICY,
+)
 from webhook.api.names import (
     CLAIM_CONTROLLER_USER,
     ECI_OPT_IN_LABEL,
@@ -56,6 +64,7 @@ __all__ = [
     "JOBS_VALIDATE",
     "PODS_MUTATE",
     "PODS_MUTATE_WORKLOADS",
+    "PODS_MUTATE_WORKLOADS_OPT_IN",
     "PODS_VALIDATE",
     "cluster_webhook_configs",
     "dev_webhook_configs",
@@ -83,7 +92,10 @@ PODS_MUTATE = "pods.mutate.kube-queue.x-k8s.io"
 """The webhook that holds bare Pods and marks every pod of the tree's namespaces for the extender (with the
 admission policies: every pod but a workload controller's)."""
 PODS_MUTATE_WORKLOADS = "pods.workloads.mutate.kube-queue.x-k8s.io"
-"""With the admission policies: the pod webhook of the pods workload controllers create, which fails open."""
+"""With the admission policies: the pod webhook of the pods workload controllers create in a namespace with a
+ResourcePolicy, which fails open."""
+PODS_MUTATE_WORKLOADS_OPT_IN = "pods.workloads.eci-opt-in.kube-queue.x-k8s.io"
+"""With the admission policies: the same for the pods that opted into ECI in the other managed namespaces."""
 PODS_VALIDATE = "pods.validate.kube-queue.x-k8s.io"
 """Without the admission policies: the webhook that checks users' updates of the tree's pods."""
 CLAIMS_VALIDATE = "claims.validate.kube-queue.x-k8s.io"
@@ -143,6 +155,20 @@ def _namespace_selector(require_managed_label: bool) -> dict[str, Any]:
     if require_managed_label:
         selector["matchLabels"] = {MANAGED_NAMESPACE_LABEL: "true"}
     return selector
+
+
+_LABELLING = frozenset({ELASTIC_QUOTA_TREE.plural, RESOURCE_POLICY.plural})
+"""The kinds whose validation labels namespaces before it allows them."""
+
+
+def _also(
+    selector: dict[str, Any], *, labels: dict[str, str] | None = None, expressions: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """``selector`` narrowed by more ``labels`` and ``expressions`` (a new object)."""
+    out: dict[str, Any] = {"matchExpressions": [*selector.get("matchExpressions", []), *(expressions or [])]}
+    if selector.get("matchLabels") or labels:
+        out["matchLabels"] = {**selector.get("matchLabels", {}), **(labels or {})}
+    return out
 
 
 def _placement_selector() -> dict[str, Any]:
@@ -247,16 +273,31 @@ def webhook_configs(
             *(
                 [
                     # A workload controller's pods (their owner was queued): the policy marked them and tagged
-                    # their quota, so while the service is down they are created without it (issue 40).
+                    # their quota, so while the service is down they are created without it (issue 40). Only
+                    # what a ResourcePolicy or the ECI opt-in asks of a pod needs the service: the pods of the
+                    # namespaces labelled for it (webhook.admission.joining), and the opted-in pods of the
+                    # others. Every other such pod skips the round trip, the largest part of its creation.
                     _webhook(
                         PODS_MUTATE_WORKLOADS,
                         managed_config("/mutate"),
                         _job_rules(["CREATE"], pods=True),
-                        namespace_selector=managed,
+                        namespace_selector=_also(managed, labels={PLACEMENT_NAMESPACE_LABEL: "true"}),
                         match_conditions=A_WORKLOAD_CONTROLLER,
                         mutating=True,
                         failure_policy="Ignore",
-                    )
+                    ),
+                    _webhook(
+                        PODS_MUTATE_WORKLOADS_OPT_IN,
+                        managed_config("/mutate"),
+                        _job_rules(["CREATE"], pods=True),
+                        namespace_selector=_also(
+                            managed, expressions=[{"key": PLACEMENT_NAMESPACE_LABEL, "operator": "DoesNotExist"}]
+                        ),
+                        object_selector={"matchLabels": {ECI_OPT_IN_LABEL: "true"}},
+                        match_conditions=A_WORKLOAD_CONTROLLER,
+                        mutating=True,
+                        failure_policy="Ignore",
+                    ),
                 ]
                 if policies
                 else []
@@ -387,8 +428,9 @@ def webhook_configs(
                         }
                     ],
                     # A tree that makes existing namespaces join labels them managed before it is allowed (its
-                    # jobs are held from then on): a side effect, never on a dry run.
-                    side_effects="NoneOnDryRun" if plural == ELASTIC_QUOTA_TREE.plural else "None",
+                    # jobs are held from then on), a ResourcePolicy labels its namespace for the placement
+                    # webhook: side effects, never on a dry run (webhook.admission.joining).
+                    side_effects="NoneOnDryRun" if plural in _LABELLING else "None",
                 )
                 for short, group, version, plural in everywhere
             ),

@@ -17,6 +17,12 @@ has seen the tree: a job created in between would run without queueing (issue 34
   ``/managed`` path, and the handlers take the label as known there (``AdmissionState.labelled``).
 
 Each label comes with :data:`~webhook.api.names.MANAGED_SINCE_ANNOTATION`, when the namespace joined.
+
+The same effect routes a namespace's workload pods to the webhook that applies its ResourcePolicies: a policy
+is allowed only once its namespace carries :data:`~webhook.api.names.PLACEMENT_NAMESPACE_LABEL`
+(:func:`namespaces_routed`). Inside the tree the pods of workload controllers reach the webhook only there (the
+admission policy marks and tags the others itself, without the round trip), so a Deployment created right after
+its policy gets the policy's toleration and profile.
 """
 
 from __future__ import annotations
@@ -24,27 +30,55 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.admission.review import AdmissionRequest
 from webhook.admission.state import AdmissionState, Settings
-from webhook.api.kinds import ELASTIC_QUOTA_TREE
-from webhook.api.names import MANAGED_NAMESPACE_LABEL, MANAGED_SINCE_ANNOTATION, NAMESPACE_QUOTA_LABEL
+from webhook.api.kinds import ELASTIC_QUOTA_TREE, RESOURCE_POLICY
+from webhook.api.names import (
+    MANAGED_NAMESPACE_LABEL,
+    MANAGED_SINCE_ANNOTATION,
+    NAMESPACE_QUOTA_LABEL,
+    PLACEMENT_NAMESPACE_LABEL,
+)
 from webhook.core.quota import QuotaTreeError, namespace_quota_label, parse_tree
 from webhook.workloads.base import rfc3339
 
-Labeller = Callable[[Sequence[str]], Awaitable[None]]
-"""Labels namespaces managed (raises :class:`JoinError` naming the one it could not label)."""
+Labeller = Callable[[Sequence[str], "Labelling"], Awaitable[None]]
+"""Labels namespaces as a :class:`Labelling` says (raises :class:`JoinError` naming the one it could not label)."""
 
 
 class JoinError(RuntimeError):
-    """A namespace that could not be labelled managed: the tree that lists it is refused."""
+    """A namespace that could not be labelled: the object that needs the label is refused."""
+
+
+@dataclass(frozen=True, slots=True)
+class Labelling:
+    """What a namespace must carry before an allowed object is stored, and why (for the refusal)."""
+
+    patch: Mapping[str, Any]
+    """The namespace's merge patch."""
+    label: str
+    """The label it sets (``true``), named in the refusal."""
+    why: str
+    """What the label does, ending the refusal's sentence."""
 
 
 def managed_patch(now: float) -> dict[str, Any]:
     """The merge patch that makes a namespace managed, joined at ``now`` (seconds since the epoch)."""
     return {"metadata": {"labels": {MANAGED_NAMESPACE_LABEL: "true"},
                          "annotations": {MANAGED_SINCE_ANNOTATION: rfc3339(now)}}}
+
+
+def joining(now: float) -> Labelling:
+    """A namespace joins the tree at ``now``: managed, so no job of it runs unqueued."""
+    return Labelling(managed_patch(now), MANAGED_NAMESPACE_LABEL, "which keeps its jobs from running unqueued")
+
+
+ROUTED = Labelling({"metadata": {"labels": {PLACEMENT_NAMESPACE_LABEL: "true"}}}, PLACEMENT_NAMESPACE_LABEL,
+                   "which sends its pods to the webhook that applies the policy")
+"""A namespace holds a ResourcePolicy: its pods go to the webhook that applies it."""
 
 
 def namespaces_joining(request: AdmissionRequest, state: AdmissionState, settings: Settings) -> tuple[str, ...]:
@@ -66,6 +100,20 @@ def namespaces_joining(request: AdmissionRequest, state: AdmissionState, setting
         namespace for namespace in tree.leaf_by_namespace
         if namespace in labels and labels[namespace].get(MANAGED_NAMESPACE_LABEL) != "true"
     ))
+
+
+def namespaces_routed(request: AdmissionRequest, state: AdmissionState) -> tuple[str, ...]:
+    """The namespace of a ResourcePolicy an allowed ``request`` creates or changes (not a dry run) when the
+    namespace does not carry :data:`~webhook.api.names.PLACEMENT_NAMESPACE_LABEL` yet (as far as this replica's
+    watch knows; the label costs one patch when it is there already). The controller keeps the label while the
+    namespace holds a valid policy (every policy the webhook allows is valid) and removes it after."""
+    if (request.kind.group, request.kind.kind) != (RESOURCE_POLICY.group, RESOURCE_POLICY.kind):
+        return ()
+    if request.operation not in ("CREATE", "UPDATE") or request.dry_run or not request.namespace:
+        return ()
+    if state.namespace_labels.get(request.namespace, {}).get(PLACEMENT_NAMESPACE_LABEL) == "true":
+        return ()
+    return (request.namespace,)
 
 
 def namespace_operations(request: AdmissionRequest, state: AdmissionState, now: float) -> list[dict[str, Any]]:
@@ -93,23 +141,27 @@ def namespace_operations(request: AdmissionRequest, state: AdmissionState, now: 
     return ops
 
 
-def labeller_on(loop: asyncio.AbstractEventLoop, label: Callable[[str], Awaitable[None]]) -> Labeller:
-    """A :data:`Labeller` for the admission thread that labels each namespace with ``label`` on ``loop`` (the
+Patcher = Callable[[str, Mapping[str, Any]], Awaitable[None]]
+"""Merge-patches one namespace."""
+
+
+def labeller_on(loop: asyncio.AbstractEventLoop, patch: Patcher) -> Labeller:
+    """A :data:`Labeller` for the admission thread that patches each namespace with ``patch`` on ``loop`` (the
     main loop, where the API client lives)."""
 
-    async def run(namespaces: Sequence[str]) -> None:
+    async def run(namespaces: Sequence[str], labelling: Labelling) -> None:
         for namespace in namespaces:
             future: concurrent.futures.Future[None] = asyncio.run_coroutine_threadsafe(
-                _labelled(label, namespace), loop
+                _labelled(patch, namespace, labelling), loop
             )
             await asyncio.wrap_future(future)
 
     return run
 
 
-async def _labelled(label: Callable[[str], Awaitable[None]], namespace: str) -> None:
+async def _labelled(patch: Patcher, namespace: str, labelling: Labelling) -> None:
     try:
-        await label(namespace)
+        await patch(namespace, labelling.patch)
     except Exception as error:
-        raise JoinError(f"namespace {namespace} could not be labelled {MANAGED_NAMESPACE_LABEL}=true, which keeps "
-                        f"its jobs from running unqueued ({error}); retry") from error
+        raise JoinError(f"namespace {namespace} could not be labelled {labelling.label}=true, {labelling.why} "
+                        f"({error}); retry") from error

@@ -57,9 +57,10 @@ NAMESPACE_QUOTA_LABEL: Final = f"{PREFIX}/quota"
 """On a managed namespace: the name of the leaf that lists it (:func:`webhook.core.quota.namespace_quota_label`),
 kept by the controller, so the pod admission policy can tag pods with their quota without asking the service."""
 PLACEMENT_NAMESPACE_LABEL: Final = f"{PREFIX}/placement"
-"""Set (``"true"``) by the controller on a namespace outside the quota tree that holds a ResourcePolicy with an
-``eci`` unit or one a sample of the nodes could mislead: only such namespaces' Pods go to the placement webhook
-(the virtual node's toleration, the full-scan scheduler profile)."""
+"""Set (``"true"``) on a namespace that holds a valid ResourcePolicy, by the webhook before it stores the policy
+and kept by the controller: outside the quota tree only such namespaces' Pods go to the placement webhook,
+inside it only their workload controllers' pods go to the pod webhook (the virtual node's toleration, the
+full-scan scheduler profile)."""
 QUEUE_LABEL: Final = "create-by-kubequeue"
 """Queues the controller owns carry ``create-by-kubequeue: "true"``; only those are ever deleted."""
 PERF_CLASS_LABEL: Final = f"{PREFIX}/perf-class"

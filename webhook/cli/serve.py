@@ -27,8 +27,7 @@ import logging
 import signal
 import ssl
 import tempfile
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -41,7 +40,7 @@ from webhook.admission import server
 from webhook.admission.app import make_app
 from webhook.admission.configs import NAME as CONFIG_NAME
 from webhook.admission.configs import SERVICE_NAME, SERVICE_NAMESPACE
-from webhook.admission.joining import labeller_on, managed_patch
+from webhook.admission.joining import Patcher, labeller_on
 from webhook.admission.sources import build_caches, cache_context
 from webhook.admission.state import DEFAULT_CONTROLLER_USER, DEFAULT_MAX_BODY_BYTES, Settings, StateStore
 from webhook.api import kinds
@@ -261,14 +260,14 @@ async def _keep_self_cert(client: KubeClient, options: ServeOptions, cert_dir: P
             log.warning("component=serve event=self_cert_failed error=%r", error)
 
 
-def _namespace_labeller(client: KubeClient) -> Callable[[str], Awaitable[None]]:
-    """Labels one namespace managed with ``client`` (:func:`webhook.admission.joining.managed_patch`)."""
+def _namespace_patcher(client: KubeClient) -> Patcher:
+    """Merge-patches one namespace with ``client`` (the labels of :mod:`webhook.admission.joining`)."""
     namespaces = ResourceRef.of(kinds.NAMESPACE)
 
-    async def label(namespace: str) -> None:
-        await client.merge_patch(namespaces, namespace, managed_patch(time.time()))
+    async def patch(namespace: str, body: Mapping[str, Any]) -> None:
+        await client.merge_patch(namespaces, namespace, dict(body))
 
-    return label
+    return patch
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -322,7 +321,7 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
                 log.info("component=serve event=plugin_attached plugin=%s", plugin.__name__)
         # The admission routes are answered from a thread of their own (the controller's passes would hold
         # them up on this loop); ``app`` keeps the caches and the plugins' background work here.
-        labeller = labeller_on(asyncio.get_running_loop(), _namespace_labeller(client))
+        labeller = labeller_on(asyncio.get_running_loop(), _namespace_patcher(client))
         runner = await server.start_apart(app, make_app(store, options.settings, labeller), options.host,
                                           options.port, context)
         stack.push_async_callback(runner.cleanup)

@@ -226,9 +226,10 @@ def namespace_actions(
     webhook holds them untagged) until a tree lists them again, instead of running unqueued
     (docs/accounting.md). The tree's namespaces also carry their leaf's name (``kube-queue.x-k8s.io/quota``:
     :func:`~webhook.core.quota.namespace_quota_label`, read by the pod admission policy), which follows the
-    tree like the managed label. The namespaces in ``placement`` (a valid ResourcePolicy) that the tree does not list
-    get ``kube-queue.x-k8s.io/placement: "true"`` (their Pods go to the placement webhook); the others lose
-    it."""
+    tree like the managed label. The namespaces in ``placement`` (a valid ResourcePolicy) get
+    ``kube-queue.x-k8s.io/placement: "true"``, in the tree or not (their pods go to the webhook that applies the
+    policy: outside the tree the placement webhook, inside it the pods of workload controllers too); the others
+    lose it."""
     managed = set(tree.leaf_by_namespace) if tree is not None else None
     actions = []
     for name in sorted(namespaces):
@@ -242,8 +243,7 @@ def namespace_actions(
             leaf = namespace_quota_label(tree, name)
             if labels.get(NAMESPACE_QUOTA_LABEL) != leaf:
                 actions.append(NamespaceAction(name, leaf, NAMESPACE_QUOTA_LABEL))
-        inside = name in managed if managed is not None else value == "true"
-        wanted = name in placement and not inside
+        wanted = name in placement
         current = labels.get(PLACEMENT_NAMESPACE_LABEL)
         if wanted and current != "true":
             actions.append(NamespaceAction(name, "true", PLACEMENT_NAMESPACE_LABEL))
