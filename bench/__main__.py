@@ -106,6 +106,8 @@ def run(bench: Bench) -> str:
 
 
 def assemble(sections: dict[str, str], previous: str) -> str:
+    """The page: the sections just run, the others as ``previous`` had them, and the notes ``previous`` keeps
+    after a section (measurements of a single change, written by hand) after that section again."""
     parts = [INTRO]
     for bench in BENCHES:
         start, end = marker(bench.name)
@@ -115,8 +117,19 @@ def assemble(sections: dict[str, str], previous: str) -> str:
             found = re.search(re.escape(start) + r"\n(.*?)" + re.escape(end), previous, re.DOTALL)
             body = found.group(1) if found else "\n".join([*header(bench.title, bench.command),
                                                            "not measured yet: run `make bench`", ""])
-        parts.append(f"{start}\n{body.rstrip()}\n{end}\n")
+        notes = _notes_after(previous, end)
+        parts.append(f"{start}\n{body.rstrip()}\n{end}\n" + (f"\n{notes}\n" if notes else ""))
     return "\n".join(parts)
+
+
+def _notes_after(previous: str, end: str) -> str:
+    """The text of ``previous`` between ``end`` and the next section's start (or the page's end)."""
+    at = previous.find(end)
+    if at < 0:
+        return ""
+    rest = previous[at + len(end):]
+    following = re.search(r"<!-- bench:[\w-]+ -->", rest)
+    return (rest[:following.start()] if following else rest).strip()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

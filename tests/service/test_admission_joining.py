@@ -27,6 +27,7 @@ from webhook.api.names import (
     MANAGED_SINCE_ANNOTATION,
     NAMESPACE_QUOTA_LABEL,
     PLACEMENT_NAMESPACE_LABEL,
+    PLACEMENT_SINCE_ANNOTATION,
     QUOTA_LABEL,
 )
 
@@ -152,7 +153,8 @@ def test_a_policy_is_stored_only_once_its_namespace_sends_its_pods_to_the_webhoo
     body = orjson.dumps(review(burst, user="alice"))
     _, _, routed = respond_with_effects("validate", body, _state(), settings)
     assert routed is not None and routed.namespaces == ("user-a",)
-    assert routed.labelling.patch == {"metadata": {"labels": {PLACEMENT_NAMESPACE_LABEL: "true"}}}
+    assert routed.labelling.patch["metadata"]["labels"] == {PLACEMENT_NAMESPACE_LABEL: "true"}
+    assert PLACEMENT_SINCE_ANNOTATION in routed.labelling.patch["metadata"]["annotations"]
     # Already labelled, a dry run, a refused policy: nothing to label.
     there = _state(**{"user-a": {**MANAGED, PLACEMENT_NAMESPACE_LABEL: "true"}})
     assert respond_with_effects("validate", body, there, settings)[2] is None

@@ -18,13 +18,17 @@ from webhook.api.names import (
     MANAGED_NAMESPACE_LABEL,
     NAMESPACE_QUOTA_LABEL,
     OVERSELL_RATE_ANNOTATION,
+    PLACEMENT_NAMESPACE_LABEL,
+    PLACEMENT_SINCE_ANNOTATION,
     QUEUE_LABEL,
     QUOTA_FULLNAME_ANNOTATION,
     STRICT_MARK_ANNOTATION,
 )
+from webhook.api.objects import parse_time
 from webhook.cli.simulate import run_scenario
 from webhook.controller.decide import (
     LEFTOVER_NOTE,
+    PLACEMENT_GRACE_SECONDS,
     JobDecisions,
     NamespaceAction,
     decide,
@@ -666,3 +670,21 @@ def test_namespaces_with_a_policy_get_the_placement_label_in_the_tree_or_not() -
         NamespaceAction("user-a", "true", "kube-queue.x-k8s.io/placement"),
         NamespaceAction("was", None, "kube-queue.x-k8s.io/placement"),
     ]
+
+
+def test_a_placement_label_the_webhook_just_set_waits_for_the_policy_to_reach_the_controller() -> None:
+    # The webhook labels a namespace before it stores its policy: the controller's namespace watch may show the
+    # label before its policy watch shows the policy, and must not take the label off meanwhile.
+    def labelled(name: str, since: str | None) -> dict[str, Any]:
+        annotations = {PLACEMENT_SINCE_ANNOTATION: since} if since else {}
+        return {"metadata": {"name": name, "labels": {PLACEMENT_NAMESPACE_LABEL: "true"}, "annotations": annotations}}
+
+    now = parse_time("2026-12-04T20:00:00Z")
+    assert now is not None
+    namespaces = {"young": labelled("young", "2026-12-04T19:59:30Z"), "old": labelled("old", "2026-12-04T19:58:59Z"),
+                  "unstamped": labelled("unstamped", None)}
+    actions = namespace_actions(seed_tree(), namespaces, frozenset(), now)
+    assert actions == [NamespaceAction("old", None, PLACEMENT_NAMESPACE_LABEL),
+                       NamespaceAction("unstamped", None, PLACEMENT_NAMESPACE_LABEL)]
+    assert NamespaceAction("young", None, PLACEMENT_NAMESPACE_LABEL) in namespace_actions(
+        seed_tree(), namespaces, frozenset(), now + PLACEMENT_GRACE_SECONDS)

@@ -35,7 +35,7 @@ import orjson
 from aiohttp import web
 
 from webhook.admission import metrics
-from webhook.admission.joining import ROUTED, Labeller, Labelling, joining, namespaces_joining, namespaces_routed
+from webhook.admission.joining import Labeller, Labelling, joining, namespaces_joining, namespaces_routed, routed
 from webhook.admission.mutate import mutate_request
 from webhook.admission.review import AdmissionRequest, ReviewError, deny, encode, parse_request
 from webhook.admission.state import AdmissionState, Settings, StateStore
@@ -206,8 +206,8 @@ def _effect(request: AdmissionRequest, review: dict[str, Any], state: AdmissionS
     joined = namespaces_joining(request, state, settings)
     if joined:
         return Joining(request, review, joined, joining(time.time()))
-    routed = namespaces_routed(request, state)
-    return Joining(request, review, routed, ROUTED) if routed else None
+    policy_namespaces = namespaces_routed(request, state)
+    return Joining(request, review, policy_namespaces, routed(time.time())) if policy_namespaces else None
 
 
 async def join_namespaces(labeller: Labeller | None, joining: Joining) -> bytes:

@@ -41,6 +41,7 @@ from webhook.api.names import (
     MANAGED_SINCE_ANNOTATION,
     NAMESPACE_QUOTA_LABEL,
     PLACEMENT_NAMESPACE_LABEL,
+    PLACEMENT_SINCE_ANNOTATION,
 )
 from webhook.core.quota import QuotaTreeError, namespace_quota_label, parse_tree
 from webhook.workloads.base import rfc3339
@@ -76,9 +77,16 @@ def joining(now: float) -> Labelling:
     return Labelling(managed_patch(now), MANAGED_NAMESPACE_LABEL, "which keeps its jobs from running unqueued")
 
 
-ROUTED = Labelling({"metadata": {"labels": {PLACEMENT_NAMESPACE_LABEL: "true"}}}, PLACEMENT_NAMESPACE_LABEL,
-                   "which sends its pods to the webhook that applies the policy")
-"""A namespace holds a ResourcePolicy: its pods go to the webhook that applies it."""
+def routed(now: float) -> Labelling:
+    """A namespace holds a ResourcePolicy since ``now``: its pods go to the webhook that applies it."""
+    return Labelling(placement_patch(now), PLACEMENT_NAMESPACE_LABEL,
+                     "which sends its pods to the webhook that applies the policy")
+
+
+def placement_patch(now: float) -> dict[str, Any]:
+    """The merge patch that labels a namespace for the placement webhook at ``now`` (seconds since the epoch)."""
+    return {"metadata": {"labels": {PLACEMENT_NAMESPACE_LABEL: "true"},
+                         "annotations": {PLACEMENT_SINCE_ANNOTATION: rfc3339(now)}}}
 
 
 def namespaces_joining(request: AdmissionRequest, state: AdmissionState, settings: Settings) -> tuple[str, ...]:

@@ -53,6 +53,10 @@ MANAGED_NAMESPACE_LABEL: Final = f"{PREFIX}/managed"
 """Namespaces of the quota tree carry this label (``"true"``); the webhook configurations select on it."""
 MANAGED_SINCE_ANNOTATION: Final = f"{PREFIX}/managed-since"
 """On a managed namespace: when it joined the tree (RFC 3339), written with :data:`MANAGED_NAMESPACE_LABEL`."""
+PLACEMENT_SINCE_ANNOTATION: Final = f"{PREFIX}/placement-since"
+"""On a namespace labelled :data:`PLACEMENT_NAMESPACE_LABEL`: when the label was set (RFC 3339), written with it.
+The controller leaves a label it finds no policy for that young (its policy watch may not have the new policy
+yet): ``webhook.controller.decide.PLACEMENT_GRACE_SECONDS``."""
 NAMESPACE_QUOTA_LABEL: Final = f"{PREFIX}/quota"
 """On a managed namespace: the name of the leaf that lists it (:func:`webhook.core.quota.namespace_quota_label`),
 kept by the controller, so the pod admission policy can tag pods with their quota without asking the service."""

@@ -18,15 +18,17 @@ from typing import TYPE_CHECKING, Any
 from webhook.api.kinds import QUEUE
 from webhook.api.names import (
     MANAGED_NAMESPACE_LABEL,
+    MANAGED_SINCE_ANNOTATION,
     NAMESPACE_QUOTA_LABEL,
     OVERSELL_RATE_ANNOTATION,
     PLACEMENT_NAMESPACE_LABEL,
+    PLACEMENT_SINCE_ANNOTATION,
     QUEUE_ARGS_ANNOTATION,
     QUEUE_LABEL,
     QUOTA_FULLNAME_ANNOTATION,
     STRICT_MARK_ANNOTATION,
 )
-from webhook.api.objects import annotations_of, labels_of
+from webhook.api.objects import annotations_of, labels_of, parse_time
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import rfc3339_seconds
 from webhook.core.decide import (
@@ -216,10 +218,20 @@ class NamespaceAction:
     label: str = MANAGED_NAMESPACE_LABEL
 
 
+PLACEMENT_GRACE_SECONDS = 60.0
+"""How long a placement label the webhook set stays without a policy the controller sees: the webhook labels the
+namespace before it stores the policy, and the controller's policy watch may deliver the policy after the
+namespace's change."""
+SINCE_ANNOTATIONS: Mapping[str, str] = {MANAGED_NAMESPACE_LABEL: MANAGED_SINCE_ANNOTATION,
+                                        PLACEMENT_NAMESPACE_LABEL: PLACEMENT_SINCE_ANNOTATION}
+"""The annotation written with a label: when it was set."""
+
+
 def namespace_actions(
     tree: QuotaTree | None,
     namespaces: Mapping[str, Mapping[str, Any]],
     placement: frozenset[str] = frozenset(),
+    now: float | None = None,
 ) -> list[NamespaceAction]:
     """Label the tree's namespaces ``kube-queue.x-k8s.io/managed: "true"``; unlabel the ones that left it.
     Without a tree that label does not change: the namespaces stay managed, so their new jobs stay held (the
@@ -229,7 +241,8 @@ def namespace_actions(
     tree like the managed label. The namespaces in ``placement`` (a valid ResourcePolicy) get
     ``kube-queue.x-k8s.io/placement: "true"``, in the tree or not (their pods go to the webhook that applies the
     policy: outside the tree the placement webhook, inside it the pods of workload controllers too); the others
-    lose it."""
+    lose it, unless it was set less than :data:`PLACEMENT_GRACE_SECONDS` before ``now`` (seconds since the epoch;
+    ``None``: whatever its age)."""
     managed = set(tree.leaf_by_namespace) if tree is not None else None
     actions = []
     for name in sorted(namespaces):
@@ -247,9 +260,18 @@ def namespace_actions(
         current = labels.get(PLACEMENT_NAMESPACE_LABEL)
         if wanted and current != "true":
             actions.append(NamespaceAction(name, "true", PLACEMENT_NAMESPACE_LABEL))
-        elif not wanted and current is not None:
+        elif not wanted and current is not None and not _young(namespaces[name], now):
             actions.append(NamespaceAction(name, None, PLACEMENT_NAMESPACE_LABEL))
     return actions
+
+
+def _young(namespace: Mapping[str, Any], now: float | None) -> bool:
+    """Whether the namespace's placement label was set less than :data:`PLACEMENT_GRACE_SECONDS` before
+    ``now``."""
+    if now is None:
+        return False
+    since = parse_time(annotations_of(namespace).get(PLACEMENT_SINCE_ANNOTATION))
+    return since is not None and now - since < PLACEMENT_GRACE_SECONDS
 
 
 # The queue -------------------------------------------------------------------------------------------------

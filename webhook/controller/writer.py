@@ -16,8 +16,6 @@ from typing import Any
 
 from webhook.api.names import (
     ADMISSION_ANNOTATION,
-    MANAGED_NAMESPACE_LABEL,
-    MANAGED_SINCE_ANNOTATION,
     REASON_ADMITTED,
     REASON_EVICTED,
 )
@@ -25,6 +23,7 @@ from webhook.api.objects import Obj, meta, name_of
 from webhook.controller import metrics
 from webhook.controller.cache import NAMESPACES, ClusterCache
 from webhook.controller.decide import (
+    SINCE_ANNOTATIONS,
     JobDecisions,
     JobReclaim,
     NamespaceAction,
@@ -123,15 +122,15 @@ class Writer:
     async def sync_namespaces(self, tree: QuotaTree | None) -> None:
         """Label the tree's namespaces managed and the placement ones (:func:`namespace_actions`)."""
         cache = self.cache
-        for action in namespace_actions(tree, cache.by_name(cache.namespaces), cache.placement_namespaces()):
+        for action in namespace_actions(tree, cache.by_name(cache.namespaces), cache.placement_namespaces(),
+                                        self._wall()):
             await self._label_namespace(action)
 
     async def _label_namespace(self, action: NamespaceAction) -> None:
         patch: dict[str, Any] = {"metadata": {"labels": {action.label: action.value}}}
-        if action.label == MANAGED_NAMESPACE_LABEL:  # when it joined (or none, when it left)
-            patch["metadata"]["annotations"] = {
-                MANAGED_SINCE_ANNOTATION: rfc3339(self._wall()) if action.value else None
-            }
+        since = SINCE_ANNOTATIONS.get(action.label)
+        if since is not None:  # when it joined or was routed (or none, when the label goes)
+            patch["metadata"]["annotations"] = {since: rfc3339(self._wall()) if action.value else None}
         try:
             updated = await self.client.merge_patch(NAMESPACES, action.name, patch)
         except KubeApiError as error:
