@@ -26,11 +26,11 @@ from tests.builders import (
 from tests.service.extender_support import Cluster, node, pod
 from tests.service.kubeclient_fake import CORE, FakeApi, Kind
 from webhook.api.names import RESERVATIONS, RESERVATIONS_KEY, RESERVED_AT_KEY
+from webhook.api.objects import rfc3339
 from webhook.core.quantity import NANO
 from webhook.extender.protocol import NodeVictims
 from webhook.extender.sources import build_caches, running
 from webhook.extender.state import ExtenderState
-from webhook.workloads.base import rfc3339
 
 ECS = ("ecs-0", "ecs-1", "ecs-2", "ecs-3")
 GPU = "nvidia.com/gpu"

@@ -17,7 +17,7 @@ from webhook.api.names import (
     RESERVATIONS_TTL_SECONDS,
     RESERVED_AT_KEY,
 )
-from webhook.workloads.base import rfc3339
+from webhook.api.objects import rfc3339
 
 ECS = ("ecs-0", "ecs-1", "ecs-2", "ecs-3")
 REPLICA_SET = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-1", "uid": "rs"}}

@@ -19,8 +19,9 @@ from webhook.admission.review import parse_request
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import validate
 from webhook.api.names import SUBMITTED_ANNOTATION
+from webhook.api.objects import rfc3339
 from webhook.core.queueing import order
-from webhook.workloads.base import creation_seconds, rfc3339
+from webhook.workloads.base import creation_seconds
 from webhook.workloads.registry import adapter_for
 
 T0 = 1_790_000_000.0

@@ -12,7 +12,7 @@ import pytest
 
 from tests.builders import seed_tree
 from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
-from webhook.api.objects import parse_time
+from webhook.api.objects import parse_time, rfc3339
 from webhook.controller.events import EventGate, involved
 from webhook.controller.model import remaining_job_pods, track
 from webhook.controller.records import (
@@ -34,7 +34,7 @@ from webhook.controller.settings import (
 )
 from webhook.core.resources import Resources
 from webhook.core.workload import Phase, WorkloadError
-from webhook.workloads.base import PatchError, apply_patch, rfc3339
+from webhook.workloads.base import PatchError, apply_patch
 from webhook.workloads.job import JobAdapter
 from webhook.workloads.kubeflow import PyTorchJobAdapter
 from webhook.workloads.pod import PodAdapter

@@ -43,8 +43,8 @@ from webhook.api.names import (
     PLACEMENT_NAMESPACE_LABEL,
     PLACEMENT_SINCE_ANNOTATION,
 )
+from webhook.api.objects import rfc3339
 from webhook.core.quota import QuotaTreeError, namespace_quota_label, parse_tree
-from webhook.workloads.base import rfc3339
 
 Labeller = Callable[[Sequence[str], "Labelling"], Awaitable[None]]
 """Labels namespaces as a :class:`Labelling` says (raises :class:`JoinError` naming the one it could not label)."""

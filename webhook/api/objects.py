@@ -289,6 +289,16 @@ def parse_time(text: object) -> float | None:
     return moment.timestamp()
 
 
+def rfc3339(seconds: float) -> str:
+    """``2024-04-08T02:04:17.123456Z`` (UTC, microseconds): how kube-queue writes times on objects."""
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339_seconds(seconds: float) -> str:
+    """``2024-04-08T02:04:17Z`` (what Kubernetes' ``metav1.Time`` accepts everywhere)."""
+    return datetime.fromtimestamp(int(seconds), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def created_of(obj: Obj) -> float:
     """``creationTimestamp`` in epoch seconds; 0 when absent or unreadable."""
     return parse_time(meta(obj).get("creationTimestamp")) or 0.0

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION
-from webhook.api.objects import Obj, parse_time, pod_phase, pod_status, queue_active, queue_details
+from webhook.api.objects import Obj, parse_time, pod_phase, pod_status, queue_active, queue_details, rfc3339_seconds
 from webhook.cli.view import BACKOFF, QUEUING, JobView, Snapshot
-from webhook.controller.records import rfc3339_seconds
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA, leaf_policies
 from webhook.core.eta import Estimate, Estimates, Why, estimate
 from webhook.core.eta_replay import Basis, ReplayInput

@@ -206,8 +206,8 @@ def _pending_reasons(view: JobView) -> list[tuple[int, str]]:
 
 def explain_backoff(view: JobView, now: float, width: int) -> str:
     """The answer for a job in BACKOFF: it was released, its pods did not run in time, it was held again."""
+    from webhook.api.objects import rfc3339_seconds  # noqa: PLC0415
     from webhook.cli.output import human_age, wrap  # noqa: PLC0415
-    from webhook.controller.records import rfc3339_seconds  # noqa: PLC0415
 
     note = view.backoff
     assert note is not None

@@ -28,9 +28,8 @@ from webhook.api.names import (
     QUOTA_FULLNAME_ANNOTATION,
     STRICT_MARK_ANNOTATION,
 )
-from webhook.api.objects import annotations_of, labels_of, parse_time
+from webhook.api.objects import annotations_of, labels_of, parse_time, rfc3339_seconds
 from webhook.controller.model import TrackedJob
-from webhook.controller.records import rfc3339_seconds
 from webhook.core.decide import (
     LEFTOVER_NOTE,
     RECLAIM_BUDGET,

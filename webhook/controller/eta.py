@@ -29,10 +29,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from webhook.api.objects import Obj
+from webhook.api.objects import Obj, rfc3339_seconds
 from webhook.controller import metrics
 from webhook.controller.model import TrackedJob
-from webhook.controller.records import kv, rfc3339_seconds
+from webhook.controller.records import kv
 from webhook.controller.starts import PodIndex
 from webhook.core.decide import leaf_policies
 from webhook.core.eta import Estimate, estimate

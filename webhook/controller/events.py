@@ -18,10 +18,9 @@ from typing import Any
 
 from webhook.api import kinds, names
 from webhook.api.names import CONTROLLER_COMPONENT
-from webhook.api.objects import Obj, parse_time
-from webhook.controller.records import kv, rfc3339_seconds
+from webhook.api.objects import Obj, parse_time, rfc3339, rfc3339_seconds
+from webhook.controller.records import kv
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
-from webhook.workloads.base import rfc3339
 
 log = logging.getLogger(__name__)
 

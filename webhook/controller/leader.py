@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from webhook.api.kinds import LEASE
+from webhook.api.objects import rfc3339
 from webhook.controller.records import kv
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
-from webhook.workloads.base import rfc3339
 
 log = logging.getLogger(__name__)
 

@@ -17,13 +17,13 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from webhook.api.names import BACKOFF_ANNOTATION, QUOTA_LABEL, REASON_BACKOFF, REASON_GAVE_UP, REASON_HELD
-from webhook.api.objects import labels_of, pod_spec
+from webhook.api.objects import labels_of, pod_spec, rfc3339_seconds
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
 from webhook.controller.decide import JobDecisions
 from webhook.controller.events import EventRecorder
 from webhook.controller.model import TrackedJob, held_reason, track
-from webhook.controller.records import backoff_patch, clear_backoff_patch, kv, rfc3339_seconds, spec_fingerprint
+from webhook.controller.records import backoff_patch, clear_backoff_patch, kv, spec_fingerprint
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import StartChecks
 from webhook.controller.writer import Stats, Writer

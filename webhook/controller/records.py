@@ -14,7 +14,6 @@ time) do not get in the way. A stale snapshot therefore never admits or evicts t
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import uuid
@@ -26,21 +25,15 @@ from webhook.api.names import (
     BACKOFF_ANNOTATION,
     EVICTION_ANNOTATION,
 )
-from webhook.api.objects import Obj, meta, parse_time, resource_version_of
+from webhook.api.objects import Obj, meta, parse_time, resource_version_of, rfc3339, rfc3339_seconds
 from webhook.core.resources import Resources
 from webhook.core.startup import BackoffNote
-from webhook.workloads.base import Adapter, JSONPatch, pointer, rfc3339, value_at
+from webhook.workloads.base import Adapter, JSONPatch, pointer, value_at
 
 
 def compact_json(value: Mapping[str, object]) -> str:
     """An annotation value: JSON without spaces, keys sorted (the same record always reads the same)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def rfc3339_seconds(seconds: float) -> str:
-    """``2024-04-08T02:04:17Z`` (what Kubernetes' ``metav1.Time`` accepts everywhere)."""
-    stamp = datetime.datetime.fromtimestamp(int(seconds), tz=datetime.UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)

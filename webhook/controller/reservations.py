@@ -23,8 +23,9 @@ from collections.abc import Callable, Mapping
 
 from webhook.api import kinds
 from webhook.api.names import RESERVATIONS, RESERVATIONS_KEY, RESERVED_AT_KEY
+from webhook.api.objects import rfc3339_seconds
 from webhook.controller import metrics
-from webhook.controller.records import kv, rfc3339_seconds
+from webhook.controller.records import kv
 from webhook.core.resources import Resources
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 

@@ -19,7 +19,7 @@ from webhook.api.names import (
     REASON_ADMITTED,
     REASON_EVICTED,
 )
-from webhook.api.objects import Obj, meta, name_of
+from webhook.api.objects import Obj, meta, name_of, rfc3339
 from webhook.controller import metrics
 from webhook.controller.cache import NAMESPACES, ClusterCache
 from webhook.controller.decide import (
@@ -43,7 +43,7 @@ from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.rate import format_rate
 from webhook.kube.cache import WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
-from webhook.workloads.base import JSONPatch, rfc3339
+from webhook.workloads.base import JSONPatch
 
 log = logging.getLogger("webhook.controller")
 

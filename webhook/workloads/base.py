@@ -10,15 +10,14 @@ Objects come from the wire, so every accessor tolerates absent fields and raises
 
 from __future__ import annotations
 
-import datetime
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, SUBMITTED_ANNOTATION
-from webhook.api.objects import Obj, PodSpec
-from webhook.core.placement import VIRTUAL_NODE_TOLERATION, parse_timestamp
+from webhook.api.objects import Obj, PodSpec, parse_time, rfc3339
+from webhook.core.placement import VIRTUAL_NODE_TOLERATION
 from webhook.core.workload import Phase, PodSet, Workload, WorkloadError, WorkloadKey, pod_set
 from webhook.workloads.patch import PatchError as PatchError  # noqa: PLC0414 - re-exported (it lived here)
 from webhook.workloads.patch import apply_patch as apply_patch  # noqa: PLC0414
@@ -199,23 +198,16 @@ def creation_seconds(obj: Obj) -> float:
     text = str_at(obj, "metadata", "creationTimestamp")
     if text is None:
         return 0.0
-    created = _rfc3339_seconds(text)
+    created = parse_time(text)
     if created is None:
         raise WorkloadError(f"/metadata/creationTimestamp: not an RFC 3339 time: {text!r}")
     annotations = mapping_at(obj, "metadata", "annotations") or {}
     submitted_text = annotations.get(SUBMITTED_ANNOTATION)
-    submitted = _rfc3339_seconds(submitted_text) if isinstance(submitted_text, str) else None
+    submitted = parse_time(submitted_text) if isinstance(submitted_text, str) else None
     if submitted is None:
         return created
     second = float(int(created))
     return min(max(submitted, second), second + 0.999999)
-
-
-def _rfc3339_seconds(text: str) -> float | None:
-    try:
-        return parse_timestamp(text)
-    except ValueError:
-        return None
 
 
 RESTAMP_AFTER = 30.0
@@ -228,16 +220,10 @@ def submitted_patch(obj: Obj, now: float) -> list[JSONPatch]:
     so mutation stays idempotent; any other value is overwritten: the submitter never chooses its place."""
     annotations = mapping_at(obj, "metadata", "annotations") or {}
     current = annotations.get(SUBMITTED_ANNOTATION)
-    seconds = _rfc3339_seconds(current) if isinstance(current, str) else None
+    seconds = parse_time(current) if isinstance(current, str) else None
     if seconds is not None and now - RESTAMP_AFTER <= seconds <= now:
         return []
     return metadata_patch(obj, (), {}, {SUBMITTED_ANNOTATION: rfc3339(now)})
-
-
-def rfc3339(seconds: float) -> str:
-    """``2024-04-08T02:04:17.123456Z`` (UTC, microseconds): how kube-queue writes times on objects."""
-    stamp = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True, slots=True)
