@@ -688,3 +688,6 @@ def test_a_placement_label_the_webhook_just_set_waits_for_the_policy_to_reach_th
                        NamespaceAction("unstamped", None, PLACEMENT_NAMESPACE_LABEL)]
     assert NamespaceAction("young", None, PLACEMENT_NAMESPACE_LABEL) in namespace_actions(
         seed_tree(), namespaces, frozenset(), now + PLACEMENT_GRACE_SECONDS)
+    # A policy the controller saw there, now gone, takes the label with it at once.
+    assert NamespaceAction("young", None, PLACEMENT_NAMESPACE_LABEL) in namespace_actions(
+        seed_tree(), namespaces, frozenset(), now, frozenset({"young"}))

@@ -231,6 +231,7 @@ def namespace_actions(
     namespaces: Mapping[str, Mapping[str, Any]],
     placement: frozenset[str] = frozenset(),
     now: float | None = None,
+    routed_before: frozenset[str] = frozenset(),
 ) -> list[NamespaceAction]:
     """Label the tree's namespaces ``kube-queue.x-k8s.io/managed: "true"``; unlabel the ones that left it.
     Without a tree that label does not change: the namespaces stay managed, so their new jobs stay held (the
@@ -241,7 +242,9 @@ def namespace_actions(
     ``kube-queue.x-k8s.io/placement: "true"``, in the tree or not (their pods go to the webhook that applies the
     policy: outside the tree the placement webhook, inside it the pods of workload controllers too); the others
     lose it, unless it was set less than :data:`PLACEMENT_GRACE_SECONDS` before ``now`` (seconds since the epoch;
-    ``None``: whatever its age)."""
+    ``None``: whatever its age) and the controller has not seen a policy there since (``routed_before``: the
+    namespaces it saw in ``placement`` while they kept the label): a policy the controller saw go takes the
+    label with it at once."""
     managed = set(tree.leaf_by_namespace) if tree is not None else None
     actions = []
     for name in sorted(namespaces):
@@ -259,7 +262,7 @@ def namespace_actions(
         current = labels.get(PLACEMENT_NAMESPACE_LABEL)
         if wanted and current != "true":
             actions.append(NamespaceAction(name, "true", PLACEMENT_NAMESPACE_LABEL))
-        elif not wanted and current is not None and not _young(namespaces[name], now):
+        elif not wanted and current is not None and (name in routed_before or not _young(namespaces[name], now)):
             actions.append(NamespaceAction(name, None, PLACEMENT_NAMESPACE_LABEL))
     return actions
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from webhook.api.names import (
     ADMISSION_ANNOTATION,
+    PLACEMENT_NAMESPACE_LABEL,
     REASON_ADMITTED,
     REASON_EVICTED,
 )
@@ -101,6 +102,9 @@ class Writer:
         self._clock = clock
         self._rate_text = format_rate(settings.oversell_rate)
         self._statuses: dict[str, _StatusMemory] = {}
+        self._routed: set[str] = set()
+        """The namespaces seen with a valid ResourcePolicy since their placement label was set: when their policy
+        goes, so does the label, at once (:func:`namespace_actions`)."""
         self.status_due: float | None = None
         """When (monotonic) a status held back by ``status_interval`` may be written: a pass is due then."""
         self._status_modes: dict[str, str | None] = {}
@@ -122,8 +126,11 @@ class Writer:
     async def sync_namespaces(self, tree: QuotaTree | None) -> None:
         """Label the tree's namespaces managed and the placement ones (:func:`namespace_actions`)."""
         cache = self.cache
-        for action in namespace_actions(tree, cache.by_name(cache.namespaces), cache.placement_namespaces(),
-                                        self._wall()):
+        placement, namespaces = cache.placement_namespaces(), cache.by_name(cache.namespaces)
+        self._routed = (self._routed | placement) & namespaces.keys()
+        for action in namespace_actions(tree, namespaces, placement, self._wall(), frozenset(self._routed)):
+            if action.label == PLACEMENT_NAMESPACE_LABEL and action.value is None:
+                self._routed.discard(action.name)
             await self._label_namespace(action)
 
     async def _label_namespace(self, action: NamespaceAction) -> None:
