@@ -12,10 +12,10 @@ from typing import Any
 
 from tests.service.controller_support import admitted, driven, pi, seed_api, settings, step
 from tests.service.kubeclient_fake import JOBS
+from webhook.api.names import LAST_APPLIED_ANNOTATION
 from webhook.controller.cache import Wake
 from webhook.controller.controller import Controller
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
-from webhook.kube.slim import LAST_APPLIED_ANNOTATION
 
 
 def job_cache(controller: Controller) -> WatchCache:

@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.kube.slim import LAST_APPLIED_ANNOTATION, SHARED_TEXT_MAX, compacted
+from webhook.api.names import LAST_APPLIED_ANNOTATION
+from webhook.kube.slim import SHARED_TEXT_MAX, compacted
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=80),

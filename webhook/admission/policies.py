@@ -235,19 +235,19 @@ def _templates_policy() -> dict[str, Any]:
         TEMPLATES_GUARD,
         rules,
         [
-        {
-            "expression": (f"{cron} || !has(object.spec.template.spec.nodeName) || "
-                       "object.spec.template.spec.nodeName == ''"),
-            "message": f"spec.template.spec.nodeName: in a namespace under quota, {advice}",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": (f"!({cron}) || "
-                       "!has(object.spec.jobTemplate.spec.template.spec.nodeName) || "
-                       "object.spec.jobTemplate.spec.template.spec.nodeName == ''"),
-            "message": f"spec.jobTemplate.spec.template.spec.nodeName: in a namespace under quota, {advice}",
-            "reason": "Forbidden",
-        },
+            {
+                "expression": (f"{cron} || !has(object.spec.template.spec.nodeName) || "
+                               "object.spec.template.spec.nodeName == ''"),
+                "message": f"spec.template.spec.nodeName: in a namespace under quota, {advice}",
+                "reason": "Forbidden",
+            },
+            {
+                "expression": (f"!({cron}) || "
+                               "!has(object.spec.jobTemplate.spec.template.spec.nodeName) || "
+                               "object.spec.jobTemplate.spec.template.spec.nodeName == ''"),
+                "message": f"spec.jobTemplate.spec.template.spec.nodeName: in a namespace under quota, {advice}",
+                "reason": "Forbidden",
+            },
         ],
     )
 

@@ -67,6 +67,9 @@ inside it only their workload controllers' pods go to the pod webhook (the virtu
 full-scan scheduler profile)."""
 QUEUE_LABEL: Final = "create-by-kubequeue"
 """Queues the controller owns carry ``create-by-kubequeue: "true"``; only those are ever deleted."""
+LAST_APPLIED_ANNOTATION: Final = "kubectl.kubernetes.io/last-applied-configuration"
+"""``kubectl apply``'s copy of the whole object as the user wrote it: kept by the API server, read by no cache
+of the system (the job caches drop it)."""
 PERF_CLASS_LABEL: Final = f"{PREFIX}/perf-class"
 """The size class (small/medium/large) of a job in the peer-shaped simulator workload."""
 

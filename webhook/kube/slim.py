@@ -14,14 +14,12 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.api.names import LAST_APPLIED_ANNOTATION
 from webhook.kube.cache import ListWatch
 from webhook.kube.client import JSON
 
-__all__ = ["LAST_APPLIED_ANNOTATION", "SlimListWatch", "compacted", "without_managed_fields"]
+__all__ = ["SlimListWatch", "compacted", "without_managed_fields"]
 
-LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
-"""``kubectl apply``'s copy of the whole object as the user wrote it: kept by the API server, read by no cache
-here."""
 SHARED_TEXT_MAX = 64
 """Texts up to this length are shared between cached objects (:func:`compacted`): the defaults every job's
 template carries, the images, the names of the resources. Longer ones are rarely repeated."""

@@ -203,7 +203,7 @@ def creation_seconds(obj: Obj) -> float:
         raise WorkloadError(f"/metadata/creationTimestamp: not an RFC 3339 time: {text!r}")
     annotations = mapping_at(obj, "metadata", "annotations") or {}
     submitted_text = annotations.get(SUBMITTED_ANNOTATION)
-    submitted = parse_time(submitted_text) if isinstance(submitted_text, str) else None
+    submitted = parse_time(submitted_text)
     if submitted is None:
         return created
     second = float(int(created))
@@ -220,7 +220,7 @@ def submitted_patch(obj: Obj, now: float) -> list[JSONPatch]:
     so mutation stays idempotent; any other value is overwritten: the submitter never chooses its place."""
     annotations = mapping_at(obj, "metadata", "annotations") or {}
     current = annotations.get(SUBMITTED_ANNOTATION)
-    seconds = parse_time(current) if isinstance(current, str) else None
+    seconds = parse_time(current)
     if seconds is not None and now - RESTAMP_AFTER <= seconds <= now:
         return []
     return metadata_patch(obj, (), {}, {SUBMITTED_ANNOTATION: rfc3339(now)})
