@@ -101,7 +101,9 @@ def _pod_defaults() -> dict[str, Any]:
 def seed_job(index: int) -> dict[str, Any]:
     """The seed's Job (``examples/seed/jobs/pi.yaml`` with ``suspend: false``) after the apiserver's defaulting."""
     container = _container("pi", "perl:5.34.0", ["perl", "-Mbignum=bpi", "-wle", "print bpi(2000)"], "10", "10Gi")
-    spec_fields = {"f:completions": {}, "f:parallelism": {}, "f:suspend": {}, "f:template": {"f:spec": {}}}
+    spec_fields: dict[str, Any] = {
+        "f:completions": {}, "f:parallelism": {}, "f:suspend": {}, "f:template": {"f:spec": {}},
+    }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -96,6 +96,31 @@ def test_the_pass_decides_as_the_pass_before_it(
     assert _summary(new) == _summary(old)
 
 
+def _moves(decisions: Decisions[PlainJob]) -> dict[str, object]:
+    return {
+        "admissions": _keys(decisions.admissions),
+        "reclaims": [(str(step.preemptor.workload.key), _keys(step.victims), [str(pod.key) for pod in step.pods])
+                     for step in decisions.reclaims],
+        "late": _keys(decisions.late_admissions),
+    }
+
+
+@SETTINGS
+@given(snapshots(), st.sampled_from([Fraction(1), Fraction(3, 2)]), st.sampled_from([1, 16]),
+       st.sampled_from([None, 3]))
+def test_a_pass_without_its_report_makes_the_same_moves(
+    snapshot: tuple[QuotaTree, list[PlainJob], dict[str, Policy]], rate: Fraction, tries: int, budget: int | None
+) -> None:
+    """The start estimate's replay asks for the moves only (``report=False``): they are the pass's own."""
+    quota_tree, jobs, policies = snapshot
+    full = decide(quota_tree, jobs, policies, oversell_rate=rate, reclaim_tries_per_quota=tries, reclaim_budget=budget)
+    moves = decide(quota_tree, jobs, policies, oversell_rate=rate, reclaim_tries_per_quota=tries,
+                   reclaim_budget=budget, report=False)
+    assert _moves(moves) == _moves(full)
+    assert all(step.reason == "" for step in moves.reclaims)
+    assert not moves.waiting and not moves.positions
+
+
 def test_the_snapshots_reach_reclaim_block_and_caps() -> None:
     """Guard against a vacuous comparison: the generated snapshots admit, reclaim, evict, withhold or admit
     late, and hold jobs behind a Block head."""

@@ -116,6 +116,7 @@ def _reclaims(  # noqa: PLR0917 - a private helper of decide()
     rate: Fraction,
     tries_per_quota: int,
     budget: int | None,
+    worded: bool,
 ) -> tuple[list[ReclaimPlan], Reclaimer]:
     """Preemptors in rounds: in each round every quota, taken by the creation time of its first waiting job,
     tries its next waiting jobs in queue order until one gets a plan; quotas with a plan go on to the next
@@ -133,13 +134,13 @@ def _reclaims(  # noqa: PLR0917 - a private helper of decide()
         running = {key: held.evictable for key, held in snapshot.running.items() if held.evictable}
         amounts = {key: held.evictable_amounts for key, held in snapshot.running.items() if held.evictable}
         reclaimer = Reclaimer(tree, result.used, (), rate, fresh=result.admitted, ordered=blocking, budget=budget,
-                              running=running, running_amounts=amounts)
+                              running=running, running_amounts=amounts, worded=worded)
     else:
         protected = snapshot.protected
         victims = [job.workload for job in admitted.values() if job.evictable and job.workload.key not in protected]
         victims.extend(snapshot.by_api.values())
         reclaimer = Reclaimer(tree, result.used, victims, rate, fresh=result.admitted, ordered=blocking,
-                              budget=budget)
+                              budget=budget, worded=worded)
     plans: list[ReclaimPlan] = []
     order = sorted(result.queues.items(), key=lambda item: (item[1][0].created, item[0]))
     # Per quota: its key, waiting jobs, whether it blocks, and [next job to try, failed tries left].
@@ -220,6 +221,32 @@ def _without(
     return kept, kept_jobs
 
 
+def _moves_only(  # noqa: PLR0917 - a private helper of decide()
+    snapshot: PassSnapshot[J],
+    admissions: Sequence[J],
+    reclaims: Sequence[Reclaim[J]],
+    late: Sequence[J],
+    policies: Mapping[str, Policy],
+    checks: int,
+) -> Decisions[J]:
+    """The pass's moves without its report (``decide(report=False)``)."""
+    return Decisions(
+        admissions=tuple(admissions),
+        reclaims=tuple(reclaims),
+        late_admissions=tuple(late),
+        positions=MappingProxyType({}),
+        reasons=MappingProxyType({}),
+        waiting=(),
+        stale_records=tuple(snapshot.stale),
+        ledger=snapshot.ledger,
+        policies=MappingProxyType(dict(policies)),
+        checks=checks,
+        backoff=tuple(snapshot.backoff),
+        held=tuple(snapshot.held),
+        reclaimable_at=snapshot.reclaimable_at,
+    )
+
+
 def decide(
     tree: QuotaTree,
     jobs: Iterable[J],
@@ -232,6 +259,7 @@ def decide(
     closing: frozenset[str] = frozenset(),
     loose: Sequence[Workload] = (),
     protected: Mapping[WorkloadKey, str] | None = None,
+    report: bool = True,
 ) -> Decisions[J]:
     """Admit, reclaim and place every job of the tree (see the module's steps) under each leaf's policy
     (:func:`leaf_policies`, by leaf key). Nothing is written here.
@@ -239,7 +267,10 @@ def decide(
     in ``closing`` (being deleted) is admitted; ``loose`` are the workloads of the pods no job of the queue accounts for
     (:mod:`webhook.core.loose`): they count as admitted, and reclaim may evict them like jobs, through the
     Eviction API (:attr:`Reclaim.pods`), as it does admitted jobs that cannot be held again (Pods);
-    ``protected`` names the ones it may not take, and why."""
+    ``protected`` names the ones it may not take, and why. Without ``report`` only the moves are made
+    (admissions, reclaims, late admissions, their reasons empty): ``positions``, ``reasons`` and ``waiting``
+    come back empty and ``ledger`` is the one before the moves (the start estimate's replay reads nothing else,
+    pass after pass)."""
     rate = validate_rate(oversell_rate)
     snapshot = sort_out(tree, jobs, now, closing, loose=loose, protected=protected)
     pods = snapshot.by_api
@@ -255,7 +286,7 @@ def decide(
     reclaimer: Reclaimer | None = None
     if result.queues:  # nothing waits after the admission pass: no reclaim to plan (and no index to build)
         plans, reclaimer = _reclaims(tree, result, snapshot, policies, rate, reclaim_tries_per_quota,
-                                     reclaim_budget)
+                                     reclaim_budget, report)
     withheld = {workload.key for plan in plans for workload in plan.withheld}
     admissions = [_job_of(groups, workload) for workload in result.admitted if workload.key not in withheld]
     late = [_job_of(groups, plan.preemptor) for plan in plans if not plan.victims and not plan.withheld]
@@ -287,6 +318,8 @@ def decide(
             gone = tuple(victim for victim in plan.victims if victim.key in pods)
             evicted_pods.extend(gone)
             reclaims.append(Reclaim(_job_of(groups, plan.preemptor), victims, plan.reason, gone))
+        if not report:
+            return _moves_only(snapshot, admissions, reclaims, late, policies, checks)
         # Evicted and withheld jobs wait again at their place; room the plans left over is the next pass's
         # (its admission pass hands it out in turn, and its reclaims withhold what a borrower would take from
         # a quota owed it), never admitted here: a borrower given it now would be evicted by the next pass.
@@ -326,6 +359,8 @@ def decide(
             [(queue, queue[0] if blocks[quota] and queue else None) for quota, queue in after.items()],
             fits_note=LEFTOVER_NOTE,
         )
+    if not report:
+        return _moves_only(snapshot, admissions, reclaims, late, policies, checks)
     # Every job of these queues is held (a waiting job of the snapshot, or a held copy of an evicted one); a
     # queue the reclaims left alone holds its group's jobs but the ones the admission pass admitted.
     waiting_jobs = tuple(chain.from_iterable(  # one copy of a million jobs, not two

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 
 from webhook.core.decide import decide
 from webhook.core.decisions import Decisions
-from webhook.core.eta_room import Amounts, Chains, Freed, Usage, amounts_of, shift
+from webhook.core.eta_room import Amounts, Chains, Freed, Tally, Usage, amounts_of, shift
 from webhook.core.eta_slot import Slot, Status, sort_key, with_phase
 from webhook.core.eta_types import Basis, Outcome, ReplayInput, ReplayJob, ReplayLimits, ReplayResult
 from webhook.core.fit import limits_of
@@ -77,8 +77,8 @@ class _Replay:
         self.holding: dict[WorkloadKey, Slot] = {}
         """Admitted jobs (pending or running)."""
         self.loose = {workload.key: workload for workload in given.loose}
-        self.usage: Usage = {}
-        """Admission usage now (the ledger's ``used``), kept as jobs come and go."""
+        self.use_tally = Tally()
+        """Admission usage now (the ledger's ``used``), kept as jobs come and go (:attr:`usage`)."""
         self.used: Usage = {}
         """:attr:`usage` after the last pass (what a bucket's ends freed room from)."""
         self.running: Usage = {}
@@ -88,7 +88,8 @@ class _Replay:
         self.events: list[tuple[float, int, int, WorkloadKey, int]] = []
         self.sequence = 0
         self.passes = 0
-        self.outcomes: dict[WorkloadKey, Outcome] = {}
+        self.tracked: list[Slot] = []
+        """The jobs waiting in the snapshot, whose first admission and first run the replay records."""
         self.tally = [0, 0, 0, 0]
         """Finished jobs: all, declared, history, deadline."""
         self.groups: set[tuple[str, str, str]] = set()
@@ -113,7 +114,8 @@ class _Replay:
                 slot = Slot(job, chain, runtime, Status.PENDING)
                 self.slots[slot.key] = slot
                 self.holding[slot.key] = slot
-                shift(self.usage, chain, slot.counted, 1)
+                slot.group = self.use_tally.group(chain, slot.counted)
+                self.use_tally.add(slot.group, 1)
                 since = given.running_since.get(slot.key)
                 if since is None and not self.modelled:
                     since = workload.admitted_at if workload.admitted_at is not None else now
@@ -125,8 +127,9 @@ class _Replay:
                    or workload.key.namespace in given.closing)
             slot = Slot(job, chain, runtime, Status.OUT if out else Status.WAITING)
             slot.size = sum(amount / self._roots[name] for name, amount in slot.request if name in self._roots)
+            slot.group = self.use_tally.group(chain, slot.counted)
             self.slots[slot.key] = slot
-            self.outcomes[slot.key] = Outcome()
+            self.tracked.append(slot)
             if out:
                 continue
             if state is BackoffState.WAITING and source.backoff is not None:
@@ -139,12 +142,17 @@ class _Replay:
             self.shapes.setdefault(slot.leaf, {}).setdefault(slot.shape, []).append(slot)
         for workload in self.loose.values():
             chain = self.chains.of(workload.quota)
-            shift(self.usage, chain, amounts_of(workload, False), 1)
+            self.use_tally.add(self.use_tally.group(chain, amounts_of(workload, False)), 1)
             if self.modelled:
                 shift(self.running, chain, amounts_of(workload, False), 1)
         for leaf, groups in self.shapes.items():
             self.shape_order[leaf] = sorted(groups, key=lambda shape: (groups[shape][0].size, shape))
         self._remember()
+
+    @property
+    def usage(self) -> Usage:
+        """Admission usage now."""
+        return self.use_tally.usage()
 
     def _remember(self) -> None:
         self.used = {key: dict(sums) for key, sums in self.usage.items()}
@@ -193,7 +201,7 @@ class _Replay:
     def _finish(self, slot: Slot) -> None:
         slot.status = Status.DONE
         del self.holding[slot.key]
-        shift(self.usage, slot.chain, slot.counted, -1)
+        self.use_tally.add(slot.group, -1)
         if self.modelled:
             shift(self.running, slot.chain, slot.request, -1)
         runtime = slot.runtime
@@ -322,23 +330,23 @@ class _Replay:
         given = self.given
         return decide(self.tree, jobs, given.policies, oversell_rate=given.rate, now=at, closing=given.closing,
                       loose=list(self.loose.values()), protected=given.protected,
-                      reclaim_tries_per_quota=given.reclaim_tries_per_quota)
+                      reclaim_tries_per_quota=given.reclaim_tries_per_quota, report=False)
 
     def _admit(self, slot: Slot, at: float) -> None:
         slot.job = slot.job.with_workload(with_phase(slot.job.workload, Phase.ADMITTED, at))
         slot.status = Status.PENDING
         self._dequeue(slot)
         self.holding[slot.key] = slot
-        shift(self.usage, slot.chain, slot.counted, 1)
-        outcome = self.outcomes.get(slot.key)
-        if outcome is not None and outcome.admitted is None:
-            self.outcomes[slot.key] = Outcome(at, None, self._basis())
+        self.use_tally.add(slot.group, 1)
+        if slot.admitted is None:
+            slot.admitted = at
+            slot.basis = self._basis()
 
     def _evict(self, slot: Slot) -> None:
         """Reclaim holds the job again: it waits at its place (its run starts afresh when admitted again)."""
         if slot.status is Status.RUNNING and self.modelled:
             shift(self.running, slot.chain, slot.request, -1)
-        shift(self.usage, slot.chain, slot.counted, -1)
+        self.use_tally.add(slot.group, -1)
         slot.generation += 1
         slot.status = Status.WAITING
         slot.job = slot.job.with_workload(with_phase(slot.job.workload, Phase.QUEUED, None))
@@ -346,9 +354,9 @@ class _Replay:
         self._enqueue(slot)
 
     def _started(self, slot: Slot, at: float) -> None:
-        outcome = self.outcomes.get(slot.key)
-        if outcome is not None and outcome.started is None:
-            self.outcomes[slot.key] = Outcome(outcome.admitted, at, self._basis())
+        if slot.started is None:
+            slot.started = at
+            slot.basis = self._basis()
         self._run(slot, at)
 
     def _settle(self, at: float, ends: Sequence[tuple[float, tuple[str, ...], Amounts, Amounts]],
@@ -370,7 +378,7 @@ class _Replay:
                     gone = self.loose.pop(pod.key, None)
                     if gone is not None:
                         chain = self.chains.of(gone.quota)
-                        shift(self.usage, chain, amounts_of(gone, False), -1)
+                        self.use_tally.add(self.use_tally.group(chain, amounts_of(gone, False)), -1)
                         if self.modelled:
                             shift(self.running, chain, amounts_of(gone, False), -1)
             for job in (*decisions.admissions, *(plan.preemptor for plan in decisions.reclaims),
@@ -456,7 +464,9 @@ class _Replay:
                 at = max(at, last)
                 self._settle(at, ends, self.now)
         holders = tuple(key for key, slot in self.holding.items() if slot.runtime.at(self.q) is None)
-        return ReplayResult(self.outcomes, at, exhausted, self.passes, holders)
+        empty = Basis()
+        outcomes = {slot.key: Outcome(slot.admitted, slot.started, slot.basis or empty) for slot in self.tracked}
+        return ReplayResult(outcomes, at, exhausted, self.passes, holders)
 
 
 def replay(given: ReplayInput, limits: ReplayLimits | None = None, *, q: float = 0.5,

@@ -12,7 +12,7 @@ from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaTree
 from webhook.core.workload import Workload
 
-__all__ = ["Amounts", "Chains", "Freed", "Usage", "amounts_of", "shift"]
+__all__ = ["Amounts", "Chains", "Freed", "Tally", "Usage", "amounts_of", "shift"]
 
 Usage = dict[str, dict[str, int]]
 """Node key -> resource -> nano-units."""
@@ -49,6 +49,48 @@ def shift(usage: Usage, chain: Sequence[str], amounts: Amounts, sign: int) -> No
             sums = usage[key] = {}
         for name, amount in amounts:
             sums[name] = sums.get(name, 0) + sign * amount
+
+
+class Tally:
+    """Usage up quota chains for jobs that come and go by the hundred between two reads: the changes are
+    counted per group of jobs with the same chain and amounts, and shifted once each, by their net count, when
+    the usage is read (:meth:`usage`)."""
+
+    __slots__ = ("_counts", "_dirty", "_groups", "_index", "_usage")
+
+    def __init__(self) -> None:
+        self._usage: Usage = {}
+        self._groups: list[tuple[tuple[str, ...], Amounts]] = []
+        self._index: dict[tuple[tuple[str, ...], Amounts], int] = {}
+        self._counts: list[int] = []
+        self._dirty = False
+
+    def group(self, chain: tuple[str, ...], amounts: Amounts) -> int:
+        """The group of the jobs on ``chain`` that count ``amounts`` (made when first asked)."""
+        key = (chain, amounts)
+        found = self._index.get(key)
+        if found is None:
+            found = self._index[key] = len(self._groups)
+            self._groups.append(key)
+            self._counts.append(0)
+        return found
+
+    def add(self, group: int, count: int) -> None:
+        """``count`` more jobs of ``group`` (fewer when negative)."""
+        self._counts[group] += count
+        self._dirty = True
+
+    def usage(self) -> Usage:
+        """The usage with every change so far (a live view: it changes with the next read after an add)."""
+        if self._dirty:
+            counts, groups, usage = self._counts, self._groups, self._usage
+            for group, count in enumerate(counts):
+                if count:
+                    chain, amounts = groups[group]
+                    shift(usage, chain, amounts, count)
+                    counts[group] = 0
+            self._dirty = False
+        return self._usage
 
 
 class Freed:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import Enum
 
 from webhook.core.eta_room import Amounts, amounts_of
-from webhook.core.eta_types import ReplayJob
+from webhook.core.eta_types import Basis, ReplayJob
 from webhook.core.runtimes import Runtime
 from webhook.core.workload import Phase, Workload
 
@@ -32,8 +32,8 @@ SortKey = tuple[int, float, str, str, str]
 class Slot:
     """One job of the replay."""
 
-    __slots__ = ("admitted", "chain", "counted", "generation", "job", "key", "leaf", "ready_at", "request",
-                 "runtime", "shape", "size", "sort_key", "started", "status")
+    __slots__ = ("admitted", "basis", "chain", "counted", "generation", "group", "job", "key", "leaf", "ready_at",
+                 "request", "runtime", "shape", "size", "sort_key", "started", "status")
 
     def __init__(self, job: ReplayJob, chain: tuple[str, ...], runtime: Runtime, status: Status) -> None:
         self.job = job
@@ -51,8 +51,14 @@ class Slot:
         self.size = 0.0
         self.ready_at = float("-inf")
         self.admitted: float | None = None
+        """When the replay first admits it (recorded for the jobs waiting in the snapshot only)."""
         self.started: float | None = None
+        """When its pods first run (the same)."""
+        self.basis: Basis | None = None
+        """What the last of those two rests on."""
         self.generation = 0
+        self.group = 0
+        """Its group in the replay's usage tally (:class:`webhook.core.eta_room.Tally`)."""
 
 
 def sort_key(slot: Slot) -> SortKey:

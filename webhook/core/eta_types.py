@@ -74,7 +74,7 @@ class ReplayLimits:
     per_shape: int = 2
     eps_time: float = 0.5
     """A bucket spans this share of the time ahead (at least ``min_width`` seconds)."""
-    min_width: float = 1.0
+    min_width: float = 60.0
     rounds_per_time: int = 50
     repass: bool = False
     """Another pass at the same time after one that reclaimed, as the controller's own writes trigger one (off:

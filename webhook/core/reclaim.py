@@ -241,6 +241,8 @@ class Reclaimer(ReclaimIndex):
             return _NoPlan(_NOT_ENOUGH, within, own)  # only job caps block it: nobody is owed a job slot
         contested = tuple(sorted({resource for _, resource, _ in blockers}))
         meets: dict[str, tuple[int, tuple[str, ...]]] = {}
+        closed: set[str] = set()
+        """Leaves none of whose candidates keeps its quota at ``min`` (:meth:`_keeps_none`): passed over."""
         stuck: set[str] = set()
         """Ordered leaves whose last fresh job still admitted was passed over: no earlier one may go."""
         chosen: list[Candidate] = []
@@ -252,17 +254,21 @@ class Reclaimer(ReclaimIndex):
                 spent = True
                 break
             self.visits += 1
-            if candidate.key in self._gone or candidate.key == preemptor.key:
+            if candidate.key == preemptor.key:
                 continue
             same = candidate.chain is chain
             guarded: tuple[str, ...] = ()
             if same:
                 meet = 0
             else:
-                place = candidate.chain.keys[0]
+                place = candidate.leaf
                 found = meets.get(place)
                 if found is None:
                     found = meets[place] = self._lca(candidate, chain)
+                    if self._keeps_none(place, found[1], reclaimed[found[0]]):
+                        closed.add(place)
+                if place in closed:
+                    continue  # the take below would refuse it, and it cannot block a later job of its leaf
                 meet, guarded = found
             delta = candidate.delta
             if not any(depth >= meet and delta.get(resource, 0) > 0 for depth, resource, _ in current):
@@ -271,8 +277,8 @@ class Reclaimer(ReclaimIndex):
                 take = bool(within) or self._borrows(chain.keys[0], delta, current)
             else:
                 take = self._keeps_min(candidate, guarded, reclaimed[meet])
-            if candidate.fresh and candidate.chain.keys[0] in self._ordered:
-                leaf_key = candidate.chain.keys[0]
+            if candidate.fresh and candidate.leaf in self._ordered:
+                leaf_key = candidate.leaf
                 if leaf_key in stuck:
                     take = False
                 elif not take:
@@ -290,9 +296,10 @@ class Reclaimer(ReclaimIndex):
                 self._use.shift(candidate.chain.keys, candidate.delta, +1)
             return _NoPlan(_BUDGET if spent else _NOT_ENOUGH, within, own)
 
-        for index in range(len(chosen) - 1, -1, -1):
+        # The last one chosen stays: without it the view is the one before it was taken, which did not fit.
+        for index in range(len(chosen) - 2, -1, -1):
             candidate = chosen[index]
-            if candidate.fresh and candidate.chain.keys[0] in self._ordered and any(
+            if candidate.fresh and candidate.leaf in self._ordered and any(
                 other.fresh and other.chain is candidate.chain and other.sort > candidate.sort for other in chosen
             ):
                 continue  # a job ahead of it in its Block queue stays held back: so does it
@@ -313,7 +320,7 @@ class Reclaimer(ReclaimIndex):
                 for candidate in chosen
             ),
             contested,
-        )
+        ) if self.worded else ""
         return ReclaimPlan(
             preemptor=preemptor,
             victims=tuple(candidate.workload for candidate in chosen if not candidate.fresh),
@@ -333,8 +340,7 @@ class Reclaimer(ReclaimIndex):
             return None
         # Refusals are remembered until the next commit (see _refusals): a quota tries many jobs of the same
         # size in a row, and each would be refused the same way.
-        asked = (chain.keys[0], frozenset(preemptor.request.items()), preemptor.priority if chain.own else None,
-                 take_room)
+        asked = (chain.keys[0], preemptor.request, preemptor.priority if chain.own else None, take_room)
         if asked in self._refusals:
             return None
         visits = self.visits
@@ -396,16 +402,18 @@ class Reclaimer(ReclaimIndex):
         touched: set[str] = set()
         for workload in (*plan.victims, *plan.withheld):
             candidate = self._candidates[workload.key]
-            self._gone.add(workload.key)
+            self._drop(candidate)
             self._use.shift(candidate.chain.keys, candidate.delta, -1)
-            leaf = candidate.chain.keys[0]
+            leaf = candidate.leaf
             sums = self._totals[leaf][candidate.fresh]
             for resource, amount in candidate.delta.items():
                 sums[resource] -= amount
             touched.add(leaf)
         chain = self._chain(plan.preemptor.quota)
         assert chain is not None
-        self._use.shift(chain.keys, dict(plan.preemptor.request_with_count.items()), +1)
+        delta = dict(plan.preemptor.request.items())
+        delta[MAX_JOBS] = delta.get(MAX_JOBS, 0) + NANO
+        self._use.shift(chain.keys, delta, +1)
         touched.add(chain.keys[0])
         self._moves.append(((*plan.victims, *plan.withheld), plan.preemptor))
         for leaf in touched:

@@ -10,6 +10,7 @@ and whether taking one keeps its quota at ``min``); the rules themselves are the
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from operator import attrgetter
@@ -48,12 +49,14 @@ class Chain:
 class Candidate:
     """An admitted job that a plan may take (evict, or withhold when ``fresh``)."""
 
-    __slots__ = ("_delta", "chain", "fresh", "key", "priority", "sort", "workload")
+    __slots__ = ("_delta", "chain", "fresh", "key", "leaf", "priority", "sort", "workload")
 
     def __init__(self, workload: Workload, chain: Chain, fresh: bool, rank: float) -> None:
         self.workload = workload
         self.key = key = workload.key
         self.chain = chain
+        self.leaf = chain.keys[0]
+        """Its leaf's node key."""
         self.fresh = fresh
         self.priority = workload.priority
         self._delta: dict[str, int] | None = None
@@ -93,8 +96,11 @@ class ReclaimIndex:
         budget: int | None = None,
         running: Mapping[str, Sequence[Workload]] | None = None,
         running_amounts: Mapping[str, Sequence[Mapping[str, int]]] | None = None,
+        worded: bool = True,
     ) -> None:
         self.tree = tree
+        self.worded = worded
+        """Whether plans carry their :attr:`~webhook.core.reclaim.ReclaimPlan.reason` (else it is empty)."""
         self._ordered = {quota.lower() for quota in ordered}
         self.rate = validate_rate(oversell_rate)
         self._start: Mapping[str, Resources] = UsageOverlay(dict(used), {})
@@ -120,8 +126,7 @@ class ReclaimIndex:
         self._candidates: dict[WorkloadKey, Candidate] = {}
         self._running: dict[str, list[Candidate]] = {}
         self._fresh: dict[str, list[Candidate]] = {}
-        self._gone: set[WorkloadKey] = set()
-        self._refusals: set[tuple[str, frozenset[tuple[str, int]], int | None, bool]] = set()
+        self._refusals: set[tuple[str, Resources, int | None, bool]] = set()
         """What :meth:`~webhook.core.reclaim.Reclaimer.plan` turned away before looking at any candidate since the
         last commit: ``(leaf key, request, priority, take_room)``, the priority only where the leaf preempts its
         own lower-priority jobs (elsewhere it plays no part). A refusal before the candidates reads only the
@@ -137,6 +142,9 @@ class ReclaimIndex:
         """Per node: ``_avail`` summed over the leaves under it."""
         self._donors: dict[str, dict[str, set[str]]] = {key: {} for key in tree.nodes}
         """Per node and resource: the leaves under it with something of that resource to give."""
+        self._least: dict[str, dict[str, int]] = {}
+        """Per leaf, made when first asked (:meth:`_least_of`): the least any of its candidates holds of each
+        resource that every one of them holds."""
         self._later: dict[str, list[Workload]] = {}
         """Per leaf: its admitted jobs, made candidates only when a plan first looks at the leaf
         (:meth:`_running_of`); their totals are counted at once."""
@@ -222,6 +230,19 @@ class ReclaimIndex:
                 members.sort(key=sort_key)
         return members
 
+    def _drop(self, candidate: Candidate) -> None:
+        """Take a candidate that a committed plan took out of the lists the plans walk, so that no later plan
+        of the pass looks at it again (each list is in eviction order: it is found by bisection)."""
+        leaf = candidate.leaf
+        for members in ((self._fresh.get(leaf), self._fresh_all) if candidate.fresh else (self._running.get(leaf),)):
+            if not members:
+                continue
+            index = bisect_left(members, candidate.sort, key=sort_key)
+            while index < len(members) and members[index] is not candidate:
+                index += 1
+            if index < len(members):
+                del members[index]
+
     def _refresh(self, leaf: str) -> None:
         """Recompute a leaf's ``_avail`` and carry the difference up its chain."""
         mins, usage = self._mins[leaf], self._use[leaf]
@@ -241,14 +262,18 @@ class ReclaimIndex:
         assert chain is not None
         for resource in {*old, *fresh}:
             change = fresh.get(resource, 0) - old.get(resource, 0)
+            if not change:
+                continue
+            gives, gave = resource in fresh, resource in old
             for key in chain.keys:
                 excess = self._excess[key]
                 excess[resource] = excess.get(resource, 0) + change
-                donors = self._donors[key].setdefault(resource, set())
-                if resource in fresh:
-                    donors.add(leaf)
-                else:
-                    donors.discard(leaf)
+                if gives != gave:  # the leaf starts or stops having some to give
+                    donors = self._donors[key].setdefault(resource, set())
+                    if gives:
+                        donors.add(leaf)
+                    else:
+                        donors.discard(leaf)
 
     # Usage ------------------------------------------------------------------------------------------------
     def _blockers(self, chain: Chain, wanted: list[tuple[str, int]]) -> Blockers:
@@ -270,8 +295,6 @@ class ReclaimIndex:
             for candidate in members:
                 if candidate.priority >= priority:
                     break  # sorted by priority: the rest are not lower
-                if candidate.key in self._gone:
-                    continue
                 for resource, amount in candidate.delta.items():
                     sums[resource] = sums.get(resource, 0) + amount
         return sums
@@ -312,7 +335,7 @@ class ReclaimIndex:
                 yield from others[0]
             elif fresh and others:  # one walk over every fresh candidate, cheaper than merging many short lists
                 for candidate in self._fresh_all:
-                    if candidate.chain.keys[0] in leaves:
+                    if candidate.leaf in leaves:
                         yield candidate
             elif others:
                 yield from heapq.merge(*others, key=sort_key)
@@ -373,6 +396,44 @@ class ReclaimIndex:
             tuple(sorted({resource for depth, resource, _ in blockers if depth >= meet and resource != MAX_JOBS}))
             for meet in range(levels + 1)
         )
+
+    def _least_of(self, leaf: str) -> dict[str, int]:
+        """The least any candidate of ``leaf`` holds of each resource that all of them hold. Candidates only
+        leave the index, so a figure made once stays a lower bound for the ones left."""
+        least = self._least.get(leaf)
+        if least is None:
+            members: list[Mapping[str, int]] = [candidate.workload.request for candidate in self._fresh.get(leaf, ())]
+            running = self._running.get(leaf)
+            if running is not None:
+                members.extend(candidate.workload.request for candidate in running)
+            else:
+                members.extend(workload.request for workload in self._later.get(leaf, ()))
+            least = {}
+            if members:
+                for resource in members[0]:
+                    amount = min(member.get(resource, 0) for member in members)
+                    if amount > 0:
+                        least[resource] = amount
+            self._least[leaf] = least
+        return least
+
+    def _keeps_none(self, leaf: str, guarded: tuple[str, ...], reclaimed: tuple[str, ...]) -> bool:
+        """Whether no candidate of ``leaf`` passes :meth:`_keeps_min`: at a level in ``guarded``, what the level
+        uses beyond its ``min`` of a reclaimed resource is less than the least any candidate holds of it. Usage
+        only goes down while a plan takes candidates, so the answer holds for the rest of the plan."""
+        least = self._least_of(leaf)
+        if not least:
+            return False
+        for key in guarded:
+            node_min = self._mins[key]
+            if not node_min:
+                continue
+            usage = self._use[key]
+            for resource in reclaimed:
+                floor, need = node_min.get(resource), least.get(resource)
+                if floor is not None and need is not None and usage.get(resource, 0) - floor < need:
+                    return True
+        return False
 
     def _keeps_min(self, candidate: Candidate, guarded: tuple[str, ...], reclaimed: tuple[str, ...]) -> bool:
         """Whether ``candidate`` (of another quota) may go: it holds a resource being reclaimed from its quota,
