@@ -300,13 +300,17 @@ def decide(
     moved: dict[str, list[J]] = {}
     """The waiting jobs of the queues the reclaims changed, in order."""
     if reclaimer is not None and (plans or late):
-        used = dict(reclaimer.used.items())  # one walk down the overlays, not one per node
+        used: dict[str, Resources] | None = None
+        """The usage after every plan, made when first read (one walk down the overlays, not one per node)."""
         # A plan whose victims all fit once every plan is carried out (room later plans left over) evicts
         # nothing: its preemptor is admitted after the other plans' evictions, and its victims keep running.
         for plan in plans:
             kept = None
-            if not plan.withheld and check_fit(tree, used, plan.victims[0], rate).fits:
-                kept = _fit_all(tree, used, plan.victims, rate)
+            if not plan.withheld:
+                if used is None:
+                    used = dict(reclaimer.used.items())
+                if check_fit(tree, used, plan.victims[0], rate).fits:
+                    kept = _fit_all(tree, used, plan.victims, rate)
             if kept is not None:
                 used = kept
                 late.append(_job_of(groups, plan.preemptor))
@@ -320,6 +324,8 @@ def decide(
             reclaims.append(Reclaim(_job_of(groups, plan.preemptor), victims, plan.reason, gone))
         if not report:
             return _moves_only(snapshot, admissions, reclaims, late, policies, checks)
+        if used is None:
+            used = dict(reclaimer.used.items())
         # Evicted and withheld jobs wait again at their place; room the plans left over is the next pass's
         # (its admission pass hands it out in turn, and its reclaims withhold what a borrower would take from
         # a quota owed it), never admitted here: a borrower given it now would be evicted by the next pass.

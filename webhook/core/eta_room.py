@@ -12,7 +12,7 @@ from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaTree
 from webhook.core.workload import Workload
 
-__all__ = ["Amounts", "Chains", "Freed", "Tally", "Usage", "amounts_of", "shift"]
+__all__ = ["Amounts", "Chains", "Freed", "Tally", "Usage", "amounts_of", "both_amounts", "shift"]
 
 Usage = dict[str, dict[str, int]]
 """Node key -> resource -> nano-units."""
@@ -33,12 +33,17 @@ class Chains:
         return self.keys.get(quota) or self.keys.get(quota.lower(), ())
 
 
+def both_amounts(workload: Workload) -> tuple[Amounts, Amounts]:
+    """What a workload asks, without and with its one ``kube-queue/max-jobs``."""
+    pairs = [(name, amount) for name, amount in workload.request.items() if amount > 0 and name != MAX_JOBS]
+    request = tuple(pairs)
+    pairs.append((MAX_JOBS, workload.request.get_or_zero(MAX_JOBS) + NANO))
+    return request, tuple(pairs)
+
+
 def amounts_of(workload: Workload, with_count: bool) -> Amounts:
     """What a workload asks, with its one ``kube-queue/max-jobs`` when ``with_count``."""
-    pairs = [(name, amount) for name, amount in workload.request.items() if amount > 0 and name != MAX_JOBS]
-    if with_count:
-        pairs.append((MAX_JOBS, workload.request.get_or_zero(MAX_JOBS) + NANO))
-    return tuple(pairs)
+    return both_amounts(workload)[with_count]
 
 
 def shift(usage: Usage, chain: Sequence[str], amounts: Amounts, sign: int) -> None:
@@ -104,12 +109,17 @@ class Freed:
         self.times = [at for at, _, _ in ends]
         self.steps: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
         """Per (node key, resource): indexes of the ends that freed some, and the room freed up to each."""
+        steps = self.steps
         for index, (_, chain, amounts) in enumerate(ends):
             for key in chain:
                 for resource, amount in amounts:
-                    indexes, totals = self.steps.setdefault((key, resource), ([], []))
-                    indexes.append(index)
-                    totals.append((totals[-1] if totals else 0) + amount)
+                    step = steps.get((key, resource))
+                    if step is None:
+                        steps[key, resource] = ([index], [amount])
+                    else:
+                        step[0].append(index)
+                        totals = step[1]
+                        totals.append(totals[-1] + amount)
 
     def earliest(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from webhook.core.eta_room import Amounts, amounts_of
+from webhook.core.eta_room import both_amounts
 from webhook.core.eta_types import Basis, ReplayJob
 from webhook.core.runtimes import Runtime
 from webhook.core.workload import Phase, Workload
@@ -45,8 +45,7 @@ class Slot:
         self.status = status
         priority, created, namespace, name = workload.order_key
         self.sort_key: SortKey = (priority, created, namespace, name, workload.key.kind)
-        self.request: Amounts = amounts_of(workload, False)
-        self.counted: Amounts = amounts_of(workload, True)
+        self.request, self.counted = both_amounts(workload)
         self.shape = self.request
         self.size = 0.0
         self.ready_at = float("-inf")

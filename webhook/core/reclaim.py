@@ -249,12 +249,13 @@ class Reclaimer(ReclaimIndex):
         current = blockers
         fits = False
         spent = False
+        budget, ordered, key = self._budget, self._ordered, preemptor.key
         for candidate in self._stream(chain, blockers, within, preemptor.priority if own else None):
-            if self._budget is not None and self.visits >= self._budget:
+            if budget is not None and self.visits >= budget:
                 spent = True
                 break
             self.visits += 1
-            if candidate.key == preemptor.key:
+            if candidate.key == key:
                 continue
             same = candidate.chain is chain
             guarded: tuple[str, ...] = ()
@@ -277,7 +278,7 @@ class Reclaimer(ReclaimIndex):
                 take = bool(within) or self._borrows(chain.keys[0], delta, current)
             else:
                 take = self._keeps_min(candidate, guarded, reclaimed[meet])
-            if candidate.fresh and candidate.leaf in self._ordered:
+            if candidate.fresh and candidate.leaf in ordered:
                 leaf_key = candidate.leaf
                 if leaf_key in stuck:
                     take = False

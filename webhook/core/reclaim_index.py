@@ -148,8 +148,7 @@ class ReclaimIndex:
         self._later: dict[str, list[Workload]] = {}
         """Per leaf: its admitted jobs, made candidates only when a plan first looks at the leaf
         (:meth:`_running_of`); their totals are counted at once."""
-        for index, workload in enumerate(fresh):
-            self._index(workload, True, float(index))
+        self._take_fresh(fresh)
         for leaf, leaf_jobs in (running or {}).items():
             self._take_leaf(leaf, leaf_jobs, running_amounts.get(leaf) if running_amounts is not None else None)
         seen = set(self._candidates)
@@ -203,17 +202,27 @@ class ReclaimIndex:
             self._chains[quota] = chain
             return chain
 
-    def _index(self, workload: Workload, fresh: bool, rank: float) -> None:
-        chain = self._chain(workload.quota)
-        if chain is None:
-            return
-        candidate = Candidate(workload, chain, fresh, rank)
-        self._candidates[candidate.key] = candidate
-        leaf = chain.keys[0]
-        (self._fresh if fresh else self._running).setdefault(leaf, []).append(candidate)
-        sums = self._totals.setdefault(leaf, ({}, {}))[fresh]
-        for resource, amount in candidate.delta.items():
-            sums[resource] = sums.get(resource, 0) + amount
+    def _take_fresh(self, fresh: Iterable[Workload]) -> None:
+        """The jobs the pass admitted, in that order, as candidates by leaf; each leaf's totals summed at C speed
+        over its jobs' requests (``kube-queue/max-jobs`` one a job)."""
+        chain_of, candidates, by_leaf = self._chain, self._candidates, self._fresh
+        amounts: dict[str, list[Mapping[str, int]]] = {}
+        for index, workload in enumerate(fresh):
+            chain = chain_of(workload.quota)
+            if chain is None:
+                continue
+            candidate = Candidate(workload, chain, True, float(index))
+            candidates[candidate.key] = candidate
+            members = by_leaf.get(candidate.leaf)
+            if members is None:
+                members = by_leaf[candidate.leaf] = []
+                amounts[candidate.leaf] = []
+            members.append(candidate)
+            amounts[candidate.leaf].append(request_amounts(workload))
+        for leaf, asks in amounts.items():
+            sums = self._totals.setdefault(leaf, ({}, {}))[True]
+            add_amounts(sums, asks)
+            sums[MAX_JOBS] = sums.get(MAX_JOBS, 0) + NANO * len(asks)
 
     def _running_of(self, leaf: str) -> list[Candidate]:
         """The leaf's admitted jobs as candidates, in eviction order (made on first use)."""

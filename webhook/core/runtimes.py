@@ -129,10 +129,22 @@ class Runtime:
     """``activeDeadlineSeconds``: nothing runs longer."""
     problem: str = ""
     """Why a declared run time was not used (it could not be read)."""
+    figures: tuple[float | None, float | None] = field(init=False, repr=False, compare=False)
+    """:meth:`at` the median and at the p90, made once (a start estimate's replay asks for them again and again)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "figures", (self._figure(P50), self._figure(P90)))
 
     def at(self, q: float) -> float | None:
         """The figure for quantile ``q`` (0 < q <= 1): of the history samples when there are some (never past the
         deadline), else ``p50`` up to the median and ``p90`` above."""
+        if q == P50:
+            return self.figures[0]
+        if q == P90:
+            return self.figures[1]
+        return self._figure(q)
+
+    def _figure(self, q: float) -> float | None:
         if self.samples and self.p50 is not None:
             figure = nearest_rank(self.samples, q)
             return min(figure, self.deadline) if self.deadline is not None else figure
