@@ -153,10 +153,9 @@ def _reclaims(  # noqa: PLR0917 - a private helper of decide()
         again = []
         for quota, waiting, block, cursor in active:
             while cursor[0] < len(waiting) and cursor[1] > 0 and not (block and quota in held_back):
-                plan = reclaimer.plan(waiting[cursor[0]], take_room=True)
+                plan = reclaimer.plan(waiting[cursor[0]], take_room=True, commit=True)
                 cursor[0] += 1
                 if plan is not None:
-                    reclaimer.commit(plan)
                     plans.append(plan)
                     held_back.update(workload.quota.lower() for workload in plan.withheld)
                     again.append((quota, waiting, block, cursor))

@@ -202,9 +202,12 @@ class Reclaimer(ReclaimIndex):
     """
 
     # Planning ---------------------------------------------------------------------------------------------
-    def _attempt(self, preemptor: Workload, explain: bool, take_room: bool = False) -> ReclaimPlan | _NoPlan:
+    def _attempt(
+        self, preemptor: Workload, explain: bool, take_room: bool = False, keep: bool = False
+    ) -> ReclaimPlan | _NoPlan:
         """The plan, or why there is none. Without ``explain`` the cheapest refusal comes first (the kind of
-        refusal does not matter then); with it, refusals come in the order :meth:`explain` words them."""
+        refusal does not matter then); with it, refusals come in the order :meth:`explain` words them. With
+        ``keep`` a plan's victims and withheld jobs are left out of the view's usage (its commit follows)."""
         chain = self._chain(preemptor.quota)
         if chain is None:
             return _NO_PLAN[_UNKNOWN]
@@ -309,8 +312,9 @@ class Reclaimer(ReclaimIndex):
                 del chosen[index]
             else:
                 self._use.shift(candidate.chain.keys, candidate.delta, -1)
-        for candidate in chosen:
-            self._use.shift(candidate.chain.keys, candidate.delta, +1)
+        if not keep:
+            for candidate in chosen:
+                self._use.shift(candidate.chain.keys, candidate.delta, +1)
 
         taken = tuple(candidate.workload for candidate in chosen)
         reason = _reason_clauses(
@@ -330,12 +334,13 @@ class Reclaimer(ReclaimIndex):
             usage=_PlanUsage(self, len(self._moves), taken),
         )
 
-    def plan(self, preemptor: Workload, *, take_room: bool = False) -> ReclaimPlan | None:
+    def plan(self, preemptor: Workload, *, take_room: bool = False, commit: bool = False) -> ReclaimPlan | None:
         """Whom to evict so that ``preemptor`` (a waiting job) fits, or ``None`` (see the module's rules).
 
         With ``take_room``, a preemptor that fits already and stays within ``min`` at every level below the
         root gets a plan without victims (room that earlier plans left over: it is owed to a quota within
-        its guarantee, and nobody could reclaim it from such a job), instead of ``None``."""
+        its guarantee, and nobody could reclaim it from such a job), instead of ``None``. With ``commit`` the
+        plan is carried out in the view at once, as :meth:`commit` does."""
         chain = self._chain(preemptor.quota)
         if chain is None:
             return None
@@ -345,8 +350,10 @@ class Reclaimer(ReclaimIndex):
         if asked in self._refusals:
             return None
         visits = self.visits
-        attempt = self._attempt(preemptor, explain=False, take_room=take_room)
+        attempt = self._attempt(preemptor, explain=False, take_room=take_room, keep=commit)
         if isinstance(attempt, ReclaimPlan):
+            if commit:
+                self._commit(attempt, taken_out=True)
             return attempt
         if self.visits == visits:
             self._refusals.add(asked)
@@ -399,12 +406,17 @@ class Reclaimer(ReclaimIndex):
     def commit(self, plan: ReclaimPlan) -> None:
         """Carry ``plan`` (made by :meth:`plan` on the current view) out in the view: its victims and withheld
         jobs stop counting and are no longer candidates, its preemptor counts (it is never a candidate)."""
+        self._commit(plan, taken_out=False)
+
+    def _commit(self, plan: ReclaimPlan, taken_out: bool) -> None:
+        """:meth:`commit`; ``taken_out``: the plan's jobs are out of the view's usage already."""
         self._refusals.clear()
         touched: set[str] = set()
         for workload in (*plan.victims, *plan.withheld):
             candidate = self._candidates[workload.key]
             self._drop(candidate)
-            self._use.shift(candidate.chain.keys, candidate.delta, -1)
+            if not taken_out:
+                self._use.shift(candidate.chain.keys, candidate.delta, -1)
             leaf = candidate.leaf
             sums = self._totals[leaf][candidate.fresh]
             for resource, amount in candidate.delta.items():
