@@ -53,7 +53,8 @@ from webhook.sim.model import MICROS
 from webhook.sim.scenario import scenario_from_objects
 
 COMMAND = ".venv/bin/python -m bench.eta_bench"
-EXACT = ReplayLimits(max_passes=1_000_000, window=1_000_000, smallest=0, eps_time=0.0, min_width=0.0, repass=True)
+EXACT = ReplayLimits(max_passes=1_000_000, window=1_000_000, smallest=0, eps_time=0.0, min_width=0.0, short_share=0.0,
+                     repass=True)
 FLOOR = 60.0
 """Seconds: the least wait an error is divided by."""
 

@@ -23,7 +23,8 @@ from webhook.core.startup import BackoffNote, BackoffState, backoff_state
 from webhook.core.workload import Phase, Workload, WorkloadKey
 
 NOW = 10_000.0
-EXACT = ReplayLimits(max_passes=100_000, window=100_000, smallest=0, eps_time=0.0, min_width=0.0, repass=True)
+EXACT = ReplayLimits(max_passes=100_000, window=100_000, smallest=0, eps_time=0.0, min_width=0.0, short_share=0.0,
+                      repass=True)
 LIMITS = {"default": ReplayLimits(), "exact": EXACT}
 
 

@@ -51,8 +51,8 @@ CPU_SHARE = 0.2
 """Refreshes are spaced so that they take at most this share of one core on average."""
 PAUSE_LIMIT = 10.0
 """Seconds the replay waits for a pass to end before it goes on anyway (a pass never takes that long)."""
-KEEP_SHARE = 0.1
-KEEP_SECONDS = 30.0
+KEEP_SHARE = 0.05
+KEEP_SECONDS = 10.0
 """A published estimate is kept while a new one stays within this many seconds, or this share of the wait
 ahead, of it: a Queue's status is not rewritten for every few seconds an estimate moves."""
 

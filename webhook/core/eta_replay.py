@@ -147,6 +147,10 @@ class _Replay:
                 shift(self.running, chain, amounts_of(workload, False), 1)
         for leaf, groups in self.shapes.items():
             self.shape_order[leaf] = sorted(groups, key=lambda shape: (groups[shape][0].size, shape))
+        known = [figure for slot in self.slots.values() if (figure := slot.runtime.at(self.q)) is not None]
+        limits = self.limits
+        self.min_width = max(limits.min_width, min(limits.short_cap, limits.short_share * min(known, default=0.0)))
+        """The narrowest bucket (:class:`ReplayLimits`)."""
         self._remember()
 
     @property
@@ -442,7 +446,7 @@ class _Replay:
             if self.passes >= limits.max_passes or first > horizon:
                 exhausted = True
                 break
-            until = first + max(limits.min_width, limits.eps_time * (first - self.now))
+            until = first + max(self.min_width, limits.eps_time * (first - self.now))
             ends: list[tuple[float, tuple[str, ...], Amounts, Amounts]] = []
             last = float("-inf")
             changed = False

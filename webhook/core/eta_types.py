@@ -73,8 +73,13 @@ class ReplayLimits:
     smallest: int = 4
     per_shape: int = 2
     eps_time: float = 0.5
-    """A bucket spans this share of the time ahead (at least ``min_width`` seconds)."""
-    min_width: float = 60.0
+    """A bucket spans this share of the time ahead (at least ``min_width`` seconds; see ``short_share``)."""
+    min_width: float = 1.0
+    short_share: float = 0.25
+    """A bucket spans at least this share of the shortest known run time of the snapshot's jobs, up to
+    ``short_cap`` seconds: no job can run twice in it (a minute on jobs of 12 to 60 s doubled the p90 error on
+    the dev cluster), and jobs of minutes to hours need fewer passes (six in the first half hour)."""
+    short_cap: float = 60.0
     rounds_per_time: int = 50
     repass: bool = False
     """Another pass at the same time after one that reclaimed, as the controller's own writes trigger one (off:
