@@ -10,7 +10,8 @@ every waiting job are recorded.
 An event-by-event replay of 10,000 waiting jobs is 10,000 passes; this one stays within a few hundred:
 
 * **Buckets.** The events (ends of running jobs, retry times) are taken in buckets of
-  ``max(min_width, eps_time × time ahead)``, one pass per bucket, at the time of its last event. A job that pass
+  ``max(floor, eps_time × time ahead)``, one pass per bucket, at the time of its last event; the floor is
+  ``min_width``, or ``short_share`` of the shortest known run time up to ``short_cap``. A job that pass
   admits (or starts) is dated by the first end of the bucket whose freed room lets it fit, node by node and
   resource by resource after the jobs placed before it (:class:`webhook.core.eta_room.Freed`), so finishing times
   do not drift later bucket after bucket.
