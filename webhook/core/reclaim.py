@@ -84,7 +84,7 @@ from webhook.core.chain_usage import shifted_view
 from webhook.core.fit import check_fit, check_min
 from webhook.core.quantity import NANO
 from webhook.core.quota import QuotaNode, QuotaTree
-from webhook.core.reclaim_index import Candidate, ReclaimIndex
+from webhook.core.reclaim_index import Candidate, ReclaimIndex, counted_amounts
 from webhook.core.resources import Resources, total
 from webhook.core.workload import Workload
 
@@ -424,9 +424,7 @@ class Reclaimer(ReclaimIndex):
             touched.add(leaf)
         chain = self._chain(plan.preemptor.quota)
         assert chain is not None
-        delta = dict(plan.preemptor.request.items())
-        delta[MAX_JOBS] = delta.get(MAX_JOBS, 0) + NANO
-        self._use.shift(chain.keys, delta, +1)
+        self._use.shift(chain.keys, counted_amounts(plan.preemptor), +1)
         touched.add(chain.keys[0])
         self._moves.append(((*plan.victims, *plan.withheld), plan.preemptor))
         for leaf in touched:

@@ -22,10 +22,10 @@ from webhook.core.guarantee import borrows, guaranteed, guarded_min, keeps_min
 from webhook.core.quantity import NANO
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaNode, QuotaTree
 from webhook.core.rate import validate_rate
-from webhook.core.resources import EMPTY, Resources, add_amounts
+from webhook.core.resources import EMPTY, Resources, add_amounts, least_amounts
 from webhook.core.workload import Workload, WorkloadKey, request_amounts
 
-__all__ = ["Blockers", "Candidate", "Chain", "ReclaimIndex", "sort_key"]
+__all__ = ["Blockers", "Candidate", "Chain", "ReclaimIndex", "counted_amounts", "sort_key"]
 
 
 # Chains and candidates -----------------------------------------------------------------------------------------
@@ -65,13 +65,19 @@ class Candidate:
 
     @property
     def delta(self) -> dict[str, int]:
-        """What it holds at every level of its chain (:attr:`Workload.request_with_count`); made when first
-        read (most candidates of a leaf are never looked at: they are made to be put in order)."""
+        """What it holds at every level of its chain (:func:`counted_amounts`); made when first read (most
+        candidates of a leaf are never looked at: they are made to be put in order)."""
         delta = self._delta
         if delta is None:
-            delta = self._delta = dict(self.workload.request.items())
-            delta[MAX_JOBS] = delta.get(MAX_JOBS, 0) + NANO
+            delta = self._delta = counted_amounts(self.workload)
         return delta
+
+
+def counted_amounts(workload: Workload) -> dict[str, int]:
+    """:attr:`Workload.request_with_count` as a plain dict (what a job counts at every level of its chain)."""
+    amounts = dict(workload.request.items())
+    amounts[MAX_JOBS] = amounts.get(MAX_JOBS, 0) + NANO
+    return amounts
 
 
 sort_key = attrgetter("sort")
@@ -186,9 +192,14 @@ class ReclaimIndex:
         if self._chain(leaf) is None or not members:
             return
         self._later.setdefault(leaf, []).extend(members)
-        sums = self._totals.setdefault(leaf, ({}, {}))[False]
-        add_amounts(sums, list(map(request_amounts, members)) if amounts is None else amounts)
-        sums[MAX_JOBS] = sums.get(MAX_JOBS, 0) + NANO * len(members)
+        self._count(leaf, False, list(map(request_amounts, members)) if amounts is None else amounts)
+
+    def _count(self, leaf: str, fresh: bool, amounts: Sequence[Mapping[str, int]]) -> None:
+        """Add jobs asking ``amounts`` to the leaf's running or fresh totals (one ``kube-queue/max-jobs`` a job),
+        each resource summed at C speed over the jobs."""
+        sums = self._totals.setdefault(leaf, ({}, {}))[fresh]
+        add_amounts(sums, amounts)
+        sums[MAX_JOBS] = sums.get(MAX_JOBS, 0) + NANO * len(amounts)
 
     def _chain(self, quota: str) -> Chain | None:
         """The chain of the quota named ``quota`` (any case; cached under the name as given too)."""
@@ -220,9 +231,7 @@ class ReclaimIndex:
             members.append(candidate)
             amounts[candidate.leaf].append(request_amounts(workload))
         for leaf, asks in amounts.items():
-            sums = self._totals.setdefault(leaf, ({}, {}))[True]
-            add_amounts(sums, asks)
-            sums[MAX_JOBS] = sums.get(MAX_JOBS, 0) + NANO * len(asks)
+            self._count(leaf, True, asks)
 
     def _running_of(self, leaf: str) -> list[Candidate]:
         """The leaf's admitted jobs as candidates, in eviction order (made on first use)."""
@@ -411,18 +420,15 @@ class ReclaimIndex:
         leave the index, so a figure made once stays a lower bound for the ones left."""
         least = self._least.get(leaf)
         if least is None:
-            members: list[Mapping[str, int]] = [candidate.workload.request for candidate in self._fresh.get(leaf, ())]
+            jobs = [candidate.workload for candidate in self._fresh.get(leaf, ())]
             running = self._running.get(leaf)
             if running is not None:
-                members.extend(candidate.workload.request for candidate in running)
+                jobs.extend(candidate.workload for candidate in running)
             else:
-                members.extend(workload.request for workload in self._later.get(leaf, ()))
-            least = {}
-            if members:
-                for resource in members[0]:
-                    amount = min(member.get(resource, 0) for member in members)
-                    if amount > 0:
-                        least[resource] = amount
+                jobs.extend(self._later.get(leaf, ()))
+            members = list(map(request_amounts, jobs))
+            least = {name: amount for name, amount in least_amounts(members, members[0] if members else ()).items()
+                     if amount > 0}
             self._least[leaf] = least
         return least
 
