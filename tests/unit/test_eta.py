@@ -234,3 +234,16 @@ def test_a_small_job_deep_in_a_round_queue_is_seen_and_starts_early() -> None:
                    {"a": declared(600), **{f"big{i:03d}": declared(60) for i in range(100)}, "tiny": declared(60)})
     found = starts(inputs, "default")
     assert ahead(found["tiny"]) == 0
+
+
+def test_a_queue_with_nothing_waiting_whose_jobs_reclaim_evicts_by_the_dozen_keeps_replaying() -> None:
+    """A queue empty in the snapshot gets more waiting jobs than a pass's window when reclaim holds its borrowers
+    again: the pass then looks past the window at its smallest shapes, which it must know."""
+    tree_ = tree(node("root", min=res(cpu=40), max=res(cpu=40), children=(
+        node("lender", min=res(cpu=30), max=res(cpu=40), namespaces=("lender",)),
+        node("borrower", min=res(cpu=10), max=res(cpu=40), namespaces=("borrower",)))))
+    borrowers = [running(f"b{i}", 1, namespace="borrower", quota="borrower", since=NOW - i) for i in range(40)]
+    inputs = given(tree_, [*borrowers, waiting("owner", 30, 1, namespace="lender", quota="lender")],
+                   {**{f"b{i}": declared(3600) for i in range(40)}, "owner": declared(60)})
+    found = starts(inputs, "default")
+    assert ahead(found["owner"]) == 0  # reclaim makes the room at once

@@ -174,10 +174,10 @@ class _Replay:
         group = groups.get(slot.shape)
         if group is None:
             group = groups[slot.shape] = []
-            order = self.shape_order.get(slot.leaf)
-            if order is not None:  # after setup: a shape no waiting job had (an evicted job's)
-                order.append(slot.shape)
-                order.sort(key=lambda shape: (groups[shape][0].size if groups[shape] else slot.size, shape))
+            # After setup: a shape no waiting job of the queue had (an evicted job's), maybe in a queue that had none.
+            order = self.shape_order.setdefault(slot.leaf, [])
+            order.append(slot.shape)
+            order.sort(key=lambda shape: (groups[shape][0].size if groups[shape] else slot.size, shape))
         insort(group, slot, key=sort_key)
 
     def _dequeue(self, slot: Slot) -> None:
