@@ -1,7 +1,7 @@
 """Start estimates on the dev cluster (issue 36): a trace of Jobs whose pods succeed after set times, the
 estimates made while they wait, and when they really started.
 
-    .venv/bin/python -m bench.eta_cluster [--minutes 10] [--port-base 29700] [--seed 1]
+    .venv/bin/python -m bench.eta_cluster [--minutes 10] [--port-base 29700] [--seed 1 2 3] [--dump DIR]
 
 A fresh dev cluster runs the service strictly by quota (``--oversellrate=1``) with estimates refreshed every
 2 s, over a tree of 2 departments x 2 teams sharing 48 CPU (mins 12 CPU a team, borrowing up to the whole root).
@@ -23,6 +23,7 @@ the job's whole wait (submission to start, at least 10 s) and to the wait still 
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import json
 import math
@@ -39,6 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import devrun
+from bench.eta_traces import Trace
 from bench.machine import header
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, SUCCEED_AFTER_ANNOTATION
 from webhook.api.objects import parse_time
@@ -47,8 +49,10 @@ from webhook.cli.fetch import load_snapshot
 from webhook.cli.kubeapi import connect
 from webhook.cli.view import QUEUING, RUNNING, job_views
 from webhook.cli.waiting import oversell_rate, strict_priority
+from webhook.controller.records import read_record
 from webhook.devcluster import cluster
 from webhook.devcluster.config import ClusterConfig, Ports
+from webhook.sim.model import SCENARIO_API_VERSION
 
 COMMAND = ".venv/bin/python -m bench.eta_cluster"
 FLOOR = 10.0
@@ -56,6 +60,10 @@ TEAMS = ("eta-a1", "eta-a2", "eta-b1", "eta-b2")
 STEMS = (("train", 4, 2, 60.0), ("eval", 2, 1, 25.0), ("sweep", 1, 1, 12.0))
 """(name, CPU a pod, pods, mean run time in seconds)."""
 ROOT_CPU = 48
+SEEDS = (1, 2, 3)
+"""The traces a run measures (``bench/eta_bench.py`` replays the same ones in the simulator)."""
+HIGH_CLASS = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "eta-high"},
+              "value": 100}
 
 
 @dataclass
@@ -81,6 +89,8 @@ class Outcome:
     rounds: int = 0
     peak: int = 0
     cpu: list[float] = field(default_factory=list)
+    timeline: dict[tuple[str, str], dict[str, float | None]] = field(default_factory=dict)
+    """Per job: when it was last admitted and when it completed (for ``--dump``)."""
 
 
 def tree() -> dict[str, Any]:
@@ -132,6 +142,22 @@ def trace(seed: int, minutes: float) -> list[Submitted]:
     return out
 
 
+def sim_trace(seed: int, minutes: float = 10.0) -> Trace:
+    """The same trace for the simulator (``bench/eta_bench.py``): each Job runs for its set time, predictions
+    as here (after the same warm-up, every 15 s), errors relative to at least :data:`FLOOR`."""
+    jobs = []
+    for item in trace(seed, minutes):
+        manifest = copy.deepcopy(item.manifest)
+        run = manifest["spec"]["template"]["metadata"]["annotations"].pop(SUCCEED_AFTER_ANNOTATION)
+        jobs.append({"manifest": manifest, "at": f"{item.at:.3f}s", "runFor": run})
+    name = f"dev-cluster-{seed}"
+    scenario = {"apiVersion": SCENARIO_API_VERSION, "kind": "Scenario", "metadata": {"name": name},
+                "spec": {"description": "the dev cluster's trace", "oversellrate": 1, "jobs": jobs}}
+    return Trace(name, f"the dev cluster's trace (`--seed {seed}`): 2 departments x 2 teams, Round, 48 CPU, jobs of "
+                 "12 to 60 s", [scenario, tree(), HIGH_CLASS], warmup=minutes * 60 / 5, every=15.0, jobs=len(jobs),
+                 floor=FLOOR)
+
+
 @functools.cache
 def binaries() -> Path:
     return cluster.binaries_dir()
@@ -172,8 +198,7 @@ def measure(config: ClusterConfig, jobs: list[Submitted], minutes: float) -> Out
     for team in TEAMS:
         kubectl(config, "create", "namespace", team)
     kubectl(config, "apply", "-f", "-", stdin=json.dumps(tree()))
-    kubectl(config, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                                          "metadata": {"name": "eta-high"}, "value": 100}))
+    kubectl(config, "apply", "-f", "-", stdin=json.dumps(HIGH_CLASS))
     time.sleep(5)  # the namespaces join the tree; the webhook holds their jobs from then on
     api = connect(str(config.kubeconfig))
     start = time.time()
@@ -228,6 +253,11 @@ def measure(config: ClusterConfig, jobs: list[Submitted], minutes: float) -> Out
         if all((item.namespace, item.name) in outcome.started for item in jobs):
             break
         time.sleep(10)
+    for job in json.loads(kubectl(config, "get", "jobs", "-A", "-o", "json"))["items"]:
+        record = read_record(job)
+        outcome.timeline[(job["metadata"]["namespace"], job["metadata"]["name"])] = {
+            "admitted": record.admitted_at if record is not None else None,
+            "completed": parse_time((job.get("status") or {}).get("completionTime"))}
     return outcome
 
 
@@ -247,6 +277,14 @@ def errors(outcome: Outcome, pick: str, *, ahead: bool) -> tuple[list[float], in
     return found, missing
 
 
+def signed(outcome: Outcome, pick: str) -> str:
+    """The median of predicted - actual start, in seconds (negative: the predictions were early)."""
+    found = [guess - actual for prediction in outcome.predictions
+             if (actual := outcome.started.get(prediction.key)) is not None
+             and (guess := prediction.values.get(pick)) is not None]
+    return f"{statistics.median(found):+.0f} s" if found else "-"
+
+
 def cell(values: tuple[list[float], int]) -> str:
     found, missing = values
     if not found:
@@ -257,26 +295,40 @@ def cell(values: tuple[list[float], int]) -> str:
     return f"{p50:.2f} / {p90:.2f} ({100 * len(found) / (len(found) + missing):.0f} %)"
 
 
-def report(outcome: Outcome | None, problem: str, command: str, jobs: int) -> str:
+PICKS = ("estimate", "controller", "naive", "naive/running")
+
+
+def report(runs: Sequence[tuple[int, int, Outcome | None, str]], command: str) -> str:
+    """The section: per trace (seed, jobs, outcome or the problem), one row of each measure."""
     lines = header("Start estimates on the dev cluster (issue 36)", command)
-    if outcome is None:
-        return "\n".join([*lines, f"not measured: {problem}", ""]) + "\n"
-    picks = ("estimate", "controller", "naive", "naive/running")
-    lines += [
-        f"{jobs} Jobs, {outcome.rounds} rounds of predictions, {len(outcome.predictions)} predictions, at most "
-        f"{outcome.peak} jobs waiting; estimate CPU per round (every waiting job at once): median "
-        f"{statistics.median(outcome.cpu) if outcome.cpu else 0:.2f} s.",
-        "",
-        "| error relative to | " + " | ".join(picks) + " |",
-        "|---|" + "---|" * len(picks),
-        "| the job's whole wait | " + " | ".join(cell(errors(outcome, pick, ahead=False)) for pick in picks) + " |",
-        "| the wait still ahead | " + " | ".join(cell(errors(outcome, pick, ahead=True)) for pick in picks) + " |",
-        "",
-        "p50 / p90 of |predicted - actual start| / the wait (at least 10 s), over the predictions with a figure "
-        "(their share in brackets).",
-        "",
-    ]
+    measured = [(seed, jobs, outcome) for seed, jobs, outcome, _ in runs if outcome is not None]
+    lines += [f"- seed {seed}: not measured: {problem}" for seed, _, outcome, problem in runs if outcome is None]
+    lines += [f"- seed {seed}: {jobs} Jobs, {outcome.rounds} rounds of predictions, {len(outcome.predictions)} "
+              f"predictions, at most {outcome.peak} jobs waiting; estimate CPU per round (every waiting job at "
+              f"once): median {statistics.median(outcome.cpu) if outcome.cpu else 0:.2f} s."
+              for seed, jobs, outcome in measured]
+    head = ["| trace | " + " | ".join(PICKS) + " |", "|---|" + "---|" * len(PICKS)]
+    for title, row in (
+        ("Error relative to the job's whole wait:", lambda outcome, pick: cell(errors(outcome, pick, ahead=False))),
+        ("Relative to the wait still ahead at the prediction:", lambda outcome, pick: cell(errors(outcome, pick,
+                                                                                                ahead=True))),
+        ("Median of predicted - actual start (- early, + late):", signed),
+    ):
+        lines += ["", title, "", *head]
+        lines += [f"| `--seed {seed}` | " + " | ".join(row(outcome, pick) for pick in PICKS) + " |"
+                  for seed, _, outcome in measured]
+    lines += ["", "p50 / p90 of |predicted - actual start| / the wait (at least 10 s), over the predictions with a "
+              "figure (their share in brackets).", ""]
     return "\n".join(lines) + "\n"
+
+
+def dump(path: Path, outcome: Outcome) -> None:
+    path.write_text(json.dumps({
+        "submitted": {"/".join(key): at for key, at in outcome.submitted.items()},
+        "started": {"/".join(key): at for key, at in outcome.started.items()},
+        "timeline": {"/".join(key): value for key, value in outcome.timeline.items()},
+        "predictions": [{"job": "/".join(p.key), "at": p.at, **p.values} for p in outcome.predictions],
+    }))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -284,22 +336,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the trace's submissions")
     parser.add_argument("--port-base", type=int, default=29700)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--dump", type=Path, help="also write every prediction and start to this JSON file")
+    parser.add_argument("--seed", type=int, nargs="+", default=list(SEEDS),
+                        help="the traces, one fresh dev cluster each (default: %(default)s)")
+    parser.add_argument("--dump", type=Path, help="also write every prediction and start to SEED.json here")
     args = parser.parse_args(argv)
-    command = COMMAND + ("" if (args.minutes, args.port_base, args.seed) == (10.0, 29700, 1) else
-                         f" --minutes {args.minutes:g} --port-base {args.port_base} --seed {args.seed}")
-    jobs = trace(args.seed, args.minutes)
-    config = ClusterConfig(state_dir=devrun.state_dir("eta"), ports=Ports(args.port_base),
-                           service_args=("--oversellrate=1", "--status-interval=1", "--eta-interval=2"))
-    outcome, problem = devrun.run("eta", config, lambda: measure(config, jobs, args.minutes))
-    if args.dump is not None and outcome is not None:
-        args.dump.write_text(json.dumps({
-            "submitted": {"/".join(key): at for key, at in outcome.submitted.items()},
-            "started": {"/".join(key): at for key, at in outcome.started.items()},
-            "predictions": [{"job": "/".join(p.key), "at": p.at, **p.values} for p in outcome.predictions],
-        }))
-    sys.stdout.write(report(outcome, problem, command, len(jobs)))
+    command = COMMAND + ("" if (args.minutes, args.port_base, tuple(args.seed)) == (10.0, 29700, SEEDS) else
+                         f" --minutes {args.minutes:g} --port-base {args.port_base} "
+                         f"--seed {' '.join(map(str, args.seed))}")
+    runs: list[tuple[int, int, Outcome | None, str]] = []
+    for seed in args.seed:
+        jobs = trace(seed, args.minutes)
+        config = ClusterConfig(state_dir=devrun.state_dir("eta"), ports=Ports(args.port_base),
+                               service_args=("--oversellrate=1", "--status-interval=1", "--eta-interval=2"))
+        outcome, problem = devrun.run("eta", config, functools.partial(measure, config, jobs, args.minutes))
+        if args.dump is not None and outcome is not None:
+            args.dump.mkdir(parents=True, exist_ok=True)
+            dump(args.dump / f"{seed}.json", outcome)
+        runs.append((seed, len(jobs), outcome, problem))
+    sys.stdout.write(report(runs, command))
     return 0
 
 

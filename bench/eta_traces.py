@@ -51,6 +51,8 @@ class Trace:
     every: float
     """Seconds between two rounds of predictions."""
     jobs: int
+    floor: float = 60.0
+    """Seconds: the least wait an error is divided by (a minute for jobs of minutes to hours)."""
 
 
 def _job(namespace: str, stem: Stem, priority: str, declared: bool) -> dict[str, Any]:

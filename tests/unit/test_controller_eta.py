@@ -12,7 +12,7 @@ from tests.fakeapi import batch_job
 from tests.kubefake import stamp
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION
 from webhook.controller.decide import decide, queue_statuses
-from webhook.controller.eta import EtaInputs, EtaService, EtaStatus
+from webhook.controller.eta import EtaInputs, EtaService, EtaStatus, _admission
 from webhook.controller.model import TrackedJob, track
 from webhook.controller.starts import PodIndex, pod_slim
 from webhook.core.quota import QuotaTree
@@ -100,6 +100,24 @@ def test_pods_seen_running_date_the_run_and_a_job_running_when_first_seen_counts
     assert eta._running(jobs, T0 + 50) == {jobs[0].workload.key: T0}
     pods.listener(None, CacheEvent("ADDED", pod_slim(cluster_pod("late-1-x", namespace="user-b", owner=late))))  # type: ignore[arg-type]
     assert eta._running(jobs, T0 + 80)[jobs[1].workload.key] == T0 + 80
+
+
+def test_a_run_counts_from_its_pods_start_not_from_when_a_refresh_first_saw_it() -> None:
+    """A refresh sees a pod run up to ``--eta-interval`` late: the history would learn run times that much short
+    (a fifth of a 12 s job at 5 s). The pod's start dates it, never before the admission (a start is kept to the
+    second, the admission to the microsecond)."""
+    tree = seed_tree()
+    pods = PodIndex()
+    late = batch_job("late-1", "user-a", created=T0, leaf="Department-a", admitted_at=T0 + 10)
+    quick = batch_job("quick-1", "user-b", created=T0, leaf="Department-a", admitted_at=T0 + 21)
+    for name, namespace, owner, started in (("late-1-x", "user-a", late, T0 + 12),
+                                            ("quick-1-x", "user-b", quick, T0 + 20)):
+        pod = cluster_pod(name, namespace=namespace, owner=owner, status={"startTime": stamp(started)})
+        pods.listener(None, CacheEvent("ADDED", pod_slim(pod)))  # type: ignore[arg-type]
+    jobs = [tracked(tree, late), tracked(tree, quick)]
+    eta = service(pods)
+    eta._pending.update(_admission(job) for job in jobs)  # seen waiting for their pods before
+    assert eta._running(jobs, T0 + 45) == {jobs[0].workload.key: T0 + 12, jobs[1].workload.key: T0 + 21}
 
 
 def test_the_queue_status_carries_the_estimates_and_the_history() -> None:

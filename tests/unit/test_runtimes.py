@@ -18,6 +18,7 @@ from webhook.core.runtimes import (
     name_stem,
     parse_runtime,
     restore_items,
+    running_since,
     runtime_for,
 )
 from webhook.workloads.registry import adapter_for
@@ -165,3 +166,10 @@ def test_a_job_runtime_combines_its_declaration_history_and_deadline() -> None:
     assert (from_history.p50, from_history.source) == (200.0, Source.NAMESPACE)
     bad = job_runtime(job({EXPECTED_RUNTIME_ANNOTATION: "never"}), "Job", history, ["ns"])
     assert bad.source is Source.NAMESPACE and "never" in bad.problem
+
+
+def test_a_run_is_dated_by_its_earliest_pod_start_never_before_its_admission() -> None:
+    assert running_since([130.0, 120.0], 100.0) == 120.0
+    assert running_since([99.0], 99.6) == 99.6  # the pod's start is kept to the second only
+    assert running_since([50.0], None) == 50.0
+    assert running_since([], 100.0) is None

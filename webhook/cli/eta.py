@@ -20,7 +20,7 @@ from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA, leaf_policies
 from webhook.core.eta import Estimate, Estimates, Why, estimate
 from webhook.core.eta_replay import Basis, ReplayInput
 from webhook.core.quota import queue_name
-from webhook.core.runtimes import Runtime, RuntimeHistory, Source, restore_items
+from webhook.core.runtimes import Runtime, RuntimeHistory, Source, restore_items, running_since
 from webhook.core.workload import Phase, WorkloadKey
 from webhook.workloads.runtime import job_runtime
 
@@ -102,12 +102,13 @@ def _history(snapshot: Snapshot) -> RuntimeHistory:
 
 
 def _running_since(view: JobView) -> float | None:
-    """When the job's pods run since (the earliest running pod's start), ``None`` when none runs."""
-    times = [parse_time(pod_status(pod).get("startTime")) for pod in view.pods if pod_phase(pod) == "Running"]
-    found = [moment for moment in times if moment is not None]
-    if found:
-        return min(found)
-    return (view.admitted_at or view.created) if view.running else None
+    """When the job's pods run since (:func:`~webhook.core.runtimes.running_since`), ``None`` when none runs."""
+    if not any(pod_phase(pod) == "Running" for pod in view.pods):
+        return (view.admitted_at or view.created) if view.running else None
+    times = [parse_time(pod_status(pod).get("startTime")) for pod in view.pods
+             if pod_phase(pod) in ("Running", "Succeeded", "Failed")]
+    since = running_since((moment for moment in times if moment is not None), view.admitted_at)
+    return since if since is not None else (view.admitted_at or view.created)
 
 
 def estimate_snapshot(snapshot: Snapshot, views: Sequence[JobView], rate: Any, strict: bool) -> Estimates:

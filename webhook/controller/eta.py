@@ -38,7 +38,7 @@ from webhook.core.decide import leaf_policies
 from webhook.core.eta import Estimate, estimate
 from webhook.core.eta_replay import ReplayInput
 from webhook.core.quota import QuotaTree, queue_name
-from webhook.core.runtimes import RuntimeHistory, history_items, restore_items
+from webhook.core.runtimes import RuntimeHistory, history_items, restore_items, running_since
 from webhook.core.workload import Phase, Workload, WorkloadKey
 from webhook.kube.collector import collector_paused
 from webhook.workloads.runtime import finished_at, job_runtime, stem_of, succeeded
@@ -152,8 +152,8 @@ class EtaService:
 
     def _running(self, jobs: Sequence[TrackedJob], now: float) -> dict[WorkloadKey, float]:
         """Admitted jobs whose pods run, and since when (read here, on the event loop, which owns the pod
-        index): first seen running after being seen not running: now; already running when first seen: its
-        admission."""
+        index): their pods' start (:func:`~webhook.core.runtimes.running_since`); where no pod says, first seen
+        running after being seen not running: now; already running when first seen: its admission."""
         out: dict[WorkloadKey, float] = {}
         live: set[str] = set()
         for job in jobs:
@@ -164,10 +164,14 @@ class EtaService:
             live.add(key)
             since = self._since.get(key)
             if since is None:
-                if not any(pod.phase == "Running" for pod in self.pods.pods_of(job)):
+                pods = self.pods.pods_of(job)
+                if not any(pod.phase == "Running" for pod in pods):
                     self._pending.add(key)
                     continue
-                since = now if key in self._pending else (workload.admitted_at or now)
+                since = running_since((pod.started for pod in pods if pod.runs and pod.started is not None),
+                                      workload.admitted_at)
+                if since is None:
+                    since = now if key in self._pending else (workload.admitted_at or now)
                 self._since[key] = since
                 self._pending.discard(key)
             out[workload.key] = since

@@ -99,6 +99,8 @@ def pod_slim(pod: Obj) -> JSON:
         slim["metadata"]["labels"] = {str(key): str(value) for key, value in labels.items()}
     if metadata.get("deletionTimestamp"):
         slim["metadata"]["deletionTimestamp"] = metadata["deletionTimestamp"]
+    if status.get("startTime"):
+        slim["status"]["startTime"] = status["startTime"]
     if unschedulable:
         slim["status"]["unschedulable"] = unschedulable[:500]
     if reason:
@@ -117,6 +119,7 @@ def pod_state(slim: Obj) -> PodState:
         container_reason=str(waiting.get("reason") or ""),
         container_message=str(waiting.get("message") or ""),
         deleting=bool(metadata.get("deletionTimestamp")),
+        started=parse_time(status.get("startTime")),
     )
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "nearest_rank",
     "parse_runtime",
     "restore_items",
+    "running_since",
     "runtime_for",
 ]
 
@@ -299,3 +300,13 @@ def restore_items(history: RuntimeHistory, namespace: str, items: object) -> int
             history.restore((namespace, kind, stem), samples, last)
             restored += 1
     return restored
+
+
+def running_since(starts: Iterable[float], admitted_at: float | None) -> float | None:
+    """When a job's pods run since: the earliest start of its pods that ran, not before its admission (kept to
+    the microsecond where a pod's start is kept to the second); ``None`` when no pod has started. A run time
+    measured from it holds the pods' whole time on their nodes, not a late sighting of it."""
+    earliest = min(starts, default=None)
+    if earliest is None:
+        return None
+    return max(earliest, admitted_at) if admitted_at else earliest

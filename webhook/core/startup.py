@@ -78,6 +78,8 @@ class PodState:
     """The first container waiting reason, empty when none."""
     container_message: str = ""
     deleting: bool = False
+    started: float | None = None
+    """When the kubelet took the pod (``status.startTime``, seconds since the epoch), ``None`` before."""
 
     @property
     def runs(self) -> bool:
