@@ -2,9 +2,9 @@
 
     .venv/bin/python -m bench.eta_bench [--only departments ...] [--no-exact] [--no-cost]
 
-Accuracy, in the simulator: each trace of ``bench/eta_traces.py``, and the dev cluster's (``bench/eta_cluster.py``,
-seeds 1 to 3, jobs of 12 to 60 s, errors relative to at least 10 s), (several departments, priorities, borrowing and
-reclaim, run times drawn with noise around each stem's mean) is replayed by the simulator, which runs the live
+Accuracy, in the simulator: each trace of ``bench/eta_traces.py`` (several departments, priorities, borrowing and
+reclaim, run times drawn with noise around each stem's mean) and the dev cluster's three (``bench/eta_cluster.py``:
+jobs of 12 to 60 s, errors relative to waits of at least 10 s) is replayed by the simulator, which runs the live
 controller's decisions; every ``every`` minutes of virtual time after a warm-up, every waiting job gets an
 estimate from :func:`webhook.core.eta.estimate` over the simulator's state at that moment (run times from the
 history of the jobs finished so far, or declared), and, in the same run, two naive estimates:

@@ -184,6 +184,10 @@ def pod_status(pod: Obj) -> PodStatus:
     return cast(PodStatus, status_of(pod))
 
 
+RAN_PHASES = ("Running", "Succeeded", "Failed")
+"""The Pod phases of a pod that has run (its containers started)."""
+
+
 def pod_phase(pod: Obj) -> str | None:
     """A Pod's ``status.phase``; ``None`` when it has none."""
     return pod_status(pod).get("phase")

@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION
-from webhook.api.objects import Obj, parse_time, pod_phase, pod_status, queue_active, queue_details, rfc3339_seconds
+from webhook.api.objects import (
+    RAN_PHASES,
+    Obj,
+    parse_time,
+    pod_phase,
+    pod_status,
+    queue_active,
+    queue_details,
+    rfc3339_seconds,
+)
 from webhook.cli.view import BACKOFF, QUEUING, JobView, Snapshot
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA, leaf_policies
 from webhook.core.eta import Estimate, Estimates, Why, estimate
@@ -106,7 +115,7 @@ def _running_since(view: JobView) -> float | None:
     if not any(pod_phase(pod) == "Running" for pod in view.pods):
         return (view.admitted_at or view.created) if view.running else None
     times = [parse_time(pod_status(pod).get("startTime")) for pod in view.pods
-             if pod_phase(pod) in ("Running", "Succeeded", "Failed")]
+             if pod_phase(pod) in RAN_PHASES]
     since = running_since((moment for moment in times if moment is not None), view.admitted_at)
     return since if since is not None else (view.admitted_at or view.created)
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from webhook.api.names import FAKE_NODE_ANNOTATION, INDEX_LABELS, ROLE_LABELS
-from webhook.api.objects import Obj, labels_of, name_of, pod_phase, pod_spec
+from webhook.api.objects import RAN_PHASES, Obj, labels_of, name_of, pod_phase, pod_spec
 from webhook.cli.common import Ctx, add_connection_flags, command, subparser
 from webhook.core import duration
 
@@ -190,7 +190,7 @@ def _wait_for_pods(ctx: Ctx, args: argparse.Namespace) -> Any:
     announced = ""
     while True:
         _, _, view = find_job(ctx, args.job)
-        if any(pod_phase(pod) in ("Running", "Succeeded", "Failed") for pod in view.pods):
+        if any(pod_phase(pod) in RAN_PHASES for pod in view.pods):
             return view
         if view.status in ("SUCCEEDED", "FAILED"):
             return view

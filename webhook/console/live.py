@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import aiohttp_jinja2
 from aiohttp import web
 
-from webhook.api.objects import pod_phase
+from webhook.api.objects import RAN_PHASES, pod_phase
 from webhook.console.app import (
     BadInput,
     api_of,
@@ -201,7 +201,7 @@ def _started_pod(api: KubeApi, namespace: str, kind: str, name: str, settings: o
 
     assert isinstance(settings, ConsoleSettings)
     _, _, view = find_job(make_ctx(api, namespace, settings), f"{kind}/{name}")
-    started = [p for p in view.pods if pod_phase(p) in ("Running", "Succeeded", "Failed")]
+    started = [p for p in view.pods if pod_phase(p) in RAN_PHASES]
     if started:
         pod = choose_pods(started, None, False)[0]
         return f"following the log of pod {pod_name(pod)}", pod_name(pod)

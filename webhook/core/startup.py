@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from webhook.api.names import REASON_GAVE_UP
+from webhook.api.objects import RAN_PHASES
 
 __all__ = [
     "BackoffNote",
@@ -84,7 +85,7 @@ class PodState:
     @property
     def runs(self) -> bool:
         """Running, or finished (it did run)."""
-        return not self.deleting and self.phase in ("Running", "Succeeded", "Failed")
+        return not self.deleting and self.phase in RAN_PHASES
 
     @property
     def quota_refused(self) -> bool:
