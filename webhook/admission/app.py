@@ -28,19 +28,29 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from webhook.admission import metrics
-from webhook.admission.joining import Labeller, Labelling, joining, namespaces_joining, namespaces_routed, routed
+from webhook.admission.joining import (
+    Labeller,
+    Labelling,
+    TreeReader,
+    joining,
+    namespace_unlisted,
+    namespaces_joining,
+    namespaces_routed,
+    routed,
+)
 from webhook.admission.mutate import mutate_request
 from webhook.admission.review import AdmissionRequest, ReviewError, deny, encode, parse_request
 from webhook.admission.state import AdmissionState, Settings, StateStore
 from webhook.admission.validate import validate_request
 from webhook.api.names import MANAGED_ROUTE
+from webhook.core.quota import QuotaTree
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +63,7 @@ BODY_READ_SECONDS = 10.0
 STORE_KEY = web.AppKey("store", StateStore)
 SETTINGS_KEY = web.AppKey("settings", Settings)
 LABELLER_KEY: web.AppKey[Labeller] = web.AppKey("labeller")
+TREE_READER_KEY: web.AppKey[TreeReader] = web.AppKey("tree_reader")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +75,18 @@ class Joining:
     review: dict[str, Any]
     namespaces: tuple[str, ...]
     labelling: Labelling
+
+
+@dataclass(frozen=True, slots=True)
+class Unlisted:
+    """A Namespace created that the tree this replica knows does not list: the answer is given again from the
+    tree as stored, which may have gained it a moment ago (:func:`~webhook.admission.joining.namespace_unlisted`)."""
+
+    namespace: str
+
+
+Effect = Joining | Unlisted
+"""What must be done before an allowed answer goes out."""
 
 
 def _error(message: str) -> bytes:
@@ -101,7 +124,7 @@ def respond(
 def respond_with_effects(
     endpoint: str, body: bytes, state: AdmissionState, settings: Settings, *, ready: bool = True,
     labelled: bool = False,
-) -> tuple[int, bytes, Joining | None]:
+) -> tuple[int, bytes, Effect | None]:
     """:func:`respond`, and what must be done before an allowed answer goes out (``None``: nothing)."""
     handler = HANDLERS.get(endpoint)
     if handler is None:
@@ -193,16 +216,44 @@ async def _admit(request: web.Request) -> web.Response:
             status=408, body=_error("the request body did not arrive in time"), content_type="application/json"
         )
     store = request.app[STORE_KEY]
-    status, payload, joining = respond_with_effects(endpoint, body, store.current, request.app[SETTINGS_KEY],
-                                                    ready=store.ready, labelled="route" in request.match_info)
-    if joining is not None:
-        payload = await join_namespaces(request.app.get(LABELLER_KEY), joining)
+    state, settings, labelled = store.current, request.app[SETTINGS_KEY], "route" in request.match_info
+    status, payload, effect = respond_with_effects(endpoint, body, state, settings, ready=store.ready,
+                                                   labelled=labelled)
+    if isinstance(effect, Joining):
+        payload = await join_namespaces(request.app.get(LABELLER_KEY), effect)
+    elif isinstance(effect, Unlisted):
+        tree = await stored_tree(request.app.get(TREE_READER_KEY), effect)
+        if tree is not None:
+            status, payload, _ = respond_with_effects(endpoint, body, replace(state, tree=tree), settings,
+                                                      ready=store.ready, labelled=labelled)
     return web.Response(status=status, body=payload, content_type="application/json")
 
 
+async def stored_tree(reader: TreeReader | None, unlisted: Unlisted) -> QuotaTree | None:
+    """The tree as stored when it lists the namespace ``unlisted`` creates; ``None`` when it does not, or when
+    it cannot be read (the answer from this replica's tree stands; the controller labels the namespace at its
+    next pass should the tree list it)."""
+    if reader is None:
+        return None
+    try:
+        tree = await reader()
+    except Exception as error:
+        log.warning("component=admission event=tree_read_failed namespace=%s error=%r", unlisted.namespace,
+                    str(error))
+        return None
+    if tree is None or tree.leaf_for_namespace(unlisted.namespace) is None:
+        return None
+    log.info("component=admission decision=join_at_creation namespace=%s", unlisted.namespace)
+    return tree
+
+
 def _effect(request: AdmissionRequest, review: dict[str, Any], state: AdmissionState,
-            settings: Settings) -> Joining | None:
-    """The labels an allowed ``request`` needs before it is stored (``None``: none)."""
+            settings: Settings) -> Effect | None:
+    """What an allowed ``request`` needs before it is stored: labels, or a look at the stored tree (``None``:
+    nothing)."""
+    unlisted = namespace_unlisted(request, state)
+    if unlisted is not None:
+        return Unlisted(unlisted)
     joined = namespaces_joining(request, state, settings)
     if joined:
         return Joining(request, review, joined, joining(time.time()))
@@ -251,14 +302,18 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Any]) -
         return web.Response(status=400, body=_error(type(error).__name__), content_type="application/json")
 
 
-def make_app(store: StateStore, settings: Settings, labeller: Labeller | None = None) -> web.Application:
+def make_app(store: StateStore, settings: Settings, labeller: Labeller | None = None,
+             tree_reader: TreeReader | None = None) -> web.Application:
     """The application; run it with :func:`aiohttp.web.run_app` or an ``AppRunner`` and a TLS site. ``labeller``
-    labels the namespaces a tree makes join (:mod:`webhook.admission.joining`)."""
+    labels the namespaces a tree makes join, ``tree_reader`` reads the tree as stored for a namespace created
+    that this replica's tree does not list (:mod:`webhook.admission.joining`)."""
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[_errors])
     app[STORE_KEY] = store
     app[SETTINGS_KEY] = settings
     if labeller is not None:
         app[LABELLER_KEY] = labeller
+    if tree_reader is not None:
+        app[TREE_READER_KEY] = tree_reader
     app.router.add_post("/{endpoint:mutate|validate}", _admit)
     app.router.add_post(f"/{{endpoint:mutate|validate}}/{{route:{MANAGED_ROUTE}}}", _admit)
     app.router.add_get("/healthz", _healthz)

@@ -7,10 +7,16 @@ has seen the tree: a job created in between would run without queueing (issue 34
 
 * **a tree that lists an existing namespace**: the validating hook labels the namespace before it allows the
   tree (:func:`namespaces_joining`; the configuration declares ``sideEffects: NoneOnDryRun`` and a dry run
-  labels nothing). If the label cannot be written, the tree is refused ("retry"). Should the tree then not be
-  stored after all, the controller takes the label off again at its next pass (the tree does not list it);
+  labels nothing). A namespace this replica's watch has not delivered yet is patched too (one created a moment
+  ago); one that does not exist is skipped. If the label cannot be written, the tree is refused ("retry").
+  Should the tree then not be stored after all, the controller takes the label off again once it is a minute
+  old (``webhook.controller.decide.JOIN_GRACE_SECONDS``: its own tree watch may be behind the label). The
+  answer also waits, at most :data:`LABEL_SEEN_SECONDS`, until this replica's namespace watch shows the label:
+  the API server picks the hooks of a job by its own namespace watch, fed from the same cache, so a job
+  created right after the tree is stored is routed to the hooks;
 * **a namespace created while the tree lists it**: the namespace hook labels it at creation
-  (:func:`namespace_operations`);
+  (:func:`namespace_operations`). When the tree this replica knows does not list it, the tree is read as
+  stored before the answer (:func:`namespace_unlisted`): it may have gained the namespace a moment ago;
 * **a job of a labelled namespace the webhook's tree does not list yet** (its watch is a moment behind): the
   job is held all the same, untagged (``AdmissionState.held_untagged``), and queues once the tree arrives.
   The namespace watch can be behind as well, so the hooks that select labelled namespaces are called on a
@@ -29,13 +35,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.admission.review import AdmissionRequest
 from webhook.admission.state import AdmissionState, Settings
-from webhook.api.kinds import ELASTIC_QUOTA_TREE, RESOURCE_POLICY
+from webhook.api.kinds import ELASTIC_QUOTA_TREE, NAMESPACE, RESOURCE_POLICY
 from webhook.api.names import (
     MANAGED_NAMESPACE_LABEL,
     MANAGED_SINCE_ANNOTATION,
@@ -44,10 +52,16 @@ from webhook.api.names import (
     PLACEMENT_SINCE_ANNOTATION,
 )
 from webhook.api.objects import rfc3339
-from webhook.core.quota import QuotaTreeError, namespace_quota_label, parse_tree
+from webhook.core.quota import QuotaTree, QuotaTreeError, namespace_quota_label, parse_tree
+
+log = logging.getLogger(__name__)
 
 Labeller = Callable[[Sequence[str], "Labelling"], Awaitable[None]]
 """Labels namespaces as a :class:`Labelling` says (raises :class:`JoinError` naming the one it could not label)."""
+
+LABEL_SEEN_SECONDS = 2.0
+"""How long an answer that labelled namespaces waits for this replica's watch to show the labels."""
+LABEL_SEEN_POLL_SECONDS = 0.01
 
 
 class JoinError(RuntimeError):
@@ -90,8 +104,9 @@ def placement_patch(now: float) -> dict[str, Any]:
 
 
 def namespaces_joining(request: AdmissionRequest, state: AdmissionState, settings: Settings) -> tuple[str, ...]:
-    """The existing namespaces an allowed ``request`` makes join the honoured tree without the managed label:
-    a create or update of an ElasticQuotaTree in the tree namespace, not a dry run. Sorted."""
+    """The namespaces an allowed ``request`` makes join the honoured tree that are not known to carry the managed
+    label: a create or update of an ElasticQuotaTree in the tree namespace, not a dry run. Sorted. Those this
+    replica's watch does not know are included: they may exist already (the labeller skips the others)."""
     if (request.kind.group, request.kind.kind) != (ELASTIC_QUOTA_TREE.group, ELASTIC_QUOTA_TREE.kind):
         return ()
     if request.operation not in ("CREATE", "UPDATE") or request.dry_run or request.obj is None:
@@ -106,7 +121,7 @@ def namespaces_joining(request: AdmissionRequest, state: AdmissionState, setting
     labels = state.namespace_labels
     return tuple(sorted(
         namespace for namespace in tree.leaf_by_namespace
-        if namespace in labels and labels[namespace].get(MANAGED_NAMESPACE_LABEL) != "true"
+        if labels.get(namespace, {}).get(MANAGED_NAMESPACE_LABEL) != "true"
     ))
 
 
@@ -122,6 +137,19 @@ def namespaces_routed(request: AdmissionRequest, state: AdmissionState) -> tuple
     if state.namespace_labels.get(request.namespace, {}).get(PLACEMENT_NAMESPACE_LABEL) == "true":
         return ()
     return (request.namespace,)
+
+
+def namespace_unlisted(request: AdmissionRequest, state: AdmissionState) -> str | None:
+    """The name of a Namespace ``request`` creates (not a dry run) that the tree this replica knows does not
+    list: its answer is given again from the tree as stored, which may list it already. ``None`` otherwise."""
+    if (request.kind.group, request.kind.kind) != ("", NAMESPACE.kind):
+        return None
+    if request.operation != "CREATE" or request.dry_run or request.obj is None:
+        return None
+    name = request.name or str((request.obj.get("metadata") or {}).get("name") or "")
+    if not name or (state.tree is not None and namespace_quota_label(state.tree, name) is not None):
+        return None
+    return name
 
 
 def namespace_operations(request: AdmissionRequest, state: AdmissionState, now: float) -> list[dict[str, Any]]:
@@ -149,27 +177,56 @@ def namespace_operations(request: AdmissionRequest, state: AdmissionState, now: 
     return ops
 
 
-Patcher = Callable[[str, Mapping[str, Any]], Awaitable[None]]
-"""Merge-patches one namespace."""
+Patcher = Callable[[str, Mapping[str, Any]], Awaitable[bool]]
+"""Merge-patches one namespace: ``False`` when no such namespace exists."""
+Seen = Callable[[str, str], bool]
+"""Whether this replica's namespace watch shows namespace ``[0]`` with label ``[1]`` set to ``true``."""
+TreeReader = Callable[[], Awaitable[QuotaTree | None]]
+"""Reads the honoured tree as stored (``None``: there is none)."""
 
 
-def labeller_on(loop: asyncio.AbstractEventLoop, patch: Patcher) -> Labeller:
+def labeller_on(loop: asyncio.AbstractEventLoop, patch: Patcher, seen: Seen | None = None,
+                wait_seconds: float = LABEL_SEEN_SECONDS) -> Labeller:
     """A :data:`Labeller` for the admission thread that patches each namespace with ``patch`` on ``loop`` (the
-    main loop, where the API client lives)."""
+    main loop, where the API client lives), then waits at most ``wait_seconds`` until ``seen`` shows every
+    label it wrote."""
 
     async def run(namespaces: Sequence[str], labelling: Labelling) -> None:
+        written: list[str] = []
         for namespace in namespaces:
-            future: concurrent.futures.Future[None] = asyncio.run_coroutine_threadsafe(
+            future: concurrent.futures.Future[bool] = asyncio.run_coroutine_threadsafe(
                 _labelled(patch, namespace, labelling), loop
             )
-            await asyncio.wrap_future(future)
+            if await asyncio.wrap_future(future):
+                written.append(namespace)
+        if seen is None:
+            return
+        deadline = time.monotonic() + wait_seconds
+        while not all(seen(namespace, labelling.label) for namespace in written):
+            if time.monotonic() >= deadline:
+                log.warning("component=admission event=label_not_seen namespaces=%s label=%s seconds=%.1f",
+                            ",".join(written), labelling.label, wait_seconds)
+                return
+            await asyncio.sleep(LABEL_SEEN_POLL_SECONDS)
 
     return run
 
 
-async def _labelled(patch: Patcher, namespace: str, labelling: Labelling) -> None:
+def tree_reader_on(loop: asyncio.AbstractEventLoop, read: TreeReader) -> TreeReader:
+    """A :data:`TreeReader` for the admission thread that reads with ``read`` on ``loop``."""
+
+    async def on_loop() -> QuotaTree | None:
+        return await read()
+
+    async def run() -> QuotaTree | None:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(on_loop(), loop))
+
+    return run
+
+
+async def _labelled(patch: Patcher, namespace: str, labelling: Labelling) -> bool:
     try:
-        await patch(namespace, labelling.patch)
+        return await patch(namespace, labelling.patch)
     except Exception as error:
         raise JoinError(f"namespace {namespace} could not be labelled {labelling.label}=true, {labelling.why} "
                         f"({error}); retry") from error

@@ -40,14 +40,21 @@ from webhook.admission import server
 from webhook.admission.app import make_app
 from webhook.admission.configs import NAME as CONFIG_NAME
 from webhook.admission.configs import SERVICE_NAME, SERVICE_NAMESPACE
-from webhook.admission.joining import Patcher, labeller_on
+from webhook.admission.joining import Patcher, Seen, TreeReader, labeller_on, tree_reader_on
 from webhook.admission.sources import build_caches, cache_context
-from webhook.admission.state import DEFAULT_CONTROLLER_USER, DEFAULT_MAX_BODY_BYTES, Settings, StateStore
+from webhook.admission.state import (
+    DEFAULT_CONTROLLER_USER,
+    DEFAULT_MAX_BODY_BYTES,
+    Settings,
+    StateStore,
+    tree_from_objects,
+)
 from webhook.api import kinds
 from webhook.api.names import CONTROLLER_COMPONENT, TREE_NAMESPACE
 from webhook.cli.wiring import import_wired
 from webhook.core.integrity import WORKLOAD_CONTROLLERS
-from webhook.kube.client import KubeClient, ResourceRef
+from webhook.core.quota import QuotaTree
+from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.kube.selfcert import ensure_serving_secret, inject_ca_bundle, service_dns_names
 from webhook.kube.serving import tls_context
 from webhook.kube.tasks import TaskGroup
@@ -264,10 +271,37 @@ def _namespace_patcher(client: KubeClient) -> Patcher:
     """Merge-patches one namespace with ``client`` (the labels of :mod:`webhook.admission.joining`)."""
     namespaces = ResourceRef.of(kinds.NAMESPACE)
 
-    async def patch(namespace: str, body: Mapping[str, Any]) -> None:
-        await client.merge_patch(namespaces, namespace, dict(body))
+    async def patch(namespace: str, body: Mapping[str, Any]) -> bool:
+        try:
+            await client.merge_patch(namespaces, namespace, dict(body))
+        except KubeApiError as error:
+            if error.not_found:
+                return False
+            raise
+        return True
 
     return patch
+
+
+def _tree_reader(client: KubeClient, tree_namespace: str) -> TreeReader:
+    """Reads the honoured tree as stored: the ElasticQuotaTrees of ``tree_namespace``, one request."""
+    trees = ResourceRef.of(kinds.ELASTIC_QUOTA_TREE, tree_namespace)
+
+    async def read() -> QuotaTree | None:
+        listed = await client.request("GET", trees.path())
+        items = listed.get("items") if isinstance(listed, Mapping) else None
+        return tree_from_objects(items if isinstance(items, list) else [], tree_namespace)[0]
+
+    return read
+
+
+def _label_seen(store: StateStore) -> Seen:
+    """Whether ``store``'s namespace watch shows a namespace with a label set to ``true``."""
+
+    def seen(namespace: str, label: str) -> bool:
+        return store.current.namespace_labels.get(namespace, {}).get(label) == "true"
+
+    return seen
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -321,8 +355,10 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
                 log.info("component=serve event=plugin_attached plugin=%s", plugin.__name__)
         # The admission routes are answered from a thread of their own (the controller's passes would hold
         # them up on this loop); ``app`` keeps the caches and the plugins' background work here.
-        labeller = labeller_on(asyncio.get_running_loop(), _namespace_patcher(client))
-        runner = await server.start_apart(app, make_app(store, options.settings, labeller), options.host,
+        loop = asyncio.get_running_loop()
+        labeller = labeller_on(loop, _namespace_patcher(client), _label_seen(store))
+        reader = tree_reader_on(loop, _tree_reader(client, options.settings.tree_namespace))
+        runner = await server.start_apart(app, make_app(store, options.settings, labeller, reader), options.host,
                                           options.port, context)
         stack.push_async_callback(runner.cleanup)
         log.info(

@@ -221,6 +221,10 @@ PLACEMENT_GRACE_SECONDS = 60.0
 """How long a placement label the webhook set stays without a policy the controller sees: the webhook labels the
 namespace before it stores the policy, and the controller's policy watch may deliver the policy after the
 namespace's change."""
+JOIN_GRACE_SECONDS = 60.0
+"""How long a managed label the webhook set stays on a namespace the controller's tree does not list: the webhook
+labels the namespace before it allows the tree that lists it, and the controller's tree watch may deliver that
+tree after the namespace's change (a job created meanwhile must still be held)."""
 SINCE_ANNOTATIONS: Mapping[str, str] = {MANAGED_NAMESPACE_LABEL: MANAGED_SINCE_ANNOTATION,
                                         PLACEMENT_NAMESPACE_LABEL: PLACEMENT_SINCE_ANNOTATION}
 """The annotation written with a label: when it was set."""
@@ -231,7 +235,9 @@ def namespace_actions(
     namespaces: Mapping[str, Mapping[str, Any]],
     placement: frozenset[str] = frozenset(),
     now: float | None = None,
+    *,
     routed_before: frozenset[str] = frozenset(),
+    listed_before: frozenset[str] = frozenset(),
 ) -> list[NamespaceAction]:
     """Label the tree's namespaces ``kube-queue.x-k8s.io/managed: "true"``; unlabel the ones that left it.
     Without a tree that label does not change: the namespaces stay managed, so their new jobs stay held (the
@@ -244,17 +250,22 @@ def namespace_actions(
     lose it, unless it was set less than :data:`PLACEMENT_GRACE_SECONDS` before ``now`` (seconds since the epoch;
     ``None``: whatever its age) and the controller has not seen a policy there since (``routed_before``: the
     namespaces it saw in ``placement`` while they kept the label): a policy the controller saw go takes the
-    label with it at once."""
+    label with it at once. Likewise a namespace the tree does not list keeps its managed and quota labels
+    while the managed label is less than :data:`JOIN_GRACE_SECONDS` old, unless the controller saw a tree list it
+    (``listed_before``): the tree that lists it may not have reached this controller yet."""
     managed = set(tree.leaf_by_namespace) if tree is not None else None
     actions = []
     for name in sorted(namespaces):
         labels = labels_of(namespaces[name])
         value = labels.get(MANAGED_NAMESPACE_LABEL)
+        # Joining a tree this controller has not seen yet: its managed and quota labels stay.
+        joining = (managed is not None and name not in managed and value is not None and name not in listed_before
+                   and _young(namespaces[name], now, MANAGED_SINCE_ANNOTATION, JOIN_GRACE_SECONDS))
         if managed is not None and name in managed and value != "true":
             actions.append(NamespaceAction(name, "true"))
-        elif managed is not None and name not in managed and value is not None:
+        elif managed is not None and name not in managed and value is not None and not joining:
             actions.append(NamespaceAction(name, None))
-        if tree is not None:
+        if tree is not None and not joining:
             leaf = namespace_quota_label(tree, name)
             if labels.get(NAMESPACE_QUOTA_LABEL) != leaf:
                 actions.append(NamespaceAction(name, leaf, NAMESPACE_QUOTA_LABEL))
@@ -262,18 +273,20 @@ def namespace_actions(
         current = labels.get(PLACEMENT_NAMESPACE_LABEL)
         if wanted and current != "true":
             actions.append(NamespaceAction(name, "true", PLACEMENT_NAMESPACE_LABEL))
-        elif not wanted and current is not None and (name in routed_before or not _young(namespaces[name], now)):
+        elif not wanted and current is not None and (
+            name in routed_before
+            or not _young(namespaces[name], now, PLACEMENT_SINCE_ANNOTATION, PLACEMENT_GRACE_SECONDS)
+        ):
             actions.append(NamespaceAction(name, None, PLACEMENT_NAMESPACE_LABEL))
     return actions
 
 
-def _young(namespace: Mapping[str, Any], now: float | None) -> bool:
-    """Whether the namespace's placement label was set less than :data:`PLACEMENT_GRACE_SECONDS` before
-    ``now``."""
+def _young(namespace: Mapping[str, Any], now: float | None, annotation: str, grace: float) -> bool:
+    """Whether the label whose time ``annotation`` holds was set less than ``grace`` seconds before ``now``."""
     if now is None:
         return False
-    since = parse_time(annotations_of(namespace).get(PLACEMENT_SINCE_ANNOTATION))
-    return since is not None and now - since < PLACEMENT_GRACE_SECONDS
+    since = parse_time(annotations_of(namespace).get(annotation))
+    return since is not None and now - since < grace
 
 
 # The queue -------------------------------------------------------------------------------------------------

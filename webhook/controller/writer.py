@@ -16,6 +16,7 @@ from typing import Any
 
 from webhook.api.names import (
     ADMISSION_ANNOTATION,
+    MANAGED_NAMESPACE_LABEL,
     PLACEMENT_NAMESPACE_LABEL,
     REASON_ADMITTED,
     REASON_EVICTED,
@@ -105,6 +106,8 @@ class Writer:
         self._routed: set[str] = set()
         """The namespaces seen with a valid ResourcePolicy since their placement label was set: when their policy
         goes, so does the label, at once (:func:`namespace_actions`)."""
+        self._listed: set[str] = set()
+        """The managed namespaces seen listed by the tree: when the tree drops one, its labels go at once."""
         self.status_due: float | None = None
         """When (monotonic) a status held back by ``status_interval`` may be written: a pass is due then."""
         self._status_modes: dict[str, str | None] = {}
@@ -128,9 +131,14 @@ class Writer:
         cache = self.cache
         placement, namespaces = cache.placement_namespaces(), cache.by_name(cache.namespaces)
         self._routed = (self._routed | placement) & namespaces.keys()
-        for action in namespace_actions(tree, namespaces, placement, self._wall(), frozenset(self._routed)):
+        listed = tree.leaf_by_namespace.keys() if tree is not None else frozenset()
+        self._listed = (self._listed | listed) & namespaces.keys()
+        for action in namespace_actions(tree, namespaces, placement, self._wall(),
+                                        routed_before=frozenset(self._routed), listed_before=frozenset(self._listed)):
             if action.label == PLACEMENT_NAMESPACE_LABEL and action.value is None:
                 self._routed.discard(action.name)
+            if action.label == MANAGED_NAMESPACE_LABEL and action.value is None:
+                self._listed.discard(action.name)
             await self._label_namespace(action)
 
     async def _label_namespace(self, action: NamespaceAction) -> None:
