@@ -49,8 +49,8 @@ from webhook.api.names import (
     MANAGED_SINCE_ANNOTATION,
     NAMESPACE_QUOTA_LABEL,
     PLACEMENT_NAMESPACE_LABEL,
-    PLACEMENT_SINCE_ANNOTATION,
 )
+from webhook.api.namespace_labels import label_patch
 from webhook.api.objects import rfc3339
 from webhook.core.quota import QuotaTree, QuotaTreeError, namespace_quota_label, parse_tree
 
@@ -80,27 +80,16 @@ class Labelling:
     """What the label does, ending the refusal's sentence."""
 
 
-def managed_patch(now: float) -> dict[str, Any]:
-    """The merge patch that makes a namespace managed, joined at ``now`` (seconds since the epoch)."""
-    return {"metadata": {"labels": {MANAGED_NAMESPACE_LABEL: "true"},
-                         "annotations": {MANAGED_SINCE_ANNOTATION: rfc3339(now)}}}
-
-
 def joining(now: float) -> Labelling:
     """A namespace joins the tree at ``now``: managed, so no job of it runs unqueued."""
-    return Labelling(managed_patch(now), MANAGED_NAMESPACE_LABEL, "which keeps its jobs from running unqueued")
+    return Labelling(label_patch(MANAGED_NAMESPACE_LABEL, "true", now), MANAGED_NAMESPACE_LABEL,
+                     "which keeps its jobs from running unqueued")
 
 
 def routed(now: float) -> Labelling:
     """A namespace holds a ResourcePolicy since ``now``: its pods go to the webhook that applies it."""
-    return Labelling(placement_patch(now), PLACEMENT_NAMESPACE_LABEL,
+    return Labelling(label_patch(PLACEMENT_NAMESPACE_LABEL, "true", now), PLACEMENT_NAMESPACE_LABEL,
                      "which sends its pods to the webhook that applies the policy")
-
-
-def placement_patch(now: float) -> dict[str, Any]:
-    """The merge patch that labels a namespace for the placement webhook at ``now`` (seconds since the epoch)."""
-    return {"metadata": {"labels": {PLACEMENT_NAMESPACE_LABEL: "true"},
-                         "annotations": {PLACEMENT_SINCE_ANNOTATION: rfc3339(now)}}}
 
 
 def namespaces_joining(request: AdmissionRequest, state: AdmissionState, settings: Settings) -> tuple[str, ...]:

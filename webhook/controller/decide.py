@@ -225,9 +225,6 @@ JOIN_GRACE_SECONDS = 60.0
 """How long a managed label the webhook set stays on a namespace the controller's tree does not list: the webhook
 labels the namespace before it allows the tree that lists it, and the controller's tree watch may deliver that
 tree after the namespace's change (a job created meanwhile must still be held)."""
-SINCE_ANNOTATIONS: Mapping[str, str] = {MANAGED_NAMESPACE_LABEL: MANAGED_SINCE_ANNOTATION,
-                                        PLACEMENT_NAMESPACE_LABEL: PLACEMENT_SINCE_ANNOTATION}
-"""The annotation written with a label: when it was set."""
 
 
 def namespace_actions(

@@ -21,11 +21,11 @@ from webhook.api.names import (
     REASON_ADMITTED,
     REASON_EVICTED,
 )
-from webhook.api.objects import Obj, meta, name_of, rfc3339
+from webhook.api.namespace_labels import label_patch
+from webhook.api.objects import Obj, meta, name_of
 from webhook.controller import metrics
 from webhook.controller.cache import NAMESPACES, ClusterCache
 from webhook.controller.decide import (
-    SINCE_ANNOTATIONS,
     JobDecisions,
     JobReclaim,
     NamespaceAction,
@@ -142,10 +142,7 @@ class Writer:
             await self._label_namespace(action)
 
     async def _label_namespace(self, action: NamespaceAction) -> None:
-        patch: dict[str, Any] = {"metadata": {"labels": {action.label: action.value}}}
-        since = SINCE_ANNOTATIONS.get(action.label)
-        if since is not None:  # when it joined or was routed (or none, when the label goes)
-            patch["metadata"]["annotations"] = {since: rfc3339(self._wall()) if action.value else None}
+        patch = label_patch(action.label, action.value, self._wall())
         try:
             updated = await self.client.merge_patch(NAMESPACES, action.name, patch)
         except KubeApiError as error:
