@@ -288,7 +288,7 @@ def _tree_reader(client: KubeClient, tree_namespace: str) -> TreeReader:
     trees = ResourceRef.of(kinds.ELASTIC_QUOTA_TREE, tree_namespace)
 
     async def read() -> QuotaTree | None:
-        listed = await client.request("GET", trees.path())
+        listed = await client.list_page(trees)
         items = listed.get("items") if isinstance(listed, Mapping) else None
         return tree_from_objects(items if isinstance(items, list) else [], tree_namespace)[0]
 

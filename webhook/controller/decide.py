@@ -255,12 +255,13 @@ def namespace_actions(
     for name in sorted(namespaces):
         labels = labels_of(namespaces[name])
         value = labels.get(MANAGED_NAMESPACE_LABEL)
+        unlisted = managed is not None and name not in managed and value is not None
         # Joining a tree this controller has not seen yet: its managed and quota labels stay.
-        joining = (managed is not None and name not in managed and value is not None and name not in listed_before
-                   and _young(namespaces[name], now, MANAGED_SINCE_ANNOTATION, JOIN_GRACE_SECONDS))
+        joining = unlisted and name not in listed_before and _young(
+            namespaces[name], now, MANAGED_SINCE_ANNOTATION, JOIN_GRACE_SECONDS)
         if managed is not None and name in managed and value != "true":
             actions.append(NamespaceAction(name, "true"))
-        elif managed is not None and name not in managed and value is not None and not joining:
+        elif unlisted and not joining:
             actions.append(NamespaceAction(name, None))
         if tree is not None and not joining:
             leaf = namespace_quota_label(tree, name)
