@@ -10,7 +10,8 @@ import datetime
 import json
 from typing import Any
 
-from tests.service.controller_support import QUEUES, admitted, driven, job, pi, seed_api, step
+from tests.builders import cluster_pod
+from tests.service.controller_support import PODS, QUEUES, TREES, admitted, driven, job, pi, seed_api, step
 from tests.service.kubeclient_fake import JOBS, FakeApi
 from webhook.api.names import ADMISSION_ANNOTATION, EXPECTED_RUNTIME_ANNOTATION
 from webhook.api.objects import parse_time
@@ -111,3 +112,32 @@ async def test_with_estimates_off_the_queue_status_has_none() -> None:
         assert controller.eta is None
         await step(api, controller, passes=2)
     assert [set(item) for item in active(api)] == [{"name", "namespace", "priority", "position"}]
+
+
+async def test_the_control_planes_time_per_turn_is_kept_on_the_tree_across_a_restart() -> None:
+    """docs/eta.md, "the control plane's time": pi-1's pod starts (to the second) at its admission and its Job
+    completes then; the pass that sees it finished measures the rest of the turn. The tree's status keeps both
+    parts, a pass before the estimator read them back keeps them there, and a new controller reads them back."""
+    api = seed_api()
+    api.put(JOBS, pi("pi-1", pods=1))
+    async with driven(api, eta_interval=0.01) as controller:
+        await step(api, controller)
+        assert admitted(api, "pi-1")
+        owner = job(api, "pi-1")
+        record = json.loads(owner["metadata"]["annotations"][ADMISSION_ANNOTATION])
+        begun = datetime.datetime.fromtimestamp(parse_time(record["admittedAt"]) or 0.0, tz=datetime.UTC)
+        pod = cluster_pod("pi-1-x", namespace="user-a", owner=owner,
+                          status={"startTime": begun.strftime("%Y-%m-%dT%H:%M:%SZ")})
+        api.put(PODS, pod)
+        await refreshed(api, controller)  # its pods are seen running
+        finish(api, "pi-1", 0)
+        await refreshed(api, controller)  # a pass sees it finished; the refresh learns the turn
+    handoff = api.obj(TREES, "elasticquotatree", "kube-system")["status"]["handoff"]
+    assert handoff["startSeconds"] == [0.0]  # a start kept to the second is never before the admission
+    (end,) = handoff["endSeconds"]
+    assert 0.0 <= end <= 5.0
+    async with driven(api, eta_interval=0.01) as controller:
+        await step(api, controller)  # no refresh yet: the pass keeps what the tree holds
+        assert api.obj(TREES, "elasticquotatree", "kube-system")["status"]["handoff"] == handoff
+        await refreshed(api, controller)
+        assert controller.eta is not None and controller.eta.handoff.items() == handoff

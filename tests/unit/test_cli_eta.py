@@ -10,19 +10,22 @@ from typing import Any
 from tests.clirun import NOW, T0, run, seed_objects
 from tests.fakeapi import FakeApi
 from tests.kubefake import stamp
-from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION
+from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, HANDOFF_STATUS
 from webhook.cli.eta import about
 
 
 def api(declared: dict[str, str], *, history: list[dict[str, Any]] | None = None,
-        published: dict[str, dict[str, str]] | None = None, **kwargs: Any) -> FakeApi:
-    """The seed cluster with run times declared on some jobs (by name), a run-time history on user-a's Queue and
-    estimates published on the Queues' items (by job name)."""
+        published: dict[str, dict[str, str]] | None = None, handoff: dict[str, list[float]] | None = None,
+        **kwargs: Any) -> FakeApi:
+    """The seed cluster with run times declared on some jobs (by name), a run-time history on user-a's Queue,
+    estimates published on the Queues' items (by job name) and the control plane's time on the tree."""
     objects = seed_objects()
     for obj in objects:
         meta = obj.get("metadata", {})
         if meta.get("name") in declared and obj.get("kind") != "Pod":
             meta.setdefault("annotations", {})[EXPECTED_RUNTIME_ANNOTATION] = declared[meta["name"]]
+        if obj.get("kind") == "ElasticQuotaTree" and handoff is not None:
+            obj.setdefault("status", {})[HANDOFF_STATUS] = handoff
         if obj.get("kind") == "Queue":
             status = obj.setdefault("status", {})
             if history is not None and meta["name"] == "root-department-a-user-a":
@@ -54,6 +57,17 @@ def test_kq_why_replays_the_queue_with_the_declared_run_times() -> None:
     text = run(["why", "pi2"], fake).out
     assert "Expected to start in about 25 min, at about " in text
     assert "Expected to finish about 45 min from now: it declares a run time of 20 min." in text
+
+
+def test_kq_why_adds_the_control_planes_time_the_tree_keeps_to_every_turn() -> None:
+    # pi1 ends 901 s from now; its room is handed on 1.5 s later, big's pods run 0.5 s after it is admitted; big's
+    # room is handed on 1.5 s after its 600 s, and pi2's pods run 0.5 s after that.
+    fake = api({"pi1": "30m", "big": "10m", "pi2": "20m", "pend": "5h", "mnist": "5h"},
+               handoff={"startSeconds": [0.5, 0.5, 3.0], "endSeconds": [1.5, 1.0, 2.0]})
+    answer = why_json(fake)
+    assert answer["estimatedStart"] == stamp(NOW + 901 + 2 + 600 + 2)
+    assert answer["estimateBasis"]["controlPlaneSeconds"] == {"start": 0.5, "end": 1.5}
+    assert "with 2.0 s of the control plane's time per turn" in run(["why", "pi2"], fake).out
 
 
 def test_kq_why_learns_run_times_from_the_history_on_the_queue() -> None:

@@ -135,3 +135,38 @@ def test_the_queue_status_carries_the_estimates_and_the_history() -> None:
     without = queue_statuses(tree, decisions, 200)
     assert "runtimeHistory" not in without["root-department-a-user-b"]
     assert "estimatedStart" not in without["root-department-a-user-b"]["queueItemDetails"]["active"][0]
+
+
+def test_the_control_planes_time_around_a_run_is_learned_kept_on_the_tree_and_added_to_each_turn() -> None:
+    """docs/eta.md, "the control plane's time": admitted at T0, its pod starts at T0 + 1, its Job completes at
+    T0 + 60 and the first pass to see it finished runs at T0 + 61.25: 1 s before the run, 1.25 s after it."""
+    tree = seed_tree()
+    pods = PodIndex()
+    admitted = batch_job("train-1", "user-a", workers=1, cpu="10", created=T0 - 5, leaf="Department-a",
+                         admitted_at=T0)
+    pod = cluster_pod("train-1-x", namespace="user-a", owner=admitted, status={"startTime": stamp(T0 + 1)})
+    pods.listener(None, CacheEvent("ADDED", pod_slim(pod)))  # type: ignore[arg-type]
+    eta = service(pods)
+    running_jobs = [tracked(tree, admitted)]
+    eta.offer(inputs(tree, running_jobs, T0 + 30))
+    assert eta._running(running_jobs, T0 + 30) == {running_jobs[0].workload.key: T0 + 1}
+    done = [tracked(tree, finished("train-1", T0, T0 + 60))]
+    eta.offer(inputs(tree, done, T0 + 61.25))
+    eta.offer(inputs(tree, done, T0 + 64))  # a later pass does not move it
+    eta._running(done, T0 + 65)
+    status = eta.refresh(inputs(tree, done, T0 + 65), {})
+    assert eta.history.groups == {("user-a", "Job", "train"): [59.0]}
+    assert status.handoff == {"startSeconds": [1.0], "endSeconds": [1.25]}
+    # A new leader reads it back from the tree's status and adds it to every turn: a job waiting behind one
+    # running for another 100 s starts 1.25 s after that run's end and 1 s after its admission.
+    again = service()
+    holder = batch_job("big-1", "user-a", workers=10, cpu="10", created=T0, leaf="Department-a", admitted_at=T0,
+                       annotations={EXPECTED_RUNTIME_ANNOTATION: "10m"})
+    waiting_job = batch_job("next-1", "user-b", workers=5, cpu="10", created=T0 + 1, leaf="Department-a",
+                            suspended=True, annotations={EXPECTED_RUNTIME_ANNOTATION: "5m"})
+    jobs = [tracked(tree, holder), tracked(tree, waiting_job)]
+    stored = EtaInputs(tree, jobs, {}, Fraction(1), False, T0 + 500, handoff=status.handoff)
+    published = again.refresh(stored, {jobs[0].workload.key: T0})
+    assert published.items[WorkloadKey("Job", "user-b", "next-1")]["estimatedStart"] == stamp(T0 + 600 + 2.25)
+    assert published.handoff == status.handoff
+    assert service().refresh(inputs(tree, jobs, T0 + 500), {}).handoff is None  # nothing measured, nothing written

@@ -16,6 +16,7 @@ from tests.builders import job, node, res, seed_tree, tree
 from webhook.core.decisions import PlainJob, QueueJob
 from webhook.core.eta import Estimate, Why, estimate
 from webhook.core.eta_replay import ReplayInput, ReplayLimits, ReplayResult, replay
+from webhook.core.handoff import HANDOFF_LIMIT, Handoff, HandoffHistory
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree
 from webhook.core.runtimes import Runtime, Source
@@ -247,3 +248,69 @@ def test_a_queue_with_nothing_waiting_whose_jobs_reclaim_evicts_by_the_dozen_kee
                    {**{f"b{i}": declared(3600) for i in range(40)}, "owner": declared(60)})
     found = starts(inputs, "default")
     assert ahead(found["owner"]) == 0  # reclaim makes the room at once
+
+
+# The control plane's time per turn (docs/eta.md, "The control plane's time per turn") ---------------------
+LAG = Handoff(start=0.5, end=1.25)
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_every_turn_ahead_adds_the_control_planes_time(limits: str) -> None:
+    inputs = given(one_queue(), [running("a", 10, since=NOW - 100), waiting("b", 10, 1), waiting("c", 10, 2)],
+                   {"a": declared(300), "b": declared(600), "c": declared(60)}, since={"a": NOW - 100})
+    found = starts(dataclasses.replace(inputs, handoff=LAG), limits)
+    # a's room is handed on 1.25 s after its end, b's pods run 0.5 s after b's admission; then the same for b.
+    assert ahead(found["b"]) == 200 + 1.25 + 0.5
+    assert ahead(found["c"]) == 200 + 1.25 + 0.5 + 600 + 1.25 + 0.5
+    assert found["c"].finish == NOW + 200 + 600 + 60 + 2 * 1.75
+    without = starts(inputs, limits)
+    assert (ahead(without["b"]), ahead(without["c"])) == (200, 800)
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_a_job_admitted_but_not_running_yet_runs_after_the_start_part(limits: str) -> None:
+    # a was admitted 0.2 s ago and its pods do not run yet: they run 0.5 s after its admission, for 100 s.
+    inputs = given(one_queue(), [running("a", 10, since=NOW - 0.2), waiting("b", 10, 1)],
+                   {"a": declared(100), "b": declared(60)})
+    found = starts(dataclasses.replace(inputs, handoff=LAG), limits)
+    assert ahead(found["b"]) == pytest.approx(-0.2 + 0.5 + 100 + 1.25 + 0.5)
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_with_an_oversell_rate_the_pods_run_after_the_start_part_too(limits: str) -> None:
+    inputs = given(one_queue(), [running("a", 10, since=NOW - 50), running("b", 10, since=NOW), waiting("c", 10, 1)],
+                   {"a": declared(150), "b": declared(200), "c": declared(60)}, rate=2, since={"a": NOW - 50})
+    found = starts(dataclasses.replace(inputs, handoff=LAG), limits)
+    # a's room at +101.25: b's pods run at +101.75 for 200 s, their room at +303; c's pods run at +303.5.
+    assert ahead(found["c"]) == pytest.approx(100 + 1.25 + 0.5 + 200 + 1.25 + 0.5)
+
+
+def test_the_history_keeps_the_newest_samples_and_gives_their_medians() -> None:
+    history = HandoffHistory(kept=3)
+    assert history.figure() == Handoff(0.0, 0.0) and len(history) == 0
+    for start, end in ((9.0, 9.0), (0.2, 1.0), (0.4, 1.2), (0.6, 1.4)):
+        history.add(start, end)
+    assert history.figure() == Handoff(0.4, 1.2)  # the first samples went
+    history.add(None, 2.0)
+    assert history.figure() == Handoff(0.4, 1.4)
+
+
+def test_a_sample_no_handoff_explains_is_left_out() -> None:
+    history = HandoffHistory()
+    history.add(-0.5, HANDOFF_LIMIT + 1)  # a clock step back; a controller that was down
+    history.add(0.3, 0.9)
+    assert history.figure() == Handoff(0.3, 0.9)
+    assert history.items() == {"startSeconds": [0.3], "endSeconds": [0.9]}
+
+
+def test_the_status_round_trip_keeps_the_samples_and_skips_what_is_not_seconds() -> None:
+    history = HandoffHistory()
+    for start, end in ((0.1234, 1.0), (0.5, 1.5), (0.3, 2.0)):
+        history.add(start, end)
+    again = HandoffHistory()
+    again.restore(history.items())
+    assert again.items() == history.items() and again.figure() == Handoff(0.3, 1.5)
+    broken = HandoffHistory()
+    broken.restore({"startSeconds": ["1", True, None, 0.25, 1e9], "endSeconds": "1.0"})
+    broken.restore(["not", "a", "mapping"])
+    assert broken.items() == {"startSeconds": [0.25], "endSeconds": []}

@@ -188,3 +188,8 @@ REASON_GAVE_UP: Final = "GaveUp"
 
 UNFINISHED_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
 """The field selector of the pods that have not finished (the ones that count against a quota)."""
+
+# Status fields -----------------------------------------------------------------------------------------------
+HANDOFF_STATUS: Final = "handoff"
+"""The honoured ElasticQuotaTree's ``status`` field that keeps the control plane's time per turn of a job, as the
+controller measured it for the start estimates (docs/eta.md): ``{startSeconds: [...], endSeconds: [...]}``."""

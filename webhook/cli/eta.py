@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION
+from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, HANDOFF_STATUS
 from webhook.api.objects import (
     RAN_PHASES,
     Obj,
@@ -28,6 +28,7 @@ from webhook.cli.view import BACKOFF, QUEUING, JobView, Snapshot
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA, leaf_policies
 from webhook.core.eta import Estimate, Estimates, Why, estimate
 from webhook.core.eta_replay import Basis, ReplayInput
+from webhook.core.handoff import NO_HANDOFF, Handoff, HandoffHistory
 from webhook.core.quota import queue_name
 from webhook.core.runtimes import Runtime, RuntimeHistory, Source, restore_items, running_since
 from webhook.core.workload import Phase, WorkloadKey
@@ -51,6 +52,8 @@ class EtaReport:
     latest: float | None = None
     problem: str = ""
     waits_for: tuple[str, ...] = field(default=())
+    handoff: Handoff = NO_HANDOFF
+    """The control plane's time per turn the replay added."""
 
 
 def published_estimates(queues: Mapping[str, Obj]) -> Published:
@@ -122,13 +125,18 @@ def _running_since(view: JobView) -> float | None:
 
 def estimate_snapshot(snapshot: Snapshot, views: Sequence[JobView], rate: Any, strict: bool) -> Estimates:
     """Every waiting job's estimate, from a snapshot of every job and pod of the tree (``complete`` and
-    ``tree_pods``), with the run-time history the controller keeps on its Queues."""
+    ``tree_pods``), with the run-time history the controller keeps on its Queues and the control plane's time per
+    turn it keeps on the tree."""
     from webhook.cli.waiting import pass_inputs  # noqa: PLC0415
 
     tree = snapshot.tree
     assert tree is not None
     tracked, loose, protected = pass_inputs(snapshot, views)
     history = _history(snapshot)
+    handoff = HandoffHistory()
+    stored = snapshot.tree_obj.get("status") if snapshot.tree_obj is not None else None
+    if isinstance(stored, Mapping):
+        handoff.restore(stored.get(HANDOFF_STATUS))
     runtimes: dict[WorkloadKey, Runtime] = {}
     running: dict[WorkloadKey, float] = {}
     for other in views:
@@ -142,7 +150,7 @@ def estimate_snapshot(snapshot: Snapshot, views: Sequence[JobView], rate: Any, s
             running[job.workload.key] = since
     policies = leaf_policies(tree, snapshot.queues, strict)
     given = ReplayInput(tree, tracked, policies, rate, snapshot.now, runtimes, running, loose, protected,
-                        frozenset(), RECLAIM_TRIES_PER_QUOTA)
+                        frozenset(), RECLAIM_TRIES_PER_QUOTA, handoff.figure())
     return estimate(given)
 
 
@@ -159,11 +167,12 @@ def estimate_job(snapshot: Snapshot, views: Sequence[JobView], view: JobView, ra
             return EtaReport("none", problem="kq cannot read every job and pod of the tree to replay the queue, "
                              "and the controller has published no estimate for it on its Queue")
         return EtaReport("queue-status", start=start, latest=latest)
-    found = estimate_snapshot(snapshot, views, rate, strict).by_key.get(view.key)
+    estimates = estimate_snapshot(snapshot, views, rate, strict)
+    found = estimates.by_key.get(view.key)
     if found is None:
         return EtaReport("none", problem="the replay does not hold this job")
     return EtaReport("replay", found, found.start, found.latest,
-                     waits_for=tuple(str(key) for key in found.unknown_jobs))
+                     waits_for=tuple(str(key) for key in found.unknown_jobs), handoff=estimates.handoff)
 
 
 def _basis_text(basis: Basis) -> str:
@@ -181,6 +190,12 @@ def _basis_text(basis: Basis) -> str:
     if not parts:
         return "no job needs to end first"
     return "from " + " and ".join(parts)
+
+
+def _handoff_text(handoff: Handoff, basis: Basis) -> str:
+    """``, with 1.2 s of the control plane's time per turn``: what the replay added to each turn before it."""
+    turn = handoff.start + handoff.end
+    return f", with {turn:.1f} s of the control plane's time per turn" if basis.finished and turn >= 0.05 else ""
 
 
 def _own(runtime: Runtime) -> str:
@@ -214,7 +229,8 @@ def eta_lines(report: EtaReport, now: float) -> list[str]:
     if start is not None:
         early, late = about(start - now), about(latest - now) if latest is not None else ""
         around = f" ({early} to {late})" if late and late != early else ""
-        basis = f", {_basis_text(found.basis)}" if found is not None else " (the controller's estimate)"
+        basis = f", {_basis_text(found.basis)}{_handoff_text(report.handoff, found.basis)}" if found is not None \
+            else " (the controller's estimate)"
         when = "at the controller's next pass" if start - now < 1 else f"in about {early}{around}, at about " \
             f"{rfc3339_seconds(start)}"
         lines.append(f"Expected to start {when}{basis}.")
@@ -257,6 +273,7 @@ def eta_fields(report: EtaReport) -> dict[str, Any]:
             "declaredRuntimes": found.basis.declared,
             "deadlines": found.basis.deadline,
             "summary": _basis_text(found.basis),
+            "controlPlaneSeconds": {"start": round(report.handoff.start, 3), "end": round(report.handoff.end, 3)},
             "ownRuntime": {
                 "source": found.runtime.source.value,
                 **({"p50Seconds": round(found.runtime.p50)} if found.runtime.p50 is not None else {}),

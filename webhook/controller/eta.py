@@ -37,6 +37,7 @@ from webhook.controller.starts import PodIndex
 from webhook.core.decide import leaf_policies
 from webhook.core.eta import Estimate, estimate
 from webhook.core.eta_replay import ReplayInput
+from webhook.core.handoff import HandoffHistory
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.runtimes import RuntimeHistory, history_items, restore_items, running_since
 from webhook.core.workload import Phase, Workload, WorkloadKey
@@ -71,14 +72,18 @@ class EtaInputs:
     protected: Mapping[WorkloadKey, str] | None = None
     closing: frozenset[str] = frozenset()
     tries: int = 16
+    handoff: object = None
+    """The honoured tree's ``status.handoff`` as stored (read back once, after a restart)."""
 
 
 @dataclass(frozen=True, slots=True)
 class EtaStatus:
-    """What the Queues' status says of the estimates: per waiting job its fields, per namespace its history."""
+    """What the status of the Queues and the tree says of the estimates: per waiting job its fields, per namespace
+    its history, and the control plane's time per turn (``None``: nothing measured or read back yet)."""
 
     items: Mapping[WorkloadKey, Mapping[str, str]] = field(default_factory=dict)
     history: Mapping[str, list[dict[str, object]]] = field(default_factory=dict)
+    handoff: Mapping[str, list[float]] | None = None
 
 
 class EtaService:
@@ -107,6 +112,11 @@ class EtaService:
         """The same for admissions that ended (finished or evicted), until the history takes them."""
         self._counted: set[str] = set()
         """Uids of finished jobs already in the history."""
+        self.handoff = HandoffHistory()
+        self._admitted: set[str] = set()
+        """Uids of the jobs admitted at the last pass."""
+        self._ended_seen: dict[str, float] = {}
+        """Uid -> the pass that first saw it finished after it was admitted, until the history takes it."""
         self.refreshes = 0
         self.last_cpu = 0.0
         """CPU seconds the last refresh took (its thread's)."""
@@ -120,9 +130,21 @@ class EtaService:
         self._idle.set()
 
     def offer(self, inputs: EtaInputs) -> None:
-        """What the pass decided on (cheap: kept until the next refresh)."""
+        """What the pass decided on (cheap: kept until the next refresh, and one walk over the jobs for the jobs
+        it is the first to see finished)."""
         self._latest = inputs
         self._offered.set()
+        admitted: set[str] = set()
+        before, seen = self._admitted, self._ended_seen
+        for job in inputs.jobs:
+            workload = job.workload
+            if workload.phase is Phase.ADMITTED:
+                admitted.add(workload.uid)
+            elif workload.phase is Phase.FINISHED and workload.uid in before and workload.uid not in seen:
+                seen[workload.uid] = inputs.now  # this pass hands the job's room on
+        self._admitted = admitted
+        for old in list(seen)[:max(0, len(seen) - FINISHED_KEPT)]:
+            del seen[old]  # jobs that failed are never taken: the oldest go
 
     def published(self) -> EtaStatus:
         return self._status
@@ -196,10 +218,11 @@ class EtaService:
                                                          job.leaf.namespaces, job.adapter)
         policies = leaf_policies(tree, inputs.queues, inputs.strict)
         given = ReplayInput(tree, inputs.jobs, policies, inputs.rate, inputs.now, runtimes, running, inputs.loose,
-                            inputs.protected, inputs.closing, inputs.tries)
+                            inputs.protected, inputs.closing, inputs.tries, self.handoff.figure())
         with collector_paused():  # the replays make no garbage cycles, as the pass makes none
             found = estimate(given, between=self._wait_for_pass)
-        status = EtaStatus(self._items(found.by_key, inputs.now), self._histories(tree))
+        status = EtaStatus(self._items(found.by_key, inputs.now), self._histories(tree),
+                           self.handoff.items() if len(self.handoff) else None)
         self.refreshes += 1
         self.last_cpu = time.thread_time() - started
         metrics.ETA_REFRESH.observe(self.last_cpu)
@@ -239,10 +262,13 @@ class EtaService:
             status = queue.get("status") if queue is not None else None
             if isinstance(status, Mapping):
                 restore_items(self.history, namespace, status.get("runtimeHistory"))
+        self.handoff.restore(inputs.handoff)
         self._restored = True
 
     def _learn(self, inputs: EtaInputs) -> None:
-        """Add the run time of every job that succeeded since the last refresh."""
+        """Add the run time of every job that succeeded since the last refresh, and the control plane's time
+        around it (:mod:`webhook.core.handoff`): from its admission to its pods' start, from its finish to the pass
+        that saw it finished."""
         live: set[str] = set()
         for job in inputs.jobs:
             workload = job.workload
@@ -258,9 +284,14 @@ class EtaService:
             ended = finished_at(job.obj) or inputs.now
             if ended <= self.history.last.get(group, float("-inf")) and self.refreshes == 0:
                 continue  # counted before a restart (the group's last finish says so)
+            seen = self._ended_seen.pop(workload.uid, None)
+            admitted = job.record.admitted_at if job.record is not None and job.record.admitted_at else None
             began = self._finished_since.pop(_admission(job), None)
-            if began is None and job.record is not None and job.record.admitted_at:
-                began = job.record.admitted_at
+            if admitted is not None:
+                self.handoff.add(began - admitted if began is not None else None,
+                                 seen - ended if seen is not None else None)
+            if began is None:
+                began = admitted
             if began is not None and ended >= began:
                 self.history.add(group, ended - began, ended)
         self._counted &= live

@@ -16,6 +16,7 @@ from typing import Any
 
 from webhook.api.names import (
     ADMISSION_ANNOTATION,
+    HANDOFF_STATUS,
     MANAGED_NAMESPACE_LABEL,
     PLACEMENT_NAMESPACE_LABEL,
     REASON_ADMITTED,
@@ -321,6 +322,19 @@ class Writer:
                         quota=job.leaf.full_name, reason=f"held again, {ADMISSION_ANNOTATION} was stale"))
 
     # Status ------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _tree_status(tree: QuotaTree, tree_obj: Obj, decisions: JobDecisions, eta: EtaStatus | None) -> Obj:
+        """The tree's ``status``, with the control plane's time per turn the estimates measured (docs/eta.md), or
+        what it held until they have (a pass before the estimator read it back, or with estimates off)."""
+        status = tree_status(tree, decisions)
+        current = tree_obj.get("status")
+        handoff = eta.handoff if eta is not None else None
+        if handoff is None and isinstance(current, Mapping):
+            handoff = current.get(HANDOFF_STATUS)
+        if handoff:
+            status[HANDOFF_STATUS] = handoff
+        return status
+
     async def write_statuses(self, tree: QuotaTree, tree_obj: Obj, decisions: JobDecisions,
                              eta: EtaStatus | None = None) -> None:
         """Every Queue's ``status`` (with the start estimates ``eta`` has) and the tree's (each at most once per
@@ -337,7 +351,8 @@ class Writer:
                 # read it back, or with estimates off, leaves it as it is.
                 status = {**wanted, "runtimeHistory": kept} if kept and "runtimeHistory" not in wanted else wanted
                 await self._write_status(cache.queues_ref, cache.queues, obj, status)
-        await self._write_status(cache.trees_ref, cache.trees, tree_obj, tree_status(tree, decisions))
+        await self._write_status(cache.trees_ref, cache.trees, tree_obj,
+                                 self._tree_status(tree, tree_obj, decisions, eta))
         live = {f"{plural}/{name_of(obj)}/{meta(obj).get('uid') or ''}" for plural, obj in (
             *((cache.queues_ref.plural, obj) for obj in queues.values()), (cache.trees_ref.plural, tree_obj))}
         for key in [key for key in self._statuses if key not in live]:

@@ -18,6 +18,7 @@ from enum import Enum
 from webhook.core.decisions import QueueJob
 from webhook.core.eta_replay import Basis, Outcome, ReplayInput, ReplayLimits, replay
 from webhook.core.fit import check_fit
+from webhook.core.handoff import NO_HANDOFF, Handoff
 from webhook.core.resources import Resources
 from webhook.core.runtimes import P50, P90, UNKNOWN, Runtime
 from webhook.core.startup import BackoffState
@@ -81,6 +82,8 @@ class Estimates:
     """A replay stopped at its horizon or budget with events left."""
     horizon: float
     """The last virtual time the median replay reached."""
+    handoff: Handoff = NO_HANDOFF
+    """The control plane's time the replays added to each turn."""
 
 
 def _blocked(job: QueueJob, given: ReplayInput, never: dict[tuple[str, Resources], bool]) -> Why:
@@ -179,4 +182,4 @@ def estimate(given: ReplayInput, limits: ReplayLimits | None = None, *,
             unknown_jobs=waits_for,
         )
     passes = median.passes + sum(result.passes for result in (free, late) if result is not None)
-    return Estimates(now, out, passes, median.exhausted, median.end)
+    return Estimates(now, out, passes, median.exhausted, median.end, given.handoff)

@@ -4,8 +4,9 @@ The snapshot's jobs are replayed from ``now``: running jobs end at their expecte
 :func:`webhook.core.decide.decide` (so priorities, Round and Block, borrowing, reclaim, ``kube-queue/max-jobs``,
 the oversell rate and backoff retry times play as in the controller), admitted jobs run once the pods' quota
 lets them (running pods within ``max`` whatever the oversell rate, :mod:`webhook.core.podquota`, as the
-scheduler extender keeps them) and then for their expected run time. The first admission and the first run of
-every waiting job are recorded.
+scheduler extender keeps them) and then for their expected run time; the control plane's time around each run
+(:mod:`webhook.core.handoff`) delays each start and each hand-on of a job's room. The first admission and the
+first run of every waiting job are recorded.
 
 An event-by-event replay of 10,000 waiting jobs is 10,000 passes; this one stays within a few hundred:
 
@@ -62,6 +63,7 @@ class _Replay:
         self.q = q
         self.between = between
         self.unknown_ends = unknown_ends
+        self.handoff = given.handoff
         tree = self.tree = given.tree
         self.now = given.now
         self.chains = Chains(tree)
@@ -118,10 +120,10 @@ class _Replay:
                 slot.group = self.use_tally.group(chain, slot.counted)
                 self.use_tally.add(slot.group, 1)
                 since = given.running_since.get(slot.key)
-                if since is None and not self.modelled:
-                    since = workload.admitted_at if workload.admitted_at is not None else now
+                if since is None and not self.modelled:  # its pods are about to run
+                    since = (workload.admitted_at if workload.admitted_at is not None else now) + self.handoff.start
                 if since is not None:
-                    self._run(slot, now, elapsed=max(0.0, now - since))
+                    self._run(slot, max(now, since), elapsed=max(0.0, now - since))
                 continue
             state = source.backoff_state(now)
             out = (state is BackoffState.GAVE_UP or source.missing_class is not None or not chain
@@ -193,7 +195,7 @@ class _Replay:
     # Running and ending ------------------------------------------------------------------------------------
     def _run(self, slot: Slot, at: float, elapsed: float = 0.0) -> None:
         """The job's pods run from ``at``: it ends after its run time (never, when unknown, unless the replay
-        takes unknown run times as ending at once)."""
+        takes unknown run times as ending at once), and its room is handed on the handoff's end after that."""
         slot.status = Status.RUNNING
         if self.modelled:
             shift(self.running, slot.chain, slot.request, 1)
@@ -201,7 +203,7 @@ class _Replay:
         if left is None and self.unknown_ends:
             left = 0.0
         if left is not None:
-            self._push(at + left, _FINISH, slot)
+            self._push(at + left + self.handoff.end, _FINISH, slot)
 
     def _finish(self, slot: Slot) -> None:
         slot.status = Status.DONE
@@ -408,12 +410,13 @@ class _Replay:
 
     def _start_pending(self, at: float, ends: Sequence[tuple[float, tuple[str, ...], Amounts, Amounts]],
                        floor: float, admitted: list[Slot]) -> None:
-        """Start the admitted jobs whose pods may run: at once (dated by their admission) when the queue does not
-        oversell; else in order of priority and admission while the pods' quota has room."""
+        """Start the admitted jobs whose pods may run, the handoff's start after what lets them: their admission
+        when the queue does not oversell; else, in order of priority and admission, room in the pods' quota."""
+        lag = self.handoff.start
         if not self.modelled:
             for slot in admitted:
                 if slot.status is Status.PENDING:
-                    self._started(slot, slot.job.workload.admitted_at or at)
+                    self._started(slot, (slot.job.workload.admitted_at or at) + lag)
             return
         pending = [slot for slot in self.holding.values() if slot.status is Status.PENDING]
         if not pending:
@@ -431,7 +434,7 @@ class _Replay:
             if freed is not None:
                 found = freed.earliest(slot.chain, slot.request, self.running_before, added, self.max_limits)
                 when = at if found is None else min(at, max(found, floor))
-            self._started(slot, max(when, workload.admitted_at or floor))
+            self._started(slot, max(when, workload.admitted_at or floor) + lag)
 
     # The clock ---------------------------------------------------------------------------------------------
     def run(self) -> ReplayResult:

@@ -10,6 +10,7 @@ from fractions import Fraction
 
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA
 from webhook.core.decisions import QueueJob
+from webhook.core.handoff import NO_HANDOFF, Handoff
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree
 from webhook.core.runtimes import Runtime
@@ -60,6 +61,8 @@ class ReplayInput:
     protected: Mapping[WorkloadKey, str] | None = None
     closing: frozenset[str] = frozenset()
     reclaim_tries_per_quota: int = RECLAIM_TRIES_PER_QUOTA
+    handoff: Handoff = NO_HANDOFF
+    """The control plane's time in each turn of a job (:mod:`webhook.core.handoff`; none in the simulator)."""
 
 
 @dataclass(frozen=True, slots=True)
