@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import REGISTRY
 
 from tests.builders import SEED_TREE_SPEC, seed_tree, tree_object
 from tests.service.extender_support import policy
@@ -247,6 +248,13 @@ async def _namespace_created(body: bytes, reader: Any) -> dict[str, Any]:
         return dict((await answer.json())["response"])
 
 
+def _namespaces_counted() -> float:
+    """Namespace requests the webhook's metrics counted, whatever their decision."""
+    return sum(REGISTRY.get_sample_value("kube_queue_webhook_requests_total",
+                                         {"endpoint": "mutate", "kind": "Namespace", "decision": decision}) or 0.0
+               for decision in ("allowed", "patched", "denied"))
+
+
 async def test_a_namespace_created_right_after_the_tree_listed_it_is_labelled_from_the_stored_tree() -> None:
     # This replica's tree watch has not delivered the tree that lists user-d: the namespace is created from the
     # tree as stored, so its first job is held (tests/e2e/test_quota_holds.py tries it on a cluster).
@@ -257,7 +265,9 @@ async def test_a_namespace_created_right_after_the_tree_listed_it_is_labelled_fr
         reads.append("read")
         return stored
 
+    counted = _namespaces_counted()
     labelled = await _namespace_created(_created("user-d"), reader)
+    assert _namespaces_counted() == counted + 1  # answered twice, counted once
     namespace = patched({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "user-d"}}, {
         "response": labelled})
     assert namespace["metadata"]["labels"] == {**MANAGED, NAMESPACE_QUOTA_LABEL: "Department-b"}

@@ -89,6 +89,10 @@ Effect = Joining | Unlisted
 """What must be done before an allowed answer goes out."""
 
 
+def _counted_already(endpoint: str, kind: str, decision: str, seconds: float) -> None:
+    """The metrics of an answer given again: the first one counted the request."""
+
+
 def _error(message: str) -> bytes:
     return orjson.dumps({"error": message})
 
@@ -123,9 +127,11 @@ def respond(
 
 def respond_with_effects(
     endpoint: str, body: bytes, state: AdmissionState, settings: Settings, *, ready: bool = True,
-    labelled: bool = False,
+    labelled: bool = False, again: bool = False,
 ) -> tuple[int, bytes, Effect | None]:
-    """:func:`respond`, and what must be done before an allowed answer goes out (``None``: nothing)."""
+    """:func:`respond`, and what must be done before an allowed answer goes out (``None``: nothing). ``again``:
+    the same request answered a second time (:class:`Unlisted`), which the metrics counted already."""
+    observe = _counted_already if again else metrics.observe
     handler = HANDLERS.get(endpoint)
     if handler is None:
         return 404, _error(f"no admission endpoint {endpoint!r}; use /mutate or /validate"), None
@@ -135,16 +141,16 @@ def respond_with_effects(
         try:
             decoded = orjson.loads(body)
         except orjson.JSONDecodeError as error:
-            metrics.observe(endpoint, "-", "bad_request", time.perf_counter() - started)
+            observe(endpoint, "-", "bad_request", time.perf_counter() - started)
             return 400, _error(f"the body is not JSON: {error}"), None
         try:
             request = parse_request(decoded)
         except ReviewError as error:
             if error.uid is None:
-                metrics.observe(endpoint, "-", "bad_request", time.perf_counter() - started)
+                observe(endpoint, "-", "bad_request", time.perf_counter() - started)
                 return 400, _error(f"not a usable AdmissionReview: {error.message}"), None
             review = deny(error.uid, f"not a usable AdmissionReview: {error.message}", 400, "BadRequest")
-            metrics.observe(endpoint, "-", "denied", time.perf_counter() - started)
+            observe(endpoint, "-", "denied", time.perf_counter() - started)
             return 200, encode(review), None
         kind = request.kind.kind
         if not ready:
@@ -155,7 +161,7 @@ def respond_with_effects(
                 request.display_name,
                 request.username,
             )
-            metrics.observe(endpoint, kind, "not_ready", time.perf_counter() - started)
+            observe(endpoint, kind, "not_ready", time.perf_counter() - started)
             message = NOT_READY_MESSAGE.format(what=request.display_name)
             return 200, encode(deny(request.uid, message, 503, "ServiceUnavailable")), None
         if labelled:
@@ -187,7 +193,7 @@ def respond_with_effects(
                 request.display_name,
                 request.username,
             )
-        metrics.observe(endpoint, kind, decision, time.perf_counter() - started)
+        observe(endpoint, kind, decision, time.perf_counter() - started)
         return 200, encode(review), _effect(request, review, state, settings) if decision == "allowed" else None
     except Exception as error:  # the last line of defence: never a 500
         log.exception("component=admission event=respond_failed endpoint=%s", endpoint)
@@ -225,7 +231,7 @@ async def _admit(request: web.Request) -> web.Response:
         tree = await stored_tree(request.app.get(TREE_READER_KEY), effect)
         if tree is not None:
             status, payload, _ = respond_with_effects(endpoint, body, replace(state, tree=tree), settings,
-                                                      ready=store.ready, labelled=labelled)
+                                                      ready=store.ready, labelled=labelled, again=True)
     return web.Response(status=status, body=payload, content_type="application/json")
 
 
