@@ -46,12 +46,10 @@ from webhook.admission.state import AdmissionState, Settings
 from webhook.api.kinds import ELASTIC_QUOTA_TREE, NAMESPACE, RESOURCE_POLICY
 from webhook.api.names import (
     MANAGED_NAMESPACE_LABEL,
-    MANAGED_SINCE_ANNOTATION,
     NAMESPACE_QUOTA_LABEL,
     PLACEMENT_NAMESPACE_LABEL,
 )
 from webhook.api.namespace_labels import label_patch
-from webhook.api.objects import rfc3339
 from webhook.core.quota import QuotaTree, QuotaTreeError, namespace_quota_label, parse_tree
 
 log = logging.getLogger(__name__)
@@ -142,9 +140,9 @@ def namespace_unlisted(request: AdmissionRequest, state: AdmissionState) -> str 
 
 
 def namespace_operations(request: AdmissionRequest, state: AdmissionState, now: float) -> list[dict[str, Any]]:
-    """The JSON patch of a Namespace created while the honoured tree lists it: the managed label, its leaf's
-    name (:func:`~webhook.core.quota.namespace_quota_label`) and when it joined. Nothing for any other
-    namespace."""
+    """The JSON patch of a Namespace created while the honoured tree lists it: what
+    :func:`~webhook.api.namespace_labels.label_patch` sets for the managed label, and its leaf's name
+    (:func:`~webhook.core.quota.namespace_quota_label`). Nothing for any other namespace."""
     if request.operation != "CREATE" or request.obj is None or state.tree is None:
         return []
     name = request.name or str((request.obj.get("metadata") or {}).get("name") or "")
@@ -154,8 +152,8 @@ def namespace_operations(request: AdmissionRequest, state: AdmissionState, now: 
     metadata = request.obj.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
     ops: list[dict[str, Any]] = []
-    wanted = {"labels": {MANAGED_NAMESPACE_LABEL: "true", NAMESPACE_QUOTA_LABEL: leaf},
-              "annotations": {MANAGED_SINCE_ANNOTATION: rfc3339(now)}}
+    wanted = label_patch(MANAGED_NAMESPACE_LABEL, "true", now)["metadata"]
+    wanted["labels"][NAMESPACE_QUOTA_LABEL] = leaf
     for field, values in wanted.items():
         if not isinstance(metadata.get(field), Mapping):
             ops.append({"op": "add", "path": f"/metadata/{field}", "value": values})
