@@ -12,6 +12,8 @@ succeeds after its job's run time (``dev.kube-queue.x-k8s.io/succeed-after``). A
 the trace, every 15 s, every QUEUING job gets:
 
 * ``estimate``: ``kq why``'s (:func:`webhook.cli.eta.estimate_snapshot` over a snapshot of every job and pod);
+* ``no handoff``: the same without the control plane's time per turn (the tree's ``status.handoff`` left out):
+  what that part of the model is worth, paired in the same run;
 * ``controller``: the controller's, from its Queue's status;
 * ``naive``: its position times the mean run time of its queue's completed jobs (the Queues' history);
 * ``naive/running``: that divided by the jobs running in its queue.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import functools
 import json
 import math
@@ -42,12 +45,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import devrun
 from bench.eta_traces import Trace
 from bench.machine import header
-from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, SUCCEED_AFTER_ANNOTATION
+from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, HANDOFF_STATUS, SUCCEED_AFTER_ANNOTATION
 from webhook.api.objects import parse_time
 from webhook.cli.eta import estimate_snapshot, published_estimates
 from webhook.cli.fetch import load_snapshot
 from webhook.cli.kubeapi import connect
-from webhook.cli.view import QUEUING, RUNNING, job_views
+from webhook.cli.view import QUEUING, RUNNING, Snapshot, job_views
 from webhook.cli.waiting import oversell_rate, strict_priority
 from webhook.controller.records import read_record
 from webhook.devcluster import cluster
@@ -225,6 +228,7 @@ def measure(config: ClusterConfig, jobs: list[Submitted], minutes: float) -> Out
         began = time.process_time()
         found = estimate_snapshot(snapshot, views, rate, strict_priority(snapshot.queues))
         outcome.cpu.append(time.process_time() - began)
+        bare = estimate_snapshot(without_handoff(snapshot), views, rate, strict_priority(snapshot.queues))
         published = published_estimates(snapshot.queues)
         literal, per_running = naive(views, snapshot, now)
         waiting = [view for view in views if view.status == QUEUING]
@@ -236,6 +240,7 @@ def measure(config: ClusterConfig, jobs: list[Submitted], minutes: float) -> Out
             controller = published.get((view.kind, view.namespace, view.name), (None, None))[0]
             outcome.predictions.append(Prediction(key, now, {
                 "estimate": guess.start if guess is not None else None,
+                "no handoff": bare_guess.start if (bare_guess := bare.by_key.get(view.key)) is not None else None,
                 "controller": controller,
                 "naive": literal.get(key),
                 "naive/running": per_running.get(key),
@@ -259,6 +264,15 @@ def measure(config: ClusterConfig, jobs: list[Submitted], minutes: float) -> Out
             "admitted": record.admitted_at if record is not None else None,
             "completed": parse_time((job.get("status") or {}).get("completionTime"))}
     return outcome
+
+
+def without_handoff(snapshot: Snapshot) -> Snapshot:
+    """The snapshot as if the controller had measured no time of the control plane's (the tree's
+    ``status.handoff`` left out)."""
+    if snapshot.tree_obj is None:
+        return snapshot
+    status = {key: value for key, value in (snapshot.tree_obj.get("status") or {}).items() if key != HANDOFF_STATUS}
+    return dataclasses.replace(snapshot, tree_obj={**snapshot.tree_obj, "status": status})
 
 
 def errors(outcome: Outcome, pick: str, *, ahead: bool) -> tuple[list[float], int]:
@@ -295,7 +309,7 @@ def cell(values: tuple[list[float], int]) -> str:
     return f"{p50:.2f} / {p90:.2f} ({100 * len(found) / (len(found) + missing):.0f} %)"
 
 
-PICKS = ("estimate", "controller", "naive", "naive/running")
+PICKS = ("estimate", "no handoff", "controller", "naive", "naive/running")
 
 
 def report(runs: Sequence[tuple[int, int, Outcome | None, str]], command: str) -> str:
