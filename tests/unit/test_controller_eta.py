@@ -165,7 +165,7 @@ def test_the_control_planes_time_around_a_run_is_learned_kept_on_the_tree_and_ad
     waiting_job = batch_job("next-1", "user-b", workers=5, cpu="10", created=T0 + 1, leaf="Department-a",
                             suspended=True, annotations={EXPECTED_RUNTIME_ANNOTATION: "5m"})
     jobs = [tracked(tree, holder), tracked(tree, waiting_job)]
-    stored = EtaInputs(tree, jobs, {}, Fraction(1), False, T0 + 500, handoff=status.handoff)
+    stored = EtaInputs(tree, jobs, {}, Fraction(1), False, T0 + 500, tree_status={"handoff": status.handoff})
     published = again.refresh(stored, {jobs[0].workload.key: T0})
     assert published.items[WorkloadKey("Job", "user-b", "next-1")]["estimatedStart"] == stamp(T0 + 600 + 2.25)
     assert published.handoff == status.handoff

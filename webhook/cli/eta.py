@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, HANDOFF_STATUS
+from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION
 from webhook.api.objects import (
     RAN_PHASES,
     Obj,
@@ -134,9 +134,7 @@ def estimate_snapshot(snapshot: Snapshot, views: Sequence[JobView], rate: Any, s
     tracked, loose, protected = pass_inputs(snapshot, views)
     history = _history(snapshot)
     handoff = HandoffHistory()
-    stored = snapshot.tree_obj.get("status") if snapshot.tree_obj is not None else None
-    if isinstance(stored, Mapping):
-        handoff.restore(stored.get(HANDOFF_STATUS))
+    handoff.restore_status(snapshot.tree_obj.get("status") if snapshot.tree_obj is not None else None)
     runtimes: dict[WorkloadKey, Runtime] = {}
     running: dict[WorkloadKey, float] = {}
     for other in views:

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 from aiohttp import web
 
-from webhook.api.names import CONTROLLER_COMPONENT, HANDOFF_STATUS, QUEUED_KEY_ANNOTATION, REASON_QUEUED
+from webhook.api.names import CONTROLLER_COMPONENT, QUEUED_KEY_ANNOTATION, REASON_QUEUED
 from webhook.api.objects import Obj, meta, name_of
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
@@ -382,11 +382,9 @@ class Controller(JobLifecycle):
         self._queued_events(decisions)
         await writer.write_statuses(tree, tree_obj, decisions, self.eta.published() if self.eta is not None else None)
         if self.eta is not None and self.is_leader():
-            stored = tree_obj.get("status")
             self.eta.offer(EtaInputs(tree, jobs, cache.by_name(cache.queues), self.settings.oversell_rate,
                                      self.settings.strict_priority, now, loose, protected, cache.closing_namespaces(),
-                                     self.settings.reclaim_tries_per_quota,
-                                     stored.get(HANDOFF_STATUS) if isinstance(stored, Mapping) else None))
+                                     self.settings.reclaim_tries_per_quota, tree_obj.get("status")))
         metrics.PASS_PHASE.labels("status").observe(self._clock() - released)
         self.stats.last_pass_seconds = self._clock() - started
         metrics.observe_pass(tree, decisions, self.stats.last_pass_seconds, self._wall())

@@ -72,8 +72,8 @@ class EtaInputs:
     protected: Mapping[WorkloadKey, str] | None = None
     closing: frozenset[str] = frozenset()
     tries: int = 16
-    handoff: object = None
-    """The honoured tree's ``status.handoff`` as stored (read back once, after a restart)."""
+    tree_status: object = None
+    """The honoured tree's ``status`` as stored (its control plane's time is read back once, after a restart)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +262,7 @@ class EtaService:
             status = queue.get("status") if queue is not None else None
             if isinstance(status, Mapping):
                 restore_items(self.history, namespace, status.get("runtimeHistory"))
-        self.handoff.restore(inputs.handoff)
+        self.handoff.restore_status(inputs.tree_status)
         self._restored = True
 
     def _learn(self, inputs: EtaInputs) -> None:

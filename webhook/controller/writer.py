@@ -323,17 +323,13 @@ class Writer:
 
     # Status ------------------------------------------------------------------------------------------------
     @staticmethod
-    def _tree_status(tree: QuotaTree, tree_obj: Obj, decisions: JobDecisions, eta: EtaStatus | None) -> Obj:
-        """The tree's ``status``, with the control plane's time per turn the estimates measured (docs/eta.md), or
-        what it held until they have (a pass before the estimator read it back, or with estimates off)."""
-        status = tree_status(tree, decisions)
-        current = tree_obj.get("status")
-        handoff = eta.handoff if eta is not None else None
-        if handoff is None and isinstance(current, Mapping):
-            handoff = current.get(HANDOFF_STATUS)
-        if handoff:
-            status[HANDOFF_STATUS] = handoff
-        return status
+    def _keeping(wanted: Obj, obj: Obj, field: str) -> Obj:
+        """``wanted`` with the ``field`` that ``obj``'s status holds, when ``wanted`` has none. The estimates' run-time
+        history (a Queue's) and control plane's time (the tree's) live in the status across restarts (docs/eta.md):
+        a pass made before the estimator read them back, or with estimates off, leaves them as they are."""
+        current = obj.get("status")
+        kept = current.get(field) if isinstance(current, Mapping) else None
+        return {**wanted, field: kept} if kept and field not in wanted else wanted
 
     async def write_statuses(self, tree: QuotaTree, tree_obj: Obj, decisions: JobDecisions,
                              eta: EtaStatus | None = None) -> None:
@@ -345,14 +341,13 @@ class Writer:
         for name, wanted in queue_statuses(tree, decisions, self.settings.queue_item_cap, eta).items():
             obj = queues.get(name)
             if obj is not None:
-                current = obj.get("status")
-                kept = current.get("runtimeHistory") if isinstance(current, Mapping) else None
-                # The run-time history lives here across restarts (docs/eta.md): a pass made before the estimator
-                # read it back, or with estimates off, leaves it as it is.
-                status = {**wanted, "runtimeHistory": kept} if kept and "runtimeHistory" not in wanted else wanted
-                await self._write_status(cache.queues_ref, cache.queues, obj, status)
+                await self._write_status(cache.queues_ref, cache.queues, obj,
+                                         self._keeping(wanted, obj, "runtimeHistory"))
+        status = tree_status(tree, decisions)
+        if eta is not None and eta.handoff:
+            status[HANDOFF_STATUS] = eta.handoff
         await self._write_status(cache.trees_ref, cache.trees, tree_obj,
-                                 self._tree_status(tree, tree_obj, decisions, eta))
+                                 self._keeping(status, tree_obj, HANDOFF_STATUS))
         live = {f"{plural}/{name_of(obj)}/{meta(obj).get('uid') or ''}" for plural, obj in (
             *((cache.queues_ref.plural, obj) for obj in queues.values()), (cache.trees_ref.plural, tree_obj))}
         for key in [key for key in self._statuses if key not in live]:

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from webhook.api.names import HANDOFF_STATUS
 from webhook.core.runtimes import nearest_rank
 
 __all__ = ["HANDOFF_LIMIT", "HANDOFF_SAMPLES", "NO_HANDOFF", "Handoff", "HandoffHistory"]
@@ -69,6 +70,11 @@ class HandoffHistory:
         """The samples as ``status.handoff`` holds them (to the millisecond)."""
         return {STATUS_START: [round(seconds, 3) for seconds in self._starts],
                 STATUS_END: [round(seconds, 3) for seconds in self._ends]}
+
+    def restore_status(self, status: object) -> None:
+        """Add what a tree's ``status`` (:data:`~webhook.api.names.HANDOFF_STATUS`) holds, if anything."""
+        if isinstance(status, Mapping):
+            self.restore(status.get(HANDOFF_STATUS))
 
     def restore(self, value: object) -> None:
         """Add what ``status.handoff`` held (:meth:`items`); what does not read as seconds is skipped."""
