@@ -43,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import devrun
+from bench.e2e_metrics import WRITE_VERBS, parse_requests
 from bench.eta_traces import Trace
 from bench.machine import header
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, HANDOFF_STATUS, SUCCEED_AFTER_ANNOTATION
@@ -94,6 +95,8 @@ class Outcome:
     cpu: list[float] = field(default_factory=list)
     timeline: dict[tuple[str, str], dict[str, float | None]] = field(default_factory=dict)
     """Per job: when it was last admitted and when it completed (for ``--dump``)."""
+    queue_writes: float = 0.0
+    """Writes of the Queues (their status) the API server served from the first submission to the last start."""
 
 
 def tree() -> dict[str, Any]:
@@ -204,6 +207,7 @@ def measure(config: ClusterConfig, jobs: list[Submitted], minutes: float) -> Out
     kubectl(config, "apply", "-f", "-", stdin=json.dumps(HIGH_CLASS))
     time.sleep(5)  # the namespaces join the tree; the webhook holds their jobs from then on
     api = connect(str(config.kubeconfig))
+    writes_before = queue_writes(config)
     start = time.time()
 
     def submit() -> None:
@@ -258,12 +262,22 @@ def measure(config: ClusterConfig, jobs: list[Submitted], minutes: float) -> Out
         if all((item.namespace, item.name) in outcome.started for item in jobs):
             break
         time.sleep(10)
+    outcome.queue_writes = queue_writes(config) - writes_before
     for job in json.loads(kubectl(config, "get", "jobs", "-A", "-o", "json"))["items"]:
         record = read_record(job)
         outcome.timeline[(job["metadata"]["namespace"], job["metadata"]["name"])] = {
             "admitted": record.admitted_at if record is not None else None,
             "completed": parse_time((job.get("status") or {}).get("completionTime"))}
     return outcome
+
+
+def queue_writes(config: ClusterConfig) -> float:
+    """The writes of Queues (``status`` or whole) the API server has served so far (its ``/metrics``)."""
+    status, body = cluster.api_get(config, "/metrics", timeout=10.0)
+    if status != 200:
+        raise RuntimeError(f"kube-apiserver /metrics answered {status}: {body[:200]!r}")
+    return sum(count for (verb, resource, _), count in parse_requests(body.decode("utf-8", "replace")).items()
+               if resource == "queues" and verb in WRITE_VERBS)
 
 
 def without_handoff(snapshot: Snapshot) -> Snapshot:
@@ -319,7 +333,8 @@ def report(runs: Sequence[tuple[int, int, Outcome | None, str]], command: str) -
     lines += [f"- seed {seed}: not measured: {problem}" for seed, _, outcome, problem in runs if outcome is None]
     lines += [f"- seed {seed}: {jobs} Jobs, {outcome.rounds} rounds of predictions, {len(outcome.predictions)} "
               f"predictions, at most {outcome.peak} jobs waiting; estimate CPU per round (every waiting job at "
-              f"once): median {statistics.median(outcome.cpu) if outcome.cpu else 0:.2f} s."
+              f"once): median {statistics.median(outcome.cpu) if outcome.cpu else 0:.2f} s; {outcome.queue_writes:.0f} "
+              f"writes of the Queues ({outcome.queue_writes / max(1, jobs):.1f} a Job)."
               for seed, jobs, outcome in measured]
     head = ["| trace | " + " | ".join(PICKS) + " |", "|---|" + "---|" * len(PICKS)]
     for title, row in (

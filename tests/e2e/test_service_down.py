@@ -82,7 +82,11 @@ def frozen(dev_cluster: DevCluster) -> Iterator[str]:
             created = dev.kubectl_result("create", "-n", space, "-f", "-", stdin=json.dumps(_pod(WAITING)),
                                          user=USER)
             assert created.returncode == 0, created.stderr
-            assert {"name": ADMISSION_GATE} in dev.get_json("pod", WAITING, "-n", space)["spec"]["schedulingGates"]
+            waiting = dev.get_json("pod", WAITING, "-n", space)
+            # On failure, say who wrote the pod and how its namespace was labelled (a hook skipped, or a release).
+            assert {"name": ADMISSION_GATE} in waiting["spec"].get("schedulingGates", []), json.dumps({
+                "pod": waiting["metadata"], "namespace": dev.get_json("namespace", space)["metadata"],
+                "steady": [pod["status"] for pod in _pods(dev, space, f"job-name={STEADY}")]})
             stopped = _service_pid(dev)
             os.kill(stopped, signal.SIGSTOP)
             try:
