@@ -164,12 +164,12 @@ async def test_a_jobs_new_pod_still_lets_the_start_check_see_it_within_the_statu
     async with driven(api, debounce=0.001) as controller:
         await step(api, controller, passes=2)  # the second pass sees pi-1 released, waiting to start
         assert admitted(api, "pi-1")
-        waiting_before = set(controller._awaiting)
+        waiting_before = set(controller.lifecycle.awaiting)
         assert waiting_before, "a released job waits to start"
         pod = tagged_pod("pi-1-abcde", owner="pi-1")
         pod["metadata"]["ownerReferences"][0]["uid"] = api.obj(JOBS, "pi-1", "user-a")["metadata"].get("uid", "u")
         asked: list[str] = []
-        controller._status_changed = lambda: asked.append("status")  # type: ignore[method-assign]
+        controller.lifecycle._on_status = lambda: asked.append("status")
         api.put(("", "v1", "pods"), pod)
         async with asyncio.timeout(5):
             while not asked:

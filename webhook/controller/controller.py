@@ -46,11 +46,11 @@ from webhook.workloads.base import Adapter
 log = logging.getLogger("webhook.controller")
 
 
-class Controller(JobLifecycle):
+class Controller:
     """One replica of the queue controller. ``await controller.run(stop)``.
 
     It holds the loop's own state; the watched objects are in :attr:`cache`, the writes go through
-    :attr:`writer`, the start-timeout writes and listeners are :class:`JobLifecycle`'s.
+    :attr:`writer`, the start-timeout writes and listeners are :attr:`lifecycle`'s.
     """
 
     def __init__(
@@ -72,24 +72,16 @@ class Controller(JobLifecycle):
         """Set when a change of status only asked for a pass (it comes within ``status_debounce``)."""
         self.cache = ClusterCache(client, settings, on_change=self._dirty.set, start=self._start,
                                   on_unsized=self._warn_unsized, on_status=self._status_changed)
-        self.cache.pods.add_listener(self._pod_changed)
         self._started: set[str] = set()
         """Admission ids of released jobs seen started (docs/start-timeout.md)."""
         self._start_memo = StartMemo()
         """The start verdicts of released jobs not seen started yet, carried from pass to pass."""
-        self._awaiting: set[tuple[str, str, str]] = set()
-        self._timer_due: float | None = None
-        """When (monotonic) a start deadline or a retry time comes: a pass is due then."""
         self._gate = EventGate(settings.event_interval, clock)
         self._gate_ready = True
         """False while a new leader reads back the Queued events the previous one sent (none is sent then)."""
         self._size_warned: dict[str, str] = {}
         self._unsized: set[str] = set()
         """Uids of the jobs the current pass could not size."""
-        self._held_told: dict[str, str] = {}
-        """Uid -> missing PriorityClass of the held jobs told why (Event ``Held``)."""
-        self._outside_told: set[str] = set()
-        """Uids of jobs told they run without having been admitted (Event ``RunsOutsideQueue``)."""
         self._reported_problem: str | None = None
         self._heap = HeapFreezer(clock=clock)
         """Keeps the cached jobs and pods out of the collector's walks between passes."""
@@ -98,6 +90,12 @@ class Controller(JobLifecycle):
         self.writer = Writer(client, settings, self.cache, events=self.events, gate=self._gate, stats=self.stats,
                              is_leader=self.is_leader, poke=self._dirty.set, wall=self._read_wall,
                              clock=self._read_clock)
+        self.lifecycle = JobLifecycle(
+            self.cache, self.writer, self.events, self.stats, queue_namespace=settings.queue_namespace,
+            start_timeout=settings.start_timeout, backoff=settings.backoff, is_leader=self.is_leader,
+            on_change=self._dirty.set, on_status=self._status_changed, clock=self._read_clock)
+        """The start timeout's writes, the pod watch's listener, the Events of held and unadmitted jobs."""
+        self.cache.pods.add_listener(self.lifecycle.pod_changed)
         self.reservations = ReservationWriter(client, settings.queue_namespace, wall=self._read_wall,
                                               clock=self._read_clock)
         """Publishes what admitted jobs hold for the extender (:mod:`webhook.controller.reservations`)."""
@@ -250,7 +248,7 @@ class Controller(JobLifecycle):
         failures = 0
         while True:
             timeout = self.settings.resync_period
-            for due in (self.writer.status_due, self._timer_due):
+            for due in (self.writer.status_due, self.lifecycle.timer_due):
                 if due is not None:
                     timeout = max(0.05, min(timeout, due - self._clock()))
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that arrives
@@ -342,14 +340,14 @@ class Controller(JobLifecycle):
             admissions = {job.record.id for job in jobs if job.record is not None}
             self._started &= admissions
             self._start_memo.keep_only(admissions)
-            self._awaiting = checks.awaiting
+            self.lifecycle.awaiting = checks.awaiting
             if checks.failed:
-                held = await self._back_off_all(jobs, checks, now)
+                held = await self.lifecycle.back_off_all(jobs, checks, now)
                 if held is None:
                     return None  # a failed start could not be held: decide on what is written, next pass
                 jobs = held
             for job in checks.started_with_note:
-                await self._clear_backoff(job)
+                await self.lifecycle.clear_backoff(job)
         prepared = self._clock()
         metrics.PASS_PHASE.labels("prepare").observe(prepared - started)
         with collector_paused():  # the pass makes no garbage cycles: no young collections while it runs
@@ -367,9 +365,9 @@ class Controller(JobLifecycle):
             )
         decided = self._clock()
         metrics.PASS_PHASE.labels("decide").observe(decided - prepared)
-        self._set_timer(checks, decisions, now)
-        self._tell_outside(jobs)
-        self._tell_held(decisions)
+        self.lifecycle.set_timer(checks, decisions, now)
+        self.lifecycle.tell_outside(jobs)
+        self.lifecycle.tell_held(decisions)
         if self.is_leader():
             evicted = {workload.key for plan in decisions.reclaims for workload in plan.pods}
             reserved = await self.reservations.write(reserved_for_jobs(decisions.ledger, loose, evicted))

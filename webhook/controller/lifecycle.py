@@ -1,6 +1,7 @@
 """The controller's writes about a job's life beyond admission, and the pod watch that drives them.
 
-A mixin of :class:`webhook.controller.controller.Controller` (kept apart so the loop's module stays readable):
+A part the controller's loop (:class:`webhook.controller.controller.Controller`) owns and calls, given what it
+reads and nothing more:
 
 * the pod watch's listener: a change of a pod whose job waits to start, or of a bound pod in a namespace of
   the tree that no job accounts for, asks for a pass (``docs/accounting.md``);
@@ -12,7 +13,6 @@ A mixin of :class:`webhook.controller.controller.Controller` (kept apart so the 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
@@ -24,11 +24,10 @@ from webhook.controller.decide import JobDecisions
 from webhook.controller.events import EventRecorder
 from webhook.controller.model import TrackedJob, held_reason, track
 from webhook.controller.records import backoff_patch, clear_backoff_patch, kv, spec_fingerprint
-from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import StartChecks
 from webhook.controller.writer import Stats, Writer
 from webhook.core.quota import queue_name
-from webhook.core.startup import StartVerdict, after_failed_start
+from webhook.core.startup import BackoffPolicy, StartVerdict, after_failed_start
 from webhook.core.workload import Phase, WorkloadError
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
 from webhook.workloads.registry import job_owner_kinds
@@ -43,38 +42,56 @@ def format_seconds(seconds: float) -> str:
 
 
 class JobLifecycle:
-    """The writes and listeners above; the controller provides the state they read."""
+    """The writes and listeners above, with the state they keep between passes."""
 
-    settings: ControllerSettings
-    events: EventRecorder
-    cache: ClusterCache
-    writer: Writer
-    stats: Stats
-    _dirty: asyncio.Event
-    _awaiting: set[tuple[str, str, str]]
-    _timer_due: float | None
-    _held_told: dict[str, str]
-    _outside_told: set[str]
-    _clock: Callable[[], float]
-
-    def is_leader(self) -> bool:
-        raise NotImplementedError
-
-    def _status_changed(self) -> None:
-        """Ask for a pass within ``status_debounce`` (a change of status only)."""
-        raise NotImplementedError
+    def __init__(
+        self,
+        cache: ClusterCache,
+        writer: Writer,
+        events: EventRecorder,
+        stats: Stats,
+        *,
+        queue_namespace: str,
+        start_timeout: float,
+        backoff: BackoffPolicy,
+        is_leader: Callable[[], bool],
+        on_change: Callable[[], None],
+        on_status: Callable[[], None],
+        clock: Callable[[], float],
+    ) -> None:
+        """``on_change`` asks for a pass now, ``on_status`` within ``status_debounce`` (a change of status only);
+        ``clock`` is monotonic."""
+        self.cache = cache
+        self.writer = writer
+        self.events = events
+        self.stats = stats
+        self.queue_namespace = queue_namespace
+        self.start_timeout = start_timeout
+        self.backoff = backoff
+        self.is_leader = is_leader
+        self._on_change = on_change
+        self._on_status = on_status
+        self._clock = clock
+        self.awaiting: set[tuple[str, str, str]] = set()
+        """The admissions whose start the last pass waits for (a change of their pods asks for a pass)."""
+        self.timer_due: float | None = None
+        """When (monotonic) a start deadline or a retry time comes: a pass is due then."""
+        self._held_told: dict[str, str] = {}
+        """Uid -> missing PriorityClass of the held jobs told why (Event ``Held``)."""
+        self._outside_told: set[str] = set()
+        """Uids of jobs told they run without having been admitted (Event ``RunsOutsideQueue``)."""
 
     # Pods -------------------------------------------------------------------------------------------------------
-    def _pod_changed(self, cache: WatchCache, event: CacheEvent) -> None:
+    def pod_changed(self, cache: WatchCache, event: CacheEvent) -> None:
         """A pod bound in a managed namespace outside any job asks for a pass (it changes the quota's usage); one
         of a job waiting to start asks within ``status_debounce`` (its start check is not urgent: a burst of
         them makes one pass). Pods of running jobs change all the time and change nothing the queue decides."""
         index = self.cache.pod_index
         index.listener(cache, event)
         if event.type == RELIST or self._foreign_pod(event):
-            self._dirty.set()
-        elif index.changed & self._awaiting:
-            self._status_changed()
+            self._on_change()
+        elif index.changed & self.awaiting:
+            self._on_status()
         index.changed.clear()
 
     def _foreign_pod(self, event: CacheEvent) -> bool:
@@ -93,7 +110,7 @@ class JobLifecycle:
         owners = metadata.get("ownerReferences") or ()
         return not any(isinstance(ref, Mapping) and ref.get("kind") in job_owner_kinds() for ref in owners)
 
-    def _tell_held(self, decisions: JobDecisions) -> None:
+    def tell_held(self, decisions: JobDecisions) -> None:
         """Tell each job held for a missing PriorityClass why, once per class it misses."""
         live: dict[str, str] = {}
         for job in decisions.held:
@@ -111,7 +128,7 @@ class JobLifecycle:
             self.events.emit(job.obj, "Warning", REASON_HELD, "Queue", f"Held in quota {job.leaf.full_name}: {reason}")
         self._held_told = live
 
-    def _tell_outside(self, jobs: Sequence[TrackedJob]) -> None:
+    def tell_outside(self, jobs: Sequence[TrackedJob]) -> None:
         """A job released without an admission record (it ran before its namespace joined the tree, or while
         the webhook could not hold it) counts against its quota at once; tell it so, once."""
         live: set[str] = set()
@@ -128,16 +145,16 @@ class JobLifecycle:
             self.events.emit(job.obj, "Warning", "RunsOutsideQueue", "Count", outside_message(job))
         self._outside_told &= live
 
-    def _set_timer(self, checks: StartChecks | None, decisions: JobDecisions, now: float) -> None:
+    def set_timer(self, checks: StartChecks | None, decisions: JobDecisions, now: float) -> None:
         """A pass is due at the next start deadline or retry time, or when a job kept from reclaim by its
         quota's minimum run time may be taken."""
         due = [checks.next_deadline] if checks is not None and checks.next_deadline is not None else []
         due += [job.backoff.retry_at for job in decisions.backoff if job.backoff and not job.backoff.gave_up]
         if decisions.reclaimable_at is not None and decisions.positions:
             due.append(decisions.reclaimable_at)
-        self._timer_due = None if not due else self._clock() + max(0.0, min(due) - now) + 0.05
+        self.timer_due = None if not due else self._clock() + max(0.0, min(due) - now) + 0.05
 
-    async def _back_off_all(
+    async def back_off_all(
         self, jobs: list[TrackedJob], checks: StartChecks, now: float
     ) -> list[TrackedJob] | None:
         """Hold every job that failed to start again; the jobs of the pass with those held (``None`` when one
@@ -157,15 +174,15 @@ class JobLifecycle:
     async def _back_off(self, job: TrackedJob, verdict: StartVerdict, now: float) -> TrackedJob | None:
         workload = job.workload
         note = after_failed_start(
-            job.backoff, job.spec or spec_fingerprint(job.obj), verdict, now=now, policy=self.settings.backoff
+            job.backoff, job.spec or spec_fingerprint(job.obj), verdict, now=now, policy=self.backoff
         )
         updated = await self.writer.patch_job(job, backoff_patch(job.adapter, job.obj, note), "backoff")
         if updated is None:
             return None
         self.stats.backed_off += 1
         metrics.START_FAILURES.labels(verdict.category).inc()
-        queue = f"{self.settings.queue_namespace}/{queue_name(job.leaf.name, workload.key.namespace)}"
-        timeout = format_seconds(self.settings.start_timeout)
+        queue = f"{self.queue_namespace}/{queue_name(job.leaf.name, workload.key.namespace)}"
+        timeout = format_seconds(self.start_timeout)
         retry = "gave up: change or resubmit the job to try again" if note.gave_up else (
             f"retries at {rfc3339_seconds(note.retry_at)} at its place in the queue"
         )
@@ -183,7 +200,7 @@ class JobLifecycle:
         except WorkloadError:
             return None
 
-    async def _clear_backoff(self, job: TrackedJob) -> None:
+    async def clear_backoff(self, job: TrackedJob) -> None:
         ops = clear_backoff_patch(job.obj)
         if ops and await self.writer.patch_job(job, ops, "clear-backoff") is not None:
             log.info(kv(component="controller", decision="clear-backoff", job=str(job.workload.key),
