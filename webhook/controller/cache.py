@@ -25,7 +25,6 @@ from webhook.controller.devices import DeviceWatch
 from webhook.controller.jobindex import JobIndex, ObjKey, Unsized, rv
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
-from webhook.controller.settings import ControllerSettings
 from webhook.controller.starts import PodIndex, pod_slim
 from webhook.core.loose import DisruptionBudget, read_budget
 from webhook.core.placement import PolicyError, parse_policy
@@ -152,8 +151,9 @@ class ClusterCache:
     def __init__(
         self,
         client: KubeClient,
-        settings: ControllerSettings,
         *,
+        tree_namespace: str,
+        queue_namespace: str,
         on_change: Callable[[], None],
         start: Callable[[Awaitable[None], str], asyncio.Task[None]],
         on_unsized: Unsized,
@@ -164,8 +164,8 @@ class ClusterCache:
         self._on_status = on_status or on_change
         self._start = start
         self._on_unsized = on_unsized
-        self.trees_ref = ResourceRef.of(kinds.ELASTIC_QUOTA_TREE, settings.tree_namespace)
-        self.queues_ref = ResourceRef.of(kinds.QUEUE, settings.queue_namespace)
+        self.trees_ref = ResourceRef.of(kinds.ELASTIC_QUOTA_TREE, tree_namespace)
+        self.queues_ref = ResourceRef.of(kinds.QUEUE, queue_namespace)
         self.trees = self._cache("elasticquotatrees", self.trees_ref)
         self.queues = self._cache("queues", self.queues_ref)
         self.namespaces = self._cache("namespaces", NAMESPACES)

@@ -33,7 +33,7 @@ from webhook.controller.records import kv
 from webhook.controller.reservations import ReservationWriter
 from webhook.controller.settings import ControllerSettings, settings_from_args
 from webhook.controller.starts import StartMemo, check_starts
-from webhook.controller.writer import Stats, Writer
+from webhook.controller.writer import Stats, Writer, writer_settings
 from webhook.core.loose import loose_inputs, reserved_for_jobs, with_claimed_devices
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree, queue_name
@@ -70,8 +70,9 @@ class Controller:
         self._dirty = asyncio.Event()
         self._status_timer: asyncio.TimerHandle | None = None
         """Set when a change of status only asked for a pass (it comes within ``status_debounce``)."""
-        self.cache = ClusterCache(client, settings, on_change=self._dirty.set, start=self._start,
-                                  on_unsized=self._warn_unsized, on_status=self._status_changed)
+        self.cache = ClusterCache(client, tree_namespace=settings.tree_namespace,
+                                  queue_namespace=settings.queue_namespace, on_change=self._dirty.set,
+                                  start=self._start, on_unsized=self._warn_unsized, on_status=self._status_changed)
         self._started: set[str] = set()
         """Admission ids of released jobs seen started (docs/start-timeout.md)."""
         self._start_memo = StartMemo()
@@ -87,8 +88,8 @@ class Controller:
         """Keeps the cached jobs and pods out of the collector's walks between passes."""
         self.events = EventRecorder(client, settings.identity, wall=wall)
         self.stats = Stats(kinds=self.cache.kinds)
-        self.writer = Writer(client, settings, self.cache, events=self.events, gate=self._gate, stats=self.stats,
-                             is_leader=self.is_leader, poke=self._dirty.set, wall=self._read_wall,
+        self.writer = Writer(client, writer_settings(settings), self.cache, events=self.events, gate=self._gate,
+                             stats=self.stats, is_leader=self.is_leader, poke=self._dirty.set, wall=self._read_wall,
                              clock=self._read_clock)
         self.lifecycle = JobLifecycle(
             self.cache, self.writer, self.events, self.stats, queue_namespace=settings.queue_namespace,

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from webhook.api.names import (
@@ -68,6 +69,28 @@ class Stats:
     kinds: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class WriterSettings:
+    """What the writer reads of the controller's settings (:func:`writer_settings`)."""
+
+    queue_namespace: str
+    strict_priority: bool
+    """Written into the Queues the writer creates and fixes."""
+    oversell_rate: Fraction
+    """Written into the Queues, and named in the Event of each admission."""
+    queue_item_cap: int
+    """The most jobs a Queue's ``status`` lists."""
+    status_interval: float
+    """Seconds between two writes of one object's ``status``."""
+    write_concurrency: int
+    """Job writes in flight at once."""
+
+
+def writer_settings(settings: ControllerSettings) -> WriterSettings:
+    return WriterSettings(settings.queue_namespace, settings.strict_priority, settings.oversell_rate,
+                          settings.queue_item_cap, settings.status_interval, settings.write_concurrency)
+
+
 @dataclass(slots=True)
 class _StatusMemory:
     payload: Any = None
@@ -80,7 +103,7 @@ class Writer:
     def __init__(
         self,
         client: KubeClient,
-        settings: ControllerSettings,
+        settings: WriterSettings,
         cache: ClusterCache,
         *,
         events: EventRecorder,
