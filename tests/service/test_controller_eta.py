@@ -141,3 +141,27 @@ async def test_the_control_planes_time_per_turn_is_kept_on_the_tree_across_a_res
         assert api.obj(TREES, "elasticquotatree", "kube-system")["status"]["handoff"] == handoff
         await refreshed(api, controller)
         assert controller.eta is not None and controller.eta.handoff.items() == handoff
+
+
+async def test_a_queue_is_not_rewritten_for_a_small_move_but_carries_fresh_figures_when_it_is() -> None:
+    """An estimate that moves by a few seconds is not worth a write of its Queue's status; when the status is
+    rewritten anyway (a job joined the queue), every estimate in it is the fresh one."""
+    api = seed_api()
+    api.put(JOBS, declared(pi("pi-1"), "10m"))
+    api.put(JOBS, declared(pi("pi-2"), "5m"))
+    async with driven(api, eta_interval=0.01) as controller:
+        await step(api, controller)
+        await refreshed(api, controller)
+        (first,) = active(api)
+        assert first["name"] == "pi-2"
+        running = job(api, "pi-1")
+        running["metadata"]["annotations"][EXPECTED_RUNTIME_ANNOTATION] = "605s"  # pi-2 would start 5 s later
+        api.put(JOBS, running)
+        await refreshed(api, controller)
+        assert active(api) == [first]  # 5 s: not worth a write
+        api.put(JOBS, declared(pi("pi-3"), "5m"))  # the queue changes: its status is rewritten
+        await refreshed(api, controller)
+        items = {item["name"]: item for item in active(api)}
+        assert set(items) == {"pi-2", "pi-3"}
+        moved, before = parse_time(items["pi-2"]["estimatedStart"]), parse_time(first["estimatedStart"])
+        assert moved is not None and before is not None and moved - before == 5

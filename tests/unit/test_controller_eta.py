@@ -11,7 +11,7 @@ from tests.builders import cluster_pod, seed_tree
 from tests.fakeapi import batch_job
 from tests.kubefake import stamp
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION
-from webhook.controller.decide import decide, queue_statuses
+from webhook.controller.decide import decide, queue_statuses, with_published_estimates
 from webhook.controller.eta import EtaInputs, EtaService, EtaStatus, _admission
 from webhook.controller.model import TrackedJob, track
 from webhook.controller.starts import PodIndex, pod_slim
@@ -70,7 +70,7 @@ def test_a_restart_reads_the_history_back_and_counts_only_what_finished_since() 
     assert again.history.groups == {("user-a", "Job", "train"): [60.0, 90.0]}
 
 
-def test_waiting_jobs_get_their_estimate_and_it_stays_put_while_it_moves_little() -> None:
+def test_waiting_jobs_get_their_estimate_and_it_stays_put_in_the_queue_while_it_moves_little() -> None:
     tree = seed_tree()
     running_job = batch_job("big-1", "user-a", workers=10, cpu="10", created=T0, leaf="Department-a",
                             admitted_at=T0, annotations={EXPECTED_RUNTIME_ANNOTATION: "10m"})
@@ -79,14 +79,45 @@ def test_waiting_jobs_get_their_estimate_and_it_stays_put_while_it_moves_little(
     jobs = [tracked(tree, running_job), tracked(tree, waiting_job)]
     key = WorkloadKey("Job", "user-b", "next-1")
     eta = service()
-    first = eta.refresh(inputs(tree, jobs, T0 + 60), {jobs[0].workload.key: T0})
-    assert first.items[key] == {"estimatedStart": stamp(T0 + 600), "estimatedStartLatest": stamp(T0 + 600)}
-    # The same estimate a little later: the published fields do not change (no status write for it).
-    assert eta.refresh(inputs(tree, jobs, T0 + 70), {jobs[0].workload.key: T0 + 20}).items[key] == first.items[key]
-    # Its pods were seen running later than thought: 100 s later than published, more than the 59 s (a tenth of
-    # the wait) it may move unseen.
-    moved = eta.refresh(inputs(tree, jobs, T0 + 110), {jobs[0].workload.key: T0 + 100}).items[key]
-    assert moved["estimatedStart"] == stamp(T0 + 700)
+    decisions = decide(tree, jobs, {}, oversell_rate=Fraction(1), now=T0 + 60)
+
+    def status(running_since: float, now: float) -> Any:
+        found = eta.refresh(inputs(tree, jobs, now), {jobs[0].workload.key: running_since})
+        return queue_statuses(tree, decisions, 200, found)["root-department-a-user-b"], found.items[key]
+
+    published, first = status(T0, T0 + 60)
+    assert first == {"estimatedStart": stamp(T0 + 600), "estimatedStartLatest": stamp(T0 + 600)}
+    # Its pods were seen running 20 s later: 20 s is less than a twentieth of the 550 s ahead, so the Queue's
+    # status stays as published (no write for it).
+    later, fresh = status(T0 + 20, T0 + 70)
+    assert fresh["estimatedStart"] == stamp(T0 + 620)
+    assert with_published_estimates(later, published, T0 + 70) == published
+    # 100 s later than published: more than it may move unseen, and the status is rewritten.
+    moved, fresh = status(T0 + 100, T0 + 110)
+    assert fresh["estimatedStart"] == stamp(T0 + 700)
+    assert with_published_estimates(moved, published, T0 + 110) != published
+
+
+def test_a_status_rewritten_for_one_estimate_or_a_job_carries_every_fresh_figure() -> None:
+    """What keeps published figures decides only whether a Queue's status is written; when it is, the writer
+    writes the status with fresh figures (``tests/service/test_controller_eta.py`` holds it to that)."""
+    def item(name: str, ahead: float) -> dict[str, Any]:
+        return {"name": name, "namespace": "user-a", "priority": 0, "position": 1,
+                "estimatedStart": stamp(T0 + ahead), "estimatedStartLatest": stamp(T0 + ahead)}
+
+    def queue(*items: dict[str, Any]) -> dict[str, Any]:
+        return {"queueItemDetails": {"active": list(items), "backoff": []}}
+
+    published = queue(item("a-1", 600), item("a-2", 900))
+    assert with_published_estimates(queue(item("a-1", 605), item("a-2", 905)), published, T0) == published
+    far = with_published_estimates(queue(item("a-1", 605), item("a-2", 1000)), published, T0)
+    assert far != published and far["queueItemDetails"]["active"][0] == item("a-1", 600)  # kept only in the comparison
+    joined = queue(item("a-1", 605), item("a-2", 905), item("a-3", 1200))
+    assert with_published_estimates(joined, published, T0) != published
+    # An estimate that appears or goes is worth a write; none before and none now is not.
+    gone = {key: value for key, value in item("a-1", 605).items() if not key.startswith("estimated")}
+    assert with_published_estimates(queue(gone, item("a-2", 905)), published, T0) != published
+    assert with_published_estimates(queue(gone), queue(gone), T0) == queue(gone)
 
 
 def test_pods_seen_running_date_the_run_and_a_job_running_when_first_seen_counts_from_its_admission() -> None:

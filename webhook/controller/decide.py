@@ -39,6 +39,7 @@ from webhook.core.decide import (
 )
 from webhook.core.decide import decide as core_decide
 from webhook.core.decisions import Decisions, Reclaim, reason_key
+from webhook.core.eta import worth_publishing
 from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaNode, QuotaTree, namespace_quota_label, queue_name
 from webhook.core.startup import GAVE_UP
@@ -70,6 +71,7 @@ __all__ = [
     "reason_key",
     "sort_jobs",
     "tree_status",
+    "with_published_estimates",
 ]
 
 JobDecisions = Decisions[TrackedJob]
@@ -372,6 +374,37 @@ def queue_statuses(
         if len(members) > cap:
             details["backoffOmitted"] = len(members) - cap
     return out
+
+
+ESTIMATE_FIELDS = ("estimatedStart", "estimatedStartLatest")
+"""A waiting job's start estimate in its Queue's ``status.queueItemDetails.active`` item."""
+
+
+def with_published_estimates(status: Mapping[str, Any], published: object, now: float) -> Mapping[str, Any]:
+    """``status`` (a Queue's, as :func:`queue_statuses` makes it, with fresh estimates) with each waiting job's
+    estimate as ``published`` (the status written last) holds it, where no fresh figure is
+    :func:`~webhook.core.eta.worth_publishing`. Equal to ``published``: nothing but small moves of estimates
+    changed, and the status is not rewritten; else it is rewritten with every fresh estimate (docs/eta.md)."""
+    details = status.get("queueItemDetails")
+    before = published.get("queueItemDetails") if isinstance(published, Mapping) else None
+    if not isinstance(details, Mapping) or not isinstance(before, Mapping):
+        return status
+    old = {_item_key(item): item for item in before.get("active") or () if isinstance(item, Mapping)}
+    active = []
+    for item in details.get("active") or ():
+        kept = old.get(_item_key(item))
+        if kept is None or any(
+            worth_publishing(parse_time(kept.get(name)), parse_time(item.get(name)), now) for name in ESTIMATE_FIELDS
+        ):
+            active.append(item)
+        else:
+            active.append({**{key: value for key, value in item.items() if key not in ESTIMATE_FIELDS},
+                           **{name: kept[name] for name in ESTIMATE_FIELDS if name in kept}})
+    return {**status, "queueItemDetails": {**details, "active": active}}
+
+
+def _item_key(item: Mapping[str, Any]) -> tuple[object, object, object]:
+    return item.get("namespace"), item.get("name"), item.get("kind")
 
 
 def backoff_item(job: TrackedJob) -> dict[str, Any]:

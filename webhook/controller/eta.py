@@ -52,12 +52,6 @@ CPU_SHARE = 0.2
 """Refreshes are spaced so that they take at most this share of one core on average."""
 PAUSE_LIMIT = 10.0
 """Seconds the replay waits for a pass to end before it goes on anyway (a pass never takes that long)."""
-KEEP_SHARE = 0.05
-KEEP_SECONDS = 10.0
-"""A published estimate is kept while a new one stays within this many seconds, or this share of the wait
-ahead, of it: a Queue's status is not rewritten for every few seconds an estimate moves."""
-
-
 @dataclass(frozen=True, slots=True)
 class EtaInputs:
     """What one pass decided on."""
@@ -103,7 +97,6 @@ class EtaService:
         self._idle = threading.Event()
         self._idle.set()
         self._status = EtaStatus()
-        self._published: dict[WorkloadKey, tuple[float | None, float | None]] = {}
         self._since: dict[str, float] = {}
         """Admission (:func:`_admission`) -> when its pods were first seen running."""
         self._pending: set[str] = set()
@@ -221,7 +214,7 @@ class EtaService:
                             inputs.protected, inputs.closing, inputs.tries, self.handoff.figure())
         with collector_paused():  # the replays make no garbage cycles, as the pass makes none
             found = estimate(given, between=self._wait_for_pass)
-        status = EtaStatus(self._items(found.by_key, inputs.now), self._histories(tree),
+        status = EtaStatus(self._items(found.by_key), self._histories(tree),
                            self.handoff.items() if len(self.handoff) else None)
         self.refreshes += 1
         self.last_cpu = time.thread_time() - started
@@ -233,25 +226,19 @@ class EtaService:
     def _wait_for_pass(self) -> None:
         self._idle.wait(PAUSE_LIMIT)
 
-    def _items(self, estimates: Mapping[WorkloadKey, Estimate], now: float) -> dict[WorkloadKey, dict[str, str]]:
-        """The status fields of each estimate, an earlier one kept while the new one is close to it."""
+    @staticmethod
+    def _items(estimates: Mapping[WorkloadKey, Estimate]) -> dict[WorkloadKey, dict[str, str]]:
+        """The status fields of each estimate (the writer keeps a published one while the new one is close to it:
+        :func:`~webhook.controller.decide.with_published_estimates`)."""
         items: dict[WorkloadKey, dict[str, str]] = {}
-        published: dict[WorkloadKey, tuple[float | None, float | None]] = {}
         for key, found in estimates.items():
-            before = self._published.get(key)
-            start, latest = found.start, found.latest
-            if before is not None:
-                start = before[0] if _close(before[0], start, now) else start
-                latest = before[1] if _close(before[1], latest, now) else latest
-            published[key] = (start, latest)
             fields = {}
-            if start is not None:
-                fields["estimatedStart"] = rfc3339_seconds(start)
-            if latest is not None:
-                fields["estimatedStartLatest"] = rfc3339_seconds(latest)
+            if found.start is not None:
+                fields["estimatedStart"] = rfc3339_seconds(found.start)
+            if found.latest is not None:
+                fields["estimatedStartLatest"] = rfc3339_seconds(found.latest)
             if fields:
                 items[key] = fields
-        self._published = published
         return items
 
     # The history -------------------------------------------------------------------------------------------
@@ -303,12 +290,6 @@ class EtaService:
 def _admission(job: TrackedJob) -> str:
     """One admission of one job: its uid and the admission record's id."""
     return f"{job.workload.uid}/{job.record.id if job.record is not None else ''}"
-
-
-def _close(before: float | None, after: float | None, now: float) -> bool:
-    if before is None or after is None:
-        return before is after
-    return abs(after - before) <= max(KEEP_SECONDS, KEEP_SHARE * max(0.0, after - now))
 
 
 __all__ = ["EtaInputs", "EtaService", "EtaStatus"]

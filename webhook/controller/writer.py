@@ -36,6 +36,7 @@ from webhook.controller.decide import (
     queue_actions,
     queue_statuses,
     tree_status,
+    with_published_estimates,
 )
 from webhook.controller.eta import EtaStatus
 from webhook.controller.events import EventGate, EventRecorder
@@ -365,7 +366,7 @@ class Writer:
             obj = queues.get(name)
             if obj is not None:
                 await self._write_status(cache.queues_ref, cache.queues, obj,
-                                         self._keeping(wanted, obj, "runtimeHistory"))
+                                         self._keeping(wanted, obj, "runtimeHistory"), estimates=eta is not None)
         status = tree_status(tree, decisions)
         if eta is not None and eta.handoff:
             status[HANDOFF_STATUS] = eta.handoff
@@ -377,14 +378,19 @@ class Writer:
             del self._statuses[key]
 
     async def _write_status(
-        self, ref: ResourceRef, cache: WatchCache, obj: Obj, status: Obj
+        self, ref: ResourceRef, cache: WatchCache, obj: Obj, status: Obj, *, estimates: bool = False
     ) -> None:
+        """Write ``status`` unless it is what ``obj`` holds or this replica wrote last; with ``estimates`` (a
+        Queue's), also when only start estimates moved, and too little to be worth a write
+        (:func:`with_published_estimates`)."""
         name = name_of(obj)
         # Keyed by uid too: a Queue or tree deleted and re-created under the same name is a new object with no
         # status, whatever this replica last wrote on the old one.
         memory = self._statuses.setdefault(f"{ref.plural}/{name}/{meta(obj).get('uid') or ''}", _StatusMemory())
         if obj.get("status") == status or memory.payload == status:
             return
+        if estimates and with_published_estimates(status, obj.get("status"), self._wall()) == obj.get("status"):
+            return  # the cache holds what this replica wrote (assumed at once)
         now = self._clock()
         due = memory.at + self.settings.status_interval
         if now < due:

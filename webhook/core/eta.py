@@ -24,12 +24,16 @@ from webhook.core.runtimes import P50, P90, UNKNOWN, Runtime
 from webhook.core.startup import BackoffState
 from webhook.core.workload import Phase, WorkloadKey
 
-__all__ = ["Estimate", "Estimates", "Why", "estimate"]
+__all__ = ["Estimate", "Estimates", "Why", "estimate", "worth_publishing"]
 
 SHIFT_TOLERANCE = 60.0
 """Seconds a start may move, when unknown run times end at once instead of never, and not count as resting on
 them (besides :data:`SHIFT_SHARE` of the wait)."""
 SHIFT_SHARE = 0.1
+PUBLISHED_SECONDS = 10.0
+PUBLISHED_SHARE = 0.05
+"""A published estimate is worth rewriting when a new one is more than this many seconds, and this share of the
+wait ahead, away from it (:func:`worth_publishing`)."""
 
 
 class Why(Enum):
@@ -183,3 +187,12 @@ def estimate(given: ReplayInput, limits: ReplayLimits | None = None, *,
         )
     passes = median.passes + sum(result.passes for result in (free, late) if result is not None)
     return Estimates(now, out, passes, median.exhausted, median.end, given.handoff)
+
+
+def worth_publishing(published: float | None, fresh: float | None, now: float) -> bool:
+    """Whether a fresh estimated start (seconds since the epoch; ``None``: none) has moved far enough from the
+    published one to rewrite a Queue's status for it alone: more than :data:`PUBLISHED_SECONDS` and
+    :data:`PUBLISHED_SHARE` of the wait ahead, or to or from none."""
+    if published is None or fresh is None:
+        return published is not fresh
+    return abs(fresh - published) > max(PUBLISHED_SECONDS, PUBLISHED_SHARE * max(0.0, fresh - now))
