@@ -26,7 +26,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import DevCluster
-from webhook.api.names import MANAGED_NAMESPACE_LABEL
+from webhook.api.names import EXTENDER_RESOURCE, MANAGED_NAMESPACE_LABEL
 from webhook.controller.controller import Controller
 from webhook.controller.settings import ControllerSettings
 from webhook.kube.client import KubeClient
@@ -198,6 +198,24 @@ def wait_managed(dev: DevCluster, *names: str, timeout: float = 60) -> None:
         return True
 
     dev.wait_until(labelled, timeout, f"namespaces {names} labelled {MANAGED_NAMESPACE_LABEL}")
+
+
+def wait_routed(dev: DevCluster, namespace: str, timeout: float = 30) -> None:
+    """Until the API server's own admission treats ``namespace`` as managed: a server-side dry run of a pod there
+    comes back marked for the extender by the admission policy. The label can be stored a moment before the
+    API server's namespace cache, which the policies' and hooks' selectors read, shows it."""
+    probe = json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "routed-probe"},
+                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+
+    def routed() -> bool:
+        result = dev.kubectl_result("create", "-n", namespace, "--dry-run=server", "-o", "json", "-f", "-",
+                                    stdin=probe)
+        if result.returncode != 0:
+            return False
+        resources = json.loads(result.stdout)["spec"]["containers"][0].get("resources", {})
+        return EXTENDER_RESOURCE in resources.get("requests", {})
+
+    dev.wait_until(routed, timeout, f"the API server's admission to treat namespace {namespace} as managed")
 
 
 def scrape(port: int) -> str:

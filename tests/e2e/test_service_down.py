@@ -3,7 +3,8 @@ docs/security.md "While the service is down").
 
 The tree: one leaf ``Team-down`` of 1 CPU over one namespace where ``alice`` has ``edit``. A Job of 3 pods
 made one after another (parallelism 1, completions 3, each pod succeeding after 3 s, 1 CPU: the whole quota)
-is admitted and its first pod runs; alice's bare Pod of 1 CPU waits held (the quota is full). Then the
+is admitted and its first pod runs; alice's bare Pod of 2 CPU waits held (beside the Job's 1 CPU it would take
+the quota over its admission limit, max 1 CPU times the service's default oversell rate 2). Then the
 service is frozen with SIGSTOP (a hang: the API server's calls to it time out rather than being refused at
 once), and:
 
@@ -31,7 +32,7 @@ import pytest
 from tests import builders
 from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed, wait_routed
 from webhook.api.names import ADMISSION_GATE, EXTENDER_RESOURCE, QUOTA_LABEL, SUCCEED_AFTER_ANNOTATION
 from webhook.devcluster import processes
 
@@ -41,7 +42,7 @@ USER = "alice"
 STEADY = "steady"
 """The Job admitted before the service hangs."""
 WAITING = "waiting"
-"""alice's bare Pod, held (gated) before the service hangs: the quota is full."""
+"""alice's bare Pod, held (gated) before the service hangs: the quota cannot admit it beside the steady Job."""
 
 _pod = functools.partial(builders.pod, cpu="1", namespace=None, container="c", terminationGracePeriodSeconds=0)
 
@@ -55,6 +56,13 @@ def _service_pid(dev: DevCluster) -> int:
 def _pods(dev: DevCluster, namespace: str, selector: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = dev.get_json("pods", "-n", namespace, "-l", selector)["items"]
     return items
+
+
+def _service_lines(dev: DevCluster, space: str) -> list[str]:
+    """The lines of ``kq serve``'s log that name ``space`` (its decisions there)."""
+    log = dev.config.logs / "kq-serve.log"
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else [f"no log at {log}"]
+    return [line for line in lines if space in line][-40:]
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +79,7 @@ def frozen(dev_cluster: DevCluster) -> Iterator[str]:
         dev.kubectl("create", "rolebinding", "alice-edit", "-n", space, "--clusterrole=edit", f"--user={USER}")
         with installed_tree(dev, spec):
             wait_managed(dev, space)
+            wait_routed(dev, space)  # the steady Job's first pod is marked like the ones made while frozen
             steady = job_manifest(STEADY, pods=1, completions=3, cpu=1,
                                   template_annotations={SUCCEED_AFTER_ANNOTATION: "3s"})
             dev.kubectl("create", "-n", space, "-f", "-", stdin=json.dumps(steady), user=USER)
@@ -79,14 +88,19 @@ def frozen(dev_cluster: DevCluster) -> Iterator[str]:
                             for pod in _pods(dev, space, f"job-name={STEADY}")),
                 60, "the steady Job admitted and its first pod running",
             )
-            created = dev.kubectl_result("create", "-n", space, "-f", "-", stdin=json.dumps(_pod(WAITING)),
-                                         user=USER)
+            # 2 CPU: at 1 CPU the queue may admit it at once (1 + 1 is within max x 2), and the scheduler
+            # keeps it pending; a test of the gate needs a pod the queue holds.
+            created = dev.kubectl_result("create", "-n", space, "-f", "-",
+                                         stdin=json.dumps(_pod(WAITING, cpu="2")), user=USER)
             assert created.returncode == 0, created.stderr
             waiting = dev.get_json("pod", WAITING, "-n", space)
-            # On failure, say who wrote the pod and how its namespace was labelled (a hook skipped, or a release).
+            # On failure, say who wrote the pod, how its namespace was labelled, whether the steady Job went
+            # through the queue, and what the service decided in that namespace.
             assert {"name": ADMISSION_GATE} in waiting["spec"].get("schedulingGates", []), json.dumps({
                 "pod": waiting["metadata"], "namespace": dev.get_json("namespace", space)["metadata"],
-                "steady": [pod["status"] for pod in _pods(dev, space, f"job-name={STEADY}")]})
+                "steady": dev.get_json("job", STEADY, "-n", space)["metadata"],
+                "steady pods": [pod["metadata"] for pod in _pods(dev, space, f"job-name={STEADY}")],
+                "service": _service_lines(dev, space)}, indent=1)
             stopped = _service_pid(dev)
             os.kill(stopped, signal.SIGSTOP)
             try:
