@@ -52,6 +52,8 @@ CPU_SHARE = 0.2
 """Refreshes are spaced so that they take at most this share of one core on average."""
 PAUSE_LIMIT = 10.0
 """Seconds the replay waits for a pass to end before it goes on anyway (a pass never takes that long)."""
+
+
 @dataclass(frozen=True, slots=True)
 class EtaInputs:
     """What one pass decided on."""
