@@ -160,11 +160,16 @@ def resident_mib(config: ClusterConfig) -> dict[str, float]:
     return out
 
 
-def _scrape(config: ClusterConfig) -> Scrape:
+def api_requests(config: ClusterConfig) -> dict[RequestKey, float]:
+    """The API server's request counts so far (:func:`parse_requests` of its ``/metrics``)."""
     status, body = cluster.api_get(config, "/metrics", timeout=10.0)
     if status != 200:
         raise RuntimeError(f"kube-apiserver /metrics answered {status}: {body[:200]!r}")
-    requests = parse_requests(body.decode("utf-8", "replace"))
+    return parse_requests(body.decode("utf-8", "replace"))
+
+
+def _scrape(config: ClusterConfig) -> Scrape:
+    requests = api_requests(config)
     controller = parse_controller(_get(f"http://127.0.0.1:{config.ports.metrics}/metrics"))
     return Scrape(requests, controller, cpu_seconds(config))
 

@@ -43,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import devrun
-from bench.e2e_metrics import WRITE_VERBS, parse_requests
+from bench.e2e_metrics import WRITE_VERBS, api_requests
 from bench.eta_traces import Trace
 from bench.machine import header
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, HANDOFF_STATUS, SUCCEED_AFTER_ANNOTATION
@@ -273,10 +273,7 @@ def measure(config: ClusterConfig, jobs: list[Submitted], minutes: float) -> Out
 
 def queue_writes(config: ClusterConfig) -> float:
     """The writes of Queues (``status`` or whole) the API server has served so far (its ``/metrics``)."""
-    status, body = cluster.api_get(config, "/metrics", timeout=10.0)
-    if status != 200:
-        raise RuntimeError(f"kube-apiserver /metrics answered {status}: {body[:200]!r}")
-    return sum(count for (verb, resource, _), count in parse_requests(body.decode("utf-8", "replace")).items()
+    return sum(count for (verb, resource, _), count in api_requests(config).items()
                if resource == "queues" and verb in WRITE_VERBS)
 
 
