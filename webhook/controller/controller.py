@@ -92,9 +92,9 @@ class Controller:
                              stats=self.stats, is_leader=self.is_leader, poke=self._dirty.set, wall=self._read_wall,
                              clock=self._read_clock)
         self.lifecycle = JobLifecycle(
-            self.cache, self.writer, self.events, self.stats, queue_namespace=settings.queue_namespace,
-            start_timeout=settings.start_timeout, backoff=settings.backoff, is_leader=self.is_leader,
-            on_change=self._dirty.set, on_status=self._status_changed, clock=self._read_clock)
+            self.writer, queue_namespace=settings.queue_namespace, start_timeout=settings.start_timeout,
+            backoff=settings.backoff, on_change=self._dirty.set, on_status=self._status_changed,
+            clock=self._read_clock)
         """The start timeout's writes, the pod watch's listener, the Events of held and unadmitted jobs."""
         self.cache.pods.add_listener(self.lifecycle.pod_changed)
         self.reservations = ReservationWriter(client, settings.queue_namespace, wall=self._read_wall,

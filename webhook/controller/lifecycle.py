@@ -46,29 +46,26 @@ class JobLifecycle:
 
     def __init__(
         self,
-        cache: ClusterCache,
         writer: Writer,
-        events: EventRecorder,
-        stats: Stats,
         *,
         queue_namespace: str,
         start_timeout: float,
         backoff: BackoffPolicy,
-        is_leader: Callable[[], bool],
         on_change: Callable[[], None],
         on_status: Callable[[], None],
         clock: Callable[[], float],
     ) -> None:
-        """``on_change`` asks for a pass now, ``on_status`` within ``status_debounce`` (a change of status only);
+        """Writes go through ``writer`` (its cache, Events, counters and leadership are this part's too);
+        ``on_change`` asks for a pass now, ``on_status`` within ``status_debounce`` (a change of status only);
         ``clock`` is monotonic."""
-        self.cache = cache
         self.writer = writer
-        self.events = events
-        self.stats = stats
+        self.cache: ClusterCache = writer.cache
+        self.events: EventRecorder = writer.events
+        self.stats: Stats = writer.stats
         self.queue_namespace = queue_namespace
         self.start_timeout = start_timeout
         self.backoff = backoff
-        self.is_leader = is_leader
+        self.is_leader: Callable[[], bool] = writer.is_leader
         self._on_change = on_change
         self._on_status = on_status
         self._clock = clock
