@@ -11,7 +11,7 @@ process offering 1.5 times the root's CPU for the first 60 % of the trace and ha
 succeeds after its job's run time (``dev.kube-queue.x-k8s.io/succeed-after``). After a warm-up of a fifth of
 the trace, every 15 s, every QUEUING job gets:
 
-* ``estimate``: ``kq why``'s (:func:`webhook.cli.eta.estimate_snapshot` over a snapshot of every job and pod);
+* ``estimate``: ``kq why``'s (:func:`webhook.readmodel.eta.estimate_snapshot` over a snapshot of every job and pod);
 * ``no handoff``: the same without the control plane's time per turn (the tree's ``status.handoff`` left out):
   what that part of the model is worth, paired in the same run;
 * ``controller``: the controller's, from its Queue's status;
@@ -48,14 +48,14 @@ from bench.eta_traces import Trace
 from bench.machine import header
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, HANDOFF_STATUS, SUCCEED_AFTER_ANNOTATION
 from webhook.api.objects import parse_time
-from webhook.cli.eta import estimate_snapshot, published_estimates
-from webhook.cli.fetch import load_snapshot
-from webhook.cli.kubeapi import connect
-from webhook.cli.view import QUEUING, RUNNING, Snapshot, job_views
-from webhook.cli.waiting import oversell_rate, strict_priority
 from webhook.controller.records import read_record
 from webhook.devcluster import cluster
 from webhook.devcluster.config import ClusterConfig, Ports
+from webhook.readmodel.eta import estimate_snapshot, published_estimates
+from webhook.readmodel.fetch import load_snapshot
+from webhook.readmodel.kubeapi import connect
+from webhook.readmodel.view import QUEUING, RUNNING, Snapshot, job_views
+from webhook.readmodel.waiting import oversell_rate, strict_priority
 from webhook.sim.model import SCENARIO_API_VERSION
 
 COMMAND = ".venv/bin/python -m bench.eta_cluster"

@@ -35,10 +35,10 @@ from bench.e2e_metrics import WRITE_VERBS, RequestKey, parse_requests
 from bench.machine import header
 from webhook.api.names import ADMISSION_ANNOTATION, SUBMITTED_ANNOTATION
 from webhook.api.objects import parse_time
-from webhook.cli.submit import JobOptions, build_job
 from webhook.devcluster import cluster
 from webhook.devcluster.config import ClusterConfig, Ports
 from webhook.devcluster.operators import OPERATORS
+from webhook.readmodel.submit import JobOptions, build_job
 
 COMMAND = ".venv/bin/python -m bench.kinds_bench"
 TITLE = "Job kinds under their real operators, beside a batch Job (issue 35)"

@@ -15,7 +15,7 @@ from html import escape
 from pathlib import Path
 
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "architecture.svg"
-WIDTH, HEIGHT = 1000, 800
+WIDTH, HEIGHT = 1000, 880
 FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
 
 SHELL = "#fdf1dc"
@@ -23,6 +23,7 @@ ADAPTER = "#e3f0e3"
 CORE = "#dfeaf7"
 API = "#ece4f5"
 CLI = "#f4f4f4"
+READMODEL = "#eef4ec"
 FLOW = "#ffffff"
 LOOP = "#fbe4e4"
 
@@ -72,45 +73,58 @@ def layers() -> list[str]:
     )
     out = [text(20, 28, "The packages of webhook/: an arrow means \"may import\" (tests/unit/test_architecture.py)",
                 14, bold=True)]
-    out.append(box((140, 45, 720, 50), "cli", ("kq: the commands, and the wiring of the shells "
-                                           "(kq serve, kq extender, kq simulate, kq dev)",), CLI))
-    out.append("<rect x='134' y='117' width='732' height='94' rx='10' fill='none' stroke='#999' "
+    out.append("<rect x='134' y='37' width='732' height='70' rx='10' fill='none' stroke='#999' "
                "stroke-dasharray='4,3'/>")
-    out.append(text(140, 129, "shells", 11))
+    out.append(text(140, 49, "faces", 11))
+    out.append(box((140, 53, 470, 50), "cli", ("kq: the commands, and the wiring of the shells",
+                                           "(kq serve, kq extender, kq simulate, kq dev)"), CLI))
+    out.append(box((630, 53, 230, 50), "console", ("kq console: the web pages", "of developers and operators"), CLI))
+    out.append(box((200, 135, 660, 44), "readmodel",
+                   ("what both faces read and show: API access, snapshot, job views, why a job waits, "
+                    "start estimates",), READMODEL))
+    out.append("<rect x='134' y='197' width='732' height='94' rx='10' fill='none' stroke='#999' "
+               "stroke-dasharray='4,3'/>")
+    out.append(text(140, 209, "shells", 11))
     for index, (name, lines) in enumerate(shells):
-        out.append(box((140 + index * 146, 135, 134, 70), name, lines, SHELL))
-    out.append(box((880, 135, 105, 70), "kube", ("API client,", "watch caches"), SHELL))
-    out.append(box((140, 245, 720, 50), "workloads",
+        out.append(box((140 + index * 146, 215, 134, 70), name, lines, SHELL))
+    out.append(box((880, 215, 105, 70), "kube", ("API client,", "watch caches"), SHELL))
+    out.append(box((140, 325, 720, 50), "workloads",
                    ("one adapter per job kind: Job, Kubeflow, Ray, Argo Workflow, SparkApplication, Pod",), ADAPTER))
-    out.append(box((140, 335, 720, 60), "core",
+    out.append(box((140, 415, 720, 60), "core",
                    ("the rules, pure: quota tree, request, fit, queue order, reclaim, placement,",
                     "start timeout, integrity. Standard library only, no I/O, no clock"), CORE))
-    out.append(box((140, 435, 720, 50), "api",
+    out.append(box((140, 515, 720, 50), "api",
                    ("wire names (labels, annotations, namespaces, reasons), kinds, typed object views",), API))
-    out.append(arrow(((500, 95), (500, 115))))
-    out.append(arrow(((500, 211), (500, 243))))
-    out.append(arrow(((500, 295), (500, 333))))
-    out.append(arrow(((500, 395), (500, 433))))
-    out.append(arrow(((866, 170), (878, 170))))
+    out.append(arrow(((500, 107), (500, 133))))
+    out.append(arrow(((745, 107), (745, 133))))
+    out.append(arrow(((165, 107), (165, 195))))
+    out.append(arrow(((500, 179), (500, 195))))
+    out.append(arrow(((500, 291), (500, 323))))
+    out.append(arrow(((500, 375), (500, 413))))
+    out.append(arrow(((500, 475), (500, 513))))
+    out.append(arrow(((866, 250), (878, 250))))
+    faces = ("Neither face", "imports the other;", "both sit on the", "readmodel.")
+    out.extend(text(20, 70 + 16 * index, line, 11.5) for index, line in enumerate(faces))
     notes = (
         "Each shell does",
         "the I/O for one",
         "purpose; no shell",
-        "imports another",
-        "or the cli.",
+        "imports another,",
+        "a face or the",
+        "readmodel.",
         "",
         "A layer may import",
         "the layers below;",
         "none imports",
         "upwards.",
     )
-    out.extend(text(20, 150 + 16 * index, line, 11.5) for index, line in enumerate(notes))
+    out.extend(text(20, 214 + 16 * index, line, 11.5) for index, line in enumerate(notes))
     return out
 
 
 def flow() -> list[str]:
     """A job from submission to its end, with the two ways back to the queue."""
-    y = 545
+    y = 625
     steps = (
         ("1 submit", ("kubectl create /", "kq submit, in a", "namespace of a leaf")),
         ("2 webhook", ("holds it, tags it", "with its quota,", "stamps submitted-at")),
@@ -119,23 +133,23 @@ def flow() -> list[str]:
         ("5 scheduler", ("+ extender: pod-level", "quota, ResourcePolicy", "units ECS then ECI")),
         ("6 kubelet", ("the pods run; a", "finished job frees", "its quota")),
     )
-    out = [text(20, 525, "A job's way (docs/architecture.md#a-jobs-way)", 14, bold=True)]
+    out = [text(20, 605, "A job's way (docs/architecture.md#a-jobs-way)", 14, bold=True)]
     for index, (title, lines) in enumerate(steps):
         x = 20 + index * 164
         out.append(box((x, y, 140, 80), title, lines))
         if index:
             out.append(arrow(((x - 24, y + 40), (x - 2, y + 40))))
-    out.append(box((20, 680, 440, 60), "reclaim (docs/reclaim.md)",
+    out.append(box((20, 760, 440, 60), "reclaim (docs/reclaim.md)",
                    ("a job whose quota is within its min evicts borrowers' jobs:",
                     "held again, back at their place in the queue, never deleted"), LOOP))
-    out.append(box((520, 680, 460, 60), "start timeout (docs/start-timeout.md)",
+    out.append(box((520, 760, 460, 60), "start timeout (docs/start-timeout.md)",
                    ("not started within --start-timeout: held again, backoff note,",
                     "queues again at its place at its retry time"), LOOP))
-    out.append(arrow(((398, 625), (398, 678)), "evict", dashed=True))
-    out.append(arrow(((910, 625), (910, 678)), "pods do not run", dashed=True, left=True))
-    out.append(arrow(((560, 680), (560, 655), (430, 655), (430, 627)), dashed=True))
-    out.append(arrow(((240, 680), (240, 655), (370, 655), (370, 627)), dashed=True))
-    out.append(text(20, 780, "Generated by hack/architecture_svg.py; the same pictures in text are in "
+    out.append(arrow(((398, 705), (398, 758)), "evict", dashed=True))
+    out.append(arrow(((910, 705), (910, 758)), "pods do not run", dashed=True, left=True))
+    out.append(arrow(((560, 760), (560, 735), (430, 735), (430, 707)), dashed=True))
+    out.append(arrow(((240, 760), (240, 735), (370, 735), (370, 707)), dashed=True))
+    out.append(text(20, 860, "Generated by hack/architecture_svg.py; the same pictures in text are in "
                              "docs/architecture.md.", 11))
     return out
 

@@ -21,14 +21,14 @@ from tests import fakeapi
 from tests.builders import cluster_pod
 from tests.fakeapi import FakeApi, batch_job, event, priority_class, queue
 from tests.kubefake import stamp
-from webhook.cli.common import Ctx
-from webhook.cli.fetch import load_snapshot
-from webhook.cli.kubeapi import ApiError
 from webhook.cli.main import build_parser
-from webhook.cli.submit import JobOptions, build_job
-from webhook.cli.view import job_views
 from webhook.core.ledger import build_ledger
 from webhook.core.tree_status import status_tree
+from webhook.readmodel.context import Ctx
+from webhook.readmodel.fetch import load_snapshot
+from webhook.readmodel.kubeapi import ApiError
+from webhook.readmodel.submit import JobOptions, build_job
+from webhook.readmodel.view import job_views
 
 GOLDEN = Path(__file__).parent / "unit" / "golden"
 SEED = Path(__file__).resolve().parents[1] / "examples" / "seed"

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from tests.kubefake import ByGroupPlural, Kind, ObjectStore, stamp
 from webhook.api.names import OVERSELL_RATE_ANNOTATION
-from webhook.cli.kubeapi import ApiError, KubeApi
+from webhook.readmodel.kubeapi import ApiError, KubeApi
 
 CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass"}
 IRREGULAR_PLURALS = {"PriorityClass": "priorityclasses"}

@@ -13,10 +13,10 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.service.apiserver_http import HttpApiserver, serving
-from webhook.cli.kubeconfig import Connection, Credentials
 from webhook.cli.main import main
 from webhook.console.app import ConsoleSettings, build_app
 from webhook.console.identity import SESSION_COOKIE, IdentitySettings, Sessions, TokenError, clean_token
+from webhook.readmodel.kubeconfig import Connection, Credentials
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.c2VjcmV0LXRva2VuLW9mLWFsaWNl.c2lnbmF0dXJl"
 CONSOLE_TOKEN = "console-own-token-never-used-for-users"

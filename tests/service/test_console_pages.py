@@ -17,10 +17,10 @@ from tests.builders import cluster_pod
 from tests.clirun import NOW, run, seed_api
 from tests.fakeapi import FakeApi
 from webhook.api.names import FAIR_SHARING_ATTRIBUTE
-from webhook.cli.kubeapi import KubeApi
-from webhook.cli.kubeconfig import Connection
 from webhook.console.app import ConsoleSettings, build_app
 from webhook.console.identity import Identity, IdentitySettings
+from webhook.readmodel.kubeapi import KubeApi
+from webhook.readmodel.kubeconfig import Connection
 
 TOKEN = "token-of-user-a.0123456789"
 

@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 
 from webhook.cli import devsystem
-from webhook.cli.console import is_loopback
 from webhook.cli.main import COMMANDS, SUBCOMMAND_MODULES
+from webhook.console.command import is_loopback
 from webhook.devcluster.config import ClusterConfig, Ports
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def test_the_dev_cluster_runs_the_console_on_loopback_and_says_where(tmp_path: P
 
 
 def test_kq_console_is_a_registered_command() -> None:
-    assert COMMANDS["console"] == "webhook.cli.console" and "webhook.cli.console" in SUBCOMMAND_MODULES
+    assert COMMANDS["console"] == "webhook.console.command" and "webhook.console.command" in SUBCOMMAND_MODULES
 
 
 def test_loopback_hosts() -> None:

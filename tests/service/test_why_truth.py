@@ -24,10 +24,10 @@ from tests.fakeapi import priority_class
 from tests.service.controller_support import BUDGETS, PODS, catch_up, driven, seed_api
 from tests.service.kubeclient_fake import JOBS
 from webhook.api.names import QUOTA_LABEL
-from webhook.cli.fetch import load_snapshot
-from webhook.cli.view import QUEUING, job_views
-from webhook.cli.waiting import WaitReport, explain_wait
 from webhook.controller.decide import JobDecisions
+from webhook.readmodel.fetch import load_snapshot
+from webhook.readmodel.view import QUEUING, job_views
+from webhook.readmodel.waiting import WaitReport, explain_wait
 
 NAMESPACES = ("user-a", "user-b", "user-c")
 LEAF = {"user-a": "Department-a", "user-b": "Department-a", "user-c": "Department-b"}

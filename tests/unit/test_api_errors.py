@@ -7,8 +7,8 @@ import json
 import pytest
 
 from webhook.api.errors import ApiStatusError, status_error
-from webhook.cli.kubeapi import ApiError
 from webhook.kube.client import KubeApiError
+from webhook.readmodel.kubeapi import ApiError
 
 STATUS = json.dumps({"kind": "Status", "reason": "Forbidden", "message": 'jobs "pi" is forbidden'}).encode()
 

@@ -1,5 +1,6 @@
 """The layering of docs/architecture.md holds: the wire names are a leaf, the core is pure, adapters only use
-the core, shells never import each other (only the CLI ties them together)."""
+the core, shells never import each other (only the CLI ties them together), and the two faces, ``kq`` and the
+console, meet only in the read model they both sit on."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "webhook"
 SHELLS = ("admission", "extender", "controller", "devcluster", "sim")
 """Packages that do I/O for one purpose; none may import another (``kube`` is shared plumbing)."""
+FACES = ("webhook.cli", "webhook.console")
+"""What users meet, ``kq`` and ``kq console``; neither imports the other, both sit on ``webhook.readmodel``."""
 
 
 @functools.cache
@@ -118,7 +121,7 @@ def test_workload_adapters_import_only_the_core() -> None:
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_shells_do_not_import_other_shells(shell: str) -> None:
-    others = (*(f"webhook.{name}" for name in SHELLS if name != shell), "webhook.cli")
+    others = (*(f"webhook.{name}" for name in SHELLS if name != shell), *FACES, "webhook.readmodel")
     offenders = {
         path.name: sorted(name for name in _imports(path) if name.startswith(others))
         for path in _modules(shell)
@@ -130,6 +133,50 @@ def test_the_check_sees_the_imports_it_judges() -> None:
     # Guard against a vacuous pass: the scanner must find the core's own intra-package imports.
     found = set().union(*(_imports(p) for p in _modules("core")))
     assert "webhook.core.resources" in found
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module a file imports, lazy and type-only imports included; ``from a import b`` counts as ``a``
+    and as ``a.b`` (``b`` may be a module: ``from webhook import console``)."""
+    names = _imports(path)
+    for node in _nodes(path):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _imports_of(package: str, banned: tuple[str, ...]) -> dict[str, list[str]]:
+    """The modules of ``webhook/<package>`` that import one of ``banned`` (or a module under it)."""
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(
+            name for name in _imported_modules(path) if any(name == b or name.startswith(b + ".") for b in banned)
+        )
+        for path in _modules(package)
+    }
+    return {where: names for where, names in offenders.items() if names}
+
+
+def test_the_cli_does_not_import_the_console() -> None:
+    # `kq console` is wired by name (webhook.cli.main.COMMANDS), like every command.
+    assert _imports_of("cli", ("webhook.console",)) == {}
+
+
+def test_the_console_does_not_import_the_cli() -> None:
+    assert _imports_of("console", ("webhook.cli",)) == {}
+
+
+def test_the_read_model_imports_neither_face() -> None:
+    assert _imports_of("readmodel", FACES) == {}
+
+
+def test_the_face_check_sees_the_imports_it_judges() -> None:
+    # Guard against a vacuous pass: both faces are seen importing the read model (a module-level import, a
+    # lazy one inside a function), and the `from package import module` form is seen as the module.
+    cli, console = (_imports_of(face, ("webhook.readmodel",)) for face in ("cli", "console"))
+    assert {"webhook.readmodel.context", "webhook.readmodel.fetch"} <= set(cli["cli/common.py"])
+    assert "webhook.readmodel.explain" in console["console/developer.py"]
+    assert "webhook.cli.devsystem" in _imported_modules(ROOT / "cli" / "dev.py")
+    assert len(_modules("readmodel")) > 10
 
 
 def test_the_cli_command_table_names_the_module_that_registers_each_command() -> None:

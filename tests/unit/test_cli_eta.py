@@ -11,7 +11,7 @@ from tests.clirun import NOW, T0, run, seed_objects
 from tests.fakeapi import FakeApi
 from tests.kubefake import stamp
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, HANDOFF_STATUS
-from webhook.cli.eta import about
+from webhook.readmodel.eta import about
 
 
 def api(declared: dict[str, str], *, history: list[dict[str, Any]] | None = None,

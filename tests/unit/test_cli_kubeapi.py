@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from webhook.cli.kubeapi import JOBS, ApiError, HttpApi
-from webhook.cli.kubeconfig import ConfigError, Connection, kubeconfig_paths, load_connection
+from webhook.readmodel.kubeapi import JOBS, ApiError, HttpApi
+from webhook.readmodel.kubeconfig import ConfigError, Connection, kubeconfig_paths, load_connection
 
 
 def _config(path: Path, *, namespace: str | None = None, user: dict[str, Any] | None = None,

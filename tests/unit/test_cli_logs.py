@@ -11,8 +11,9 @@ import pytest
 
 from tests import builders
 from tests.fakeapi import FakeApi
-from webhook.cli.kubeapi import ApiError
-from webhook.cli.logs import choose_pods, log_query, parse_duration, stream_pods
+from webhook.cli.logs import parse_duration, stream_pods
+from webhook.readmodel.kubeapi import ApiError
+from webhook.readmodel.logs import choose_pods, log_query
 
 _pod = functools.partial(builders.pod, cpu=None, namespace=None, node_name="n1", labels={})
 

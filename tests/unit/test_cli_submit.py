@@ -159,7 +159,7 @@ def test_wait_gives_up_after_the_timeout() -> None:
 
 
 def test_an_unreachable_cluster_is_not_called_a_refusal() -> None:
-    from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
+    from webhook.readmodel.kubeapi import ApiError  # noqa: PLC0415
 
     class Down(FakeApi):
         def create(self, *args: Any, **kwargs: Any) -> dict[str, Any]:

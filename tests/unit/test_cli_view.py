@@ -1,4 +1,4 @@
-"""The CLI's model of jobs (``webhook.cli.view``): statuses, positions, the oversell rate, and that what it
+"""The read model of jobs (``webhook.readmodel.view``): statuses, positions, the oversell rate, and that what it
 shows is what the controller decides on (it uses the controller's own job model and queue policies)."""
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ import pytest
 from tests.fakeapi import batch_job, queue
 from tests.kubefake import stamp
 from webhook.api.names import BACKOFF_ANNOTATION, EVICTION_ANNOTATION
-from webhook.cli import view, waiting
-from webhook.cli.view import (
+from webhook.controller import decide, model, records
+from webhook.core.queueing import Policy
+from webhook.core.quota import parse_tree
+from webhook.readmodel import view, waiting
+from webhook.readmodel.view import (
     FAILED,
     PENDING,
     QUEUING,
@@ -26,10 +29,7 @@ from webhook.cli.view import (
     job_status,
     job_views,
 )
-from webhook.cli.waiting import oversell_rate
-from webhook.controller import decide, model, records
-from webhook.core.queueing import Policy
-from webhook.core.quota import parse_tree
+from webhook.readmodel.waiting import oversell_rate
 from webhook.workloads.registry import adapter_for
 
 JOB = adapter_for("batch", "Job")
@@ -173,7 +173,7 @@ def _backoff_job(gave_up: bool, retry_at: float, edited: bool = False) -> dict[s
 
 
 def test_a_job_that_did_not_start_is_in_backoff_until_its_retry_and_why_says_why() -> None:
-    from webhook.cli.why import explain_backoff  # noqa: PLC0415
+    from webhook.readmodel.explain import explain_backoff  # noqa: PLC0415
 
     (waiting,) = job_views(_snapshot([_backoff_job(False, retry_at=1120.0)]))
     assert waiting.status == view.BACKOFF

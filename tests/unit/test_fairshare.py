@@ -270,8 +270,8 @@ def test_kq_why_says_who_goes_first_for_the_spare() -> None:
 
 
 def test_kq_top_quota_shows_each_childs_share_beside_its_fair_part() -> None:
-    from webhook.cli.quota import fair_lines  # noqa: PLC0415 - the CLI's formatting of the same numbers
-    from webhook.cli.usage import NodeUsage  # noqa: PLC0415
+    from webhook.readmodel.queues import fair_lines  # noqa: PLC0415 - the CLI's formatting of the same numbers
+    from webhook.readmodel.usage import NodeUsage  # noqa: PLC0415
 
     quota_tree = Scene(100, ((30, None, 1, 0), (20, None, 1, 0))).tree()
     usages = [NodeUsage(quota_tree.nodes[key], 1, (False,), used, used)

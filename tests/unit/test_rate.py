@@ -8,10 +8,10 @@ from fractions import Fraction
 
 import pytest
 
-from webhook.cli.common import rate_flag as cli_flag
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.settings import rate_flag as controller_flag
 from webhook.core.rate import DEFAULT_OVERSELL_RATE, RateError, format_rate, parse_rate
+from webhook.readmodel.commandline import rate_flag as cli_flag
 from webhook.sim.model import Scenario
 
 

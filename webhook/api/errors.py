@@ -1,7 +1,7 @@
 """What an API server answers when it refuses a request, read the same way by both clients.
 
 The shells' asynchronous client (:class:`webhook.kube.client.KubeApiError`) and ``kq``'s synchronous one
-(:class:`webhook.cli.kubeapi.ApiError`) raise subclasses of :class:`ApiStatusError`: the HTTP status (0 when
+(:class:`webhook.readmodel.kubeapi.ApiError`) raise subclasses of :class:`ApiStatusError`: the HTTP status (0 when
 the server was not reached), the ``Status`` object's ``reason`` and ``message``, and the same questions about
 them (not found, forbidden, conflict, gone). :func:`status_error` decodes a refusal's body once for both.
 """

@@ -25,7 +25,7 @@ SUBCOMMAND_MODULES = (
     "webhook.cli.why",
     "webhook.cli.logs",
     "webhook.cli.quota",
-    "webhook.cli.console",
+    "webhook.console.command",
 )
 COMMANDS = {
     "dev": "webhook.cli.dev",
@@ -42,7 +42,7 @@ COMMANDS = {
     "logs": "webhook.cli.logs",
     "top": "webhook.cli.quota",
     "queue": "webhook.cli.quota",
-    "console": "webhook.cli.console",
+    "console": "webhook.console.command",
 }
 """Command -> the module that registers it, so ``kq list`` imports only its own module (fast start: the
 service's modules pull in aiohttp and kubernetes-asyncio). A test keeps this table true."""

@@ -2,295 +2,31 @@
 
     kq submit job --name pi1 --cpu 10 --memory 10Gi --workers 6 -- sleep 60
 
-Shapes (``--workers N`` pods in all, each with ``--cpu``/``--memory``/``--gpus`` as requests and limits):
-
-* ``job``: a batch/v1 Job with ``parallelism = completions = N``, ``restartPolicy: Never``;
-* ``pytorchjob``: a Kubeflow PyTorchJob, ``Master`` (1) + ``Worker`` (N - 1), container ``pytorch``;
-* ``tfjob``: a Kubeflow TFJob, ``Chief`` (1) + ``Worker`` (N - 1), container ``tensorflow``;
-* ``mpijob``: a Kubeflow MPIJob (``v2beta1``, or ``v1`` where only the training operator serves it),
-  ``Launcher`` (1 pod, 1 CPU / 1Gi, runs the command) + ``Worker`` (N), one slot per worker;
-* ``xgboostjob``, ``paddlejob``: ``Master`` (1) + ``Worker`` (N - 1), containers ``xgboost``, ``paddle``;
-* ``rayjob``: a KubeRay RayJob running the command as its entrypoint on a cluster of a head (1) and a worker
-  group (N - 1), deleted when it finishes (``shutdownAfterJobFinishes``, which the queue needs).
-
-The queue's webhook holds the job in a namespace kube-queue manages; ``kq`` never sets the hold itself, so a
-job in another namespace simply starts.
+The shapes, the checks and the create come from :mod:`webhook.readmodel.submit`, which the console's form
+shares; here the flags become its options, and the created job is reported with what to run next.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
 from webhook.api.objects import Obj, annotations_of, labels_of
-from webhook.cli.common import Ctx, add_connection_flags, command, key_values, subparser
-from webhook.core.workload import WorkloadError
+from webhook.cli.common import add_connection_flags, command, key_values
+from webhook.readmodel.commandline import subparser
+from webhook.readmodel.submit import (
+    DEFAULT_IMAGE,
+    KINDS,
+    JobOptions,
+    SubmitError,
+    build_job,
+    create_object,
+    job_from_file,
+)
 
-KINDS: dict[str, tuple[str, str, str]] = {
-    "job": ("batch/v1", "Job", "jobs"),
-    "pytorchjob": ("kubeflow.org/v1", "PyTorchJob", "pytorchjobs"),
-    "tfjob": ("kubeflow.org/v1", "TFJob", "tfjobs"),
-    "mpijob": ("kubeflow.org/v2beta1", "MPIJob", "mpijobs"),
-    "xgboostjob": ("kubeflow.org/v1", "XGBoostJob", "xgboostjobs"),
-    "paddlejob": ("kubeflow.org/v1", "PaddleJob", "paddlejobs"),
-    "rayjob": ("ray.io/v1", "RayJob", "rayjobs"),
-}
-"""``kq submit`` kind -> (apiVersion, kind, plural)."""
-DEFAULT_IMAGE = "busybox:1.36"
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
-@dataclass(frozen=True, slots=True)
-class JobOptions:
-    """Everything the flags say about the job to build."""
-
-    kind: str
-    namespace: str
-    name: str | None = None
-    image: str = DEFAULT_IMAGE
-    command: tuple[str, ...] = ()
-    cpu: str | None = None
-    memory: str | None = None
-    gpus: int = 0
-    workers: int = 1
-    priority_class: str | None = None
-    env: tuple[tuple[str, str], ...] = ()
-    annotations: tuple[tuple[str, str], ...] = ()
-    labels: tuple[tuple[str, str], ...] = ()
-    extra: Obj = field(default_factory=dict)
-
-
-class SubmitError(ValueError):
-    """Flags that do not make a job (the message says which and why)."""
-
-
-def check_options(options: JobOptions) -> None:
-    """:class:`SubmitError` for a bad name, quantity or count."""
-    from webhook.core.quantity import QuantityError, parse_quantity  # noqa: PLC0415
-
-    if options.name is not None and (len(options.name) > 63 or not _NAME.fullmatch(options.name)):
-        raise SubmitError(
-            f"--name {options.name!r} is not a valid job name: use lower-case letters, digits and '-', starting "
-            "and ending with a letter or digit, at most 63 characters"
-        )
-    for flag, value in (("--cpu", options.cpu), ("--memory", options.memory)):
-        if value is None:
-            continue
-        try:
-            amount = parse_quantity(value)
-        except QuantityError as error:
-            raise SubmitError(f"{flag} {value!r} is not a quantity: {error.why}") from None
-        if amount <= 0:
-            raise SubmitError(f"{flag} must be more than 0, got {value!r}")
-    if options.gpus < 0:
-        raise SubmitError(f"--gpus must be 0 or more, got {options.gpus}")
-    if options.workers < 1:
-        raise SubmitError(f"--workers must be at least 1, got {options.workers}")
-    if options.kind in ("pytorchjob", "tfjob") and options.workers < 1:
-        raise SubmitError("--workers counts the master too, so it must be at least 1")
-
-
-def _command(argv: Sequence[str]) -> list[str]:
-    """``sh -c TEXT`` for one argument with spaces (``-- "python train.py --lr 0.1"``), else the argv."""
-    if len(argv) == 1 and any(ch.isspace() for ch in argv[0]):
-        return ["sh", "-c", argv[0]]
-    return list(argv)
-
-
-def _resources(options: JobOptions) -> dict[str, dict[str, str]]:
-    amounts: dict[str, str] = {}
-    if options.cpu:
-        amounts["cpu"] = options.cpu
-    if options.memory:
-        amounts["memory"] = options.memory
-    if options.gpus:
-        amounts["nvidia.com/gpu"] = str(options.gpus)
-    return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
-
-
-def _container(options: JobOptions, name: str, run: bool = True, resources: Any = None) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": name, "image": options.image}
-    if run and options.command:
-        container["command"] = _command(options.command)
-    if options.env:
-        container["env"] = [{"name": key, "value": value} for key, value in options.env]
-    chosen = _resources(options) if resources is None else resources
-    if chosen:
-        container["resources"] = chosen
-    return container
-
-
-def _template(options: JobOptions, container: dict[str, Any], restart: str) -> dict[str, Any]:
-    template: dict[str, Any] = {}
-    metadata: dict[str, Any] = {}
-    if options.labels:
-        metadata["labels"] = dict(options.labels)
-    if options.annotations:
-        metadata["annotations"] = dict(options.annotations)
-    if metadata:
-        template["metadata"] = metadata
-    spec: dict[str, Any] = {"restartPolicy": restart, "containers": [container]}
-    if options.priority_class:
-        spec["priorityClassName"] = options.priority_class
-    template["spec"] = spec
-    return template
-
-
-def _metadata(options: JobOptions) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": options.name} if options.name else {"generateName": f"{options.kind}-"}
-    metadata["namespace"] = options.namespace
-    if options.labels:
-        metadata["labels"] = dict(options.labels)
-    return metadata
-
-
-def _replica(count: int, template: dict[str, Any]) -> dict[str, Any]:
-    return {"replicas": count, "restartPolicy": "Never", "template": copy.deepcopy(template)}
-
-
-def build_job(options: JobOptions) -> dict[str, Any]:
-    """The object ``kq submit`` creates (see the module notes for the shapes)."""
-    check_options(options)
-    api_version, kind, _ = KINDS[options.kind]
-    obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": _metadata(options)}
-    workers = options.workers
-    if options.kind == "job":
-        obj["spec"] = {
-            "parallelism": workers,
-            "completions": workers,
-            "template": _template(options, _container(options, "main"), "Never"),
-        }
-        return obj
-    run_policy: dict[str, Any] = {"cleanPodPolicy": "None"}
-    if options.priority_class:
-        run_policy["schedulingPolicy"] = {"priorityClass": options.priority_class}
-    if options.kind == "mpijob":
-        launcher_resources = {
-            "requests": {"cpu": "1", "memory": "1Gi"},
-            "limits": {"cpu": "1", "memory": "1Gi"},
-        }
-        launcher = _template(options, _container(options, "launcher", True, launcher_resources), "Never")
-        worker = _template(options, _container(options, "worker", False), "Never")
-        obj["spec"] = {
-            "slotsPerWorker": 1,
-            "runPolicy": run_policy,
-            "mpiReplicaSpecs": {"Launcher": _replica(1, launcher), "Worker": _replica(workers, worker)},
-        }
-        return obj
-    if options.kind == "rayjob":
-        obj["spec"] = _rayjob_spec(options)
-        return obj
-    container_name, chief, field_name = {
-        "pytorchjob": ("pytorch", "Master", "pytorchReplicaSpecs"),
-        "xgboostjob": ("xgboost", "Master", "xgbReplicaSpecs"),
-        "paddlejob": ("paddle", "Master", "paddleReplicaSpecs"),
-    }.get(options.kind, ("tensorflow", "Chief", "tfReplicaSpecs"))
-    template = _template(options, _container(options, container_name), "Never")
-    specs: dict[str, Any] = {chief: _replica(1, template)}
-    if workers > 1:
-        specs["Worker"] = _replica(workers - 1, template)
-    obj["spec"] = {"runPolicy": run_policy, field_name: specs}
-    return obj
-
-
-def _rayjob_spec(options: JobOptions) -> dict[str, Any]:
-    """A RayJob whose entrypoint is the command, on a head and ``workers - 1`` workers of the given size."""
-    head = _template(options, _container(options, "ray-head", run=False), "Always")
-    spec: dict[str, Any] = {
-        "entrypoint": " ".join(options.command) or "python -c 'import ray; ray.init()'",
-        "shutdownAfterJobFinishes": True,
-        "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": head}},
-    }
-    if options.workers > 1:
-        worker = _template(options, _container(options, "ray-worker", run=False), "Always")
-        spec["rayClusterSpec"]["workerGroupSpecs"] = [
-            {"groupName": "workers", "replicas": options.workers - 1, "minReplicas": options.workers - 1,
-             "maxReplicas": options.workers - 1, "rayStartParams": {}, "template": worker},
-        ]
-    if options.priority_class:
-        spec["submitterPodTemplate"] = {"spec": {"priorityClassName": options.priority_class, "restartPolicy": "Never",
-                                                 "containers": [{"name": "ray-job-submitter", "image": options.image}]}}
-    return spec
-
-
-# From a file ---------------------------------------------------------------------------------------------------
-
-
-def _templates_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """The object's pod templates, as its kind's adapter finds them (the very dicts, to edit in place)."""
-    from webhook.workloads.registry import adapter_for  # noqa: PLC0415
-
-    adapter = adapter_for(str(obj.get("apiVersion") or "").rpartition("/")[0], str(obj.get("kind") or ""))
-    if adapter is None:
-        return []
-    try:
-        templates = adapter.pod_templates(obj)
-    except WorkloadError:
-        return []
-    return [t.template for t in templates if t.path and isinstance(t.template, dict)]
-
-
-def job_from_file(path: str, options: JobOptions, explicit_namespace: bool) -> dict[str, Any]:
-    """The object of a YAML file, with ``--name``, ``-n``, ``-e``, ``--annotation``, ``--label`` and
-    ``--priority-class`` applied; :class:`SubmitError` when it is not one object of the chosen kind."""
-    import yaml  # noqa: PLC0415
-
-    try:
-        text = Path(path).read_text() if path != "-" else __import__("sys").stdin.read()
-    except OSError as error:
-        raise SubmitError(f"cannot read {path}: {error.strerror or error}") from None
-    try:
-        docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as error:
-        raise SubmitError(f"{path} is not valid YAML: {' '.join(str(error).split())}") from None
-    if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise SubmitError(f"{path} must hold exactly one object, found {len(docs)}")
-    obj: dict[str, Any] = docs[0]
-    api_version, kind, _ = KINDS[options.kind]
-    if obj.get("kind") != kind:
-        raise SubmitError(f"{path} holds a {obj.get('kind')!r}, not a {kind}; use `kq submit "
-                          f"{str(obj.get('kind') or '').lower()} -f {path}`")
-    obj.setdefault("apiVersion", api_version)
-    metadata = obj.setdefault("metadata", {})
-    if not isinstance(metadata, dict):
-        raise SubmitError(f"{path}: metadata must be an object")
-    declared = metadata.get("namespace")
-    if declared and explicit_namespace and declared != options.namespace:
-        raise SubmitError(f"{path} is for namespace {declared!r} but -n says {options.namespace!r}")
-    metadata["namespace"] = declared or options.namespace
-    if options.name:
-        metadata["name"] = options.name
-        metadata.pop("generateName", None)
-    elif not metadata.get("name") and not metadata.get("generateName"):
-        metadata["generateName"] = f"{options.kind}-"
-    if options.labels:
-        metadata.setdefault("labels", {}).update(dict(options.labels))
-    for template in _templates_of(obj):
-        template_meta = template.setdefault("metadata", {})
-        if options.labels:
-            template_meta.setdefault("labels", {}).update(dict(options.labels))
-        if options.annotations:
-            template_meta.setdefault("annotations", {}).update(dict(options.annotations))
-        spec = template.setdefault("spec", {})
-        if options.priority_class:
-            spec["priorityClassName"] = options.priority_class
-        for container in spec.get("containers") or ():
-            if options.env and isinstance(container, dict):
-                env = container.setdefault("env", [])
-                env += [{"name": key, "value": value} for key, value in options.env]
-    if options.priority_class and obj.get("kind") != "Job":
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("runPolicy", {}).setdefault("schedulingPolicy", {})["priorityClass"] = options.priority_class
-    return obj
-
-
-# The command -------------------------------------------------------------------------------------------------------
+if TYPE_CHECKING:
+    from webhook.readmodel.context import Ctx
 
 
 def _options(ctx: Ctx, args: argparse.Namespace) -> JobOptions:
@@ -315,8 +51,8 @@ SHAPE_FLAGS = ("cpu", "memory", "gpus", "workers", "image", "cmd")
 
 
 def _submit(ctx: Ctx, args: argparse.Namespace) -> int:
-    from webhook.cli.fetch import CliError  # noqa: PLC0415
-    from webhook.cli.output import to_yaml  # noqa: PLC0415
+    from webhook.readmodel.fetch import CliError  # noqa: PLC0415
+    from webhook.readmodel.output import to_yaml  # noqa: PLC0415
 
     if args.cmd and args.cmd[0] == "--":
         args.cmd = args.cmd[1:]
@@ -345,60 +81,6 @@ def _submit(ctx: Ctx, args: argparse.Namespace) -> int:
 
         return wait_for(ctx, namespace, name, str(created.get("kind", "")), timeout=args.timeout)
     return 0
-
-
-def create_object(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
-    from webhook.cli.fetch import CliError  # noqa: PLC0415
-    from webhook.cli.kubeapi import ApiError, Ref  # noqa: PLC0415
-
-    api_version, kind = str(obj["apiVersion"]), str(obj["kind"])
-    group, _, version = api_version.rpartition("/")
-    plural = next((p for v, k, p in KINDS.values() if k == kind), kind.lower() + "s")
-    namespace = str(obj["metadata"]["namespace"])
-    try:
-        return ctx.api.create(Ref(group, version, plural), obj, namespace)
-    except ApiError as error:
-        name = obj["metadata"].get("name", "")
-        if error.status == 409:
-            raise CliError(
-                f"{kind} {name} already exists in namespace {namespace}: pick another --name or "
-                f"`kq delete {name} -n {namespace}`"
-            ) from None
-        if error.not_found and not _served(ctx, group, version, plural):
-            other = _other_served_version(ctx, group, kind, version, plural)
-            if other is not None:  # MPIJob: kubeflow.org/v1 where only the training operator serves it
-                return create_object(ctx, {**obj, "apiVersion": f"{group}/{other}"})
-            raise CliError(
-                f"the cluster does not serve {kind} ({api_version}): install its operator (docs/job-kinds.md) "
-                "or submit a `kq submit job`"
-            ) from None
-        if error.not_found:
-            raise CliError(f"cannot create {kind} in namespace {namespace}: {error.one_line()}") from None
-        if error.status == 0:
-            raise CliError(f"cannot reach the cluster to create {kind} {name or '(generated name)'}: "
-                           f"{error.one_line()}; nothing was created") from None
-        raise CliError(f"the cluster refused {kind} {name or '(generated name)'}: {error.one_line()}") from None
-
-
-def _other_served_version(ctx: Ctx, group: str, kind: str, tried: str, plural: str) -> str | None:
-    """Another version of ``kind`` the queue reads (its adapter's) that the API serves."""
-    from webhook.workloads.registry import adapter_for  # noqa: PLC0415
-
-    adapter = adapter_for(group, kind)
-    versions = adapter.versions if adapter is not None else ()
-    return next((v for v in versions if v != tried and _served(ctx, group, v, plural)), None)
-
-
-def _served(ctx: Ctx, group: str, version: str, plural: str) -> bool:
-    """Whether the API serves ``plural`` in ``group/version`` (discovery)."""
-    from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
-
-    path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-    try:
-        listing = ctx.api.request("GET", path)
-    except ApiError:
-        return False
-    return any(isinstance(r, dict) and r.get("name") == plural for r in listing.get("resources") or ())
 
 
 def _report(ctx: Ctx, args: argparse.Namespace, created: Obj, name: str, namespace: str) -> None:

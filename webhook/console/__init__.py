@@ -3,6 +3,7 @@ operators (the quota tree as a picture, the queues, the controller's recent deci
 
 It acts as the person using it and never as itself (:mod:`webhook.console.identity`): every API request
 carries that person's credentials, so Kubernetes RBAC decides what they see and do. What it shows is
-computed by the same code as ``kq list``, ``kq why`` and ``kq top quota`` (:mod:`webhook.cli.view`,
-:mod:`webhook.cli.why`, :mod:`webhook.cli.quota`); see docs/console.md.
+computed by the same code as ``kq list``, ``kq why`` and ``kq top quota``: the read model both faces sit on
+(:mod:`webhook.readmodel`: :mod:`~webhook.readmodel.view`, :mod:`~webhook.readmodel.explain`,
+:mod:`~webhook.readmodel.queues`); see docs/console.md.
 """

@@ -1,6 +1,6 @@
 """The console's aiohttp application: settings, the per-request identity and API, error pages, routes.
 
-Every API call is synchronous (:mod:`webhook.cli.kubeapi`, the code ``kq`` itself uses) and runs in a worker
+Every API call is synchronous (:mod:`webhook.readmodel.kubeapi`, the code ``kq`` itself uses) and runs in a worker
 thread, so a slow API server never blocks the pages of other users.
 """
 
@@ -22,8 +22,6 @@ import aiohttp_jinja2
 import jinja2
 from aiohttp import web
 
-from webhook.cli.common import Ctx
-from webhook.cli.kubeapi import ApiError, KubeApi
 from webhook.console.identity import (
     SESSION_COOKIE,
     Identity,
@@ -33,6 +31,8 @@ from webhook.console.identity import (
     http_api_for,
     identify,
 )
+from webhook.readmodel.context import Ctx
+from webhook.readmodel.kubeapi import ApiError, KubeApi
 
 log = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent
@@ -194,8 +194,8 @@ async def errors_middleware(
 ) -> web.StreamResponse:
     """Every expected failure becomes a page (or text) that says what happened, with a fitting status; an
     unexpected one is logged and answered with a 500 that says where to look."""
-    from webhook.cli.fetch import CliError  # noqa: PLC0415
-    from webhook.cli.submit import SubmitError  # noqa: PLC0415
+    from webhook.readmodel.fetch import CliError  # noqa: PLC0415
+    from webhook.readmodel.submit import SubmitError  # noqa: PLC0415
 
     try:
         return await handler(request)

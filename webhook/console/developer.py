@@ -1,8 +1,8 @@
 """The developer's pages: sign in, their jobs, one job (``kq get`` + ``kq why``), submit, delete.
 
-The rows come from :func:`webhook.cli.view.job_views` (what ``kq list`` shows), the explanation from
-:func:`webhook.cli.why.explain_job` (what ``kq why`` prints) and the objects from the builders of
-:mod:`webhook.cli.submit` (what ``kq submit`` creates).
+The rows come from :func:`webhook.readmodel.view.job_views` (what ``kq list`` shows), the explanation from
+:func:`webhook.readmodel.explain.explain_job` (what ``kq why`` prints) and the objects from the builders of
+:mod:`webhook.readmodel.submit` (what ``kq submit`` creates).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from webhook.console.forms import SubmitForm, parse_submit_form
 from webhook.console.identity import SESSION_COOKIE, TokenError, clean_token
 
 if TYPE_CHECKING:
-    from webhook.cli.eta import Published
-    from webhook.cli.kubeapi import KubeApi
-    from webhook.cli.view import JobView
+    from webhook.readmodel.eta import Published
+    from webhook.readmodel.kubeapi import KubeApi
+    from webhook.readmodel.view import JobView
 
 WAITING = ("QUEUING", "BACKOFF")
 
@@ -69,9 +69,9 @@ def job_href(namespace: str, kind: str, name: str) -> str:
 
 
 def rows_of(views: Sequence[JobView], now: float, etas: Published | None = None) -> list[JobRow]:
-    """The table rows: the columns of ``kq list -o wide`` (:func:`webhook.cli.jobs.list_rows`), the ETA from
+    """The table rows: the columns of ``kq list -o wide`` (:func:`webhook.readmodel.jobs.list_rows`), the ETA from
     ``etas`` (the Queues' published estimates)."""
-    from webhook.cli.jobs import list_rows  # noqa: PLC0415
+    from webhook.readmodel.jobs import list_rows  # noqa: PLC0415
 
     _, rows = list_rows(views, now, wide=True, all_namespaces=False, etas=etas)
     # NAME, KIND, STATUS, QUEUE, POSITION, ETA, PRIORITY, PODS, REQUEST, AGE
@@ -84,9 +84,9 @@ def rows_of(views: Sequence[JobView], now: float, etas: Published | None = None)
 
 def load_rows(api: KubeApi, namespace: str, now: float) -> list[JobRow]:
     """The jobs of ``namespace`` as ``kq list -n NAMESPACE`` reads them."""
-    from webhook.cli.eta import published_estimates  # noqa: PLC0415
-    from webhook.cli.fetch import load_snapshot  # noqa: PLC0415
-    from webhook.cli.view import job_views  # noqa: PLC0415
+    from webhook.readmodel.eta import published_estimates  # noqa: PLC0415
+    from webhook.readmodel.fetch import load_snapshot  # noqa: PLC0415
+    from webhook.readmodel.view import job_views  # noqa: PLC0415
 
     snapshot = load_snapshot(api, [namespace], now=now)
     views = [v for v in job_views(snapshot) if v.namespace == namespace]
@@ -105,10 +105,10 @@ class JobDetail:
 
 def load_detail(api: KubeApi, namespace: str, kind: str, name: str, settings: ConsoleSettings) -> JobDetail:
     """``kq get`` and ``kq why`` of one job, computed by their own functions."""
-    from webhook.cli.fetch import job_events  # noqa: PLC0415
-    from webhook.cli.jobs import describe_job, find_job, sorted_events  # noqa: PLC0415
-    from webhook.cli.why import explain_job  # noqa: PLC0415
     from webhook.console.app import TEXT_WIDTH  # noqa: PLC0415
+    from webhook.readmodel.explain import explain_job  # noqa: PLC0415
+    from webhook.readmodel.fetch import job_events  # noqa: PLC0415
+    from webhook.readmodel.jobs import describe_job, find_job, sorted_events  # noqa: PLC0415
 
     ctx = make_ctx(api, namespace, settings)
     snapshot, views, view = find_job(ctx, f"{kind}/{name}", complete=True, with_events=True)
@@ -117,7 +117,7 @@ def load_detail(api: KubeApi, namespace: str, kind: str, name: str, settings: Co
     events = sorted_events(job_events(api, view.namespace, view.name, str(meta(view.obj).get("uid") or "")))
     described = describe_job(view, snapshot, events, now, TEXT_WIDTH)
     started = any(pod_phase(pod) not in (None, "Pending") for pod in view.pods)
-    from webhook.cli.eta import published_estimates  # noqa: PLC0415
+    from webhook.readmodel.eta import published_estimates  # noqa: PLC0415
 
     return JobDetail(rows_of([view], now, published_estimates(snapshot.queues))[0], described, why, started)
 
@@ -139,8 +139,8 @@ async def login_form(request: web.Request) -> web.Response:
 
 def whoami(api: KubeApi) -> str:
     """The user name the cluster gives these credentials (a SelfSubjectReview); "" when it cannot say.
-    :class:`~webhook.cli.kubeapi.ApiError` 401 when it refuses them."""
-    from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
+    :class:`~webhook.readmodel.kubeapi.ApiError` 401 when it refuses them."""
+    from webhook.readmodel.kubeapi import ApiError  # noqa: PLC0415
 
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     try:
@@ -154,9 +154,9 @@ def whoami(api: KubeApi) -> str:
 
 
 async def login(request: web.Request) -> web.StreamResponse:
-    from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
-    from webhook.cli.kubeconfig import Credentials  # noqa: PLC0415
     from webhook.console.identity import Identity  # noqa: PLC0415
+    from webhook.readmodel.kubeapi import ApiError  # noqa: PLC0415
+    from webhook.readmodel.kubeconfig import Credentials  # noqa: PLC0415
 
     settings = settings_of(request)
     form = await request.post()
@@ -218,7 +218,7 @@ async def jobs_page(request: web.Request) -> web.Response:
 
 
 def _job_key(request: web.Request) -> tuple[str, str, str]:
-    from webhook.cli.view import find_adapter  # noqa: PLC0415
+    from webhook.readmodel.view import find_adapter  # noqa: PLC0415
 
     namespace = check_namespace(request.match_info["namespace"], "")
     kind = request.match_info["kind"]
@@ -240,8 +240,8 @@ async def job_page(request: web.Request) -> web.Response:
 
 def delete_job(api: KubeApi, namespace: str, kind: str, name: str) -> str:
     """Delete one job (background propagation: its pods go too); the line ``kq delete`` prints."""
-    from webhook.cli.fetch import ref_of, served_kinds  # noqa: PLC0415
-    from webhook.cli.view import find_adapter  # noqa: PLC0415
+    from webhook.readmodel.fetch import ref_of, served_kinds  # noqa: PLC0415
+    from webhook.readmodel.view import find_adapter  # noqa: PLC0415
 
     adapter = find_adapter(kind)
     assert adapter is not None
@@ -270,23 +270,23 @@ async def submit_form(request: web.Request) -> web.Response:
 
 
 def _kinds() -> list[tuple[str, str]]:
-    from webhook.cli.submit import KINDS  # noqa: PLC0415
+    from webhook.readmodel.submit import KINDS  # noqa: PLC0415
 
     return [(key, f"{kind} ({api_version})") for key, (api_version, kind, _) in KINDS.items()]
 
 
 def create_job(api: KubeApi, obj: dict[str, Any], settings: ConsoleSettings) -> dict[str, Any]:
     """Create the object as ``kq submit`` does (its messages for a name taken, a kind not served...)."""
-    from webhook.cli.submit import create_object  # noqa: PLC0415 - the command's own create, with its messages
+    from webhook.readmodel.submit import create_object  # noqa: PLC0415 - kq submit's own create, with its messages
 
     namespace = str(obj["metadata"]["namespace"])
     return create_object(make_ctx(api, namespace, settings), obj)
 
 
 async def submit(request: web.Request) -> web.StreamResponse:
-    from webhook.cli.fetch import CliError  # noqa: PLC0415
-    from webhook.cli.output import to_yaml  # noqa: PLC0415
-    from webhook.cli.submit import SubmitError, build_job  # noqa: PLC0415
+    from webhook.readmodel.fetch import CliError  # noqa: PLC0415
+    from webhook.readmodel.output import to_yaml  # noqa: PLC0415
+    from webhook.readmodel.submit import SubmitError, build_job  # noqa: PLC0415
 
     settings = settings_of(request)
     raw = await request.post()

@@ -2,7 +2,7 @@
 
 Each field is checked where the console can say more than the API would (a whole number, a field left
 empty); the job's own rules (a valid name, a quantity, counts) are ``kq submit``'s
-(:func:`webhook.cli.submit.check_options`), with its flag names turned into the form's labels.
+(:func:`webhook.readmodel.submit.check_options`), with its flag names turned into the form's labels.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from webhook.cli.submit import DEFAULT_IMAGE, KINDS, JobOptions, SubmitError, check_options
 from webhook.console.app import BadInput, check_namespace
+from webhook.readmodel.submit import DEFAULT_IMAGE, KINDS, JobOptions, SubmitError, check_options
 
 LABELS = {
     "--name": "Name",

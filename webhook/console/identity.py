@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from webhook.cli.kubeapi import HttpApi, KubeApi
-from webhook.cli.kubeconfig import Connection, Credentials
+from webhook.readmodel.kubeapi import HttpApi, KubeApi
+from webhook.readmodel.kubeconfig import Connection, Credentials
 
 SESSION_COOKIE = "kq_console_session"
 SESSION_LIFETIME = 8 * 3600.0

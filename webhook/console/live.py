@@ -34,7 +34,7 @@ from webhook.console.app import (
 from webhook.console.identity import NoIdentity
 
 if TYPE_CHECKING:
-    from webhook.cli.kubeapi import KubeApi
+    from webhook.readmodel.kubeapi import KubeApi
 
 log = logging.getLogger(__name__)
 WATCH_SECONDS = 20
@@ -67,8 +67,8 @@ async def open_stream(request: web.Request) -> EventStream:
 
 def problem_text(error: Exception) -> str:
     """The sentence a live page shows when its update fails."""
-    from webhook.cli.fetch import CliError  # noqa: PLC0415
-    from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
+    from webhook.readmodel.fetch import CliError  # noqa: PLC0415
+    from webhook.readmodel.kubeapi import ApiError  # noqa: PLC0415
 
     if isinstance(error, ApiError):
         return api_problem(error)[1]
@@ -96,7 +96,7 @@ class Watches:
             self._loop.call_soon_threadsafe(self._changed)
 
     def _run(self, api_factory: Callable[[], KubeApi], path: str) -> None:
-        from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
+        from webhook.readmodel.kubeapi import ApiError  # noqa: PLC0415
 
         query = [("watch", "true"), ("timeoutSeconds", str(WATCH_SECONDS))]
         while not self.stop.is_set():
@@ -121,8 +121,8 @@ async def push_fragments(
     request: web.Request, render: Callable[[], str], watch_paths: Iterable[str]
 ) -> web.StreamResponse:
     """Send ``update`` (the rendered fragment) whenever it changes, ``problem`` when it cannot be rendered."""
-    from webhook.cli.fetch import CliError  # noqa: PLC0415
-    from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
+    from webhook.readmodel.fetch import CliError  # noqa: PLC0415
+    from webhook.readmodel.kubeapi import ApiError  # noqa: PLC0415
 
     settings = settings_of(request)
     stream = await open_stream(request)
@@ -158,8 +158,8 @@ async def push_fragments(
 
 
 async def jobs_events(request: web.Request) -> web.StreamResponse:
-    from webhook.cli.kubeapi import JOBS, PODS  # noqa: PLC0415
     from webhook.console.developer import load_rows  # noqa: PLC0415
+    from webhook.readmodel.kubeapi import JOBS, PODS  # noqa: PLC0415
 
     namespace = namespace_of(request)
     settings = settings_of(request)
@@ -179,8 +179,8 @@ def _job_key(request: web.Request) -> tuple[str, str, str]:
 
 
 async def job_events(request: web.Request) -> web.StreamResponse:
-    from webhook.cli.kubeapi import JOBS, PODS  # noqa: PLC0415
     from webhook.console.developer import load_detail  # noqa: PLC0415
+    from webhook.readmodel.kubeapi import JOBS, PODS  # noqa: PLC0415
 
     namespace, kind, name = _job_key(request)
     settings = settings_of(request)
@@ -195,9 +195,9 @@ async def job_events(request: web.Request) -> web.StreamResponse:
 
 def _started_pod(api: KubeApi, namespace: str, kind: str, name: str, settings: object) -> tuple[str, str | None]:
     """``(status line, pod to read)``: the chief pod once the job has a started pod, else ``None``."""
-    from webhook.cli.jobs import find_job  # noqa: PLC0415
-    from webhook.cli.logs import choose_pods, pod_name  # noqa: PLC0415
     from webhook.console.app import ConsoleSettings, make_ctx  # noqa: PLC0415
+    from webhook.readmodel.jobs import find_job  # noqa: PLC0415
+    from webhook.readmodel.logs import choose_pods, pod_name  # noqa: PLC0415
 
     assert isinstance(settings, ConsoleSettings)
     _, _, view = find_job(make_ctx(api, namespace, settings), f"{kind}/{name}")
@@ -213,8 +213,8 @@ def _started_pod(api: KubeApi, namespace: str, kind: str, name: str, settings: o
 
 async def log_events(request: web.Request) -> web.StreamResponse:
     """``status`` lines while the job waits, then one ``line`` event per log line, then ``end``."""
-    from webhook.cli.kubeapi import ApiError  # noqa: PLC0415
-    from webhook.cli.logs import explain_log_error, log_path, log_query  # noqa: PLC0415
+    from webhook.readmodel.kubeapi import ApiError  # noqa: PLC0415
+    from webhook.readmodel.logs import explain_log_error, log_path, log_query  # noqa: PLC0415
 
     namespace, kind, name = _job_key(request)
     settings = settings_of(request)

@@ -1,8 +1,8 @@
 """The operator's page: the quota tree as a picture, the queues with their depth and oldest wait, and the
 controller's recent decisions from its Events.
 
-The numbers are ``kq top quota``'s (:func:`webhook.cli.usage.quota_usage`), ``kq queue list``'s
-(:func:`webhook.cli.quota.queue_rows`) and the controller's own Events; the picture is SVG drawn on the
+The numbers are ``kq top quota``'s (:func:`webhook.readmodel.usage.quota_usage`), ``kq queue list``'s
+(:func:`webhook.readmodel.queues.queue_rows`) and the controller's own Events; the picture is SVG drawn on the
 server (``templates/quota.svg``) from :func:`quota_bars`.
 """
 
@@ -20,9 +20,9 @@ from webhook.api.objects import Obj, event_time, involved_object, name_of
 from webhook.console.app import api_of, in_thread, page_context, settings_of
 
 if TYPE_CHECKING:
-    from webhook.cli.kubeapi import KubeApi
-    from webhook.cli.usage import NodeUsage
-    from webhook.cli.view import JobView
+    from webhook.readmodel.kubeapi import KubeApi
+    from webhook.readmodel.usage import NodeUsage
+    from webhook.readmodel.view import JobView
 
 BAR_WIDTH = 360
 """Pixels of a bar at the largest amount of its row (max, or whatever is larger)."""
@@ -61,8 +61,8 @@ class QuotaPicture:
 def quota_bars(usages: Sequence[NodeUsage], source: str) -> QuotaPicture:
     """Geometry of the tree picture: a row per node and resource, scaled to the larger of its max, min,
     used and requested; marks at min and max; used within min and borrowed beyond it as two fills."""
-    from webhook.cli.output import quantity, resource_name  # noqa: PLC0415
-    from webhook.cli.usage import displayed_resources  # noqa: PLC0415
+    from webhook.readmodel.output import quantity, resource_name  # noqa: PLC0415
+    from webhook.readmodel.usage import displayed_resources  # noqa: PLC0415
 
     bars: list[Bar] = []
     y = 0
@@ -133,7 +133,7 @@ class OperatorView:
 
 def oldest_waits(views: Sequence[JobView] | None, now: float) -> dict[str, str]:
     """Queue name -> how long its oldest waiting job has waited (since it was created)."""
-    from webhook.cli.output import age  # noqa: PLC0415
+    from webhook.readmodel.output import age  # noqa: PLC0415
 
     oldest: dict[str, float] = {}
     for view in views or ():
@@ -143,8 +143,8 @@ def oldest_waits(views: Sequence[JobView] | None, now: float) -> dict[str, str]:
 
 
 def _decisions(events: Sequence[Obj], now: float) -> list[Decision]:
-    from webhook.cli.output import age  # noqa: PLC0415
-    from webhook.cli.waiting import controller_events  # noqa: PLC0415
+    from webhook.readmodel.output import age  # noqa: PLC0415
+    from webhook.readmodel.waiting import controller_events  # noqa: PLC0415
 
     out = []
     for event in controller_events(events)[:EVENTS_SHOWN]:
@@ -161,11 +161,11 @@ def _decisions(events: Sequence[Obj], now: float) -> list[Decision]:
 
 def load_operator(api: KubeApi, now: float) -> OperatorView:
     """Everything the page shows; each part that cannot be read says why instead."""
-    from webhook.cli.fetch import CliError, load_snapshot, read_tree  # noqa: PLC0415
-    from webhook.cli.kubeapi import EVENTS, QUEUES, ApiError  # noqa: PLC0415
-    from webhook.cli.quota import fair_lines, queue_rows  # noqa: PLC0415
-    from webhook.cli.usage import quota_usage  # noqa: PLC0415
-    from webhook.cli.view import Snapshot, job_views  # noqa: PLC0415
+    from webhook.readmodel.fetch import CliError, load_snapshot, read_tree  # noqa: PLC0415
+    from webhook.readmodel.kubeapi import EVENTS, QUEUES, ApiError  # noqa: PLC0415
+    from webhook.readmodel.queues import fair_lines, queue_rows  # noqa: PLC0415
+    from webhook.readmodel.usage import quota_usage  # noqa: PLC0415
+    from webhook.readmodel.view import Snapshot, job_views  # noqa: PLC0415
 
     page = OperatorView()
     views: list[JobView] | None = None

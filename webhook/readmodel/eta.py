@@ -1,7 +1,7 @@
 """When a waiting job should start, as ``kq why``, ``kq list`` and the console say it (docs/eta.md).
 
 ``kq why`` computes the estimate itself when it can read every job and pod of the tree (the snapshot its answer
-already rests on, :func:`webhook.cli.waiting.pass_inputs`): the core's estimator
+already rests on, :func:`webhook.readmodel.waiting.pass_inputs`): the core's estimator
 (:func:`webhook.core.eta.estimate`) over it, with the run-time history the controller keeps in the Queues'
 status. Otherwise, and in ``kq list``, it shows what the controller published on the job's Queue
 (``estimatedStart``, ``estimatedStartLatest``).
@@ -24,7 +24,6 @@ from webhook.api.objects import (
     queue_details,
     rfc3339_seconds,
 )
-from webhook.cli.view import BACKOFF, QUEUING, JobView, Snapshot
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA, leaf_policies
 from webhook.core.eta import Estimate, Estimates, Why, estimate
 from webhook.core.eta_replay import Basis, ReplayInput
@@ -32,6 +31,7 @@ from webhook.core.handoff import NO_HANDOFF, Handoff, HandoffHistory
 from webhook.core.quota import queue_name
 from webhook.core.runtimes import Runtime, RuntimeHistory, Source, restore_items, running_since
 from webhook.core.workload import Phase, WorkloadKey
+from webhook.readmodel.view import BACKOFF, QUEUING, JobView, Snapshot
 from webhook.workloads.runtime import job_runtime
 
 __all__ = ["EtaReport", "about", "estimate_job", "estimate_snapshot", "eta_cell", "eta_fields", "eta_lines",
@@ -87,7 +87,7 @@ def about(seconds: float) -> str:
 def eta_cell(view: JobView, published: Published, now: float) -> str:
     """The ETA column of ``kq list``: ``~12m`` (the estimate), ``<20m`` (only the latest is known), ``?`` (the
     controller has none), ``-`` (the job does not wait)."""
-    from webhook.cli.output import human_age  # noqa: PLC0415
+    from webhook.readmodel.output import human_age  # noqa: PLC0415
 
     if view.status not in (QUEUING, BACKOFF):
         return "-"
@@ -127,7 +127,7 @@ def estimate_snapshot(snapshot: Snapshot, views: Sequence[JobView], rate: Any, s
     """Every waiting job's estimate, from a snapshot of every job and pod of the tree (``complete`` and
     ``tree_pods``), with the run-time history the controller keeps on its Queues and the control plane's time per
     turn it keeps on the tree."""
-    from webhook.cli.waiting import pass_inputs  # noqa: PLC0415
+    from webhook.readmodel.waiting import pass_inputs  # noqa: PLC0415
 
     tree = snapshot.tree
     assert tree is not None

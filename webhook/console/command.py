@@ -7,7 +7,7 @@ import ipaddress
 import sys
 from typing import Any
 
-from webhook.cli.common import rate_flag, subparser
+from webhook.readmodel.commandline import rate_flag, subparser
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -24,9 +24,9 @@ def is_loopback(host: str) -> bool:
 def _console(args: argparse.Namespace) -> int:
     from aiohttp import web  # noqa: PLC0415
 
-    from webhook.cli.kubeconfig import ConfigError, load_connection  # noqa: PLC0415
     from webhook.console.app import ConsoleSettings, build_app  # noqa: PLC0415
     from webhook.console.identity import IdentitySettings  # noqa: PLC0415
+    from webhook.readmodel.kubeconfig import ConfigError, load_connection  # noqa: PLC0415
 
     if args.act_as_kubeconfig and not is_loopback(args.host):
         print("kq console: --act-as-kubeconfig gives every visitor the kubeconfig's rights, so it only listens on "

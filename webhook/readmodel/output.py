@@ -1,4 +1,5 @@
-"""Rendering for the developer commands: tables that fit 80 columns, ages, bars, quantities, JSON/YAML.
+"""Rendering for the developer commands and the console: tables that fit 80 columns, ages, bars, quantities,
+JSON/YAML.
 
 Everything here is a pure function of its arguments (the current time is passed in), so golden-output tests
 pin the exact text.

@@ -1,4 +1,5 @@
-"""Reading the API for the developer commands: which job kinds are served, and a :class:`Snapshot`.
+"""Reading the API for the developer commands and the console: which job kinds are served, and a
+:class:`Snapshot`.
 
 Every read degrades instead of failing where the answer can be done without it: a developer may not be
 allowed to read the tree in ``kube-system`` or the jobs of other namespaces, and a cluster may not serve the
@@ -19,7 +20,9 @@ from webhook.api.names import (
     UNFINISHED_PODS,
 )
 from webhook.api.objects import Obj, labels_of, name_of
-from webhook.cli.kubeapi import (
+from webhook.core.dra import DeviceQuota, device_quota_of
+from webhook.core.treechoice import oldest_tree_object
+from webhook.readmodel.kubeapi import (
     BUDGETS,
     CLAIM_TEMPLATES,
     CLAIMS,
@@ -33,9 +36,7 @@ from webhook.cli.kubeapi import (
     KubeApi,
     Ref,
 )
-from webhook.cli.view import KindSource, Snapshot
-from webhook.core.dra import DeviceQuota, device_quota_of
-from webhook.core.treechoice import oldest_tree_object
+from webhook.readmodel.view import KindSource, Snapshot
 from webhook.workloads.children import queued_with_parent
 from webhook.workloads.registry import all_adapters
 

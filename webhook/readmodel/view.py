@@ -1,9 +1,10 @@
-"""What the developer commands show, computed purely from a snapshot of API objects.
+"""What the developer commands and the console show, computed purely from a snapshot of API objects.
 
 A :class:`Snapshot` holds raw objects (the tree, Queues, jobs of every served kind, their pods, events,
 PriorityClasses); :func:`job_views` turns it into one :class:`JobView` per job with its status
-(QUEUING / BACKOFF / PENDING / RUNNING / SUCCEEDED / FAILED), quota, queue and position; :mod:`webhook.cli.waiting`
-explains why a job waits and :mod:`webhook.cli.usage` gives each quota node's usage.
+(QUEUING / BACKOFF / PENDING / RUNNING / SUCCEEDED / FAILED), quota, queue and position;
+:mod:`webhook.readmodel.waiting` explains why a job waits and :mod:`webhook.readmodel.usage` gives each quota
+node's usage.
 
 The controller's own records, job model and queue policies (:mod:`webhook.controller.records`,
 :mod:`webhook.controller.model`, :mod:`webhook.controller.decide`, all light to import) are used as they are,

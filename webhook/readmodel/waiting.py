@@ -1,7 +1,7 @@
 """Why a job waits, computed with the decision core itself: the controller's oversell rate and queue policies as
 ``kq`` reads them, and :func:`explain_wait` (:func:`webhook.core.queueing.admission_pass`,
 :func:`webhook.core.fit.check_fit` blockers, :func:`webhook.core.reclaim.explain_reclaim`) over the job views of
-:mod:`webhook.cli.view`."""
+:mod:`webhook.readmodel.view`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from webhook.api.names import (
     STRICT_MARK_ANNOTATION,
 )
 from webhook.api.objects import Obj, annotations_of, event_source, event_time
-from webhook.cli.view import JobView, Snapshot
 from webhook.controller import decide
 from webhook.controller.model import TrackedJob
 from webhook.controller.starts import accounted_by, loose_pods_of
@@ -33,6 +32,7 @@ from webhook.core.reclaim import explain_reclaim
 from webhook.core.resources import Resources
 from webhook.core.tree_status import used_from_status
 from webhook.core.workload import Phase, Workload, WorkloadKey
+from webhook.readmodel.view import JobView, Snapshot
 
 
 def leaf_policies(tree: QuotaTree, queues: Mapping[str, Obj]) -> dict[str, Policy]:

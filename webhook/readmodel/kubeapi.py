@@ -1,4 +1,5 @@
-"""Synchronous Kubernetes API access for the developer commands (``kq list``, ``kq why``, ``kq logs``...).
+"""Synchronous Kubernetes API access for the developer commands (``kq list``, ``kq why``, ``kq logs``...)
+and the web console, which runs each call in a worker thread.
 
 The service uses :mod:`webhook.kube.client` (kubernetes-asyncio, aiohttp); a command-line tool that runs for a
 fraction of a second cannot afford their import time, so this module speaks to the API server with the
@@ -31,7 +32,7 @@ from webhook.api import kinds
 from webhook.api.errors import ApiStatusError, status_error
 from webhook.api.kinds import Kind, api_path
 from webhook.api.objects import Obj
-from webhook.cli.kubeconfig import ConfigError, Connection, load_connection
+from webhook.readmodel.kubeconfig import ConfigError, Connection, load_connection
 
 DEFAULT_TIMEOUT = 30.0
 

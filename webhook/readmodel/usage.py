@@ -10,11 +10,11 @@ from webhook.api.names import (
     MAX_JOBS,
 )
 from webhook.api.objects import Obj
-from webhook.cli.view import JobView
 from webhook.core.ledger import build_ledger
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, ResourceError, Resources
 from webhook.core.tree_status import status_tree
+from webhook.readmodel.view import JobView
 from webhook.workloads.base import value_at
 
 

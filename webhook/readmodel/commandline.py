@@ -1,0 +1,37 @@
+"""What the commands of both faces share on the command line: a subcommand parser that keeps its examples as
+written, and the ``--oversellrate`` flag (``kq why`` and ``kq console`` read the rate alike)."""
+
+from __future__ import annotations
+
+import argparse
+from fractions import Fraction
+from typing import Any
+
+EXAMPLES = "examples:\n"
+
+
+def subparser(subparsers: Any, name: str, help_text: str, description: str, examples: list[str],
+              **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand parser with an ``examples:`` epilog kept as written."""
+    import textwrap  # noqa: PLC0415
+
+    epilog = EXAMPLES + "\n".join(f"  {line}" for line in examples)
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=help_text,
+        description=textwrap.fill(description, 79),
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kwargs,
+    )
+    return parser
+
+
+def rate_flag(text: str) -> Fraction:
+    """``--oversellrate`` as the controller's: ``2``, ``1.5`` or ``3/2``; positive (:mod:`webhook.core.rate`)."""
+    from webhook.core.rate import RateError, parse_rate  # noqa: PLC0415 - kq starts without the core
+
+    try:
+        return parse_rate(text)
+    except RateError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None

@@ -1,0 +1,393 @@
+"""Why a job waits, as ``kq why`` prints it and the console's job page shows it, computed with the decision
+core from a snapshot.
+
+For a job in BACKOFF (it did not start in time): why, how many attempts, when it retries. For a QUEUING
+job: the controller's admission pass is run on the snapshot (the tree, every job's admission
+record, the Queues' policies, the oversell rate), which gives the job's position, every quota level and
+resource that blocks it (request, used, limit and the shortfall), who is ahead of it, and whether reclaim
+could make room. Other states get a plain answer: admitted but pods pending (with the scheduler's reason),
+running, finished, held in a namespace kube-queue does not manage, or not found (with suggestions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from webhook.api.names import REASON_QUEUED
+from webhook.api.objects import Obj, conditions_of, event_time, involved_object, meta, pod_spec, pod_status
+
+if TYPE_CHECKING:
+    from webhook.readmodel.eta import EtaReport
+    from webhook.readmodel.view import JobView, Snapshot
+    from webhook.readmodel.waiting import WaitReport
+
+
+def _who(view: JobView) -> str:
+    return f"{view.kind} {view.namespace}/{view.name}"
+
+
+def blockers_table(report: WaitReport, width: int) -> str:
+    """QUOTA, RESOURCE, REQUEST, USED, LIMIT, MAX, SHORT (``used + request - limit``) per blocker."""
+    from webhook.readmodel.output import Column, quantity, resource_name, table  # noqa: PLC0415
+
+    columns = [
+        Column("QUOTA", shrink=1, min_width=10),
+        Column("RESOURCE", shrink=2),
+        Column("REQUEST", right=True),
+        Column("USED", right=True),
+        Column("LIMIT", right=True),
+        Column("MAX", right=True),
+        Column("SHORT", right=True),
+    ]
+    rows = []
+    for blocker in report.blockers:
+        name = blocker.resource
+        cap = blocker.max if blocker.max is not None else blocker.limit
+        short = blocker.used + blocker.request - blocker.limit
+        rows.append(
+            [
+                blocker.quota,
+                resource_name(name),
+                quantity(name, blocker.request),
+                quantity(name, blocker.used),
+                quantity(name, blocker.limit),
+                quantity(name, cap) if blocker.kind == "max" else "-",
+                quantity(name, short),
+            ]
+        )
+    return table(columns, rows, width)
+
+
+AHEAD_SHOWN = 20
+"""Jobs ahead listed by ``kq why`` unless ``--ahead`` says otherwise (a deep queue would print thousands)."""
+
+
+def ahead_table(report: WaitReport, width: int, limit: int = 0) -> str:
+    """POSITION, JOB, KIND, PRIORITY, REQUEST of the jobs ahead: the ``limit`` nearest the head (0: all)."""
+    from webhook.readmodel.output import Column, describe, table  # noqa: PLC0415
+
+    columns = [
+        Column("POSITION", right=True),
+        Column("JOB", shrink=1, min_width=12),
+        Column("KIND"),
+        Column("PRIORITY", right=True),
+        Column("REQUEST", shrink=2, min_width=12),
+    ]
+    shown = report.ahead[:limit] if limit > 0 else report.ahead
+    rows = [
+        [str(position), f"{w.key.namespace}/{w.key.name}", w.key.kind, str(w.priority), describe(w.request)]
+        for position, w in shown
+    ]
+    return table(columns, rows, width)
+
+
+def _last_queued(view: JobView, events: Sequence[Obj]) -> Obj | None:
+    from webhook.readmodel.waiting import controller_events  # noqa: PLC0415
+
+    uid = meta(view.obj).get("uid")
+    for event in controller_events(events):
+        target = involved_object(event)
+        if target.get("name") == view.name and (not uid or target.get("uid") in (None, uid)):
+            if event.get("reason") == REASON_QUEUED:
+                return event
+            return None  # a newer Admitted/Evicted event: the Queued one is out of date
+    return None
+
+
+def explain_queuing(
+    report: WaitReport, events: Sequence[Obj], now: float, width: int, ahead: int = AHEAD_SHOWN, *,
+    eta: Sequence[str] = (),
+) -> str:
+    """The answer for a QUEUING job whose quota is known (at most ``ahead`` jobs ahead listed; 0: all), with the
+    sentences ``eta`` says about when it should start (docs/eta.md)."""
+    from webhook.core.rate import format_rate  # noqa: PLC0415
+    from webhook.readmodel.output import age, describe, wrap  # noqa: PLC0415
+
+    view = report.job
+    rate = format_rate(report.rate)
+    lines: list[str] = []
+    place = (
+        f"position {report.position} of {report.waiting} in quota {view.quota}"
+        if report.position is not None
+        else f"quota {view.quota}"
+    )
+    lines.append(wrap(f"{_who(view)} is QUEUING: {place} (queue kube-queue/{view.queue}, policy "
+                      f"{report.policy.value}).", 2, width))
+    if not (report.fits_now or report.by_reclaim):
+        lines.extend(wrap(sentence, 2, width) for sentence in eta)
+    if view.eviction:
+        by = view.eviction.get("by")
+        lines.append(wrap(f"It was evicted by reclaim{f' for {by}' if by else ''}: "
+                          f"{view.eviction.get('reason', '')}", 2, width))
+    request = describe(view.workload.request) if view.workload is not None else "?"
+    lines.append(f"Request: {request}.")
+    lines.append(wrap(f"Oversell rate {rate} (from {report.rate_source}); usage from {report.usage_source}.", 2, width))
+    lines.append("")
+    if report.by_reclaim:
+        lines.append(wrap(
+            f"It is admitted at the controller's next pass by reclaim, which makes room for it: {report.reclaim}.",
+            2, width))
+        return "\n".join(lines)
+    if report.fits_now:
+        lines.append(wrap(
+            "It fits its quota now: the controller admits it at its next pass, within seconds. If it stays "
+            "QUEUING, check that the kube-queue controller runs (kubectl -n kube-queue get lease "
+            "kube-queue-controller) and that the oversell rate above is the controller's.", 2, width))
+        return "\n".join(lines)
+    reason = report.reason
+    if reason is not None and reason.blocked_behind is not None:
+        lines.append(wrap(f"It waits behind {reason.blocked_behind}: the queue policy is Block, so the first "
+                          "job that does not fit holds back every job after it.", 2, width))
+        lines.append(wrap(reason.note, 2, width))
+    elif report.blockers:
+        lines.append(wrap(
+            f"It does not fit: admission needs used + request <= max × {rate} at every quota level, and these "
+            "levels are short:", 2, width))
+        lines.append(blockers_table(report, width).rstrip("\n"))
+        if any(blocker.never_fits for blocker in report.blockers):
+            lines.append(wrap(
+                "Its request alone is over a limit, so it can never be admitted under this tree: ask for less "
+                "(fewer --workers or smaller pods) or ask an operator to raise the quota.", 2, width))
+        else:
+            levels = dict.fromkeys(blocker.quota for blocker in report.blockers)
+            lines.append(wrap(
+                f"It starts when jobs of {' and '.join(levels)} finish (or are evicted) and free the "
+                "SHORT amounts.", 2, width))
+    elif reason is not None:
+        lines.append(wrap(reason.explain(), 2, width))
+    lines.append("")
+    if report.ahead:
+        lines.append(f"Ahead of it in quota {view.quota}:")
+        lines.append(ahead_table(report, width, ahead).rstrip("\n"))
+        rest = len(report.ahead) - ahead if ahead > 0 else 0
+        if rest > 0:
+            lines.append(wrap(f"... and {rest} more ahead of it (kq why {view.name} -n {view.namespace} --ahead 0 "
+                              "lists them all; kq list --status QUEUING shows the queue).", 2, width))
+    else:
+        lines.append(f"Nobody is ahead of it in quota {view.quota}.")
+    if report.fairness:
+        lines.append(wrap(report.fairness[0].upper() + report.fairness[1:] + ".", 2, width))
+    lines.append("")
+    verdict = "could help" if report.reclaim_possible else "cannot help"
+    lines.append(wrap(f"Reclaim {verdict}: {report.reclaim}.", 2, width))
+    queued = _last_queued(view, events)
+    if queued is not None:
+        lines.append("")
+        stamp = event_time(queued)
+        lines.append(wrap(f"The controller said {age(stamp, now)} ago: {queued.get('message', '')}", 2, width))
+    return "\n".join(lines)
+
+
+def _pending_reasons(view: JobView) -> list[tuple[int, str]]:
+    """``(how many pods, why)`` for the job's pods that do not run, most common first."""
+    counts: dict[str, int] = {}
+    for pod in view.pods:
+        status = pod_status(pod)
+        if status.get("phase") in ("Running", "Succeeded"):
+            continue
+        why = ""
+        for condition in status.get("conditions") or ():
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                why = str(condition.get("message") or condition.get("reason") or "")
+        if not why:
+            for container in status.get("containerStatuses") or ():
+                waiting = (container.get("state") or {}).get("waiting") or {}
+                if waiting:
+                    why = f"{waiting.get('reason', '')}: {waiting.get('message', '')}".strip(": ")
+        if not why:
+            why = "scheduled, starting" if pod_spec(pod).get("nodeName") else "waiting for the scheduler"
+        counts[why] = counts.get(why, 0) + 1
+    return sorted(((n, why) for why, n in counts.items()), key=lambda item: -item[0])
+
+
+def explain_backoff(view: JobView, now: float, width: int) -> str:
+    """The answer for a job in BACKOFF: it was released, its pods did not run in time, it was held again."""
+    from webhook.api.objects import rfc3339_seconds  # noqa: PLC0415
+    from webhook.readmodel.output import human_age, wrap  # noqa: PLC0415
+
+    note = view.backoff
+    assert note is not None
+    lines = [wrap(f"{_who(view)} is in BACKOFF in quota {view.quota} (queue kube-queue/{view.queue}): it was "
+                  f"released, but its pods did not run within the start timeout, so it was held again and its "
+                  f"quota went to the jobs behind it.", 2, width)]
+    lines.append(wrap(f"Why it did not start ({note.category}): {note.reason}", 2, width))
+    tries = f"{note.attempts} failed start{'s' if note.attempts != 1 else ''}"
+    if note.gave_up:
+        lines.append(wrap(f"It gave up after {tries} (GaveUp): it stays held until you change it (fix what the "
+                          "reason says, e.g. its nodeSelector, image or size) or delete and resubmit it.", 2, width))
+    else:
+        lines.append(wrap(f"{tries} so far; it queues again at its original place at "
+                          f"{rfc3339_seconds(note.retry_at)} (in {human_age(max(0.0, note.retry_at - now))}). "
+                          "Changing the job starts it afresh.", 2, width))
+    return "\n".join(lines)
+
+
+def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> str:
+    """The answer for a job that does not wait in a queue (or whose quota cannot be read)."""
+    from webhook.readmodel.output import age, describe, wrap  # noqa: PLC0415
+
+    who = _who(view)
+    admitted = ""
+    if view.admitted_at:
+        admitted = f"admitted by quota {view.quota} {age(view.admitted_at, now)} ago"
+    elif view.quota:
+        admitted = f"released in quota {view.quota}"
+    request = f" (request {describe(view.workload.request)})" if view.workload is not None else ""
+    if view.status in ("SUCCEEDED", "FAILED"):
+        text = f"{who} has finished: {view.status}."
+        for condition in conditions_of(view.obj):
+            if condition.get("status") == "True" and condition.get("type") in ("Failed", "Complete", "Succeeded"):
+                message = condition.get("message") or condition.get("reason") or ""
+                when = condition.get("lastTransitionTime")
+                text += f" {condition.get('type')}" + (f" at {when}" if when else "")
+                text += f": {message}" if message else ""
+                text = text.rstrip(".") + "."
+                break
+        return wrap(text + " Nothing holds it any more; its quota is free again.", 2, width)
+    if view.status == "SUSPENDED":
+        return wrap(
+            f"{who} is suspended, and namespace {view.namespace} is not managed by kube-queue (no leaf of the "
+            "ElasticQuotaTree lists it), so nothing will release it: set its suspend field to false, or ask an "
+            "operator to add the namespace to a quota.", 2, width)
+    unmanaged = (
+        "" if view.queue else f" Namespace {view.namespace} is not managed by kube-queue: its jobs are not queued."
+    )
+    if view.status == "RUNNING":
+        return wrap(f"{who} is RUNNING{': ' + admitted if admitted else ''}{request}; {view.running} of "
+                    f"{view.expected} pods run. Nothing holds it.{unmanaged}", 2, width)
+    if view.status == "PENDING":
+        lines = [wrap(f"{who} is PENDING{': ' + admitted if admitted else ''}{request}; {view.running} of "
+                      f"{view.expected} pods run.{unmanaged}", 2, width)]
+        reasons = _pending_reasons(view)
+        if not view.pods:
+            lines.append(wrap("Its pods are being created.", 2, width))
+        elif reasons:
+            lines.append("The other pods wait:")
+            for count, why in reasons:
+                lines.append(wrap(f"{count} pod{'s' if count != 1 else ''}: {why}", 4, width, lead="  "))
+            if any("pod-level quota" in why for _, why in reasons):
+                lines.append(wrap(
+                    "The queue admitted more than the quota's max (oversell rate above 1); the scheduler keeps "
+                    "running pods within max, so these pods start as others finish.", 2, width))
+        return "\n".join(lines)
+    # QUEUING without a usable tree (or not sized).
+    problem = snapshot.problem or (
+        "no ElasticQuotaTree exists (deleted, or being re-created), so kube-queue holds the jobs of the namespaces "
+        "it manages until a tree lists their namespace again"
+    )
+    if view.size_error:
+        problem = f"kube-queue cannot size it: {view.size_error}"
+    text = f"{who} is QUEUING"
+    if view.position is not None:
+        text += f" at position {view.position} in quota {view.quota}"
+    lines = [wrap(f"{text}. The exact reason cannot be computed: {problem}.", 2, width)]
+    queued = _last_queued(view, snapshot.events)
+    if queued is not None:
+        said = f"The controller said {age(event_time(queued), now)} ago: {queued.get('message', '')}"
+        lines += ["", wrap(said, 2, width)]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """``kq why``'s answer: its text, and what it rests on (for ``-o json``)."""
+
+    text: str
+    wait: WaitReport | None = None
+    eta: EtaReport | None = None
+
+
+def answer_job(
+    snapshot: Snapshot,
+    views: Sequence[JobView],
+    view: JobView,
+    now: float,
+    width: int,
+    *,
+    oversellrate: Fraction | None = None,
+    ahead: int = AHEAD_SHOWN,
+) -> Answer:
+    """The whole answer of ``kq why`` for ``view`` (read with ``complete`` and ``with_events``), whatever its
+    state, with when it should start when it waits (docs/eta.md)."""
+    from webhook.controller.model import held_reason, missing_priority_class  # noqa: PLC0415
+    from webhook.readmodel.eta import estimate_job, eta_lines  # noqa: PLC0415
+    from webhook.readmodel.view import BACKOFF, QUEUING  # noqa: PLC0415
+    from webhook.readmodel.waiting import explain_wait, oversell_rate, strict_priority  # noqa: PLC0415
+
+    # An empty map means the classes could not be read (every cluster has the two system classes).
+    classes = snapshot.priority_classes
+    missing = missing_priority_class(view.adapter, view.obj, classes) if view.queue and classes else None
+    rate, source = oversell_rate(oversellrate, snapshot.tree_obj, snapshot.queues)
+    if view.status == BACKOFF and view.backoff is not None:
+        text = explain_backoff(view, now, width)
+        if view.backoff.gave_up or snapshot.tree is None:
+            return Answer(text)
+        from webhook.readmodel.output import wrap  # noqa: PLC0415
+
+        backoff_eta = estimate_job(snapshot, views, view, rate, strict_priority(snapshot.queues))
+        return Answer("\n".join([text, *(wrap(line, 2, width) for line in eta_lines(backoff_eta, now))]),
+                      eta=backoff_eta)
+    if view.status == QUEUING and missing is not None:
+        from webhook.readmodel.output import wrap  # noqa: PLC0415
+
+        return Answer(wrap(f"{_who(view)} is QUEUING in quota {view.quota} but held: {held_reason(missing)}.", 2,
+                           width))
+    if view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
+        report = explain_wait(snapshot, views, view, rate, source)
+        eta: EtaReport | None = None
+        if not (report.fits_now or report.by_reclaim):
+            eta = estimate_job(snapshot, views, view, rate, strict_priority(snapshot.queues))
+        lines = eta_lines(eta, now) if eta is not None else []
+        return Answer(explain_queuing(report, snapshot.events, now, width, ahead, eta=lines), report, eta)
+    return Answer(explain_other(view, snapshot, now, width))
+
+
+def explain_job(
+    snapshot: Snapshot,
+    views: Sequence[JobView],
+    view: JobView,
+    now: float,
+    width: int,
+    *,
+    oversellrate: Fraction | None = None,
+    ahead: int = AHEAD_SHOWN,
+) -> str:
+    """The text of :func:`answer_job` (the web console shows it too)."""
+    return answer_job(snapshot, views, view, now, width, oversellrate=oversellrate, ahead=ahead).text
+
+
+def answer_json(answer: Answer, view: JobView) -> dict[str, Any]:
+    """``kq why -o json``: the job, its status and place, the answer's text, and its start estimate
+    (``estimatedStart`` and ``estimatedStartLatest`` in RFC 3339, absent when unknown, and ``estimateBasis``)."""
+    from webhook.core.rate import format_rate  # noqa: PLC0415
+    from webhook.readmodel.eta import eta_fields  # noqa: PLC0415
+
+    out: dict[str, Any] = {
+        "kind": view.kind,
+        "namespace": view.namespace,
+        "name": view.name,
+        "status": view.status,
+        "quota": view.quota,
+        "queue": view.queue,
+    }
+    wait = answer.wait
+    if wait is not None:
+        out.update({
+            "position": wait.position,
+            "waiting": wait.waiting,
+            "policy": wait.policy.value,
+            "oversellRate": format_rate(wait.rate),
+            "fitsNow": wait.fits_now,
+            "byReclaim": wait.by_reclaim,
+            "blockers": [blocker.explain() for blocker in wait.blockers],
+            "ahead": [str(workload.key) for _, workload in wait.ahead],
+        })
+    elif view.position is not None:
+        out["position"] = view.position
+    if answer.eta is not None:
+        out.update(eta_fields(answer.eta))
+    out["explanation"] = answer.text
+    return out

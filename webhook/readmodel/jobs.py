@@ -1,0 +1,244 @@
+"""Jobs as ``kq`` and the console show them: finding one by ``[KIND/]NAME`` (with suggestions when it is not
+there), the rows of ``kq list``, a job as ``-o json`` gives it, and the text of ``kq get``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from webhook.api.names import QUEUE_NAMESPACE
+from webhook.api.objects import Obj, created_of, event_time, name_of, pod_phase, pod_spec
+
+if TYPE_CHECKING:
+    from webhook.readmodel.context import Ctx
+    from webhook.readmodel.eta import Published
+    from webhook.readmodel.view import JobView, Snapshot
+
+FINAL = ("SUCCEEDED", "FAILED")
+
+
+def iso(seconds: float | None) -> str | None:
+    if not seconds:
+        return None
+    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# Finding jobs ----------------------------------------------------------------------------------------------------
+
+
+def split_ref(text: str) -> tuple[str | None, str]:
+    """``pytorchjob/mnist`` -> (``pytorchjob``, ``mnist``); ``mnist`` -> (None, ``mnist``)."""
+    kind, sep, name = text.rpartition("/")
+    return (kind, name) if sep and kind else (None, text)
+
+
+def find_job(
+    ctx: Ctx, ref: str, *, complete: bool = False, with_events: bool = False
+) -> tuple[Snapshot, list[JobView], JobView]:
+    """The snapshot of the job's namespace, every view in it, and the job named ``ref`` (``[KIND/]NAME``);
+    :class:`CliError` with suggestions when there is no such job or the name is ambiguous."""
+    from webhook.readmodel.fetch import CliError, load_snapshot  # noqa: PLC0415
+    from webhook.readmodel.view import find_adapter, job_views  # noqa: PLC0415
+
+    kind_text, name = split_ref(ref)
+    adapter = None
+    if kind_text is not None:
+        adapter = find_adapter(kind_text)
+        if adapter is None:
+            raise CliError(f"unknown kind {kind_text!r}: use job, pytorchjob, tfjob, mpijob, rayjob or pod")
+    namespace = ctx.namespace
+    snapshot = load_snapshot(ctx.api, [namespace], now=ctx.now(), complete=complete, with_events=with_events)
+    views = job_views(snapshot)
+    local = [view for view in views if view.namespace == namespace]
+    matches = [v for v in local if v.name == name and (adapter is None or v.kind == adapter.kind)]
+    if len(matches) == 1:
+        return snapshot, views, matches[0]
+    if len(matches) > 1:
+        kinds = " and ".join(f"a {view.kind}" for view in matches)
+        example = f"{matches[0].kind.lower()}/{name}"
+        raise CliError(f"{name} is {kinds} in namespace {namespace}: say which, e.g. `kq why {example}`")
+    raise CliError(not_found_message(ctx, name, namespace, [v.name for v in local], snapshot))
+
+
+def not_found_message(ctx: Ctx, name: str, namespace: str, names: Sequence[str], snapshot: Snapshot) -> str:
+    """``job pi3 not found in namespace user-a; did you mean pi2? ...`` (or where the job is)."""
+    from webhook.readmodel.fetch import ref_of, served_kinds  # noqa: PLC0415
+    from webhook.readmodel.kubeapi import ApiError  # noqa: PLC0415
+
+    elsewhere: list[str] = []
+    for source in served_kinds(ctx.api):
+        if source.adapter.kind == "Pod":
+            continue
+        try:
+            found = ctx.api.list(ref_of(source), None, field_selector=f"metadata.name={name}")
+        except ApiError:
+            continue
+        elsewhere += [str(o["metadata"]["namespace"]) for o in found if o["metadata"].get("namespace") != namespace]
+    elsewhere.sort()
+    message = f"job {name!r} not found in namespace {namespace}"
+    if elsewhere:
+        return f"{message}; it is in namespace {elsewhere[0]}: add -n {elsewhere[0]}"
+    close = difflib.get_close_matches(name, sorted(set(names)), n=3, cutoff=0.5)
+    if close:
+        return f"{message}; did you mean {' or '.join(close)}? (kq list -n {namespace})"
+    if names:
+        return f"{message}; its jobs: kq list -n {namespace}"
+    return f"{message}, which has no jobs (kq list -A lists every namespace)"
+
+
+# kq list ------------------------------------------------------------------------------------------------------------
+
+
+def _position(view: JobView) -> str:
+    return str(view.position) if view.position is not None else "-"
+
+
+def _queue(view: JobView) -> str:
+    return view.leaf_name or "-"
+
+
+def list_rows(
+    views: Sequence[JobView], now: float, *, wide: bool, all_namespaces: bool, etas: Published | None = None
+) -> tuple[list[Any], list[list[str]]]:
+    """The columns and rows of ``kq list``; ETA is when a waiting job should start, as its Queue's status says
+    (``etas``: :func:`webhook.readmodel.eta.published_estimates`; docs/eta.md)."""
+    from webhook.readmodel.eta import eta_cell  # noqa: PLC0415
+    from webhook.readmodel.output import Column, age, describe  # noqa: PLC0415
+
+    columns = []
+    if all_namespaces:
+        columns.append(Column("NAMESPACE", shrink=3, min_width=9))
+    columns += [
+        Column("NAME", shrink=4, min_width=12),
+        Column("KIND", shrink=5),
+        Column("STATUS"),
+        Column("QUEUE", shrink=2, min_width=8),
+        Column("POSITION", right=True),
+        Column("ETA", right=True),
+    ]
+    if wide:
+        columns += [Column("PRIORITY", right=True), Column("PODS", right=True), Column("REQUEST", shrink=1)]
+    columns.append(Column("AGE", right=True))
+    rows = []
+    for view in views:
+        row = [view.namespace] if all_namespaces else []
+        row += [view.name, view.kind, view.status, _queue(view), _position(view), eta_cell(view, etas or {}, now)]
+        if wide:
+            request = describe(view.request) if view.request is not None else "-"
+            row += [str(view.priority), f"{view.running}/{view.expected}", request]
+        row.append(age(view.created, now))
+        rows.append(row)
+    return columns, rows
+
+
+def job_summary(view: JobView, etas: Published | None = None) -> dict[str, Any]:
+    """One job of ``kq list -o json|yaml`` (with the controller's start estimate of a waiting job)."""
+    start, latest = (etas or {}).get((view.kind, view.namespace, view.name), (None, None))
+    estimates = {"estimatedStart": iso(start), "estimatedStartLatest": iso(latest)}
+    return {
+        "name": view.name,
+        "namespace": view.namespace,
+        "kind": view.kind,
+        "apiVersion": view.source.api_version,
+        "status": view.status,
+        "quota": view.quota,
+        "queue": view.queue,
+        "position": view.position,
+        "priority": view.priority,
+        "pods": {"running": view.running, "expected": view.expected},
+        "request": view.request.to_spec() if view.request is not None else None,
+        "created": iso(view.created),
+        "admittedAt": iso(view.admitted_at),
+        **{name: value for name, value in estimates.items() if value is not None},
+    }
+
+
+# kq get ---------------------------------------------------------------------------------------------------------------
+
+
+def _status_line(view: JobView) -> str:
+    if view.status == "QUEUING" and view.position is not None:
+        return f"QUEUING, position {view.position} in quota {view.quota}"
+    if view.status == "QUEUING" and view.eviction:
+        return "QUEUING (evicted by reclaim, back in its queue)"
+    if view.status == "BACKOFF" and view.backoff is not None:
+        note = view.backoff
+        return f"BACKOFF ({'gave up' if note.gave_up else 'retrying'} after {note.attempts} failed start(s))"
+    return view.status
+
+
+def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Obj], now: float,
+                 width: int = 80) -> str:
+    """The text of ``kq get JOB``."""
+    from webhook.readmodel.output import age, describe, table, wrap  # noqa: PLC0415
+    from webhook.readmodel.waiting import leaf_policies  # noqa: PLC0415
+
+    lines: list[str] = []
+
+    def field(label: str, value: str) -> None:
+        lines.append(wrap(value, 13, width, lead=f"{label + ':':<13}"))
+
+    field("Name", view.name)
+    field("Namespace", view.namespace)
+    field("Kind", f"{view.kind} ({view.source.api_version})")
+    field("Status", _status_line(view))
+    if view.queue:
+        policy = ""
+        tree = snapshot.tree
+        if tree is not None and view.leaf is not None:
+            policy = f" (policy {leaf_policies(tree, snapshot.queues)[view.leaf.key].value})"
+        field("Queue", f"{QUEUE_NAMESPACE}/{view.queue}{policy}")
+    else:
+        field("Queue", "- (namespace not managed by kube-queue)")
+    field("Quota", view.quota or "-")
+    field("Priority", str(view.priority))
+    if view.workload is not None:
+        pod_sets = [p for p in view.workload.pod_sets if p.count]
+        named = len(pod_sets) > 1
+        sets = "; ".join(f"{p.name + ': ' if named else ''}{p.count} × {describe(p.per_pod)}" for p in pod_sets)
+        field("Request", f"{describe(view.workload.request)}" + (f" ({sets})" if sets else ""))
+    elif view.size_error:
+        field("Request", f"cannot be sized: {view.size_error}")
+    field("Pods", f"{view.running} of {view.expected} running")
+    field("Created", f"{iso(view.created)} ({age(view.created, now)} ago)")
+    if view.admitted_at:
+        field("Admitted", f"{iso(view.admitted_at)} ({age(view.admitted_at, now)} ago)")
+    if view.eviction:
+        by = view.eviction.get("by")
+        field("Evicted", f"{view.eviction.get('reason', '')}" + (f" (for {by})" if by else ""))
+    if view.backoff is not None:
+        field("Backoff", f"{view.backoff.category}: {view.backoff.reason} (attempt {view.backoff.attempts})")
+    if view.pods:
+        from webhook.readmodel.output import Column  # noqa: PLC0415
+
+        rows = []
+        for pod in sorted(view.pods, key=name_of):
+            node = pod_spec(pod).get("nodeName") or "-"
+            rows.append([name_of(pod), str(pod_phase(pod) or "-"), str(node), age(created_of(pod), now)])
+        cols = [
+            Column("POD", shrink=1, min_width=12),
+            Column("PHASE"),
+            Column("NODE", shrink=2),
+            Column("AGE", right=True),
+        ]
+        lines.append("")
+        lines.append(table(cols, rows, width).rstrip("\n"))
+    lines.append("")
+    if not events:
+        lines.append("Events:      <none>")
+    else:
+        lines.append("Events:")
+        reason_width = min(18, max(len(str(event.get("reason") or "")) for event in events)) + 2
+        for event in events:
+            stamp = event_time(event)
+            kind, reason = str(event.get("type") or ""), str(event.get("reason") or "")
+            head = f"  {age(stamp, now):>6}  {kind:<8}{reason:<{reason_width}}"
+            lines.append(wrap(str(event.get("message") or ""), len(head), width, lead=head))
+    return "\n".join(lines)
+
+
+def sorted_events(events: Sequence[Obj]) -> list[Obj]:
+    return sorted(events, key=event_time)
