@@ -52,6 +52,8 @@ BENCHES = (
           True),
     Bench("burst", "Admission webhook under a 10,000-job burst (issue 21)", ("-m", "bench.burst_bench"),
           ".venv/bin/python -m bench.burst_bench", True),
+    Bench("queue-scale", "Tens of thousands of queued Jobs on one dev cluster (issue 38)", ("-m", "bench.queue_scale"),
+          ".venv/bin/python -m bench.queue_scale", True),
     Bench("peer-kueue", "Against Kueue on the same machine, in one run (issue 21)", ("-m", "bench.peer_kueue"),
           ".venv/bin/python -m bench.peer_kueue", True),
     Bench("kinds", "Job kinds under their real operators, beside a batch Job (issue 35)",
