@@ -16,6 +16,7 @@ from webhook.api.names import LAST_APPLIED_ANNOTATION
 from webhook.controller.cache import Wake
 from webhook.controller.controller import Controller
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
+from webhook.kube.packed import Packed
 
 
 def job_cache(controller: Controller) -> WatchCache:
@@ -241,3 +242,7 @@ async def test_the_job_caches_keep_no_managed_fields() -> None:
         notes = [cached["metadata"]["annotations"]["note"] for cached in (cached_job, other)]
         assert notes[0] == notes[1] and notes[0] is notes[1]
         assert job["metadata"]["annotations"]["note"] is not second["metadata"]["annotations"]["note"]
+        # Kept packed: the spec and status compressed, read back as they were (issue 38).
+        assert isinstance(cached_job, Packed) and isinstance(cached_pod, Packed)
+        stored = api.obj(JOBS, "pi-2", "user-a")
+        assert other["spec"] == stored["spec"] and other.get("status") == stored.get("status")

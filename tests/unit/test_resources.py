@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from tests.builders import res
 from webhook.api.names import MAX_JOBS
+from webhook.core import resources as resources_module
 from webhook.core.quantity import NANO
-from webhook.core.resources import EMPTY, ResourceError, Resources, is_binary_resource, total
+from webhook.core.resources import EMPTY, ResourceError, Resources, is_binary_resource, shared, total
 
 GI = 1024**3
 
@@ -247,3 +248,14 @@ def test_views_and_get_read_the_underlying_amounts_without_exposing_them() -> No
     with pytest.raises(TypeError):  # the views' mapping is a read-only proxy
         r.items().mapping["cpu"] = 5  # type: ignore[attr-defined]
     assert r == res(cpu=1, memory="1Gi")
+
+
+def test_equal_lists_are_shared_and_the_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = Resources.of(cpu=2, memory="1Gi"), Resources.of(cpu=2, memory="1Gi")
+    assert first is not second
+    assert shared(first) is shared(second) and shared(second) == second
+    monkeypatch.setattr(resources_module, "SHARED_KEPT", 4)
+    monkeypatch.setattr(resources_module, "_shared", {})
+    for cpu in range(10):
+        assert shared(Resources.of(cpu=cpu + 10)) == Resources.of(cpu=cpu + 10)
+    assert len(resources_module._shared) <= 4

@@ -270,3 +270,12 @@ def test_the_order_key_follows_the_fields_it_is_made_of() -> None:
     changed = dataclasses.replace(first, priority=3, created=2.0)
     assert first.order_key == (-1, 5.0, first.key.namespace, "a")
     assert changed.order_key == (-3, 2.0, first.key.namespace, "a")
+
+
+def test_jobs_of_one_shape_share_their_requests() -> None:
+    """Tens of thousands of queued jobs ask for a few shapes: each shape's request is held once (issue 38)."""
+    spec = {"containers": [c("pi", {"cpu": 10, "memory": "10Gi"})]}
+    one, two = pod_set("worker", 6, copy.deepcopy(spec)), pod_set("worker", 6, copy.deepcopy(spec))
+    assert one.per_pod is two.per_pod and one.per_pod == res(cpu=10, memory=10 * 2**30)
+    first, second = job("a", pods=2), job("b", pods=2)
+    assert first.request is second.request and first.request == res(cpu=2)

@@ -16,6 +16,14 @@ Obj = Mapping[str, object]
 """A raw object as decoded from JSON: read its fields through the views below, or narrow them (``isinstance``)."""
 
 
+def plain(value: object) -> dict[str, object]:
+    """``orjson``'s ``default``: a mapping that is not a ``dict`` (a job cache's packed object,
+    :mod:`webhook.kube.packed`) written as the dict it reads as; anything else stays an error."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 class OwnerReference(TypedDict, total=False):
     """``metadata.ownerReferences[*]`` as the API server writes it."""
 

@@ -31,8 +31,9 @@ from webhook.core.placement import PolicyError, parse_policy
 from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache
-from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
-from webhook.kube.slim import SlimListWatch, compacted
+from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.kube.packed import Codec, packed
+from webhook.kube.slim import SlimListWatch
 from webhook.workloads.base import Adapter
 from webhook.workloads.registry import all_adapters
 
@@ -117,18 +118,27 @@ STUB_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "owner
 """What a job kind's cache keeps of an object its adapter does not manage."""
 
 
-def stub_unmanaged(adapter: Adapter) -> Callable[[Mapping[str, Any]], JSON]:
+def job_slim(adapter: Adapter) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+    """How a job kind's cache keeps an object: packed (:func:`~webhook.kube.packed.packed`: no managed fields,
+    no ``kubectl apply`` copy, the identity as dicts, the rest compressed with one dictionary per kind), and
+    only the identity of an object its adapter does not manage (:func:`stub_unmanaged`)."""
+    codec = Codec()
+    if type(adapter).manages is Adapter.manages:
+        return lambda obj: packed(obj, codec)
+    return stub_unmanaged(adapter, codec)
+
+
+def stub_unmanaged(adapter: Adapter, codec: Codec) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
     """A job kind's cache keeps only the identity of an object its adapter does not manage, and the others
-    compacted (:func:`~webhook.kube.slim.compacted`: no managed fields, no ``kubectl apply`` copy, shared
-    texts). A Job's pods come to the plain Pods' cache because the webhook tags them too: a pod is about 22 KB
-    in memory (its managed fields with it), for every pod of the tree's namespaces, and the queue reads none
-    of it. The adapter decides on
+    packed by ``codec``. A Job's pods come to the plain Pods' cache because the webhook tags them too: a pod
+    is about 22 KB in memory (its managed fields with it), for every pod of the tree's namespaces, and the
+    queue reads none of it. The adapter decides on
     the whole object of every event, so a stub is never what decides; it stays unmanaged (no gate, no
     admission record)."""
 
-    def slim(obj: Mapping[str, Any]) -> JSON:
+    def slim(obj: Mapping[str, Any]) -> Mapping[str, Any]:
         if adapter.manages(obj):
-            return compacted(obj)
+            return packed(obj, codec)
         metadata = obj.get("metadata")
         kept = {key: metadata[key] for key in STUB_METADATA if key in metadata} if isinstance(metadata, Mapping) else {}
         annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
@@ -211,10 +221,8 @@ class ClusterCache:
     def _cache(self, name: str, ref: ResourceRef, label_selector: str | None = None,
                adapter: Adapter | None = None) -> WatchCache:
         source: ListWatch = ApiListWatch(self.client, ref, label_selector=label_selector)
-        if adapter is not None and type(adapter).manages is not Adapter.manages:
-            source = SlimListWatch(source, stub_unmanaged(adapter))
-        elif adapter is not None:  # every job is kept, without what no pass reads (issue 38)
-            source = SlimListWatch(source, compacted)
+        if adapter is not None:  # every job is kept packed (issue 38)
+            source = SlimListWatch(source, job_slim(adapter))
         cache = WatchCache(name, source)
         cache.add_listener(self._changed)
         return cache

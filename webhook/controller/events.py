@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -183,7 +184,7 @@ class EventGate:
         return last_key != key and self._clock() - at >= self.interval
 
     def mark(self, uid: str, key: str) -> None:
-        self._last[uid] = (key, self._clock())
+        self._last[uid] = (sys.intern(key), self._clock())  # thousands of waiting jobs share a few keys
 
     def seed(self, uid: str, key: str, age: float) -> None:
         """Remember a Queued event another leader sent ``age`` seconds ago (so a new leader does not send it

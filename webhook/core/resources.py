@@ -183,6 +183,24 @@ EMPTY = Resources()
 """The empty resource list."""
 
 
+SHARED_KEPT = 4096
+"""How many distinct resource lists :func:`shared` holds before it starts afresh."""
+_shared: dict[Resources, Resources] = {}
+
+
+def shared(resources: Resources) -> Resources:
+    """An equal list already in use, else ``resources`` (kept for the next caller): tens of thousands of
+    queued jobs ask for a few shapes, and each keeps its request for as long as it waits (issue 38). Values
+    never change, so sharing changes no result."""
+    kept = _shared.get(resources)
+    if kept is not None:
+        return kept
+    if len(_shared) >= SHARED_KEPT:
+        _shared.clear()
+    _shared[resources] = resources
+    return resources
+
+
 def total(lists: Iterable[Mapping[str, int]]) -> Resources:
     """The sum of resource lists."""
     items: dict[str, int] = {}

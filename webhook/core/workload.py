@@ -14,7 +14,7 @@ from typing import Any
 
 from webhook.api.names import EXTENDER_RESOURCE, MAX_JOBS
 from webhook.core.quantity import NANO, QuantityError, parse_quantity
-from webhook.core.resources import EMPTY, Resources
+from webhook.core.resources import EMPTY, Resources, shared
 
 
 class WorkloadError(ValueError):
@@ -94,7 +94,7 @@ class Workload:
             req = EMPTY
             for pod_set in self.pod_sets:
                 req = req + pod_set.total
-            object.__setattr__(self, "request", req)
+            object.__setattr__(self, "request", shared(req))
         key = self.key
         object.__setattr__(self, "order_key", (-self.priority, self.created, key.namespace, key.name))
 
@@ -285,7 +285,7 @@ def pod_set(name: str, count: int, pod_spec: Mapping[str, Any]) -> PodSet:
         per_pod = pod_request(pod_spec)
     except WorkloadError as error:
         raise WorkloadError(f"pod set {name!r}: {error}") from None
-    return PodSet(name=name, count=count, per_pod=per_pod)
+    return PodSet(name=name, count=count, per_pod=shared(per_pod))
 
 
 request_amounts = attrgetter("request._items")

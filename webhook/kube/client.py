@@ -25,6 +25,7 @@ from kubernetes_asyncio import config as k8s_config
 from webhook.api.errors import ApiStatusError, status_error
 from webhook.api.kinds import Kind, api_path
 from webhook.api.names import CLIENT_USER_AGENT as USER_AGENT
+from webhook.api.objects import plain
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +217,7 @@ class KubeClient:
             options["proxy_headers"] = rest.proxy_headers
         if rest.server_hostname:
             options["server_hostname"] = rest.server_hostname
-        data = None if body is None else orjson.dumps(body)
+        data = None if body is None else orjson.dumps(body, default=plain)
         try:
             response: aiohttp.ClientResponse = await rest.pool_manager.request(
                 method, url, headers=headers, data=data, timeout=self._timeout(read_timeout), **options

@@ -18,7 +18,7 @@ from webhook.api.names import LAST_APPLIED_ANNOTATION
 from webhook.kube.cache import ListWatch
 from webhook.kube.client import JSON
 
-__all__ = ["SlimListWatch", "compacted", "without_managed_fields"]
+__all__ = ["SlimListWatch", "compacted", "share_texts", "trimmed", "without_managed_fields"]
 
 SHARED_TEXT_MAX = 64
 """Texts up to this length are shared between cached objects (:func:`compacted`): the defaults every job's
@@ -38,23 +38,31 @@ def without_managed_fields(obj: Mapping[str, Any]) -> JSON:
 
 
 def compacted(obj: Mapping[str, Any]) -> JSON:
-    """The object as a job cache keeps it (issue 38): :func:`without_managed_fields`, without
+    """The object as dicts, in less memory (issue 38): :func:`without_managed_fields`, without
     :data:`LAST_APPLIED_ANNOTATION` (its annotations map stays, empty or not), and every text of at most
     :data:`SHARED_TEXT_MAX` characters shared with the equal texts of the other objects (``sys.intern``), so a
     field every job repeats (``IfNotPresent``, ``/dev/termination-log``, an image, a label) is held once.
 
     Changes ``obj`` in place: call it on a freshly decoded object only, as :class:`SlimListWatch` does. The
-    values read are the same; only where they are stored changes."""
+    values read are the same; only where they are stored changes. A job cache keeps its objects packed
+    (:mod:`webhook.kube.packed`), and this when one cannot be."""
+    out = trimmed(obj)
+    share_texts(out)
+    return out
+
+
+def trimmed(obj: Mapping[str, Any]) -> JSON:
+    """:func:`without_managed_fields`, and without :data:`LAST_APPLIED_ANNOTATION` (its annotations map stays,
+    empty or not). Changes ``obj``'s annotations in place."""
     out = without_managed_fields(obj)
     metadata = out.get("metadata")
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
     if isinstance(annotations, dict):
         annotations.pop(LAST_APPLIED_ANNOTATION, None)
-    _share_texts(out)
     return out
 
 
-def _share_texts(node: dict[str, Any] | list[Any]) -> None:
+def share_texts(node: dict[str, Any] | list[Any]) -> None:
     """Replace every short text inside ``node`` (dicts and lists, in place) by its interned equal. The keys are
     shared already: the decoder keeps one copy of each."""
     pending: list[dict[str, Any] | list[Any]] = [node]
@@ -74,7 +82,7 @@ class SlimListWatch:
     """A :class:`ListWatch` that hands on only ``slim(object)`` of every object it lists or watches."""
 
     inner: ListWatch
-    slim: Callable[[Mapping[str, Any]], JSON]
+    slim: Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
     async def list_page(self, limit: int, continue_token: str | None) -> JSON:
         page = await self.inner.list_page(limit, continue_token)

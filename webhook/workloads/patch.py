@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from webhook.api.objects import Obj
+from webhook.api.objects import Obj, plain
 
 
 def unescape_pointer(token: str) -> str:
@@ -48,7 +48,7 @@ def _container(doc: Any, tokens: list[str], path: str) -> Any:
 def apply_patch(obj: Obj, ops: Sequence[Obj]) -> dict[str, Any]:
     """A copy of ``obj`` with RFC 6902 ``add``/``remove``/``replace``/``test`` operations applied (what the
     apiserver does with a webhook's patch). Raises :class:`PatchError`."""
-    doc: Any = orjson.loads(orjson.dumps(obj))
+    doc: Any = orjson.loads(orjson.dumps(obj, default=plain))
     for op in ops:
         kind, path = op.get("op"), op.get("path")
         if not isinstance(path, str):
@@ -74,11 +74,11 @@ def apply_patch(obj: Obj, ops: Sequence[Obj]) -> dict[str, Any]:
             if kind == "remove":
                 del parent[last]
             elif kind in ("add", "replace"):
-                parent[last] = orjson.loads(orjson.dumps(op.get("value")))
+                parent[last] = orjson.loads(orjson.dumps(op.get("value"), default=plain))
             else:
                 raise PatchError(f"{path}: unsupported operation {kind!r}")
         elif isinstance(parent, list):
-            value = orjson.loads(orjson.dumps(op.get("value"))) if "value" in op else None
+            value = orjson.loads(orjson.dumps(op.get("value"), default=plain)) if "value" in op else None
             if kind == "add" and last == "-":
                 parent.append(value)
                 continue
