@@ -31,7 +31,6 @@ import asyncio
 import math
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -41,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kubernetes_asyncio import client as k8s_client
 
 from bench import burst_stats, devrun, e2e_metrics, e2e_shapes
 from bench.burst_bench import service_pid
@@ -168,8 +169,6 @@ class Run:
         """Create ``bodies`` with ``in_flight`` requests at once; every request's seconds. Failures are counted."""
         configuration = await load_configuration(str(self.config.kubeconfig))
         configuration.connection_pool_maxsize = in_flight
-        from kubernetes_asyncio import client as k8s_client  # noqa: PLC0415
-
         pending = iter(bodies)
         seconds: list[float] = []
         started = time.monotonic()
@@ -469,7 +468,6 @@ def main(argv: list[str] | None = None) -> int:
 
     def work() -> None:
         asyncio.run(measure(config, args.jobs, figures))
-        figures.medians = {name: statistics.median(values) for name, values in figures.reads.items()}
 
     _, problem = devrun.run("queue-scale", config, work)
     sys.stdout.write(report(figures, command, problem))

@@ -44,7 +44,6 @@ class Figures:
     more_service: burst_stats.Samples = field(default_factory=dict)
     reads: dict[str, list[float]] = field(default_factory=dict)
     read_errors: dict[str, str] = field(default_factory=dict)
-    medians: dict[str, float] = field(default_factory=dict)
     cold_ready_s: float = NAN
     cold_first_admission_s: float = NAN
     cold_statuses_s: float = NAN
