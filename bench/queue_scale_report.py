@@ -39,6 +39,9 @@ class Figures:
     """Per single create: (passes, their seconds, ``kq serve`` CPU seconds less the estimates' refreshes)."""
     estimates_cpu_s: list[float] = field(default_factory=list)
     """The start estimates' refreshes' CPU seconds in the same windows."""
+    refreshes: int = 0
+    refreshes_cpu_s: float = NAN
+    """The start estimates' refreshes from the first pass to the end of the read side, and their CPU seconds."""
     more_latency: burst_stats.Latency | None = None
     more_api: burst_stats.Samples = field(default_factory=dict)
     more_service: burst_stats.Samples = field(default_factory=dict)
@@ -110,6 +113,9 @@ def rows(figures: Figures) -> list[tuple[str, str, str]]:
                     _num(1000 * statistics.median(cpu), 0) if cpu else "-", ""))
         out.append(("the start estimates' refreshes in the same 4 s: CPU ms, median",
                     _num(1000 * statistics.median(figures.estimates_cpu_s), 0), "off the pass"))
+    each = figures.refreshes_cpu_s / figures.refreshes if figures.refreshes else NAN
+    out.append(("the start estimates' refreshes with the queue full: count / CPU s each (mean)",
+                f"{figures.refreshes} / {_num(each)}", ""))
     if figures.more_latency is not None:
         out.append(("1,000 more creates with the queue full (16 in flight): create p50 / p99, ms",
                     f"{_num(figures.more_latency.p50_ms, 0)} / {_num(figures.more_latency.p99_ms, 0)}", ""))

@@ -32,6 +32,12 @@ def test_a_step_not_reached_prints_a_dash_and_a_failed_run_says_why() -> None:
     assert "**The run did not finish**: TimeoutError: timed out" in text
 
 
+def test_the_estimates_refresh_cpu_is_a_mean_over_the_refreshes_seen() -> None:
+    text = report(Figures(jobs=10, refreshes=4, refreshes_cpu_s=10.0), "cmd", "")
+    assert "| the start estimates' refreshes with the queue full: count / CPU s each (mean) | 4 / 2.50 |  |" in text
+    assert "count / CPU s each (mean) | 0 / - |" in report(Figures(jobs=10), "cmd", "")
+
+
 def test_the_handler_p99_comes_from_the_services_histogram() -> None:
     figures = Figures(jobs=10, more_service=parse_samples(SERVICE, ("kube_queue_webhook_",)))
     text = report(figures, "cmd", "")
