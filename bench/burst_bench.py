@@ -108,7 +108,8 @@ class Burst:
     check: dict[str, int] = field(default_factory=dict)
 
 
-def _rss_mib(pid: int, field_name: str = "VmRSS") -> float:
+def rss_mib(pid: int, field_name: str = "VmRSS") -> float:
+    """A process's resident memory (``VmRSS``, or ``field_name``) in MiB; 0 when it is gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith(f"{field_name}:"):
@@ -122,13 +123,15 @@ def service_pid(config: ClusterConfig) -> int:
     return int(processes.pid_file(config.run, "kq-serve").read_text().split()[0])
 
 
-def _scrape(config: ClusterConfig) -> tuple[dict[burst_stats.SampleKey, float], dict[burst_stats.SampleKey, float]]:
+def scrape(config: ClusterConfig, api_prefixes: tuple[str, ...] = API_PREFIXES,
+           service_prefixes: tuple[str, ...] = SERVICE_PREFIXES) -> tuple[burst_stats.Samples, burst_stats.Samples]:
+    """The API server's and the service's samples whose names start with the prefixes given."""
     status, body = cluster.api_get(config, "/metrics", timeout=10.0)
     if status != 200:
         raise RuntimeError(f"kube-apiserver /metrics answered {status}: {body[:200]!r}")
-    api = burst_stats.parse_samples(body.decode("utf-8", "replace"), API_PREFIXES)
+    api = burst_stats.parse_samples(body.decode("utf-8", "replace"), api_prefixes)
     service = burst_stats.parse_samples(e2e_metrics._get(f"http://127.0.0.1:{config.ports.metrics}/metrics"),
-                                        SERVICE_PREFIXES)
+                                        service_prefixes)
     return api, service
 
 
@@ -167,13 +170,13 @@ async def run_burst(config: ClusterConfig, burst: Burst) -> None:
     bodies = [e2e_shapes.job(index, burst.namespace, suspend=None if burst.webhook else True)
               for index in range(burst.jobs)]
     pid = service_pid(config)
-    api_before, service_before = await asyncio.to_thread(_scrape, config)
+    api_before, service_before = await asyncio.to_thread(scrape, config)
     cpu_before = e2e_metrics.cpu_seconds(config)
     done = asyncio.Event()
 
     async def sample() -> None:
         while not done.is_set():
-            burst.rss_peak_mib = max(burst.rss_peak_mib, _rss_mib(pid))
+            burst.rss_peak_mib = max(burst.rss_peak_mib, rss_mib(pid))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), 0.25)
 
@@ -183,7 +186,7 @@ async def run_burst(config: ClusterConfig, burst: Burst) -> None:
     finally:
         done.set()
         await sampler
-    api_after, service_after = await asyncio.to_thread(_scrape, config)
+    api_after, service_after = await asyncio.to_thread(scrape, config)
     cpu_after = e2e_metrics.cpu_seconds(config)
     burst.api = burst_stats.delta(api_before, api_after)
     burst.service = burst_stats.delta(service_before, service_after)
@@ -298,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def work() -> float:
         asyncio.run(measure(config, args.jobs, in_flights, bursts))
-        return _rss_mib(service_pid(config), "VmHWM")
+        return rss_mib(service_pid(config), "VmHWM")
 
     lifetime_peak, problem = devrun.run("burst", config, work)
     sys.stdout.write(report(bursts, command, CAP, lifetime_peak or 0.0, problem))

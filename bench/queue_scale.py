@@ -44,8 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubernetes_asyncio import client as k8s_client
 
 from bench import burst_stats, devrun, e2e_metrics, e2e_shapes
-from bench.burst_bench import service_pid
+from bench.burst_bench import rss_mib, service_pid
+from bench.burst_bench import scrape as burst_scrape
 from bench.e2e_bench import NAMESPACES, QUEUES, TREES
+from bench.peer_kueue_report import cpu_seconds
 from bench.queue_scale_report import Figures, report
 from webhook.api.kinds import ELASTIC_QUOTA_TREE
 from webhook.api.names import ADMISSION_ANNOTATION, TREE_NAMESPACE
@@ -117,32 +119,16 @@ def job(name: str, ns: str) -> dict[str, Any]:
                      "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}}
 
 
-def rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except (OSError, ValueError):
-        pass
-    return 0.0
-
-
 def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (0 when it is gone)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        return cpu_seconds(Path(f"/proc/{pid}/stat").read_text(), os.sysconf("SC_CLK_TCK"))
+    except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def scrape(config: ClusterConfig, metrics_port: int) -> tuple[burst_stats.Samples, burst_stats.Samples]:
-    status, body = cluster.api_get(config, "/metrics", timeout=10.0)
-    if status != 200:
-        raise RuntimeError(f"kube-apiserver /metrics answered {status}: {body[:200]!r}")
-    api = burst_stats.parse_samples(body.decode("utf-8", "replace"), API_PREFIXES)
-    service = burst_stats.parse_samples(e2e_metrics._get(f"http://127.0.0.1:{metrics_port}/metrics"),
-                                        SERVICE_PREFIXES)
-    return api, service
+def scrape(config: ClusterConfig) -> tuple[burst_stats.Samples, burst_stats.Samples]:
+    return burst_scrape(config, API_PREFIXES, SERVICE_PREFIXES)
 
 
 class Run:
@@ -258,12 +244,12 @@ class Run:
         for index in range(PASSES):
             await e2e_shapes.settled(60.0)
             ns = namespace(index % DEPARTMENTS, 0)
-            _, before = await asyncio.to_thread(scrape, self.config, self.config.ports.metrics)
+            _, before = await asyncio.to_thread(scrape, self.config)
             cpu_before = cpu_s(pid)
             await self.client.create(e2e_shapes.jobs_ref(ns), job(f"pass-{index}", ns))
             self.created[ns] += 1
             await asyncio.sleep(4.0)
-            _, after = await asyncio.to_thread(scrape, self.config, self.config.ports.metrics)
+            _, after = await asyncio.to_thread(scrape, self.config)
             gained = burst_stats.delta(before, after)
             passes = burst_stats.total(gained, "kube_queue_controller_pass_seconds_count")
             seconds = burst_stats.total(gained, "kube_queue_controller_pass_seconds_sum")
@@ -277,9 +263,9 @@ class Run:
         namespaces = all_namespaces()
         bodies = [job(f"more-{index // len(namespaces):04d}", namespaces[index % len(namespaces)])
                   for index in range(MORE_JOBS)]
-        api_before, service_before = await asyncio.to_thread(scrape, self.config, self.config.ports.metrics)
+        api_before, service_before = await asyncio.to_thread(scrape, self.config)
         self.figures.more_latency = burst_stats.latency(await self.create_all(bodies, MORE_IN_FLIGHT, STEP_S))
-        api_after, service_after = await asyncio.to_thread(scrape, self.config, self.config.ports.metrics)
+        api_after, service_after = await asyncio.to_thread(scrape, self.config)
         self.figures.more_api = burst_stats.delta(api_before, api_after)
         self.figures.more_service = burst_stats.delta(service_before, service_after)
 
@@ -441,12 +427,12 @@ async def measure(config: ClusterConfig, jobs: int, figures: Figures) -> None:
         figures.queued = sum(run.waiting_expected(ns) for ns in all_namespaces())
         figures.full_rss_mib = rss_mib(service_pid(config))
         print("queue-scale bench: one pass, more creates, the read side ...", file=sys.stderr)
-        _, before = await asyncio.to_thread(scrape, config, config.ports.metrics)
+        _, before = await asyncio.to_thread(scrape, config)
         await run.one_pass()
         await run.more_creates()
         await run.until_statuses_right(SETTLE_S)
         await run.reads()
-        _, after = await asyncio.to_thread(scrape, config, config.ports.metrics)
+        _, after = await asyncio.to_thread(scrape, config)
         refreshes = burst_stats.delta(before, after)
         figures.refreshes = int(burst_stats.total(refreshes, "kube_queue_eta_refresh_cpu_seconds_count"))
         figures.refreshes_cpu_s = burst_stats.total(refreshes, "kube_queue_eta_refresh_cpu_seconds_sum")
