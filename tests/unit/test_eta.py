@@ -133,6 +133,26 @@ def test_an_estimate_that_rests_on_unknown_run_times_says_so_instead_of_a_number
 
 
 @pytest.mark.parametrize("limits", sorted(LIMITS))
+def test_the_unknown_jobs_named_are_the_nearest_in_the_tree_the_same_for_a_quotas_jobs(limits: str) -> None:
+    two = res(cpu=2)
+    tree_ = tree(node("root", min=res(cpu=4), max=res(cpu=4), children=(
+        node("d1", min=res(cpu=3), max=res(cpu=4), children=(
+            node("t1", min=two, max=res(cpu=4), namespaces=("t1",)),
+            node("t2", min=res(cpu=1), max=res(cpu=4), namespaces=("t2",)))),
+        node("d2", min=res(cpu=1), max=res(cpu=4), children=(
+            node("t3", min=res(cpu=1), max=res(cpu=4), namespaces=("t3",)),)))))
+    holders = [running("u1", 1, namespace="t1", quota="t1"), running("u1b", 1, namespace="t1", quota="t1"),
+               running("u2", 1, namespace="t2", quota="t2"), running("u3", 1, namespace="t3", quota="t3")]
+    waiters = [waiting("w1", 1, 1, namespace="t1", quota="t1"), waiting("w1b", 1, 2, namespace="t1", quota="t1"),
+               waiting("w3", 1, 3, namespace="t3", quota="t3")]
+    found = starts(given(tree_, [*holders, *waiters], {}), limits)
+    names = {name: [key.name for key in found[name].unknown_jobs] for name in ("w1", "w1b", "w3")}
+    # Its own leaf first, then its department, then the rest of the tree (by name within each).
+    assert names == {"w1": ["u1", "u1b", "u2"], "w1b": ["u1", "u1b", "u2"], "w3": ["u3", "u1", "u1b"]}
+    assert all(found[name].why is Why.UNKNOWN_RUNTIMES for name in names)
+
+
+@pytest.mark.parametrize("limits", sorted(LIMITS))
 def test_a_deadline_alone_gives_a_latest_time_but_no_estimate(limits: str) -> None:
     bounded = Runtime(None, 900.0, Source.DEADLINE, deadline=900.0)
     inputs = given(one_queue(), [running("a", 10, since=NOW - 300), waiting("b", 10, 1)],

@@ -126,10 +126,17 @@ def _nearest(given: ReplayInput, quota: str, keys: Sequence[WorkloadKey], quotas
     """The ``count`` of ``keys`` whose quota is nearest ``quota`` in the tree (the same leaf first, then the
     lowest common ancestor), to name the jobs of unknown run time a job waits for."""
     chain = [node.key for node in given.tree.chain(quota)]
+    depth: dict[str, int] = {}  # per quota of a key: how far up ``chain`` it meets it
+
+    def meets(theirs: str) -> int:
+        found = depth.get(theirs)
+        if found is None:
+            keys = {node.key for node in given.tree.chain(theirs)}
+            found = depth[theirs] = next((index for index, node in enumerate(chain) if node in keys), len(chain))
+        return found
 
     def distance(key: WorkloadKey) -> tuple[int, str]:
-        theirs = {node.key for node in given.tree.chain(quotas.get(key, ""))}
-        return next((index for index, node in enumerate(chain) if node in theirs), len(chain)), str(key)
+        return meets(quotas.get(key, "")), str(key)
 
     return tuple(sorted(keys, key=distance)[:count])
 
@@ -149,6 +156,7 @@ def estimate(given: ReplayInput, limits: ReplayLimits | None = None, *,
     holders = {job.workload.key: job.workload.quota for job in given.jobs}
     out: dict[WorkloadKey, Estimate] = {}
     never: dict[tuple[str, Resources], bool] = {}
+    nearest: dict[str, tuple[WorkloadKey, ...]] = {}  # per quota: the same for every job of it
     for job in given.jobs:
         key = job.workload.key
         first = median.outcomes.get(key)
@@ -166,7 +174,9 @@ def estimate(given: ReplayInput, limits: ReplayLimits | None = None, *,
         if free is not None and _rests_on_unknown(now, start, free.outcomes.get(key, Outcome()).started):
             start = None
             why = Why.UNKNOWN_RUNTIMES
-            waits_for = _nearest(given, job.workload.quota, median.unknown_holders, holders)
+            if job.workload.quota not in nearest:
+                nearest[job.workload.quota] = _nearest(given, job.workload.quota, median.unknown_holders, holders)
+            waits_for = nearest[job.workload.quota]
             if late is not None:  # the deadlines of the jobs it waits for bound it
                 bound = late.outcomes.get(key, Outcome())
                 latest, basis = bound.started, bound.basis
