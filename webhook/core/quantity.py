@@ -17,6 +17,7 @@ Like Kubernetes (``inf.RoundUp``), precision finer than one nano-unit is rounded
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 
@@ -45,6 +46,8 @@ _MAX_DIGITS = 64
 """Longest number part accepted (digits and point): far beyond any real quantity, short enough to stay cheap."""
 _MAX_EXPONENT = 30
 """Largest decimal exponent accepted (``1e30``); larger values are almost surely typos."""
+PARSED_KEPT = 4096
+"""Distinct quantity texts whose parsed value is kept (the least recently used go first)."""
 
 
 class QuantityError(ValueError):
@@ -62,6 +65,8 @@ def parse_quantity(value: str | int) -> int:
     ``int`` values (as YAML produces for ``cpu: 10``) are whole units. ``bool`` and ``float`` are refused:
     floats cannot carry exact quantities; write them as strings.
     """
+    if type(value) is str:
+        return _parse_text(value)
     if isinstance(value, bool):
         raise QuantityError(value, "a boolean is not a quantity")
     if isinstance(value, int):
@@ -70,6 +75,13 @@ def parse_quantity(value: str | int) -> int:
         raise QuantityError(value, f"a float is not exact; write the quantity as a string such as \"{value}\"")
     if not isinstance(value, str):
         raise QuantityError(value, f"expected a string or an integer, got {type(value).__name__}")
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=PARSED_KEPT)
+def _parse_text(value: str) -> int:
+    """:func:`parse_quantity` of a string. Jobs repeat a few quantities, so the answers are kept (a refusal
+    raises and is not kept)."""
     text = value
     if not text:
         raise QuantityError(value, "empty string")

@@ -57,6 +57,9 @@ def value_at(obj: Obj, *path: str | int) -> Any:
     for depth, step in enumerate(path):
         if current is None:
             return None
+        if type(current) is dict and type(step) is str:  # the common case, without the ABC checks below
+            current = current.get(step)
+            continue
         if isinstance(step, int):
             if not isinstance(current, list):
                 where = pointer(*path[:depth]) or "/"
@@ -77,7 +80,7 @@ def int_at(obj: Obj, default: int | None, *path: str | int) -> int | None:
     value = value_at(obj, *path)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int):
+    if type(value) is not int:  # bool is a subclass of int: refused here too
         raise WorkloadError(f"{pointer(*path)}: expected an integer, got {value!r}")
     if value < 0:
         raise WorkloadError(f"{pointer(*path)}: must not be negative, got {value}")
