@@ -56,6 +56,19 @@ def forbidden(method: str, path: str, user: str) -> str:
             f'in API group "{group}"{where}')
 
 
+def list_page(items: list[JSON], query: Any, version: int) -> dict[str, Any]:
+    """A list answer as the API server writes it (``kind``, ``apiVersion``, ``metadata``, then ``items``),
+    ``limit`` objects from the ``continue`` token on (a plain offset here)."""
+    start = int(query.get("continue") or 0)
+    limit = int(query.get("limit") or 0)
+    end = start + limit if limit > 0 else len(items)
+    metadata: dict[str, Any] = {"resourceVersion": str(version)}
+    if end < len(items):
+        metadata["continue"] = str(end)
+        metadata["remainingItemCount"] = len(items) - end
+    return {"kind": "List", "apiVersion": "v1", "metadata": metadata, "items": items[start:end]}
+
+
 class HttpApiserver(ObjectStore):
     """See the module notes; the store's helpers (``put``, ``remove``, ``obj``, ...) act as another client."""
 
@@ -107,8 +120,8 @@ class HttpApiserver(ObjectStore):
                 return await self._watch(request, kind, namespace)
             await self.lists_open.wait()
             items = self.select(kind, namespace, query.get("labelSelector"), query.get("fieldSelector"))
-            listed = {"kind": "List", "items": items, "metadata": {"resourceVersion": str(self.version)}}
-            return web.json_response(listed)
+            listed = list_page(items, request.query, self.version)
+            return web.Response(body=orjson.dumps(listed), content_type="application/json")
         body: Any = await request.json() if request.can_read_body else None
         if request.method == "POST" and name is None:
             if namespace:

@@ -33,6 +33,7 @@ from webhook.api.errors import ApiStatusError, status_error
 from webhook.api.kinds import Kind, api_path
 from webhook.api.objects import Obj
 from webhook.readmodel.kubeconfig import ConfigError, Connection, load_connection
+from webhook.readmodel.paging import continue_of, decode, prefetched, with_token
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -118,22 +119,24 @@ class KubeApi:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Every object of a collection (pages of 500 followed to the end)."""
+        """Every object of a collection (pages of :data:`~webhook.readmodel.paging.PAGE_SIZE` followed to the
+        end)."""
+        query = [*([("labelSelector", label_selector)] if label_selector else []),
+                 *([("fieldSelector", field_selector)] if field_selector else [])]
         items: list[dict[str, Any]] = []
+        for page in self.pages(ref.path(namespace), query):
+            items.extend(item for item in page.get("items") or () if isinstance(item, dict))
+        return items
+
+    def pages(self, path: str, query: Sequence[tuple[str, str]]) -> Iterator[Any]:
+        """The decoded pages of a list, one after the other, followed to the end."""
         token = ""
         while True:
-            query = [("limit", "500")]
-            if token:
-                query.append(("continue", token))
-            if label_selector:
-                query.append(("labelSelector", label_selector))
-            if field_selector:
-                query.append(("fieldSelector", field_selector))
-            page = self.request("GET", ref.path(namespace), query)
-            items.extend(item for item in page.get("items") or () if isinstance(item, dict))
-            token = str((page.get("metadata") or {}).get("continue") or "")
+            page = self.request("GET", path, with_token(query, token))
+            yield page
+            token = continue_of(page)
             if not token:
-                return items
+                return
 
     def create(self, ref: Ref, body: Obj, namespace: str | None = None) -> dict[str, Any]:
         result: dict[str, Any] = self.request("POST", ref.path(namespace), body=dict(body))
@@ -230,10 +233,17 @@ class HttpApi(KubeApi):
         body: Any = None,
         content_type: str = "application/json",
     ) -> Any:
+        payload = None if body is None else json.dumps(body).encode()
+        return decode(self._exchange(method, self._url(path, query), payload, content_type))
+
+    def pages(self, path: str, query: Sequence[tuple[str, str]]) -> Iterator[Any]:
+        """The pages of a list, the next fetched while the caller decodes one (:mod:`webhook.readmodel.paging`)."""
+        return prefetched(lambda with_query: self._exchange("GET", self._url(path, with_query), None, ""), query)
+
+    def _exchange(self, method: str, url: str, payload: bytes | None, content_type: str) -> bytes:
+        """One request, its raw answer; :class:`ApiError` unless 2xx."""
         if self._down is not None:
             raise self._down
-        payload = None if body is None else json.dumps(body).encode()
-        url = self._url(path, query)
         for attempt in (1, 2):
             if self._conn is None:
                 self._conn = self._open(self.timeout)
@@ -256,12 +266,7 @@ class HttpApi(KubeApi):
             self.warnings = [value for key, value in response.getheaders() if key.lower() == "warning"]
             if not 200 <= response.status < 300:
                 raise _error(response.status, response.reason, raw)
-            if not raw:
-                return {}
-            try:
-                return json.loads(raw)
-            except ValueError:
-                return {"text": raw.decode("utf-8", "replace")}
+            return bytes(raw)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def stream_lines(self, path: str, query: Sequence[tuple[str, str]] = ()) -> Iterator[str]:
