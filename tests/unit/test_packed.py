@@ -13,12 +13,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.builders import node, res, tree
 from webhook.api.names import LAST_APPLIED_ANNOTATION
 from webhook.api.objects import plain
+from webhook.controller.model import track
 from webhook.kube import packed as packing
 from webhook.kube.packed import Codec, Packed, packed
 from webhook.kube.slim import compacted
 from webhook.workloads.patch import apply_patch
+from webhook.workloads.registry import adapter_for
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=80),
@@ -117,3 +120,20 @@ def test_the_decoded_rests_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> 
         assert obj["spec"]["template"]["metadata"]["labels"]["job-name"] == obj["metadata"]["name"]
     assert len(packing._decoded) <= 8
     assert objects[0]["spec"]["parallelism"] == 1, "an object read again after its decoding was dropped"
+
+
+def test_a_packed_job_is_modelled_as_its_dicts_and_kept_packed() -> None:
+    """The controller models a job read through a plain dict of it (``webhook.api.objects.readable``) and keeps
+    the object it was given, packed."""
+    leaf = tree(node("root", min=res(cpu=4), max=res(cpu=4), children=(
+        node("team", min=res(cpu=4), max=res(cpu=4), namespaces=("team-ns",)),))).nodes["team"]
+    adapter = adapter_for("batch", "Job")
+    assert adapter is not None
+    whole = compacted(job(7))
+    kept = packed(job(7), Codec())
+    assert isinstance(kept, Packed)
+    tracked, as_dicts = track(adapter, kept, leaf, {}), track(adapter, whole, leaf, {})
+    assert tracked.obj is kept
+    assert tracked.workload == as_dicts.workload and tracked.workload.request == as_dicts.workload.request
+    assert (tracked.record, tracked.backoff, tracked.spec, tracked.missing_class) == (
+        as_dicts.record, as_dicts.backoff, as_dicts.spec, as_dicts.missing_class)

@@ -412,3 +412,19 @@ def test_a_job_listed_twice_under_the_blockers_key_does_not_wait_behind_itself()
     assert not reasons[head.key].fits
     assert reasons[head.key].blocked_behind is None
     assert reasons[behind.key].blocked_behind == head.key
+
+
+def test_jobs_of_one_shape_get_the_reason_each_would_get_alone() -> None:
+    """Reasons are kept per quota and request: a job reads the one a job of its shape got, never another's."""
+    used = {"root": Resources.of(cpu=99), "department-a": Resources.of(cpu=60)}
+    jobs = [a("small-1", cpu=2, created=1), a("big", cpu=50, created=2), a("small-2", cpu=2, created=3),
+            b("other-quota", cpu=2, created=4)]
+    lost = job("lost", namespace="gone", quota="no-such-quota", cpu=2, created=5)
+    lost_too = job("lost-too", namespace="gone", quota="no-such-quota", cpu=2, created=6)
+    reasons = LazyReasons(SEED, used, Fraction(1), [([*jobs, lost, lost_too], None)])
+    alone = {workload.key: LazyReasons(SEED, used, Fraction(1), [([workload], None)])[workload.key]
+             for workload in [*jobs, lost, lost_too]}
+    assert {key: reasons[key] for key in alone} == alone
+    assert reasons[jobs[0].key] is reasons[jobs[2].key]  # one shape, one answer
+    assert reasons[jobs[0].key] != reasons[jobs[1].key]
+    assert "lost-too" in (reasons[lost_too.key].note or "") and "lost-too" not in (reasons[lost.key].note or "")

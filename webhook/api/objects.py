@@ -24,6 +24,12 @@ def plain(value: object) -> dict[str, object]:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
+def readable(obj: Obj) -> Obj:
+    """``obj`` to read many fields of: itself when a ``dict``, else a shallow ``dict`` of it (a packed object's
+    fields are then looked up once, and every later step reads a plain dict)."""
+    return obj if type(obj) is dict else dict(obj)
+
+
 class OwnerReference(TypedDict, total=False):
     """``metadata.ownerReferences[*]`` as the API server writes it."""
 

@@ -34,6 +34,7 @@ from webhook.controller.reservations import ReservationWriter
 from webhook.controller.settings import ControllerSettings, settings_from_args
 from webhook.controller.starts import StartMemo, check_starts
 from webhook.controller.writer import Stats, Writer, writer_settings
+from webhook.core.fit import FitResult
 from webhook.core.loose import loose_inputs, reserved_for_jobs, with_claimed_devices
 from webhook.core.queueing import Policy
 from webhook.core.quota import QuotaTree, queue_name
@@ -394,19 +395,27 @@ class Controller:
         if not self._gate_ready:
             return
         live: set[str] = set()
+        # Per reason object, held here so that its id stays its own (the jobs of one shape share one).
+        said: dict[int, tuple[FitResult | None, str, str, bool]] = {}
         for job in decisions.waiting:
             workload = job.workload
             live.add(workload.uid)
             reason = decisions.reasons.get(workload.key)
-            key = reason_key(reason)
+            known = said.get(id(reason))
+            if known is None:
+                known = said[id(reason)] = (
+                    reason,
+                    reason_key(reason),
+                    reason.explain() if reason is not None else "waiting for its turn",
+                    reason is not None and any(blocker.never_fits for blocker in reason.blockers),
+                )
+            _, key, why, hopeless = known
             if not self._gate.due(workload.uid, key):
                 continue
             self._gate.mark(workload.uid, key)
             position = decisions.positions.get(workload.key, 0)
             policy = decisions.policies.get(job.leaf.key, Policy.ROUND).value
             queue = queue_name(job.leaf.name, workload.key.namespace)
-            why = reason.explain() if reason is not None else "waiting for its turn"
-            hopeless = reason is not None and any(blocker.never_fits for blocker in reason.blockers)
             log.info(kv(component="controller", decision="queue", job=str(workload.key), quota=job.leaf.full_name,
                         position=position, reason=why))
             self.events.emit(

@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from webhook.api.objects import Obj, resource_version_of
+from webhook.api.objects import Obj, readable, resource_version_of
 from webhook.controller.records import AdmissionRecord, read_backoff, read_record, spec_fingerprint
 from webhook.core.dra import DeviceQuota, pod_devices
 from webhook.core.quota import QuotaNode
@@ -121,19 +121,20 @@ def track(
 ) -> TrackedJob:
     """The job's view; raises :class:`WorkloadError` when its pod sets cannot be read, or the devices its pods
     claim cannot be counted (``devices``: :mod:`webhook.core.dra`)."""
-    workload = adapter.to_workload(obj, leaf.name, priority_classes)
-    record = read_record(obj)
+    view = readable(obj)  # the job is kept as it came (packed in the controller's cache), read through a dict
+    workload = adapter.to_workload(view, leaf.name, priority_classes)
+    record = read_record(view)
     if workload.phase is Phase.ADMITTED:
         admitted_at = record.admitted_at if record is not None and record.admitted_at else workload.created
         workload = dataclasses.replace(workload, admitted_at=admitted_at)
     if workload.phase is not Phase.FINISHED:
-        workload = _shrink_to_remaining(adapter, obj, workload)
+        workload = _shrink_to_remaining(adapter, view, workload)
         if devices is not None and devices.classes:
-            workload = with_devices(adapter, obj, workload, devices)
-    backoff = read_backoff(obj)
-    spec = spec_fingerprint(obj) if backoff is not None else ""
+            workload = with_devices(adapter, view, workload, devices)
+    backoff = read_backoff(view)
+    spec = spec_fingerprint(view) if backoff is not None else ""
     return TrackedJob(adapter=adapter, obj=obj, workload=workload, leaf=leaf, record=record, backoff=backoff, spec=spec,
-                      missing_class=missing_priority_class(adapter, obj, priority_classes))
+                      missing_class=missing_priority_class(adapter, view, priority_classes))
 
 
 def missing_priority_class(adapter: Adapter, obj: Obj, priority_classes: Mapping[str, int]) -> str | None:

@@ -67,7 +67,7 @@ class LazyReasons(Mapping[WorkloadKey, FitResult]):
     reasons nobody reads costs nothing for them.
     """
 
-    __slots__ = ("_cache", "_fits_note", "_index", "_queues", "_rate", "_tree", "_used")
+    __slots__ = ("_by_shape", "_cache", "_fits_note", "_index", "_queues", "_rate", "_tree", "_used")
 
     def __init__(
         self,
@@ -87,6 +87,8 @@ class LazyReasons(Mapping[WorkloadKey, FitResult]):
         (the controller's "room a reclaim left over goes to the next pass")."""
         self._index: dict[WorkloadKey, tuple[Workload, Workload | None]] | None = None
         self._cache: dict[WorkloadKey, FitResult] = {}
+        self._by_shape: dict[tuple[str, Resources], FitResult] = {}
+        """A fit depends on the job's quota and request only: thousands of waiting jobs share a few shapes."""
 
     def _entries(self) -> dict[WorkloadKey, tuple[Workload, Workload | None]]:
         if self._index is None:
@@ -106,9 +108,16 @@ class LazyReasons(Mapping[WorkloadKey, FitResult]):
             return cached
         workload, blocker = self._entries()[key]
         if blocker is None:
-            result = check_fit(self._tree, self._used, workload, self._rate)
-            if result.fits and self._fits_note is not None:
-                result = FitResult(fits=False, note=self._fits_note)
+            shape = (workload.quota, workload.request)
+            known = workload.quota.lower() in self._tree.nodes  # else the note names the job
+            found = self._by_shape.get(shape) if known else None
+            if found is None:
+                found = check_fit(self._tree, self._used, workload, self._rate)
+                if found.fits and self._fits_note is not None:
+                    found = FitResult(fits=False, note=self._fits_note)
+                if known:
+                    self._by_shape[shape] = found
+            result = found
         else:
             why = self[blocker.key].explain()
             result = FitResult(
