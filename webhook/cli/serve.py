@@ -26,6 +26,7 @@ import contextlib
 import logging
 import signal
 import ssl
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -67,6 +68,11 @@ PLUGIN_MODULES = ("webhook.controller.plugin",)
 
 CERT_CHECK_SECONDS = 30.0
 """How often certificate files are checked for replacement (a mounted Secret updates in place)."""
+GIL_SWITCH_SECONDS = 0.001
+"""How long a thread holding the interpreter keeps it while another waits. The webhook answers the API server
+from a thread of its own while the controller's pass (the event loop's thread) and the start estimates'
+refresh (another thread) run Python for up to seconds: at the default 5 ms, two handoffs would spend the
+webhook's 10 ms budget."""
 SELF_CERT_SECONDS = 600.0
 """How often a self-managed certificate is checked for renewal and the CA bundle re-injected."""
 
@@ -212,6 +218,7 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
 def run(args: argparse.Namespace) -> int:
     """``kq serve``: serve until SIGINT/SIGTERM on uvloop when installed (see :mod:`webhook.admission.server`)."""
     options = options_from_args(args)
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)
     server.run(serve(options))
     return 0
 
