@@ -1,5 +1,6 @@
 """What every ``kq`` command shares (``webhook/cli/common.py``): the cyclic collector is off while a command
-runs (its objects are acyclic JSON, freed by reference counting) and back on after, however it ends."""
+runs (its objects are acyclic JSON, freed by reference counting), collects whenever the command waits, and is
+back on after, however the command ends."""
 
 from __future__ import annotations
 
@@ -52,3 +53,21 @@ def test_an_unexpected_failure_still_gives_the_collector_back() -> None:
     with pytest.raises(ZeroDivisionError):
         run(ZeroDivisionError())
     assert gc.isenabled()
+
+
+def test_a_command_that_waits_collects_while_it_waits() -> None:
+    slept: list[float] = []
+    ctx = Ctx(api_factory=KubeApi, out=io.StringIO(), err=io.StringIO(), sleep=slept.append)
+    collections: list[int] = []
+
+    def function(ctx: Ctx, args: argparse.Namespace) -> int:
+        for _ in range(3):
+            before = gc.get_stats()[2]["collections"]
+            ctx.sleep(2.0)
+            collections.append(gc.get_stats()[2]["collections"] - before)
+        return 0
+
+    assert command(function)(argparse.Namespace(ctx=ctx)) == 0
+    assert slept == [2.0, 2.0, 2.0]
+    assert collections == [1, 1, 1]
+    assert ctx.sleep == slept.append  # the context is given back as it came

@@ -40,10 +40,17 @@ def command(function: Callable[[Ctx, argparse.Namespace], int]) -> Callable[[arg
 
         ctx = ctx_from_args(args)
         collecting = gc.isenabled()
+        pause = ctx.sleep
+
+        def sleep(seconds: float) -> None:
+            gc.collect()  # a command that waits (--watch, --wait, logs -f) frees a round's cycles as it waits
+            pause(seconds)
+
         # A command builds tens of thousands of acyclic objects (the API's JSON) and ends: the cyclic collector
         # would walk them again and again (a third of ``kq why``'s time at 50,000 jobs); reference counting
-        # still frees them. ``--watch`` collects once a round (webhook/cli/jobs.py).
+        # still frees them.
         gc.disable()
+        ctx.sleep = sleep
         try:
             return function(ctx, args)
         except (CliError, ConfigError) as error:
@@ -55,6 +62,7 @@ def command(function: Callable[[Ctx, argparse.Namespace], int]) -> Callable[[arg
         except BrokenPipeError:
             return 0
         finally:
+            ctx.sleep = pause
             if collecting:
                 gc.enable()
         return 1

@@ -11,7 +11,6 @@ computed with the core's queue order.
 from __future__ import annotations
 
 import argparse
-import gc
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.objects import meta
@@ -85,7 +84,6 @@ def _watch(ctx: Ctx, args: argparse.Namespace, views: list[JobView], wide: bool,
     rounds = 1
     while not args.watch_rounds or rounds < args.watch_rounds:
         ctx.sleep(args.interval)
-        gc.collect()  # the command runs with the collector off (webhook/cli/common.py); a round's garbage goes here
         views, etas = _views_for(ctx, args)
         columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces, etas=etas)
         current = {(v.namespace, v.kind, v.name): row for v, row in zip(views, rows, strict=True)}
