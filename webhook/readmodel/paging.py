@@ -54,7 +54,7 @@ def continue_token(raw: bytes) -> str | None:
 def continue_of(page: Any) -> str:
     """A decoded list page's ``continue`` token (``""`` on the last page)."""
     metadata = page.get("metadata") if isinstance(page, dict) else None
-    return str((metadata or {}).get("continue") or "") if isinstance(metadata, dict) else ""
+    return str(metadata.get("continue") or "") if isinstance(metadata, dict) else ""
 
 
 def with_token(query: Sequence[tuple[str, str]], token: str) -> list[tuple[str, str]]:
@@ -66,10 +66,11 @@ def prefetched(fetch: Callable[[list[tuple[str, str]]], bytes], query: Sequence[
     failure) called from a thread of its own, at most :data:`AHEAD` pages ahead. A failure is raised where its
     page would have come; when the caller stops early the thread is stopped and waited for, so ``fetch``'s
     connection is free again when this returns."""
-    pages: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=AHEAD)
+    # A page comes raw, or decoded when its token could only be read that way (it is not decoded twice).
+    pages: queue.Queue[bytes | dict[str, Any] | BaseException | None] = queue.Queue(maxsize=AHEAD)
     stop = threading.Event()
 
-    def put(item: bytes | BaseException | None) -> bool:
+    def put(item: bytes | dict[str, Any] | BaseException | None) -> bool:
         while not stop.is_set():
             try:
                 pages.put(item, timeout=0.1)
@@ -84,8 +85,12 @@ def prefetched(fetch: Callable[[list[tuple[str, str]]], bytes], query: Sequence[
             while not stop.is_set():
                 raw = fetch(with_token(query, token))
                 found = continue_token(raw)
-                token = continue_of(decode(raw)) if found is None else found
-                if not put(raw) or not token:
+                page: bytes | dict[str, Any] = raw
+                if found is None:
+                    page = decode(raw)
+                    found = continue_of(page)
+                token = found
+                if not put(page) or not token:
                     break
         except BaseException as error:  # handed to the caller, raised there
             put(error)
@@ -101,7 +106,7 @@ def prefetched(fetch: Callable[[list[tuple[str, str]]], bytes], query: Sequence[
                 return
             if isinstance(item, BaseException):
                 raise item
-            yield decode(item)
+            yield decode(item) if isinstance(item, bytes) else item
     finally:
         stop.set()
         thread.join()
