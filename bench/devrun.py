@@ -28,14 +28,16 @@ def state_dir(bench: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"kq-bench-{bench}-"))
 
 
-def run(bench: str, config: ClusterConfig, work: Callable[[], T]) -> tuple[T | None, str]:
-    """Bring the cluster of ``config`` up, do ``work``, take the cluster down: ``(what work returned, "")``,
-    or ``(None, the problem)`` when bringing up or the work failed."""
+def run(bench: str, config: ClusterConfig, work: Callable[[], T],
+        bring_up: Callable[[ClusterConfig], object] = devsystem.up) -> tuple[T | None, str]:
+    """Bring the cluster of ``config`` up (``kq dev up`` unless ``bring_up`` says otherwise), do ``work``, take
+    the cluster down: ``(what work returned, "")``, or ``(None, the problem)`` when bringing up or the work
+    failed."""
     echo = lambda line: print(line, file=sys.stderr)  # noqa: E731
     try:
         print(f"{bench} bench: dev cluster in {config.state_dir} on ports {config.ports.base}+ ...", file=sys.stderr)
         with contextlib.redirect_stdout(sys.stderr):
-            devsystem.up(config)
+            bring_up(config)
         return work(), ""
     except Exception as error:  # a report, not a test: say what went wrong instead of inventing numbers
         problem = f"{type(error).__name__}: {error}"

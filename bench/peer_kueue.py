@@ -249,8 +249,9 @@ def notes(counts: tuple[int, int, int]) -> tuple[str, ...]:
         "Three fresh dev clusters, one after the other in the same run, each with one system only: ours "
         "(`kq dev up`: webhook, controller, extender; `--oversellrate=1`), then Kueue v0.17.0 built from its Go "
         "module, out of cluster on loopback with its webhooks registered, on a cluster with nothing of ours "
-        "installed. **Kueue as shipped** runs with its shipped client limits (qps 50, burst 100); **Kueue "
-        "unlimited** is the same with the client rate limiter off (qps -1). An admission is a Job's "
+        "installed. **Kueue as shipped** runs with its shipped client limits (qps 50, burst 100) and its shipped "
+        "workers per kind (5 for Jobs and Workloads); **Kueue unlimited** is the same with the client rate "
+        "limiter off (qps -1). An admission is a Job's "
         "`spec.suspend` turning false as a watch sees it, for every system; an eviction is an admitted Job "
         "suspended again. Kueue's Jobs carry its queue-name label and are created suspended; ours are created as "
         "users write them (our webhook holds them).",

@@ -60,21 +60,29 @@ def _go_env() -> dict[str, str]:
     return {**os.environ, "GOTOOLCHAIN": "local"}
 
 
-def ports(config: ClusterConfig) -> objects.ManagerPorts:
-    """Three ports after the dev cluster's own ten."""
-    base = config.ports.base
+def ports(config: ClusterConfig, replica: int = 0) -> objects.ManagerPorts:
+    """Three ports after the dev cluster's own ten, three more for each further replica."""
+    base = config.ports.base + 3 * replica
     return objects.ManagerPorts(webhook=base + 10, metrics=base + 11, health=base + 12)
 
 
-def _component(config: ClusterConfig, kueue: Path, unlimited: bool) -> processes.Component:
-    home = config.state_dir / "kueue"
+def name(replica: int = 0) -> str:
+    """The process name of a replica (the first is :data:`COMPONENT`)."""
+    return COMPONENT if replica == 0 else f"{COMPONENT}-{replica}"
+
+
+def component(config: ClusterConfig, kueue: Path, unlimited: bool, *, replica: int = 0,
+              leader_elect: bool = False) -> processes.Component:
+    """How to run replica ``replica`` of the manager: its own ports, home and mount namespace."""
+    home = config.state_dir / name(replica)
     certs = home / "certs"
     certs.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(config.pki / "service.crt", certs / "tls.crt")  # the dev PKI's 127.0.0.1 serving cert
     shutil.copyfile(config.pki / "service.key", certs / "tls.key")
     (home / "overlay").mkdir(exist_ok=True)
     settings = home / "config.yaml"
-    settings.write_text(yaml.safe_dump(objects.manager_config(ports(config), str(certs), unlimited=unlimited)))
+    settings.write_text(yaml.safe_dump(objects.manager_config(ports(config, replica), str(certs),
+                                                              unlimited=unlimited, leader_elect=leader_elect)))
     overlay = home / "overlay"
     script = "; ".join([
         "set -e",
@@ -86,12 +94,13 @@ def _component(config: ClusterConfig, kueue: Path, unlimited: bool) -> processes
         f"exec {shlex.quote(str(kueue))} --config={shlex.quote(str(settings))} --zap-log-level=info",
     ])
     unshare = shutil.which("unshare") or "/usr/bin/unshare"
-    return processes.Component(COMPONENT, (unshare, "-m", "--propagation", "private", "sh", "-c", script),
-                               ports(config).webhook, env={"KUBECONFIG": str(config.kubeconfig)})
+    return processes.Component(name(replica), (unshare, "-m", "--propagation", "private", "sh", "-c", script),
+                               ports(config, replica).webhook, env={"KUBECONFIG": str(config.kubeconfig)})
 
 
-def _ready(config: ClusterConfig) -> bool:
-    url = f"http://127.0.0.1:{ports(config).health}/readyz"
+def ready(config: ClusterConfig, replica: int = 0) -> bool:
+    """Whether replica ``replica`` answers its ``/readyz``."""
+    url = f"http://127.0.0.1:{ports(config, replica).health}/readyz"
     try:
         with urllib.request.urlopen(url, timeout=1.0) as response:
             return bool(response.status == 200)
@@ -99,33 +108,45 @@ def _ready(config: ClusterConfig) -> bool:
         return False
 
 
+def start(config: ClusterConfig, kueue: Path, unlimited: bool, *, replica: int = 0,
+          leader_elect: bool = False) -> None:
+    """Start replica ``replica`` and wait until it is ready (a follower is ready too: its webhook serves)."""
+    processes.start(component(config, kueue, unlimited, replica=replica, leader_elect=leader_elect),
+                    config.run, config.logs)
+    marker = str(config.state_dir)
+
+    def up() -> bool:
+        if processes.running_pid(config.run, name(replica), marker) is None:
+            raise RuntimeError(f"kueue exited at start; see {config.logs}/{name(replica)}.log")
+        return ready(config, replica)
+
+    processes.wait_for(up, 120, f"{name(replica)} /readyz")
+
+
+def register_webhooks(config: ClusterConfig, bins: Path, replica: int = 0) -> None:
+    """Kueue's webhook configurations, pointed at replica ``replica`` (as a Service would route to it)."""
+    manifests = yaml.safe_load_all((module_dir() / "config" / "components" / "webhook" / "manifests.yaml")
+                                   .read_text())
+    ca = (config.pki / "ca.crt").read_bytes()
+    _apply(config, bins, objects.webhook_configs(manifests, f"https://127.0.0.1:{ports(config, replica).webhook}",
+                                                 ca))
+
+
 def _apply(config: ClusterConfig, bins: Path, items: list[dict[str, Any]]) -> None:
     doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=doc)
 
 
-def install(config: ClusterConfig, bins: Path, kueue: Path, *, unlimited: bool) -> None:
+def install(config: ClusterConfig, bins: Path, kueue: Path, *, unlimited: bool, leader_elect: bool = False) -> None:
     """CRDs, namespace, the manager (until ready) and its webhooks, on a cluster that has only the control
     plane."""
-    source = module_dir()
-    crds = source / "config" / "components" / "crd" / "bases"
+    crds = module_dir() / "config" / "components" / "crd" / "bases"
     cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", str(crds))
     cluster.kubectl(config, bins, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(crds))
     _apply(config, bins, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": objects.NAMESPACE}}])
-    component = _component(config, kueue, unlimited)
-    processes.start(component, config.run, config.logs)
-    marker = str(config.state_dir)
-
-    def ready() -> bool:
-        if processes.running_pid(config.run, COMPONENT, marker) is None:
-            raise RuntimeError(f"kueue exited at start; see {config.logs}/{COMPONENT}.log")
-        return _ready(config)
-
-    processes.wait_for(ready, 120, "kueue /readyz")
-    manifests = yaml.safe_load_all((source / "config" / "components" / "webhook" / "manifests.yaml").read_text())
-    ca = (config.pki / "ca.crt").read_bytes()
-    _apply(config, bins, objects.webhook_configs(manifests, f"https://127.0.0.1:{ports(config).webhook}", ca))
+    start(config, kueue, unlimited, leader_elect=leader_elect)
+    register_webhooks(config, bins)
 
 
-def pid(config: ClusterConfig) -> int | None:
-    return processes.running_pid(config.run, COMPONENT, str(config.state_dir))
+def pid(config: ClusterConfig, replica: int = 0) -> int | None:
+    return processes.running_pid(config.run, name(replica), str(config.state_dir))

@@ -38,6 +38,10 @@ SERVED_GROUPS = frozenset({GROUP, "batch"})
 (pods, deployments, Ray, Kubeflow...) would point at paths this manager does not serve."""
 SHIPPED_QPS, SHIPPED_BURST = 50.0, 100
 """The client rate limits Kueue ships (``config/components/manager/controller_manager_config.yaml``)."""
+SHIPPED_CONCURRENCY = {"Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 5, "LocalQueue.kueue.x-k8s.io": 1,
+                       "Cohort.kueue.x-k8s.io": 1, "ClusterQueue.kueue.x-k8s.io": 1,
+                       "ResourceFlavor.kueue.x-k8s.io": 1}
+"""The workers per kind Kueue ships in the same file (without it, one worker a kind)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +53,16 @@ class ManagerPorts:
     health: int
 
 
-def manager_config(ports: ManagerPorts, cert_dir: str, *, unlimited: bool) -> dict[str, Any]:
+def manager_config(ports: ManagerPorts, cert_dir: str, *, unlimited: bool,
+                   leader_elect: bool = False) -> dict[str, Any]:
     """Kueue's configuration: as shipped (qps 50, burst 100) or with the client rate limiter off (a negative
     qps: Kueue's main then installs none), everything else the same.
 
-    Leader election off (one manager), internal certificate management off (the webhook serves the dev
-    cluster's 127.0.0.1 certificate from ``cert_dir``), only the ``batch/job`` integration, and the on-demand
-    visibility server off (it would want certificates of its own)."""
+    The reconcilers' workers per kind as shipped. Leader election off (one manager) unless ``leader_elect``
+    (replicas share a Lease in :data:`NAMESPACE`, with Kueue's default timings: 15 s lease, released on a clean
+    stop), internal certificate management off (the webhook serves the dev cluster's 127.0.0.1 certificate from
+    ``cert_dir``), only the ``batch/job`` integration, and the on-demand visibility server off (it would want
+    certificates of its own)."""
     return {
         "apiVersion": CONFIG_API_VERSION,
         "kind": "Configuration",
@@ -63,9 +70,11 @@ def manager_config(ports: ManagerPorts, cert_dir: str, *, unlimited: bool) -> di
         "health": {"healthProbeBindAddress": f"127.0.0.1:{ports.health}"},
         "metrics": {"bindAddress": f"127.0.0.1:{ports.metrics}"},
         "webhook": {"port": ports.webhook, "host": "127.0.0.1", "certDir": cert_dir},
-        "leaderElection": {"leaderElect": False},
+        "leaderElection": ({"leaderElect": True, "resourceNamespace": NAMESPACE} if leader_elect
+                           else {"leaderElect": False}),
         "internalCertManagement": {"enable": False},
         "clientConnection": {"qps": -1.0 if unlimited else SHIPPED_QPS, "burst": SHIPPED_BURST},
+        "controller": {"groupKindConcurrency": dict(SHIPPED_CONCURRENCY)},
         "integrations": {"frameworks": ["batch/job"]},
         "featureGates": {"VisibilityOnDemand": False},
     }
@@ -139,16 +148,8 @@ def cluster_queues(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
     for child in children:
         if child.get("children"):
             raise ValueError(f"quota {child.get('name')!r} is not a leaf; map one level of the tree at a time")
-        low = Resources.parse(child.get("min") or {})
-        high = Resources.parse(child.get("max") or {})
-        resources = []
-        for name in covered:
-            nominal = Resources({name: low.get_or_zero(name)})
-            quota: dict[str, Any] = {"name": name, "nominalQuota": nominal.to_spec()[name]}
-            if name in high:
-                borrow = (Resources({name: high.get_or_zero(name)}) - nominal).clamp_min_zero()
-                quota["borrowingLimit"] = Resources({name: borrow.get_or_zero(name)}).to_spec()[name]
-            resources.append(quota)
+        resources = _quota(covered, Resources.parse(child.get("min") or {}),
+                           Resources.parse(child.get("max") or {}))
         out.append({
             "apiVersion": API_VERSION,
             "kind": "ClusterQueue",
@@ -162,6 +163,46 @@ def cluster_queues(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"},
             },
         })
+    return out
+
+
+def _quota(resources: Sequence[str], nominal: Resources, high: Resources | None) -> list[dict[str, Any]]:
+    """A flavor's quotas: ``nominal`` each, with a borrowing limit up to ``high`` where it names the resource."""
+    out = []
+    for name in resources:
+        base = Resources({name: nominal.get_or_zero(name)})
+        quota: dict[str, Any] = {"name": name, "nominalQuota": base.to_spec()[name]}
+        if high is not None and name in high:
+            borrow = (Resources({name: high.get_or_zero(name)}) - base).clamp_min_zero()
+            quota["borrowingLimit"] = Resources({name: borrow.get_or_zero(name)}).to_spec()[name]
+        out.append(quota)
+    return out
+
+
+def cohort_tree(root: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A two-level quota tree (``root`` -> departments -> leaves) as Kueue's hierarchical cohorts: a Cohort per
+    department under a root Cohort, with no quota of its own and a borrowing limit of its ``max`` less its
+    leaves' ``min`` (what the department may take beyond its teams' guarantees); a ClusterQueue per leaf in its
+    department's Cohort, mapped as :func:`cluster_queues` maps one."""
+    departments = list(root.get("children") or ())
+    leaves = [leaf for department in departments for leaf in department.get("children") or ()]
+    if not leaves:
+        raise ValueError(f"quota {root.get('name')!r} has no departments with leaves to map to cohorts")
+    covered = _quota_resources(leaves)
+    top = dns_name(str(root.get("name") or "root"))
+    out: list[dict[str, Any]] = [{"apiVersion": API_VERSION, "kind": "Cohort", "metadata": {"name": top},
+                                  "spec": {}}]
+    for department in departments:
+        name = dns_name(str(department["name"]))
+        guaranteed = Resources()
+        for leaf in department.get("children") or ():
+            guaranteed = guaranteed + Resources.parse(leaf.get("min") or {})
+        borrow = (Resources.parse(department.get("max") or {}) - guaranteed).clamp_min_zero()
+        out.append({"apiVersion": API_VERSION, "kind": "Cohort", "metadata": {"name": name}, "spec": {
+            "parentName": top,
+            "resourceGroups": [{"coveredResources": covered, "flavors": [
+                {"name": FLAVOR, "resources": _quota(covered, Resources(), borrow)}]}]}})
+        out += cluster_queues(department)
     return out
 
 

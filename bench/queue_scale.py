@@ -1,8 +1,14 @@
 """Tens of thousands of queued Jobs on one dev cluster: what the service costs as the queue grows (issue 38).
 
-    .venv/bin/python -m bench.queue_scale [--jobs 50000] [--port-base 28900]
+    .venv/bin/python -m bench.queue_scale [--jobs 50000] [--kueue-jobs 20000] [--port-base 28900]
+                                          [--systems ours kueue]
 
-One fresh dev cluster (``kq dev up``: our service, its webhooks, the console; ``--oversellrate=1``). The tree is
+Two fresh dev clusters, one after the other: ours, then Kueue v0.17.0 built from its Go module
+(:mod:`bench.queue_scale_kueue` says how it runs and what stands for each of our steps there; it gets
+``--kueue-jobs``, 20,000 by default: at 50,000 its Workloads fall behind the creates for longer than the bench
+waits). Ours:
+
+A fresh dev cluster (``kq dev up``: our service, its webhooks, the console; ``--oversellrate=1``). The tree is
 10 departments of 10 teams (min 10 / max 20 CPU a department, min 1 / max 2 a team), one namespace a team, 100
 CPU in all. JOBS one-pod Jobs of 1 CPU are created through our webhooks, round robin over the 100 namespaces, 64
 requests in flight, each bounded by the client's timeout and the whole fill by FILL_DEADLINE_S: every team runs
@@ -21,401 +27,45 @@ one and queues the rest. Then, with the queue full:
   first admission, and until every Queue's status is right.
 
 Last, one paginated list of every Job checks that none was lost and each team runs exactly one. Nothing here
-asserts on time: the figures are printed (``bench.queue_scale_report``).
+asserts on time: the figures are printed side by side (``bench.queue_scale_report``). The steps are
+:class:`bench.queue_scale_run.Run`'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import math
-import os
-import signal
-import subprocess
 import sys
 import time
-import urllib.request
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubernetes_asyncio import client as k8s_client
-
-from bench import burst_stats, devrun, e2e_metrics, e2e_shapes
-from bench.burst_bench import rss_mib, service_pid
-from bench.burst_bench import scrape as burst_scrape
-from bench.e2e_bench import NAMESPACES, QUEUES, TREES
-from bench.peer_kueue_report import cpu_seconds
+from bench import burst_stats, devrun, e2e_shapes, queue_scale_kueue
+from bench.burst_bench import rss_mib
 from bench.queue_scale_report import Figures, report
-from webhook.api.kinds import ELASTIC_QUOTA_TREE
-from webhook.api.names import ADMISSION_ANNOTATION, TREE_NAMESPACE
+from bench.queue_scale_run import SETTLE_S, Run, all_namespaces
 from webhook.cli import devsystem
-from webhook.core.quota import queue_name
-from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig, Ports
-from webhook.kube.client import KubeApiError, KubeClient, ResourceRef, load_configuration
+from webhook.kube.client import KubeClient
 
 COMMAND = ".venv/bin/python -m bench.queue_scale"
 JOBS = 50_000
 PORT_BASE = 28900
-DEPARTMENTS = 10
-TEAMS = 10
-IN_FLIGHT = 64
-FILL_DEADLINE_S = 2400.0
-"""No create is sent after this many seconds of the fill (the rest count as not sent)."""
-SETTLE_S = 600.0
-"""How long the controller gets to list every queued Job in its Queue's status."""
-MORE_JOBS = 1000
-MORE_IN_FLIGHT = 16
-PASSES = 5
-TIMED_RUNS = 3
-STEP_S = 300.0
-"""Each timed step (a command, a restart, a takeover) is given up after this long."""
-SECOND_REPLICA = "kq-serve-b"
-LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", "kube-queue")
-LEASE = "kube-queue-controller"
-API_PREFIXES = ("apiserver_admission_webhook_admission_duration_seconds",)
-SERVICE_PREFIXES = ("kube_queue_webhook_request_duration_seconds", "kube_queue_controller_pass_seconds",
-                    "kube_queue_eta_refresh_cpu_seconds")
+KUEUE_JOBS = 20_000
+"""Kueue's count by default: at 50,000 its Workloads fell behind the creates (4,244 of 50,000 written when the
+last Job was created, then some 50 a second), past the bench's time to settle."""
+KUEUE_OFFSET = 100
+SYSTEMS = ("ours", "kueue")
 
 
-def namespace(department: int, team: int) -> str:
-    return f"qs-{department:02d}-{team:02d}"
-
-
-def team_leaf(department: int, team: int) -> str:
-    return f"qs-d{department:02d}-t{team:02d}"
-
-
-def all_namespaces() -> list[str]:
-    return [namespace(d, t) for d in range(DEPARTMENTS) for t in range(TEAMS)]
-
-
-def tree() -> dict[str, Any]:
-    cpu = DEPARTMENTS * TEAMS
-    departments = [{
-        "name": f"qs-d{d:02d}", "min": {"cpu": str(TEAMS), "memory": "1Ti"},
-        "max": {"cpu": str(2 * TEAMS), "memory": "1Ti"},
-        "children": [{"name": team_leaf(d, t), "min": {"cpu": "1", "memory": "64Gi"},
-                      "max": {"cpu": "2", "memory": "64Gi"}, "namespaces": [namespace(d, t)]}
-                     for t in range(TEAMS)],
-    } for d in range(DEPARTMENTS)]
-    return {
-        "apiVersion": ELASTIC_QUOTA_TREE.api_version, "kind": "ElasticQuotaTree",
-        "metadata": {"name": "elasticquotatree", "namespace": TREE_NAMESPACE},
-        "spec": {"root": {"name": "root", "min": {"cpu": str(cpu), "memory": "100Ti"},
-                          "max": {"cpu": str(cpu), "memory": "100Ti"}, "children": departments}},
-    }
-
-
-def job(name: str, ns: str) -> dict[str, Any]:
-    """A one-pod Job of 1 CPU, written as a user writes it (our webhook holds it)."""
-    container = {"name": "work", "image": "busybox", "command": ["sh", "-c", "sleep 3600"],
-                 "resources": {"requests": {"cpu": "1", "memory": "64Mi"}}}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": ns},
-            "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
-                     "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}}
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (0 when it is gone)."""
-    try:
-        return cpu_seconds(Path(f"/proc/{pid}/stat").read_text(), os.sysconf("SC_CLK_TCK"))
-    except OSError:
-        return 0.0
-
-
-def scrape(config: ClusterConfig) -> tuple[burst_stats.Samples, burst_stats.Samples]:
-    return burst_scrape(config, API_PREFIXES, SERVICE_PREFIXES)
-
-
-class Run:
-    """One run's cluster, client and bookkeeping."""
-
-    def __init__(self, config: ClusterConfig, client: KubeClient, figures: Figures) -> None:
-        self.config = config
-        self.client = client
-        self.figures = figures
-        self.created: Counter[str] = Counter()
-        """Jobs created per namespace."""
-        self.deleted: Counter[str] = Counter()
-
-    def waiting_expected(self, ns: str) -> int:
-        return self.created[ns] - self.deleted[ns] - 1
-
-    async def prepare(self) -> None:
-        await self.client.create(TREES, tree())
-        for ns in all_namespaces():
-            await self.client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        await e2e_shapes.namespaces_ready(self.client, all_namespaces())
-
-    async def create_all(self, bodies: list[dict[str, Any]], in_flight: int, deadline_s: float) -> list[float]:
-        """Create ``bodies`` with ``in_flight`` requests at once; every request's seconds. Failures are counted."""
-        configuration = await load_configuration(str(self.config.kubeconfig))
-        configuration.connection_pool_maxsize = in_flight
-        pending = iter(bodies)
-        seconds: list[float] = []
-        started = time.monotonic()
-        async with KubeClient(k8s_client.ApiClient(configuration=configuration)) as client:
-            async def worker() -> None:
-                for body in pending:  # one iterator shared by the workers: each body is sent once
-                    if time.monotonic() - started > deadline_s:
-                        self.figures.not_sent += 1
-                        continue
-                    ns = str(body["metadata"]["namespace"])
-                    sent = time.perf_counter()
-                    try:
-                        await client.create(e2e_shapes.jobs_ref(ns), body)
-                    except KubeApiError as error:
-                        kind = burst_stats.classify(error.status, error.reason, error.message)
-                        self.figures.failures[kind] += 1
-                        self.figures.examples.setdefault(kind, error.one_line()[:300])
-                    else:
-                        self.created[ns] += 1
-                    finally:
-                        seconds.append(time.perf_counter() - sent)
-
-            await asyncio.gather(*(worker() for _ in range(in_flight)))
-        return seconds
-
-    async def fill(self, jobs: int) -> None:
-        namespaces = all_namespaces()
-        bodies = [job(f"q-{index // len(namespaces):05d}", namespaces[index % len(namespaces)])
-                  for index in range(jobs)]
-        pid = service_pid(self.config)
-        done = asyncio.Event()
-
-        async def sample() -> None:
-            while not done.is_set():
-                self.figures.fill_rss_peak_mib = max(self.figures.fill_rss_peak_mib, rss_mib(pid))
-                if len(self.figures.fill_progress) < 200 and sum(self.created.values()) >= (
-                        len(self.figures.fill_progress) + 1) * 5000:
-                    self.figures.fill_progress.append((sum(self.created.values()), rss_mib(pid)))
-                    print(f"queue-scale bench: {sum(self.created.values())} created, kq serve "
-                          f"{rss_mib(pid):.0f} MiB", file=sys.stderr)
-                await asyncio.sleep(1.0)
-
-        sampler = asyncio.ensure_future(sample())
-        started = time.monotonic()
-        try:
-            self.figures.fill_latency = burst_stats.latency(await self.create_all(bodies, IN_FLIGHT, FILL_DEADLINE_S))
-        finally:
-            done.set()
-            await sampler
-        self.figures.fill_s = time.monotonic() - started
-        self.figures.created = sum(self.created.values())
-
-    async def queue_waiting(self, ns: str) -> int:
-        queue = await self.client.get(QUEUES, queue_name(self.leaf_of(ns), ns))
-        details = (queue.get("status") or {}).get("queueItemDetails") or {}
-        return len(details.get("active") or ()) + int(details.get("activeOmitted") or 0)
-
-    @staticmethod
-    def leaf_of(ns: str) -> str:
-        _, department, team = ns.split("-")
-        return team_leaf(int(department), int(team))
-
-    async def statuses_right(self) -> int:
-        """How many Queues' statuses list exactly the Jobs expected to wait in their namespace."""
-        right = 0
-        for ns in all_namespaces():
-            try:
-                if await self.queue_waiting(ns) == self.waiting_expected(ns):
-                    right += 1
-            except KubeApiError:
-                continue
-        return right
-
-    async def until_statuses_right(self, timeout: float) -> float:
-        """Seconds until every Queue's status is right (``nan`` past ``timeout``)."""
-        started = time.monotonic()
-        while time.monotonic() - started < timeout:
-            if await self.statuses_right() == len(all_namespaces()):
-                return time.monotonic() - started
-            await asyncio.sleep(1.0)
-        return float("nan")
-
-    async def one_pass(self) -> None:
-        """A Job created in a quiet cluster: the pass it sets off and ``kq serve``'s CPU around it, less the start
-        estimates' refreshes in that time (a worker thread of their own, measured by their own metric)."""
-        pid = service_pid(self.config)
-        for index in range(PASSES):
-            await e2e_shapes.settled(60.0)
-            ns = namespace(index % DEPARTMENTS, 0)
-            _, before = await asyncio.to_thread(scrape, self.config)
-            cpu_before = cpu_s(pid)
-            await self.client.create(e2e_shapes.jobs_ref(ns), job(f"pass-{index}", ns))
-            self.created[ns] += 1
-            await asyncio.sleep(4.0)
-            _, after = await asyncio.to_thread(scrape, self.config)
-            gained = burst_stats.delta(before, after)
-            passes = burst_stats.total(gained, "kube_queue_controller_pass_seconds_count")
-            seconds = burst_stats.total(gained, "kube_queue_controller_pass_seconds_sum")
-            estimates = burst_stats.total(gained, "kube_queue_eta_refresh_cpu_seconds_sum")
-            self.figures.passes.append((passes, seconds, cpu_s(pid) - cpu_before - estimates))
-            self.figures.estimates_cpu_s.append(estimates)
-
-    async def more_creates(self) -> None:
-        """MORE_JOBS creates with the queue full: the API server's wait on each webhook and our handler's time."""
-        await e2e_shapes.settled(60.0)
-        namespaces = all_namespaces()
-        bodies = [job(f"more-{index // len(namespaces):04d}", namespaces[index % len(namespaces)])
-                  for index in range(MORE_JOBS)]
-        api_before, service_before = await asyncio.to_thread(scrape, self.config)
-        self.figures.more_latency = burst_stats.latency(await self.create_all(bodies, MORE_IN_FLIGHT, STEP_S))
-        api_after, service_after = await asyncio.to_thread(scrape, self.config)
-        self.figures.more_api = burst_stats.delta(api_before, api_after)
-        self.figures.more_service = burst_stats.delta(service_before, service_after)
-
-    def timed(self, name: str, argv: list[str]) -> None:
-        """``argv`` run TIMED_RUNS times (a fresh process each, as a user runs it): the wall seconds of each."""
-        env = {**os.environ, "KUBECONFIG": str(self.config.kubeconfig)}
-        for _ in range(TIMED_RUNS):
-            started = time.monotonic()
-            done = subprocess.run(argv, env=env, capture_output=True, timeout=STEP_S, check=False)
-            took = time.monotonic() - started
-            if done.returncode != 0:
-                self.figures.read_errors[name] = done.stderr.decode("utf-8", "replace")[-300:]
-            self.figures.reads.setdefault(name, []).append(took)
-
-    def page(self, name: str, url: str) -> None:
-        for _ in range(TIMED_RUNS):
-            started = time.monotonic()
-            with urllib.request.urlopen(url, timeout=STEP_S) as response:
-                response.read()
-            self.figures.reads.setdefault(name, []).append(time.monotonic() - started)
-
-    async def reads(self) -> None:
-        await e2e_shapes.settled(60.0)
-        ns = namespace(3, 3)
-        queue = await self.client.get(QUEUES, queue_name(self.leaf_of(ns), ns))
-        active = ((queue.get("status") or {}).get("queueItemDetails") or {}).get("active") or []
-        middle = str(active[len(active) // 2]["name"]) if active else "q-00000"
-        kq = [sys.executable, "-m", "webhook.cli.main"]
-        await asyncio.to_thread(self.timed, "`kq list -A`", [*kq, "list", "-A"])
-        await asyncio.to_thread(self.timed, "`kq list -n NS`", [*kq, "list", "-n", ns])
-        await asyncio.to_thread(self.timed, "`kq why -n NS JOB`", [*kq, "why", "-n", ns, middle])
-        url = f"{devsystem.console_url(self.config)}jobs?namespace={ns}"
-        await asyncio.to_thread(self.page, "console jobs page (one namespace)", url)
-
-    async def running_job(self, ns: str) -> str:
-        pods = (await self.client.list_page(ResourceRef("", "v1", "pods", ns), limit=50)).get("items") or []
-        for pod in pods:
-            name = ((pod.get("metadata") or {}).get("labels") or {}).get("job-name")
-            if name and (pod.get("status") or {}).get("phase") == "Running":
-                return str(name)
-        raise RuntimeError(f"no running Job in {ns}")
-
-    async def free_department(self, department: int) -> list[tuple[str, str]]:
-        """Delete the running Job of each team of ``department``: the Jobs that should be admitted next."""
-        nexts: list[tuple[str, str]] = []
-        for team in range(TEAMS):
-            ns = namespace(department, team)
-            queue = await self.client.get(QUEUES, queue_name(team_leaf(department, team), ns))
-            active = ((queue.get("status") or {}).get("queueItemDetails") or {}).get("active") or []
-            running = await self.running_job(ns)
-            await self.client.request("DELETE", e2e_shapes.jobs_ref(ns).path(running),
-                                      [("propagationPolicy", "Background")])
-            self.deleted[ns] += 1
-            nexts.append((ns, str(active[0]["name"])))
-        return nexts
-
-    async def first_admission(self, nexts: list[tuple[str, str]], timeout: float) -> float:
-        """The monotonic time the first of ``nexts`` is seen released (``nan`` past ``timeout``)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for ns, name in nexts:
-                body = await self.client.get(e2e_shapes.jobs_ref(ns), name)
-                if (body.get("spec") or {}).get("suspend") is False:
-                    return time.monotonic()
-            await asyncio.sleep(0.1)
-        return float("nan")
-
-    async def cold_start(self) -> None:
-        await e2e_shapes.settled(60.0)
-        marker = str(self.config.state_dir)
-        processes.stop(self.config.run, "kq-serve", marker)
-        nexts = await self.free_department(1)
-        started = time.monotonic()
-        for component in devsystem.service_components(self.config, cluster.binaries_dir()):
-            processes.start(component, self.config.run, self.config.logs)
-        await e2e_shapes.wait_for(lambda: asyncio.to_thread(devsystem.service_ready, self.config), STEP_S,
-                                  "kq serve to be ready again")
-        self.figures.cold_ready_s = time.monotonic() - started
-        self.figures.cold_first_admission_s = await self.first_admission(nexts, STEP_S) - started
-        waited = await self.until_statuses_right(STEP_S)
-        self.figures.cold_statuses_s = time.monotonic() - started if not math.isnan(waited) else float("nan")
-        await e2e_shapes.settled(60.0)
-        self.figures.restart_rss_mib = rss_mib(service_pid(self.config))
-
-    async def leader_change(self) -> None:
-        ports = Ports(self.config.ports.base + 30)
-        follower = devsystem.service_components(self.config, cluster.binaries_dir())[0]
-        argv = [arg.replace(f"--port={self.config.ports.webhook}", f"--port={ports.webhook}")
-                .replace(f"--metrics-port={self.config.ports.metrics}", f"--metrics-port={ports.metrics}")
-                for arg in follower.argv]
-        processes.start(processes.Component(SECOND_REPLICA, tuple(argv), ports.webhook), self.config.run,
-                        self.config.logs)
-
-        async def follower_ready() -> bool:
-            try:
-                text = await asyncio.to_thread(e2e_metrics._get, f"http://127.0.0.1:{ports.metrics}/metrics")
-            except OSError:
-                return False
-            return "kube_queue_controller_leader 0.0" in text
-
-        await e2e_shapes.wait_for(follower_ready, STEP_S, "the second replica to follow")
-        await asyncio.sleep(5.0)  # its caches listed: the follower keeps them warm
-        await e2e_shapes.settled(60.0)
-        before = (await self.client.get(LEASES, LEASE)).get("spec", {}).get("holderIdentity")
-        killed = time.monotonic()
-        os.kill(service_pid(self.config), signal.SIGKILL)
-        nexts = await self.free_department(2)
-
-        async def taken() -> bool:
-            holder = (await self.client.get(LEASES, LEASE)).get("spec", {}).get("holderIdentity")
-            return bool(holder) and holder != before
-
-        await e2e_shapes.wait_for(taken, STEP_S, "the second replica to take the Lease")
-        took = time.monotonic()
-        self.figures.takeover_lease_s = took - killed
-        self.figures.takeover_first_admission_s = await self.first_admission(nexts, STEP_S) - took
-        waited = await self.until_statuses_right(STEP_S)
-        self.figures.takeover_statuses_s = time.monotonic() - took if not math.isnan(waited) else float("nan")
-
-    async def verify(self) -> None:
-        """One paginated list of every Job: none lost, each team runs exactly one."""
-        ref = ResourceRef("batch", "v1", "jobs")
-        admitted: Counter[str] = Counter()
-        exist: Counter[str] = Counter()
-        token: str | None = None
-        for _ in range(1000):  # bounded: 1000 pages of 2000
-            page = await self.client.list_page(ref, limit=2000, continue_token=token)
-            for item in page.get("items") or ():
-                metadata = item.get("metadata") or {}
-                ns = str(metadata.get("namespace"))
-                if not ns.startswith("qs-"):
-                    continue
-                exist[ns] += 1
-                if (item.get("spec") or {}).get("suspend") is False and ADMISSION_ANNOTATION in (
-                        metadata.get("annotations") or {}):
-                    admitted[ns] += 1
-            token = (page.get("metadata") or {}).get("continue") or None
-            if not token:
-                break
-        expected = {ns: self.created[ns] - self.deleted[ns] for ns in all_namespaces()}
-        self.figures.lost = sum(max(0, expected[ns] - exist[ns]) for ns in expected)
-        self.figures.teams_running_one = sum(1 for ns in expected if admitted[ns] == 1)
-
-
-async def measure(config: ClusterConfig, jobs: int, figures: Figures) -> None:
+async def measure(config: ClusterConfig, jobs: int, figures: Figures, system: type[Run] = Run) -> None:
+    """Every step of the bench on the cluster of ``config``, for ``system`` (ours, or a peer's subclass)."""
     async with await KubeClient.connect(str(config.kubeconfig)) as client:
-        run = Run(config, client, figures)
+        run = system(config, client, figures)
         await run.prepare()
         await e2e_shapes.settled(60.0)
-        figures.baseline_rss_mib = rss_mib(service_pid(config))
+        figures.baseline_rss_mib = rss_mib(run.controller_pid())
         print(f"queue-scale bench: filling {jobs} Jobs ...", file=sys.stderr)
         await run.fill(jobs)
         print("queue-scale bench: waiting for every Queue's status ...", file=sys.stderr)
@@ -425,14 +75,14 @@ async def measure(config: ClusterConfig, jobs: int, figures: Figures) -> None:
         figures.statuses_right = await run.statuses_right()
         await e2e_shapes.settled(60.0)
         figures.queued = sum(run.waiting_expected(ns) for ns in all_namespaces())
-        figures.full_rss_mib = rss_mib(service_pid(config))
+        figures.full_rss_mib = rss_mib(run.controller_pid())
         print("queue-scale bench: one pass, more creates, the read side ...", file=sys.stderr)
-        _, before = await asyncio.to_thread(scrape, config)
+        _, before = await asyncio.to_thread(run.scrape)
         await run.one_pass()
         await run.more_creates()
         await run.until_statuses_right(SETTLE_S)
         await run.reads()
-        _, after = await asyncio.to_thread(scrape, config)
+        _, after = await asyncio.to_thread(run.scrape)
         refreshes = burst_stats.delta(before, after)
         figures.refreshes = int(burst_stats.total(refreshes, "kube_queue_eta_refresh_cpu_seconds_count"))
         figures.refreshes_cpu_s = burst_stats.total(refreshes, "kube_queue_eta_refresh_cpu_seconds_sum")
@@ -443,25 +93,46 @@ async def measure(config: ClusterConfig, jobs: int, figures: Figures) -> None:
         await run.verify()
 
 
+def run_system(name: str, jobs: int, port_base: int) -> tuple[Figures, str]:
+    """One system's fresh cluster, every step, the cluster gone again: its figures and what went wrong."""
+    figures = Figures(jobs=jobs)
+    if name == "ours":
+        if not devsystem.service_available():
+            return figures, "the service (kq serve) is not in this build"
+        config = ClusterConfig(state_dir=devrun.state_dir("queue-scale"), ports=Ports(port_base),
+                               service_args=("--oversellrate=1",))
+        _, problem = devrun.run("queue-scale", config, lambda: asyncio.run(measure(config, jobs, figures)))
+        return figures, problem
+    built = queue_scale_kueue.build_problem()
+    if built:
+        return figures, built
+    config = ClusterConfig(state_dir=devrun.state_dir("queue-scale-kueue"), ports=Ports(port_base),
+                           with_service=False)
+    _, problem = devrun.run("queue-scale (Kueue)", config, lambda: asyncio.run(
+        measure(config, jobs, figures, queue_scale_kueue.KueueRun)), queue_scale_kueue.bring_up)
+    return figures, problem
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=JOBS)
-    parser.add_argument("--port-base", type=int, default=PORT_BASE)
+    parser.add_argument("--kueue-jobs", type=int, default=KUEUE_JOBS,
+                        help="Jobs for Kueue's run (at least 10,000 for the report to stand)")
+    parser.add_argument("--port-base", type=int, default=PORT_BASE,
+                        help=f"ours on this base, Kueue's cluster {KUEUE_OFFSET} above")
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS),
+                        help="run only these (a partial run is for trying the bench out)")
     args = parser.parse_args(argv)
-    command = COMMAND if (args.jobs, args.port_base) == (JOBS, PORT_BASE) else (
-        f"{COMMAND} --jobs {args.jobs} --port-base {args.port_base}")
-    figures = Figures(jobs=args.jobs)
-    if not devsystem.service_available():
-        sys.stdout.write(report(figures, command, "the service (kq serve) is not in this build"))
-        return 0
-    config = ClusterConfig(state_dir=devrun.state_dir("queue-scale"), ports=Ports(args.port_base),
-                           service_args=("--oversellrate=1",))
-
-    def work() -> None:
-        asyncio.run(measure(config, args.jobs, figures))
-
-    _, problem = devrun.run("queue-scale", config, work)
-    sys.stdout.write(report(figures, command, problem))
+    options = [*([] if args.jobs == JOBS else [f"--jobs {args.jobs}"]),
+               *([] if args.kueue_jobs == KUEUE_JOBS else [f"--kueue-jobs {args.kueue_jobs}"]),
+               *([] if args.port_base == PORT_BASE else [f"--port-base {args.port_base}"]),
+               *([] if set(args.systems) == set(SYSTEMS) else [f"--systems {' '.join(args.systems)}"])]
+    command = " ".join([COMMAND, *options])
+    ours, problem = (run_system("ours", args.jobs, args.port_base) if "ours" in args.systems
+                     else (Figures(jobs=args.jobs), "not run (--systems)"))
+    kueue, kueue_problem = (run_system("kueue", args.kueue_jobs, args.port_base + KUEUE_OFFSET)
+                            if "kueue" in args.systems else (Figures(jobs=args.kueue_jobs), "not run (--systems)"))
+    sys.stdout.write(report(ours, command, problem, kueue, kueue_problem))
     return 0
 
 

@@ -67,8 +67,19 @@ def _per_job_kib(rss_mib: float, baseline_mib: float, jobs: int) -> float:
     return (rss_mib - baseline_mib) * 1024 / jobs if jobs and not math.isnan(rss_mib - baseline_mib) else NAN
 
 
-def _webhook_rows(figures: Figures) -> list[tuple[str, str, str]]:
-    rows: list[tuple[str, str, str]] = []
+READS = {
+    "list-all": ("`kq list -A`", "`kubectl get workloads -A`"),
+    "list-ns": ("`kq list -n NS`", "`kubectl get workloads -n NS`"),
+    "why": ("`kq why -n NS JOB`", "`kubectl describe workload -n NS W`"),
+    "console": ("the console's jobs page (one namespace)", "-"),
+}
+"""Each read the bench times: what a user runs for it with us, and with Kueue."""
+Row = tuple[str, str, str]
+"""(figure, value, goal)."""
+
+
+def _webhook_rows(figures: Figures) -> list[Row]:
+    rows: list[Row] = []
     names = sorted(name for name, calls in burst_stats.by_label(figures.more_api, f"{WAIT}_count", "name").items()
                    if calls)
     for name in names:
@@ -76,15 +87,16 @@ def _webhook_rows(figures: Figures) -> list[tuple[str, str, str]]:
         p50 = 1000 * burst_stats.histogram_quantile(figures.more_api, WAIT, 0.5, match)
         p99 = 1000 * burst_stats.histogram_quantile(figures.more_api, WAIT, 0.99, match)
         rows.append((f"`{name}`: the API server's wait p50 / p99, ms", f"{_num(p50, 1)} / {_num(p99, 1)}", ""))
-    p50 = 1000 * burst_stats.histogram_quantile(figures.more_service, HANDLER, 0.5)
-    p99 = 1000 * burst_stats.histogram_quantile(figures.more_service, HANDLER, 0.99)
-    rows.append(("our handler p50 / p99, ms (every call)", f"{_num(p50, 1)} / {_num(p99, 1)}", "p99 < 10"))
+    if figures.more_service:
+        p50 = 1000 * burst_stats.histogram_quantile(figures.more_service, HANDLER, 0.5)
+        p99 = 1000 * burst_stats.histogram_quantile(figures.more_service, HANDLER, 0.99)
+        rows.append(("our handler p50 / p99, ms (every call)", f"{_num(p50, 1)} / {_num(p99, 1)}", "p99 < 10"))
     return rows
 
 
-def rows(figures: Figures) -> list[tuple[str, str, str]]:
-    """(figure, ours, goal) rows."""
-    out: list[tuple[str, str, str]] = []
+def rows(figures: Figures) -> list[Row]:
+    """One system's (figure, value, goal) rows; a figure its run did not measure has no row."""
+    out: list[Row] = []
     fill_rate = figures.created / figures.fill_s if figures.fill_s and not math.isnan(figures.fill_s) else NAN
     latency = figures.fill_latency
     out.append(("Jobs created / failed / not sent", f"{figures.created} / {sum(figures.failures.values())} / "
@@ -96,34 +108,41 @@ def rows(figures: Figures) -> list[tuple[str, str, str]]:
                 f"{figures.statuses_right} ({_num(figures.settle_s, 1)} s)", ""))
     out.append(("Jobs queued", str(figures.queued), "50,000"))
     per_job = _per_job_kib(figures.full_rss_mib, figures.baseline_rss_mib, figures.queued)
-    out.append(("`kq serve` resident MiB: before the fill / with the queue full / peak during the fill",
+    out.append(("controller resident MiB: before the fill / with the queue full / peak during the fill",
                 f"{_num(figures.baseline_rss_mib, 0)} / {_num(figures.full_rss_mib, 0)} / "
                 f"{_num(figures.fill_rss_peak_mib, 0)}", "< 500 with the queue full"))
-    out.append(("`kq serve` KiB per queued Job (full less before, over the queued Jobs)", _num(per_job, 1), "< 6"))
+    out.append(("controller KiB per queued Job (full less before, over the queued Jobs)", _num(per_job, 1),
+                "< 6, and below Kueue's"))
     after = _per_job_kib(figures.restart_rss_mib, figures.baseline_rss_mib, figures.restart_queued)
     out.append(("the same after a restart: resident MiB / KiB per queued Job",
                 f"{_num(figures.restart_rss_mib, 0)} / {_num(after, 1)}", ""))
-    if figures.passes:
-        seconds = [s / p for p, s, _ in figures.passes if p]
-        cpu = [c / p for p, _, c in figures.passes if p]
+    counted = [(p, s, c) for p, s, c in figures.passes if p]
+    if counted:
+        seconds = [s / p for p, s, _ in counted]
+        cpu = [c / p for p, _, c in counted]
         out.append(("one pass over the full queue: wall ms, median of 5 (passes set off per create)",
-                    f"{_num(1000 * statistics.median(seconds), 0) if seconds else '-'} "
+                    f"{_num(1000 * statistics.median(seconds), 0)} "
                     f"({'/'.join(f'{p:.0f}' for p, _, _ in figures.passes)})", ""))
         out.append(("`kq serve` CPU ms per pass (the create, the pass, its writes), median",
-                    _num(1000 * statistics.median(cpu), 0) if cpu else "-", ""))
+                    _num(1000 * statistics.median(cpu), 0), ""))
         out.append(("the start estimates' refreshes in the same 4 s: CPU ms, median",
                     _num(1000 * statistics.median(figures.estimates_cpu_s), 0), "off the pass"))
-    each = figures.refreshes_cpu_s / figures.refreshes if figures.refreshes else NAN
-    out.append(("the start estimates' refreshes with the queue full: count / CPU s each (mean)",
-                f"{figures.refreshes} / {_num(each)}", ""))
+    if figures.passes:
+        out.append(("controller CPU ms in the 4 s after one create, median of 5 (ours less the estimates)",
+                    _num(1000 * statistics.median(c for _, _, c in figures.passes), 0), ""))
+    if figures.refreshes or counted:
+        each = figures.refreshes_cpu_s / figures.refreshes if figures.refreshes else NAN
+        out.append(("the start estimates' refreshes with the queue full: count / CPU s each (mean)",
+                    f"{figures.refreshes} / {_num(each)}", ""))
     if figures.more_latency is not None:
         out.append(("1,000 more creates with the queue full (16 in flight): create p50 / p99, ms",
                     f"{_num(figures.more_latency.p50_ms, 0)} / {_num(figures.more_latency.p99_ms, 0)}", ""))
     out.extend(_webhook_rows(figures))
-    for name, values in figures.reads.items():
-        error = " (failed)" if name in figures.read_errors else ""
-        out.append((f"{name}: s, median of {len(values)}{error}", _num(statistics.median(values), 2), "< 2"))
-    out.append(("cold start: `kq serve` ready, s after its start", _num(figures.cold_ready_s), ""))
+    for role, values in figures.reads.items():
+        error = " (failed)" if role in figures.read_errors else ""
+        ours, kueue = READS.get(role, (role, "-"))
+        out.append((f"{ours} / {kueue}: s, median of 3", _num(statistics.median(values), 2) + error, "< 2"))
+    out.append(("cold start: controller ready, s after its start", _num(figures.cold_ready_s), ""))
     out.append(("cold start: first admission, s after its start", _num(figures.cold_first_admission_s), ""))
     out.append(("cold start: every Queue's status right, s after its start", _num(figures.cold_statuses_s), ""))
     out.append(("leader killed: the Lease taken by the other replica, s after the kill",
@@ -137,28 +156,72 @@ def rows(figures: Figures) -> list[tuple[str, str, str]]:
     return out
 
 
-def report(figures: Figures, command: str, problem: str) -> str:
+def _ratio(ours: str, kueue: str) -> str:
+    try:
+        a, b = float(ours), float(kueue)
+    except ValueError:
+        return ""
+    return f"{a / b:.2f}" if a > 0 and b > 0 else ""  # nan compares false
+
+
+def table(ours: Figures, kueue: Figures | None) -> list[tuple[str, str, str, str, str]]:
+    """(figure, ours, Kueue, ours / Kueue, goal): every row of either system, in ours' order, a row only one
+    of them has right after the row before it."""
+    mine = rows(ours)
+    theirs = rows(kueue) if kueue is not None else []
+    order = [name for name, _, _ in mine]
+    for index, (name, _, _) in enumerate(theirs):
+        if name not in order:
+            before = theirs[index - 1][0] if index else ""
+            order.insert(order.index(before) + 1 if before in order else len(order), name)
+    values = {name: value for name, value, _ in mine}
+    others = {name: value for name, value, _ in theirs}
+    goals = {name: goal for name, _, goal in [*theirs, *mine]}
+    out = []
+    for name in order:
+        a, b = values.get(name, "-"), others.get(name, "-") if kueue is not None else ""
+        out.append((name, a, b, _ratio(a, b), goals[name]))
+    return out
+
+
+def report(figures: Figures, command: str, problem: str, kueue: Figures | None = None,
+           kueue_problem: str = "") -> str:
     lines = header(TITLE, command)
-    lines += ["| figure | ours | goal (issue 38) |", "|---|---:|---|"]
-    lines += [f"| {name} | {ours} | {goal} |" for name, ours, goal in rows(figures)]
+    lines += ["| figure | ours | Kueue v0.17.0 | ours / Kueue | goal (issue 38) |", "|---|---:|---:|---:|---|"]
+    lines += [f"| {name} | {a} | {b} | {ratio} | {goal} |" for name, a, b, ratio, goal in table(figures, kueue)]
+    kueue_jobs = f"{kueue.jobs:,}" if kueue is not None else "the same"
     lines += ["", (
-        f"One fresh dev cluster (`kq dev up`, `--oversellrate=1`). {figures.jobs:,} one-pod Jobs of 1 CPU are "
-        "created through our webhooks, round robin over 100 namespaces (a tree of 10 departments x 10 teams, min 1 / "
-        "max 2 CPU a team, 100 CPU in all), 64 requests in flight: each team runs one and queues the rest. "
-        "Memory is `kq serve`'s resident set; a pass's figures are the controller's "
-        "`kube_queue_controller_pass_seconds` and `kq serve`'s CPU from `/proc` in the 4 s after one create on a "
-        "quiet machine. The read side is timed as a user runs it (a fresh `kq` process; the console's page over "
-        "HTTP). Cold start: `kq serve` stopped, the running Job of each team of one department deleted, started "
-        "again. Leader change: a second replica started and following, the leader killed with SIGKILL (its Lease "
-        "left to expire), the running Job of each team of another department deleted. Kueue is not in this run.")]
-    if figures.fill_progress:
-        lines += ["", "`kq serve` resident MiB as the fill went: " + ", ".join(
-            f"{created:,} Jobs {mib:.0f}" for created, mib in figures.fill_progress) + "."]
-    if figures.failures:
-        lines += ["", "Failed creates by kind: " + ", ".join(
-            f"{kind} {count} (e.g. {figures.examples.get(kind, '')})" for kind, count in figures.failures.items())]
-    for name, error in figures.read_errors.items():
-        lines += ["", f"{name} failed: `{error.strip()}`"]
+        f"Two fresh dev clusters, one after the other. Ours (`kq dev up`, `--oversellrate=1`): {figures.jobs:,} "
+        "one-pod Jobs of 1 CPU are created through our webhooks, round robin over 100 namespaces (a tree of 10 "
+        "departments x 10 teams, min 1 / max 2 CPU a team, 100 CPU in all), 64 requests in flight: each team runs "
+        "one and queues the rest. Kueue v0.17.0 (built from its Go module, out of cluster on loopback, its "
+        f"webhooks registered, its client rate limiter off, leader election on) gets {kueue_jobs} such Jobs, "
+        "created suspended with its queue-name label, into the same tree as Kueue has it: a Cohort per "
+        "department under a root Cohort (borrowing limit = the department's max less its teams' min), a "
+        "ClusterQueue per team (nominal = min, borrowing limit = max - min), a LocalQueue per namespace. "
+        "The controller is `kq serve` (also our webhook) and the `kueue` manager (also its webhook): memory is "
+        "its resident set, CPU from `/proc`; ours' pass figures are `kube_queue_controller_pass_seconds` in the "
+        "4 s after one create on a quiet machine (Kueue has no pass over the queue: its CPU in the same 4 s). A "
+        "Queue's status is right when it lists every Job waiting in its namespace (Kueue: the team's ClusterQueue's "
+        "`pendingWorkloads`). The reads are timed as a user runs them, a fresh process each (Kueue's "
+        "visibility API is an aggregated API that the dev cluster cannot route to a process on loopback; "
+        "Kueue has no console). An admission is a Job's `spec.suspend` seen false by a watch. Cold start: the "
+        "controller stopped, the running Job of each team of one department deleted, started again. Leader "
+        "change: a second replica started and following (Kueue's webhooks pointed at it, as its Service would "
+        "route), the leader killed with SIGKILL (its Lease left to expire), the running Job of each team of "
+        "another department deleted.")]
+    for name, run in (("ours", figures), ("Kueue", kueue)):
+        if run is not None and run.fill_progress:
+            lines += ["", f"{name}: the controller's resident MiB as the fill went: " + ", ".join(
+                f"{created:,} Jobs {mib:.0f}" for created, mib in run.fill_progress) + "."]
+        if run is not None and run.failures:
+            lines += ["", f"{name}: failed creates by kind: " + ", ".join(
+                f"{kind} {count} (e.g. {run.examples.get(kind, '')})" for kind, count in run.failures.items())]
+        for role, error in (run.read_errors.items() if run is not None else ()):
+            lines += ["", f"{name}: {READS.get(role, (role,))[0 if name == 'ours' else -1]} failed: "
+                      f"`{error.strip()}`"]
     if problem:
-        lines += ["", f"**The run did not finish**: {problem}"]
+        lines += ["", f"**Our run did not finish**: {problem}"]
+    if kueue_problem:
+        lines += ["", f"**Kueue's run did not finish**: {kueue_problem}"]
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ import yaml
 
 from bench import peer_kueue_objects as objects
 from bench.peer_kueue import HELD, HELD_CAP_PATH, OPEN, our_tree, seed_root
+from bench.queue_scale_run import tree
 from webhook.api.names import MAX_JOBS
 from webhook.core.resources import Resources
 
@@ -30,6 +31,10 @@ def test_the_manager_runs_alone_on_loopback_with_only_the_job_integration(unlimi
     assert config["health"]["healthProbeBindAddress"] == "127.0.0.1:27012"
     assert config["integrations"] == {"frameworks": ["batch/job"]}
     assert config["featureGates"] == {"VisibilityOnDemand": False}
+    # the workers per kind Kueue ships: five for Jobs and Workloads (without them, one a kind)
+    workers = config["controller"]["groupKindConcurrency"]
+    assert workers["Job.batch"] == 5 and workers["Workload.kueue.x-k8s.io"] == 5
+    assert workers["ClusterQueue.kueue.x-k8s.io"] == 1
 
 
 def test_as_shipped_keeps_kueues_client_limits_and_unlimited_turns_the_limiter_off() -> None:
@@ -193,3 +198,31 @@ def test_the_seed_the_bench_maps_is_the_one_kq_dev_up_seed_installs() -> None:
 
     seed = yaml.safe_load((Path(devsystem.SEED) / "01-elasticquotatree.yaml").read_text())["spec"]["root"]
     assert seed_root() == seed
+
+
+def test_leader_election_shares_one_lease_in_kueues_namespace_when_asked() -> None:
+    config = objects.manager_config(PORTS, "/certs", unlimited=True, leader_elect=True)
+    assert config["leaderElection"] == {"leaderElect": True, "resourceNamespace": objects.NAMESPACE}
+
+
+def test_a_two_level_tree_becomes_department_cohorts_under_a_root_with_a_queue_per_team() -> None:
+    items = objects.cohort_tree(tree()["spec"]["root"])
+    cohorts = {item["metadata"]["name"]: item["spec"] for item in items if item["kind"] == "Cohort"}
+    queues = [item for item in items if item["kind"] == "ClusterQueue"]
+    assert len(cohorts) == 11 and cohorts["root"] == {}
+    department = cohorts["qs-d03"]
+    assert department["parentName"] == "root"
+    # no quota of its own; it may borrow its max (20 CPU) less its ten teams' min (10 x 1 CPU) from the root
+    cpu = next(r for r in department["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == "cpu")
+    assert cpu == {"name": "cpu", "nominalQuota": "0", "borrowingLimit": "10"}
+    assert len(queues) == 100
+    team = next(q for q in queues if q["metadata"]["name"] == "qs-d03-t07")
+    assert team["spec"]["cohortName"] == "qs-d03"
+    assert team["spec"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["qs-03-07"]
+    cpu = next(r for r in team["spec"]["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == "cpu")
+    assert cpu == {"name": "cpu", "nominalQuota": "1", "borrowingLimit": "1"}
+
+
+def test_a_tree_without_leaves_under_its_departments_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="'root' has no departments with leaves"):
+        objects.cohort_tree({"name": "root", "children": [{"name": "d"}]})
