@@ -127,6 +127,17 @@ async def test_only_the_leader_admits_and_the_follower_takes_over_when_it_dies()
                 break
             await asyncio.sleep(0.005)
         assert leader.stats.admitted == 1 and follower.stats.admitted == 0
+        # the follower builds the model of each job that changed, the leader's admission included, so that its
+        # first pass as leader finds them built; it decides nothing with them
+        jobs_cache = next(cache.name for adapter, _, cache in follower.cache.job_caches.values()
+                          if adapter.kind == "Job")
+        for _ in range(2000):
+            modelled = follower.cache.jobs.get(jobs_cache, "user-a", "first")
+            if modelled is not None and modelled.record is not None:
+                break
+            await asyncio.sleep(0.005)
+        assert modelled is not None and modelled.record is not None, "the follower's model of the job is cold"
+        assert follower.stats.passes == 0
         for _ in range(2000):  # the follower caches the same objects and keeps them frozen between its wake-ups
             if follower._heap._last_full is not None:
                 break

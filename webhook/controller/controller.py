@@ -264,6 +264,8 @@ class Controller:
                 self._status_timer.cancel()
                 self._status_timer = None
             if not self._synced() or not self.is_leader():
+                if self._synced():
+                    self._keep_warm()
                 self._after_pass(None)  # a follower caches the same jobs and pods, and serves the webhook
                 continue
             try:
@@ -285,6 +287,16 @@ class Controller:
                 log.exception(kv(component="controller", event="pass_failed", error=repr(error), retry_in=delay))
                 await asyncio.sleep(delay)
                 self._dirty.set()
+
+    def _keep_warm(self) -> None:
+        """A follower builds the model of each job that changed, as a pass would, and decides nothing: a new
+        leader's first pass then finds every model built (docs/queueing.md, "One pass")."""
+        try:
+            _, tree, problem = self.cache.tree()
+            if problem is None and tree is not None:
+                self.tracked_jobs(tree)
+        except Exception as error:  # the leader's pass reports the same problem; a follower keeps serving
+            log.warning(kv(component="controller", event="follower_models_failed", error=repr(error)))
 
     def _after_pass(self, decisions: JobDecisions | None) -> None:
         busy = decisions is not None and bool(decisions.admissions or decisions.reclaims)
