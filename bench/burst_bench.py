@@ -126,13 +126,17 @@ def service_pid(config: ClusterConfig) -> int:
 def scrape(config: ClusterConfig, api_prefixes: tuple[str, ...] = API_PREFIXES,
            service_prefixes: tuple[str, ...] = SERVICE_PREFIXES) -> tuple[burst_stats.Samples, burst_stats.Samples]:
     """The API server's and the service's samples whose names start with the prefixes given."""
+    service = burst_stats.parse_samples(e2e_metrics._get(f"http://127.0.0.1:{config.ports.metrics}/metrics"),
+                                        service_prefixes)
+    return api_samples(config, api_prefixes), service
+
+
+def api_samples(config: ClusterConfig, prefixes: tuple[str, ...] = API_PREFIXES) -> burst_stats.Samples:
+    """The API server's samples whose names start with ``prefixes``."""
     status, body = cluster.api_get(config, "/metrics", timeout=10.0)
     if status != 200:
         raise RuntimeError(f"kube-apiserver /metrics answered {status}: {body[:200]!r}")
-    api = burst_stats.parse_samples(body.decode("utf-8", "replace"), api_prefixes)
-    service = burst_stats.parse_samples(e2e_metrics._get(f"http://127.0.0.1:{config.ports.metrics}/metrics"),
-                                        service_prefixes)
-    return api, service
+    return burst_stats.parse_samples(body.decode("utf-8", "replace"), prefixes)
 
 
 async def _create(config: ClusterConfig, burst: Burst, bodies: list[dict[str, Any]]) -> None:

@@ -10,6 +10,7 @@ touching the machine's ``/etc``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -32,8 +33,10 @@ COMPONENT = "kueue"
 BUILD_TIMEOUT = 3600.0
 
 
+@functools.cache
 def binary() -> Path:
-    """The kueue manager, built into the binary cache when absent (cold: minutes of CPU)."""
+    """The kueue manager, built into the binary cache when absent (cold: minutes of CPU); asked once a process
+    (a failed build raises, and is tried again on the next call)."""
     done = subprocess.run(["bash", str(BUILD), "kueue"], capture_output=True, text=True, check=False,
                           timeout=BUILD_TIMEOUT)
     if done.returncode != 0:

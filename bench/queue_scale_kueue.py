@@ -8,10 +8,11 @@ replica can take over later. The quota tree is the same as ours, in Kueue's term
 per team, a LocalQueue in each team's namespace. The Jobs are the same, created suspended with Kueue's
 queue-name label, as Kueue's documentation submits them.
 
-The steps are :class:`bench.queue_scale.Run`'s, with Kueue's counterparts where ours do not apply:
+The steps are :class:`bench.queue_scale_run.Run`'s, with Kueue's counterparts where ours do not apply:
 
 * memory and CPU are the ``kueue`` manager's (also its webhook);
-* one pass: Kueue has none over the whole queue; its CPU in the same 4 s after one create is reported;
+* one pass: Kueue has none over the whole queue (no pass in its samples); its CPU in the same 4 s after one
+  create is reported;
 * a Queue's status is right when the team's ClusterQueue's ``pendingWorkloads`` counts the Jobs that wait
   there;
 * the read side: ``kubectl get workloads -A``, ``kubectl get workloads -n NS`` and ``kubectl describe
@@ -24,19 +25,18 @@ The steps are :class:`bench.queue_scale.Run`'s, with Kueue's counterparts where 
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import subprocess
 import sys
 from typing import Any
 
 from bench import burst_stats, e2e_shapes, peer_kueue_install
 from bench import peer_kueue_objects as objects
+from bench.burst_bench import api_samples
 from bench.e2e_bench import NAMESPACES
-from bench.queue_scale_run import API_PREFIXES, PASSES, STEP_S, Run, all_namespaces, cpu_s, job, namespace, tree
+from bench.queue_scale_run import API_PREFIXES, STEP_S, Run, all_namespaces, job, namespace, tree
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig
-from webhook.kube.client import KubeApiError, ResourceRef
+from webhook.kube.client import ResourceRef
 
 LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", objects.NAMESPACE)
 LEASE = "c1f6bfd2.kueue.x-k8s.io"
@@ -58,6 +58,8 @@ def bring_up(config: ClusterConfig) -> None:
 class KueueRun(Run):
     """:class:`Run` against Kueue."""
 
+    lease = (LEASES, LEASE)
+
     replica = 0
     """The replica that leads (the second one after the leader change)."""
 
@@ -75,10 +77,7 @@ class KueueRun(Run):
 
     def scrape(self) -> tuple[burst_stats.Samples, burst_stats.Samples]:
         """The API server's samples (Kueue's own metrics are served over authenticated TLS; not read here)."""
-        status, body = cluster.api_get(self.config, "/metrics", timeout=10.0)
-        if status != 200:
-            raise RuntimeError(f"kube-apiserver /metrics answered {status}: {body[:200]!r}")
-        return burst_stats.parse_samples(body.decode("utf-8", "replace"), API_PREFIXES), {}
+        return api_samples(self.config, API_PREFIXES), {}
 
     @staticmethod
     def released(item: dict[str, Any]) -> bool:
@@ -107,18 +106,6 @@ class KueueRun(Run):
         some queues for minutes after the last change, so it is not the one read)."""
         queue = await self.client.get(CLUSTER_QUEUES, self.leaf_of(ns))
         return int((queue.get("status") or {}).get("pendingWorkloads") or 0)
-
-    async def one_pass(self) -> None:
-        """A Job created in a quiet cluster: Kueue's CPU in the 4 s after it (no pass count: Kueue has none)."""
-        pid = self.controller_pid()
-        for index in range(PASSES):
-            await e2e_shapes.settled(60.0)
-            ns = namespace(index, 0)
-            cpu_before = cpu_s(pid)
-            await self.client.create(e2e_shapes.jobs_ref(ns), self.body(f"pass-{index}", ns))
-            self.created[ns] += 1
-            await asyncio.sleep(4.0)
-            self.figures.passes.append((0.0, 0.0, cpu_s(pid) - cpu_before))
 
     async def reads(self) -> None:
         await e2e_shapes.settled(60.0)
@@ -161,14 +148,8 @@ class KueueRun(Run):
         await asyncio.to_thread(peer_kueue_install.register_webhooks, self.config, cluster.binaries_dir(), 1)
 
     def kill_leader(self) -> None:
-        os.kill(self.controller_pid(), signal.SIGKILL)
+        super().kill_leader()
         self.replica = 1
-
-    async def holder(self) -> str:
-        try:
-            return str((await self.client.get(LEASES, LEASE)).get("spec", {}).get("holderIdentity") or "")
-        except KubeApiError:
-            return ""
 
 
 def build_problem() -> str:
