@@ -48,13 +48,14 @@ from bench.eta_traces import Trace
 from bench.machine import header
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, HANDOFF_STATUS, SUCCEED_AFTER_ANNOTATION
 from webhook.api.objects import parse_time
+from webhook.api.statuses import JobStatus
 from webhook.controller.records import read_record
 from webhook.devcluster import cluster
 from webhook.devcluster.config import ClusterConfig, Ports
 from webhook.readmodel.eta import estimate_snapshot, published_estimates
 from webhook.readmodel.fetch import load_snapshot
 from webhook.readmodel.kubeapi import connect
-from webhook.readmodel.view import QUEUING, RUNNING, Snapshot, job_views
+from webhook.readmodel.view import Snapshot, job_views
 from webhook.readmodel.waiting import oversell_rate, strict_priority
 from webhook.sim.model import SCENARIO_API_VERSION
 
@@ -186,13 +187,13 @@ def naive(views: Sequence[Any], snapshot: Any, now: float) -> tuple[dict[tuple[s
             leaf_mean[namespace] = statistics.fmean(samples)
     running: dict[str, int] = {}
     for view in views:
-        if view.status == RUNNING:
+        if view.status == JobStatus.RUNNING:
             running[view.namespace] = running.get(view.namespace, 0) + 1
     literal: dict[tuple[str, str], float] = {}
     per_running: dict[tuple[str, str], float] = {}
     for view in views:
         mean = leaf_mean.get(view.namespace)
-        if view.status != QUEUING or view.position is None or mean is None:
+        if view.status != JobStatus.QUEUING or view.position is None or mean is None:
             continue
         literal[(view.namespace, view.name)] = now + view.position * mean
         per_running[(view.namespace, view.name)] = now + view.position * mean / max(1, running.get(view.namespace, 0))
@@ -235,7 +236,7 @@ def measure(config: ClusterConfig, jobs: list[Submitted], minutes: float) -> Out
         bare = estimate_snapshot(without_handoff(snapshot), views, rate, strict_priority(snapshot.queues))
         published = published_estimates(snapshot.queues)
         literal, per_running = naive(views, snapshot, now)
-        waiting = [view for view in views if view.status == QUEUING]
+        waiting = [view for view in views if view.status == JobStatus.QUEUING]
         outcome.rounds += 1
         outcome.peak = max(outcome.peak, len(waiting))
         for view in waiting:

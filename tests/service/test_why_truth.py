@@ -24,9 +24,10 @@ from tests.fakeapi import priority_class
 from tests.service.controller_support import BUDGETS, PODS, catch_up, driven, seed_api
 from tests.service.kubeclient_fake import JOBS
 from webhook.api.names import QUOTA_LABEL
+from webhook.api.statuses import JobStatus
 from webhook.controller.decide import JobDecisions
 from webhook.readmodel.fetch import load_snapshot
-from webhook.readmodel.view import QUEUING, job_views
+from webhook.readmodel.view import job_views
 from webhook.readmodel.waiting import WaitReport, explain_wait
 
 NAMESPACES = ("user-a", "user-b", "user-c")
@@ -125,7 +126,7 @@ def _reports(objects: list[dict[str, Any]]) -> dict[str, WaitReport]:
     return {
         f"{view.namespace}/{view.name}": explain_wait(snapshot, views, view, Fraction(1), "--oversellrate")
         for view in views
-        if view.status == QUEUING and view.workload is not None and view.leaf is not None
+        if view.status == JobStatus.QUEUING and view.workload is not None and view.leaf is not None
     }
 
 

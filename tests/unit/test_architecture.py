@@ -330,3 +330,56 @@ def test_every_fake_api_server_in_the_tests_keeps_its_objects_in_the_one_store()
     assert {"tests/fakeapi.py:FakeApi", "tests/service/kubeclient_fake.py:FakeApi",
             "tests/service/apiserver_http.py:HttpApiserver"} <= set(fakes)
     assert {name for name, on_store in fakes.items() if not on_store} == set()
+
+
+# One vocabulary of values (docs/architecture.md, "One vocabulary") ------------------------------------------------
+
+
+def test_the_read_model_and_the_faces_name_a_job_status_by_its_member() -> None:
+    """A status word (``"QUEUING"``) is written only in ``webhook/api/statuses.py``; the read model and the faces
+    use :class:`~webhook.api.statuses.JobStatus`, so a renamed or added status cannot be missed somewhere."""
+    from webhook.api.statuses import JobStatus  # noqa: PLC0415
+
+    words = {status.value for status in JobStatus}
+    other_vocabularies = {("readmodel/view.py", "FAILED")}  # a RayJob's own status.jobStatus
+    found, scanned = [], 0
+    for package in ("readmodel", "cli", "console"):
+        for path in (ROOT / package).rglob("*.py"):
+            where = str(path.relative_to(ROOT))
+            literals = _string_literals(_nodes(path))
+            scanned += len(literals)
+            found += [f"{where}:{line}: {text}" for line, text in literals
+                      if text in words and (where, text) not in other_vocabularies]
+    assert found == []
+    assert scanned > 1000
+
+
+def test_times_are_read_and_written_in_one_place() -> None:
+    """Only ``webhook/api/objects.py`` parses or formats a time (``read_time``, ``parse_time``, ``rfc3339``);
+    the dev cluster's pod logs write the container runtime's own line format."""
+    calls = {"fromisoformat", "strptime", "strftime", "isoformat"}
+    allowed = {"api/objects.py", "devcluster/podlog.py"}
+    found, seen = [], 0
+    for path in ROOT.rglob("*.py"):
+        where = str(path.relative_to(ROOT))
+        for node in _nodes(path):
+            if isinstance(node, ast.Attribute) and node.attr in calls:
+                seen += 1
+                if where not in allowed:
+                    found.append(f"{where}:{node.lineno}: {node.attr}")
+    assert found == []
+    assert seen >= 3  # the reader and the two writers
+
+
+def test_a_refusal_for_pod_level_quota_is_worded_from_its_one_marker() -> None:
+    """``kq why`` recognises the extender's refusals by :data:`webhook.core.podquota.POD_QUOTA_REFUSAL`; no
+    other module spells the marker out."""
+    from webhook.core.podquota import POD_QUOTA_REFUSAL  # noqa: PLC0415
+
+    found = []
+    for path in ROOT.rglob("*.py"):
+        where = str(path.relative_to(ROOT))
+        if where != "core/podquota.py":
+            found += [f"{where}:{line}: {text}" for line, text in _string_literals(_nodes(path))
+                      if text.startswith(POD_QUOTA_REFUSAL)]
+    assert found == []

@@ -12,17 +12,12 @@ import pytest
 from tests.fakeapi import batch_job, queue
 from tests.kubefake import stamp
 from webhook.api.names import BACKOFF_ANNOTATION, EVICTION_ANNOTATION
+from webhook.api.statuses import JobStatus
 from webhook.controller import decide, model, records
 from webhook.core.queueing import Policy
 from webhook.core.quota import parse_tree
-from webhook.readmodel import view, waiting
+from webhook.readmodel import waiting
 from webhook.readmodel.view import (
-    FAILED,
-    PENDING,
-    QUEUING,
-    RUNNING,
-    SUCCEEDED,
-    SUSPENDED,
     JobView,
     KindSource,
     Snapshot,
@@ -31,6 +26,9 @@ from webhook.readmodel.view import (
 )
 from webhook.readmodel.waiting import oversell_rate
 from webhook.workloads.registry import adapter_for
+
+QUEUING, BACKOFF, PENDING, RUNNING = JobStatus.QUEUING, JobStatus.BACKOFF, JobStatus.PENDING, JobStatus.RUNNING
+SUCCEEDED, FAILED, SUSPENDED = JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.SUSPENDED
 
 JOB = adapter_for("batch", "Job")
 assert JOB is not None
@@ -176,14 +174,14 @@ def test_a_job_that_did_not_start_is_in_backoff_until_its_retry_and_why_says_why
     from webhook.readmodel.explain import explain_backoff  # noqa: PLC0415
 
     (waiting,) = job_views(_snapshot([_backoff_job(False, retry_at=1120.0)]))
-    assert waiting.status == view.BACKOFF
+    assert waiting.status == BACKOFF
     text = explain_backoff(waiting, 1000.0, 200)
     assert "Why it did not start (Unschedulable): pod stuck-x cannot be scheduled" in text
     assert "2 failed starts so far; it queues again at its original place at 1970-01-01T00:18:40Z (in 2m)" in text
     (due,) = job_views(_snapshot([_backoff_job(False, retry_at=999.0)]))
     assert due.status == QUEUING
     (quit_,) = job_views(_snapshot([_backoff_job(True, retry_at=0.0)]))
-    assert quit_.status == view.BACKOFF
+    assert quit_.status == BACKOFF
     assert "gave up after 2 failed starts (GaveUp)" in explain_backoff(quit_, 1000.0, 200)
     (edited,) = job_views(_snapshot([_backoff_job(True, retry_at=0.0, edited=True)]))
     assert edited.status == QUEUING and edited.backoff is None

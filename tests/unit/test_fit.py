@@ -12,6 +12,7 @@ from webhook.api.names import MAX_JOBS
 from webhook.core.fit import (
     FIT,
     Blocker,
+    BlockerKind,
     FitResult,
     add_usage,
     check_fit,
@@ -146,7 +147,7 @@ def test_blocker_amounts_are_nano_units() -> None:
         request=60 * NANO,
         used=60 * NANO,
         limit=100 * NANO,
-        kind="max",
+        kind=BlockerKind.MAX,
         max=100 * NANO,
         oversell_rate=Fraction(1),
     )
@@ -233,7 +234,7 @@ EXPLAIN_CASES = [
     ),
     (
         "guaranteed min",
-        Blocker("root/Department-b", "cpu", 10 * NANO, 35 * NANO, 40 * NANO, kind="min"),
+        Blocker("root/Department-b", "cpu", 10 * NANO, 35 * NANO, 40 * NANO, kind=BlockerKind.MIN),
         "quota root/Department-b: cpu request 10 + used 35 > limit 40 (guaranteed min)",
     ),
 ]
@@ -412,7 +413,7 @@ def test_within_min(
     assert within_min(quota_tree, used, workload) is within
     result = check_min(quota_tree, used, workload)
     assert [(b.quota, b.resource) for b in result.blockers] == expected
-    assert all(b.kind == "min" for b in result.blockers)
+    assert all(b.kind == BlockerKind.MIN for b in result.blockers)
 
 
 def test_within_min_ignores_max_jobs() -> None:

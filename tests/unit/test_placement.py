@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from webhook.api.objects import read_time
 from webhook.core import placement_policy, selectors
 from webhook.core.placement import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -31,7 +32,6 @@ from webhook.core.placement import (
     node_view,
     parse_duration,
     parse_policy,
-    parse_timestamp,
     place,
     place_unmanaged,
     pod_view,
@@ -149,7 +149,7 @@ def test_parse_full_policy() -> None:
         | {"metadata": {"name": "rp", "namespace": NS, "uid": "u1", "creationTimestamp": "2024-01-01T00:00:00Z"}}
     )
     assert parsed.key == f"{NS}/rp" and parsed.uid == "u1"
-    assert parsed.created == parse_timestamp("2024-01-01T00:00:00Z") == 1704067200.0
+    assert parsed.created == read_time("2024-01-01T00:00:00Z") == 1704067200.0
     assert parsed.selector == {"app": "web"}
     assert parsed.when_try_next is TryNextPolicy.TIMEOUT_OR_EXCEED_MAX and parsed.timeout == 90.0
     assert parsed.ignore_previous_pod and not parsed.ignore_terminating_pod
@@ -466,14 +466,14 @@ def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
 
 
-def test_parse_timestamp() -> None:
-    assert parse_timestamp("1970-01-01T00:01:00Z") == 60.0
-    assert parse_timestamp("1970-01-01T01:01:00+01:00") == 60.0
-    assert parse_timestamp("1970-01-01T00:01:00") == 60.0  # naive reads as UTC
+def test_read_time() -> None:
+    assert read_time("1970-01-01T00:01:00Z") == 60.0
+    assert read_time("1970-01-01T01:01:00+01:00") == 60.0
+    assert read_time("1970-01-01T00:01:00") == 60.0  # naive reads as UTC
     with pytest.raises(ValueError, match="not RFC 3339"):
-        parse_timestamp("Monday")
+        read_time("Monday")
     with pytest.raises(ValueError, match="got int"):
-        parse_timestamp(5)
+        read_time(5)
 
 
 # Which policy, which unit ------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.settings import rate_flag as controller_flag
-from webhook.core.rate import DEFAULT_OVERSELL_RATE, RateError, format_rate, parse_rate
+from webhook.core.rate import DEFAULT_OVERSELL_RATE, Rate, RateError, format_rate, parse_rate, validate_rate
 from webhook.readmodel.commandline import rate_flag as cli_flag
 from webhook.sim.model import Scenario
 
@@ -38,3 +38,17 @@ def test_a_bad_rate_is_refused_alike_by_every_face(text: object, words: str) -> 
 def test_the_default_is_written_once() -> None:
     assert ControllerSettings().oversell_rate == DEFAULT_OVERSELL_RATE == Fraction(2)
     assert Scenario.__dataclass_fields__["oversell_rate"].default == DEFAULT_OVERSELL_RATE
+
+
+def test_a_checked_rate_passes_every_level_of_a_pass_unchecked_again() -> None:
+    """``parse_rate`` and ``validate_rate`` make a :class:`Rate`; the levels below take it as it is."""
+    parsed = parse_rate("3/2")
+    assert isinstance(parsed, Rate)
+    assert validate_rate(parsed) is parsed
+    assert isinstance(DEFAULT_OVERSELL_RATE, Rate)
+    checked = validate_rate(Fraction(5, 4))
+    assert isinstance(checked, Rate) and checked == Fraction(5, 4)
+    assert validate_rate(checked) is checked
+    for bad in (Fraction(0), -1, True, 1.5):
+        with pytest.raises(ValueError, match="oversell rate"):
+            validate_rate(bad)  # type: ignore[arg-type]

@@ -293,18 +293,28 @@ def controller_of(obj: Obj) -> OwnerReference | None:
     return next((ref for ref in owner_references_of(obj) if ref.get("controller") is True), None)
 
 
-def parse_time(text: object) -> float | None:
-    """Seconds since the epoch of an RFC 3339 time (``2024-05-01T12:00:00Z``; naive times are UTC);
-    ``None`` when absent or unreadable."""
-    if not isinstance(text, str) or not text:
-        return None
+def read_time(text: object) -> float:
+    """Seconds since the epoch of an RFC 3339 time (``2024-05-01T12:00:00Z``; naive times are UTC).
+    The one reader of times in kube-queue; ``ValueError`` saying what is wrong when it is not one."""
+    if not isinstance(text, str):
+        raise ValueError(f"expected an RFC 3339 timestamp string, got {type(text).__name__}")
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        return None
+        raise ValueError(f"timestamp {text!r} is not RFC 3339 (like 2024-05-01T12:00:00Z)") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
+
+
+def parse_time(text: object) -> float | None:
+    """:func:`read_time`, or ``None`` when the time is absent or unreadable."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return read_time(text)
+    except ValueError:
+        return None
 
 
 def rfc3339(seconds: float) -> str:

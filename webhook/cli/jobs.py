@@ -14,6 +14,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.objects import meta
+from webhook.api.statuses import FINAL, STARTED, JobStatus
 from webhook.cli.common import add_connection_flags, command
 from webhook.readmodel.commandline import subparser
 
@@ -174,7 +175,6 @@ def wait_for(ctx: Ctx, namespace: str, name: str, kind: str, *, timeout: float, 
     """Print the job's status whenever it changes until it runs or finishes; 1 when it failed or ``timeout``
     seconds (0 = no limit) passed."""
     from webhook.readmodel.fetch import CliError, load_snapshot  # noqa: PLC0415
-    from webhook.readmodel.jobs import FINAL  # noqa: PLC0415
     from webhook.readmodel.view import job_views  # noqa: PLC0415
 
     started = ctx.now()
@@ -184,16 +184,16 @@ def wait_for(ctx: Ctx, namespace: str, name: str, kind: str, *, timeout: float, 
         view = next((v for v in views if v.namespace == namespace and v.name == name and v.kind == kind), None)
         if view is None:
             raise CliError(f"{kind} {name} disappeared from namespace {namespace}")
-        line = view.status
-        if view.status == "QUEUING" and view.position is not None:
+        line = view.status.value
+        if view.status == JobStatus.QUEUING and view.position is not None:
             line += f" (position {view.position} in quota {view.quota})"
-        elif view.status in ("PENDING", "RUNNING"):
+        elif view.status in STARTED:
             line += f" ({view.running}/{view.expected} pods running)"
         if line != last:
             ctx.print(f"{name}: {line}")
             last = line
-        if view.status in ("RUNNING", *FINAL):
-            return 1 if view.status == "FAILED" else 0
+        if view.status == JobStatus.RUNNING or view.status in FINAL:
+            return 1 if view.status == JobStatus.FAILED else 0
         if timeout and ctx.now() - started >= timeout:
             raise CliError(f"{name} is still {view.status} after {timeout:g}s; see why: kq why {name} -n {namespace}")
         ctx.sleep(interval)

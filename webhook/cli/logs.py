@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.objects import RAN_PHASES, Obj, pod_phase
+from webhook.api.statuses import FINAL
 from webhook.cli.common import add_connection_flags, command
 from webhook.core import duration
 from webhook.readmodel.commandline import subparser
@@ -100,7 +101,7 @@ def _wait_for_pods(ctx: Ctx, args: argparse.Namespace) -> Any:
         _, _, view = find_job(ctx, args.job)
         if any(pod_phase(pod) in RAN_PHASES for pod in view.pods):
             return view
-        if view.status in ("SUCCEEDED", "FAILED"):
+        if view.status in FINAL:
             return view
         state = view.status + (f" at position {view.position}" if view.position is not None else "")
         if state != announced:
@@ -116,7 +117,7 @@ def _logs(ctx: Ctx, args: argparse.Namespace) -> int:
 
     _, _, view = find_job(ctx, args.job)
     started = [pod for pod in view.pods if pod_phase(pod) != "Pending"]
-    if not view.pods or (args.follow and not started and view.status not in ("SUCCEEDED", "FAILED")):
+    if not view.pods or (args.follow and not started and view.status not in FINAL):
         if not args.follow:
             hint = f" at position {view.position}" if view.position is not None else ""
             raise CliError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
+from webhook.api.names import QUEUE_NAMESPACE, QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
 from webhook.api.objects import Obj, annotations_of, labels_of
 from webhook.cli.common import add_connection_flags, command, key_values
 from webhook.readmodel.commandline import subparser
@@ -94,7 +94,7 @@ def _report(ctx: Ctx, args: argparse.Namespace, created: Obj, name: str, namespa
         from webhook.core.quota import queue_name  # noqa: PLC0415
 
         queue = queue_name(str(leaf), namespace) if leaf else "?"
-        ctx.print(f"queued: quota {quota or leaf}, queue kube-queue/{queue}")
+        ctx.print(f"queued: quota {quota or leaf}, queue {QUEUE_NAMESPACE}/{queue}")
         ctx.print("it starts when the quota allows")
     else:
         ctx.print(f"namespace {namespace} is not managed by kube-queue: the job is not queued and starts now")

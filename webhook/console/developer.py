@@ -16,6 +16,7 @@ import aiohttp_jinja2
 from aiohttp import web
 
 from webhook.api.objects import meta, pod_phase
+from webhook.api.statuses import WAITING, JobStatus
 from webhook.console.app import (
     BadInput,
     ConsoleSettings,
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from webhook.readmodel.kubeapi import KubeApi
     from webhook.readmodel.view import JobView
 
-WAITING = ("QUEUING", "BACKOFF")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ class JobRow:
     name: str
     namespace: str
     kind: str
-    status: str
+    status: JobStatus
     queue: str
     position: str
     eta: str
@@ -76,7 +76,7 @@ def rows_of(views: Sequence[JobView], now: float, etas: Published | None = None)
     _, rows = list_rows(views, now, wide=True, all_namespaces=False, etas=etas)
     # NAME, KIND, STATUS, QUEUE, POSITION, ETA, PRIORITY, PODS, REQUEST, AGE
     return [
-        JobRow(name=row[0], namespace=view.namespace, kind=row[1], status=row[2], queue=row[3], position=row[4],
+        JobRow(name=row[0], namespace=view.namespace, kind=row[1], status=view.status, queue=row[3], position=row[4],
                eta=row[5], pods=row[7], request=row[8], age=row[9])
         for view, row in zip(views, rows, strict=True)
     ]

@@ -22,6 +22,7 @@ import aiohttp_jinja2
 from aiohttp import web
 
 from webhook.api.objects import RAN_PHASES, pod_phase
+from webhook.api.statuses import FINAL
 from webhook.console.app import (
     BadInput,
     api_of,
@@ -206,7 +207,7 @@ def _started_pod(api: KubeApi, namespace: str, kind: str, name: str, settings: o
         pod = choose_pods(started, None, False)[0]
         return f"following the log of pod {pod_name(pod)}", pod_name(pod)
     state = view.status + (f" at position {view.position}" if view.position is not None else "")
-    if view.status in ("SUCCEEDED", "FAILED"):
+    if view.status in FINAL:
         return f"{view.name} is {state} and has no pod left to read", ""
     return f"waiting for {view.name} to start: it is {state}", None
 

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE
 from webhook.api.objects import Obj, event_time, involved_object, name_of
+from webhook.api.statuses import WAITING
 from webhook.console.app import api_of, in_thread, page_context, settings_of
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ def oldest_waits(views: Sequence[JobView] | None, now: float) -> dict[str, str]:
 
     oldest: dict[str, float] = {}
     for view in views or ():
-        if view.status in ("QUEUING", "BACKOFF") and view.queue:
+        if view.status in WAITING and view.queue:
             oldest[view.queue] = min(oldest.get(view.queue, view.created), view.created)
     return {name: age(created, now) for name, created in oldest.items()}
 

@@ -17,7 +17,7 @@ from fractions import Fraction
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, TREE_NAMESPACE
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA
 from webhook.core.placement import parse_duration
-from webhook.core.rate import DEFAULT_OVERSELL_RATE, RateError, parse_rate
+from webhook.core.rate import DEFAULT_OVERSELL_RATE, RateError, format_rate, parse_rate
 from webhook.core.startup import BackoffPolicy
 
 STRICT_PRIORITY_ENV = "StrictPriority"
@@ -157,7 +157,8 @@ def add_controller_args(parser: argparse.ArgumentParser) -> None:
         type=rate_flag,
         default=DEFAULT_OVERSELL_RATE,
         metavar="RATE",
-        help="admit jobs while used + request <= max x RATE at every quota level (default 2; 1 = strictly by quota)",
+        help=("admit jobs while used + request <= max x RATE at every quota level "
+              f"(default {format_rate(DEFAULT_OVERSELL_RATE)}; 1 = strictly by quota)"),
     )
     group.add_argument(
         "--start-timeout",

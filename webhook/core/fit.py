@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from fractions import Fraction
 
 from webhook.api.names import MAX_JOBS
@@ -68,13 +69,20 @@ def limits_of(node: QuotaNode, oversell_rate: Fraction) -> dict[str, int]:
     return limits
 
 
+class BlockerKind(StrEnum):
+    """Which limit a :class:`Blocker` names."""
+
+    MAX = "max"
+    """The admission limit: ``max × rate`` (``max`` itself for ``kube-queue/max-jobs``)."""
+    MIN = "min"
+    """The guaranteed share checked by :func:`check_min`."""
+
+
 @dataclass(frozen=True, slots=True)
 class Blocker:
     """One quota level and resource that stops a job: ``used + request > limit``.
 
-    Amounts are nano-units. ``kind`` is ``"max"`` for the admission limit (``limit == max × rate``, or
-    ``max`` itself for ``kube-queue/max-jobs``) and ``"min"`` for the guaranteed share checked by
-    :func:`check_min` (``limit == min``).
+    Amounts are nano-units. ``kind`` says which limit: :class:`BlockerKind`.
     """
 
     quota: str
@@ -83,9 +91,9 @@ class Blocker:
     request: int
     used: int
     limit: int
-    kind: str = "max"
+    kind: BlockerKind = BlockerKind.MAX
     max: int | None = None
-    """The node's unscaled ``max`` of the resource (``kind == "max"``)."""
+    """The node's unscaled ``max`` of the resource (:attr:`BlockerKind.MAX`)."""
     oversell_rate: Fraction = Fraction(1)
 
     @property
@@ -100,7 +108,7 @@ class Blocker:
             f"quota {self.quota}: {resource} request {_fmt(resource, self.request)}"
             f" + used {_fmt(resource, self.used)} > limit {_fmt(resource, self.limit)}"
         )
-        if self.kind == "min":
+        if self.kind == BlockerKind.MIN:
             tail = " (guaranteed min)"
         elif resource == MAX_JOBS:
             cap = self.limit if self.max is None else self.max
@@ -251,7 +259,7 @@ def check_min(tree: QuotaTree, used: Mapping[str, Resources], workload: Workload
                         request=amount,
                         used=current,
                         limit=guaranteed,
-                        kind="min",
+                        kind=BlockerKind.MIN,
                     )
                 )
     if blockers:

@@ -59,7 +59,6 @@ from webhook.core.placement_policy import (
     format_duration,
     parse_duration,
     parse_policy,
-    parse_timestamp,
     validate_policy,
 )
 from webhook.core.placement_views import (
@@ -108,7 +107,6 @@ __all__ = [
     "node_view",
     "parse_duration",
     "parse_policy",
-    "parse_timestamp",
     "place",
     "place_unmanaged",
     "pod_view",

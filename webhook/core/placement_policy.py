@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from webhook.api.kinds import RESOURCE_POLICY
+from webhook.api.objects import read_time
 from webhook.core import duration
 from webhook.core.selectors import (
     EMPTY_LABELS,
@@ -98,19 +98,6 @@ def format_duration(seconds: float) -> str:
     minutes, secs = divmod(rest, 60)
     parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{secs}s" if secs else ""]
     return "".join(parts)
-
-
-def parse_timestamp(text: object) -> float:
-    """Epoch seconds of an RFC 3339 timestamp (``2024-05-01T12:00:00Z``); naive times are UTC."""
-    if not isinstance(text, str):
-        raise ValueError(f"expected an RFC 3339 timestamp string, got {type(text).__name__}")
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"timestamp {text!r} is not RFC 3339 (like 2024-05-01T12:00:00Z)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
 
 
 # The policy -----------------------------------------------------------------------------------------------
@@ -345,7 +332,7 @@ class _Reader:
         created: float | None = None
         if metadata.get("creationTimestamp") is not None:
             try:
-                created = parse_timestamp(metadata.get("creationTimestamp"))
+                created = read_time(metadata.get("creationTimestamp"))
             except ValueError as error:
                 self.problem(f"metadata.creationTimestamp: {error}")
         spec = self.mapping(obj.get("spec"), "spec", required=True)

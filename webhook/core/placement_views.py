@@ -12,10 +12,8 @@ from webhook.api.names import (
     VIRTUAL_NODE_LABEL_KEY,
     VIRTUAL_NODE_LABEL_VALUE,
 )
-from webhook.core.placement_policy import (
-    ResourcePolicy,
-    parse_timestamp,
-)
+from webhook.api.objects import read_time
+from webhook.core.placement_policy import ResourcePolicy
 from webhook.core.selectors import (
     EMPTY_LABELS,
     FrozenLabels,
@@ -112,7 +110,7 @@ def _text(obj: object) -> str:
 
 def _timestamp_or_none(obj: object) -> float | None:
     try:
-        return parse_timestamp(obj)
+        return read_time(obj)
     except ValueError:
         return None
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.quantity import format_quantity
@@ -123,6 +124,16 @@ def pod_quota_blockers(
     return tuple(blockers)
 
 
+POD_QUOTA_REFUSAL: Final = "pod-level quota"
+"""How every refusal of the extender's pod-level quota begins. kube-scheduler copies it into the pod's
+``PodScheduled`` condition, the only place ``kq why`` can read the refusal from (:func:`refused_by_pod_quota`)."""
+
+
+def refused_by_pod_quota(message: str) -> bool:
+    """The scheduler's message for a pod says the extender refused it for pod-level quota."""
+    return POD_QUOTA_REFUSAL in message
+
+
 def explain_blockers(blockers: tuple[QuotaBlocker, ...]) -> str:
     """The filter's reason for a pod refused by its quota (every node gets this text)."""
-    return "pod-level quota (bound and placed pods): " + "; ".join(blocker.explain() for blocker in blockers)
+    return f"{POD_QUOTA_REFUSAL} (bound and placed pods): " + "; ".join(blocker.explain() for blocker in blockers)

@@ -5,9 +5,17 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-__all__ = ["DEFAULT_OVERSELL_RATE", "RateError", "format_rate", "parse_rate", "validate_rate"]
+__all__ = ["DEFAULT_OVERSELL_RATE", "Rate", "RateError", "format_rate", "parse_rate", "validate_rate"]
 
-DEFAULT_OVERSELL_RATE = Fraction(2)
+
+class Rate(Fraction):
+    """An oversell rate already checked: positive. Made by :func:`parse_rate` or :func:`validate_rate` only, so
+    the levels of a pass that each take a rate check it once, at the first (a :class:`Rate` passes through)."""
+
+    __slots__ = ()
+
+
+DEFAULT_OVERSELL_RATE = Rate(2)
 """The controller's ``--oversellrate`` when none is given."""
 
 
@@ -15,14 +23,14 @@ class RateError(ValueError):
     """A rate that cannot be read, or is not positive; its text says which and what to write instead."""
 
 
-def parse_rate(value: object) -> Fraction:
+def parse_rate(value: object) -> Rate:
     """A rate as an operator writes it: ``2``, ``1.5`` or ``3/2`` (a string or a number); :class:`RateError`
     otherwise."""
     if isinstance(value, bool):
         raise RateError(f"oversellrate {value!r} is not a number; use 1 (strictly by quota), 2 (the default) or a "
                         "fraction such as 1.5")
     try:
-        rate = Fraction(str(value).strip())
+        rate = Rate(str(value).strip())
     except (ValueError, ZeroDivisionError):
         raise RateError(f"oversellrate {value!r} is not a number; use 1 (strictly by quota), 2 (the default) or a "
                         "fraction such as 1.5") from None
@@ -31,11 +39,13 @@ def parse_rate(value: object) -> Fraction:
     return rate
 
 
-def validate_rate(oversell_rate: Fraction | int) -> Fraction:
-    """The rate as a :class:`Fraction`; ``ValueError`` unless it is a positive number."""
+def validate_rate(oversell_rate: Fraction | int) -> Rate:
+    """The rate as a :class:`Rate`; ``ValueError`` unless it is a positive number."""
+    if type(oversell_rate) is Rate:
+        return oversell_rate
     if isinstance(oversell_rate, bool) or not isinstance(oversell_rate, int | Fraction):
         raise ValueError(f"oversell rate must be an int or a Fraction, got {oversell_rate!r}")
-    rate = Fraction(oversell_rate)
+    rate = Rate(oversell_rate)
     if rate <= 0:
         raise ValueError(f"oversell rate must be positive (1 = strictly by quota), got {rate}")
     return rate

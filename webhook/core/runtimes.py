@@ -18,14 +18,13 @@ sees finish and persists it.
 
 from __future__ import annotations
 
-import datetime
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from webhook.api.objects import parse_time
+from webhook.api.objects import parse_time, rfc3339_seconds
 from webhook.core import duration
 
 __all__ = [
@@ -267,10 +266,6 @@ STATUS_GROUPS = 32
 """History groups one Queue's ``status.runtimeHistory`` keeps (its namespace's most recently finished)."""
 
 
-def _rfc3339(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(int(seconds), tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def history_items(history: RuntimeHistory, namespace: str, limit: int = STATUS_GROUPS) -> list[dict[str, object]]:
     """The namespace's groups as a Queue's ``status.runtimeHistory`` lists them: ``{kind, stem, seconds,
     lastFinished}`` (whole seconds, oldest first), the most recently finished ``limit`` groups, by kind and stem."""
@@ -278,7 +273,7 @@ def history_items(history: RuntimeHistory, namespace: str, limit: int = STATUS_G
     newest = sorted(groups, key=lambda key: (-history.last.get(key, 0.0), key))[:limit]
     return [
         {"kind": kind, "stem": stem, "seconds": [round(sample) for sample in groups[(namespace, kind, stem)]],
-         "lastFinished": _rfc3339(history.last.get((namespace, kind, stem), 0.0))}
+         "lastFinished": rfc3339_seconds(history.last.get((namespace, kind, stem), 0.0))}
         for _, kind, stem in sorted(newest)
     ]
 

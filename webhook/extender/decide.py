@@ -34,7 +34,7 @@ from webhook.core.placement import (
     place_unmanaged,
     placement_key,
 )
-from webhook.core.podquota import Usage, explain_blockers, pod_quota_blockers, quota_key
+from webhook.core.podquota import POD_QUOTA_REFUSAL, Usage, explain_blockers, pod_quota_blockers, quota_key
 from webhook.core.profiles import needs_full_scan
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import EMPTY, Resources
@@ -192,9 +192,9 @@ def _uncounted(verb: str, pod: PodView, names: Sequence[str], devices: PodDevice
                quota: str | None) -> Decision:
     """The filter's refusal of a pod whose DRA claims cannot be counted (yet): its quota cannot be checked."""
     if devices.problem:
-        reason = f"pod-level quota cannot count the pod's devices: {devices.problem}"
+        reason = f"{POD_QUOTA_REFUSAL} cannot count the pod's devices: {devices.problem}"
     else:
-        reason = f"pod-level quota: {devices.unknown}; the pod is tried again once it is"
+        reason = f"{POD_QUOTA_REFUSAL}: {devices.unknown}; the pod is tried again once it is"
     return Decision(verb, pod.key, unresolvable=dict.fromkeys(names, reason), nodes=len(names),
                     quota=None if tree is None or quota is None else tree.nodes[quota].full_name, summary=reason)
 

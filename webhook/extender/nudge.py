@@ -15,10 +15,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from webhook.api.names import PLACEMENT_RETRY_ANNOTATION
+from webhook.api.objects import rfc3339
 from webhook.kube.client import KubeApiError
 
 log = logging.getLogger(__name__)
@@ -30,16 +30,11 @@ Toucher = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
 """Sends a merge patch ``(namespace, name, body)`` to a pod."""
 
 
-def retry_stamp(at: float) -> str:
-    """The annotation's value for epoch seconds ``at`` (``2024-05-01T12:00:30.000000Z``)."""
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 async def touch_pod(touch: Toucher, namespace: str, name: str, uid: str, at: float) -> None:
     """Write :data:`~webhook.api.names.PLACEMENT_RETRY_ANNOTATION` (``at``) on the pod, with its uid as a
     precondition (never a re-created pod of the same name): kube-scheduler requeues a pod it could not place on
     any update of it. Raises :class:`~webhook.kube.client.KubeApiError`."""
-    metadata: dict[str, Any] = {"annotations": {PLACEMENT_RETRY_ANNOTATION: retry_stamp(at)}}
+    metadata: dict[str, Any] = {"annotations": {PLACEMENT_RETRY_ANNOTATION: rfc3339(at)}}
     if uid:
         metadata["uid"] = uid
     await touch(namespace, name, {"metadata": metadata})
@@ -80,7 +75,7 @@ class Nudger:
         task.add_done_callback(self._tasks.discard)
 
     async def _send(self, namespace: str, name: str, uid: str, retry_at: float) -> None:
-        stamp = retry_stamp(retry_at)
+        stamp = rfc3339(retry_at)
         try:
             await touch_pod(self._touch, namespace, name, uid, retry_at)
         except KubeApiError as error:

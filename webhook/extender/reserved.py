@@ -23,7 +23,7 @@ from typing import Any
 
 from webhook.api.names import RESERVATIONS, RESERVATIONS_KEY, RESERVATIONS_TTL_SECONDS, RESERVED_AT_KEY
 from webhook.api.objects import name_of, parse_time
-from webhook.core.podquota import MutableUsage, QuotaBlocker, Usage, charge
+from webhook.core.podquota import POD_QUOTA_REFUSAL, MutableUsage, QuotaBlocker, Usage, charge
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import ResourceError, Resources
 
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 def explain_held(blockers: tuple[QuotaBlocker, ...]) -> str:
     """The filter's reason for a loose pod refused by the room admitted jobs hold."""
-    return ("pod-level quota (room held by admitted jobs, for a pod no queued job accounts for): "
+    return (f"{POD_QUOTA_REFUSAL} (room held by admitted jobs, for a pod no queued job accounts for): "
             + "; ".join(blocker.explain() for blocker in blockers))
 
 

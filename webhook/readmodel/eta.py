@@ -24,6 +24,7 @@ from webhook.api.objects import (
     queue_details,
     rfc3339_seconds,
 )
+from webhook.api.statuses import WAITING
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA, leaf_policies
 from webhook.core.eta import Estimate, Estimates, Why, estimate
 from webhook.core.eta_replay import Basis, ReplayInput
@@ -31,7 +32,7 @@ from webhook.core.handoff import NO_HANDOFF, Handoff, HandoffHistory
 from webhook.core.quota import queue_name
 from webhook.core.runtimes import Runtime, RuntimeHistory, Source, restore_items, running_since
 from webhook.core.workload import Phase, WorkloadKey
-from webhook.readmodel.view import BACKOFF, QUEUING, JobView, Snapshot
+from webhook.readmodel.view import JobView, Snapshot
 from webhook.workloads.runtime import job_runtime
 
 __all__ = ["EtaReport", "about", "estimate_job", "estimate_snapshot", "eta_cell", "eta_fields", "eta_lines",
@@ -89,7 +90,7 @@ def eta_cell(view: JobView, published: Published, now: float) -> str:
     controller has none), ``-`` (the job does not wait)."""
     from webhook.readmodel.output import human_age  # noqa: PLC0415
 
-    if view.status not in (QUEUING, BACKOFF):
+    if view.status not in WAITING:
         return "-"
     start, latest = published.get((view.kind, view.namespace, view.name), (None, None))
     if start is not None:

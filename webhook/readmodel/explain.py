@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from webhook.api.names import REASON_QUEUED
+from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, REASON_QUEUED
 from webhook.api.objects import Obj, conditions_of, event_time, involved_object, meta, pod_spec, pod_status
+from webhook.api.statuses import FINAL, JobStatus
 
 if TYPE_CHECKING:
     from webhook.readmodel.eta import EtaReport
@@ -31,6 +33,7 @@ def _who(view: JobView) -> str:
 
 def blockers_table(report: WaitReport, width: int) -> str:
     """QUOTA, RESOURCE, REQUEST, USED, LIMIT, MAX, SHORT (``used + request - limit``) per blocker."""
+    from webhook.core.fit import BlockerKind  # noqa: PLC0415
     from webhook.readmodel.output import Column, quantity, resource_name, table  # noqa: PLC0415
 
     columns = [
@@ -54,7 +57,7 @@ def blockers_table(report: WaitReport, width: int) -> str:
                 quantity(name, blocker.request),
                 quantity(name, blocker.used),
                 quantity(name, blocker.limit),
-                quantity(name, cap) if blocker.kind == "max" else "-",
+                quantity(name, cap) if blocker.kind == BlockerKind.MAX else "-",
                 quantity(name, short),
             ]
         )
@@ -114,7 +117,7 @@ def explain_queuing(
         if report.position is not None
         else f"quota {view.quota}"
     )
-    lines.append(wrap(f"{_who(view)} is QUEUING: {place} (queue kube-queue/{view.queue}, policy "
+    lines.append(wrap(f"{_who(view)} is QUEUING: {place} (queue {QUEUE_NAMESPACE}/{view.queue}, policy "
                       f"{report.policy.value}).", 2, width))
     if not (report.fits_now or report.by_reclaim):
         lines.extend(wrap(sentence, 2, width) for sentence in eta)
@@ -134,8 +137,8 @@ def explain_queuing(
     if report.fits_now:
         lines.append(wrap(
             "It fits its quota now: the controller admits it at its next pass, within seconds. If it stays "
-            "QUEUING, check that the kube-queue controller runs (kubectl -n kube-queue get lease "
-            "kube-queue-controller) and that the oversell rate above is the controller's.", 2, width))
+            f"QUEUING, check that the kube-queue controller runs (kubectl -n {QUEUE_NAMESPACE} get lease "
+            f"{CONTROLLER_COMPONENT}) and that the oversell rate above is the controller's.", 2, width))
         return "\n".join(lines)
     reason = report.reason
     if reason is not None and reason.blocked_behind is not None:
@@ -181,26 +184,57 @@ def explain_queuing(
     return "\n".join(lines)
 
 
-def _pending_reasons(view: JobView) -> list[tuple[int, str]]:
-    """``(how many pods, why)`` for the job's pods that do not run, most common first."""
-    counts: dict[str, int] = {}
+class PodWait(StrEnum):
+    """Why a pod of an admitted job does not run yet: kube-scheduler has not placed it (``SCHEDULER``, its
+    ``PodScheduled`` condition says why), the extender refused it for pod-level quota (``POD_QUOTA``,
+    docs/pod-quota.md), it is placed and a container waits (``CONTAINER``) or it starts (``STARTING``), or the
+    scheduler has not looked at it yet (``UNSEEN``)."""
+
+    SCHEDULER, POD_QUOTA, CONTAINER = "scheduler", "pod-quota", "container"
+    STARTING, UNSEEN = "starting", "unseen"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReason:
+    """``count`` pods of a job wait for the same ``text``, of kind ``kind``."""
+
+    kind: PodWait
+    text: str
+    count: int
+
+
+def _pod_wait(pod: Obj) -> tuple[PodWait, str]:
+    """Why ``pod`` does not run, and the words that say it."""
+    from webhook.core.podquota import refused_by_pod_quota  # noqa: PLC0415
+
+    status = pod_status(pod)
+    why = ""
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            why = str(condition.get("message") or condition.get("reason") or "")
+    if why:
+        return (PodWait.POD_QUOTA if refused_by_pod_quota(why) else PodWait.SCHEDULER), why
+    for container in status.get("containerStatuses") or ():
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting:
+            why = f"{waiting.get('reason', '')}: {waiting.get('message', '')}".strip(": ")
+    if why:
+        return PodWait.CONTAINER, why
+    if pod_spec(pod).get("nodeName"):
+        return PodWait.STARTING, "scheduled, starting"
+    return PodWait.UNSEEN, "waiting for the scheduler"
+
+
+def pending_reasons(view: JobView) -> list[PendingReason]:
+    """Why the job's pods that do not run wait, grouped by their words, most common first."""
+    counts: dict[tuple[PodWait, str], int] = {}
     for pod in view.pods:
-        status = pod_status(pod)
-        if status.get("phase") in ("Running", "Succeeded"):
+        if pod_status(pod).get("phase") in ("Running", "Succeeded"):
             continue
-        why = ""
-        for condition in status.get("conditions") or ():
-            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-                why = str(condition.get("message") or condition.get("reason") or "")
-        if not why:
-            for container in status.get("containerStatuses") or ():
-                waiting = (container.get("state") or {}).get("waiting") or {}
-                if waiting:
-                    why = f"{waiting.get('reason', '')}: {waiting.get('message', '')}".strip(": ")
-        if not why:
-            why = "scheduled, starting" if pod_spec(pod).get("nodeName") else "waiting for the scheduler"
-        counts[why] = counts.get(why, 0) + 1
-    return sorted(((n, why) for why, n in counts.items()), key=lambda item: -item[0])
+        key = _pod_wait(pod)
+        counts[key] = counts.get(key, 0) + 1
+    reasons = [PendingReason(kind, text, count) for (kind, text), count in counts.items()]
+    return sorted(reasons, key=lambda reason: -reason.count)
 
 
 def explain_backoff(view: JobView, now: float, width: int) -> str:
@@ -210,7 +244,7 @@ def explain_backoff(view: JobView, now: float, width: int) -> str:
 
     note = view.backoff
     assert note is not None
-    lines = [wrap(f"{_who(view)} is in BACKOFF in quota {view.quota} (queue kube-queue/{view.queue}): it was "
+    lines = [wrap(f"{_who(view)} is in BACKOFF in quota {view.quota} (queue {QUEUE_NAMESPACE}/{view.queue}): it was "
                   f"released, but its pods did not run within the start timeout, so it was held again and its "
                   f"quota went to the jobs behind it.", 2, width)]
     lines.append(wrap(f"Why it did not start ({note.category}): {note.reason}", 2, width))
@@ -236,7 +270,7 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
     elif view.quota:
         admitted = f"released in quota {view.quota}"
     request = f" (request {describe(view.workload.request)})" if view.workload is not None else ""
-    if view.status in ("SUCCEEDED", "FAILED"):
+    if view.status in FINAL:
         text = f"{who} has finished: {view.status}."
         for condition in conditions_of(view.obj):
             if condition.get("status") == "True" and condition.get("type") in ("Failed", "Complete", "Succeeded"):
@@ -247,7 +281,7 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
                 text = text.rstrip(".") + "."
                 break
         return wrap(text + " Nothing holds it any more; its quota is free again.", 2, width)
-    if view.status == "SUSPENDED":
+    if view.status == JobStatus.SUSPENDED:
         return wrap(
             f"{who} is suspended, and namespace {view.namespace} is not managed by kube-queue (no leaf of the "
             "ElasticQuotaTree lists it), so nothing will release it: set its suspend field to false, or ask an "
@@ -255,20 +289,21 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
     unmanaged = (
         "" if view.queue else f" Namespace {view.namespace} is not managed by kube-queue: its jobs are not queued."
     )
-    if view.status == "RUNNING":
+    if view.status == JobStatus.RUNNING:
         return wrap(f"{who} is RUNNING{': ' + admitted if admitted else ''}{request}; {view.running} of "
                     f"{view.expected} pods run. Nothing holds it.{unmanaged}", 2, width)
-    if view.status == "PENDING":
+    if view.status == JobStatus.PENDING:
         lines = [wrap(f"{who} is PENDING{': ' + admitted if admitted else ''}{request}; {view.running} of "
                       f"{view.expected} pods run.{unmanaged}", 2, width)]
-        reasons = _pending_reasons(view)
+        reasons = pending_reasons(view)
         if not view.pods:
             lines.append(wrap("Its pods are being created.", 2, width))
         elif reasons:
             lines.append("The other pods wait:")
-            for count, why in reasons:
-                lines.append(wrap(f"{count} pod{'s' if count != 1 else ''}: {why}", 4, width, lead="  "))
-            if any("pod-level quota" in why for _, why in reasons):
+            for reason in reasons:
+                count = reason.count
+                lines.append(wrap(f"{count} pod{'s' if count != 1 else ''}: {reason.text}", 4, width, lead="  "))
+            if any(reason.kind == PodWait.POD_QUOTA for reason in reasons):
                 lines.append(wrap(
                     "The queue admitted more than the quota's max (oversell rate above 1); the scheduler keeps "
                     "running pods within max, so these pods start as others finish.", 2, width))
@@ -314,14 +349,13 @@ def answer_job(
     state, with when it should start when it waits (docs/eta.md)."""
     from webhook.controller.model import held_reason, missing_priority_class  # noqa: PLC0415
     from webhook.readmodel.eta import estimate_job, eta_lines  # noqa: PLC0415
-    from webhook.readmodel.view import BACKOFF, QUEUING  # noqa: PLC0415
     from webhook.readmodel.waiting import explain_wait, oversell_rate, strict_priority  # noqa: PLC0415
 
     # An empty map means the classes could not be read (every cluster has the two system classes).
     classes = snapshot.priority_classes
     missing = missing_priority_class(view.adapter, view.obj, classes) if view.queue and classes else None
     rate, source = oversell_rate(oversellrate, snapshot.tree_obj, snapshot.queues)
-    if view.status == BACKOFF and view.backoff is not None:
+    if view.status == JobStatus.BACKOFF and view.backoff is not None:
         text = explain_backoff(view, now, width)
         if view.backoff.gave_up or snapshot.tree is None:
             return Answer(text)
@@ -330,12 +364,12 @@ def answer_job(
         backoff_eta = estimate_job(snapshot, views, view, rate, strict_priority(snapshot.queues))
         return Answer("\n".join([text, *(wrap(line, 2, width) for line in eta_lines(backoff_eta, now))]),
                       eta=backoff_eta)
-    if view.status == QUEUING and missing is not None:
+    if view.status == JobStatus.QUEUING and missing is not None:
         from webhook.readmodel.output import wrap  # noqa: PLC0415
 
         return Answer(wrap(f"{_who(view)} is QUEUING in quota {view.quota} but held: {held_reason(missing)}.", 2,
                            width))
-    if view.status == QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
+    if view.status == JobStatus.QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
         report = explain_wait(snapshot, views, view, rate, source)
         eta: EtaReport | None = None
         if not (report.fits_now or report.by_reclaim):
@@ -369,7 +403,7 @@ def answer_json(answer: Answer, view: JobView) -> dict[str, Any]:
         "kind": view.kind,
         "namespace": view.namespace,
         "name": view.name,
-        "status": view.status,
+        "status": view.status.value,
         "quota": view.quota,
         "queue": view.queue,
     }

@@ -4,26 +4,23 @@ there), the rows of ``kq list``, a job as ``-o json`` gives it, and the text of 
 
 from __future__ import annotations
 
-import datetime
 import difflib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import QUEUE_NAMESPACE
-from webhook.api.objects import Obj, created_of, event_time, name_of, pod_phase, pod_spec
+from webhook.api.objects import Obj, created_of, event_time, name_of, pod_phase, pod_spec, rfc3339_seconds
+from webhook.api.statuses import JobStatus
 
 if TYPE_CHECKING:
     from webhook.readmodel.context import Ctx
     from webhook.readmodel.eta import Published
     from webhook.readmodel.view import JobView, Snapshot
 
-FINAL = ("SUCCEEDED", "FAILED")
-
-
 def iso(seconds: float | None) -> str | None:
     if not seconds:
         return None
-    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339_seconds(seconds)
 
 
 # Finding jobs ----------------------------------------------------------------------------------------------------
@@ -125,7 +122,7 @@ def list_rows(
     rows = []
     for view in views:
         row = [view.namespace] if all_namespaces else []
-        row += [view.name, view.kind, view.status, _queue(view), _position(view), eta_cell(view, etas or {}, now)]
+        row += [view.name, view.kind, view.status.value, _queue(view), _position(view), eta_cell(view, etas or {}, now)]
         if wide:
             request = describe(view.request) if view.request is not None else "-"
             row += [str(view.priority), f"{view.running}/{view.expected}", request]
@@ -143,7 +140,7 @@ def job_summary(view: JobView, etas: Published | None = None) -> dict[str, Any]:
         "namespace": view.namespace,
         "kind": view.kind,
         "apiVersion": view.source.api_version,
-        "status": view.status,
+        "status": view.status.value,
         "quota": view.quota,
         "queue": view.queue,
         "position": view.position,
@@ -160,14 +157,14 @@ def job_summary(view: JobView, etas: Published | None = None) -> dict[str, Any]:
 
 
 def _status_line(view: JobView) -> str:
-    if view.status == "QUEUING" and view.position is not None:
+    if view.status == JobStatus.QUEUING and view.position is not None:
         return f"QUEUING, position {view.position} in quota {view.quota}"
-    if view.status == "QUEUING" and view.eviction:
+    if view.status == JobStatus.QUEUING and view.eviction:
         return "QUEUING (evicted by reclaim, back in its queue)"
-    if view.status == "BACKOFF" and view.backoff is not None:
+    if view.status == JobStatus.BACKOFF and view.backoff is not None:
         note = view.backoff
         return f"BACKOFF ({'gave up' if note.gave_up else 'retrying'} after {note.attempts} failed start(s))"
-    return view.status
+    return view.status.value
 
 
 def describe_job(view: JobView, snapshot: Snapshot, events: Sequence[Obj], now: float,

@@ -37,6 +37,7 @@ from webhook.api.objects import (
     queue_details,
     spec_of,
 )
+from webhook.api.statuses import JobStatus
 from webhook.controller.model import TrackedJob, remaining_job_pods, track
 from webhook.controller.records import (
     AdmissionRecord,
@@ -52,12 +53,6 @@ from webhook.core.startup import BackoffNote, BackoffState, backoff_state
 from webhook.core.workload import Workload, WorkloadError, WorkloadKey
 from webhook.workloads.base import Adapter, value_at
 from webhook.workloads.registry import all_adapters
-
-QUEUING, PENDING, RUNNING, SUCCEEDED, FAILED = "QUEUING", "PENDING", "RUNNING", "SUCCEEDED", "FAILED"
-BACKOFF = "BACKOFF"
-"""Held again after it did not start in time; waits for its retry time (or gave up): docs/start-timeout.md."""
-SUSPENDED = "SUSPENDED"
-"""Suspended in a namespace kube-queue does not manage: nothing will release it."""
 
 # Records written by the controller ---------------------------------------------------------------------------
 
@@ -164,7 +159,7 @@ class JobView:
     name: str
     namespace: str
     created: float
-    status: str
+    status: JobStatus
     leaf: QuotaNode | None
     quota: str | None
     """Full name of its leaf quota (``root/Department-a``), from the tree or the job's annotation."""
@@ -242,31 +237,31 @@ def _expected_pods(adapter: Adapter, obj: Obj) -> int:
         return 0
 
 
-def finished_status(adapter: Adapter, obj: Obj) -> str:
+def finished_status(adapter: Adapter, obj: Obj) -> JobStatus:
     """SUCCEEDED or FAILED for a finished job."""
     if adapter.kind == "Pod":
-        return FAILED if value_at(obj, "status", "phase") == "Failed" else SUCCEEDED
+        return JobStatus.FAILED if value_at(obj, "status", "phase") == "Failed" else JobStatus.SUCCEEDED
     if adapter.kind == "RayJob":
         failed = value_at(obj, "status", "jobDeploymentStatus") == "Failed"
-        return FAILED if failed or value_at(obj, "status", "jobStatus") == "FAILED" else SUCCEEDED
+        return JobStatus.FAILED if failed or value_at(obj, "status", "jobStatus") == "FAILED" else JobStatus.SUCCEEDED
     if any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions_of(obj)):
-        return FAILED
-    return SUCCEEDED
+        return JobStatus.FAILED
+    return JobStatus.SUCCEEDED
 
 
-def job_status(adapter: Adapter, obj: Obj, managed: bool, running: int, expected: int) -> str:
+def job_status(adapter: Adapter, obj: Obj, managed: bool, running: int, expected: int) -> JobStatus:
     """QUEUING (held by the queue), PENDING (released, not every pod running), RUNNING, SUCCEEDED, FAILED;
     SUSPENDED for a job held in a namespace kube-queue does not manage."""
     try:
         if adapter.is_finished(obj):
             return finished_status(adapter, obj)
         if adapter.is_suspended(obj):
-            return QUEUING if managed else SUSPENDED
+            return JobStatus.QUEUING if managed else JobStatus.SUSPENDED
     except WorkloadError:
-        return PENDING
+        return JobStatus.PENDING
     if expected > 0 and running >= expected:
-        return RUNNING
-    return PENDING
+        return JobStatus.RUNNING
+    return JobStatus.PENDING
 
 
 def pods_of(source: KindSource, obj: Obj, pods: Sequence[Obj], by_owner: Mapping[str, list[Obj]]) -> list[Obj]:
@@ -333,10 +328,10 @@ def job_views(snapshot: Snapshot) -> list[JobView]:
         note = read_backoff(obj)
         if note is not None and note.spec != spec_fingerprint(obj):
             note = None
-        if status == QUEUING and backoff_state(note, note.spec if note else "", snapshot.now) in (
+        if status == JobStatus.QUEUING and backoff_state(note, note.spec if note else "", snapshot.now) in (
             BackoffState.WAITING, BackoffState.GAVE_UP
         ):
-            status = BACKOFF
+            status = JobStatus.BACKOFF
         views.append(
             JobView(
                 source=source,
@@ -379,7 +374,8 @@ def with_positions(views: Sequence[JobView], queues: Mapping[str, Obj]) -> list[
     """Set the position of every QUEUING job: from its Queue's ``status.queueItemDetails`` when that lists
     exactly the queue's waiting jobs (the status is written every few seconds, so it can lag), else from the
     core's queue order over the waiting jobs of its quota that the snapshot holds."""
-    waiting = [view for view in views if view.status == QUEUING and view.workload is not None and view.leaf]
+    waiting = [view for view in views
+               if view.status == JobStatus.QUEUING and view.workload is not None and view.leaf]
     by_leaf: dict[str, list[Workload]] = {}
     for view in waiting:
         assert view.workload is not None and view.leaf is not None
@@ -389,7 +385,7 @@ def with_positions(views: Sequence[JobView], queues: Mapping[str, Obj]) -> list[
         computed.update(positions_only(workloads))
     waiting_by_queue: dict[str, set[tuple[str, str, str]]] = {}
     for view in views:
-        if view.status == QUEUING and view.queue:
+        if view.status == JobStatus.QUEUING and view.queue:
             waiting_by_queue.setdefault(view.queue, set()).add((view.kind, view.namespace, view.name))
     from_status: dict[tuple[str, str, str], int] = {}
     trusted: set[str] = set()
@@ -406,7 +402,7 @@ def with_positions(views: Sequence[JobView], queues: Mapping[str, Obj]) -> list[
             trusted.add(name)
     out = []
     for view in views:
-        if view.status != QUEUING:
+        if view.status != JobStatus.QUEUING:
             out.append(view)
             continue
         key3 = (view.kind, view.namespace, view.name)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from webhook.core.podquota import charge, pod_quota_blockers
+from webhook.core.podquota import POD_QUOTA_REFUSAL, charge, pod_quota_blockers
 from webhook.core.quantity import NANO, format_quantity
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import Resources, is_binary_resource
@@ -101,7 +101,7 @@ def pod_quota_blocker(
         return None
     (blocker,) = blockers
     binary = is_binary_resource(blocker.resource)
-    return (f"pod-level quota {blocker.quota}: {blocker.resource} running "
+    return (f"{POD_QUOTA_REFUSAL} {blocker.quota}: {blocker.resource} running "
             f"{format_quantity(blocker.used, binary)} + request {format_quantity(blocker.request, binary)} "
             f"> max {format_quantity(blocker.max, binary)}")
 

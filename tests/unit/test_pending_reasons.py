@@ -1,0 +1,76 @@
+"""Why an admitted job's pods wait, as typed values ``kq why`` renders (webhook/readmodel/explain.py).
+
+A refusal for pod-level quota reaches ``kq why`` only through kube-scheduler's ``PodScheduled`` message, so every
+writer of such a refusal starts with the one marker :data:`webhook.core.podquota.POD_QUOTA_REFUSAL`, and ``kq why``
+recognises it by that marker alone."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from webhook.core.dra import PodDevices
+from webhook.core.placement_views import pod_view
+from webhook.core.podquota import POD_QUOTA_REFUSAL, QuotaBlocker, explain_blockers, refused_by_pod_quota
+from webhook.extender.decide import _uncounted
+from webhook.extender.reserved import explain_held
+from webhook.readmodel.explain import PendingReason, PodWait, pending_reasons
+from webhook.readmodel.view import JobView
+
+BLOCKER = QuotaBlocker("root/Department-a", "cpu", 2 * 10**9, 9 * 10**9, 10 * 10**9)
+POD = {"metadata": {"name": "p", "namespace": "team", "uid": "u"}, "spec": {}, "status": {}}
+
+
+def _refusals() -> list[str]:
+    """Every text the extender refuses a pod with for pod-level quota."""
+    texts = [explain_blockers((BLOCKER,)), explain_held((BLOCKER,))]
+    for devices in (PodDevices(problem="claim c is shared"), PodDevices(unknown="claim c is not made yet")):
+        decision = _uncounted("filter", pod_view(POD), ["n1"], devices, tree=None, quota=None)
+        texts += list(decision.unresolvable.values())
+    return texts
+
+
+def test_every_refusal_for_pod_quota_starts_with_the_marker() -> None:
+    for text in _refusals():
+        assert text.startswith(POD_QUOTA_REFUSAL), text
+
+
+def _pod(phase: str = "Pending", *, scheduled: str | None = None, waiting: dict[str, str] | None = None,
+         node: str | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase}
+    if scheduled is not None:
+        status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                 "message": scheduled}]
+    if waiting is not None:
+        status["containerStatuses"] = [{"name": "main", "state": {"waiting": waiting}}]
+    return {"metadata": {"name": "p"}, "spec": {"nodeName": node} if node else {}, "status": status}
+
+
+def _reasons(*pods: dict[str, Any]) -> list[PendingReason]:
+    return pending_reasons(cast(JobView, SimpleNamespace(pods=pods)))
+
+
+@pytest.mark.parametrize("refusal", _refusals())
+def test_a_pod_the_scheduler_reports_refused_by_the_extender_waits_for_pod_quota(refusal: str) -> None:
+    """kube-scheduler puts the extender's reason after its own count of nodes."""
+    message = f"0/3 nodes are available: 3 {refusal}. preemption: not eligible."
+    assert refused_by_pod_quota(message)
+    assert _reasons(_pod(scheduled=message)) == [PendingReason(PodWait.POD_QUOTA, message, 1)]
+
+
+def test_each_other_wait_has_its_kind_and_the_most_common_comes_first() -> None:
+    full = "0/3 nodes are available: 3 Insufficient cpu."
+    reasons = _reasons(
+        _pod(scheduled=full), _pod(scheduled=full),
+        _pod(waiting={"reason": "ErrImagePull", "message": "no such image"}, node="n1"),
+        _pod(node="n1"), _pod(), _pod("Running"), _pod("Succeeded"),
+    )
+    assert reasons == [
+        PendingReason(PodWait.SCHEDULER, full, 2),
+        PendingReason(PodWait.CONTAINER, "ErrImagePull: no such image", 1),
+        PendingReason(PodWait.STARTING, "scheduled, starting", 1),
+        PendingReason(PodWait.UNSEEN, "waiting for the scheduler", 1),
+    ]
+    assert not any(reason.kind == PodWait.POD_QUOTA for reason in reasons)
