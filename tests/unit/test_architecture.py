@@ -383,3 +383,10 @@ def test_a_refusal_for_pod_level_quota_is_worded_from_its_one_marker() -> None:
             found += [f"{where}:{line}: {text}" for line, text in _string_literals(_nodes(path))
                       if text.startswith(POD_QUOTA_REFUSAL)]
     assert found == []
+
+
+def test_no_module_of_the_package_is_over_500_lines() -> None:
+    """Small modules with names that say what they hold (docs/architecture.md)."""
+    sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines()) for path in ROOT.rglob("*.py")}
+    assert {where: lines for where, lines in sizes.items() if lines > 500} == {}
+    assert len(sizes) > 150

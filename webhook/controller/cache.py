@@ -16,13 +16,13 @@ import enum
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
 
 from webhook.api import kinds
-from webhook.api.names import PARENT_ANNOTATION, QUOTA_LABEL, TREE_NAMESPACE, UNFINISHED_PODS
+from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE, UNFINISHED_PODS
 from webhook.api.objects import Obj, meta, name_of, resource_version_of, status_of
 from webhook.controller.devices import DeviceWatch
 from webhook.controller.jobindex import JobIndex, ObjKey, Unsized, rv
+from webhook.controller.jobslim import job_slim
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
 from webhook.controller.starts import PodIndex, pod_slim
@@ -32,7 +32,6 @@ from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
-from webhook.kube.packed import Codec, packed
 from webhook.kube.slim import SlimListWatch
 from webhook.workloads.base import Adapter
 from webhook.workloads.registry import all_adapters
@@ -112,41 +111,6 @@ def _namespace_of(objects: Sequence[Obj]) -> str:
 def kind_key(adapter: Adapter) -> str:
     """``Kind.group`` (``core`` for the core group): how :attr:`ClusterCache.job_caches` names a kind."""
     return f"{adapter.kind}.{adapter.group or 'core'}"
-
-
-STUB_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
-"""What a job kind's cache keeps of an object its adapter does not manage."""
-
-
-def job_slim(adapter: Adapter) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
-    """How a job kind's cache keeps an object: packed (:func:`~webhook.kube.packed.packed`: no managed fields,
-    no ``kubectl apply`` copy, the identity as dicts, the rest compressed with one dictionary per kind), and
-    only the identity of an object its adapter does not manage (:func:`stub_unmanaged`)."""
-    codec = Codec()
-    if type(adapter).manages is Adapter.manages:
-        return lambda obj: packed(obj, codec)
-    return stub_unmanaged(adapter, codec)
-
-
-def stub_unmanaged(adapter: Adapter, codec: Codec) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
-    """A job kind's cache keeps only the identity of an object its adapter does not manage, and the others
-    packed by ``codec``. A Job's pods come to the plain Pods' cache because the webhook tags them too: a pod
-    is about 22 KB in memory (its managed fields with it), for every pod of the tree's namespaces, and the
-    queue reads none of it. The adapter decides on
-    the whole object of every event, so a stub is never what decides; it stays unmanaged (no gate, no
-    admission record)."""
-
-    def slim(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-        if adapter.manages(obj):
-            return packed(obj, codec)
-        metadata = obj.get("metadata")
-        kept = {key: metadata[key] for key in STUB_METADATA if key in metadata} if isinstance(metadata, Mapping) else {}
-        annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-        if isinstance(annotations, Mapping) and PARENT_ANNOTATION in annotations:  # what keeps a child unmanaged
-            kept["annotations"] = {PARENT_ANNOTATION: annotations[PARENT_ANNOTATION]}
-        return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
-
-    return slim
 
 
 class ClusterCache:
