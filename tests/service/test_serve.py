@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import gc
 import importlib
 import logging
@@ -343,3 +344,53 @@ def test_kq_extender_runs_on_the_chosen_loop_and_logs_it(
         assert extender_cli.run(args) == 0
     assert [module.split(".")[0] for module in seen] == ["asyncio"]
     assert "component=extender event=event_loop loop='asyncio' reason='KQ_EVENT_LOOP=asyncio'" in caplog.text
+
+
+async def test_the_webhook_and_the_controller_share_one_watch_per_kind(
+    apiserver: tuple[HttpApiserver, int], tmp_path: Path
+) -> None:
+    """``kq serve`` with its controller watches each kind once (webhook/kube/shared.py): the controller reads
+    the webhook's trees, policies, PriorityClasses and Namespaces, and still acts on them (it makes the tree's
+    Queues, and a tree change reaches it)."""
+    from webhook.controller.settings import add_controller_args  # noqa: PLC0415
+
+    fake, api_port = apiserver
+    options, client_tls = tls_options(tmp_path, api_port)
+    parser = argparse.ArgumentParser()
+    add_controller_args(parser)
+    options = dataclasses.replace(options, args=parser.parse_args(["--no-leader-elect"]))
+    queues: Kind = ("scheduling.x-k8s.io", "v1alpha1", "queues")
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(options, stop))
+    try:
+        async with aiohttp.ClientSession() as session:
+            await wait_ready(session, f"https://127.0.0.1:{options.port}", client_tls)
+        for _ in range(400):
+            if fake.select(queues, "kube-queue", None, None):
+                break
+            await asyncio.sleep(0.05)
+        assert fake.select(queues, "kube-queue", None, None), "the controller made no Queue from the shared tree"
+        tree = copy.deepcopy(fake.get(TREES, "elasticquotatree", "kube-system"))
+        tree["spec"]["root"]["children"][0]["namespaces"].append("joined-later")
+        fake.replace(TREES, "elasticquotatree", "kube-system", tree)
+        for _ in range(400):
+            if any("joined-later" in str(queue) for queue in fake.select(queues, "kube-queue", None, None)):
+                break
+            await asyncio.sleep(0.05)
+        assert any("joined-later" in str(queue) for queue in fake.select(queues, "kube-queue", None, None)), (
+            "a change of the shared tree did not reach the controller")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=30)
+    watches = [seen.path for seen in fake.seen if "watch=true" in seen.query]
+    assert len(watches) == len(set(watches)), sorted(path for path in watches if watches.count(path) > 1)
+    shared = {
+        "/apis/scheduling.sigs.k8s.io/v1beta1/namespaces/kube-system/elasticquotatrees",
+        "/apis/scheduling.alibabacloud.com/v1alpha1/resourcepolicies",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        "/api/v1/namespaces",
+    }
+    assert shared <= set(watches)
+    assert "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/kube-queue/queues" in watches  # the controller ran
+    lists = [seen.path for seen in fake.seen if seen.method == "GET" and "watch=true" not in seen.query]
+    assert all(lists.count(path) == 1 for path in shared), {path: lists.count(path) for path in shared}

@@ -22,6 +22,7 @@ from webhook.api.names import TREE_NAMESPACE
 from webhook.kube.cache import ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
 from webhook.kube.client import KubeClient, ResourceRef
 from webhook.kube.optional import OptionalListWatch
+from webhook.kube.shared import SharedWatches
 from webhook.kube.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
@@ -41,8 +42,10 @@ def _rebuild(update: Callable[[Iterable[Mapping[str, Any]]], None]) -> Callable[
     return listener
 
 
-def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TREE_NAMESPACE) -> list[WatchCache]:
-    """The six caches, each wired to its part of ``store`` (not yet running)."""
+def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TREE_NAMESPACE,
+                 watches: SharedWatches | None = None) -> list[WatchCache]:
+    """The six caches, each wired to its part of ``store`` (not yet running), and offered to ``watches`` for the
+    other parts of the process to read (:mod:`webhook.kube.shared`)."""
     trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
     pairs: list[tuple[str, ResourceRef, Callable[[Iterable[Mapping[str, Any]]], None]]] = [
         ("elasticquotatrees", trees, store.set_trees),
@@ -60,6 +63,8 @@ def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TR
         cache = WatchCache(name, source)
         cache.add_listener(_rebuild(update))
         caches.append(cache)
+        if watches is not None:
+            watches.offer(cache)
     return caches
 
 

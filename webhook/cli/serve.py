@@ -58,6 +58,7 @@ from webhook.core.quota import QuotaTree
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.kube.selfcert import ensure_serving_secret, inject_ca_bundle, service_dns_names
 from webhook.kube.serving import tls_context
+from webhook.kube.shared import WATCHES, SharedWatches
 from webhook.kube.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
@@ -352,8 +353,10 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
         await stack.enter_async_context(_background(*background))
 
         store = StateStore(settings=options.settings)
-        caches = build_caches(client, store, options.settings.tree_namespace)
+        watches = SharedWatches()
+        caches = build_caches(client, store, options.settings.tree_namespace, watches)
         app = make_app(store, options.settings)
+        app[WATCHES] = watches  # the controller reads these caches instead of watching the same kinds again
         app.cleanup_ctx.append(cache_context(caches, store))
         for plugin in plugins():
             attach = getattr(plugin, "attach", None)

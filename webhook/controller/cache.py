@@ -32,6 +32,7 @@ from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_tree
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.kube.shared import SharedWatches
 from webhook.kube.slim import SlimListWatch
 from webhook.workloads.base import Adapter
 from webhook.workloads.registry import all_adapters
@@ -132,8 +133,12 @@ class ClusterCache:
         start: Callable[[Awaitable[None], str], asyncio.Task[None]],
         on_unsized: Unsized,
         on_status: Callable[[], None] | None = None,
+        shared: SharedWatches | None = None,
     ) -> None:
         self.client = client
+        self._shared = shared
+        self._borrowed: list[WatchCache] = []
+        """The caches another part of the process runs (:mod:`webhook.kube.shared`); this one only reads them."""
         self._on_change = on_change
         self._on_status = on_status or on_change
         self._start = start
@@ -184,6 +189,11 @@ class ClusterCache:
     # Wiring ------------------------------------------------------------------------------------------------
     def _cache(self, name: str, ref: ResourceRef, label_selector: str | None = None,
                adapter: Adapter | None = None) -> WatchCache:
+        borrowed = self._shared.find(ref, label_selector) if self._shared is not None and adapter is None else None
+        if borrowed is not None:
+            borrowed.add_listener(self._changed)
+            self._borrowed.append(borrowed)
+            return borrowed
         source: ListWatch = ApiListWatch(self.client, ref, label_selector=label_selector)
         if adapter is not None:  # every job is kept packed (issue 38)
             source = SlimListWatch(source, job_slim(adapter))
@@ -245,6 +255,10 @@ class ClusterCache:
         """The caches of everything but the job kinds."""
         return [self.trees, self.queues, self.namespaces, self.priority_classes, self.policies, self.budgets,
                 self.pods]
+
+    def own_caches(self) -> list[WatchCache]:
+        """The caches of everything but the job kinds that this controller runs (not those it borrowed)."""
+        return [cache for cache in self.base_caches() if not any(cache is other for other in self._borrowed)]
 
     def all_caches(self) -> list[WatchCache]:
         """Every cache, the job kinds' last."""

@@ -41,6 +41,7 @@ from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.rate import format_rate
 from webhook.kube.client import KubeApiError, KubeClient
 from webhook.kube.collector import HeapFreezer, collector_paused
+from webhook.kube.shared import WATCHES, SharedWatches
 from webhook.kube.tasks import TaskGroup
 from webhook.workloads.base import Adapter
 
@@ -61,6 +62,7 @@ class Controller:
         *,
         wall: Callable[[], float] = time.time,
         clock: Callable[[], float] = time.monotonic,
+        watches: SharedWatches | None = None,
     ) -> None:
         self.client = client
         self.settings = settings
@@ -73,7 +75,8 @@ class Controller:
         """Set when a change of status only asked for a pass (it comes within ``status_debounce``)."""
         self.cache = ClusterCache(client, tree_namespace=settings.tree_namespace,
                                   queue_namespace=settings.queue_namespace, on_change=self._dirty.set,
-                                  start=self._start, on_unsized=self._warn_unsized, on_status=self._status_changed)
+                                  start=self._start, on_unsized=self._warn_unsized, on_status=self._status_changed,
+                                  shared=watches)
         self._started: set[str] = set()
         """Admission ids of released jobs seen started (docs/start-timeout.md)."""
         self._start_memo = StartMemo()
@@ -196,7 +199,7 @@ class Controller:
         if self.elector is None:
             metrics.LEADER.set(1)
         try:
-            for cache in self.cache.base_caches():
+            for cache in self.cache.own_caches():
                 self._start(cache.run(), f"cache-{cache.name}")
             self._start(self.events.run(), "events")
             if self.elector is not None:
@@ -445,9 +448,11 @@ class Controller:
 # Entry points --------------------------------------------------------------------------------------------------
 
 
-async def run_controller(args: argparse.Namespace, api_client: KubeClient, stop: asyncio.Event) -> None:
-    """Run the controller with the flags of :func:`add_controller_args` until ``stop`` is set. Returns at once
-    when ``--no-controller`` was given."""
+async def run_controller(args: argparse.Namespace, api_client: KubeClient, stop: asyncio.Event,
+                         watches: SharedWatches | None = None) -> None:
+    """Run the controller with the flags of :func:`add_controller_args` until ``stop`` is set, reading the caches
+    ``watches`` holds instead of watching those resources again. Returns at once when ``--no-controller`` was
+    given."""
     settings = settings_from_args(args)
     if not settings.enabled:
         log.info(kv(component="controller", event="disabled", reason="--no-controller"))
@@ -462,7 +467,7 @@ async def run_controller(args: argparse.Namespace, api_client: KubeClient, stop:
             identity=settings.identity,
         )
     )
-    await Controller(api_client, settings).run(stop)
+    await Controller(api_client, settings, watches=watches).run(stop)
 
 
 def controller_context(
@@ -475,7 +480,7 @@ def controller_context(
     async def context(app: web.Application) -> AsyncIterator[None]:
         stop = asyncio.Event()
         api = client() if callable(client) else client
-        task = asyncio.ensure_future(run_controller(args, api, stop))
+        task = asyncio.ensure_future(run_controller(args, api, stop, app.get(WATCHES)))
         try:
             yield
         finally:
