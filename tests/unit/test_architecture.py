@@ -390,3 +390,76 @@ def test_no_module_of_the_package_is_over_500_lines() -> None:
     sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines()) for path in ROOT.rglob("*.py")}
     assert {where: lines for where, lines in sizes.items() if lines > 500} == {}
     assert len(sizes) > 150
+
+
+def _import_time_edges() -> dict[str, set[str]]:
+    """Module to module: the imports of ``webhook/`` and ``bench/`` that run when a module is imported (at its top
+    level, outside ``if TYPE_CHECKING:``; functions' lazy imports do not count)."""
+    modules: dict[str, Path] = {}
+    for base in (ROOT, ROOT.parent / "bench"):
+        for path in base.rglob("*.py"):
+            parts = path.relative_to(ROOT.parent).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    edges: dict[str, set[str]] = {name: set() for name in modules}
+
+    def visit(name: str, statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.unparse(statement.test):
+                visit(name, statement.orelse)
+                continue
+            if isinstance(statement, ast.Import):
+                edges[name].update(alias.name for alias in statement.names if alias.name in modules)
+            elif isinstance(statement, ast.ImportFrom) and statement.module and statement.level == 0:
+                for alias in statement.names:
+                    target = f"{statement.module}.{alias.name}"
+                    edges[name].add(target if target in modules else statement.module)
+            for block in ("body", "orelse", "finalbody"):
+                if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    visit(name, getattr(statement, block, []) or [])
+            for handler in getattr(statement, "handlers", []) or []:
+                visit(name, handler.body)
+
+    for name, path in modules.items():
+        visit(name, ast.parse(path.read_text()).body)
+    return {name: {target for target in targets if target in modules} for name, targets in edges.items()}
+
+
+def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or around a circle (Tarjan's components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in edges[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = [stack.pop()]
+            while group[-1] != node:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_around_a_circle() -> None:
+    """Every module of the package and the bench can be imported on its own, in any order."""
+    edges = _import_time_edges()
+    assert _circles(edges) == []
+    assert sum(len(targets) for targets in edges.values()) > 500  # the scan saw the imports
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
