@@ -16,8 +16,8 @@ The steps are :class:`bench.queue_scale_run.Run`'s, with Kueue's counterparts wh
 * a Queue's status is right when the team's ClusterQueue's ``pendingWorkloads`` counts the Jobs that wait
   there;
 * the read side: ``kubectl get workloads -A``, ``kubectl get workloads -n NS`` and ``kubectl describe
-  workload`` (Kueue's own answer to why a job waits; its visibility API is an aggregated API the dev cluster
-  cannot route to a process on loopback); Kueue has no console page;
+  workload`` (Kueue's own answer to why a job waits; its visibility API, an aggregated API, is not in the bench
+  yet); Kueue has no console page;
 * the leader change: the second replica is started, the webhooks are pointed at it (a Service would route to
   the replica that lives), the first is killed with SIGKILL and its Lease left to expire.
 """

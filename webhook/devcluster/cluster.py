@@ -31,7 +31,7 @@ from webhook.api.names import DEFAULT_SCHEDULER
 from webhook.devcluster import podlog, processes
 from webhook.devcluster.config import KWOK_NODE_IP, ClusterConfig
 from webhook.devcluster.kubeconfig import write_kubeconfig
-from webhook.devcluster.pki_setup import ensure_pki
+from webhook.devcluster.pki_setup import FRONT_PROXY_CLIENT, ensure_pki
 
 log = logging.getLogger("kq.dev")
 
@@ -148,6 +148,15 @@ def components(
                 # Pod logs come from kwok's server at each fake node's InternalIP (see the module's doc).
                 "--kubelet-preferred-address-types=InternalIP",
                 f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+                # The aggregator: an aggregated API (an APIService) gets the user as X-Remote-* headers from a
+                # client of the front-proxy CA; one on loopback is reached through an ExternalName Service.
+                f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+                f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
                 "--max-requests-inflight=2000",
                 "--max-mutating-requests-inflight=1000",
                 "--v=1",

@@ -64,7 +64,29 @@ def ensure_pki(directory: Path) -> None:
     issue("kwok-serving", "kwok-kubelet", dns_names=("localhost",), ip_addresses=(KWOK_NODE_IP,))
     for stem, (user, groups) in CLIENTS.items():
         issue(stem, user, server=False, client=True, organizations=groups)
+    _front_proxy(directory)
     if not (directory / "sa.key").exists():
         private, public = pki.make_rsa_key_pem()
         _write(directory / "sa.key", private, private=True)
         _write(directory / "sa.pub", public)
+
+
+FRONT_PROXY_CLIENT = "front-proxy-client"
+"""The name the API server's aggregator presents to an aggregated API (``--requestheader-allowed-names``)."""
+
+
+def _front_proxy(directory: Path) -> None:
+    """The aggregator's own CA and client certificate (``front-proxy-ca``, ``front-proxy-client``): an aggregated
+    API trusts the user headers only from a client this CA signed, so it is not the cluster's client CA."""
+    ca_crt, ca_key = directory / "front-proxy-ca.crt", directory / "front-proxy-ca.key"
+    crt, key = directory / "front-proxy-client.crt", directory / "front-proxy-client.key"
+    if not (ca_crt.exists() and ca_key.exists()):
+        cert, private = pki.make_ca("kube-queue-dev-front-proxy-ca")
+        _write(ca_crt, cert)
+        _write(ca_key, private, private=True)
+        crt.unlink(missing_ok=True)
+    if not (crt.exists() and key.exists()):
+        cert, private = pki.issue_cert(ca_crt.read_bytes(), ca_key.read_bytes(), FRONT_PROXY_CLIENT, server=False,
+                                       client=True)
+        _write(crt, cert)
+        _write(key, private, private=True)
