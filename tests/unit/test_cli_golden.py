@@ -30,6 +30,7 @@ GOLDEN_COMMANDS = {
     "why_queuing_first": ["why", "big", "-n", "user-b", "--oversellrate", "1"],
     "why_running": ["why", "pi1"],
     "why_pending": ["why", "pend", "-n", "user-c"],
+    "why_pending_json": ["why", "pend", "-n", "user-c", "-o", "json"],
     "why_succeeded": ["why", "done"],
     "why_failed": ["why", "broke"],
     "why_unmanaged": ["why", "loose", "-n", "default"],

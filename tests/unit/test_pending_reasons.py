@@ -74,3 +74,20 @@ def test_each_other_wait_has_its_kind_and_the_most_common_comes_first() -> None:
         PendingReason(PodWait.UNSEEN, "waiting for the scheduler", 1),
     ]
     assert not any(reason.kind == PodWait.POD_QUOTA for reason in reasons)
+
+
+def test_kq_why_json_gives_a_released_jobs_pods_and_why_they_wait() -> None:
+    """``kq why -o json`` for a PENDING job: ``pods`` and ``podsWaiting`` from the typed reasons; a waiting
+    job has neither."""
+    from webhook.api.statuses import JobStatus  # noqa: PLC0415
+    from webhook.readmodel.explain import Answer, answer_json  # noqa: PLC0415
+
+    refusal = f"0/3 nodes are available: 3 {explain_blockers((BLOCKER,))}."
+    pods = (_pod("Running"), _pod(scheduled=refusal), _pod(scheduled=refusal))
+    view = SimpleNamespace(kind="Job", namespace="team", name="j", status=JobStatus.PENDING, quota="root/a",
+                           queue="q", position=None, running=1, expected=3, pods=pods)
+    out = answer_json(Answer("text"), cast(JobView, view))
+    assert out["pods"] == {"running": 1, "expected": 3}
+    assert out["podsWaiting"] == [{"reason": "pod-quota", "pods": 2, "message": refusal}]
+    waiting = SimpleNamespace(**{**vars(view), "status": JobStatus.QUEUING, "pods": ()})
+    assert "podsWaiting" not in answer_json(Answer("text"), cast(JobView, waiting))

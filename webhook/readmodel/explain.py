@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, REASON_QUEUED
 from webhook.api.objects import Obj, conditions_of, event_time, involved_object, meta, pod_spec, pod_status
-from webhook.api.statuses import FINAL, JobStatus
+from webhook.api.statuses import FINAL, STARTED, JobStatus
 
 if TYPE_CHECKING:
     from webhook.readmodel.eta import EtaReport
@@ -395,7 +395,8 @@ def explain_job(
 
 def answer_json(answer: Answer, view: JobView) -> dict[str, Any]:
     """``kq why -o json``: the job, its status and place, the answer's text, and its start estimate
-    (``estimatedStart`` and ``estimatedStartLatest`` in RFC 3339, absent when unknown, and ``estimateBasis``)."""
+    (``estimatedStart`` and ``estimatedStartLatest`` in RFC 3339, absent when unknown, and ``estimateBasis``);
+    for a released job, its pods and why those that do not run wait (``podsWaiting``: :class:`PodWait`)."""
     from webhook.core.rate import format_rate  # noqa: PLC0415
     from webhook.readmodel.eta import eta_fields  # noqa: PLC0415
 
@@ -421,6 +422,10 @@ def answer_json(answer: Answer, view: JobView) -> dict[str, Any]:
         })
     elif view.position is not None:
         out["position"] = view.position
+    if view.status in STARTED:
+        out["pods"] = {"running": view.running, "expected": view.expected}
+        out["podsWaiting"] = [{"reason": reason.kind.value, "pods": reason.count, "message": reason.text}
+                              for reason in pending_reasons(view)]
     if answer.eta is not None:
         out.update(eta_fields(answer.eta))
     out["explanation"] = answer.text
