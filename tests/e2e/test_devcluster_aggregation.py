@@ -10,8 +10,8 @@ presents its front-proxy certificate and passes on who asked.
 
 from __future__ import annotations
 
+import base64
 import json
-import socket
 import ssl
 import tempfile
 import threading
@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import pytest
 
 from tests.e2e.conftest import DevCluster
+from tests.ports import free_port
 from webhook import pki
 from webhook.devcluster.pki_setup import FRONT_PROXY_CLIENT
 
@@ -70,13 +71,6 @@ class _Probe(BaseHTTPRequestHandler):
         return
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def probe(dev_cluster: DevCluster) -> Iterator[tuple[int, bytes]]:
     """The probe on a loopback port, its CA (for the APIService's ``caBundle``)."""
@@ -93,7 +87,7 @@ def probe(dev_cluster: DevCluster) -> Iterator[tuple[int, bytes]]:
         context.load_cert_chain(Path(directory, "tls.crt"), Path(directory, "tls.key"))
     context.verify_mode = ssl.CERT_REQUIRED  # only the aggregator's front-proxy client
     context.load_verify_locations(cadata=front_proxy_ca)
-    server = ThreadingHTTPServer(("127.0.0.1", _free_port()), _Probe)
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Probe)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -107,8 +101,6 @@ def probe(dev_cluster: DevCluster) -> Iterator[tuple[int, bytes]]:
 def test_an_aggregated_api_on_loopback_is_reached_with_the_user_it_was_asked_by(
     dev_cluster: DevCluster, probe: tuple[int, bytes]
 ) -> None:
-    import base64  # noqa: PLC0415
-
     port, ca = probe
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": SERVICE, "namespace": "default"},
                "spec": {"type": "ExternalName", "externalName": "localhost"}}

@@ -15,19 +15,13 @@ import orjson
 import pytest
 from aiohttp import web
 
+from tests.ports import free_port
 from tests.service.helpers import batch_job, review
 from webhook.admission import server
 from webhook.admission.app import make_app
 from webhook.admission.state import Settings, StateStore
 from webhook.cli.certs import write_certs
 from webhook.kube.serving import tls_context
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def ask(port: int, cafile: Path, path: str, body: bytes | None, out: dict[str, Any], done: threading.Event) -> None:

@@ -26,6 +26,7 @@ from aiohttp.test_utils import TestServer
 
 from tests.builders import SEED_TREE_SPEC
 from tests.kubefake import Kind
+from tests.ports import free_port
 from tests.service.apiserver_http import HttpApiserver
 from tests.service.helpers import batch_job, review
 from webhook.admission import server
@@ -57,13 +58,6 @@ current-context: fake
 """
     )
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture

@@ -34,9 +34,6 @@ class SharedWatches:
         """The cache another part offered for ``ref`` with these selectors, if any."""
         return self._caches.get((ref, label_selector, field_selector))
 
-    def __len__(self) -> int:
-        return len(self._caches)
-
 
 WATCHES = web.AppKey("watches", SharedWatches)
 """Where ``kq serve`` keeps the shared caches on its application, for its plugins."""
