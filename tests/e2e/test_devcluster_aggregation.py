@@ -133,7 +133,11 @@ def test_an_aggregated_api_on_loopback_is_reached_with_the_user_it_was_asked_by(
         refused = dev_cluster.kubectl_result(*as_alice)
         assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused
         assert "alice" not in _Probe.asked
-        dev_cluster.kubectl("create", "clusterrole", ROLE, "--verb=list", f"--resource=echoes.{GROUP}")
+        # Applied as an object: `kubectl create clusterrole --resource` checks the resource against kubectl's
+        # discovery cache, which may not know the group yet.
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": ROLE},
+                "rules": [{"apiGroups": [GROUP], "resources": ["echoes"], "verbs": ["list"]}]}
+        dev_cluster.kubectl("apply", "-f", "-", stdin=json.dumps(role))
         dev_cluster.kubectl("create", "clusterrolebinding", ROLE, f"--clusterrole={ROLE}", "--user=alice")
         deadline, result = time.monotonic() + 30, refused
         while time.monotonic() < deadline and result.returncode != 0:
