@@ -82,6 +82,7 @@ async def measure(config: ClusterConfig, jobs: int, figures: Figures, system: ty
         await run.more_creates()
         await run.until_statuses_right(SETTLE_S)
         await run.reads()
+        figures.reads_rss_mib = rss_mib(run.controller_pid())
         _, after = await asyncio.to_thread(run.scrape)
         refreshes = burst_stats.delta(before, after)
         figures.refreshes = int(burst_stats.total(refreshes, "kube_queue_eta_refresh_cpu_seconds_count"))

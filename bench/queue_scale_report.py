@@ -51,6 +51,8 @@ class Figures:
     cold_first_admission_s: float = NAN
     cold_statuses_s: float = NAN
     restart_rss_mib: float = NAN
+    reads_rss_mib: float = NAN
+    """After the reads (``kq serve`` keeps the job summaries it served)."""
     restart_queued: int = 0
     takeover_lease_s: float = NAN
     takeover_first_admission_s: float = NAN
@@ -113,6 +115,10 @@ def rows(figures: Figures) -> list[Row]:
                 f"{_num(figures.fill_rss_peak_mib, 0)}", "< 500 with the queue full"))
     out.append(("controller KiB per queued Job (full less before, over the queued Jobs)", _num(per_job, 1),
                 "< 6, and below Kueue's"))
+    if not math.isnan(figures.reads_rss_mib):
+        out.append(("the same after the reads (the job summaries kept): resident MiB / KiB per queued Job",
+                    f"{_num(figures.reads_rss_mib, 0)} / "
+                    f"{_num(_per_job_kib(figures.reads_rss_mib, figures.baseline_rss_mib, figures.queued), 1)}", ""))
     after = _per_job_kib(figures.restart_rss_mib, figures.baseline_rss_mib, figures.restart_queued)
     out.append(("the same after a restart: resident MiB / KiB per queued Job",
                 f"{_num(figures.restart_rss_mib, 0)} / {_num(after, 1)}", ""))
@@ -142,6 +148,7 @@ def rows(figures: Figures) -> list[Row]:
         error = " (failed)" if role in figures.read_errors else ""
         ours, kueue = READS.get(role, (role, "-"))
         out.append((f"{ours} / {kueue}: s, median of 3", _num(statistics.median(values), 2) + error, "< 2"))
+        out.append((f"{ours} / {kueue}: s, each run", " / ".join(_num(value, 2) for value in values), ""))
     out.append(("cold start: controller ready, s after its start", _num(figures.cold_ready_s), ""))
     out.append(("cold start: first admission, s after its start", _num(figures.cold_first_admission_s), ""))
     out.append(("cold start: every Queue's status right, s after its start", _num(figures.cold_statuses_s), ""))

@@ -14,6 +14,7 @@ crds/queues.yaml crds/queues.yaml
 crds/resourcepolicies.yaml crds/resourcepolicies.yaml
 namespace.yaml files/namespace.yaml
 webhook/rbac.yaml files/webhook/rbac.yaml
+webhook/read-api.yaml files/webhook/read-api.yaml
 webhook/webhook-configurations.yaml files/webhook/webhook-configurations.yaml
 webhook/admission-policies.yaml files/webhook/admission-policies.yaml
 webhook/webhook-configurations-webhook-only.yaml files/webhook/webhook-configurations-webhook-only.yaml

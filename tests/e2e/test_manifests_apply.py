@@ -33,7 +33,7 @@ MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 CHART = MANIFESTS / "helm" / "kube-queue"
 UPGRADED = ("namespace.yaml", "crds", "controller/rbac.yaml", "webhook/rbac.yaml", "scheduler/rbac.yaml")
 DRY_RUN_ONLY = {"Deployment", "Service", "PodDisruptionBudget", "MutatingWebhookConfiguration",
-                "ValidatingWebhookConfiguration"}
+                "ValidatingWebhookConfiguration", "APIService"}
 """Kinds that would replace the dev cluster's local service (see the module notes): never applied for real."""
 VALUES_MATRIX: dict[str, dict[str, Any]] = {
     "defaults": {},

@@ -75,6 +75,7 @@ MUTATING_WEBHOOK_CONFIGURATION: Final = Kind(
 VALIDATING_WEBHOOK_CONFIGURATION: Final = Kind(
     "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False
 )
+API_SERVICE: Final = Kind("apiregistration.k8s.io", "v1", "apiservices", "APIService", False)
 ADMISSION_REVIEW: Final = Kind("admission.k8s.io", "v1", "", "AdmissionReview", namespaced=False)
 
 OUR_KINDS: Final = (ELASTIC_QUOTA_TREE, RESOURCE_POLICY, QUEUE)

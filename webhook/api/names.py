@@ -46,6 +46,18 @@ MANAGED_ROUTE: Final = "managed"
 ``/validate/managed``): the API server routing a request there says the namespace is labelled, even before the
 webhook's own namespace watch does."""
 
+# The controller's read API (docs/queueing.md, "Reading every job") -----------------------------------------
+VISIBILITY_GROUP: Final = f"visibility.{PREFIX}"
+"""The aggregated API group ``kq serve`` answers: the jobs as the controller sees them."""
+VISIBILITY_VERSION: Final = "v1alpha1"
+JOB_SUMMARIES: Final = "jobsummaries"
+"""Its one resource, namespaced, list only: one item a job, ``kq list -o json``'s fields under ``job``."""
+JOB_SUMMARY_KIND: Final = "JobSummary"
+VISIBILITY_API_SERVICE: Final = f"{VISIBILITY_VERSION}.{VISIBILITY_GROUP}"
+"""The APIService that routes the group to ``kq serve``."""
+VISIBILITY_SERVICE: Final = "kube-queue-webhook"
+"""The Service (in :data:`QUEUE_NAMESPACE`) the APIService names: the webhook's own, the same HTTPS port."""
+
 # Labels -----------------------------------------------------------------------------------------------------
 QUOTA_LABEL: Final = "quota.scheduling.alibabacloud.com/name"
 """Label on jobs and their pods: the name of the leaf quota that owns them."""

@@ -135,6 +135,8 @@ class QueueItem(TypedDict, total=False):
     kind: str
     priority: int
     position: int
+    estimatedStart: str
+    estimatedStartLatest: str
 
 
 class QueueItemDetails(TypedDict, total=False):

@@ -6,6 +6,7 @@ because it ties the shells together (the dev cluster, the admission service, the
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import ssl
@@ -14,6 +15,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from webhook.devcluster import cluster, operators, processes
 from webhook.devcluster.config import SERVICE_ACCOUNT, ClusterConfig
@@ -167,6 +171,26 @@ SHIPPED_RBAC = (
     MANIFESTS / "scheduler" / "rbac.yaml",
 )
 """The least-privilege roles an operator installs: the dev cluster runs the system under exactly these."""
+READ_API = MANIFESTS / "webhook" / "read-api.yaml"
+"""The read API's roles and APIService (docs/queueing.md, "Reading every job")."""
+
+
+def read_api_objects(config: ClusterConfig | None = None) -> list[dict[str, Any]]:
+    """The shipped read API objects: without ``config``, all but the APIService (the roles ``kq serve`` needs
+    before it starts); with it, the APIService for the dev cluster's ``kq serve`` on loopback (the aggregator
+    resolves an ExternalName Service by its name alone; the dev CA signs the serving certificate) and that
+    Service."""
+    documents = [doc for doc in yaml.safe_load_all(READ_API.read_text()) if isinstance(doc, dict)]
+    if config is None:
+        return [doc for doc in documents if doc.get("kind") != "APIService"]
+    (api_service,) = (doc for doc in documents if doc.get("kind") == "APIService")
+    service = api_service["spec"]["service"]
+    service["port"] = config.ports.webhook
+    api_service["spec"]["caBundle"] = base64.b64encode((config.pki / "ca.crt").read_bytes()).decode()
+    external = {"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": service["name"], "namespace": service["namespace"]},
+                "spec": {"type": "ExternalName", "externalName": "localhost"}}
+    return [external, api_service]
 TOKEN_LIFETIME = "8760h"
 """How long the service's token lives (``kq dev up`` issues a new one every time)."""
 
@@ -187,6 +211,8 @@ def install_api_objects(config: ClusterConfig, bins: Path) -> None:
     cluster.kubectl(config, bins, "delete", "clusterrolebinding", "kube-queue-dev-controller", "--ignore-not-found")
     for path in SHIPPED_RBAC:
         cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", str(path))
+    roles = json.dumps({"apiVersion": "v1", "kind": "List", "items": read_api_objects()})
+    cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=roles)
     token = cluster.kubectl(
         config, bins, "create", "token", SERVICE_ACCOUNT[1], "-n", SERVICE_ACCOUNT[0], f"--duration={TOKEN_LIFETIME}"
     ).strip()
@@ -213,7 +239,8 @@ def register_webhooks(config: ClusterConfig, bins: Path) -> None:
     ca = (config.pki / "ca.crt").read_bytes()
     # The admission policies first: the webhooks that let workload controllers' pods through while the service
     # is down count on them (the dev cluster runs Kubernetes 1.36, which serves them).
-    items = [*admission_policies(), *dev_webhook_configs(f"https://127.0.0.1:{config.ports.webhook}", ca)]
+    items = [*admission_policies(), *dev_webhook_configs(f"https://127.0.0.1:{config.ports.webhook}", ca),
+             *read_api_objects(config)]
     doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     cluster.kubectl(config, bins, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=doc)
     operators.wait_ready(config)

@@ -11,6 +11,7 @@ computed with the core's queue order.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.objects import meta
@@ -20,44 +21,54 @@ from webhook.readmodel.commandline import subparser
 
 if TYPE_CHECKING:
     from webhook.readmodel.context import Ctx
-    from webhook.readmodel.eta import Published
-    from webhook.readmodel.view import JobView
 
 
 # kq list ------------------------------------------------------------------------------------------------------------
 
 
-def _views_for(ctx: Ctx, args: argparse.Namespace) -> tuple[list[JobView], Published]:
-    """The jobs ``kq list`` shows, and the start estimates their Queues publish."""
+def _summaries_for(ctx: Ctx, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The jobs ``kq list`` shows, as ``-o json`` gives them. Every namespace's come from the controller's
+    summaries when it serves them (docs/queueing.md, "Reading every job"), else from the API as one
+    namespace's always do."""
     from webhook.readmodel.eta import published_estimates  # noqa: PLC0415
     from webhook.readmodel.fetch import load_snapshot  # noqa: PLC0415
+    from webhook.readmodel.jobs import job_summary  # noqa: PLC0415
+    from webhook.readmodel.served import served_summaries  # noqa: PLC0415
     from webhook.readmodel.view import job_views  # noqa: PLC0415
 
     if args.all_namespaces:
+        if not args.direct:
+            served = served_summaries(ctx.api, None)
+            if served.jobs is not None:
+                return served.jobs
+            if served.problem is not None:
+                ctx.note(f"the controller's job summaries are unavailable ({served.problem}); reading every job "
+                         "from the API server instead")
         snapshot = load_snapshot(ctx.api, None, now=ctx.now())
-        return job_views(snapshot), published_estimates(snapshot.queues)
+        etas = published_estimates(snapshot.queues)
+        return [job_summary(view, etas) for view in job_views(snapshot)]
     namespace = ctx.namespace
     snapshot = load_snapshot(ctx.api, [namespace], now=ctx.now())
-    return ([view for view in job_views(snapshot) if view.namespace == namespace],
-            published_estimates(snapshot.queues))
+    etas = published_estimates(snapshot.queues)
+    return [job_summary(view, etas) for view in job_views(snapshot) if view.namespace == namespace]
 
 
 def _list(ctx: Ctx, args: argparse.Namespace) -> int:
-    from webhook.readmodel.jobs import job_summary, list_rows  # noqa: PLC0415
+    from webhook.readmodel.jobs import list_rows  # noqa: PLC0415
     from webhook.readmodel.output import WIDE, table, to_json, to_yaml  # noqa: PLC0415
 
-    views, etas = _views_for(ctx, args)
+    jobs = _summaries_for(ctx, args)
     if args.status:
         wanted = {s.upper() for s in args.status.split(",")}
-        views = [view for view in views if view.status in wanted]
+        jobs = [job for job in jobs if job["status"] in wanted]
     if args.output in ("json", "yaml"):
-        data = {"items": [job_summary(view, etas) for view in views]}
+        data = {"items": jobs}
         ctx.print((to_json if args.output == "json" else to_yaml)(data).rstrip("\n"))
         return 0
     wide = args.output == "wide"
     if args.watch:
-        return _watch(ctx, args, views, wide, etas)
-    columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces, etas=etas)
+        return _watch(ctx, args, jobs, wide)
+    columns, rows = list_rows(jobs, ctx.now(), wide=wide, all_namespaces=args.all_namespaces)
     if not rows:
         where = "any namespace" if args.all_namespaces else f"namespace {ctx.namespace}"
         ctx.note(f"No jobs in {where}.")
@@ -66,12 +77,16 @@ def _list(ctx: Ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def _watch(ctx: Ctx, args: argparse.Namespace, views: list[JobView], wide: bool, etas: Published) -> int:
+def _key(job: Mapping[str, Any]) -> tuple[str, str, str]:
+    return str(job["namespace"]), str(job["kind"]), str(job["name"])
+
+
+def _watch(ctx: Ctx, args: argparse.Namespace, jobs: list[dict[str, Any]], wide: bool) -> int:
     """Print the table, then a line for every job whose row changes (``DELETED`` when it goes), until Ctrl-C."""
     from webhook.readmodel.jobs import list_rows  # noqa: PLC0415
     from webhook.readmodel.output import WIDE, layout, render  # noqa: PLC0415
 
-    columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces, etas=etas)
+    columns, rows = list_rows(jobs, ctx.now(), wide=wide, all_namespaces=args.all_namespaces)
     widths = layout(columns, rows, max(ctx.width, WIDE) if wide else ctx.width)
     ctx.print(render(columns, rows, widths).rstrip("\n"))
     headers = [c.header for c in columns]
@@ -81,13 +96,13 @@ def _watch(ctx: Ctx, args: argparse.Namespace, views: list[JobView], wide: bool,
         """A row changed, the ETA (it counts down) and the AGE apart."""
         return before[:eta] + before[eta + 1:-1] != after[:eta] + after[eta + 1:-1]
 
-    previous = {(v.namespace, v.kind, v.name): row for v, row in zip(views, rows, strict=True)}
+    previous = {_key(job): row for job, row in zip(jobs, rows, strict=True)}
     rounds = 1
     while not args.watch_rounds or rounds < args.watch_rounds:
         ctx.sleep(args.interval)
-        views, etas = _views_for(ctx, args)
-        columns, rows = list_rows(views, ctx.now(), wide=wide, all_namespaces=args.all_namespaces, etas=etas)
-        current = {(v.namespace, v.kind, v.name): row for v, row in zip(views, rows, strict=True)}
+        jobs = _summaries_for(ctx, args)
+        columns, rows = list_rows(jobs, ctx.now(), wide=wide, all_namespaces=args.all_namespaces)
+        current = {_key(job): row for job, row in zip(jobs, rows, strict=True)}
         changed = [row for key, row in current.items() if key not in previous or moved(previous[key], row)]
         for key, row in previous.items():
             if key not in current:
@@ -222,6 +237,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--status", help="only these statuses, comma-separated (e.g. QUEUING,PENDING)")
     parser.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
     parser.add_argument("--watch-rounds", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--direct", action="store_true",
+        help="with -A: read every job from the API server, not the controller's summaries (slower; docs/queueing.md)",
+    )
     add_connection_flags(parser, all_namespaces=True)
     parser.set_defaults(handler=command(_list))
 

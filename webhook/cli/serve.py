@@ -51,19 +51,20 @@ from webhook.admission.state import (
     tree_from_objects,
 )
 from webhook.api import kinds
-from webhook.api.names import CONTROLLER_COMPONENT, TREE_NAMESPACE
+from webhook.api.names import CONTROLLER_COMPONENT, TREE_NAMESPACE, VISIBILITY_API_SERVICE
 from webhook.cli.wiring import import_wired
 from webhook.core.integrity import WORKLOAD_CONTROLLERS
 from webhook.core.quota import QuotaTree
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
-from webhook.kube.selfcert import ensure_serving_secret, inject_ca_bundle, service_dns_names
+from webhook.kube.frontproxy import FRONT_PROXY, read_front_proxy, trust_front_proxy
+from webhook.kube.selfcert import ensure_serving_secret, inject_api_service_ca, inject_ca_bundle, service_dns_names
 from webhook.kube.serving import tls_context
 from webhook.kube.shared import WATCHES, SharedWatches
 from webhook.kube.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
 
-PLUGIN_MODULES = ("webhook.controller.plugin",)
+PLUGIN_MODULES = ("webhook.controller.plugin", "webhook.cli.readapi")
 """Parts served by the same process; each must import (a failure stops ``kq serve``, see
 :mod:`webhook.cli.wiring`). The extender is its own process (``kq extender``), not a plugin."""
 
@@ -263,6 +264,7 @@ async def _self_cert(
             log.info("component=serve event=certificate_reloaded secret=%s/%s", namespace, name)
     if options.webhook_configurations:
         await inject_ca_bundle(client, options.webhook_configurations, certs.ca_cert)
+        await inject_api_service_ca(client, VISIBILITY_API_SERVICE, certs.ca_cert)
     return context if context is not None else tls_context(cert, key)
 
 
@@ -351,12 +353,17 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
             context = tls_context(options.cert, options.key)
             background.append(_watch_files(context, options.cert, options.key))
         await stack.enter_async_context(_background(*background))
+        front_proxy = await read_front_proxy(client)
+        if front_proxy is not None:  # the aggregated read API (webhook.controller.visibility) trusts it alone
+            trust_front_proxy(context, front_proxy)
 
         store = StateStore(settings=options.settings)
         watches = SharedWatches()
         caches = build_caches(client, store, options.settings.tree_namespace, watches)
         app = make_app(store, options.settings)
         app[WATCHES] = watches  # the controller reads these caches instead of watching the same kinds again
+        if front_proxy is not None:
+            app[FRONT_PROXY] = front_proxy
         app.cleanup_ctx.append(cache_context(caches, store))
         for plugin in plugins():
             attach = getattr(plugin, "attach", None)

@@ -71,9 +71,9 @@ def job_href(namespace: str, kind: str, name: str) -> str:
 def rows_of(views: Sequence[JobView], now: float, etas: Published | None = None) -> list[JobRow]:
     """The table rows: the columns of ``kq list -o wide`` (:func:`webhook.readmodel.jobs.list_rows`), the ETA from
     ``etas`` (the Queues' published estimates)."""
-    from webhook.readmodel.jobs import list_rows  # noqa: PLC0415
+    from webhook.readmodel.jobs import job_summary, list_rows  # noqa: PLC0415
 
-    _, rows = list_rows(views, now, wide=True, all_namespaces=False, etas=etas)
+    _, rows = list_rows([job_summary(view, etas) for view in views], now, wide=True, all_namespaces=False)
     # NAME, KIND, STATUS, QUEUE, POSITION, ETA, PRIORITY, PODS, REQUEST, AGE
     return [
         JobRow(name=row[0], namespace=view.namespace, kind=row[1], status=view.status, queue=row[3], position=row[4],

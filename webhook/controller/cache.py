@@ -401,11 +401,15 @@ class ClusterCache:
             self._priority_map_epoch = self._priority_epoch
         return self._priority_map
 
+    def epoch(self) -> tuple[int, ...]:
+        """``(tree version, PriorityClass epoch, devices epoch)``: what a job's sizing reads besides the job."""
+        return (self._tree_version, self._priority_epoch, self.devices.epoch)
+
     def tracked_jobs(self, tree: QuotaTree) -> list[TrackedJob]:
         """Every job of a managed namespace, sized (each job that cannot be sized goes to ``on_unsized``)."""
         priorities = self.priorities()
         devices = self.devices.quota()
-        return self.jobs.tracked(tree, (self._tree_version, self._priority_epoch, self.devices.epoch), priorities,
+        return self.jobs.tracked(tree, self.epoch(), priorities,
                                  self._on_unsized, devices)
 
     def accounts_for(self, jobs: Sequence[TrackedJob]) -> Callable[[str, str, str], bool]:

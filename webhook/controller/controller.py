@@ -3,9 +3,8 @@
 Design (as Kueue's): a cache fed by watches (:class:`webhook.controller.cache.ClusterCache`) keeps every object
 a pass reads; any change marks the state dirty; a single loop waits for that (or a periodic tick), builds
 immutable values, calls the pure :func:`webhook.controller.decide.decide` (the core's pass) and carries out
-its decisions with guarded API writes (:class:`webhook.controller.writer.Writer`). Only the Lease holder
-writes (followers keep their caches warm). Everything is rebuilt from the API after a restart: the admission
-records on the jobs are the ledger.
+its decisions with guarded API writes (:class:`webhook.controller.writer.Writer`). Only the Lease holder writes
+(followers keep their caches warm). A restart rebuilds everything from the API: the jobs' admission records.
 """
 
 from __future__ import annotations
@@ -380,7 +379,7 @@ class Controller:
                 protected=protected,
                 closing=cache.closing_namespaces(),
             )
-        decided = self._clock()
+        self.stats.positions, decided = decisions.positions, self._clock()
         metrics.PASS_PHASE.labels("decide").observe(decided - prepared)
         self.lifecycle.set_timer(checks, decisions, now)
         self.lifecycle.tell_outside(jobs)
@@ -449,10 +448,10 @@ class Controller:
 
 
 async def run_controller(args: argparse.Namespace, api_client: KubeClient, stop: asyncio.Event,
-                         watches: SharedWatches | None = None) -> None:
-    """Run the controller with the flags of :func:`add_controller_args` until ``stop`` is set, reading the caches
-    ``watches`` holds instead of watching those resources again. Returns at once when ``--no-controller`` was
-    given."""
+                         watches: SharedWatches | None = None,
+                         made: Callable[[Controller], None] | None = None) -> None:
+    """Run the controller (flags: :func:`add_controller_args`) until ``stop`` is set, reading ``watches``' caches
+    instead of its own; ``made`` is told of it before it runs. Returns at once with ``--no-controller``."""
     settings = settings_from_args(args)
     if not settings.enabled:
         log.info(kv(component="controller", event="disabled", reason="--no-controller"))
@@ -467,20 +466,24 @@ async def run_controller(args: argparse.Namespace, api_client: KubeClient, stop:
             identity=settings.identity,
         )
     )
-    await Controller(api_client, settings, watches=watches).run(stop)
+    controller = Controller(api_client, settings, watches=watches)
+    if made is not None:
+        made(controller)
+    await controller.run(stop)
 
 
 def controller_context(
-    args: argparse.Namespace, client: KubeClient | Callable[[], KubeClient]
+    args: argparse.Namespace, client: KubeClient | Callable[[], KubeClient],
+    made: Callable[[Controller], None] | None = None,
 ) -> Callable[[web.Application], contextlib.AbstractAsyncContextManager[None]]:
-    """An aiohttp ``cleanup_ctx`` entry that runs the controller for the application's lifetime (nothing when
-    ``--no-controller``). ``client`` may be a function, for a client made after the entry is registered."""
+    """An aiohttp ``cleanup_ctx`` entry running the controller while the application runs (:func:`run_controller`);
+    ``client`` may be a function, for a client made after the entry is registered."""
 
     @contextlib.asynccontextmanager
     async def context(app: web.Application) -> AsyncIterator[None]:
         stop = asyncio.Event()
         api = client() if callable(client) else client
-        task = asyncio.ensure_future(run_controller(args, api, stop, app.get(WATCHES)))
+        task = asyncio.ensure_future(run_controller(args, api, stop, app.get(WATCHES), made))
         try:
             yield
         finally:

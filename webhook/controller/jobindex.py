@@ -108,6 +108,16 @@ class JobIndex:
         entry = kind.entries.get((namespace, name)) if kind is not None else None
         return entry.job if entry is not None and isinstance(entry.job, TrackedJob) else None
 
+    def sized(self, cache_name: str, obj: Obj, epoch: tuple[int, ...]) -> TrackedJob | str | None:
+        """How the last pass sized exactly ``obj`` under ``epoch``: the tracked job or why it cannot be sized;
+        ``None`` when it did not (another version of the object, another epoch, outside the tree)."""
+        kind = self._kinds.get(cache_name)
+        key = object_key(obj)
+        entry = kind.entries.get(key) if kind is not None and key is not None else None
+        if entry is None or entry.version != rv(obj) or entry.epoch != epoch:
+            return None
+        return entry.job
+
     def tracked(self, tree: QuotaTree, epoch: tuple[int, ...], priorities: Mapping[str, int],
                 on_unsized: Unsized, devices: DeviceQuota | None = None) -> list[TrackedJob]:
         """Every job of a tree namespace, sized; ``epoch`` is ``(tree version, PriorityClass epoch[, devices

@@ -4,12 +4,30 @@ entry in the application's ``cleanup_ctx`` that runs it for the service's lifeti
 from __future__ import annotations
 
 import argparse
+import asyncio
+from dataclasses import dataclass
 
 from aiohttp import web
 
-from webhook.controller.controller import controller_context
+from webhook.controller.controller import Controller, controller_context
 from webhook.controller.settings import add_controller_args
 from webhook.kube.client import KubeClient
+
+
+@dataclass
+class RunningController:
+    """The controller this process runs, once made, and its event loop."""
+
+    controller: Controller | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def made(self, controller: Controller) -> None:
+        """Called on the controller's event loop before it runs."""
+        self.controller, self.loop = controller, asyncio.get_running_loop()
+
+
+RUNNING = web.AppKey("controller", RunningController)
+"""Where ``kq serve`` keeps its controller on the application, for the parts that read it."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,5 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def attach(app: web.Application, client: KubeClient, args: argparse.Namespace) -> None:
-    """Run the queue controller while ``app`` runs (nothing with ``--no-controller``)."""
-    app.cleanup_ctx.append(controller_context(args, client))
+    """Run the queue controller while ``app`` runs (nothing with ``--no-controller``); other parts find it in
+    ``app[RUNNING]``."""
+    running = RunningController()
+    app[RUNNING] = running
+    app.cleanup_ctx.append(controller_context(args, client, running.made))

@@ -301,6 +301,15 @@ class PodIndex:
         """The current pods of ``job`` (by the owners its adapter names)."""
         return self.pods_of_owners(owners_of(job))
 
+    def running_by_owner(self) -> dict[OwnerKey, int]:
+        """How many pods of each owner run (phase ``Running``), for owners with one."""
+        out = {}
+        for owner, pods in self._by_owner.items():
+            running = sum(1 for pod in pods.values() if pod.phase == "Running")
+            if running:
+                out[owner] = running
+        return out
+
     def pods_of_owners(self, owners: Iterable[OwnerKey]) -> list[PodState]:
         return [pod for owner in owners for pod in self._by_owner.get(owner, {}).values()]
 

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 SECRETS = ResourceRef.of(kinds.SECRET)
 MUTATING = ResourceRef.of(kinds.MUTATING_WEBHOOK_CONFIGURATION)
 VALIDATING = ResourceRef.of(kinds.VALIDATING_WEBHOOK_CONFIGURATION)
+API_SERVICES = ResourceRef.of(kinds.API_SERVICE)
 RENEW_BEFORE = datetime.timedelta(days=30)
 CERT_DAYS = 365
 
@@ -216,3 +217,22 @@ async def inject_ca_bundle(client: KubeClient, configuration_names: Iterable[str
                     "component=certs event=ca_injected kind=%s name=%s webhooks=%d", ref.plural, name, len(ops) // 2
                 )
     return patched
+
+
+async def inject_api_service_ca(client: KubeClient, name: str, ca_cert: bytes) -> bool:
+    """Set the APIService's ``caBundle`` where it differs; returns whether it was patched (an absent APIService
+    or one this identity may not read is skipped with a log line: the read API is optional)."""
+    bundle = base64.b64encode(ca_cert).decode("ascii")
+    try:
+        service = await client.get(API_SERVICES, name)
+        spec = service.get("spec")
+        if isinstance(spec, Mapping) and spec.get("caBundle") == bundle:
+            return False
+        await client.merge_patch(API_SERVICES, name, {"spec": {"caBundle": bundle}})
+    except KubeApiError as error:
+        if error.not_found or error.status == 403:
+            log.info("component=certs event=no_api_service name=%s reason=%s", name, error.one_line())
+            return False
+        raise
+    log.info("component=certs event=ca_injected kind=apiservices name=%s", name)
+    return True

@@ -28,8 +28,9 @@ LOOP_ENV = "KQ_EVENT_LOOP"
 
 
 def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
-    """The serving TLS context (TLS 1.2 or later) with the certificate and key loaded."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    """The serving TLS context (TLS 1.2 or later) with the certificate and key loaded. It trusts no CA for
+    client certificates (not the system's): only what :func:`webhook.kube.frontproxy.trust_front_proxy` adds."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert, key)
     return context

@@ -85,14 +85,14 @@ def about(seconds: float) -> str:
     return f"{days} d {hours} h" if hours and days < 10 else f"{days} d"
 
 
-def eta_cell(view: JobView, published: Published, now: float) -> str:
-    """The ETA column of ``kq list``: ``~12m`` (the estimate), ``<20m`` (only the latest is known), ``?`` (the
-    controller has none), ``-`` (the job does not wait)."""
+def eta_cell(job: Mapping[str, Any], now: float) -> str:
+    """The ETA column of ``kq list`` from a job as ``-o json`` gives it: ``~12m`` (the estimate), ``<20m`` (only
+    the latest is known), ``?`` (the controller has none), ``-`` (the job does not wait)."""
     from webhook.readmodel.output import human_age  # noqa: PLC0415
 
-    if view.status not in WAITING:
+    if job.get("status") not in WAITING:
         return "-"
-    start, latest = published.get((view.kind, view.namespace, view.name), (None, None))
+    start, latest = parse_time(job.get("estimatedStart")), parse_time(job.get("estimatedStartLatest"))
     if start is not None:
         return f"~{human_age(start - now)}"
     if latest is not None:

@@ -19,7 +19,7 @@ from webhook.api.names import (
     TREE_NAMESPACE,
     UNFINISHED_PODS,
 )
-from webhook.api.objects import Obj, labels_of, name_of
+from webhook.api.objects import Obj, name_of
 from webhook.core.dra import DeviceQuota, device_quota_of
 from webhook.core.treechoice import oldest_tree_object
 from webhook.readmodel.kubeapi import (
@@ -36,8 +36,7 @@ from webhook.readmodel.kubeapi import (
     KubeApi,
     Ref,
 )
-from webhook.readmodel.view import KindSource, Snapshot
-from webhook.workloads.children import queued_with_parent
+from webhook.readmodel.view import KindSource, Snapshot, listed_job
 from webhook.workloads.registry import all_adapters
 
 
@@ -136,10 +135,7 @@ def job_events(api: KubeApi, namespace: str, name: str, uid: str) -> list[dict[s
 
 
 def _managed_pods(source: KindSource, pods: Iterable[Obj]) -> list[Obj]:
-    adapter = source.adapter
-    return [
-        pod for pod in pods if QUOTA_LABEL in labels_of(pod) and adapter.manages(pod)
-    ]
+    return [pod for pod in pods if listed_job(source, pod)]
 
 
 def _list_jobs(api: KubeApi, sources: Sequence[KindSource], namespace: str | None) -> list[tuple[KindSource, Obj]]:
@@ -163,7 +159,7 @@ def _list_jobs(api: KubeApi, sources: Sequence[KindSource], namespace: str | Non
             raise
         listed = True
         # A RayJob's RayCluster and submitter Job are its children, shown as the RayJob (workloads/children.py).
-        out += [(source, item) for item in items if not queued_with_parent(item, source.adapter.kind)]
+        out += [(source, item) for item in items if listed_job(source, item)]
     if refused is not None and not listed:
         raise refused
     return out

@@ -5,11 +5,20 @@ there), the rows of ``kq list``, a job as ``-o json`` gives it, and the text of 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import QUEUE_NAMESPACE
-from webhook.api.objects import Obj, created_of, event_time, name_of, pod_phase, pod_spec, rfc3339_seconds
+from webhook.api.objects import (
+    Obj,
+    created_of,
+    event_time,
+    name_of,
+    parse_time,
+    pod_phase,
+    pod_spec,
+    rfc3339_seconds,
+)
 from webhook.api.statuses import JobStatus
 
 if TYPE_CHECKING:
@@ -89,19 +98,16 @@ def not_found_message(ctx: Ctx, name: str, namespace: str, names: Sequence[str],
 # kq list ------------------------------------------------------------------------------------------------------------
 
 
-def _position(view: JobView) -> str:
-    return str(view.position) if view.position is not None else "-"
-
-
-def _queue(view: JobView) -> str:
-    return view.leaf_name or "-"
+def _cell(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
 
 
 def list_rows(
-    views: Sequence[JobView], now: float, *, wide: bool, all_namespaces: bool, etas: Published | None = None
+    summaries: Sequence[Mapping[str, Any]], now: float, *, wide: bool, all_namespaces: bool
 ) -> tuple[list[Any], list[list[str]]]:
-    """The columns and rows of ``kq list``; ETA is when a waiting job should start, as its Queue's status says
-    (``etas``: :func:`webhook.readmodel.eta.published_estimates`; docs/eta.md)."""
+    """The columns and rows of ``kq list`` from the jobs as ``-o json`` gives them (:func:`job_summary`, or the
+    controller's served summaries); ETA is when a waiting job should start (docs/eta.md)."""
+    from webhook.core.resources import Resources  # noqa: PLC0415
     from webhook.readmodel.eta import eta_cell  # noqa: PLC0415
     from webhook.readmodel.output import Column, age, describe  # noqa: PLC0415
 
@@ -120,13 +126,17 @@ def list_rows(
         columns += [Column("PRIORITY", right=True), Column("PODS", right=True), Column("REQUEST", shrink=1)]
     columns.append(Column("AGE", right=True))
     rows = []
-    for view in views:
-        row = [view.namespace] if all_namespaces else []
-        row += [view.name, view.kind, view.status.value, _queue(view), _position(view), eta_cell(view, etas or {}, now)]
+    for job in summaries:
+        row = [str(job["namespace"])] if all_namespaces else []
+        leaf = job.get("leaf")
+        row += [str(job["name"]), str(job["kind"]), str(job["status"]), _cell(leaf), _cell(job.get("position")),
+                eta_cell(job, now)]
         if wide:
-            request = describe(view.request) if view.request is not None else "-"
-            row += [str(view.priority), f"{view.running}/{view.expected}", request]
-        row.append(age(view.created, now))
+            request = job.get("request")
+            pods = job.get("pods") or {}
+            row += [str(job.get("priority", 0)), f"{pods.get('running', 0)}/{pods.get('expected', 0)}",
+                    describe(Resources.parse(request)) if isinstance(request, Mapping) else "-"]
+        row.append(age(parse_time(job.get("created")), now))
         rows.append(row)
     return columns, rows
 
@@ -143,6 +153,7 @@ def job_summary(view: JobView, etas: Published | None = None) -> dict[str, Any]:
         "status": view.status.value,
         "quota": view.quota,
         "queue": view.queue,
+        "leaf": view.leaf_name,
         "position": view.position,
         "priority": view.priority,
         "pods": {"running": view.running, "expected": view.expected},

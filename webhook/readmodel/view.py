@@ -52,6 +52,7 @@ from webhook.core.resources import Resources
 from webhook.core.startup import BackoffNote, BackoffState, backoff_state
 from webhook.core.workload import Workload, WorkloadError, WorkloadKey
 from webhook.workloads.base import Adapter, value_at
+from webhook.workloads.children import queued_with_parent
 from webhook.workloads.registry import all_adapters
 
 # Records written by the controller ---------------------------------------------------------------------------
@@ -211,6 +212,14 @@ class JobView:
         return None
 
 
+def listed_job(source: KindSource, obj: Obj) -> bool:
+    """Whether ``kq list`` shows an object of a job kind: a plain Pod the queue manages (with its quota label),
+    and of the other kinds every object but a child its parent is queued as (a RayJob's RayCluster)."""
+    if source.adapter.kind == "Pod":
+        return QUOTA_LABEL in labels_of(obj) and source.adapter.manages(obj)
+    return not queued_with_parent(obj, source.adapter.kind)
+
+
 def _owner_uids(pod: Obj) -> set[str]:
     owners = meta(pod).get("ownerReferences")
     if not isinstance(owners, list):
@@ -293,70 +302,88 @@ def _controller_of(pod: Obj) -> tuple[str, str] | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class ViewContext:
+    """What a job's view reads besides the job and its pods: the parsed tree, the PriorityClasses, the DRA
+    devices, and the time."""
+
+    tree: QuotaTree | None
+    priority_classes: Mapping[str, int]
+    devices: DeviceQuota
+    now: float
+
+
+def job_view(source: KindSource, obj: Obj, pods: Sequence[Obj], running: int, context: ViewContext, *,
+             sized: TrackedJob | str | None = None) -> JobView:
+    """One job with its status, quota and queue (no position: :func:`with_positions`). ``running`` counts its
+    pods in phase Running. ``sized`` is the job as the controller already sized it under the same tree,
+    PriorityClasses and devices, or why it could not be (``None``: size it here)."""
+    adapter = source.adapter
+    tree = context.tree
+    namespace, name = namespace_of(obj), name_of(obj)
+    leaf = tree.leaf_for_namespace(namespace) if tree is not None else None
+    label = labels_of(obj).get(QUOTA_LABEL)
+    # Without a usable tree the webhook holds the jobs of managed namespaces untagged (docs/accounting.md):
+    # a held job then waits for the tree, whatever its labels say.
+    managed = leaf is not None or tree is None
+    expected = _expected_pods(adapter, obj)
+    workload: Workload | None = None
+    tracked: TrackedJob | None = None
+    size_error: str | None = None
+    if leaf is not None and sized is None:
+        try:
+            tracked = track(adapter, obj, leaf, context.priority_classes, context.devices)
+        except WorkloadError as error:
+            size_error = str(error)
+    elif leaf is not None:
+        tracked, size_error = (sized, None) if isinstance(sized, TrackedJob) else (None, sized)
+    if tracked is not None:
+        workload = tracked.workload
+    quota = leaf.full_name if leaf is not None else annotations_of(obj).get(QUOTA_FULLNAME_ANNOTATION)
+    leaf_name = leaf.name if leaf is not None else (str(label) if label else None)
+    status = job_status(adapter, obj, managed, running, expected)
+    note = read_backoff(obj)
+    if note is not None and note.spec != spec_fingerprint(obj):
+        note = None
+    if status == JobStatus.QUEUING and backoff_state(note, note.spec if note else "", context.now) in (
+        BackoffState.WAITING, BackoffState.GAVE_UP
+    ):
+        status = JobStatus.BACKOFF
+    return JobView(
+        source=source,
+        obj=obj,
+        name=name,
+        namespace=namespace,
+        created=created_of(obj),
+        status=status,
+        leaf=leaf,
+        quota=str(quota) if quota else None,
+        queue=queue_name(leaf_name, namespace) if leaf_name and managed else None,
+        workload=workload,
+        size_error=size_error,
+        record=read_record(obj),
+        eviction=read_eviction(obj),
+        backoff=note,
+        tracked=tracked,
+        pods=tuple(pods),
+        running=running,
+        expected=expected,
+        priority=workload.priority if workload is not None else _priority(adapter, obj, context.priority_classes),
+    )
+
+
 def job_views(snapshot: Snapshot) -> list[JobView]:
     """Every job of the snapshot with its status, quota, queue and position (sorted by namespace, name)."""
-    tree = snapshot.tree
     by_owner: dict[str, list[Obj]] = {}
     for pod in snapshot.pods:
         for uid in _owner_uids(pod):
             by_owner.setdefault(uid, []).append(pod)
+    context = ViewContext(snapshot.tree, snapshot.priority_classes, snapshot.devices, snapshot.now)
     views: list[JobView] = []
     for source, obj in snapshot.jobs:
-        adapter = source.adapter
-        namespace, name = namespace_of(obj), name_of(obj)
-        leaf = tree.leaf_for_namespace(namespace) if tree is not None else None
-        label = labels_of(obj).get(QUOTA_LABEL)
-        # Without a usable tree the webhook holds the jobs of managed namespaces untagged (docs/accounting.md):
-        # a held job then waits for the tree, whatever its labels say.
-        managed = leaf is not None or tree is None
         pods = pods_of(source, obj, snapshot.pods, by_owner)
         running = sum(1 for pod in pods if value_at(pod, "status", "phase") == "Running")
-        expected = _expected_pods(adapter, obj)
-        workload: Workload | None = None
-        tracked: TrackedJob | None = None
-        size_error: str | None = None
-        if leaf is not None:
-            try:
-                tracked = track(adapter, obj, leaf, snapshot.priority_classes, snapshot.devices)
-            except WorkloadError as error:
-                size_error = str(error)
-            else:
-                workload = tracked.workload
-        quota = leaf.full_name if leaf is not None else annotations_of(obj).get(QUOTA_FULLNAME_ANNOTATION)
-        leaf_name = leaf.name if leaf is not None else (str(label) if label else None)
-        status = job_status(adapter, obj, managed, running, expected)
-        note = read_backoff(obj)
-        if note is not None and note.spec != spec_fingerprint(obj):
-            note = None
-        if status == JobStatus.QUEUING and backoff_state(note, note.spec if note else "", snapshot.now) in (
-            BackoffState.WAITING, BackoffState.GAVE_UP
-        ):
-            status = JobStatus.BACKOFF
-        views.append(
-            JobView(
-                source=source,
-                obj=obj,
-                name=name,
-                namespace=namespace,
-                created=created_of(obj),
-                status=status,
-                leaf=leaf,
-                quota=str(quota) if quota else None,
-                queue=queue_name(leaf_name, namespace) if leaf_name and managed else None,
-                workload=workload,
-                size_error=size_error,
-                record=read_record(obj),
-                eviction=read_eviction(obj),
-                backoff=note,
-                tracked=tracked,
-                pods=tuple(pods),
-                running=running,
-                expected=expected,
-                priority=(
-                    workload.priority if workload is not None else _priority(adapter, obj, snapshot.priority_classes)
-                ),
-            )
-        )
+        views.append(job_view(source, obj, pods, running, context))
     views = with_positions(views, snapshot.queues)
     views.sort(key=lambda view: (view.namespace, view.name, view.kind))
     return views

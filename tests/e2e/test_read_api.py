@@ -1,0 +1,166 @@
+"""``kq serve``'s read API on the dev cluster (docs/queueing.md, "Reading every job"; docs/security.md, "The
+controller's read API"): ``kq list -A`` reads the controller's job summaries through the API server's aggregator
+and they say what the API says; a user sees the summaries of the namespaces RBAC lets them list and no
+other; nobody reaches the summaries around the API server; a hung ``kq serve`` costs ``kq list -A`` a bounded
+wait, then the API is read."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import DevCluster
+from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.setups import developer_tree_spec
+from webhook.devcluster import processes
+from webhook.devcluster.kubeconfig import write_token_kubeconfig
+from webhook.readmodel.served import summaries_path
+
+pytestmark = pytest.mark.e2e
+
+USER = "alice"
+COMPARED = ("name", "namespace", "kind", "status", "quota", "queue", "leaf", "position", "priority", "pods",
+            "request", "created", "admittedAt")
+"""What the two reads must agree on (a start estimate may be refreshed between them)."""
+
+
+@dataclass
+class Teams:
+    dev: DevCluster
+    a: str
+    b: str
+
+    def kq(self, *args: str) -> subprocess.CompletedProcess[str]:
+        cut = args.index("--") if "--" in args else len(args)
+        argv = [sys.executable, "-m", "webhook.cli.main", *args[:cut], f"--kubeconfig={self.dev.config.kubeconfig}",
+                *args[cut:]]
+        return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+
+    def listed(self, *flags: str) -> dict[tuple[str, str], dict[str, Any]]:
+        result = self.kq("list", "-A", "-o", "json", *flags)
+        assert result.returncode == 0, result.stderr
+        return {(job["namespace"], job["name"]): {key: job.get(key) for key in COMPARED}
+                for job in json.loads(result.stdout)["items"] if job["namespace"] in (self.a, self.b)}
+
+    def served_lines(self) -> int:
+        log = self.dev.config.logs / "kq-serve.log"
+        return sum("component=read-api event=listed" in line for line in log.read_text(errors="replace").splitlines())
+
+
+@pytest.fixture(scope="module")
+def teams(dev_cluster: DevCluster) -> Iterator[Teams]:
+    dev = dev_cluster
+    a, a2, b = unique("read-a"), unique("read-a2"), unique("read-b")
+    try:
+        create_namespaces(dev, a, a2, b)
+        dev.kubectl("create", "rolebinding", "alice-edit", "-n", a, "--clusterrole=edit", f"--user={USER}")
+        with installed_tree(dev, developer_tree_spec(a, a2, b)):
+            wait_managed(dev, a, a2, b)
+            teams = Teams(dev, a, b)
+            # 100 CPUs each: the quota's max (at any oversell rate) leaves some of team a's waiting.
+            for name, namespace in (("pi1", a), ("pi2", a), ("pi3", a), ("pi4", a), ("pb", b)):
+                submitted = teams.kq("submit", "job", "-n", namespace, "--name", name, "--cpu", "10", "--memory",
+                                     "10Gi", "--workers", "10", "--", "sleep", "600")
+                assert submitted.returncode == 0, submitted.stderr
+            dev.wait_until(lambda: any(job["status"] == "QUEUING" and job["position"] == 1
+                                       for job in teams.listed("--direct").values()), 120, "a job of team a queued")
+            yield teams
+            for namespace in (a, b):
+                dev.kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=false")
+    finally:
+        for namespace in (a, a2, b):
+            dev.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
+
+
+def test_every_namespace_is_read_from_the_controller_and_says_what_the_api_says(teams: Teams) -> None:
+    before = teams.served_lines()
+    served, direct = teams.listed(), teams.listed("--direct")
+    if served != direct:  # a pod's phase may have moved between the two reads: once more
+        served, direct = teams.listed(), teams.listed("--direct")
+    assert served == direct
+    assert {key[1] for key in served} == {"pi1", "pi2", "pi3", "pi4", "pb"}
+    assert any(job["status"] == "QUEUING" for job in served.values())
+    assert teams.served_lines() >= before + 1, "kq list -A did not read the controller's summaries"
+    # kubectl reads the same API.
+    raw = json.loads(teams.dev.kubectl("get", "--raw", summaries_path(teams.a)))
+    assert {item["job"]["name"] for item in raw["items"]} == {"pi1", "pi2", "pi3", "pi4"}
+    assert all(item["kind"] == "JobSummary" and item["metadata"]["namespace"] == teams.a for item in raw["items"])
+
+
+def test_a_user_lists_the_summaries_of_their_namespace_and_no_other(teams: Teams) -> None:
+    dev = teams.dev
+    own = dev.kubectl_result("get", "--raw", summaries_path(teams.a), user=USER)
+    assert own.returncode == 0, own.stderr
+    assert {item["job"]["namespace"] for item in json.loads(own.stdout)["items"]} == {teams.a}
+    for path in (summaries_path(teams.b), summaries_path(None)):
+        refused = dev.kubectl_result("get", "--raw", path, user=USER)
+        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused
+    # Through kq, as a ServiceAccount with the same role: every namespace is refused (the summaries, then the
+    # Jobs), its own namespace is listed.
+    dev.kubectl("create", "serviceaccount", "reader", "-n", teams.a)
+    dev.kubectl("create", "rolebinding", "reader-edit", "-n", teams.a, "--clusterrole=edit",
+                f"--serviceaccount={teams.a}:reader")
+    token = dev.kubectl("create", "token", "reader", "-n", teams.a).strip()
+    kubeconfig = dev.config.state_dir / f"reader-{teams.a}.kubeconfig"
+    write_token_kubeconfig(kubeconfig, dev.config.server, dev.config.pki, "reader", token)
+
+    def kq_as_reader(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "webhook.cli.main", *args, f"--kubeconfig={kubeconfig}"],
+                              capture_output=True, text=True, check=False, timeout=120)
+
+    everything = kq_as_reader("list", "-A")
+    assert everything.returncode != 0 and teams.b not in everything.stdout, everything
+    assert "forbidden" in everything.stderr.lower() or "cannot list" in everything.stderr, everything.stderr
+    own = kq_as_reader("list", "-n", teams.a)
+    assert own.returncode == 0 and "pi4" in own.stdout, own
+
+
+def _direct(port: int, headers: dict[str, str], cert: tuple[str, str] | None) -> int:
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    if cert is not None:
+        context.load_cert_chain(*cert)
+    request = urllib.request.Request(f"https://127.0.0.1:{port}{summaries_path(None)}", headers=headers)
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def test_nobody_reaches_the_summaries_around_the_api_server(teams: Teams) -> None:
+    port, pki = teams.dev.config.ports.webhook, teams.dev.config.pki
+    admin = {"X-Remote-User": "kube-admin", "X-Remote-Group": "system:masters"}
+    assert _direct(port, admin, None) == 401
+    # The cluster admin's own client certificate (the cluster CA's, not the front proxy's): no handshake.
+    with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+        _direct(port, admin, (str(pki / "admin.crt"), str(pki / "admin.key")))
+
+
+def test_a_hung_service_costs_kq_list_a_bounded_wait_then_the_api_is_read(teams: Teams) -> None:
+    dev = teams.dev
+    pid = processes.running_pid(dev.config.run, "kq-serve", str(dev.config.state_dir))
+    assert pid is not None, "kq serve of the test cluster is not running"
+    expected = teams.listed("--direct")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        result = teams.kq("list", "-A", "-o", "json")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert result.returncode == 0, result.stderr
+    assert "reading every job from the API server instead" in result.stderr
+    listed = {(job["namespace"], job["name"]): {key: job.get(key) for key in COMPARED}
+              for job in json.loads(result.stdout)["items"] if job["namespace"] in (teams.a, teams.b)}
+    assert listed.keys() == expected.keys()
+    dev.wait_until(lambda: teams.kq("list", "-A").stderr == "", 60, "kq list -A served again once kq serve runs")

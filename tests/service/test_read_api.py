@@ -1,0 +1,189 @@
+"""``kq serve``'s read API (docs/security.md, "The controller's read API") on its own HTTPS port, as the API
+server's aggregator reaches it: only the front proxy's certificate makes the user it names believed; anyone else,
+with a forged user header, another CA's certificate or the front-proxy CA's certificate under another name, is
+refused. The admission webhook on the same port still answers callers without a certificate."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+import pytest
+from aiohttp import web
+
+from tests.clirun import NOW, seed_api
+from tests.ports import free_port
+from webhook import pki
+from webhook.admission import server
+from webhook.admission.app import make_app
+from webhook.admission.state import Settings, StateStore
+from webhook.cli import readapi
+from webhook.controller.controller import Controller
+from webhook.controller.plugin import RunningController
+from webhook.kube.frontproxy import FRONT_PROXY, FrontProxy, front_proxy_of, trust_front_proxy
+from webhook.kube.serving import tls_context
+from webhook.readmodel.fetch import load_snapshot
+from webhook.readmodel.summaries import SummaryInputs
+from webhook.readmodel.view import ViewContext
+
+PATH = "/apis/visibility.kube-queue.x-k8s.io/v1alpha1/jobsummaries"
+FRONT_PROXY_NAME = "front-proxy-client"
+
+
+@dataclass
+class Pki:
+    directory: Path
+    serving_ca: bytes
+
+    def pair(self, name: str, cert_key: tuple[bytes, bytes]) -> tuple[str, str]:
+        cert, key = self.directory / f"{name}.crt", self.directory / f"{name}.key"
+        cert.write_bytes(cert_key[0])
+        key.write_bytes(cert_key[1])
+        return str(cert), str(key)
+
+
+@dataclass
+class Served:
+    port: int
+    pki: Pki
+    front_proxy: tuple[str, str]
+    wrong_name: tuple[str, str]
+    foreign: tuple[str, str]
+    running: RunningController
+
+
+def _inputs() -> SummaryInputs:
+    snapshot = load_snapshot(seed_api(), None, now=NOW)
+    context = ViewContext(snapshot.tree, snapshot.priority_classes, snapshot.devices, NOW)
+    return SummaryInputs([(source, obj, None) for source, obj in snapshot.jobs], {}, context, None, {})
+
+
+@pytest.fixture
+async def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Served]:
+    serving_ca, serving_ca_key = pki.make_ca("kq-serving-ca")
+    front_ca, front_ca_key = pki.make_ca("front-proxy-ca")
+    other_ca, other_ca_key = pki.make_ca("cluster-ca")
+    keys = Pki(tmp_path, serving_ca)
+    cert, key = keys.pair("serving", pki.issue_cert(serving_ca, serving_ca_key, "kube-queue-webhook",
+                                                     ip_addresses=("127.0.0.1",)))
+    context = tls_context(Path(cert), Path(key))
+    front = FrontProxy(front_ca.decode(), frozenset({FRONT_PROXY_NAME}))
+    trust_front_proxy(context, front)
+    inputs = _inputs()
+
+    async def collect(controller: Controller) -> SummaryInputs:
+        return inputs
+
+    monkeypatch.setattr(readapi, "_collect", collect)
+    running = RunningController()
+    app = web.Application()
+    app[FRONT_PROXY] = front
+    readapi.ReadApi(running).add_routes(app)
+    port = free_port()
+    runner = await server.start_apart(app, make_app(StateStore(ready=True), Settings()), "127.0.0.1", port, context)
+    try:
+        yield Served(
+            port, keys,
+            front_proxy=keys.pair("front", pki.issue_cert(front_ca, front_ca_key, FRONT_PROXY_NAME, server=False,
+                                                          client=True)),
+            wrong_name=keys.pair("other-name", pki.issue_cert(front_ca, front_ca_key, "someone", server=False,
+                                                              client=True)),
+            foreign=keys.pair("foreign", pki.issue_cert(other_ca, other_ca_key, FRONT_PROXY_NAME, server=False,
+                                                        client=True, organizations=("system:masters",))),
+            running=running,
+        )
+    finally:
+        await runner.cleanup()
+
+
+def _get(served: Served, path: str, cert: tuple[str, str] | None, headers: dict[str, str]) -> tuple[int, Any]:
+    context = ssl.create_default_context(cadata=served.pki.serving_ca.decode())
+    if cert is not None:
+        context.load_cert_chain(*cert)
+    connection = http.client.HTTPSConnection("127.0.0.1", served.port, context=context, timeout=30)
+    try:
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        body = response.read()
+        return response.status, orjson.loads(body) if response.getheader("Content-Type", "").startswith(
+            "application/json") else body
+    finally:
+        connection.close()
+
+
+async def ask(served: Served, path: str = PATH, cert: tuple[str, str] | None = None,
+              headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    return await asyncio.to_thread(_get, served, path, cert, headers or {})
+
+
+ALICE = {"X-Remote-User": "alice", "X-Remote-Group": "developers"}
+
+
+async def test_the_front_proxy_is_answered_with_every_job_or_one_namespaces(served: Served) -> None:
+    served.running.controller, served.running.loop = cast(Controller, object()), asyncio.get_running_loop()
+    status, answer = await ask(served, cert=served.front_proxy, headers=ALICE)
+    assert status == 200, answer
+    names = {(item["job"]["namespace"], item["job"]["name"]) for item in answer["items"]}
+    assert ("user-a", "pi2") in names and ("user-c", "pend") in names
+    status, answer = await ask(served, PATH.replace("/jobsummaries", "/namespaces/user-c/jobsummaries"),
+                               cert=served.front_proxy, headers=ALICE)
+    assert status == 200 and {item["job"]["namespace"] for item in answer["items"]} == {"user-c"}
+
+
+@pytest.mark.parametrize("who", ["nobody", "forged header", "front-proxy CA, another name", "no user named"])
+async def test_anyone_but_the_front_proxy_naming_a_user_is_refused(served: Served, who: str) -> None:
+    served.running.controller, served.running.loop = cast(Controller, object()), asyncio.get_running_loop()
+    cert, headers = {
+        "nobody": (None, {}),
+        "forged header": (None, {"X-Remote-User": "system:admin", "X-Remote-Group": "system:masters"}),
+        "front-proxy CA, another name": (served.wrong_name, {"X-Remote-User": "system:admin"}),
+        "no user named": (served.front_proxy, {}),
+    }[who]
+    status, answer = await ask(served, cert=cert, headers=headers)
+    assert status == 401 and answer["reason"] == "Unauthorized", answer
+    assert "kq list -A" in answer["message"]
+
+
+async def test_a_certificate_of_another_ca_does_not_even_connect(served: Served) -> None:
+    # A user's client certificate of the cluster's CA, with the front proxy's name and system:masters: the
+    # handshake fails (the port trusts the front-proxy CA alone, not the system's CAs either).
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        await ask(served, cert=served.foreign, headers={"X-Remote-User": "system:admin"})
+
+
+async def test_the_webhook_side_still_answers_a_caller_without_a_certificate(served: Served) -> None:
+    status, _ = await ask(served, "/readyz")
+    assert status == 200
+
+
+async def test_without_a_controller_the_front_proxy_is_told_to_ask_again(served: Served) -> None:
+    status, answer = await ask(served, cert=served.front_proxy, headers=ALICE)
+    assert status == 503 and "ask again" in answer["message"]
+
+
+async def test_discovery_is_served_to_the_aggregator() -> None:
+    app = web.Application()
+    readapi.ReadApi(RunningController()).add_routes(app)
+    routes = {route.resource.canonical for route in app.router.routes() if route.resource is not None}
+    assert readapi.VERSION_PATH in routes and readapi.GROUP_PATH in routes
+
+
+def test_the_front_proxy_is_read_from_the_api_servers_configmap() -> None:
+    ca, _ = pki.make_ca("front-proxy-ca")
+    front = front_proxy_of({
+        "requestheader-client-ca-file": ca.decode(),
+        "requestheader-allowed-names": '["front-proxy-client"]',
+        "requestheader-username-headers": '["X-Remote-User"]',
+        "requestheader-group-headers": '["X-Remote-Group"]',
+    })
+    assert front == FrontProxy(ca.decode(), frozenset({"front-proxy-client"}), ("X-Remote-User",),
+                               ("X-Remote-Group",))
+    assert front_proxy_of({"client-ca-file": ca.decode()}) is None
+    assert front_proxy_of({"requestheader-client-ca-file": ca.decode(), "requestheader-allowed-names": "not json"}
+                          ) == FrontProxy(ca.decode(), frozenset())

@@ -1,0 +1,151 @@
+"""The controller's read API, a ``kq serve`` plugin: ``jobsummaries`` of :data:`~webhook.api.names.VISIBILITY_GROUP`,
+an aggregated API ``kq serve`` answers on its HTTPS port (docs/queueing.md, "Reading every job"; docs/security.md, "The
+controller's read API").
+
+The API server authenticates and authorizes the user (``list jobsummaries`` in the namespace, or in every
+namespace) before it proxies the request here; this side trusts the user it names only from the front proxy's
+client certificate (:mod:`webhook.kube.frontproxy`). The summaries are the read model's
+(:mod:`webhook.readmodel.summaries`) over the caches of the controller ``kq serve`` runs. The routes run on
+the admission thread's loop: the inputs are taken on the controller's loop, the answer built in a worker
+thread, so neither loop waits on the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+
+from aiohttp import web
+
+from webhook.api.names import JOB_SUMMARIES, JOB_SUMMARY_KIND, VISIBILITY_GROUP, VISIBILITY_VERSION
+from webhook.api.objects import Obj, queue_active, queue_details
+from webhook.controller.cache import ClusterCache
+from webhook.controller.controller import Controller
+from webhook.controller.model import TrackedJob
+from webhook.controller.plugin import RUNNING, RunningController
+from webhook.controller.records import kv
+from webhook.core.workload import WorkloadKey
+from webhook.kube.client import KubeClient
+from webhook.kube.frontproxy import FRONT_PROXY, caller_of
+from webhook.readmodel.summaries import SummaryBook, SummaryInputs
+from webhook.readmodel.view import KindSource, ViewContext, listed_job
+
+log = logging.getLogger(__name__)
+
+GROUP_PATH = f"/apis/{VISIBILITY_GROUP}"
+VERSION_PATH = f"{GROUP_PATH}/{VISIBILITY_VERSION}"
+GROUP_VERSION = f"{VISIBILITY_GROUP}/{VISIBILITY_VERSION}"
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+    return web.json_response(body, status=code)
+
+
+def published_estimates(queues: Mapping[str, Obj]) -> dict[WorkloadKey, dict[str, str]]:
+    """The start estimates the Queues' status carries (what a replica that does not estimate serves)."""
+    out: dict[WorkloadKey, dict[str, str]] = {}
+    for queue in queues.values():
+        details = queue_details(queue)
+        for item in queue_active(details) if details is not None else ():
+            fields = {name: str(value) for name, value in (("estimatedStart", item.get("estimatedStart")),
+                                                           ("estimatedStartLatest", item.get("estimatedStartLatest")))
+                      if value}
+            if fields:
+                key = WorkloadKey(str(item.get("kind") or "Job"), str(item.get("namespace") or ""),
+                                  str(item.get("name") or ""))
+                out[key] = fields
+    return out
+
+
+class ReadApi:
+    """The routes of the read API and the summaries it keeps between reads."""
+
+    def __init__(self, running: RunningController) -> None:
+        self.book = SummaryBook()
+        self._running = running
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_get(GROUP_PATH, self._group)
+        app.router.add_get(VERSION_PATH, self._resources)
+        app.router.add_get(f"{VERSION_PATH}/{JOB_SUMMARIES}", self._list)
+        app.router.add_get(f"{VERSION_PATH}/namespaces/{{namespace}}/{JOB_SUMMARIES}", self._list)
+
+    async def _group(self, request: web.Request) -> web.Response:
+        version = {"groupVersion": GROUP_VERSION, "version": VISIBILITY_VERSION}
+        return web.json_response({"kind": "APIGroup", "apiVersion": "v1", "name": VISIBILITY_GROUP,
+                                  "versions": [version], "preferredVersion": version})
+
+    async def _resources(self, request: web.Request) -> web.Response:
+        resource = {"name": JOB_SUMMARIES, "singularName": "jobsummary", "namespaced": True,
+                    "kind": JOB_SUMMARY_KIND, "verbs": ["list"]}
+        return web.json_response({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": GROUP_VERSION,
+                                  "resources": [resource]})
+
+    async def _list(self, request: web.Request) -> web.Response:
+        front = request.app.get(FRONT_PROXY)
+        if front is None:
+            return _status(503, "ServiceUnavailable", "kq serve could not read the API server's front-proxy CA "
+                           "(kube-system/extension-apiserver-authentication), so it cannot tell who asks; see its "
+                           "log (event=front_proxy_unreadable)")
+        caller = caller_of(request, front)
+        if caller is None:
+            return _status(401, "Unauthorized", f"{JOB_SUMMARIES} are answered only through the API server: "
+                           f"kubectl get --raw {request.path} or kq list -A")
+        namespace = request.match_info.get("namespace")
+        started = time.monotonic()
+        inputs = await self._inputs()
+        if inputs is None:
+            return _status(503, "ServiceUnavailable", "the queue controller is starting (its caches are listing) "
+                           "or does not run here (--no-controller); ask again in a few seconds")
+        body, count = await asyncio.to_thread(self.book.render, inputs, namespace)
+        log.info(kv(component="read-api", event="listed", resource=JOB_SUMMARIES, user=caller.user,
+                    namespace=namespace or "*", jobs=count, kept=len(self.book),
+                    seconds=f"{time.monotonic() - started:.3f}"))
+        return web.Response(body=body, content_type="application/json")
+
+    async def _inputs(self) -> SummaryInputs | None:
+        controller, loop = self._running.controller, self._running.loop
+        if controller is None or loop is None:
+            return None
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_collect(controller), loop))
+
+
+async def _collect(controller: Controller) -> SummaryInputs | None:
+    """The inputs of a read, on the controller's loop (``None`` until its caches listed)."""
+    if not controller.ready.is_set():
+        return None
+    cache = controller.cache
+    leading = controller.is_leader()
+    estimates: Mapping[WorkloadKey, Mapping[str, str]]
+    if leading and controller.eta is not None:
+        estimates = controller.eta.published().items
+    else:
+        estimates = published_estimates(cache.by_name(cache.queues))
+    positions = controller.stats.positions if leading else None
+    return summary_inputs(cache, positions, estimates, time.time())
+
+
+def summary_inputs(cache: ClusterCache, positions: Mapping[WorkloadKey, int] | None,
+                   estimates: Mapping[WorkloadKey, Mapping[str, str]], now: float) -> SummaryInputs:
+    """The inputs of a read from the controller's caches (on its event loop: the caches change there)."""
+    _, tree, _ = cache.tree()
+    epoch = cache.epoch()
+    jobs: list[tuple[KindSource, Obj, TrackedJob | str | None]] = []
+    for adapter, ref, watched in cache.job_caches.values():
+        source = KindSource(adapter, ref.version)
+        jobs.extend((source, obj, cache.jobs.sized(watched.name, obj, epoch))
+                    for obj in cache.view(watched) if listed_job(source, obj))
+    context = ViewContext(tree, cache.priorities(), cache.devices.quota(), now)
+    return SummaryInputs(jobs, cache.pod_index.running_by_owner(), context, positions, estimates)
+
+
+async def attach(app: web.Application, client: KubeClient, args: argparse.Namespace) -> None:
+    """Answer the read API on ``kq serve``'s port, from the controller the controller plugin runs."""
+    running = app.get(RUNNING)
+    if running is not None:
+        ReadApi(running).add_routes(app)

@@ -1,0 +1,58 @@
+"""The jobs as the controller serves them (docs/queueing.md, "Reading every job").
+
+``kq serve`` answers an aggregated API, :data:`~webhook.api.names.VISIBILITY_GROUP`, with one summary a job: the
+fields of ``kq list -o json``, built from its caches by the read model's own rules. Reading it costs one
+answer of a few hundred bytes a job instead of every Job object and every pod; ``kq`` falls back to the API
+when it is not served, not available, or not allowed to the user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.api.names import JOB_SUMMARIES, VISIBILITY_GROUP, VISIBILITY_VERSION
+from webhook.readmodel.kubeapi import ApiError, KubeApi
+
+REQUIRED = ("name", "namespace", "kind", "status")
+"""What every served summary has; an answer without them is not used."""
+SERVED_TIMEOUT_SECONDS = 10
+"""How long the API server waits for ``kq serve`` (its ``timeout`` parameter) before ``kq`` reads the API
+instead: a hung service costs this much, not the API server's minute."""
+
+
+def summaries_path(namespace: str | None) -> str:
+    """The path of the summaries of ``namespace`` (every namespace when ``None``)."""
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"/apis/{VISIBILITY_GROUP}/{VISIBILITY_VERSION}{where}/{JOB_SUMMARIES}"
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """The served summaries, or why there are none (``problem`` is ``None`` when the API is not registered:
+    nothing to tell the user)."""
+
+    jobs: list[dict[str, Any]] | None
+    problem: str | None = None
+
+
+def served_summaries(api: KubeApi, namespace: str | None) -> Served:
+    """The summaries the controller serves, sorted by namespace, name and kind; none when it cannot give them
+    (the API is not registered, its service is down or hung, the user may not list them, or the answer is not
+    one), so the caller reads the API instead."""
+    try:
+        answer = api.request("GET", summaries_path(namespace), [("timeout", f"{SERVED_TIMEOUT_SECONDS}s")])
+    except ApiError as error:
+        return Served(None, None if error.status == 404 else error.one_line())
+    items = answer.get("items") if isinstance(answer, Mapping) else None
+    if not isinstance(items, list):
+        return Served(None, "its answer has no items")
+    jobs: list[dict[str, Any]] = []
+    for item in items:
+        job = item.get("job") if isinstance(item, Mapping) else None
+        if not isinstance(job, dict) or not all(isinstance(job.get(key), str) for key in REQUIRED):
+            return Served(None, "an item of its answer is not a job summary")
+        jobs.append(job)
+    jobs.sort(key=lambda job: (job["namespace"], job["name"], job["kind"]))
+    return Served(jobs)

@@ -1,0 +1,175 @@
+"""The jobs as ``kq serve`` serves them from the controller's caches: one summary a job, the fields of
+``kq list -o json`` (docs/queueing.md, "Reading every job"; the routes: :mod:`webhook.cli.readapi`).
+
+A summary is the read model's own :func:`~webhook.readmodel.view.job_view` and
+:func:`~webhook.readmodel.jobs.job_summary` over the controller's caches, so it says what ``kq`` computes from
+the API. Building every job's view costs some 30 microseconds a job, so each job's summary is kept, encoded,
+until its object, its sizing, its running pods, the tree, the PriorityClasses or the devices change; a read
+then only adds each waiting job's position and start estimate. The inputs are taken on the controller's event
+loop (:class:`SummaryInputs`, references only), the summaries built in a worker thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from webhook.api.names import JOB_SUMMARY_KIND, VISIBILITY_GROUP, VISIBILITY_VERSION
+from webhook.api.objects import Obj, name_of, namespace_of
+from webhook.api.statuses import JobStatus
+from webhook.controller.model import TrackedJob
+from webhook.core.queueing import positions_only
+from webhook.core.workload import Workload, WorkloadError, WorkloadKey
+from webhook.kube.packed import Codec
+from webhook.readmodel.jobs import job_summary
+from webhook.readmodel.view import KindSource, ViewContext, job_view
+from webhook.workloads.base import value_at
+
+API_VERSION = f"{VISIBILITY_GROUP}/{VISIBILITY_VERSION}"
+OwnerKey = tuple[str, str, str]
+"""``(namespace, owner kind, owner name)`` of a pod's controller."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryInputs:
+    """What the summaries read, taken from the controller's caches on its event loop (references only)."""
+
+    jobs: Sequence[tuple[KindSource, Obj, TrackedJob | str | None]]
+    """Every cached job with how the last pass sized exactly that object (``None``: it did not)."""
+    running: Mapping[OwnerKey, int]
+    """Running pods per controller owner."""
+    context: ViewContext
+    positions: Mapping[WorkloadKey, int] | None
+    """The waiting jobs' positions as the last pass decided them (``None``: this replica does not decide)."""
+    estimates: Mapping[WorkloadKey, Mapping[str, str]]
+    """The start estimates the controller publishes (``estimatedStart``, ``estimatedStartLatest``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """One job's summary, packed, and what it was built from."""
+
+    obj: Obj
+    sized: TrackedJob | str | None
+    owners: tuple[OwnerKey, ...] | None
+    """Its pods' owners (``None``: the job itself, as for most kinds)."""
+    running: int
+    waiting: Workload | None
+    """Its workload while it is QUEUING (its key finds its position and estimates)."""
+    namespace: str
+    body: bytes
+    """The item without its position, its estimates and its two closing braces, packed by the book's codec."""
+    kept: bool
+    """Whether it may be read again while its inputs stay: not with a backoff note, whose state moves with the
+    clock alone."""
+
+
+def _owners(source: KindSource, obj: Obj) -> tuple[OwnerKey, ...] | None:
+    namespace, kind, name = namespace_of(obj), source.adapter.kind, name_of(obj)
+    try:
+        owners = tuple((namespace, owner_kind, owner) for owner_kind, owner in source.adapter.pod_owners(obj))
+    except WorkloadError:
+        return ()
+    return None if owners == ((namespace, kind, name),) else owners
+
+
+def _running(source: KindSource, obj: Obj, owners: tuple[OwnerKey, ...] | None,
+             running: Mapping[OwnerKey, int]) -> int:
+    if source.adapter.kind == "Pod":
+        return 1 if value_at(obj, "status", "phase") == "Running" else 0
+    if not running:
+        return 0
+    if owners is None:
+        return running.get((namespace_of(obj), source.adapter.kind, name_of(obj)), 0)
+    return sum(running.get(owner, 0) for owner in owners)
+
+
+def _build(source: KindSource, obj: Obj, sized: TrackedJob | str | None, owners: tuple[OwnerKey, ...] | None, *,
+           running: int, context: ViewContext, codec: Codec) -> _Kept:
+    view = job_view(source, obj, (), running, context, sized=sized)
+    summary = job_summary(view)
+    summary.pop("position", None)
+    item = {"apiVersion": API_VERSION, "kind": JOB_SUMMARY_KIND,
+            "metadata": {"name": view.name, "namespace": view.namespace}, "job": summary}
+    waiting = view.workload if view.status == JobStatus.QUEUING and view.leaf is not None else None
+    return _Kept(obj, sized, owners, running, waiting, view.namespace, codec.pack(orjson.dumps(item)[:-2]),
+                 kept=view.backoff is None)
+
+
+class SummaryBook:
+    """Every job's summary, kept between reads (see the module); thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[int, _Kept] = {}
+        """By the id of the job's cached object (the object is held in the entry, so the id stays its own)."""
+        self._context: ViewContext | None = None
+        self._codec = Codec()
+        """Packs the summaries (about 450 bytes of JSON each, 130 packed), the first one its dictionary."""
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def render(self, inputs: SummaryInputs, namespace: str | None = None) -> tuple[bytes, int]:
+        """The ``JobSummaryList`` of ``namespace`` (every namespace when ``None``) as JSON, and how many items."""
+        with self._lock:
+            kept = self._refresh(inputs)
+        positions = self._positions(kept, inputs.positions)
+        unpack = self._codec.unpack
+        parts: list[bytes] = []
+        for entry in kept:
+            if namespace is not None and entry.namespace != namespace:
+                continue
+            waiting = entry.waiting
+            extra = {"position": None} if waiting is None else {
+                "position": positions.get(waiting.key), **inputs.estimates.get(waiting.key, {})}
+            parts.append(unpack(entry.body) + b"," + orjson.dumps(extra)[1:] + b"}")
+        head = orjson.dumps({"apiVersion": API_VERSION, "kind": f"{JOB_SUMMARY_KIND}List", "metadata": {}})
+        return head[:-1] + b',"items":[' + b",".join(parts) + b"]}", len(parts)
+
+    def _refresh(self, inputs: SummaryInputs) -> list[_Kept]:
+        context = inputs.context
+        previous = self._context
+        if previous is None or previous.tree is not context.tree or (
+                previous.priority_classes is not context.priority_classes) or previous.devices is not context.devices:
+            self._kept = {}
+        self._context = context
+        old, new = self._kept, {}
+        out = []
+        for source, obj, sized in inputs.jobs:
+            entry = old.get(id(obj))
+            if entry is not None and entry.kept and entry.obj is obj and entry.sized is sized:
+                running = _running(source, obj, entry.owners, inputs.running)
+                if running != entry.running:
+                    entry = _build(source, obj, sized, entry.owners, running=running, context=context,
+                                   codec=self._codec)
+            else:
+                owners = _owners(source, obj)
+                entry = _build(source, obj, sized, owners, running=_running(source, obj, owners, inputs.running),
+                               context=context, codec=self._codec)
+            if entry.kept:
+                new[id(obj)] = entry
+            out.append(entry)
+        self._kept = new
+        return out
+
+    @staticmethod
+    def _positions(kept: Sequence[_Kept], decided: Mapping[WorkloadKey, int] | None) -> Mapping[WorkloadKey, int]:
+        """The last pass's positions where they cover every waiting job of the quota, else the core's queue order
+        over the waiting jobs (the read model's rule: :func:`webhook.readmodel.view.with_positions`)."""
+        by_quota: dict[str, list[Workload]] = {}
+        for entry in kept:
+            if entry.waiting is not None:
+                by_quota.setdefault(entry.waiting.quota, []).append(entry.waiting)
+        out: dict[WorkloadKey, int] = {}
+        for workloads in by_quota.values():
+            if decided is not None and all(workload.key in decided for workload in workloads):
+                out.update((workload.key, decided[workload.key]) for workload in workloads)
+            else:
+                out.update(positions_only(workloads))
+        return out
+
+
