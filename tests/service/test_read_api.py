@@ -16,6 +16,7 @@ from typing import Any, cast
 import orjson
 import pytest
 from aiohttp import web
+from prometheus_client import REGISTRY
 
 from tests.clirun import NOW, seed_api
 from tests.ports import free_port
@@ -127,8 +128,10 @@ ALICE = {"X-Remote-User": "alice", "X-Remote-Group": "developers"}
 
 async def test_the_front_proxy_is_answered_with_every_job_or_one_namespaces(served: Served) -> None:
     served.running.controller, served.running.loop = cast(Controller, object()), asyncio.get_running_loop()
+    before = REGISTRY.get_sample_value("kube_queue_read_api_seconds_count", {"scope": "cluster"}) or 0
     status, answer = await ask(served, cert=served.front_proxy, headers=ALICE)
     assert status == 200, answer
+    assert REGISTRY.get_sample_value("kube_queue_read_api_seconds_count", {"scope": "cluster"}) == before + 1
     names = {(item["job"]["namespace"], item["job"]["name"]) for item in answer["items"]}
     assert ("user-a", "pi2") in names and ("user-c", "pend") in names
     status, answer = await ask(served, PATH.replace("/jobsummaries", "/namespaces/user-c/jobsummaries"),
@@ -172,6 +175,21 @@ async def test_discovery_is_served_to_the_aggregator() -> None:
     readapi.ReadApi(RunningController()).add_routes(app)
     routes = {route.resource.canonical for route in app.router.routes() if route.resource is not None}
     assert readapi.VERSION_PATH in routes and readapi.GROUP_PATH in routes
+
+
+def test_the_serving_port_trusts_the_front_proxy_ca_alone(tmp_path: Path) -> None:
+    ca, ca_key = pki.make_ca("kq-serving-ca")
+    cert, key = pki.issue_cert(ca, ca_key, "kube-queue-webhook")
+    (tmp_path / "tls.crt").write_bytes(cert)
+    (tmp_path / "tls.key").write_bytes(key)
+    context = tls_context(tmp_path / "tls.crt", tmp_path / "tls.key")
+    assert context.get_ca_certs() == []  # no system CA either
+    assert context.verify_mode is ssl.CERT_NONE
+    front_ca, _ = pki.make_ca("front-proxy-ca")
+    trust_front_proxy(context, FrontProxy(front_ca.decode(), frozenset({FRONT_PROXY_NAME})))
+    subjects = [str(entry["subject"]) for entry in context.get_ca_certs()]
+    assert len(subjects) == 1 and "front-proxy-ca" in subjects[0], subjects
+    assert ssl.VerifyMode(context.verify_mode) is ssl.CERT_OPTIONAL
 
 
 def test_the_front_proxy_is_read_from_the_api_servers_configmap() -> None:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping
 
 from aiohttp import web
+from prometheus_client import Counter, Histogram
 
 from webhook.api.names import JOB_SUMMARIES, JOB_SUMMARY_KIND, VISIBILITY_GROUP, VISIBILITY_VERSION
 from webhook.api.objects import Obj, queue_active, queue_details
@@ -38,6 +39,19 @@ log = logging.getLogger(__name__)
 GROUP_PATH = f"/apis/{VISIBILITY_GROUP}"
 VERSION_PATH = f"{GROUP_PATH}/{VISIBILITY_VERSION}"
 GROUP_VERSION = f"{VISIBILITY_GROUP}/{VISIBILITY_VERSION}"
+READ_SECONDS = Histogram(
+    "kube_queue_read_api_seconds",
+    "Seconds one list of the job summaries takes in kq serve (inputs taken, summaries built, answer encoded), by "
+    "scope: one namespace or every namespace",
+    ["scope"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+READ_REFUSED = Counter(
+    "kube_queue_read_api_refused_total",
+    "Lists of the job summaries refused, by reason: unauthenticated (not the front proxy), unavailable (no "
+    "front-proxy CA, or the controller not ready)",
+    ["reason"],
+)
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
@@ -89,20 +103,24 @@ class ReadApi:
     async def _list(self, request: web.Request) -> web.Response:
         front = request.app.get(FRONT_PROXY)
         if front is None:
+            READ_REFUSED.labels("unavailable").inc()
             return _status(503, "ServiceUnavailable", "kq serve could not read the API server's front-proxy CA "
                            "(kube-system/extension-apiserver-authentication), so it cannot tell who asks; see its "
                            "log (event=front_proxy_unreadable)")
         caller = caller_of(request, front)
         if caller is None:
+            READ_REFUSED.labels("unauthenticated").inc()
             return _status(401, "Unauthorized", f"{JOB_SUMMARIES} are answered only through the API server: "
                            f"kubectl get --raw {request.path} or kq list -A")
         namespace = request.match_info.get("namespace")
         started = time.monotonic()
         inputs = await self._inputs()
         if inputs is None:
+            READ_REFUSED.labels("unavailable").inc()
             return _status(503, "ServiceUnavailable", "the queue controller is starting (its caches are listing) "
                            "or does not run here (--no-controller); ask again in a few seconds")
         body, count = await asyncio.to_thread(self.book.render, inputs, namespace)
+        READ_SECONDS.labels("namespace" if namespace else "cluster").observe(time.monotonic() - started)
         log.info(kv(component="read-api", event="listed", resource=JOB_SUMMARIES, user=caller.user,
                     namespace=namespace or "*", jobs=count, kept=len(self.book),
                     seconds=f"{time.monotonic() - started:.3f}"))
