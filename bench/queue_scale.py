@@ -81,6 +81,7 @@ async def measure(config: ClusterConfig, jobs: int, figures: Figures, system: ty
         await run.one_pass()
         await run.more_creates()
         await run.until_statuses_right(SETTLE_S)
+        figures.before_reads_rss_mib = rss_mib(run.controller_pid())
         await run.reads()
         figures.reads_rss_mib = rss_mib(run.controller_pid())
         _, after = await asyncio.to_thread(run.scrape)

@@ -51,6 +51,8 @@ class Figures:
     cold_first_admission_s: float = NAN
     cold_statuses_s: float = NAN
     restart_rss_mib: float = NAN
+    before_reads_rss_mib: float = NAN
+    """Right before the reads (after the pass and the 1,000 more creates)."""
     reads_rss_mib: float = NAN
     """After the reads (``kq serve`` keeps the job summaries it served)."""
     restart_queued: int = 0
@@ -116,9 +118,8 @@ def rows(figures: Figures) -> list[Row]:
     out.append(("controller KiB per queued Job (full less before, over the queued Jobs)", _num(per_job, 1),
                 "< 6, and below Kueue's"))
     if not math.isnan(figures.reads_rss_mib):
-        out.append(("the same after the reads (the job summaries kept): resident MiB / KiB per queued Job",
-                    f"{_num(figures.reads_rss_mib, 0)} / "
-                    f"{_num(_per_job_kib(figures.reads_rss_mib, figures.baseline_rss_mib, figures.queued), 1)}", ""))
+        out.append(("resident MiB right before the reads / after them (the job summaries kept)",
+                    f"{_num(figures.before_reads_rss_mib, 0)} / {_num(figures.reads_rss_mib, 0)}", ""))
     after = _per_job_kib(figures.restart_rss_mib, figures.baseline_rss_mib, figures.restart_queued)
     out.append(("the same after a restart: resident MiB / KiB per queued Job",
                 f"{_num(figures.restart_rss_mib, 0)} / {_num(after, 1)}", ""))

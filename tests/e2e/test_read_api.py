@@ -95,7 +95,12 @@ def test_every_namespace_is_read_from_the_controller_and_says_what_the_api_says(
     # kubectl reads the same API.
     raw = json.loads(teams.dev.kubectl("get", "--raw", summaries_path(teams.a)))
     assert {item["job"]["name"] for item in raw["items"]} == {"pi1", "pi2", "pi3", "pi4"}
-    assert all(item["kind"] == "JobSummary" and item["metadata"]["namespace"] == teams.a for item in raw["items"])
+    assert raw["kind"] == "JobSummaryList"
+    assert all(item["metadata"]["namespace"] == teams.a for item in raw["items"])
+    # kubectl's own listing fills in each item's kind from the list's.
+    table = teams.dev.kubectl("get", "jobsummaries.visibility.kube-queue.x-k8s.io", "-n", teams.a, "-o", "name")
+    assert sorted(table.split()) == [f"jobsummary.visibility.kube-queue.x-k8s.io/{name}"
+                                     for name in ("pi1", "pi2", "pi3", "pi4")]
 
 
 def test_a_user_lists_the_summaries_of_their_namespace_and_no_other(teams: Teams) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -78,8 +78,8 @@ async def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
     trust_front_proxy(context, front)
     inputs = _inputs()
 
-    async def collect(controller: Controller) -> SummaryInputs:
-        return inputs
+    async def collect(controller: Controller) -> Callable[[], SummaryInputs]:
+        return lambda: inputs
 
     monkeypatch.setattr(readapi, "_collect", collect)
     running = RunningController()

@@ -57,8 +57,8 @@ def _served(book: SummaryBook, inputs: SummaryInputs, namespace: str | None = No
     body, count = book.render(inputs, namespace)
     answer = orjson.loads(body)
     assert answer["kind"] == "JobSummaryList" and len(answer["items"]) == count
+    assert answer["apiVersion"] == "visibility.kube-queue.x-k8s.io/v1alpha1"
     for item in answer["items"]:
-        assert item["kind"] == "JobSummary"
         assert item["metadata"] == {"name": item["job"]["name"], "namespace": item["job"]["namespace"]}
     return sorted((item["job"] for item in answer["items"]), key=lambda job: (job["namespace"], job["name"]))
 

@@ -6,8 +6,8 @@ The API server authenticates and authorizes the user (``list jobsummaries`` in t
 namespace) before it proxies the request here; this side trusts the user it names only from the front proxy's
 client certificate (:mod:`webhook.kube.frontproxy`). The summaries are the read model's
 (:mod:`webhook.readmodel.summaries`) over the caches of the controller ``kq serve`` runs. The routes run on
-the admission thread's loop: the inputs are taken on the controller's loop, the answer built in a worker
-thread, so neither loop waits on the other.
+the admission thread's loop: the cached objects are taken on the controller's loop (references, a few
+milliseconds), the inputs and the answer made in a worker thread, so neither loop waits on the other.
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import argparse
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from aiohttp import web
 from prometheus_client import Counter, Histogram
 
 from webhook.api.names import JOB_SUMMARIES, JOB_SUMMARY_KIND, VISIBILITY_GROUP, VISIBILITY_VERSION
 from webhook.api.objects import Obj, queue_active, queue_details
-from webhook.controller.cache import ClusterCache
 from webhook.controller.controller import Controller
 from webhook.controller.model import TrackedJob
 from webhook.controller.plugin import RUNNING, RunningController
@@ -130,11 +129,13 @@ class ReadApi:
         controller, loop = self._running.controller, self._running.loop
         if controller is None or loop is None:
             return None
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_collect(controller), loop))
+        taken = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_collect(controller), loop))
+        return None if taken is None else await asyncio.to_thread(taken)
 
 
-async def _collect(controller: Controller) -> SummaryInputs | None:
-    """The inputs of a read, on the controller's loop (``None`` until its caches listed)."""
+async def _collect(controller: Controller) -> Callable[[], SummaryInputs] | None:
+    """What a read takes on the controller's loop, where the caches change (``None`` until they listed): each job
+    kind's objects and the rest by reference; the returned function makes the inputs from them off that loop."""
     if not controller.ready.is_set():
         return None
     cache = controller.cache
@@ -145,21 +146,19 @@ async def _collect(controller: Controller) -> SummaryInputs | None:
     else:
         estimates = published_estimates(cache.by_name(cache.queues))
     positions = controller.stats.positions if leading else None
-    return summary_inputs(cache, positions, estimates, time.time())
-
-
-def summary_inputs(cache: ClusterCache, positions: Mapping[WorkloadKey, int] | None,
-                   estimates: Mapping[WorkloadKey, Mapping[str, str]], now: float) -> SummaryInputs:
-    """The inputs of a read from the controller's caches (on its event loop: the caches change there)."""
     _, tree, _ = cache.tree()
-    epoch = cache.epoch()
-    jobs: list[tuple[KindSource, Obj, TrackedJob | str | None]] = []
-    for adapter, ref, watched in cache.job_caches.values():
-        source = KindSource(adapter, ref.version)
-        jobs.extend((source, obj, cache.jobs.sized(watched.name, obj, epoch))
-                    for obj in cache.view(watched) if listed_job(source, obj))
-    context = ViewContext(tree, cache.priorities(), cache.devices.quota(), now)
-    return SummaryInputs(jobs, cache.pod_index.running_by_owner(), context, positions, estimates)
+    context = ViewContext(tree, cache.priorities(), cache.devices.quota(), time.time())
+    kinds = [(KindSource(adapter, ref.version), watched.name, cache.view(watched))
+             for adapter, ref, watched in cache.job_caches.values()]
+    epoch, index, running = cache.epoch(), cache.jobs, cache.pod_index.running_by_owner()
+
+    def inputs() -> SummaryInputs:
+        jobs: list[tuple[KindSource, Obj, TrackedJob | str | None]] = []
+        for source, name, objects in kinds:
+            jobs.extend((source, obj, index.sized(name, obj, epoch)) for obj in objects if listed_job(source, obj))
+        return SummaryInputs(jobs, running, context, positions, estimates)
+
+    return inputs
 
 
 async def attach(app: web.Application, client: KubeClient, args: argparse.Namespace) -> None:

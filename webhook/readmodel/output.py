@@ -50,9 +50,8 @@ def layout(
     """Column widths for ``rows``: each as wide as its widest cell, then the shrinkable columns cut (lowest
     ``shrink`` rank first, widest first) until the line fits ``width`` or they reach their minimum."""
     widths = [len(column.header) for column in columns]
-    for row in rows:
-        for index, cell in enumerate(row):
-            widths[index] = max(widths[index], len(cell))
+    for index, cells in enumerate(zip(*rows, strict=False)):
+        widths[index] = max(widths[index], *map(len, cells))
 
     def total() -> int:
         return sum(widths) + len(gap) * (len(widths) - 1)
@@ -78,15 +77,15 @@ def render(
 ) -> str:
     """The lines of ``rows`` (and the header) laid out in ``widths``, cells cut with ``…`` when longer."""
     lines = []
+    right = [column.right for column in columns]
     for cells in [[c.header for c in columns], *rows] if header else rows:
-        parts = []
-        for index, cell in enumerate(cells):
-            text = _cut(cell, widths[index])
-            last = index == len(cells) - 1
-            if columns[index].right:
-                parts.append(text.rjust(widths[index]))
-            else:
-                parts.append(text if last else text.ljust(widths[index]))
+        last = len(cells) - 1
+        parts = [
+            (text if len(text) <= width else _cut(text, width)).rjust(width) if right[index]
+            else (text if len(text) <= width else _cut(text, width)) if index == last
+            else (text if len(text) <= width else _cut(text, width)).ljust(width)
+            for index, (text, width) in enumerate(zip(cells, widths, strict=False))
+        ]
         lines.append(gap.join(parts).rstrip())
     return "\n".join(lines) + "\n" if lines else ""
 

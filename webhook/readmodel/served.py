@@ -15,7 +15,7 @@ from typing import Any
 from webhook.api.names import JOB_SUMMARIES, VISIBILITY_GROUP, VISIBILITY_VERSION
 from webhook.readmodel.kubeapi import ApiError, KubeApi
 
-REQUIRED = ("name", "namespace", "kind", "status")
+REQUIRED = frozenset(("name", "namespace", "kind", "status"))
 """What every served summary has; an answer without them is not used."""
 SERVED_TIMEOUT_SECONDS = 10
 """How long the API server waits for ``kq serve`` (its ``timeout`` parameter) before ``kq`` reads the API
@@ -51,7 +51,7 @@ def served_summaries(api: KubeApi, namespace: str | None) -> Served:
     jobs: list[dict[str, Any]] = []
     for item in items:
         job = item.get("job") if isinstance(item, Mapping) else None
-        if not isinstance(job, dict) or not all(isinstance(job.get(key), str) for key in REQUIRED):
+        if type(job) is not dict or not job.keys() >= REQUIRED:
             return Served(None, "an item of its answer is not a job summary")
         jobs.append(job)
     jobs.sort(key=lambda job: (job["namespace"], job["name"], job["kind"]))

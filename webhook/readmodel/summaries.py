@@ -92,8 +92,8 @@ def _build(source: KindSource, obj: Obj, sized: TrackedJob | str | None, owners:
     view = job_view(source, obj, (), running, context, sized=sized)
     summary = job_summary(view)
     summary.pop("position", None)
-    item = {"apiVersion": API_VERSION, "kind": JOB_SUMMARY_KIND,
-            "metadata": {"name": view.name, "namespace": view.namespace}, "job": summary}
+    # The list names the items' kind and version once, as Kubernetes' own lists do (kubectl fills them in).
+    item = {"metadata": {"name": view.name, "namespace": view.namespace}, "job": summary}
     waiting = view.workload if view.status == JobStatus.QUEUING and view.leaf is not None else None
     return _Kept(obj, sized, owners, running, waiting, view.namespace, codec.pack(orjson.dumps(item)[:-2]),
                  kept=view.backoff is None)
