@@ -367,6 +367,13 @@ class Reclaimer(ReclaimIndex):
             touched.add(leaf)
         chain = self._chain(plan.preemptor.quota)
         assert chain is not None
+        if chain.keys[0] in self._ordered:  # a Block quota's fresh jobs are ahead of its preemptor: kept in
+            for candidate in self._fresh.get(chain.keys[0], ()):
+                if candidate.key not in self._gone:
+                    self._gone.add(candidate.key)
+                    sums = self._totals[chain.keys[0]][True]
+                    for resource, amount in candidate.delta.items():
+                        sums[resource] -= amount
         self._use.shift(chain.keys, dict(plan.preemptor.request_with_count.items()), +1)
         touched.add(chain.keys[0])
         self._used = dict(plan.used_after)

@@ -676,6 +676,37 @@ def test_a_block_queue_that_gave_a_job_back_takes_nothing_more_in_the_same_pass(
         ("a0b", 1), ("a1", 2), ("a2", 3)]
 
 
+def test_a_block_quotas_preemptor_keeps_the_jobs_ahead_of_it_from_being_held_back_later() -> None:
+    # Found by the property test above. Strict priority (Block everywhere). d0 borrows CPU and fills its max of
+    # memory. The admission pass admits d0's head j10 (1 CPU). Then d0's j12 (next in line, 1 memory) gets a
+    # plan that evicts a lower-priority job of its own quota, and d1's j7, owed its min of CPU, gets one that
+    # would hold j10 back: j12 would be in while j10, ahead of it, waits. The preemptor keeps j10 in instead.
+    whole = {"cpu": 9, "memory": 9}
+    t = tree(node("root", min=res(**whole), max=res(**whole), children=(
+        node("d0", min=res(cpu=0, memory=4), max=res(**whole), namespaces=("ns-d0",),
+             attributes={"preempt-policy": "PreemptLowerPriority"}),
+        node("d1", min=res(cpu=4, memory=1), max=res(**whole), namespaces=("ns-d1",)),
+    )))
+
+    def job(name: str, quota: str, cpu: int, memory: int, priority: int = 0, admitted: bool = False) -> Workload:
+        return builders.job(name, namespace=f"ns-{quota}", quota=quota, cpu=cpu, memory=memory, priority=priority,
+                            phase=Phase.ADMITTED if admitted else Phase.QUEUED, admitted_at=0.0 if admitted else None)
+
+    jobs = views(t, job("j0", "d0", 0, 1, admitted=True), job("j1", "d0", 0, 3, admitted=True),
+                 job("j2", "d0", 2, 0, admitted=True), job("j3", "d0", 3, 2, admitted=True),
+                 job("j4", "d0", 0, 3, admitted=True), job("j5", "d0", 0, 1), job("j7", "d1", 3, 1),
+                 job("j8", "d1", 1, 0), job("j10", "d0", 1, 0, priority=1), job("j11", "d0", 0, 0),
+                 job("j12", "d0", 0, 1, priority=1))
+    decisions = decide(t, jobs, {}, oversell_rate=Fraction(1), strict_priority=True)
+    released = [*decisions.admissions, *(plan.preemptor for plan in decisions.reclaims), *decisions.late_admissions]
+    victims = {victim.workload.key for plan in decisions.reclaims for victim in plan.victims}
+    waiting = [job.workload for job in decisions.waiting
+               if job.workload.quota == "d0" and job.workload.key not in victims]
+    first_out = min((workload.order_key for workload in waiting), default=None)
+    assert first_out is None or all(job.workload.order_key < first_out for job in released
+                                    if job.workload.quota == "d0"), (names(tuple(released)), [w.key for w in waiting])
+
+
 def test_nothing_is_released_into_a_namespace_being_deleted() -> None:
     t = seed_tree()
     leaf = t.leaf_for_namespace("user-a")

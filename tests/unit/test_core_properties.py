@@ -453,6 +453,8 @@ def test_the_reclaimer_plans_exactly_what_the_literal_rules_plan_one_plan_after_
         taken = {w.key for w in (*plan.victims, *plan.withheld)}
         running = [w for w in running if w.key not in taken]
         fresh = [w for w in fresh if w.key not in taken]
+        if preemptor.quota.lower() in ordered:  # its Block quota's fresh jobs are ahead of it: never held back now
+            fresh = [w for w in fresh if w.quota.lower() != preemptor.quota.lower()]
         used = dict(plan.used_after)
         for name in ordered:  # in a Block quota only the back of what the pass admitted is ever held back
             kept = [w.key for w in fresh if w.quota.lower() == name]

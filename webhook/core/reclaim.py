@@ -403,6 +403,12 @@ class Reclaimer(ReclaimIndex):
             f"{preemptor.key} fit: {fit.explain()}{limit}"
         )
 
+    def _uncount(self, candidate: Candidate) -> None:
+        """Take a candidate out of its leaf's totals of what taking its candidates may free."""
+        sums = self._totals[candidate.leaf][candidate.fresh]
+        for resource, amount in candidate.delta.items():
+            sums[resource] -= amount
+
     def commit(self, plan: ReclaimPlan) -> None:
         """Carry ``plan`` (made by :meth:`plan` on the current view) out in the view: its victims and withheld
         jobs stop counting and are no longer candidates, its preemptor counts (it is never a candidate)."""
@@ -417,13 +423,16 @@ class Reclaimer(ReclaimIndex):
             self._drop(candidate)
             if not taken_out:
                 self._use.shift(candidate.chain.keys, candidate.delta, -1)
-            leaf = candidate.leaf
-            sums = self._totals[leaf][candidate.fresh]
-            for resource, amount in candidate.delta.items():
-                sums[resource] -= amount
-            touched.add(leaf)
+            self._uncount(candidate)
+            touched.add(candidate.leaf)
         chain = self._chain(plan.preemptor.quota)
         assert chain is not None
+        if chain.keys[0] in self._ordered:
+            # Under Block the jobs this pass admitted in the preemptor's quota are ahead of it in the queue: with
+            # it in, none of them may be held back by a later plan (it would get in ahead of one that waits).
+            for candidate in list(self._fresh.get(chain.keys[0], ())):
+                self._drop(candidate)
+                self._uncount(candidate)
         self._use.shift(chain.keys, counted_amounts(plan.preemptor), +1)
         touched.add(chain.keys[0])
         self._moves.append(((*plan.victims, *plan.withheld), plan.preemptor))
