@@ -159,3 +159,14 @@ def test_a_job_in_backoff_is_summarised_on_every_read_as_its_retry_comes() -> No
     snapshot.now = NOW + 120  # past its retry: it waits in the queue again
     later = {job["name"]: job for job in _served(book, _inputs(snapshot, jobs))}
     assert later["pi2"]["status"] == "QUEUING"
+
+
+@pytest.mark.parametrize("per_chunk", [1, 2, 3, 100])
+def test_the_answer_in_pieces_is_the_whole_answer(per_chunk: int) -> None:
+    snapshot = _snapshot()
+    book = SummaryBook()
+    whole, count = book.render(_inputs(snapshot))
+    chunks, counted = book.render_chunks(_inputs(snapshot), None, per_chunk)
+    assert b"".join(chunks) == whole and counted == count == len(snapshot.jobs)
+    chunks, counted = book.render_chunks(_inputs(snapshot), "nowhere", per_chunk)
+    assert orjson.loads(b"".join(chunks))["items"] == [] and counted == 0

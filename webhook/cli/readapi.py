@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
+import ctypes
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -53,6 +55,24 @@ READ_REFUSED = Counter(
 )
 
 
+def release_free_memory() -> None:
+    """Give the allocator's free memory back to the system (glibc's ``malloc_trim``; nothing elsewhere): a read
+    of every job frees as much as it keeps, tens of MiB at 50,000 jobs, which would otherwise stay resident."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        function: Callable[[int], int] = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return function
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
 def _status(code: int, reason: str, message: str) -> web.Response:
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
             "reason": reason, "code": code}
@@ -81,6 +101,9 @@ class ReadApi:
     def __init__(self, running: RunningController) -> None:
         self.book = SummaryBook()
         self._running = running
+        self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kq-read-api")
+        """One thread builds every answer: its allocator's arena is reused from read to read, where a new
+        thread's each would keep its own high-water mark."""
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get(GROUP_PATH, self._group)
@@ -99,7 +122,7 @@ class ReadApi:
         return web.json_response({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": GROUP_VERSION,
                                   "resources": [resource]})
 
-    async def _list(self, request: web.Request) -> web.Response:
+    async def _list(self, request: web.Request) -> web.StreamResponse:
         front = request.app.get(FRONT_PROXY)
         if front is None:
             READ_REFUSED.labels("unavailable").inc()
@@ -118,19 +141,31 @@ class ReadApi:
             READ_REFUSED.labels("unavailable").inc()
             return _status(503, "ServiceUnavailable", "the queue controller is starting (its caches are listing) "
                            "or does not run here (--no-controller); ask again in a few seconds")
-        body, count = await asyncio.to_thread(self.book.render, inputs, namespace)
+        chunks, count = await asyncio.get_running_loop().run_in_executor(self._worker, self._render, inputs,
+                                                                          namespace)
         READ_SECONDS.labels("namespace" if namespace else "cluster").observe(time.monotonic() - started)
+        sized = sum(1 for _, _, how in inputs.jobs if how is not None)
         log.info(kv(component="read-api", event="listed", resource=JOB_SUMMARIES, user=caller.user,
-                    namespace=namespace or "*", jobs=count, kept=len(self.book),
+                    namespace=namespace or "*", jobs=count, kept=len(self.book), sized_by_pass=sized,
                     seconds=f"{time.monotonic() - started:.3f}"))
-        return web.Response(body=body, content_type="application/json")
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        for chunk in chunks:  # each written as the connection takes it: no copy of the whole answer waits
+            await response.write(chunk)
+        await response.write_eof()
+        del chunks
+        await asyncio.get_running_loop().run_in_executor(self._worker, release_free_memory)
+        return response
 
     async def _inputs(self) -> SummaryInputs | None:
         controller, loop = self._running.controller, self._running.loop
         if controller is None or loop is None:
             return None
         taken = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_collect(controller), loop))
-        return None if taken is None else await asyncio.to_thread(taken)
+        return None if taken is None else await asyncio.get_running_loop().run_in_executor(self._worker, taken)
+
+    def _render(self, inputs: SummaryInputs, namespace: str | None) -> tuple[list[bytes], int]:
+        return self.book.render_chunks(inputs, namespace)
 
 
 async def _collect(controller: Controller) -> Callable[[], SummaryInputs] | None:
