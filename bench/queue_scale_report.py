@@ -47,6 +47,10 @@ class Figures:
     more_service: burst_stats.Samples = field(default_factory=dict)
     reads: dict[str, list[float]] = field(default_factory=dict)
     read_errors: dict[str, str] = field(default_factory=dict)
+    read_notes: dict[str, list[str]] = field(default_factory=dict)
+    """What a read that succeeded said on stderr, run by run (``kq list -A`` says when it read the API)."""
+    read_log: list[str] = field(default_factory=list)
+    """``kq serve``'s log lines of its read API during the reads."""
     cold_ready_s: float = NAN
     cold_first_admission_s: float = NAN
     cold_statuses_s: float = NAN
@@ -225,6 +229,12 @@ def report(figures: Figures, command: str, problem: str, kueue: Figures | None =
         if run is not None and run.failures:
             lines += ["", f"{name}: failed creates by kind: " + ", ".join(
                 f"{kind} {count} (e.g. {run.examples.get(kind, '')})" for kind, count in run.failures.items())]
+        for role, notes in (run.read_notes.items() if run is not None else ()):
+            lines += ["", f"{name}: {READS.get(role, (role,))[0 if name == 'ours' else -1]} said on stderr: "
+                      + "; ".join(f"`{note}`" for note in notes)]
+        if run is not None and run.read_log:
+            lines += ["", f"{name}: `kq serve`'s read API during the reads:", "",
+                      *(f"    {line}" for line in run.read_log)]
         for role, error in (run.read_errors.items() if run is not None else ()):
             lines += ["", f"{name}: {READS.get(role, (role,))[0 if name == 'ours' else -1]} failed: "
                       f"`{error.strip()}`"]

@@ -276,8 +276,11 @@ class Run:
             started = time.monotonic()
             done = subprocess.run(argv, env=env, capture_output=True, timeout=STEP_S, check=False)
             took = time.monotonic() - started
+            said = done.stderr.decode("utf-8", "replace").strip()
             if done.returncode != 0:
-                self.figures.read_errors[name] = done.stderr.decode("utf-8", "replace")[-300:]
+                self.figures.read_errors[name] = said[-300:]
+            elif said:
+                self.figures.read_notes.setdefault(name, []).append(said.splitlines()[-1][:300])
             self.figures.reads.setdefault(name, []).append(took)
 
     def page(self, name: str, url: str) -> None:
@@ -299,6 +302,11 @@ class Run:
         await asyncio.to_thread(self.timed, "why", [*kq, "why", "-n", ns, middle])
         url = f"{devsystem.console_url(self.config)}jobs?namespace={ns}"
         await asyncio.to_thread(self.page, "console", url)
+        log = self.config.logs / "kq-serve.log"
+        if log.exists():
+            lines = log.read_text(errors="replace").splitlines()
+            self.figures.read_log = [line.split(" component=", 1)[-1] for line in lines
+                                     if "component=read-api" in line][-10:]
 
     async def running_job(self, ns: str) -> str:
         pods = (await self.client.list_page(ResourceRef("", "v1", "pods", ns), limit=50)).get("items") or []
