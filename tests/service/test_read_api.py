@@ -27,6 +27,7 @@ from webhook.admission.state import Settings, StateStore
 from webhook.cli import readapi
 from webhook.controller.controller import Controller
 from webhook.controller.plugin import RunningController
+from webhook.core.workload import WorkloadKey
 from webhook.kube.frontproxy import FRONT_PROXY, FrontProxy, front_proxy_of, trust_front_proxy
 from webhook.kube.serving import tls_context
 from webhook.readmodel.fetch import load_snapshot
@@ -205,3 +206,16 @@ def test_the_front_proxy_is_read_from_the_api_servers_configmap() -> None:
     assert front_proxy_of({"client-ca-file": ca.decode()}) is None
     assert front_proxy_of({"requestheader-client-ca-file": ca.decode(), "requestheader-allowed-names": "not json"}
                           ) == FrontProxy(ca.decode(), frozenset())
+
+
+def test_a_follower_serves_the_estimates_its_queues_publish() -> None:
+    start, latest = "2026-12-06T08:00:00Z", "2026-12-06T08:30:00Z"
+    queues = {"q": {"status": {"queueItemDetails": {"active": [
+        {"name": "a", "namespace": "ns", "position": 1, "estimatedStart": start, "estimatedStartLatest": latest},
+        {"name": "b", "namespace": "ns", "kind": "PyTorchJob", "position": 2, "estimatedStartLatest": latest},
+        {"name": "c", "namespace": "ns", "position": 3},
+    ]}}}}
+    assert readapi.published_estimates(queues) == {
+        WorkloadKey("Job", "ns", "a"): {"estimatedStart": start, "estimatedStartLatest": latest},
+        WorkloadKey("PyTorchJob", "ns", "b"): {"estimatedStartLatest": latest},
+    }

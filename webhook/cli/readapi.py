@@ -24,14 +24,16 @@ from aiohttp import web
 from prometheus_client import Counter, Histogram
 
 from webhook.api.names import JOB_SUMMARIES, JOB_SUMMARY_KIND, VISIBILITY_GROUP, VISIBILITY_VERSION
-from webhook.api.objects import Obj, queue_active, queue_details
+from webhook.api.objects import Obj, rfc3339_seconds
 from webhook.controller.controller import Controller
+from webhook.controller.decide import ESTIMATE_FIELDS
 from webhook.controller.model import TrackedJob
 from webhook.controller.plugin import RUNNING, RunningController
 from webhook.controller.records import kv
 from webhook.core.workload import WorkloadKey
 from webhook.kube.client import KubeClient
 from webhook.kube.frontproxy import FRONT_PROXY, caller_of
+from webhook.readmodel.eta import published_estimates as queue_estimates
 from webhook.readmodel.summaries import SummaryBook, SummaryInputs
 from webhook.readmodel.view import KindSource, ViewContext, listed_job
 
@@ -80,18 +82,13 @@ def _status(code: int, reason: str, message: str) -> web.Response:
 
 
 def published_estimates(queues: Mapping[str, Obj]) -> dict[WorkloadKey, dict[str, str]]:
-    """The start estimates the Queues' status carries (what a replica that does not estimate serves)."""
+    """The start estimates the Queues' status carries (what a replica that does not estimate serves), read by
+    the read model's rule."""
     out: dict[WorkloadKey, dict[str, str]] = {}
-    for queue in queues.values():
-        details = queue_details(queue)
-        for item in queue_active(details) if details is not None else ():
-            fields = {name: str(value) for name, value in (("estimatedStart", item.get("estimatedStart")),
-                                                           ("estimatedStartLatest", item.get("estimatedStartLatest")))
-                      if value}
-            if fields:
-                key = WorkloadKey(str(item.get("kind") or "Job"), str(item.get("namespace") or ""),
-                                  str(item.get("name") or ""))
-                out[key] = fields
+    for (kind, namespace, name), times in queue_estimates(queues).items():
+        fields = {field: rfc3339_seconds(value) for field, value in zip(ESTIMATE_FIELDS, times, strict=True) if value}
+        if fields:
+            out[WorkloadKey(kind, namespace, name)] = fields
     return out
 
 

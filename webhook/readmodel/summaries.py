@@ -5,8 +5,8 @@ A summary is the read model's own :func:`~webhook.readmodel.view.job_view` and
 :func:`~webhook.readmodel.jobs.job_summary` over the controller's caches, so it says what ``kq`` computes from
 the API. Building every job's view costs some 30 microseconds a job, so each job's summary is kept, encoded,
 until its object, its sizing, its running pods, the tree, the PriorityClasses or the devices change; a read
-then only adds each waiting job's position and start estimate. The inputs are taken on the controller's event
-loop (:class:`SummaryInputs`, references only), the summaries built in a worker thread.
+then only adds each waiting job's position and start estimate. :class:`SummaryInputs` hold references to the
+caches' objects; ``kq serve`` takes them on the controller's loop and builds the answer in a worker thread.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ OwnerKey = tuple[str, str, str]
 
 @dataclass(frozen=True, slots=True)
 class SummaryInputs:
-    """What the summaries read, taken from the controller's caches on its event loop (references only)."""
+    """What the summaries read, from the controller's caches (references only)."""
 
     jobs: Sequence[tuple[KindSource, Obj, TrackedJob | str | None]]
     """Every cached job with how the last pass sized exactly that object (``None``: it did not)."""
@@ -110,7 +110,7 @@ class SummaryBook:
         """By the id of the job's cached object (the object is held in the entry, so the id stays its own)."""
         self._context: ViewContext | None = None
         self._codec = Codec()
-        """Packs the summaries (about 450 bytes of JSON each, 130 packed), the first one its dictionary."""
+        """Packs the summaries (some 400 bytes of JSON each, about 100 packed), the first one its dictionary."""
 
     def __len__(self) -> int:
         return len(self._kept)
