@@ -138,13 +138,13 @@ class ReadApi:
             READ_REFUSED.labels("unavailable").inc()
             return _status(503, "ServiceUnavailable", "the queue controller is starting (its caches are listing) "
                            "or does not run here (--no-controller); ask again in a few seconds")
-        chunks, count = await asyncio.get_running_loop().run_in_executor(self._worker, self._render, inputs,
-                                                                          namespace)
-        READ_SECONDS.labels("namespace" if namespace else "cluster").observe(time.monotonic() - started)
-        sized = sum(1 for _, _, how in inputs.jobs if how is not None)
+        chunks, count, sized = await asyncio.get_running_loop().run_in_executor(self._worker, self._render, inputs,
+                                                                                 namespace)
+        took = time.monotonic() - started
+        READ_SECONDS.labels("namespace" if namespace else "cluster").observe(took)
         log.info(kv(component="read-api", event="listed", resource=JOB_SUMMARIES, user=caller.user,
                     namespace=namespace or "*", jobs=count, kept=len(self.book), sized_by_pass=sized,
-                    seconds=f"{time.monotonic() - started:.3f}"))
+                    seconds=f"{took:.3f}"))
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
         for chunk in chunks:  # each written as the connection takes it: no copy of the whole answer waits
@@ -161,8 +161,11 @@ class ReadApi:
         taken = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_collect(controller), loop))
         return None if taken is None else await asyncio.get_running_loop().run_in_executor(self._worker, taken)
 
-    def _render(self, inputs: SummaryInputs, namespace: str | None) -> tuple[list[bytes], int]:
-        return self.book.render_chunks(inputs, namespace)
+    def _render(self, inputs: SummaryInputs, namespace: str | None) -> tuple[list[bytes], int, int]:
+        """The answer's pieces, how many jobs it holds and how many of all the last pass had sized (in the worker
+        thread: a walk over every job has no place on the admission thread)."""
+        chunks, count = self.book.render_chunks(inputs, namespace)
+        return chunks, count, sum(1 for _, _, how in inputs.jobs if how is not None)
 
 
 async def _collect(controller: Controller) -> Callable[[], SummaryInputs] | None:
