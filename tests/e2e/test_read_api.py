@@ -2,7 +2,8 @@
 controller's read API"): ``kq list -A`` reads the controller's job summaries through the API server's aggregator
 and they say what the API says; a user sees the summaries of the namespaces RBAC lets them list and no
 other; nobody reaches the summaries around the API server; a hung ``kq serve`` costs ``kq list -A`` a bounded
-wait, then the API is read."""
+wait, then the API is read. ``kq why`` takes the controller's answer for a waiting job (docs/queueing.md, "Why a
+job waits, from the controller"), and it says what ``kq`` computes from every job."""
 
 from __future__ import annotations
 
@@ -169,3 +170,42 @@ def test_a_hung_service_costs_kq_list_a_bounded_wait_then_the_api_is_read(teams:
               for job in json.loads(result.stdout)["items"] if job["namespace"] in (teams.a, teams.b)}
     assert listed.keys() == expected.keys()
     dev.wait_until(lambda: teams.kq("list", "-A").stderr == "", 60, "kq list -A served again once kq serve runs")
+
+
+WHY_COMPARED = ("kind", "namespace", "name", "status", "quota", "queue", "position", "waiting", "policy",
+                "oversellRate", "fitsNow", "byReclaim", "blockers", "ahead")
+"""What the controller's answer and ``kq``'s own must agree on (the start estimate rests on other figures)."""
+
+
+def test_kq_why_takes_the_controllers_answer_which_says_what_kq_computes(teams: Teams) -> None:
+    dev = teams.dev
+    queued = sorted(name for (namespace, name), job in teams.listed("--direct").items()
+                    if namespace == teams.a and job["status"] == "QUEUING")
+    assert queued, "a job of team a waits"
+    name = queued[-1]
+    log = dev.config.logs / "kq-serve.log"
+
+    def explained() -> int:
+        return sum("event=explained" in line and f"name={name}" in line and "unexplained=-" in line
+                   for line in log.read_text(errors="replace").splitlines())
+
+    def both() -> tuple[dict[str, Any], dict[str, Any]]:
+        served = teams.kq("why", "-n", teams.a, name, "-o", "json")
+        direct = teams.kq("why", "-n", teams.a, name, "-o", "json", "--direct")
+        assert served.returncode == 0 and served.stderr == "", served.stderr
+        assert direct.returncode == 0, direct.stderr
+        return ({key: json.loads(served.stdout).get(key) for key in WHY_COMPARED},
+                {key: json.loads(direct.stdout).get(key) for key in WHY_COMPARED})
+
+    before = explained()
+    served, direct = both()
+    if served != direct:  # a pass may have run between the two reads: once more
+        served, direct = both()
+    assert served == direct
+    assert served["status"] == "QUEUING" and served["position"] is not None
+    assert explained() >= before + 1, "kq why did not take the controller's answer"
+    # The user with edit in team a's namespace gets its jobs' answers, and no other namespace's.
+    own = dev.kubectl_result("get", "--raw", f"{summaries_path(teams.a)}/{name}", user=USER)
+    assert own.returncode == 0 and json.loads(own.stdout)["why"]["name"] == name, own
+    other = dev.kubectl_result("get", "--raw", f"{summaries_path(teams.b)}/pb", user=USER)
+    assert other.returncode != 0 and "forbidden" in other.stderr.lower(), other

@@ -10,6 +10,7 @@ import http.client
 import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,15 +25,22 @@ from webhook import pki
 from webhook.admission import server
 from webhook.admission.app import make_app
 from webhook.admission.state import Settings, StateStore
+from webhook.api.objects import Obj, name_of, namespace_of
 from webhook.cli import readapi
+from webhook.controller import decide
 from webhook.controller.controller import Controller
+from webhook.controller.decide import PassRecord
+from webhook.controller.model import TrackedJob
 from webhook.controller.plugin import RunningController
 from webhook.core.workload import WorkloadKey
 from webhook.kube.frontproxy import FRONT_PROXY, FrontProxy, front_proxy_of, trust_front_proxy
 from webhook.kube.serving import tls_context
+from webhook.readmodel.explained import WhyInputs
 from webhook.readmodel.fetch import load_snapshot
+from webhook.readmodel.served import NOT_DECIDED, NOT_WAITING
 from webhook.readmodel.summaries import SummaryInputs
-from webhook.readmodel.view import ViewContext
+from webhook.readmodel.view import KindSource, ViewContext, job_views
+from webhook.readmodel.waiting import pass_inputs
 
 PATH = "/apis/visibility.kube-queue.x-k8s.io/v1alpha1/jobsummaries"
 FRONT_PROXY_NAME = "front-proxy-client"
@@ -219,3 +227,66 @@ def test_a_follower_serves_the_estimates_its_queues_publish() -> None:
         WorkloadKey("Job", "ns", "a"): {"estimatedStart": start, "estimatedStartLatest": latest},
         WorkloadKey("PyTorchJob", "ns", "b"): {"estimatedStartLatest": latest},
     }
+
+
+def _why_inputs(namespace: str, name: str, *, decided: bool) -> WhyInputs:
+    """What the route reads for one job, from the seed's cluster, with a pass over it (``decided``) or none."""
+    snapshot = load_snapshot(seed_api(), None, now=NOW, complete=True)
+    assert snapshot.tree is not None and snapshot.tree_pods is not None
+    views = job_views(snapshot)
+    record = None
+    if decided:
+        tracked, loose, protected = pass_inputs(snapshot, views)
+        decisions = decide.decide(snapshot.tree, tracked, snapshot.queues, oversell_rate=Fraction(1),
+                                  strict_priority=False, now=NOW, loose=loose, protected=protected)
+        record = PassRecord(snapshot.tree, tracked, loose, protected, decisions, NOW)
+    context = ViewContext(snapshot.tree, snapshot.priority_classes, snapshot.devices, NOW)
+    found: list[tuple[KindSource, Obj, TrackedJob | str | None, int]] = [
+        (source, obj, None, 0) for source, obj in snapshot.jobs
+        if namespace_of(obj) == namespace and name_of(obj) == name]
+    return WhyInputs(found, context, record, Fraction(1), "--oversellrate", {})
+
+
+@pytest.fixture
+async def one_job(served: Served, monkeypatch: pytest.MonkeyPatch) -> Served:
+    """The route for one job answers from :func:`_why_inputs` (the last pass decided)."""
+    async def collect(controller: Controller, namespace: str, name: str) -> WhyInputs:
+        return _why_inputs(namespace, name, decided=namespace != "user-b")
+
+    monkeypatch.setattr(readapi, "_collect_one", collect)
+    served.running.controller, served.running.loop = cast(Controller, object()), asyncio.get_running_loop()
+    return served
+
+
+def _one(namespace: str, name: str, query: str = "") -> str:
+    return f"{PATH.replace('/jobsummaries', f'/namespaces/{namespace}/jobsummaries')}/{name}{query}"
+
+
+async def test_one_waiting_job_is_answered_with_why_it_waits(one_job: Served) -> None:
+    before = REGISTRY.get_sample_value("kube_queue_read_api_seconds_count", {"scope": "job"}) or 0
+    status, answer = await ask(one_job, _one("user-a", "pi2", "?width=90&ahead=1"), one_job.front_proxy, ALICE)
+    assert status == 200, answer
+    assert REGISTRY.get_sample_value("kube_queue_read_api_seconds_count", {"scope": "job"}) == before + 1
+    assert answer["kind"] == "JobSummary" and answer["job"]["name"] == "pi2" and answer["job"]["position"] == 2
+    why = answer["why"]
+    assert why["position"] == 2 and why["status"] == "QUEUING" and len(why["ahead"]) == 1
+    assert why["explanation"].startswith("Job user-a/pi2 is QUEUING: position 2 of")
+    assert max(len(line) for line in why["explanation"].splitlines()) <= 90
+
+
+async def test_a_job_that_does_not_wait_or_that_no_pass_saw_is_left_to_kq(one_job: Served) -> None:
+    status, answer = await ask(one_job, _one("user-a", "pi1"), one_job.front_proxy, ALICE)
+    assert status == 200 and answer["unexplained"]["reason"] == NOT_WAITING and "why" not in answer
+    status, answer = await ask(one_job, _one("user-b", "big"), one_job.front_proxy, ALICE)
+    assert status == 200 and answer["unexplained"]["reason"] == NOT_DECIDED and "why" not in answer
+
+
+async def test_a_missing_job_a_bad_parameter_and_a_forged_user_are_refused(one_job: Served) -> None:
+    status, answer = await ask(one_job, _one("user-a", "pi3"), one_job.front_proxy, ALICE)
+    assert status == 404 and answer["reason"] == "NotFound"
+    status, answer = await ask(one_job, _one("user-a", "pi2", "?width=wide"), one_job.front_proxy, ALICE)
+    assert status == 400 and "whole numbers" in answer["message"]
+    status, answer = await ask(one_job, _one("user-a", "pi2"), None, {"X-Remote-User": "system:admin"})
+    assert status == 401 and "kq why" in answer["message"]
+    status, answer = await ask(one_job, _one("user-a", "pi2"), one_job.wrong_name, {"X-Remote-User": "alice"})
+    assert status == 401

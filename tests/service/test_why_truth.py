@@ -12,6 +12,7 @@ otherwise the job waits at the position ``kq why`` gives.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -25,8 +26,13 @@ from tests.service.controller_support import BUDGETS, PODS, catch_up, driven, se
 from tests.service.kubeclient_fake import JOBS
 from webhook.api.names import QUOTA_LABEL
 from webhook.api.statuses import JobStatus
+from webhook.cli import readapi
 from webhook.controller.decide import JobDecisions
+from webhook.readmodel.eta import published_report
+from webhook.readmodel.explain import WaitSources, answer_json, answer_waiting
+from webhook.readmodel.explained import NO_ESTIMATE, WhyInputs, explain_served
 from webhook.readmodel.fetch import load_snapshot
+from webhook.readmodel.served import NOT_WAITING
 from webhook.readmodel.view import job_views
 from webhook.readmodel.waiting import WaitReport, explain_wait
 
@@ -104,6 +110,12 @@ def _pod(name: str, namespace: str, cpu: int, owner: tuple[str, str] | None, cre
 
 
 async def _controller_pass(objects: list[dict[str, Any]]) -> JobDecisions:
+    decisions, _ = await _served_pass(objects)
+    return decisions
+
+
+async def _served_pass(objects: list[dict[str, Any]]) -> tuple[JobDecisions, dict[str, WhyInputs]]:
+    """The controller's pass over ``objects``, and what its read API reads for each Job right after it."""
     api = seed_api()
     for obj in objects:
         kind = {"Job": JOBS, "Pod": PODS, "PodDisruptionBudget": BUDGETS}[obj["kind"]]
@@ -113,8 +125,15 @@ async def _controller_pass(objects: list[dict[str, Any]]) -> JobDecisions:
     async with driven(api, start_timeout=0) as controller:
         await catch_up(api, controller)
         decisions = await controller.reconcile()
+        taken = {}
+        for obj in objects:
+            if obj["kind"] == "Job":
+                namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+                inputs = await readapi._collect_one(controller, namespace, name)
+                assert inputs is not None
+                taken[f"{namespace}/{name}"] = inputs
     assert decisions is not None
-    return decisions
+    return decisions, taken
 
 
 def _reports(objects: list[dict[str, Any]]) -> dict[str, WaitReport]:
@@ -178,3 +197,47 @@ def test_the_property_reached_every_verdict() -> None:
     if sum(SEEN.values()) == 0:
         test_kq_why_says_what_the_next_pass_does()
     assert all(count > 0 for count in SEEN.values()), SEEN
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(objects=_borrowed())
+@given(objects=clusters())
+def test_the_controllers_answer_is_the_one_kq_why_computes(objects: list[dict[str, Any]]) -> None:
+    """The read API's answer (docs/queueing.md, "Why a job waits, from the controller"), made from the
+    controller's caches and its last pass, is to the letter what ``kq why`` computes from every job it reads,
+    for every job that still waits after that pass (with the same start estimate: none published here)."""
+    decisions, taken = asyncio.run(_served_pass(objects))
+    base = [tree_object(), priority_class("priority-2", 2), priority_class("priority-3", 3)]
+    snapshot = load_snapshot(CliApi([*base, *objects], webhook=False), list(NAMESPACES), now=0.0, complete=True)
+    views = {f"{view.namespace}/{view.name}": view for view in job_views(snapshot)}
+    waiting = {f"{job.workload.key.namespace}/{job.workload.key.name}" for job in decisions.waiting}
+    for name, inputs in taken.items():
+        namespace, _, job_name = name.partition("/")
+        served = explain_served(inputs, namespace, job_name, width=100)
+        assert served.code == 200, served.body
+        view = views[name]
+        if name not in waiting or view.status != JobStatus.QUEUING:
+            # Admitted by this pass (the controller's caches already show it released), or released before
+            # it and held again by it.
+            continue
+        assert served.body.get("unexplained", {}).get("reason") != NOT_WAITING
+        report = explain_wait(snapshot, list(views.values()), view, inputs.rate, inputs.rate_source)
+        direct = answer_waiting(view, inputs.context.now, 100, WaitSources(
+            classes=snapshot.priority_classes, tree_known=True, wait=_given(report),
+            eta=lambda: published_report((None, None), NO_ESTIMATE), events=()))
+        assert direct is not None
+        assert served.body["why"] == answer_json(direct, view), name
+        SERVED["waits"] += 1
+
+
+SERVED = {"waits": 0}
+
+
+def _given(report: WaitReport) -> Callable[[], WaitReport]:
+    return lambda: report
+
+
+def test_the_served_property_compared_waiting_jobs() -> None:
+    if SERVED["waits"] == 0:
+        test_the_controllers_answer_is_the_one_kq_why_computes()
+    assert SERVED["waits"] > 0

@@ -5,13 +5,13 @@ is but cannot answer, and always with ``--direct``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from tests.clirun import NOW, run, seed_api
+from tests.clirun import NOW, run
 from tests.fakeapi import FakeApi
+from tests.serving_api import ServingApi
 from webhook.api.objects import rfc3339_seconds
 from webhook.readmodel.kubeapi import ApiError
 from webhook.readmodel.served import SERVED_TIMEOUT_SECONDS, summaries_path
@@ -23,23 +23,9 @@ SERVED_ONLY = {"name": "served-only", "namespace": "team-x", "kind": "Job", "api
                "estimatedStart": rfc3339_seconds(NOW + 720)}
 
 
-class ServingApi(FakeApi):
-    """The seed's cluster, whose API server proxies the summaries path to ``answer`` (a body or an error)."""
-
-    def __init__(self, answer: dict[str, Any] | ApiError) -> None:
-        base = seed_api()
-        super().__init__(namespace="user-a", now=NOW, served={"kubeflow.org": ["v1"]})
-        self.store, self.objects, self.groups = base.store, base.objects, base.groups
-        self.answer = answer
-
-    def request(self, method: str, path: str, query: Sequence[tuple[str, str]] = (), body: Any = None,
-                content_type: str = "application/json") -> Any:
-        if path == summaries_path(None):
-            self.requests.append((method, path, tuple(query)))
-            if isinstance(self.answer, ApiError):
-                raise self.answer
-            return self.answer
-        return super().request(method, path, query, body, content_type)
+def _serving(answer: dict[str, Any] | ApiError) -> ServingApi:
+    """The seed's cluster, whose API server proxies the summaries of every namespace to ``answer``."""
+    return ServingApi(answer, lambda path: path == summaries_path(None))
 
 
 def _listed_jobs(api: FakeApi) -> bool:
@@ -47,7 +33,7 @@ def _listed_jobs(api: FakeApi) -> bool:
 
 
 def test_every_namespace_is_read_from_the_served_summaries() -> None:
-    api = ServingApi({"kind": "JobSummaryList", "items": [{"kind": "JobSummary", "job": SERVED_ONLY}]})
+    api = _serving({"kind": "JobSummaryList", "items": [{"kind": "JobSummary", "job": SERVED_ONLY}]})
     result = run(["list", "-A"], api)
     assert result.code == 0, result.err
     lines = result.out.splitlines()
@@ -70,7 +56,7 @@ def test_every_namespace_is_read_from_the_served_summaries() -> None:
 ])
 def test_without_served_summaries_every_job_is_read_from_the_api(answer: dict[str, Any] | ApiError,
                                                                   noted: bool) -> None:
-    api = ServingApi(answer)
+    api = _serving(answer)
     result = run(["list", "-A"], api)
     assert result.code == 0, result.err
     assert "pi1" in result.out and "served-only" not in result.out and "half" not in result.out
@@ -79,7 +65,7 @@ def test_without_served_summaries_every_job_is_read_from_the_api(answer: dict[st
 
 
 def test_direct_and_one_namespace_never_ask_for_the_summaries() -> None:
-    api = ServingApi({"kind": "JobSummaryList", "items": [{"kind": "JobSummary", "job": SERVED_ONLY}]})
+    api = _serving({"kind": "JobSummaryList", "items": [{"kind": "JobSummary", "job": SERVED_ONLY}]})
     for argv in (["list", "-A", "--direct"], ["list", "-n", "user-a"]):
         result = run(argv, api)
         assert result.code == 0 and "served-only" not in result.out and "pi1" in result.out, result

@@ -205,6 +205,18 @@ def test_block_reason_says_which_job_blocks_and_why() -> None:
     assert result.reasons[a("small", 30, 3).key] is blocked  # cached
 
 
+def test_forgotten_reasons_are_built_again_the_same() -> None:
+    # The controller keeps its last pass for the read API and drops what its events read (docs/queueing.md,
+    # "Why a job waits, from the controller"): a later read must give the same reasons.
+    result = run([a("big1", 60, 1), a("big2", 60, 2), a("small", 30, 3), a("big3", 60, 4)], Policy.BLOCK)
+    reasons = result.reasons
+    assert isinstance(reasons, LazyReasons)
+    before = {key: reason.explain() for key, reason in reasons.items()}
+    reasons.forget()
+    assert {key: reason.explain() for key, reason in reasons.items()} == before
+    assert set(reasons) == set(result.positions)
+
+
 def test_reasons_cover_exactly_the_waiting_jobs() -> None:
     result = run([a("big1", 60, 1), a("big2", 60, 2), a("small", 30, 3), a("big3", 60, 4)], Policy.BLOCK)
     assert set(result.reasons) == set(result.positions)

@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+import orjson
 from aiohttp import web
 from prometheus_client import Counter, Histogram
 
@@ -34,8 +35,11 @@ from webhook.core.workload import WorkloadKey
 from webhook.kube.client import KubeClient
 from webhook.kube.frontproxy import FRONT_PROXY, caller_of
 from webhook.readmodel.eta import published_estimates as queue_estimates
-from webhook.readmodel.summaries import SummaryBook, SummaryInputs
+from webhook.readmodel.explain import AHEAD_SHOWN
+from webhook.readmodel.explained import WhyInputs, explain_served
+from webhook.readmodel.summaries import SummaryBook, SummaryInputs, owners_of, running_of
 from webhook.readmodel.view import KindSource, ViewContext, listed_job
+from webhook.readmodel.waiting import oversell_rate
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +48,8 @@ VERSION_PATH = f"{GROUP_PATH}/{VISIBILITY_VERSION}"
 GROUP_VERSION = f"{VISIBILITY_GROUP}/{VISIBILITY_VERSION}"
 READ_SECONDS = Histogram(
     "kube_queue_read_api_seconds",
-    "Seconds one list of the job summaries takes in kq serve (inputs taken, summaries built, answer encoded), by "
-    "scope: one namespace or every namespace",
+    "Seconds one read of the job summaries takes in kq serve (inputs taken, summaries built, answer encoded), by "
+    "scope: one namespace's list, every namespace's, or one job with why it waits",
     ["scope"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
@@ -107,6 +111,7 @@ class ReadApi:
         app.router.add_get(VERSION_PATH, self._resources)
         app.router.add_get(f"{VERSION_PATH}/{JOB_SUMMARIES}", self._list)
         app.router.add_get(f"{VERSION_PATH}/namespaces/{{namespace}}/{JOB_SUMMARIES}", self._list)
+        app.router.add_get(f"{VERSION_PATH}/namespaces/{{namespace}}/{JOB_SUMMARIES}/{{name}}", self._get)
 
     async def _group(self, request: web.Request) -> web.Response:
         version = {"groupVersion": GROUP_VERSION, "version": VISIBILITY_VERSION}
@@ -115,11 +120,13 @@ class ReadApi:
 
     async def _resources(self, request: web.Request) -> web.Response:
         resource = {"name": JOB_SUMMARIES, "singularName": "jobsummary", "namespaced": True,
-                    "kind": JOB_SUMMARY_KIND, "verbs": ["list"]}
+                    "kind": JOB_SUMMARY_KIND, "verbs": ["get", "list"]}
         return web.json_response({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": GROUP_VERSION,
                                   "resources": [resource]})
 
-    async def _list(self, request: web.Request) -> web.StreamResponse:
+    @staticmethod
+    def _caller(request: web.Request) -> str | web.Response:
+        """Who asks, as the API server's front proxy says, or the refusal."""
         front = request.app.get(FRONT_PROXY)
         if front is None:
             READ_REFUSED.labels("unavailable").inc()
@@ -130,7 +137,45 @@ class ReadApi:
         if caller is None:
             READ_REFUSED.labels("unauthenticated").inc()
             return _status(401, "Unauthorized", f"{JOB_SUMMARIES} are answered only through the API server: "
-                           f"kubectl get --raw {request.path} or kq list -A")
+                           f"kubectl get --raw {request.path}, kq list -A or kq why")
+        return caller.user
+
+    async def _get(self, request: web.Request) -> web.Response:
+        """One job's summary with why it waits (:mod:`webhook.readmodel.explained`)."""
+        caller = self._caller(request)
+        if not isinstance(caller, str):
+            return caller
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        try:
+            width = min(max(int(request.query.get("width", "100")), 40), 1000)
+            ahead = max(int(request.query.get("ahead", str(AHEAD_SHOWN))), 0)
+        except ValueError:
+            return _status(400, "BadRequest", "width and ahead are whole numbers")
+        kind = request.query.get("kind") or None
+        started = time.monotonic()
+        controller, loop = self._running.controller, self._running.loop
+        taken = None
+        if controller is not None and loop is not None:
+            taken = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+                _collect_one(controller, namespace, name), loop))
+        if taken is None:
+            READ_REFUSED.labels("unavailable").inc()
+            return _status(503, "ServiceUnavailable", "the queue controller is starting (its caches are listing) "
+                           "or does not run here (--no-controller); ask again in a few seconds")
+        answer = await asyncio.get_running_loop().run_in_executor(
+            self._worker, lambda: explain_served(taken, namespace, name, kind, width=width, ahead=ahead))
+        took = time.monotonic() - started
+        READ_SECONDS.labels("job").observe(took)
+        unexplained = answer.body.get("unexplained")
+        log.info(kv(component="read-api", event="explained", resource=JOB_SUMMARIES, user=caller,
+                    namespace=namespace, name=name, code=answer.code,
+                    unexplained=unexplained["reason"] if unexplained else "-", seconds=f"{took:.3f}"))
+        return web.json_response(answer.body, status=answer.code, dumps=lambda body: orjson.dumps(body).decode())
+
+    async def _list(self, request: web.Request) -> web.StreamResponse:
+        caller = self._caller(request)
+        if not isinstance(caller, str):
+            return caller
         namespace = request.match_info.get("namespace")
         started = time.monotonic()
         inputs = await self._inputs()
@@ -142,7 +187,7 @@ class ReadApi:
                                                                                  namespace)
         took = time.monotonic() - started
         READ_SECONDS.labels("namespace" if namespace else "cluster").observe(took)
-        log.info(kv(component="read-api", event="listed", resource=JOB_SUMMARIES, user=caller.user,
+        log.info(kv(component="read-api", event="listed", resource=JOB_SUMMARIES, user=caller,
                     namespace=namespace or "*", jobs=count, kept=len(self.book), sized_by_pass=sized,
                     seconds=f"{took:.3f}"))
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
@@ -180,7 +225,8 @@ async def _collect(controller: Controller) -> Callable[[], SummaryInputs] | None
         estimates = controller.eta.published().items
     else:
         estimates = published_estimates(cache.by_name(cache.queues))
-    positions = controller.stats.positions if leading else None
+    record = controller.stats.last_pass if leading else None
+    positions = record.decisions.positions if record is not None else None
     _, tree, _ = cache.tree()
     context = ViewContext(tree, cache.priorities(), cache.devices.quota(), time.time())
     kinds = [(KindSource(adapter, ref.version), watched.name, cache.view(watched))
@@ -194,6 +240,36 @@ async def _collect(controller: Controller) -> Callable[[], SummaryInputs] | None
         return SummaryInputs(jobs, running, context, positions, estimates)
 
     return inputs
+
+
+async def _collect_one(controller: Controller, namespace: str, name: str) -> WhyInputs | None:
+    """What the answer for one job reads, taken on the controller's loop (``None`` until the caches listed): the
+    cached jobs of that name, the last pass when this replica leads, and the published estimates."""
+    if not controller.ready.is_set():
+        return None
+    cache = controller.cache
+    leading = controller.is_leader()
+    queues = cache.by_name(cache.queues)
+    tree_obj, tree, _ = cache.tree()
+    estimates: Mapping[WorkloadKey, Mapping[str, str]]
+    if leading and controller.eta is not None:
+        estimates = controller.eta.published().items
+    else:
+        estimates = published_estimates(queues)
+    rate, source = oversell_rate(None, tree_obj, queues)
+    if rate != controller.settings.oversell_rate:
+        rate, source = controller.settings.oversell_rate, "the controller's --oversellrate"
+    epoch, running = cache.epoch(), cache.pod_index.running_by_owner()
+    found = []
+    for adapter, ref, watched in cache.job_caches.values():
+        source_kind = KindSource(adapter, ref.version)
+        obj = cache.current(watched, namespace, name)
+        if obj is not None and listed_job(source_kind, obj):
+            owners = owners_of(source_kind, obj)
+            found.append((source_kind, obj, cache.jobs.sized(watched.name, obj, epoch),
+                          running_of(source_kind, obj, owners, running)))
+    context = ViewContext(tree, cache.priorities(), cache.devices.quota(), time.time())
+    return WhyInputs(found, context, controller.stats.last_pass if leading else None, rate, source, estimates)
 
 
 async def attach(app: web.Application, client: KubeClient, args: argparse.Namespace) -> None:

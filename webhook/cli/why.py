@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from webhook.api.statuses import WAITING
 from webhook.cli.common import add_connection_flags, command
 from webhook.readmodel.commandline import rate_flag, subparser
 from webhook.readmodel.explain import AHEAD_SHOWN, answer_job, answer_json
+from webhook.readmodel.served import NOT_DECIDED, NOT_WAITING
 
 if TYPE_CHECKING:
     from webhook.readmodel.context import Ctx
@@ -17,15 +19,54 @@ if TYPE_CHECKING:
 def _why(ctx: Ctx, args: argparse.Namespace) -> int:
     from webhook.readmodel.jobs import find_job  # noqa: PLC0415
 
-    snapshot, views, view = find_job(ctx, args.job, complete=True, with_events=True)
+    complete = True
+    if args.oversellrate is None and not args.direct:
+        served = _served(ctx, args)
+        if served is not None and served.get("why") is not None:
+            return _show(ctx, args, served["why"])
+        # A job that does not wait is explained from its namespace alone.
+        complete = served is None or served.get("unexplained", {}).get("reason") != NOT_WAITING
+    snapshot, views, view = find_job(ctx, args.job, complete=complete, with_events=True)
+    if not complete and view.status in WAITING:  # it waits again since the controller answered
+        snapshot, views, view = find_job(ctx, args.job, complete=True, with_events=True)
     answer = answer_job(snapshot, views, view, ctx.now(), ctx.width, oversellrate=args.oversellrate,
                         ahead=args.ahead)
     if args.output == "json":
+        return _show(ctx, args, answer_json(answer, view))
+    ctx.print(answer.text)
+    return 0
+
+
+def _served(ctx: Ctx, args: argparse.Namespace) -> dict[str, Any] | None:
+    """The controller's answer (docs/queueing.md, "Why a job waits, from the controller"); ``None`` when it
+    gives none."""
+    from webhook.readmodel.fetch import CliError  # noqa: PLC0415
+    from webhook.readmodel.jobs import split_ref  # noqa: PLC0415
+    from webhook.readmodel.served import served_why  # noqa: PLC0415
+    from webhook.readmodel.view import find_adapter  # noqa: PLC0415
+
+    kind_text, name = split_ref(args.job)
+    adapter = find_adapter(kind_text) if kind_text is not None else None
+    if kind_text is not None and adapter is None:
+        raise CliError(f"unknown kind {kind_text!r}: use job, pytorchjob, tfjob, mpijob, rayjob or pod")
+    served = served_why(ctx.api, ctx.namespace, name, adapter.kind if adapter is not None else None,
+                        width=ctx.width, ahead=args.ahead)
+    if served.body is None and served.problem is not None:
+        ctx.note(f"the controller's answer is unavailable ({served.problem}); reading every job from the API "
+                 "server instead")
+    elif served.body is not None and served.body.get("unexplained", {}).get("reason") == NOT_DECIDED:
+        ctx.note(f"{served.body['unexplained'].get('message', '')}; reading every job from the API server instead")
+    return served.body
+
+
+def _show(ctx: Ctx, args: argparse.Namespace, why: dict[str, Any]) -> int:
+    """Print ``kq why -o json``'s answer, or its text."""
+    if args.output == "json":
         from webhook.readmodel.output import to_json  # noqa: PLC0415
 
-        ctx.print(to_json(answer_json(answer, view)).rstrip("\n"))
-        return 0
-    ctx.print(answer.text)
+        ctx.print(to_json(why).rstrip("\n"))
+    else:
+        ctx.print(str(why["explanation"]))
     return 0
 
 
@@ -57,6 +98,11 @@ def register(subparsers: Any) -> None:
         default=AHEAD_SHOWN,
         metavar="N",
         help=f"list at most N of the jobs ahead of it, nearest the head first (default {AHEAD_SHOWN}; 0 = all)",
+    )
+    parser.add_argument(
+        "--direct", action="store_true",
+        help="compute the answer here from every job read from the API server, not the controller's (slower; "
+        "it says what the start estimate rests on; docs/queueing.md)",
     )
     add_connection_flags(parser)
     parser.set_defaults(handler=command(_why))

@@ -361,6 +361,14 @@ class ClusterCache:
             del self._assumed[key]
         return out
 
+    def current(self, cache: WatchCache, namespace: str, name: str) -> Obj | None:
+        """One object as :meth:`view` gives it: this replica's newer write when the watch lags behind."""
+        cached = cache.get(name, namespace)
+        assumed = self._assumed.get((cache.name, namespace, name))
+        if assumed is not None and (cached is None or rv(cached) < rv(assumed)):
+            return assumed
+        return cached
+
     def by_name(self, cache: WatchCache) -> dict[str, Obj]:
         """:meth:`view` by object name (for cluster-scoped or one-namespace caches)."""
         return {name_of(obj): obj for obj in self.view(cache)}

@@ -22,7 +22,7 @@ from webhook.api.names import CONTROLLER_COMPONENT, QUEUED_KEY_ANNOTATION, REASO
 from webhook.api.objects import Obj, meta, name_of
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
-from webhook.controller.decide import JobDecisions, decide, reason_key
+from webhook.controller.decide import JobDecisions, PassRecord, decide, reason_key
 from webhook.controller.eta import EtaInputs, EtaService
 from webhook.controller.events import EVENTS, EventGate, EventRecorder, queued_memory
 from webhook.controller.leader import LeaderElector
@@ -104,8 +104,7 @@ class Controller:
                                               clock=self._read_clock)
         """Publishes what admitted jobs hold for the extender (:mod:`webhook.controller.reservations`)."""
         self.eta: EtaService | None = None
-        """The waiting jobs' start estimates, refreshed off the pass (docs/eta.md); ``None`` with
-        ``--eta-interval 0``."""
+        """The waiting jobs' start estimates, refreshed off the pass (docs/eta.md); ``None`` at interval 0."""
         if settings.eta_interval > 0:
             self.eta = EtaService(settings.eta_interval, self.cache.pod_index, wall=self._read_wall,
                                   clock=self._read_clock, poke=self._status_changed)
@@ -379,7 +378,7 @@ class Controller:
                 protected=protected,
                 closing=cache.closing_namespaces(),
             )
-        self.stats.positions, decided = decisions.positions, self._clock()
+        self.stats.last_pass, decided = PassRecord(tree, jobs, loose, protected, decisions, now), self._clock()
         metrics.PASS_PHASE.labels("decide").observe(decided - prepared)
         self.lifecycle.set_timer(checks, decisions, now)
         self.lifecycle.tell_outside(jobs)
@@ -442,6 +441,7 @@ class Controller:
                 annotations={QUEUED_KEY_ANNOTATION: key},
             )
         self._gate.keep_only(live)
+        decisions.forget_reasons()  # the pass is kept for the read API, not every reason read for the events
 
 
 # Entry points --------------------------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ __all__ = [
     "JobDecisions",
     "JobReclaim",
     "NamespaceAction",
+    "PassRecord",
     "QueueAction",
     "Reclaim",
     "backoff_item",
@@ -77,6 +78,19 @@ __all__ = [
 JobDecisions = Decisions[TrackedJob]
 """What a pass says about the controller's jobs."""
 JobReclaim = Reclaim[TrackedJob]
+
+
+@dataclass(frozen=True, slots=True)
+class PassRecord:
+    """One pass and what it decided on: the tree, the jobs, the pods no job accounts for, the jobs and pods
+    reclaim may not take, and when it ran (the controller keeps its last one for ``kq why``)."""
+
+    tree: QuotaTree
+    tracked: Sequence[TrackedJob]
+    loose: Sequence[Workload]
+    protected: Mapping[WorkloadKey, str]
+    decisions: JobDecisions
+    now: float
 
 
 

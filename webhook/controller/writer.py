@@ -31,6 +31,7 @@ from webhook.controller.decide import (
     JobDecisions,
     JobReclaim,
     NamespaceAction,
+    PassRecord,
     QueueAction,
     namespace_actions,
     queue_actions,
@@ -46,7 +47,6 @@ from webhook.controller.records import AdmissionRecord, EvictionNote, admit_patc
 from webhook.controller.settings import ControllerSettings
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.rate import format_rate
-from webhook.core.workload import WorkloadKey
 from webhook.kube.cache import WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.workloads.base import JSONPatch
@@ -69,8 +69,8 @@ class Stats:
     namespace_writes: int = 0
     last_pass_seconds: float = 0.0
     kinds: list[str] = field(default_factory=list)
-    positions: Mapping[WorkloadKey, int] | None = None
-    """The waiting jobs' positions as this replica's last pass decided them."""
+    last_pass: PassRecord | None = None
+    """This replica's last pass and its inputs (the read API serves its positions and why each job waits)."""
 
 
 @dataclass(frozen=True, slots=True)

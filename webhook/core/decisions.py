@@ -15,6 +15,7 @@ from typing import Generic, Protocol, Self, TypeVar
 
 from webhook.core.fit import FitResult
 from webhook.core.ledger import Ledger
+from webhook.core.queue_views import LazyReasons
 from webhook.core.queueing import Policy
 from webhook.core.startup import BackoffNote, BackoffState, backoff_state
 from webhook.core.workload import Workload, WorkloadKey
@@ -118,6 +119,12 @@ class Decisions(Generic[J]):
     reclaimable_at: float | None = None
     """When the first admitted job kept from reclaim by its quota's minimum run time may be taken (seconds
     since the epoch): a pass is due then (docs/reclaim.md, "A minimum run time")."""
+
+    def forget_reasons(self) -> None:
+        """Drop what reading every reason built (:meth:`webhook.core.queue_views.LazyReasons.forget`), once the
+        pass's events are written: a kept pass then holds its queues only."""
+        if isinstance(self.reasons, LazyReasons):
+            self.reasons.forget()
 
 
 def reason_key(reason: FitResult | None) -> str:

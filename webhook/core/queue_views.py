@@ -31,12 +31,13 @@ class QueuePositions(Mapping[WorkloadKey, int]):
         self._index: dict[WorkloadKey, int] | None = None
 
     def _entries(self) -> dict[WorkloadKey, int]:
+        # The queues are kept once read: the read API's thread may read a kept pass while the controller's loop
+        # does, and two builders must both find them (each builds the same index).
         if self._index is None:
             index: dict[WorkloadKey, int] = {}
             for queue in self._queues:
                 index.update(zip(map(_key_of, queue), range(1, len(queue) + 1), strict=True))
             self._index = index
-            self._queues = ()
         return self._index
 
     def __getitem__(self, key: WorkloadKey) -> int:
@@ -127,6 +128,12 @@ class LazyReasons(Mapping[WorkloadKey, FitResult]):
             )
         self._cache[key] = result
         return result
+
+    def forget(self) -> None:
+        """Drop what reading the reasons built (the key index, each job's result): a pass that is kept after its
+        events were written holds only its queues, and a later read builds what it needs again."""
+        self._index = None
+        self._cache = {}
 
     def __iter__(self) -> Iterator[WorkloadKey]:
         return iter(self._entries())

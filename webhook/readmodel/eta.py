@@ -36,7 +36,7 @@ from webhook.readmodel.view import JobView, Snapshot
 from webhook.workloads.runtime import job_runtime
 
 __all__ = ["EtaReport", "about", "estimate_job", "estimate_snapshot", "eta_cell", "eta_fields", "eta_lines",
-           "published_estimates"]
+           "published_estimates", "published_report"]
 
 Published = dict[tuple[str, str, str], tuple[float | None, float | None]]
 """``(kind, namespace, name)`` -> the controller's ``(estimatedStart, estimatedStartLatest)``."""
@@ -160,18 +160,25 @@ def estimate_job(snapshot: Snapshot, views: Sequence[JobView], view: JobView, ra
     if tree is None or view.workload is None:
         return EtaReport("none", problem="there is no usable quota tree")
     if not (snapshot.complete and snapshot.tree_pods is not None):
-        start, latest = published_estimates(snapshot.queues).get((view.kind, view.namespace, view.name),
-                                                                  (None, None))
-        if start is None and latest is None:
-            return EtaReport("none", problem="kq cannot read every job and pod of the tree to replay the queue, "
-                             "and the controller has published no estimate for it on its Queue")
-        return EtaReport("queue-status", start=start, latest=latest)
+        return published_report(
+            published_estimates(snapshot.queues).get((view.kind, view.namespace, view.name), (None, None)),
+            "kq cannot read every job and pod of the tree to replay the queue, and the controller has published "
+            "no estimate for it on its Queue")
     estimates = estimate_snapshot(snapshot, views, rate, strict)
     found = estimates.by_key.get(view.key)
     if found is None:
         return EtaReport("none", problem="the replay does not hold this job")
     return EtaReport("replay", found, found.start, found.latest,
                      waits_for=tuple(str(key) for key in found.unknown_jobs), handoff=estimates.handoff)
+
+
+def published_report(times: tuple[float | None, float | None], problem: str) -> EtaReport:
+    """The controller's published ``(estimatedStart, estimatedStartLatest)`` of a job as a report; ``problem``
+    says why there is none when neither is known."""
+    start, latest = times
+    if start is None and latest is None:
+        return EtaReport("none", problem=problem)
+    return EtaReport("queue-status", start=start, latest=latest)
 
 
 def _basis_text(basis: Basis) -> str:

@@ -11,7 +11,7 @@ running, finished, held in a namespace kube-queue does not manage, or not found 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
@@ -347,21 +347,54 @@ def answer_job(
 ) -> Answer:
     """The whole answer of ``kq why`` for ``view`` (read with ``complete`` and ``with_events``), whatever its
     state, with when it should start when it waits (docs/eta.md)."""
-    from webhook.controller.model import held_reason, missing_priority_class  # noqa: PLC0415
-    from webhook.readmodel.eta import estimate_job, eta_lines  # noqa: PLC0415
+    from webhook.readmodel.eta import estimate_job  # noqa: PLC0415
     from webhook.readmodel.waiting import explain_wait, oversell_rate, strict_priority  # noqa: PLC0415
 
-    # An empty map means the classes could not be read (every cluster has the two system classes).
-    classes = snapshot.priority_classes
-    missing = missing_priority_class(view.adapter, view.obj, classes) if view.queue and classes else None
     rate, source = oversell_rate(oversellrate, snapshot.tree_obj, snapshot.queues)
+    waiting = answer_waiting(
+        view, now, width, WaitSources(
+            # An empty map means the classes could not be read (every cluster has the two system classes).
+            classes=snapshot.priority_classes,
+            tree_known=snapshot.tree is not None,
+            wait=lambda: explain_wait(snapshot, views, view, rate, source),
+            eta=lambda: estimate_job(snapshot, views, view, rate, strict_priority(snapshot.queues)),
+            events=snapshot.events,
+        ), ahead)
+    return waiting if waiting is not None else Answer(explain_other(view, snapshot, now, width))
+
+
+@dataclass(frozen=True, slots=True)
+class WaitSources:
+    """Where the answer for a waiting job comes from: ``kq``'s own snapshot, or the controller's last pass."""
+
+    classes: Mapping[str, int]
+    """The PriorityClasses (empty: unknown, nothing is said of a missing one)."""
+    tree_known: bool
+    wait: Callable[[], WaitReport]
+    """Where a QUEUING job stands and why."""
+    eta: Callable[[], EtaReport]
+    """When it should start."""
+    events: Sequence[Obj]
+    """The job's events (the controller's last word on it)."""
+
+
+def answer_waiting(
+    view: JobView, now: float, width: int, sources: WaitSources, ahead: int = AHEAD_SHOWN
+) -> Answer | None:
+    """The answer for a job that waits in a queue (in BACKOFF, held, or QUEUING under a known quota); ``None``
+    for a job in another state."""
+    from webhook.controller.model import held_reason, missing_priority_class  # noqa: PLC0415
+    from webhook.readmodel.eta import eta_lines  # noqa: PLC0415
+
+    classes = sources.classes
+    missing = missing_priority_class(view.adapter, view.obj, classes) if view.queue and classes else None
     if view.status == JobStatus.BACKOFF and view.backoff is not None:
         text = explain_backoff(view, now, width)
-        if view.backoff.gave_up or snapshot.tree is None:
+        if view.backoff.gave_up or not sources.tree_known:
             return Answer(text)
         from webhook.readmodel.output import wrap  # noqa: PLC0415
 
-        backoff_eta = estimate_job(snapshot, views, view, rate, strict_priority(snapshot.queues))
+        backoff_eta = sources.eta()
         return Answer("\n".join([text, *(wrap(line, 2, width) for line in eta_lines(backoff_eta, now))]),
                       eta=backoff_eta)
     if view.status == JobStatus.QUEUING and missing is not None:
@@ -369,14 +402,14 @@ def answer_job(
 
         return Answer(wrap(f"{_who(view)} is QUEUING in quota {view.quota} but held: {held_reason(missing)}.", 2,
                            width))
-    if view.status == JobStatus.QUEUING and snapshot.tree is not None and view.workload is not None and view.leaf:
-        report = explain_wait(snapshot, views, view, rate, source)
+    if view.status == JobStatus.QUEUING and sources.tree_known and view.workload is not None and view.leaf:
+        report = sources.wait()
         eta: EtaReport | None = None
         if not (report.fits_now or report.by_reclaim):
-            eta = estimate_job(snapshot, views, view, rate, strict_priority(snapshot.queues))
+            eta = sources.eta()
         lines = eta_lines(eta, now) if eta is not None else []
-        return Answer(explain_queuing(report, snapshot.events, now, width, ahead, eta=lines), report, eta)
-    return Answer(explain_other(view, snapshot, now, width))
+        return Answer(explain_queuing(report, sources.events, now, width, ahead, eta=lines), report, eta)
+    return None
 
 
 def explain_job(

@@ -17,6 +17,12 @@ from webhook.readmodel.kubeapi import ApiError, KubeApi
 
 REQUIRED = frozenset(("name", "namespace", "kind", "status"))
 """What every served summary has; an answer without them is not used."""
+NOT_WAITING = "NotWaiting"
+"""The controller's reason for no answer on a job that does not wait in a queue: ``kq`` explains it from its
+namespace alone."""
+NOT_DECIDED = "NotDecided"
+"""Its reason for a waiting job its last pass did not see (or when its replica makes no pass): ``kq`` computes
+the answer from every job."""
 SERVED_TIMEOUT_SECONDS = 10
 """How long the API server waits for ``kq serve`` (its ``timeout`` parameter) before ``kq`` reads the API
 instead: a hung service costs this much, not the API server's minute."""
@@ -56,3 +62,32 @@ def served_summaries(api: KubeApi, namespace: str | None) -> Served:
         jobs.append(job)
     jobs.sort(key=lambda job: (job["namespace"], job["name"], job["kind"]))
     return Served(jobs)
+
+
+@dataclass(frozen=True, slots=True)
+class ServedWhy:
+    """The controller's answer for one job (``body``), or why there is none (``problem``; ``None`` when there is
+    nothing to tell the user: the API is not registered, or the job is not found or ambiguous, which ``kq``'s own
+    read says better)."""
+
+    body: dict[str, Any] | None
+    problem: str | None = None
+
+
+def served_why(api: KubeApi, namespace: str, name: str, kind: str | None, *, width: int, ahead: int) -> ServedWhy:
+    """The job's summary with why it waits, as the controller answers it (docs/queueing.md, "Why a job waits,
+    from the controller")."""
+    query = [("timeout", f"{SERVED_TIMEOUT_SECONDS}s"), ("width", str(width)), ("ahead", str(ahead))]
+    if kind is not None:
+        query.append(("kind", kind))
+    try:
+        answer = api.request("GET", f"{summaries_path(namespace)}/{name}", query)
+    except ApiError as error:
+        return ServedWhy(None, None if error.status in (404, 409) else error.one_line())
+    job = answer.get("job") if isinstance(answer, Mapping) else None
+    if type(job) is not dict or not job.keys() >= REQUIRED:
+        return ServedWhy(None, "its answer is not a job summary")
+    why = answer.get("why")
+    if why is not None and not (type(why) is dict and isinstance(why.get("explanation"), str)):
+        return ServedWhy(None, "its answer's explanation has no text")
+    return ServedWhy(dict(answer))

@@ -69,7 +69,8 @@ class _Kept:
     clock alone."""
 
 
-def _owners(source: KindSource, obj: Obj) -> tuple[OwnerKey, ...] | None:
+def owners_of(source: KindSource, obj: Obj) -> tuple[OwnerKey, ...] | None:
+    """The controllers of the job's pods (``None``: the job itself, as for most kinds)."""
     namespace, kind, name = namespace_of(obj), source.adapter.kind, name_of(obj)
     try:
         owners = tuple((namespace, owner_kind, owner) for owner_kind, owner in source.adapter.pod_owners(obj))
@@ -78,8 +79,9 @@ def _owners(source: KindSource, obj: Obj) -> tuple[OwnerKey, ...] | None:
     return None if owners == ((namespace, kind, name),) else owners
 
 
-def _running(source: KindSource, obj: Obj, owners: tuple[OwnerKey, ...] | None,
+def running_of(source: KindSource, obj: Obj, owners: tuple[OwnerKey, ...] | None,
              running: Mapping[OwnerKey, int]) -> int:
+    """How many of the job's pods run (``running``: running pods per controller owner)."""
     if source.adapter.kind == "Pod":
         return 1 if value_at(obj, "status", "phase") == "Running" else 0
     if not running:
@@ -158,13 +160,13 @@ class SummaryBook:
         for source, obj, sized in inputs.jobs:
             entry = old.get(id(obj))
             if entry is not None and entry.kept and entry.obj is obj and entry.sized is sized:
-                running = _running(source, obj, entry.owners, inputs.running)
+                running = running_of(source, obj, entry.owners, inputs.running)
                 if running != entry.running:
                     entry = _build(source, obj, sized, entry.owners, running=running, context=context,
                                    codec=self._codec)
             else:
-                owners = _owners(source, obj)
-                entry = _build(source, obj, sized, owners, running=_running(source, obj, owners, inputs.running),
+                owners = owners_of(source, obj)
+                entry = _build(source, obj, sized, owners, running=running_of(source, obj, owners, inputs.running),
                                context=context, codec=self._codec)
             if entry.kept:
                 new[id(obj)] = entry

@@ -17,6 +17,7 @@ from webhook.api.names import (
 )
 from webhook.api.objects import Obj, annotations_of, event_source, event_time
 from webhook.controller import decide
+from webhook.controller.decide import PassRecord
 from webhook.controller.model import TrackedJob
 from webhook.controller.starts import accounted_by, loose_pods_of
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA
@@ -188,6 +189,16 @@ def _from_the_pass(  # noqa: PLR0917 - explain_wait's arguments, passed on
     tracked, loose, protected = pass_inputs(snapshot, views)
     decisions = decide.decide(tree, tracked, snapshot.queues, oversell_rate=rate, strict_priority=strict,
                               now=snapshot.now, loose=loose, protected=protected)
+    return report_from_pass(PassRecord(tree, tracked, loose, protected, decisions, snapshot.now), job, rate,
+                            rate_source)
+
+
+def report_from_pass(record: PassRecord, job: JobView, rate: Fraction, rate_source: str) -> WaitReport:
+    """Where ``job`` stands in the pass ``record`` holds and why (:func:`explain_wait` over every job and pod of
+    the tree; the controller's read API over its own last pass)."""
+    tree, tracked, loose, decisions = record.tree, record.tracked, record.loose, record.decisions
+    protected: Mapping[WorkloadKey, str] = record.protected
+    assert job.workload is not None and job.leaf is not None
     usage_source = "every admitted job and running pod of the tree"
     policy = decisions.policies.get(job.leaf.key, Policy.ROUND)
     key = job.key
@@ -210,7 +221,7 @@ def _from_the_pass(  # noqa: PLR0917 - explain_wait's arguments, passed on
     running += [tracked_job.workload for tracked_job in tracked if tracked_job.workload.phase is Phase.ADMITTED
                 and tracked_job.workload.key not in gone]
     running += [workload for workload in loose if workload.key not in gone]
-    protected = {**protected, **kept_by_run_time(tree, running, snapshot.now)}
+    protected = {**protected, **kept_by_run_time(tree, running, record.now)}
     candidates = [workload for workload in running if workload.key not in protected]
     plan_text = explain_reclaim(tree, used, candidates, job.workload, rate)
     possible = not plan_text.startswith("no reclaim")

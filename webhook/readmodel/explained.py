@@ -1,0 +1,138 @@
+"""``kq why`` as the controller answers it (docs/queueing.md, "Why a job waits, from the controller").
+
+``kq why`` computed locally reads every job and pod of the cluster and runs the controller's pass over them,
+some ten seconds at 50,000 jobs. The controller has both at hand: its caches hold every job, and its last pass
+says where each waiting job stands and why. The read API's ``get`` of one job summary adds that answer, made
+by the read model's own rules (:func:`webhook.readmodel.explain.answer_waiting`,
+:func:`webhook.readmodel.waiting.report_from_pass`) over the last pass, with the start estimate the controller
+publishes. The answer is the pass's, so a job the last pass did not see, or a replica that makes no pass, gets
+no answer here, and ``kq`` computes it itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from webhook.api.names import JOB_SUMMARY_KIND
+from webhook.api.objects import Obj, meta, parse_time, rfc3339_seconds
+from webhook.api.statuses import JobStatus
+from webhook.controller.decide import PassRecord
+from webhook.controller.model import TrackedJob
+from webhook.core.workload import WorkloadKey
+from webhook.readmodel.explain import AHEAD_SHOWN, WaitSources, answer_json, answer_waiting
+from webhook.readmodel.jobs import job_summary
+from webhook.readmodel.served import NOT_DECIDED, NOT_WAITING
+from webhook.readmodel.summaries import API_VERSION
+from webhook.readmodel.view import KindSource, ViewContext, job_view
+
+if TYPE_CHECKING:
+    from webhook.readmodel.waiting import WaitReport
+
+NO_ESTIMATE = "the controller has published no estimate for it yet"
+
+
+@dataclass(frozen=True, slots=True)
+class WhyInputs:
+    """What the answer reads, taken on the controller's loop (references only)."""
+
+    found: Sequence[tuple[KindSource, Obj, TrackedJob | str | None, int]]
+    """Every cached job of the name in the namespace: its kind, object, sizing by the controller and running
+    pods."""
+    context: ViewContext
+    record: PassRecord | None
+    """The last pass this replica made (``None``: it makes none)."""
+    rate: Fraction
+    rate_source: str
+    estimates: Mapping[WorkloadKey, Mapping[str, str]]
+    """The start estimates the controller publishes (``estimatedStart``, ``estimatedStartLatest``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Explained:
+    """The read API's answer: an HTTP status and its body."""
+
+    code: int
+    body: dict[str, Any]
+
+
+class _Undecided(Exception):
+    """The last pass did not see the job."""
+
+
+def _status(code: int, reason: str, message: str) -> Explained:
+    return Explained(code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                            "message": message, "reason": reason, "code": code})
+
+
+def _decided(record: PassRecord | None, key: WorkloadKey) -> bool:
+    if record is None:
+        return False
+    decisions = record.decisions
+    return key in decisions.positions or any(
+        job.workload.key == key for job in (*decisions.admissions, *decisions.late_admissions)
+    ) or any(plan.preemptor.workload.key == key for plan in decisions.reclaims)
+
+
+def _times(fields: Mapping[str, str] | None) -> tuple[float | None, float | None]:
+    fields = fields or {}
+    return parse_time(fields.get("estimatedStart")), parse_time(fields.get("estimatedStartLatest"))
+
+
+def explain_served(inputs: WhyInputs, namespace: str, name: str, kind: str | None = None, *, width: int = 100,
+                   ahead: int = AHEAD_SHOWN) -> Explained:
+    """The summary of job ``name`` (of ``kind`` when given) with why it waits, or a ``Status``: 404 when there is
+    no such job, 409 when the name is that of jobs of several kinds."""
+    from webhook.readmodel.eta import published_report  # noqa: PLC0415
+    from webhook.readmodel.waiting import report_from_pass  # noqa: PLC0415
+
+    found = [entry for entry in inputs.found if kind is None or entry[0].adapter.kind.lower() == kind.lower()]
+    if not found:
+        return _status(404, "NotFound", f"no job named {name} in namespace {namespace}")
+    if len(found) > 1:
+        kinds = " and ".join(f"a {entry[0].adapter.kind}" for entry in found)
+        return _status(409, "Conflict", f"{name} is {kinds} in namespace {namespace}: give its kind")
+    source, obj, sized, running = found[0]
+    context, record = inputs.context, inputs.record
+    view = job_view(source, obj, (), running, context, sized=sized)
+    if record is not None and view.workload is not None and view.status == JobStatus.QUEUING:
+        view = dataclasses.replace(view, position=record.decisions.positions.get(view.key), position_source="status")
+    estimates = inputs.estimates.get(view.key)
+    summary = {**job_summary(view), **(estimates or {})}
+    body: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": JOB_SUMMARY_KIND,
+        "metadata": {"name": view.name, "namespace": view.namespace, "uid": str(meta(obj).get("uid") or "")},
+        "job": summary,
+    }
+    if record is not None:
+        body["decidedAt"] = rfc3339_seconds(record.now)
+
+    def wait() -> WaitReport:
+        if record is None or not _decided(record, view.key):
+            raise _Undecided
+        return report_from_pass(record, view, inputs.rate, inputs.rate_source)
+
+    sources = WaitSources(
+        classes=context.priority_classes,
+        tree_known=context.tree is not None,
+        wait=wait,
+        eta=lambda: published_report(_times(estimates), NO_ESTIMATE),
+        events=(),
+    )
+    try:
+        answer = answer_waiting(view, context.now, width, sources, ahead)
+    except _Undecided:
+        body["unexplained"] = {"reason": NOT_DECIDED, "message": "the controller's last pass here did not see "
+                               "this job (it is new, or this replica does not decide)"}
+        return Explained(200, body)
+    if answer is None:
+        body["unexplained"] = {"reason": NOT_WAITING, "message": f"the job is {view.status.value}, not waiting "
+                               "in a queue"}
+        return Explained(200, body)
+    body["why"] = answer_json(answer, view)
+    return Explained(200, body)
+
