@@ -50,7 +50,7 @@ class Figures:
     read_notes: dict[str, list[str]] = field(default_factory=dict)
     """What a read that succeeded said on stderr, run by run (``kq list -A`` says when it read the API)."""
     read_log: list[str] = field(default_factory=list)
-    """``kq serve``'s log lines of its read API during the reads."""
+    """``kq serve``'s log lines of its read API and of its full heap collections, with their times."""
     cold_ready_s: float = NAN
     cold_first_admission_s: float = NAN
     cold_statuses_s: float = NAN
@@ -233,7 +233,7 @@ def report(figures: Figures, command: str, problem: str, kueue: Figures | None =
             lines += ["", f"{name}: {READS.get(role, (role,))[0 if name == 'ours' else -1]} said on stderr: "
                       + "; ".join(f"`{note}`" for note in notes)]
         if run is not None and run.read_log:
-            lines += ["", f"{name}: `kq serve`'s read API during the reads:", "",
+            lines += ["", f"{name}: `kq serve`'s read API and its full heap collections (UTC times):", "",
                       *(f"    {line}" for line in run.read_log)]
         for role, error in (run.read_errors.items() if run is not None else ()):
             lines += ["", f"{name}: {READS.get(role, (role,))[0 if name == 'ours' else -1]} failed: "

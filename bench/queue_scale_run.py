@@ -305,8 +305,9 @@ class Run:
         log = self.config.logs / "kq-serve.log"
         if log.exists():
             lines = log.read_text(errors="replace").splitlines()
-            self.figures.read_log = [line.split(" component=", 1)[-1] for line in lines
-                                     if "component=read-api" in line][-10:]
+            # Each line's time (the logging's "2026-12-06 09:05:01,123 INFO ..."), then its fields.
+            self.figures.read_log = [f"{line[11:23]} {line.split(' component=', 1)[-1]}" for line in lines
+                                     if "component=read-api" in line or "event=heap_collected" in line][-12:]
 
     async def running_job(self, ns: str) -> str:
         pods = (await self.client.list_page(ResourceRef("", "v1", "pods", ns), limit=50)).get("items") or []

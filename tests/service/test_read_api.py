@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import orjson
@@ -135,14 +136,30 @@ async def ask(served: Served, path: str = PATH, cert: tuple[str, str] | None = N
 ALICE = {"X-Remote-User": "alice", "X-Remote-Group": "developers"}
 
 
+class _Estimates:
+    """The start estimates' service as far as the read API touches it: what it was told of reads."""
+
+    def __init__(self) -> None:
+        self.told: list[bool] = []
+
+    def reading(self, busy: bool) -> None:
+        self.told.append(busy)
+
+
+def _controller() -> Controller:
+    return cast(Controller, SimpleNamespace(eta=_Estimates()))
+
+
 async def test_the_front_proxy_is_answered_with_every_job_or_one_namespaces(served: Served) -> None:
-    served.running.controller, served.running.loop = cast(Controller, object()), asyncio.get_running_loop()
+    served.running.controller, served.running.loop = _controller(), asyncio.get_running_loop()
     before = REGISTRY.get_sample_value("kube_queue_read_api_seconds_count", {"scope": "cluster"}) or 0
     status, answer = await ask(served, cert=served.front_proxy, headers=ALICE)
     assert status == 200, answer
     assert REGISTRY.get_sample_value("kube_queue_read_api_seconds_count", {"scope": "cluster"}) == before + 1
     names = {(item["job"]["namespace"], item["job"]["name"]) for item in answer["items"]}
     assert ("user-a", "pi2") in names and ("user-c", "pend") in names
+    # The start estimates' replay was held while the answer was built, and let go after.
+    assert cast(_Estimates, served.running.controller.eta).told == [True, False]
     status, answer = await ask(served, PATH.replace("/jobsummaries", "/namespaces/user-c/jobsummaries"),
                                cert=served.front_proxy, headers=ALICE)
     assert status == 200 and {item["job"]["namespace"] for item in answer["items"]} == {"user-c"}
@@ -150,7 +167,7 @@ async def test_the_front_proxy_is_answered_with_every_job_or_one_namespaces(serv
 
 @pytest.mark.parametrize("who", ["nobody", "forged header", "front-proxy CA, another name", "no user named"])
 async def test_anyone_but_the_front_proxy_naming_a_user_is_refused(served: Served, who: str) -> None:
-    served.running.controller, served.running.loop = cast(Controller, object()), asyncio.get_running_loop()
+    served.running.controller, served.running.loop = _controller(), asyncio.get_running_loop()
     cert, headers = {
         "nobody": (None, {}),
         "forged header": (None, {"X-Remote-User": "system:admin", "X-Remote-Group": "system:masters"}),
@@ -254,7 +271,7 @@ async def one_job(served: Served, monkeypatch: pytest.MonkeyPatch) -> Served:
         return _why_inputs(namespace, name, decided=namespace != "user-b")
 
     monkeypatch.setattr(readapi, "_collect_one", collect)
-    served.running.controller, served.running.loop = cast(Controller, object()), asyncio.get_running_loop()
+    served.running.controller, served.running.loop = _controller(), asyncio.get_running_loop()
     return served
 
 

@@ -3,6 +3,7 @@ refresh learns from finished jobs, what a restart keeps, what it publishes in th
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -201,3 +202,22 @@ def test_the_control_planes_time_around_a_run_is_learned_kept_on_the_tree_and_ad
     assert published.items[WorkloadKey("Job", "user-b", "next-1")]["estimatedStart"] == stamp(T0 + 600 + 2.25)
     assert published.handoff == status.handoff
     assert service().refresh(inputs(tree, jobs, T0 + 500), {}).handoff is None  # nothing measured, nothing written
+
+
+def test_the_replay_waits_while_the_read_api_builds_an_answer() -> None:
+    # docs/queueing.md, "Reading every job": an answer over every job does not share the interpreter with the
+    # replay; the replay goes on once the answer is built.
+    estimates = service()
+    estimates.reading(True)
+    stepped = threading.Event()
+
+    def one_step() -> None:
+        estimates._wait_for_pass()
+        stepped.set()
+
+    step = threading.Thread(target=one_step, daemon=True)
+    step.start()
+    assert not stepped.wait(0.3), "the replay stepped on while an answer was being built"
+    estimates.reading(False)
+    assert stepped.wait(5.0), "the replay did not go on once the answer was built"
+    step.join(5.0)

@@ -105,6 +105,16 @@ class ReadApi:
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kq-read-api")
         """One thread builds every answer: its allocator's arena is reused from read to read, where a new
         thread's each would keep its own high-water mark."""
+        self._lists = 0
+        self._collected = 0.0
+        """Seconds the last list waited for the controller's loop to hand over its inputs (for its log line)."""
+        """Lists being built (on the admission thread's loop): the start estimates' replay waits meanwhile."""
+
+    def _reading(self, step: int) -> None:
+        self._lists += step
+        controller = self._running.controller
+        if controller is not None and controller.eta is not None:
+            controller.eta.reading(self._lists > 0)
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get(GROUP_PATH, self._group)
@@ -178,18 +188,22 @@ class ReadApi:
             return caller
         namespace = request.match_info.get("namespace")
         started = time.monotonic()
-        inputs = await self._inputs()
-        if inputs is None:
-            READ_REFUSED.labels("unavailable").inc()
-            return _status(503, "ServiceUnavailable", "the queue controller is starting (its caches are listing) "
-                           "or does not run here (--no-controller); ask again in a few seconds")
-        chunks, count, sized = await asyncio.get_running_loop().run_in_executor(self._worker, self._render, inputs,
-                                                                                 namespace)
+        self._reading(+1)
+        try:
+            inputs = await self._inputs()
+            if inputs is None:
+                READ_REFUSED.labels("unavailable").inc()
+                return _status(503, "ServiceUnavailable", "the queue controller is starting (its caches are "
+                               "listing) or does not run here (--no-controller); ask again in a few seconds")
+            chunks, count, sized = await asyncio.get_running_loop().run_in_executor(self._worker, self._render,
+                                                                                     inputs, namespace)
+        finally:
+            self._reading(-1)
         took = time.monotonic() - started
         READ_SECONDS.labels("namespace" if namespace else "cluster").observe(took)
         log.info(kv(component="read-api", event="listed", resource=JOB_SUMMARIES, user=caller,
                     namespace=namespace or "*", jobs=count, kept=len(self.book), sized_by_pass=sized,
-                    seconds=f"{took:.3f}"))
+                    controller_loop_seconds=f"{self._collected:.3f}", seconds=f"{took:.3f}"))
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
         for chunk in chunks:  # each written as the connection takes it: no copy of the whole answer waits
@@ -203,7 +217,9 @@ class ReadApi:
         controller, loop = self._running.controller, self._running.loop
         if controller is None or loop is None:
             return None
+        asked = time.monotonic()
         taken = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_collect(controller), loop))
+        self._collected = time.monotonic() - asked
         return None if taken is None else await asyncio.get_running_loop().run_in_executor(self._worker, taken)
 
     def _render(self, inputs: SummaryInputs, namespace: str | None) -> tuple[list[bytes], int, int]:

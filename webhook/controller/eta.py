@@ -51,7 +51,8 @@ FINISHED_KEPT = 10_000
 CPU_SHARE = 0.2
 """Refreshes are spaced so that they take at most this share of one core on average."""
 PAUSE_LIMIT = 10.0
-"""Seconds the replay waits for a pass to end before it goes on anyway (a pass never takes that long)."""
+"""Seconds the replay waits for a pass (or a read of the read API) to end before it goes on anyway (neither
+takes that long)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,9 @@ class EtaService:
         self._offered = asyncio.Event()
         self._idle = threading.Event()
         self._idle.set()
+        self._unread = threading.Event()
+        """Clear while the read API builds an answer: the replay waits for it too (one worker builds them)."""
+        self._unread.set()
         self._status = EtaStatus()
         self._since: dict[str, float] = {}
         """Admission (:func:`_admission`) -> when its pods were first seen running."""
@@ -123,6 +127,14 @@ class EtaService:
 
     def idle(self) -> None:
         self._idle.set()
+
+    def reading(self, busy: bool) -> None:
+        """The read API starts (``True``) or ends an answer: the replay waits before its next step meanwhile, so
+        the answer does not share the interpreter with it (from the read API's one worker thread)."""
+        if busy:
+            self._unread.clear()
+        else:
+            self._unread.set()
 
     def offer(self, inputs: EtaInputs) -> None:
         """What the pass decided on (cheap: kept until the next refresh, and one walk over the jobs for the jobs
@@ -227,6 +239,7 @@ class EtaService:
 
     def _wait_for_pass(self) -> None:
         self._idle.wait(PAUSE_LIMIT)
+        self._unread.wait(PAUSE_LIMIT)
 
     @staticmethod
     def _items(estimates: Mapping[WorkloadKey, Estimate]) -> dict[WorkloadKey, dict[str, str]]:
