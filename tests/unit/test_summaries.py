@@ -96,18 +96,21 @@ def test_a_kept_summary_follows_its_job_its_pods_and_the_estimates() -> None:
     served = {job["name"]: job for job in _served(book, _inputs(snapshot, jobs))}
     assert served["pi2"]["status"] == "PENDING" and served["pi2"]["position"] is None
     assert served["big"]["position"] == 1
+    assert book.rebuilt == 1  # the others were kept
 
     # Its pods run: the same object, new counts.
     running = _running(snapshot.pods)
     running[("user-a", "Job", "pi2")] = 6
     served = {job["name"]: job for job in _served(book, _inputs(snapshot, jobs, running=running))}
     assert served["pi2"]["status"] == "RUNNING" and served["pi2"]["pods"] == {"running": 6, "expected": 6}
+    assert book.rebuilt == 1
 
     # A start estimate is added to the waiting job it is for, and only there.
     estimates = {WorkloadKey("Job", "user-b", "big"): ESTIMATE}
     served = {job["name"]: job for job in _served(book, _inputs(snapshot, jobs, running=running,
                                                                   estimates=estimates))}
     assert {key: served["big"][key] for key in ESTIMATE} == ESTIMATE
+    assert book.rebuilt == 0  # an estimate is added at each read, no summary is built again
     assert all("estimatedStart" not in job for name, job in served.items() if name != "big")
 
     # A job that went is gone from the answer and from what is kept.

@@ -202,7 +202,7 @@ class ReadApi:
         took = time.monotonic() - started
         READ_SECONDS.labels("namespace" if namespace else "cluster").observe(took)
         log.info(kv(component="read-api", event="listed", resource=JOB_SUMMARIES, user=caller,
-                    namespace=namespace or "*", jobs=count, kept=len(self.book), sized_by_pass=sized,
+                    namespace=namespace or "*", jobs=count, built=self.book.rebuilt, sized_by_pass=sized,
                     controller_loop_seconds=f"{self._collected:.3f}", seconds=f"{took:.3f}"))
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)

@@ -112,6 +112,8 @@ class SummaryBook:
         """By the id of the job's cached object (the object is held in the entry, so the id stays its own)."""
         self._context: ViewContext | None = None
         self._codec = Codec()
+        self.rebuilt = 0
+        """How many summaries the last read built (the others were kept)."""
         """Packs the summaries (some 400 bytes of JSON each, about 100 packed), the first one its dictionary."""
 
     def __len__(self) -> int:
@@ -157,6 +159,7 @@ class SummaryBook:
         self._context = context
         old, new = self._kept, {}
         out = []
+        built = 0
         for source, obj, sized in inputs.jobs:
             entry = old.get(id(obj))
             if entry is not None and entry.kept and entry.obj is obj and entry.sized is sized:
@@ -164,7 +167,9 @@ class SummaryBook:
                 if running != entry.running:
                     entry = _build(source, obj, sized, entry.owners, running=running, context=context,
                                    codec=self._codec)
+                    built += 1
             else:
+                built += 1
                 owners = owners_of(source, obj)
                 entry = _build(source, obj, sized, owners, running=running_of(source, obj, owners, inputs.running),
                                context=context, codec=self._codec)
@@ -172,6 +177,7 @@ class SummaryBook:
                 new[id(obj)] = entry
             out.append(entry)
         self._kept = new
+        self.rebuilt = built
         return out
 
     @staticmethod
