@@ -35,7 +35,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,7 +283,9 @@ def without_handoff(snapshot: Snapshot) -> Snapshot:
     ``status.handoff`` left out)."""
     if snapshot.tree_obj is None:
         return snapshot
-    status = {key: value for key, value in (snapshot.tree_obj.get("status") or {}).items() if key != HANDOFF_STATUS}
+    stored = snapshot.tree_obj.get("status")
+    status = {key: value for key, value in (stored if isinstance(stored, Mapping) else {}).items()
+              if key != HANDOFF_STATUS}
     return dataclasses.replace(snapshot, tree_obj={**snapshot.tree_obj, "status": status})
 
 

@@ -12,6 +12,7 @@ otherwise the job waits at the position ``kq why`` gives.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -28,9 +29,8 @@ from webhook.api.names import QUOTA_LABEL
 from webhook.api.statuses import JobStatus
 from webhook.cli import readapi
 from webhook.controller.decide import JobDecisions
-from webhook.readmodel.eta import published_report
 from webhook.readmodel.explain import WaitSources, answer_json, answer_waiting
-from webhook.readmodel.explained import NO_ESTIMATE, WhyInputs, explain_served
+from webhook.readmodel.explained import WhyInputs, explain_served, served_estimate
 from webhook.readmodel.fetch import load_snapshot
 from webhook.readmodel.served import NOT_WAITING
 from webhook.readmodel.view import job_views
@@ -125,6 +125,8 @@ async def _served_pass(objects: list[dict[str, Any]]) -> tuple[JobDecisions, dic
     async with driven(api, start_timeout=0) as controller:
         await catch_up(api, controller)
         decisions = await controller.reconcile()
+        assert controller.eta is not None
+        controller.eta.refresh_now()  # the start estimates of the jobs the pass left waiting
         taken = {}
         for obj in objects:
             if obj["kind"] == "Job":
@@ -205,7 +207,8 @@ def test_the_property_reached_every_verdict() -> None:
 def test_the_controllers_answer_is_the_one_kq_why_computes(objects: list[dict[str, Any]]) -> None:
     """The read API's answer (docs/queueing.md, "Why a job waits, from the controller"), made from the
     controller's caches and its last pass, is to the letter what ``kq why`` computes from every job it reads,
-    for every job that still waits after that pass (with the same start estimate: none published here)."""
+    for every job that still waits after that pass (with the start estimate the controller's refresh made: a
+    packed estimate reads back as ``kq`` would say it is checked in ``tests/unit/test_eta_pack.py``)."""
     decisions, taken = asyncio.run(_served_pass(objects))
     base = [tree_object(), priority_class("priority-2", 2), priority_class("priority-3", 3)]
     snapshot = load_snapshot(CliApi([*base, *objects], webhook=False), list(NAMESPACES), now=0.0, complete=True)
@@ -224,7 +227,7 @@ def test_the_controllers_answer_is_the_one_kq_why_computes(objects: list[dict[st
         report = explain_wait(snapshot, list(views.values()), view, inputs.rate, inputs.rate_source)
         direct = answer_waiting(view, inputs.context.now, 100, WaitSources(
             classes=snapshot.priority_classes, tree_known=True, wait=_given(report),
-            eta=lambda: published_report((None, None), NO_ESTIMATE), events=()))
+            eta=functools.partial(served_estimate, inputs, view.key), events=()))
         assert direct is not None
         assert served.body["why"] == answer_json(direct, view), name
         SERVED["waits"] += 1

@@ -31,6 +31,7 @@ from webhook.controller.decide import ESTIMATE_FIELDS
 from webhook.controller.model import TrackedJob
 from webhook.controller.plugin import RUNNING, RunningController
 from webhook.controller.records import kv
+from webhook.core.handoff import NO_HANDOFF
 from webhook.core.workload import WorkloadKey
 from webhook.kube.client import KubeClient
 from webhook.kube.frontproxy import FRONT_PROXY, caller_of
@@ -268,8 +269,11 @@ async def _collect_one(controller: Controller, namespace: str, name: str) -> Why
     queues = cache.by_name(cache.queues)
     tree_obj, tree, _ = cache.tree()
     estimates: Mapping[WorkloadKey, Mapping[str, str]]
+    explained: Mapping[WorkloadKey, bytes] | None = None
+    turn = NO_HANDOFF
     if leading and controller.eta is not None:
-        estimates = controller.eta.published().items
+        status = controller.eta.published()
+        estimates, explained, turn = status.items, status.explained, status.turn
     else:
         estimates = published_estimates(queues)
     rate, source = oversell_rate(None, tree_obj, queues)
@@ -285,7 +289,8 @@ async def _collect_one(controller: Controller, namespace: str, name: str) -> Why
             found.append((source_kind, obj, cache.jobs.sized(watched.name, obj, epoch),
                           running_of(source_kind, obj, owners, running)))
     context = ViewContext(tree, cache.priorities(), cache.devices.quota(), time.time())
-    return WhyInputs(found, context, controller.stats.last_pass if leading else None, rate, source, estimates)
+    return WhyInputs(found, context, controller.stats.last_pass if leading else None, rate, source, estimates,
+                     explained, turn)
 
 
 async def attach(app: web.Application, client: KubeClient, args: argparse.Namespace) -> None:

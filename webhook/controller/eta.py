@@ -36,8 +36,9 @@ from webhook.controller.records import kv
 from webhook.controller.starts import PodIndex
 from webhook.core.decide import leaf_policies
 from webhook.core.eta import Estimate, estimate
+from webhook.core.eta_pack import pack_estimate
 from webhook.core.eta_replay import ReplayInput
-from webhook.core.handoff import HandoffHistory
+from webhook.core.handoff import NO_HANDOFF, Handoff, HandoffHistory
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.runtimes import RuntimeHistory, history_items, restore_items, running_since
 from webhook.core.workload import Phase, Workload, WorkloadKey
@@ -81,6 +82,11 @@ class EtaStatus:
     items: Mapping[WorkloadKey, Mapping[str, str]] = field(default_factory=dict)
     history: Mapping[str, list[dict[str, object]]] = field(default_factory=dict)
     handoff: Mapping[str, list[float]] | None = None
+    explained: Mapping[WorkloadKey, bytes] = field(default_factory=dict, compare=False)
+    """Each waiting job's whole estimate, packed (:mod:`webhook.core.eta_pack`), for ``kq why``; not a change
+    of status."""
+    turn: Handoff = field(default=NO_HANDOFF, compare=False)
+    """The control plane's time per turn the replay added."""
 
 
 class EtaService:
@@ -179,6 +185,12 @@ class EtaService:
             # At most every `interval` seconds, and never more than CPU_SHARE of a core on average.
             await asyncio.sleep(max(0.0, self.interval - took, self.last_cpu / CPU_SHARE - took))
 
+    def refresh_now(self) -> None:
+        """One refresh over what the last pass offered, in the caller's thread (what :meth:`run` does in a worker
+        thread, at its pace)."""
+        if self._latest is not None:
+            self._status = self.refresh(self._latest, self._running(self._latest.jobs, self._latest.now))
+
     def _running(self, jobs: Sequence[TrackedJob], now: float) -> dict[WorkloadKey, float]:
         """Admitted jobs whose pods run, and since when (read here, on the event loop, which owns the pod
         index): their pods' start (:func:`~webhook.core.runtimes.running_since`); where no pod says, first seen
@@ -229,7 +241,8 @@ class EtaService:
         with collector_paused():  # the replays make no garbage cycles, as the pass makes none
             found = estimate(given, between=self._wait_for_pass)
         status = EtaStatus(self._items(found.by_key), self._histories(tree),
-                           self.handoff.items() if len(self.handoff) else None)
+                           self.handoff.items() if len(self.handoff) else None,
+                           {key: pack_estimate(estimate) for key, estimate in found.by_key.items()}, found.handoff)
         self.refreshes += 1
         self.last_cpu = time.thread_time() - started
         metrics.ETA_REFRESH.observe(self.last_cpu)

@@ -36,7 +36,7 @@ from webhook.readmodel.view import JobView, Snapshot
 from webhook.workloads.runtime import job_runtime
 
 __all__ = ["EtaReport", "about", "estimate_job", "estimate_snapshot", "eta_cell", "eta_fields", "eta_lines",
-           "published_estimates", "published_report"]
+           "published_estimates", "published_report", "replay_report"]
 
 Published = dict[tuple[str, str, str], tuple[float | None, float | None]]
 """``(kind, namespace, name)`` -> the controller's ``(estimatedStart, estimatedStartLatest)``."""
@@ -55,6 +55,16 @@ class EtaReport:
     waits_for: tuple[str, ...] = field(default=())
     handoff: Handoff = NO_HANDOFF
     """The control plane's time per turn the replay added."""
+    own_samples: int | None = None
+    """How many completed jobs its own run time rests on, when its run time carries no samples (an estimate the
+    controller kept packed); ``None``: count them."""
+
+    @property
+    def samples(self) -> int:
+        """How many completed jobs its own run time rests on."""
+        if self.own_samples is not None:
+            return self.own_samples
+        return len(self.estimate.runtime.samples) if self.estimate is not None else 0
 
 
 def published_estimates(queues: Mapping[str, Obj]) -> Published:
@@ -168,8 +178,14 @@ def estimate_job(snapshot: Snapshot, views: Sequence[JobView], view: JobView, ra
     found = estimates.by_key.get(view.key)
     if found is None:
         return EtaReport("none", problem="the replay does not hold this job")
+    return replay_report(found, estimates.handoff)
+
+
+def replay_report(found: Estimate, handoff: Handoff, own_samples: int | None = None) -> EtaReport:
+    """The report of an estimate the replay made (here, or by the controller and kept packed: ``own_samples``
+    then counts its run time's samples)."""
     return EtaReport("replay", found, found.start, found.latest,
-                     waits_for=tuple(str(key) for key in found.unknown_jobs), handoff=estimates.handoff)
+                     waits_for=tuple(str(key) for key in found.unknown_jobs), handoff=handoff, own_samples=own_samples)
 
 
 def published_report(times: tuple[float | None, float | None], problem: str) -> EtaReport:
@@ -204,12 +220,12 @@ def _handoff_text(handoff: Handoff, basis: Basis) -> str:
     return f", with {turn:.1f} s of the control plane's time per turn" if basis.finished and turn >= 0.05 else ""
 
 
-def _own(runtime: Runtime) -> str:
+def _own(runtime: Runtime, samples: int) -> str:
     if runtime.source is Source.DECLARED:
         return f"it declares a run time of {about(runtime.p50 or 0)}"
     if runtime.source in (Source.NAMESPACE, Source.QUEUE):
         where = "its namespace" if runtime.source is Source.NAMESPACE else "its queue"
-        return f"jobs like it in {where} ran {about(runtime.p50 or 0)} ({len(runtime.samples)} completed)"
+        return f"jobs like it in {where} ran {about(runtime.p50 or 0)} ({samples} completed)"
     if runtime.source is Source.DEADLINE:
         return f"its deadline stops it within {about(runtime.p90 or 0)}"
     return ""
@@ -241,7 +257,8 @@ def eta_lines(report: EtaReport, now: float) -> list[str]:
             f"{rfc3339_seconds(start)}"
         lines.append(f"Expected to start {when}{basis}.")
         if found is not None and found.finish is not None:
-            lines.append(f"Expected to finish about {about(found.finish - now)} from now: {_own(found.runtime)}.")
+            own = _own(found.runtime, report.samples)
+            lines.append(f"Expected to finish about {about(found.finish - now)} from now: {own}.")
         elif found is not None and found.runtime.problem:
             lines.append(f"Its own run time is unknown: {found.runtime.problem}.")
         return lines
@@ -284,7 +301,7 @@ def eta_fields(report: EtaReport) -> dict[str, Any]:
                 "source": found.runtime.source.value,
                 **({"p50Seconds": round(found.runtime.p50)} if found.runtime.p50 is not None else {}),
                 **({"p90Seconds": round(found.runtime.p90)} if found.runtime.p90 is not None else {}),
-                **({"samples": len(found.runtime.samples)} if found.runtime.samples else {}),
+                **({"samples": report.samples} if report.samples else {}),
                 **({"problem": found.runtime.problem} if found.runtime.problem else {}),
             },
         })

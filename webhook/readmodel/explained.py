@@ -5,8 +5,8 @@ some ten seconds at 50,000 jobs. The controller has both at hand: its caches hol
 says where each waiting job stands and why. The read API's ``get`` of one job summary adds that answer, made
 by the read model's own rules (:func:`webhook.readmodel.explain.answer_waiting`,
 :func:`webhook.readmodel.waiting.report_from_pass`) over the last pass, with the start estimate the controller
-publishes. The answer is the pass's, so a job the last pass did not see, or a replica that makes no pass, gets
-no answer here, and ``kq`` computes it itself.
+keeps from its last refresh. The answer is the pass's and the refresh's, so a job either did not see yet, or a
+replica that makes no pass, gets no answer here, and ``kq`` computes it itself.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import JOB_SUMMARY_KIND
-from webhook.api.objects import Obj, meta, parse_time, rfc3339_seconds
+from webhook.api.objects import Obj, meta, rfc3339_seconds
 from webhook.api.statuses import JobStatus
 from webhook.controller.decide import PassRecord
 from webhook.controller.model import TrackedJob
+from webhook.core.eta_pack import unpack_estimate
+from webhook.core.handoff import NO_HANDOFF, Handoff
 from webhook.core.workload import WorkloadKey
 from webhook.readmodel.explain import AHEAD_SHOWN, WaitSources, answer_json, answer_waiting
 from webhook.readmodel.jobs import job_summary
@@ -30,9 +32,10 @@ from webhook.readmodel.summaries import API_VERSION
 from webhook.readmodel.view import KindSource, ViewContext, job_view
 
 if TYPE_CHECKING:
+    from webhook.readmodel.eta import EtaReport
     from webhook.readmodel.waiting import WaitReport
 
-NO_ESTIMATE = "the controller has published no estimate for it yet"
+ESTIMATES_OFF = "the controller makes no start estimates (--eta-interval 0); kq why --direct replays the queue"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,10 @@ class WhyInputs:
     rate_source: str
     estimates: Mapping[WorkloadKey, Mapping[str, str]]
     """The start estimates the controller publishes (``estimatedStart``, ``estimatedStartLatest``)."""
+    explained: Mapping[WorkloadKey, bytes] | None = None
+    """Its last refresh's whole estimates, packed (``None``: it makes none, ``--eta-interval 0``)."""
+    turn: Handoff = NO_HANDOFF
+    """The control plane's time per turn that refresh added."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +67,7 @@ class Explained:
 
 
 class _Undecided(Exception):
-    """The last pass did not see the job."""
+    """The last pass, or the last refresh of the start estimates, did not see the job."""
 
 
 def _status(code: int, reason: str, message: str) -> Explained:
@@ -77,16 +84,24 @@ def _decided(record: PassRecord | None, key: WorkloadKey) -> bool:
     ) or any(plan.preemptor.workload.key == key for plan in decisions.reclaims)
 
 
-def _times(fields: Mapping[str, str] | None) -> tuple[float | None, float | None]:
-    fields = fields or {}
-    return parse_time(fields.get("estimatedStart")), parse_time(fields.get("estimatedStartLatest"))
+def served_estimate(inputs: WhyInputs, key: WorkloadKey) -> EtaReport:
+    """The job's estimate as the controller's last refresh made it (:func:`_Undecided` when that refresh did not
+    see the job yet: ``kq`` replays the queue itself)."""
+    from webhook.readmodel.eta import EtaReport, replay_report  # noqa: PLC0415
+
+    if inputs.explained is None:
+        return EtaReport("none", problem=ESTIMATES_OFF)
+    blob = inputs.explained.get(key)
+    if blob is None:
+        raise _Undecided
+    found, samples = unpack_estimate(blob)
+    return replay_report(found, inputs.turn, samples)
 
 
 def explain_served(inputs: WhyInputs, namespace: str, name: str, kind: str | None = None, *, width: int = 100,
                    ahead: int = AHEAD_SHOWN) -> Explained:
     """The summary of job ``name`` (of ``kind`` when given) with why it waits, or a ``Status``: 404 when there is
     no such job, 409 when the name is that of jobs of several kinds."""
-    from webhook.readmodel.eta import published_report  # noqa: PLC0415
     from webhook.readmodel.waiting import report_from_pass  # noqa: PLC0415
 
     found = [entry for entry in inputs.found if kind is None or entry[0].adapter.kind.lower() == kind.lower()]
@@ -120,14 +135,15 @@ def explain_served(inputs: WhyInputs, namespace: str, name: str, kind: str | Non
         classes=context.priority_classes,
         tree_known=context.tree is not None,
         wait=wait,
-        eta=lambda: published_report(_times(estimates), NO_ESTIMATE),
+        eta=lambda: served_estimate(inputs, view.key),
         events=(),
     )
     try:
         answer = answer_waiting(view, context.now, width, sources, ahead)
     except _Undecided:
-        body["unexplained"] = {"reason": NOT_DECIDED, "message": "the controller's last pass here did not see "
-                               "this job (it is new, or this replica does not decide)"}
+        body["unexplained"] = {"reason": NOT_DECIDED, "message": "the controller has not decided on this job yet "
+                               "(it is new to its last pass or to its start estimates, or this replica does not "
+                               "decide)"}
         return Explained(200, body)
     if answer is None:
         body["unexplained"] = {"reason": NOT_WAITING, "message": f"the job is {view.status.value}, not waiting "
