@@ -269,7 +269,7 @@ async def _collect_one(controller: Controller, namespace: str, name: str) -> Why
     queues = cache.by_name(cache.queues)
     tree_obj, tree, _ = cache.tree()
     estimates: Mapping[WorkloadKey, Mapping[str, str]]
-    explained: Mapping[WorkloadKey, bytes] | None = None
+    explained: Mapping[WorkloadKey, bytes] | None = None if controller.eta is None else {}
     turn = NO_HANDOFF
     if leading and controller.eta is not None:
         status = controller.eta.published()

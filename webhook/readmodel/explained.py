@@ -5,8 +5,8 @@ some ten seconds at 50,000 jobs. The controller has both at hand: its caches hol
 says where each waiting job stands and why. The read API's ``get`` of one job summary adds that answer, made
 by the read model's own rules (:func:`webhook.readmodel.explain.answer_waiting`,
 :func:`webhook.readmodel.waiting.report_from_pass`) over the last pass, with the start estimate the controller
-keeps from its last refresh. The answer is the pass's and the refresh's, so a job either did not see yet, or a
-replica that makes no pass, gets no answer here, and ``kq`` computes it itself.
+keeps from its last refresh. The answer is the pass's and the refresh's, so a job that either has not seen yet,
+or a replica that makes neither, gets no answer here, and ``kq`` computes it itself.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ class WhyInputs:
     estimates: Mapping[WorkloadKey, Mapping[str, str]]
     """The start estimates the controller publishes (``estimatedStart``, ``estimatedStartLatest``)."""
     explained: Mapping[WorkloadKey, bytes] | None = None
-    """Its last refresh's whole estimates, packed (``None``: it makes none, ``--eta-interval 0``)."""
+    """Its last refresh's whole estimates, packed (empty on a replica that does not lead; ``None``: the controller
+    makes none, ``--eta-interval 0``)."""
     turn: Handoff = NO_HANDOFF
     """The control plane's time per turn that refresh added."""
 
