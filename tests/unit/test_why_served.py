@@ -100,3 +100,15 @@ def test_direct_and_another_oversell_rate_never_ask_the_controller(flags: list[s
     result = run(["why", "pi2", *flags], api)
     assert result.code == 0 and api.asked == []
     assert "QUEUING" in result.out and WHY["explanation"] not in result.out
+
+
+@pytest.mark.parametrize("answer", [
+    {"kind": "JobSummary", "job": SUMMARY},
+    {"kind": "JobSummary", "job": SUMMARY, "unexplained": "NotDecided"},
+    {"kind": "JobSummary", "job": SUMMARY, "why": {"explanation": 7}},
+    {"kind": "JobSummary", "job": {"name": "pi2"}, "why": WHY},
+])
+def test_an_answer_that_is_not_one_is_not_used(answer: dict[str, Any]) -> None:
+    result = run(["why", "pi2"], _serving(answer))
+    assert result.code == 0 and result.out == _direct("pi2")
+    assert "the controller's answer is unavailable" in result.err, result.err

@@ -102,7 +102,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--direct", action="store_true",
         help="compute the answer here from every job read from the API server, not the controller's (slower; "
-        "it says what the start estimate rests on; docs/queueing.md)",
+        "the start estimate is replayed now, not taken from the controller's last refresh; docs/queueing.md)",
     )
     add_connection_flags(parser)
     parser.set_defaults(handler=command(_why))

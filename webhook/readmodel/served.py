@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from webhook.api.names import JOB_SUMMARIES, VISIBILITY_GROUP, VISIBILITY_VERSION
 from webhook.readmodel.kubeapi import ApiError, KubeApi
@@ -21,8 +22,8 @@ NOT_WAITING = "NotWaiting"
 """The controller's reason for no answer on a job that does not wait in a queue: ``kq`` explains it from its
 namespace alone."""
 NOT_DECIDED = "NotDecided"
-"""Its reason for a waiting job its last pass did not see (or when its replica makes no pass): ``kq`` computes
-the answer from every job."""
+"""Its reason for a waiting job its last pass or its last refresh of the start estimates did not see (or when its
+replica makes neither): ``kq`` computes the answer from every job."""
 SERVED_TIMEOUT_SECONDS = 10
 """How long the API server waits for ``kq serve`` (its ``timeout`` parameter) before ``kq`` reads the API
 instead: a hung service costs this much, not the API server's minute."""
@@ -81,13 +82,15 @@ def served_why(api: KubeApi, namespace: str, name: str, kind: str | None, *, wid
     if kind is not None:
         query.append(("kind", kind))
     try:
-        answer = api.request("GET", f"{summaries_path(namespace)}/{name}", query)
+        answer = api.request("GET", f"{summaries_path(namespace)}/{quote(name, safe='')}", query)
     except ApiError as error:
         return ServedWhy(None, None if error.status in (404, 409) else error.one_line())
     job = answer.get("job") if isinstance(answer, Mapping) else None
     if type(job) is not dict or not job.keys() >= REQUIRED:
         return ServedWhy(None, "its answer is not a job summary")
-    why = answer.get("why")
+    why, unexplained = answer.get("why"), answer.get("unexplained")
     if why is not None and not (type(why) is dict and isinstance(why.get("explanation"), str)):
         return ServedWhy(None, "its answer's explanation has no text")
+    if why is None and not (type(unexplained) is dict and isinstance(unexplained.get("reason"), str)):
+        return ServedWhy(None, "its answer has neither an explanation nor a reason for none")
     return ServedWhy(dict(answer))
