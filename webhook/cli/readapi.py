@@ -107,8 +107,6 @@ class ReadApi:
         """One thread builds every answer: its allocator's arena is reused from read to read, where a new
         thread's each would keep its own high-water mark."""
         self._lists = 0
-        self._collected = 0.0
-        """Seconds the last list waited for the controller's loop to hand over its inputs (for its log line)."""
         """Lists being built (on the admission thread's loop): the start estimates' replay waits meanwhile."""
 
     def _reading(self, step: int) -> None:
@@ -191,7 +189,7 @@ class ReadApi:
         started = time.monotonic()
         self._reading(+1)
         try:
-            inputs = await self._inputs()
+            inputs, waited = await self._inputs()
             if inputs is None:
                 READ_REFUSED.labels("unavailable").inc()
                 return _status(503, "ServiceUnavailable", "the queue controller is starting (its caches are "
@@ -204,7 +202,7 @@ class ReadApi:
         READ_SECONDS.labels("namespace" if namespace else "cluster").observe(took)
         log.info(kv(component="read-api", event="listed", resource=JOB_SUMMARIES, user=caller,
                     namespace=namespace or "*", jobs=count, built=self.book.rebuilt, sized_by_pass=sized,
-                    controller_loop_seconds=f"{self._collected:.3f}", seconds=f"{took:.3f}"))
+                    controller_loop_seconds=f"{waited:.3f}", seconds=f"{took:.3f}"))
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
         for chunk in chunks:  # each written as the connection takes it: no copy of the whole answer waits
@@ -214,14 +212,18 @@ class ReadApi:
         await asyncio.get_running_loop().run_in_executor(self._worker, release_free_memory)
         return response
 
-    async def _inputs(self) -> SummaryInputs | None:
+    async def _inputs(self) -> tuple[SummaryInputs | None, float]:
+        """A list's inputs (``None`` until the controller is ready), and how long the controller's loop took to
+        hand them over."""
         controller, loop = self._running.controller, self._running.loop
         if controller is None or loop is None:
-            return None
+            return None, 0.0
         asked = time.monotonic()
         taken = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_collect(controller), loop))
-        self._collected = time.monotonic() - asked
-        return None if taken is None else await asyncio.get_running_loop().run_in_executor(self._worker, taken)
+        waited = time.monotonic() - asked
+        if taken is None:
+            return None, waited
+        return await asyncio.get_running_loop().run_in_executor(self._worker, taken), waited
 
     def _render(self, inputs: SummaryInputs, namespace: str | None) -> tuple[list[bytes], int, int]:
         """The answer's pieces, how many jobs it holds and how many of all the last pass had sized (in the worker

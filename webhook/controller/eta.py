@@ -242,7 +242,7 @@ class EtaService:
             found = estimate(given, between=self._wait_for_pass)
         status = EtaStatus(self._items(found.by_key), self._histories(tree),
                            self.handoff.items() if len(self.handoff) else None,
-                           {key: pack_estimate(estimate) for key, estimate in found.by_key.items()}, found.handoff)
+                           {key: pack_estimate(one) for key, one in found.by_key.items()}, found.handoff)
         self.refreshes += 1
         self.last_cpu = time.thread_time() - started
         metrics.ETA_REFRESH.observe(self.last_cpu)
