@@ -169,3 +169,18 @@ def test_owners_whose_pods_are_gone_are_forgotten() -> None:
         index.listener(_Cache([]), CacheEvent("DELETED", pod))
         assert index.version(("user-a", "Job", f"job-{number}")) == 0
     assert index._versions == {}
+
+
+def test_the_running_pods_of_some_owners_are_counted_as_of_all() -> None:
+    # The read API counts one job's running pods by its owners only (docs/queueing.md, "Why a job waits, from the
+    # controller"): the count must be the one the whole index gives.
+    index = PodIndex()
+    owners = {"a": batch_job_object("a", "user-a"), "b": batch_job_object("b", "user-a")}
+    for name, owner, phase in (("a-0", "a", "Running"), ("a-1", "a", "Running"), ("a-2", "a", "Succeeded"),
+                               ("b-0", "b", "Failed")):
+        pod = builders.cluster_pod(name, namespace="user-a", owner=owners[owner], phase=phase)
+        index.listener(None, CacheEvent("ADDED", pod_slim(pod)))  # type: ignore[arg-type]
+    everything = index.running_by_owner()
+    assert everything == {("user-a", "Job", "a"): 2}
+    some = [("user-a", "Job", "a"), ("user-a", "Job", "b"), ("user-a", "Job", "gone")]
+    assert index.running_by_owner(some) == everything

@@ -31,13 +31,13 @@ from webhook.controller.decide import ESTIMATE_FIELDS
 from webhook.controller.model import TrackedJob
 from webhook.controller.plugin import RUNNING, RunningController
 from webhook.controller.records import kv
-from webhook.core.handoff import NO_HANDOFF
+from webhook.core.handoff import NO_HANDOFF, Handoff
 from webhook.core.workload import WorkloadKey
 from webhook.kube.client import KubeClient
 from webhook.kube.frontproxy import FRONT_PROXY, caller_of
 from webhook.readmodel.eta import published_estimates as queue_estimates
 from webhook.readmodel.explain import AHEAD_SHOWN
-from webhook.readmodel.explained import WhyInputs, explain_served
+from webhook.readmodel.explained import WhyInputs, explain_served, failure
 from webhook.readmodel.summaries import SummaryBook, SummaryInputs, owners_of, running_of
 from webhook.readmodel.view import KindSource, ViewContext, listed_job
 from webhook.readmodel.waiting import oversell_rate
@@ -81,9 +81,13 @@ _MALLOC_TRIM = _malloc_trim()
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-            "reason": reason, "code": code}
-    return web.json_response(body, status=code)
+    return web.json_response(failure(code, reason, message).body, status=code)
+
+
+def _starting() -> web.Response:
+    READ_REFUSED.labels("unavailable").inc()
+    return _status(503, "ServiceUnavailable", "the queue controller is starting (its caches are listing) or does "
+                   "not run here (--no-controller); ask again in a few seconds")
 
 
 def published_estimates(queues: Mapping[str, Obj]) -> dict[WorkloadKey, dict[str, str]]:
@@ -168,9 +172,7 @@ class ReadApi:
             taken = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
                 _collect_one(controller, namespace, name), loop))
         if taken is None:
-            READ_REFUSED.labels("unavailable").inc()
-            return _status(503, "ServiceUnavailable", "the queue controller is starting (its caches are listing) "
-                           "or does not run here (--no-controller); ask again in a few seconds")
+            return _starting()
         answer = await asyncio.get_running_loop().run_in_executor(
             self._worker, lambda: explain_served(taken, namespace, name, kind, width=width, ahead=ahead))
         took = time.monotonic() - started
@@ -191,9 +193,7 @@ class ReadApi:
         try:
             inputs, waited = await self._inputs()
             if inputs is None:
-                READ_REFUSED.labels("unavailable").inc()
-                return _status(503, "ServiceUnavailable", "the queue controller is starting (its caches are "
-                               "listing) or does not run here (--no-controller); ask again in a few seconds")
+                return _starting()
             chunks, count, sized = await asyncio.get_running_loop().run_in_executor(self._worker, self._render,
                                                                                      inputs, namespace)
         finally:
@@ -239,11 +239,7 @@ async def _collect(controller: Controller) -> Callable[[], SummaryInputs] | None
         return None
     cache = controller.cache
     leading = controller.is_leader()
-    estimates: Mapping[WorkloadKey, Mapping[str, str]]
-    if leading and controller.eta is not None:
-        estimates = controller.eta.published().items
-    else:
-        estimates = published_estimates(cache.by_name(cache.queues))
+    estimates, _, _ = _estimates(controller, leading)
     record = controller.stats.last_pass if leading else None
     positions = record.decisions.positions if record is not None else None
     _, tree, _ = cache.tree()
@@ -261,6 +257,18 @@ async def _collect(controller: Controller) -> Callable[[], SummaryInputs] | None
     return inputs
 
 
+def _estimates(controller: Controller, leading: bool) -> tuple[
+        Mapping[WorkloadKey, Mapping[str, str]], Mapping[WorkloadKey, bytes] | None, Handoff]:
+    """The start estimates a read serves: the leader's last refresh (each job's fields, each job's whole estimate
+    packed, the control plane's time per turn), or those the Queues publish on a replica that does not lead (no
+    whole estimates: ``{}``, or ``None`` when the controller makes none)."""
+    if leading and controller.eta is not None:
+        status = controller.eta.published()
+        return status.items, status.explained, status.turn
+    cache = controller.cache
+    return published_estimates(cache.by_name(cache.queues)), None if controller.eta is None else {}, NO_HANDOFF
+
+
 async def _collect_one(controller: Controller, namespace: str, name: str) -> WhyInputs | None:
     """What the answer for one job reads, taken on the controller's loop (``None`` until the caches listed): the
     cached jobs of that name, the last pass when this replica leads, and the published estimates."""
@@ -270,24 +278,19 @@ async def _collect_one(controller: Controller, namespace: str, name: str) -> Why
     leading = controller.is_leader()
     queues = cache.by_name(cache.queues)
     tree_obj, tree, _ = cache.tree()
-    estimates: Mapping[WorkloadKey, Mapping[str, str]]
-    explained: Mapping[WorkloadKey, bytes] | None = None if controller.eta is None else {}
-    turn = NO_HANDOFF
-    if leading and controller.eta is not None:
-        status = controller.eta.published()
-        estimates, explained, turn = status.items, status.explained, status.turn
-    else:
-        estimates = published_estimates(queues)
+    estimates, explained, turn = _estimates(controller, leading)
     rate, source = oversell_rate(None, tree_obj, queues)
     if rate != controller.settings.oversell_rate:
         rate, source = controller.settings.oversell_rate, "the controller's --oversellrate"
-    epoch, running = cache.epoch(), cache.pod_index.running_by_owner()
+    epoch = cache.epoch()
     found = []
     for adapter, ref, watched in cache.job_caches.values():
         source_kind = KindSource(adapter, ref.version)
         obj = cache.current(watched, namespace, name)
         if obj is not None and listed_job(source_kind, obj):
-            owners = owners_of(source_kind, obj)
+            owners = owners_of(source_kind, obj)  # None: the job itself owns its pods
+            counted = owners if owners is not None else ((namespace, adapter.kind, name),)
+            running = cache.pod_index.running_by_owner(counted)
             found.append((source_kind, obj, cache.jobs.sized(watched.name, obj, epoch),
                           running_of(source_kind, obj, owners, running)))
     context = ViewContext(tree, cache.priorities(), cache.devices.quota(), time.time())

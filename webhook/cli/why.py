@@ -25,7 +25,7 @@ def _why(ctx: Ctx, args: argparse.Namespace) -> int:
         if served is not None and served.get("why") is not None:
             return _show(ctx, args, served["why"])
         # A job that does not wait is explained from its namespace alone.
-        complete = served is None or served.get("unexplained", {}).get("reason") != NOT_WAITING
+        complete = served is None or _unexplained(served) != NOT_WAITING
     snapshot, views, view = find_job(ctx, args.job, complete=complete, with_events=True)
     if not complete and view.status in WAITING:  # it waits again since the controller answered
         snapshot, views, view = find_job(ctx, args.job, complete=True, with_events=True)
@@ -54,9 +54,15 @@ def _served(ctx: Ctx, args: argparse.Namespace) -> dict[str, Any] | None:
     if served.body is None and served.problem is not None:
         ctx.note(f"the controller's answer is unavailable ({served.problem}); reading every job from the API "
                  "server instead")
-    elif served.body is not None and served.body.get("unexplained", {}).get("reason") == NOT_DECIDED:
+    elif served.body is not None and _unexplained(served.body) == NOT_DECIDED:
         ctx.note(f"{served.body['unexplained'].get('message', '')}; reading every job from the API server instead")
     return served.body
+
+
+def _unexplained(body: dict[str, Any]) -> str | None:
+    """Why the controller's answer has no explanation (``served_why`` made sure it says, when it has none)."""
+    unexplained = body.get("unexplained")
+    return str(unexplained["reason"]) if isinstance(unexplained, dict) else None
 
 
 def _show(ctx: Ctx, args: argparse.Namespace, why: dict[str, Any]) -> int:

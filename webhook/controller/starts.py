@@ -301,11 +301,12 @@ class PodIndex:
         """The current pods of ``job`` (by the owners its adapter names)."""
         return self.pods_of_owners(owners_of(job))
 
-    def running_by_owner(self) -> dict[OwnerKey, int]:
-        """How many pods of each owner run (phase ``Running``), for owners with one."""
+    def running_by_owner(self, owners: Iterable[OwnerKey] | None = None) -> dict[OwnerKey, int]:
+        """How many pods of each owner run (phase ``Running``), for owners with one: of every owner, or of
+        ``owners`` only."""
         out = {}
-        for owner, pods in self._by_owner.items():
-            running = sum(1 for pod in pods.values() if pod.phase == "Running")
+        for owner in self._by_owner if owners is None else owners:
+            running = sum(1 for pod in self._by_owner.get(owner, {}).values() if pod.phase == "Running")
             if running:
                 out[owner] = running
         return out

@@ -71,7 +71,8 @@ class _Undecided(Exception):
     """The last pass, or the last refresh of the start estimates, did not see the job."""
 
 
-def _status(code: int, reason: str, message: str) -> Explained:
+def failure(code: int, reason: str, message: str) -> Explained:
+    """A Kubernetes ``Status`` of failure, as the read API answers every refusal."""
     return Explained(code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                             "message": message, "reason": reason, "code": code})
 
@@ -107,10 +108,10 @@ def explain_served(inputs: WhyInputs, namespace: str, name: str, kind: str | Non
 
     found = [entry for entry in inputs.found if kind is None or entry[0].adapter.kind.lower() == kind.lower()]
     if not found:
-        return _status(404, "NotFound", f"no job named {name} in namespace {namespace}")
+        return failure(404, "NotFound", f"no job named {name} in namespace {namespace}")
     if len(found) > 1:
         kinds = " and ".join(f"a {entry[0].adapter.kind}" for entry in found)
-        return _status(409, "Conflict", f"{name} is {kinds} in namespace {namespace}: give its kind")
+        return failure(409, "Conflict", f"{name} is {kinds} in namespace {namespace}: give its kind")
     source, obj, sized, running = found[0]
     context, record = inputs.context, inputs.record
     view = job_view(source, obj, (), running, context, sized=sized)
