@@ -16,6 +16,7 @@ from webhook.api.objects import Obj, meta, name_of, namespace_of, rfc3339_second
 from webhook.controller.records import encode_backoff, spec_fingerprint
 from webhook.core.startup import BackoffNote
 from webhook.core.workload import WorkloadKey
+from webhook.readmodel import summaries
 from webhook.readmodel.eta import published_estimates
 from webhook.readmodel.fetch import load_snapshot
 from webhook.readmodel.jobs import job_summary
@@ -173,3 +174,50 @@ def test_the_answer_in_pieces_is_the_whole_answer(per_chunk: int) -> None:
     assert b"".join(chunks) == whole and counted == count == len(snapshot.jobs)
     chunks, counted = book.render_chunks(_inputs(snapshot), "nowhere", per_chunk)
     assert orjson.loads(b"".join(chunks))["items"] == [] and counted == 0
+
+
+def test_a_warm_book_builds_nothing_at_the_read_and_answers_the_same() -> None:
+    snapshot = _snapshot()
+    book, steps = SummaryBook(), list[int]()
+
+    def between() -> bool:
+        steps.append(1)
+        return True
+
+    assert book.warm(_inputs(snapshot), between) == len(snapshot.jobs)
+    assert len(book) == len(snapshot.jobs) and steps == []  # fewer builds than a step: never asked
+    assert _served(book, _inputs(snapshot)) == _direct(snapshot)
+    assert book.rebuilt == 0
+    # Nothing changed: a second warm-up builds nothing either.
+    assert book.warm(_inputs(snapshot), lambda: True) == 0
+
+
+@pytest.mark.parametrize("stop_after", [1, 2, 3])
+def test_a_warm_up_stopped_midway_keeps_what_it_built_and_leaves_the_rest_to_the_read(
+        monkeypatch: pytest.MonkeyPatch, stop_after: int) -> None:
+    monkeypatch.setattr(summaries, "WARM_BUILDS", 2)
+    snapshot = _snapshot()
+    book, asked = SummaryBook(), list[int]()
+
+    def between() -> bool:
+        asked.append(len(asked) + 1)
+        return len(asked) < stop_after
+
+    built = book.warm(_inputs(snapshot), between)
+    assert built == 2 * stop_after and len(book) == built and asked == list(range(1, stop_after + 1))
+    assert _served(book, _inputs(snapshot)) == _direct(snapshot)
+    assert book.rebuilt == len(snapshot.jobs) - built
+
+
+def test_a_warm_up_builds_only_what_changed_since_the_read() -> None:
+    snapshot = _snapshot()
+    book = SummaryBook()
+    _served(book, _inputs(snapshot))
+    jobs = list(snapshot.jobs)
+    index = next(i for i, (_, obj) in enumerate(jobs) if name_of(obj) == "pi2")
+    released: dict[str, Any] = copy.deepcopy(dict(jobs[index][1]))
+    released["spec"]["suspend"] = False
+    jobs[index] = (jobs[index][0], released)
+    assert book.warm(_inputs(snapshot, jobs), lambda: True) == 1
+    served = {job["name"]: job for job in _served(book, _inputs(snapshot, jobs))}
+    assert book.rebuilt == 0 and served["pi2"]["status"] == "PENDING"

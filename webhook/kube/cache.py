@@ -174,6 +174,8 @@ class WatchCache:
         """How many complete lists were stored (1 + re-lists)."""
         self.errors = 0
         """How many list or watch attempts failed (other than 410)."""
+        self.changes = 0
+        """How many changes were stored (each event, each list): what reads this cache can tell whether it moved."""
 
     # Reading -----------------------------------------------------------------------------------------------
     def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None:
@@ -303,6 +305,7 @@ class WatchCache:
         self._notify(CacheEvent(str(kind), obj, old))
 
     def _notify(self, event: CacheEvent) -> None:
+        self.changes += 1
         for listener in self._listeners:
             try:
                 listener(self, event)
