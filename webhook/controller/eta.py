@@ -42,7 +42,7 @@ from webhook.core.handoff import NO_HANDOFF, Handoff, HandoffHistory
 from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.runtimes import RuntimeHistory, history_items, restore_items, running_since
 from webhook.core.workload import Phase, Workload, WorkloadKey
-from webhook.kube.collector import collector_paused
+from webhook.kube.collector import collector_paused, release_free_memory
 from webhook.workloads.runtime import finished_at, job_runtime, stem_of, succeeded
 
 log = logging.getLogger("webhook.controller")
@@ -248,6 +248,8 @@ class EtaService:
         metrics.ETA_REFRESH.observe(self.last_cpu)
         log.debug(kv(component="controller", event="eta_refreshed", waiting=len(found.by_key), passes=found.passes,
                      cpu_seconds=f"{self.last_cpu:.3f}"))
+        del found, given
+        release_free_memory()  # what the replays freed, some tens of MiB at 50,000 waiting jobs
         return status
 
     def _wait_for_pass(self) -> None:
