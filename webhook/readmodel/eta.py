@@ -24,7 +24,6 @@ from webhook.api.objects import (
     queue_details,
     rfc3339_seconds,
 )
-from webhook.api.statuses import WAITING
 from webhook.core.decide import RECLAIM_TRIES_PER_QUOTA, leaf_policies
 from webhook.core.eta import Estimate, Estimates, Why, estimate
 from webhook.core.eta_replay import Basis, ReplayInput
@@ -35,7 +34,7 @@ from webhook.core.workload import Phase, WorkloadKey
 from webhook.readmodel.view import JobView, Snapshot
 from webhook.workloads.runtime import job_runtime
 
-__all__ = ["EtaReport", "about", "estimate_job", "estimate_snapshot", "eta_cell", "eta_fields", "eta_lines",
+__all__ = ["EtaReport", "about", "estimate_job", "estimate_snapshot", "eta_fields", "eta_lines",
            "published_estimates", "published_report", "replay_report"]
 
 Published = dict[tuple[str, str, str], tuple[float | None, float | None]]
@@ -93,21 +92,6 @@ def about(seconds: float) -> str:
         return f"{hours} h {rest} min" if rest and hours < 10 else f"{hours} h"
     days, hours = divmod(hours, 24)
     return f"{days} d {hours} h" if hours and days < 10 else f"{days} d"
-
-
-def eta_cell(job: Mapping[str, Any], now: float) -> str:
-    """The ETA column of ``kq list`` from a job as ``-o json`` gives it: ``~12m`` (the estimate), ``<20m`` (only
-    the latest is known), ``?`` (the controller has none), ``-`` (the job does not wait)."""
-    from webhook.readmodel.output import human_age  # noqa: PLC0415
-
-    if job.get("status") not in WAITING:
-        return "-"
-    start, latest = parse_time(job.get("estimatedStart")), parse_time(job.get("estimatedStartLatest"))
-    if start is not None:
-        return f"~{human_age(start - now)}"
-    if latest is not None:
-        return f"<{human_age(latest - now)}"
-    return "?"
 
 
 def _history(snapshot: Snapshot) -> RuntimeHistory:

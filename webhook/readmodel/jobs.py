@@ -108,8 +108,7 @@ def list_rows(
     """The columns and rows of ``kq list`` from the jobs as ``-o json`` gives them (:func:`job_summary`, or the
     controller's served summaries); ETA is when a waiting job should start (docs/eta.md)."""
     from webhook.core.resources import Resources  # noqa: PLC0415
-    from webhook.readmodel.eta import eta_cell  # noqa: PLC0415
-    from webhook.readmodel.output import Column, age, describe  # noqa: PLC0415
+    from webhook.readmodel.output import Column, age, describe, eta_cell  # noqa: PLC0415
 
     columns = []
     if all_namespaces:

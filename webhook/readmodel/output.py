@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.api.names import MAX_JOBS
+from webhook.api.objects import parse_time
+from webhook.api.statuses import WAITING
 
 WIDTH = 80
 """Tables are shrunk to fit this many columns."""
@@ -129,6 +131,19 @@ def age(created: float | None, now: float) -> str:
     if not created:
         return "<unknown>"
     return human_age(now - created)
+
+
+def eta_cell(job: Mapping[str, Any], now: float) -> str:
+    """The ETA column of ``kq list`` from a job as ``-o json`` gives it: ``~12m`` (the estimate), ``<20m`` (only
+    the latest is known), ``?`` (the controller has none), ``-`` (the job does not wait)."""
+    if job.get("status") not in WAITING:
+        return "-"
+    start, latest = parse_time(job.get("estimatedStart")), parse_time(job.get("estimatedStartLatest"))
+    if start is not None:
+        return f"~{human_age(start - now)}"
+    if latest is not None:
+        return f"<{human_age(latest - now)}"
+    return "?"
 
 
 def resource_name(name: str) -> str:
