@@ -16,8 +16,11 @@ The steps are :class:`bench.queue_scale_run.Run`'s, with Kueue's counterparts wh
 * a Queue's status is right when the team's ClusterQueue's ``pendingWorkloads`` counts the Jobs that wait
   there;
 * the read side: ``kubectl get workloads -A``, ``kubectl get workloads -n NS`` and ``kubectl describe
-  workload`` (Kueue's own answer to why a job waits; its visibility API, an aggregated API, is not in the bench
-  yet); Kueue has no console page;
+  workload`` (Kueue's own answer to why a job waits); Kueue has no console page. Its visibility API (an
+  aggregated API) is not in the bench: with its internal certificate management off, as here, Kueue v0.17.0's
+  visibility server reads its certificate from ``/visibility/tls.crt``, a path fixed in its code
+  (``pkg/visibility/server.go``) at the root of the file system, which the bench does not create on the
+  machine (the private mount namespace only overlays ``/etc``);
 * the leader change: the second replica is started, the webhooks are pointed at it (a Service would route to
   the replica that lives), the first is killed with SIGKILL and its Lease left to expire.
 """

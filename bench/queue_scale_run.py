@@ -36,6 +36,7 @@ from webhook.core.quota import queue_name
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig, Ports
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef, load_configuration
+from webhook.readmodel.served import summaries_path
 
 DEPARTMENTS = 10
 TEAMS = 10
@@ -298,6 +299,9 @@ class Run:
         middle = str(active[len(active) // 2]["name"]) if active else "q-00000"
         kq = [sys.executable, "-m", "webhook.cli.main"]
         await asyncio.to_thread(self.timed, "list-all", [*kq, "list", "-A"])
+        # The same answer without kq's decoding and layout: what the API server's proxy and kq serve take.
+        kubectl = str(cluster.binaries_dir() / "kubectl")
+        await asyncio.to_thread(self.timed, "list-all-raw", [kubectl, "get", "--raw", summaries_path(None)])
         await asyncio.to_thread(self.timed, "list-ns", [*kq, "list", "-n", ns])
         await asyncio.to_thread(self.timed, "why", [*kq, "why", "-n", ns, middle])
         url = f"{devsystem.console_url(self.config)}jobs?namespace={ns}"
