@@ -125,8 +125,8 @@ class ReadApi:
             controller.eta.reading(self._lists > 0)
 
     async def keep_warm(self, app: web.Application) -> AsyncIterator[None]:
-        """While ``kq serve`` runs (an entry of its ``cleanup_ctx``): every :data:`WARM_SECONDS`, when a job or a
-        pod changed since the last look, build the summaries a read would build (:meth:`SummaryBook.warm`)."""
+        """While ``kq serve`` runs (an entry of its ``cleanup_ctx``): every :data:`WARM_SECONDS`, when a warm-up is
+        due (:func:`warm_due`), build the summaries a read would build (:meth:`SummaryBook.warm`)."""
         task = asyncio.create_task(self._warming(), name="read-api-warm")
         yield
         task.cancel()
