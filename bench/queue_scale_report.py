@@ -48,6 +48,8 @@ class Figures:
     reads: dict[str, list[float]] = field(default_factory=dict)
     read_errors: dict[str, str] = field(default_factory=dict)
     read_notes: dict[str, list[str]] = field(default_factory=dict)
+    read_cpu: dict[str, list[float]] = field(default_factory=dict)
+    """Each timed command's own CPU seconds (user and system), by read."""
     """What a read that succeeded said on stderr, run by run (``kq list -A`` says when it read the API)."""
     read_log: list[str] = field(default_factory=list)
     """``kq serve``'s log lines of its read API and of its full heap collections, with their times."""
@@ -158,6 +160,9 @@ def rows(figures: Figures) -> list[Row]:
         out.append((f"{ours} / {kueue}: s, median of 3", _num(statistics.median(values), 2) + error,
                     "" if role in UNGOALED else "< 2"))
         out.append((f"{ours} / {kueue}: s, each run", " / ".join(_num(value, 2) for value in values), ""))
+        if role in figures.read_cpu:
+            out.append((f"{ours} / {kueue}: its own CPU, s, each run",
+                        " / ".join(_num(value, 2) for value in figures.read_cpu[role]), ""))
     out.append(("cold start: controller ready, s after its start", _num(figures.cold_ready_s), ""))
     out.append(("cold start: first admission, s after its start", _num(figures.cold_first_admission_s), ""))
     out.append(("cold start: every Queue's status right, s after its start", _num(figures.cold_statuses_s), ""))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -274,9 +275,13 @@ class Run:
         under ``name`` (a key of :data:`bench.queue_scale_report.READS`)."""
         env = {**os.environ, "KUBECONFIG": str(self.config.kubeconfig)}
         for _ in range(TIMED_RUNS):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.monotonic()
             done = subprocess.run(argv, env=env, capture_output=True, timeout=STEP_S, check=False)
             took = time.monotonic() - started
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the command's own CPU, its wait for others apart
+            self.figures.read_cpu.setdefault(name, []).append(
+                after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
             said = done.stderr.decode("utf-8", "replace").strip()
             if done.returncode != 0:
                 self.figures.read_errors[name] = said[-300:]
