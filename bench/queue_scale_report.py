@@ -48,9 +48,9 @@ class Figures:
     reads: dict[str, list[float]] = field(default_factory=dict)
     read_errors: dict[str, str] = field(default_factory=dict)
     read_notes: dict[str, list[str]] = field(default_factory=dict)
+    """What a read that succeeded said on stderr, run by run (``kq list -A`` says when it read the API)."""
     read_cpu: dict[str, list[float]] = field(default_factory=dict)
     """Each timed command's own CPU seconds (user and system), by read."""
-    """What a read that succeeded said on stderr, run by run (``kq list -A`` says when it read the API)."""
     read_log: list[str] = field(default_factory=list)
     """``kq serve``'s log lines of its read API and of its full heap collections, with their times."""
     cold_ready_s: float = NAN
