@@ -177,7 +177,6 @@ class SummaryBook:
         building = True
         for source, obj, sized in inputs.jobs:
             entry = old.get(id(obj))
-            owners = None
             if entry is not None and entry.kept and entry.obj is obj and entry.sized is sized:
                 owners = entry.owners
                 running = running_of(source, obj, owners, inputs.running)
