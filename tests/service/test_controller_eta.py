@@ -33,15 +33,16 @@ async def refreshed(api: FakeApi, controller: Controller) -> None:
     """One pass, the estimate task's refresh it triggers, and the pass that writes what it published."""
     eta = controller.eta
     assert eta is not None
-    before = eta.refreshes
+    before, published = eta.refreshes, eta.published()
     await step(api, controller)
     task = asyncio.ensure_future(eta.run())
     try:
+        # Until the task has taken its refresh in: counted in the worker thread, it is published a step later.
         for _ in range(2000):
-            if eta.refreshes > before:
+            if eta.refreshes > before and eta.published() is not published:
                 break
             await asyncio.sleep(0.005)
-        assert eta.refreshes > before, "the estimate task did not refresh"
+        assert eta.refreshes > before and eta.published() is not published, "the estimate task did not refresh"
     finally:
         task.cancel()
     await step(api, controller)
