@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -170,6 +171,60 @@ def test_a_hung_service_costs_kq_list_a_bounded_wait_then_the_api_is_read(teams:
               for job in json.loads(result.stdout)["items"] if job["namespace"] in (teams.a, teams.b)}
     assert listed.keys() == expected.keys()
     dev.wait_until(lambda: teams.kq("list", "-A").stderr == "", 60, "kq list -A served again once kq serve runs")
+
+
+SUMMARIES = "jobsummaries.visibility.kube-queue.x-k8s.io"
+SAME = ("NAMESPACE", "NAME", "KIND", "STATUS", "POSITION", "PODS")
+"""The columns two reads of the table must agree on (an estimate and an age move between them, and a long queue
+name may be cut to fit)."""
+
+
+def _table(text: str, namespaces: tuple[str, ...], columns: tuple[str, ...] = SAME) -> dict[tuple[str, str], list[str]]:
+    """The rows of a printed table in ``namespaces``, by namespace and name, with the cells of ``columns``."""
+    lines = text.splitlines()
+    header = lines[0].split()
+    at = [header.index(column) for column in columns]
+    rows = [re.split(r" {2,}", line.strip()) for line in lines[1:]]
+    return {(cells[0], cells[1]): [cells[index] for index in at] for cells in rows if cells[0] in namespaces}
+
+
+def test_kubectl_get_and_kq_list_read_the_summaries_as_a_table(teams: Teams) -> None:
+    dev, log = teams.dev, teams.dev.config.logs / "kq-serve.log"
+
+    def tables() -> int:
+        return sum("event=listed" in line and "table=Metadata" in line
+                   for line in log.read_text(errors="replace").splitlines())
+
+    def both() -> tuple[dict[tuple[str, str], list[str]], dict[tuple[str, str], list[str]]]:
+        served, direct = teams.kq("list", "-A", "-o", "wide"), teams.kq("list", "-A", "-o", "wide", "--direct")
+        assert served.returncode == 0 and served.stderr == "", served.stderr
+        return _table(served.stdout, (teams.a, teams.b)), _table(direct.stdout, (teams.a, teams.b))
+
+    before = tables()
+    served, direct = both()
+    if served != direct:  # a pod's phase may have moved between the two reads: once more
+        served, direct = both()
+    assert served == direct and {name for _, name in served} == {"pi1", "pi2", "pi3", "pi4", "pb"}
+    assert tables() >= before + 1, "kq list -A did not read the controller's table"
+    # kubectl get prints the same columns from the same rows, the namespace from each row's object.
+    printed = dev.kubectl("get", SUMMARIES, "-A")
+    assert printed.splitlines()[0].split() == ["NAMESPACE", "NAME", "KIND", "STATUS", "QUEUE", "POSITION", "ETA",
+                                               "AGE"]
+    by_kubectl = _table(printed, (teams.a, teams.b), SAME[:5])
+    assert by_kubectl.keys() == served.keys()
+    assert all(cells == served[key][:5] for key, cells in by_kubectl.items()), (by_kubectl, served)
+    wide = dev.kubectl("get", SUMMARIES, "-n", teams.a, "-o", "wide").splitlines()
+    assert wide[0].split() == ["NAME", "KIND", "STATUS", "QUEUE", "POSITION", "ETA", "PRIORITY", "PODS", "REQUEST",
+                               "AGE"]
+    assert sorted(line.split()[0] for line in wide[1:]) == ["pi1", "pi2", "pi3", "pi4"]
+    one = dev.kubectl("get", SUMMARIES, "pi1", "-n", teams.a).splitlines()
+    assert len(one) == 2 and one[1].split()[:3] == ["pi1", "Job", served[(teams.a, "pi1")][3]]
+    # The user with edit in team a's namespace gets its table, and no other namespace's.
+    own = dev.kubectl_result("get", SUMMARIES, "-n", teams.a, user=USER)
+    assert own.returncode == 0 and "pi4" in own.stdout, own
+    for where in (["-n", teams.b], ["-A"]):
+        refused = dev.kubectl_result("get", SUMMARIES, *where, user=USER)
+        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused
 
 
 WHY_COMPARED = ("kind", "namespace", "name", "status", "quota", "queue", "position", "waiting", "policy",

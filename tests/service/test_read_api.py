@@ -26,6 +26,7 @@ from webhook import pki
 from webhook.admission import server
 from webhook.admission.app import make_app
 from webhook.admission.state import Settings, StateStore
+from webhook.api.names import TABLE_MEDIA_TYPE
 from webhook.api.objects import Obj, name_of, namespace_of
 from webhook.cli import readapi
 from webhook.controller import decide
@@ -323,3 +324,37 @@ async def test_a_missing_job_a_bad_parameter_and_a_forged_user_are_refused(one_j
     assert status == 401 and "kq why" in answer["message"]
     status, answer = await ask(one_job, _one("user-a", "pi2"), one_job.wrong_name, {"X-Remote-User": "alice"})
     assert status == 401
+
+
+TABLE = {**ALICE, "Accept": f"{TABLE_MEDIA_TYPE},application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"}
+"""What kubectl get asks for."""
+
+
+async def test_who_accepts_a_table_gets_one_and_a_wrong_include_object_is_refused(
+        served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(readapi, "READER_GRACE_SECONDS", 0.01)
+    served.running.controller, served.running.loop = _controller(), asyncio.get_running_loop()
+    status, listed = await ask(served, cert=served.front_proxy, headers=ALICE)
+    assert status == 200 and listed["kind"] == "JobSummaryList"
+    status, table = await ask(served, cert=served.front_proxy, headers=TABLE)
+    assert status == 200 and table["kind"] == "Table", table
+    rows = {(row["object"]["metadata"]["namespace"], row["cells"][0]): row["cells"] for row in table["rows"]}
+    assert rows.keys() == {(item["job"]["namespace"], item["job"]["name"]) for item in listed["items"]}
+    assert rows[("user-a", "pi2")][1:4] == ["Job", "QUEUING", "Department-a"]
+    status, table = await ask(served, f"{PATH}?includeObject=None", served.front_proxy, TABLE)
+    assert status == 200 and all(row.keys() == {"cells"} for row in table["rows"])
+    status, refused = await ask(served, f"{PATH}?includeObject=Everything", served.front_proxy, TABLE)
+    assert status == 400 and "includeObject is one of None, Metadata, Object" in refused["message"]
+    # The answer still goes to the front proxy alone.
+    status, refused = await ask(served, headers={**TABLE, "X-Remote-User": "system:admin"})
+    assert status == 401
+
+
+async def test_one_job_as_a_table_of_one_row(one_job: Served) -> None:
+    status, table = await ask(one_job, _one("user-a", "pi2"), one_job.front_proxy, TABLE)
+    assert status == 200 and table["kind"] == "Table", table
+    (row,) = table["rows"]
+    assert row["cells"][:5] == ["pi2", "Job", "QUEUING", "Department-a", "2"]
+    assert row["object"]["metadata"] == {"name": "pi2", "namespace": "user-a"}
+    status, answer = await ask(one_job, _one("user-a", "pi3"), one_job.front_proxy, TABLE)
+    assert status == 404 and answer["reason"] == "NotFound"

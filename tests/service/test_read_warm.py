@@ -108,7 +108,7 @@ async def test_the_first_read_finds_every_summary_built(warming: readapi.ReadApi
 
     inputs, _ = await warming._inputs()
     assert inputs is not None
-    _, count, _ = await asyncio.get_running_loop().run_in_executor(None, warming._render, inputs, None)
+    _, count, _ = await asyncio.get_running_loop().run_in_executor(None, warming._render, inputs, None, None)
     assert count == jobs and warming.book.rebuilt == 0
 
 

@@ -123,6 +123,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, {"items": [{"metadata": {"name": "b"}}], "metadata": {}})
             else:
                 self._send(200, {"items": [{"metadata": {"name": "a"}}], "metadata": {"continue": "page2"}})
+        elif parts.path == "/apis/g/v1/things":  # answers what was accepted
+            self._send(200, {"kind": "Table" if "as=Table" in self.headers.get("Accept", "") else "ThingList"})
         elif parts.path.endswith("/log"):
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
@@ -164,6 +166,9 @@ def test_requests_lists_errors_warnings_and_streams(server: str) -> None:
     assert api.warnings == ['299 - "kube-queue: queued"']
     assert list(api.stream_lines("/api/v1/namespaces/ns/pods/p/log", [("follow", "true")])) == ["line one", "line two"]
     assert {auth for _, _, auth in _Handler.seen} == {"Bearer secret"}
+    # A Table is accepted only when asked for, and plain JSON beside it.
+    assert api.request("GET", "/apis/g/v1/things")["kind"] == "ThingList"
+    assert api.table("/apis/g/v1/things")["kind"] == "Table"
     api.close()
 
 

@@ -1,5 +1,6 @@
 """The controller's job summaries (docs/queueing.md, "Reading every job") say what ``kq list`` computes from the
-API, and stay right as their inputs change while each job's summary is kept between reads."""
+API, and stay right as their inputs change while each job's summary is kept between reads; served as a Table, each
+row is what ``kq list`` lays out from the same summary."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from tests.clirun import NOW, seed_api
 from webhook.api.names import BACKOFF_ANNOTATION
 from webhook.api.objects import Obj, meta, name_of, namespace_of, rfc3339_seconds
+from webhook.cli.readapi import wants_table
 from webhook.controller.records import encode_backoff, spec_fingerprint
 from webhook.core.startup import BackoffNote
 from webhook.core.workload import WorkloadKey
@@ -20,7 +22,8 @@ from webhook.readmodel import summaries
 from webhook.readmodel.eta import published_estimates
 from webhook.readmodel.fetch import load_snapshot
 from webhook.readmodel.jobs import job_summary
-from webhook.readmodel.summaries import OwnerKey, SummaryBook, SummaryInputs
+from webhook.readmodel.listing import COLUMNS, job_cells, list_rows
+from webhook.readmodel.summaries import OwnerKey, SummaryBook, SummaryInputs, one_row_table
 from webhook.readmodel.view import KindSource, Snapshot, ViewContext, job_views
 from webhook.workloads.base import value_at
 
@@ -221,3 +224,116 @@ def test_a_warm_up_builds_only_what_changed_since_the_read() -> None:
     assert book.warm(_inputs(snapshot, jobs), lambda: True) == 1
     served = {job["name"]: job for job in _served(book, _inputs(snapshot, jobs))}
     assert book.rebuilt == 0 and served["pi2"]["status"] == "PENDING"
+
+
+# As a table (docs/queueing.md, "As a table"): each row is what kq list lays out from the same job's summary, by
+# the one rule of webhook.readmodel.listing; the rows in namespace, name and kind order, with what includeObject
+# asks; a kept row moves with the clock, a pass and the estimates.
+
+BIG, PI2 = WorkloadKey("Job", "user-b", "big"), WorkloadKey("Job", "user-a", "pi2")
+
+
+def _table(book: SummaryBook, inputs: SummaryInputs, now: float, include: str = "Metadata",
+           namespace: str | None = None, per_chunk: int = 3) -> dict[str, Any]:
+    chunks, count = book.table_chunks(inputs, namespace, now, include, per_chunk)
+    table: dict[str, Any] = orjson.loads(b"".join(chunks))
+    assert table["kind"] == "Table" and table["apiVersion"] == "meta.k8s.io/v1" and len(table["rows"]) == count
+    return table
+
+
+def test_each_row_is_what_kq_list_lays_out_from_the_jobs_summary() -> None:
+    snapshot = _snapshot()
+    inputs = _inputs(snapshot, positions={BIG: 2, PI2: 1}, estimates={BIG: ESTIMATE})
+    book = SummaryBook()
+    jobs = _served(book, inputs)
+    for now in (NOW, NOW + 3600):  # the same kept rows, an hour later: the ages and the ETA move
+        table = _table(book, inputs, now)
+        assert book.rebuilt == 0
+        served = [(row["object"]["metadata"]["namespace"], row["cells"]) for row in table["rows"]]
+        ordered = sorted(jobs, key=lambda job: (job["namespace"], job["name"], job["kind"]))
+        assert served == [(job["namespace"], job_cells(job, now)) for job in ordered]
+        cells = {row[0]: row for _, row in served}
+        # big is second with its estimate (ten minutes ahead, then an hour later long due), pi2 first without one.
+        assert cells["big"][4:6] == ["2", "~10m" if now == NOW else "~0s"]
+        assert cells["big"][9] == ("14m" if now == NOW else "74m")
+        assert cells["pi2"][4:6] == ["1", "?"] and cells["pi1"][4:6] == ["-", "-"]
+    # The layout kq makes of the rows is the one it makes of the summaries.
+    columns, rows = list_rows(ordered, NOW, wide=True, all_namespaces=True)
+    assert [column.header for column in columns][1:] == [column.column.header for column in COLUMNS]
+    table = _table(book, inputs, NOW)
+    assert [(row["object"]["metadata"]["namespace"], *row["cells"]) for row in table["rows"]] == rows
+
+
+def test_the_columns_say_which_only_wide_shows() -> None:
+    table = _table(SummaryBook(), _inputs(_snapshot()), NOW)
+    definitions = table["columnDefinitions"]
+    assert [column["name"] for column in definitions] == [column.name for column in COLUMNS]
+    assert [column["name"] for column in definitions if column["priority"]] == ["Priority", "Pods", "Request"]
+    assert [column["name"] for column in definitions if column["format"] == "name"] == ["Name"]
+    assert all(column["description"] and column["type"] == "string" for column in definitions)
+
+
+def test_include_object_none_metadata_or_the_whole_summary() -> None:
+    snapshot = _snapshot()
+    inputs = _inputs(snapshot, estimates={BIG: ESTIMATE})
+    book = SummaryBook()
+    items = {(job["namespace"], job["name"]): job for job in _served(book, inputs)}
+    bare = _table(book, inputs, NOW, "None")
+    assert all(row.keys() == {"cells"} for row in bare["rows"])
+    meta = _table(book, inputs, NOW, "Metadata")
+    for row in meta["rows"]:
+        assert row["object"]["kind"] == "PartialObjectMetadata" and row["object"]["apiVersion"] == "meta.k8s.io/v1"
+        assert row["object"]["metadata"]["name"] == row["cells"][0]
+    whole = _table(book, inputs, NOW, "Object")
+    for row in whole["rows"]:
+        obj = row["object"]
+        assert obj["kind"] == "JobSummary" and obj["apiVersion"] == "visibility.kube-queue.x-k8s.io/v1alpha1"
+        assert obj["job"] == items[(obj["metadata"]["namespace"], obj["metadata"]["name"])]
+    assert [row["cells"] for row in bare["rows"]] == [row["cells"] for row in whole["rows"]]
+
+
+def test_one_namespace_and_no_rows() -> None:
+    snapshot = _snapshot()
+    book = SummaryBook()
+    table = _table(book, _inputs(snapshot), NOW, namespace="user-a", per_chunk=1)
+    assert {row["object"]["metadata"]["namespace"] for row in table["rows"]} == {"user-a"}
+    assert _table(book, _inputs(snapshot), NOW, namespace="nowhere")["rows"] == []
+
+
+def test_a_job_that_changes_moves_its_row() -> None:
+    snapshot = _snapshot()
+    book = SummaryBook()
+    inputs = _inputs(snapshot)
+    _table(book, inputs, NOW)
+    running = dict(inputs.running)
+    running[("user-a", "Job", "pi2")] = 6
+    table = _table(book, _inputs(snapshot, running=running), NOW)
+    (row,) = [row["cells"] for row in table["rows"] if row["cells"][0] == "pi2"]
+    assert row[7] == "6/6" and book.rebuilt == 1
+
+
+def test_one_jobs_answer_as_a_table_of_one_row() -> None:
+    job = {"name": "j", "namespace": "n", "kind": "Job", "status": "QUEUING", "leaf": "team", "position": 4,
+           "priority": 1, "pods": {"running": 0, "expected": 2}, "request": {"cpu": "2"},
+           "created": rfc3339_seconds(NOW - 120), "estimatedStartLatest": rfc3339_seconds(NOW + 1200)}
+    answer = {"kind": "JobSummary", "job": job, "why": {"explanation": "waits"}}
+    table = one_row_table(answer, NOW, "Metadata")
+    (row,) = table["rows"]
+    assert row["cells"] == ["j", "Job", "QUEUING", "team", "4", "<20m", "1", "0/2", "cpu=2", "2m"]
+    assert row["object"]["metadata"] == {"name": "j", "namespace": "n"}
+    assert one_row_table(answer, NOW, "Object")["rows"][0]["object"] is answer
+    assert "object" not in one_row_table(answer, NOW, "None")["rows"][0]
+
+
+@pytest.mark.parametrize(("accept", "wanted"), [
+    ("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,"
+     "application/json", True),
+    ("application/json; as=Table; g=meta.k8s.io; v=v1", True),
+    ("application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json", False),
+    ("application/json", False),
+    ("", False),
+    ("application/yaml;as=Table;v=v1;g=meta.k8s.io", False),
+    ("application/json;as=Table;v=v1;g=other.io", False),
+])
+def test_a_table_is_served_only_to_who_accepts_one_of_meta_v1(accept: str, wanted: bool) -> None:
+    assert wants_table(accept) is wanted

@@ -51,12 +51,15 @@ VISIBILITY_GROUP: Final = f"visibility.{PREFIX}"
 """The aggregated API group ``kq serve`` answers: the jobs as the controller sees them."""
 VISIBILITY_VERSION: Final = "v1alpha1"
 JOB_SUMMARIES: Final = "jobsummaries"
-"""Its one resource, namespaced, list only: one item a job, ``kq list -o json``'s fields under ``job``."""
+"""Its one resource, namespaced, get and list: one item a job, ``kq list -o json``'s fields under ``job``."""
 JOB_SUMMARY_KIND: Final = "JobSummary"
 VISIBILITY_API_SERVICE: Final = f"{VISIBILITY_VERSION}.{VISIBILITY_GROUP}"
 """The APIService that routes the group to ``kq serve``."""
 VISIBILITY_SERVICE: Final = "kube-queue-webhook"
 """The Service (in :data:`QUEUE_NAMESPACE`) the APIService names: the webhook's own, the same HTTPS port."""
+TABLE_MEDIA_TYPE: Final = "application/json;as=Table;v=v1;g=meta.k8s.io"
+"""What a client that wants a list as rows to print accepts (``kubectl get``; ``kq list -A``): a Kubernetes Table,
+``meta.k8s.io/v1``."""
 
 # Labels -----------------------------------------------------------------------------------------------------
 QUOTA_LABEL: Final = "quota.scheduling.alibabacloud.com/name"

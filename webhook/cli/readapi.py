@@ -26,7 +26,13 @@ import orjson
 from aiohttp import web
 from prometheus_client import Counter, Histogram
 
-from webhook.api.names import JOB_SUMMARIES, JOB_SUMMARY_KIND, VISIBILITY_GROUP, VISIBILITY_VERSION
+from webhook.api.names import (
+    JOB_SUMMARIES,
+    JOB_SUMMARY_KIND,
+    TABLE_MEDIA_TYPE,
+    VISIBILITY_GROUP,
+    VISIBILITY_VERSION,
+)
 from webhook.api.objects import Obj, rfc3339_seconds
 from webhook.controller.controller import Controller
 from webhook.controller.decide import ESTIMATE_FIELDS
@@ -41,7 +47,7 @@ from webhook.kube.frontproxy import FRONT_PROXY, caller_of
 from webhook.readmodel.eta import published_estimates as queue_estimates
 from webhook.readmodel.explain import AHEAD_SHOWN
 from webhook.readmodel.explained import WhyInputs, explain_served, failure
-from webhook.readmodel.summaries import SummaryBook, SummaryInputs, owners_of, running_of
+from webhook.readmodel.summaries import INCLUDE_OBJECT, SummaryBook, SummaryInputs, one_row_table, owners_of, running_of
 from webhook.readmodel.view import KindSource, ViewContext, listed_job
 from webhook.readmodel.waiting import oversell_rate
 
@@ -93,6 +99,26 @@ def _starting() -> web.Response:
     READ_REFUSED.labels("unavailable").inc()
     return _status(503, "ServiceUnavailable", "the queue controller is starting (its caches are listing) or does "
                    "not run here (--no-controller); ask again in a few seconds")
+
+
+def wants_table(accept: str) -> bool:
+    """Whether a request's ``Accept`` header offers a Table of ``meta.k8s.io/v1`` (as ``kubectl get`` does, beside
+    plain JSON)."""
+    for offer in accept.split(","):
+        media, *parameters = (part.strip() for part in offer.split(";"))
+        given = dict(parameter.partition("=")[::2] for parameter in parameters)
+        if media == "application/json" and given.get("as") == "Table" and given.get("g") == "meta.k8s.io" and (
+                given.get("v") == "v1"):
+            return True
+    return False
+
+
+def _include(request: web.Request) -> str | web.Response:
+    """What each row of a Table carries besides its cells (``includeObject``), or the refusal."""
+    include = request.query.get("includeObject", "Metadata")
+    if include not in INCLUDE_OBJECT:
+        return _status(400, "BadRequest", f"includeObject is one of {', '.join(INCLUDE_OBJECT)}, not {include!r}")
+    return include
 
 
 def published_estimates(queues: Mapping[str, Obj]) -> dict[WorkloadKey, dict[str, str]]:
@@ -228,6 +254,9 @@ class ReadApi:
         except ValueError:
             return _status(400, "BadRequest", "width and ahead are whole numbers")
         kind = request.query.get("kind") or None
+        include = _include(request) if wants_table(request.headers.get("Accept", "")) else None
+        if isinstance(include, web.Response):
+            return include
         started = time.monotonic()
         controller, loop = self._running.controller, self._running.loop
         taken = None
@@ -244,13 +273,20 @@ class ReadApi:
         log.info(kv(component="read-api", event="explained", resource=JOB_SUMMARIES, user=caller,
                     namespace=namespace, name=name, code=answer.code,
                     unexplained=unexplained["reason"] if unexplained else "-", seconds=f"{took:.3f}"))
-        return web.json_response(answer.body, status=answer.code, dumps=lambda body: orjson.dumps(body).decode())
+        body = answer.body
+        if include is not None and answer.code == 200:
+            return web.Response(body=orjson.dumps(one_row_table(body, time.time(), include)),
+                                headers={"Content-Type": TABLE_MEDIA_TYPE})
+        return web.json_response(body, status=answer.code, dumps=lambda body: orjson.dumps(body).decode())
 
     async def _list(self, request: web.Request) -> web.StreamResponse:
         caller = self._caller(request)
         if not isinstance(caller, str):
             return caller
         namespace = request.match_info.get("namespace")
+        include = _include(request) if wants_table(request.headers.get("Accept", "")) else None
+        if isinstance(include, web.Response):
+            return include
         started = time.monotonic()
         self._reading(+1)  # until the reader has the answer: the API server's proxy and the reader share the cores
         written = False
@@ -259,13 +295,14 @@ class ReadApi:
             if inputs is None:
                 return _starting()
             chunks, count, sized = await asyncio.get_running_loop().run_in_executor(self._worker, self._render,
-                                                                                     inputs, namespace)
+                                                                                     inputs, namespace, include)
             took = time.monotonic() - started
             READ_SECONDS.labels("namespace" if namespace else "cluster").observe(took)
             log.info(kv(component="read-api", event="listed", resource=JOB_SUMMARIES, user=caller,
-                        namespace=namespace or "*", jobs=count, built=self.book.rebuilt, sized_by_pass=sized,
+                        namespace=namespace or "*", table=include or "-", jobs=count, built=self.book.rebuilt,
+                        sized_by_pass=sized,
                         controller_loop_seconds=f"{waited:.3f}", seconds=f"{took:.3f}"))
-            response = web.StreamResponse(headers={"Content-Type": "application/json"})
+            response = web.StreamResponse(headers={"Content-Type": TABLE_MEDIA_TYPE if include else "application/json"})
             await response.prepare(request)
             for chunk in chunks:  # each written as the connection takes it: no copy of the whole answer waits
                 await response.write(chunk)
@@ -293,10 +330,15 @@ class ReadApi:
             return None, waited
         return await asyncio.get_running_loop().run_in_executor(self._worker, taken), waited
 
-    def _render(self, inputs: SummaryInputs, namespace: str | None) -> tuple[list[bytes], int, int]:
-        """The answer's pieces, how many jobs it holds and how many of all the last pass had sized (in the worker
-        thread: a walk over every job has no place on the admission thread)."""
-        chunks, count = self.book.render_chunks(inputs, namespace)
+    def _render(self, inputs: SummaryInputs, namespace: str | None, include: str | None) -> tuple[
+            list[bytes], int, int]:
+        """The answer's pieces (a Table whose rows carry ``include`` unless it is ``None``), how many jobs it holds
+        and how many of all the last pass had sized (in the worker thread: a walk over every job has no place on
+        the admission thread)."""
+        if include is None:
+            chunks, count = self.book.render_chunks(inputs, namespace)
+        else:
+            chunks, count = self.book.table_chunks(inputs, namespace, time.time(), include)
         return chunks, count, sum(1 for _, _, how in inputs.jobs if how is not None)
 
 

@@ -69,9 +69,10 @@ def job_href(namespace: str, kind: str, name: str) -> str:
 
 
 def rows_of(views: Sequence[JobView], now: float, etas: Published | None = None) -> list[JobRow]:
-    """The table rows: the columns of ``kq list -o wide`` (:func:`webhook.readmodel.jobs.list_rows`), the ETA from
+    """The table rows: the columns of ``kq list -o wide`` (:func:`webhook.readmodel.listing.list_rows`), the ETA from
     ``etas`` (the Queues' published estimates)."""
-    from webhook.readmodel.jobs import job_summary, list_rows  # noqa: PLC0415
+    from webhook.readmodel.jobs import job_summary  # noqa: PLC0415
+    from webhook.readmodel.listing import list_rows  # noqa: PLC0415
 
     _, rows = list_rows([job_summary(view, etas) for view in views], now, wide=True, all_namespaces=False)
     # NAME, KIND, STATUS, QUEUE, POSITION, ETA, PRIORITY, PODS, REQUEST, AGE

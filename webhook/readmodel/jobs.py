@@ -1,11 +1,11 @@
 """Jobs as ``kq`` and the console show them: finding one by ``[KIND/]NAME`` (with suggestions when it is not
-there), the rows of ``kq list``, a job as ``-o json`` gives it, and the text of ``kq get``.
+there), a job as ``-o json`` gives it (its row: :mod:`webhook.readmodel.listing`), and the text of ``kq get``.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.api.names import QUEUE_NAMESPACE
@@ -14,7 +14,6 @@ from webhook.api.objects import (
     created_of,
     event_time,
     name_of,
-    parse_time,
     pod_phase,
     pod_spec,
     rfc3339_seconds,
@@ -96,48 +95,6 @@ def not_found_message(ctx: Ctx, name: str, namespace: str, names: Sequence[str],
 
 
 # kq list ------------------------------------------------------------------------------------------------------------
-
-
-def _cell(value: object) -> str:
-    return "-" if value is None or value == "" else str(value)
-
-
-def list_rows(
-    summaries: Sequence[Mapping[str, Any]], now: float, *, wide: bool, all_namespaces: bool
-) -> tuple[list[Any], list[list[str]]]:
-    """The columns and rows of ``kq list`` from the jobs as ``-o json`` gives them (:func:`job_summary`, or the
-    controller's served summaries); ETA is when a waiting job should start (docs/eta.md)."""
-    from webhook.core.resources import Resources  # noqa: PLC0415
-    from webhook.readmodel.output import Column, age, describe, eta_cell  # noqa: PLC0415
-
-    columns = []
-    if all_namespaces:
-        columns.append(Column("NAMESPACE", shrink=3, min_width=9))
-    columns += [
-        Column("NAME", shrink=4, min_width=12),
-        Column("KIND", shrink=5),
-        Column("STATUS"),
-        Column("QUEUE", shrink=2, min_width=8),
-        Column("POSITION", right=True),
-        Column("ETA", right=True),
-    ]
-    if wide:
-        columns += [Column("PRIORITY", right=True), Column("PODS", right=True), Column("REQUEST", shrink=1)]
-    columns.append(Column("AGE", right=True))
-    rows = []
-    for job in summaries:
-        row = [str(job["namespace"])] if all_namespaces else []
-        leaf = job.get("leaf")
-        row += [str(job["name"]), str(job["kind"]), str(job["status"]), _cell(leaf), _cell(job.get("position")),
-                eta_cell(job, now)]
-        if wide:
-            request = job.get("request")
-            pods = job.get("pods") or {}
-            row += [str(job.get("priority", 0)), f"{pods.get('running', 0)}/{pods.get('expected', 0)}",
-                    describe(Resources.parse(request)) if isinstance(request, Mapping) else "-"]
-        row.append(age(parse_time(job.get("created")), now))
-        rows.append(row)
-    return columns, rows
 
 
 def job_summary(view: JobView, etas: Published | None = None) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from urllib.parse import urlencode, urlsplit
 from webhook.api import kinds
 from webhook.api.errors import ApiStatusError, status_error
 from webhook.api.kinds import Kind, api_path
+from webhook.api.names import TABLE_MEDIA_TYPE
 from webhook.api.objects import Obj
 from webhook.readmodel.kubeconfig import ConfigError, Connection, load_connection
 from webhook.readmodel.paging import continue_of, decode, prefetched, with_token
@@ -97,6 +98,11 @@ class KubeApi:
     ) -> Any:
         """One request; the decoded JSON answer (``{}`` when empty). :class:`ApiError` unless 2xx."""
         raise NotImplementedError
+
+    def table(self, path: str, query: Sequence[tuple[str, str]] = ()) -> Any:
+        """A GET that accepts a Table (``meta.k8s.io/v1``) before plain JSON: the decoded answer, whichever the
+        server chose (here, one that serves no Table)."""
+        return self.request("GET", path, query)
 
     def stream_lines(self, path: str, query: Sequence[tuple[str, str]] = ()) -> Iterator[str]:
         """A streamed GET (``follow=true`` logs, watches): its lines, as they come, without line ends."""
@@ -236,11 +242,15 @@ class HttpApi(KubeApi):
         payload = None if body is None else json.dumps(body).encode()
         return decode(self._exchange(method, self._url(path, query), payload, content_type))
 
+    def table(self, path: str, query: Sequence[tuple[str, str]] = ()) -> Any:
+        return decode(self._exchange("GET", self._url(path, query), None, "", f"{TABLE_MEDIA_TYPE},application/json"))
+
     def pages(self, path: str, query: Sequence[tuple[str, str]]) -> Iterator[Any]:
         """The pages of a list, the next fetched while the caller decodes one (:mod:`webhook.readmodel.paging`)."""
         return prefetched(lambda with_query: self._exchange("GET", self._url(path, with_query), None, ""), query)
 
-    def _exchange(self, method: str, url: str, payload: bytes | None, content_type: str) -> bytes:
+    def _exchange(self, method: str, url: str, payload: bytes | None, content_type: str,
+                  accept: str = "application/json") -> bytes:
         """One request, its raw answer; :class:`ApiError` unless 2xx."""
         if self._down is not None:
             raise self._down
@@ -248,7 +258,9 @@ class HttpApi(KubeApi):
             if self._conn is None:
                 self._conn = self._open(self.timeout)
             try:
-                self._conn.request(method, url, body=payload, headers=self._headers(content_type if payload else None))
+                headers = self._headers(content_type if payload else None)
+                headers["Accept"] = accept
+                self._conn.request(method, url, body=payload, headers=headers)
                 response = self._conn.getresponse()
                 raw = response.read()
             except (ConnectionResetError, BrokenPipeError) as error:

@@ -77,19 +77,22 @@ def render(
     header: bool = True,
     gap: str = GAP,
 ) -> str:
-    """The lines of ``rows`` (and the header) laid out in ``widths``, cells cut with ``…`` when longer."""
-    lines = []
-    right = [column.right for column in columns]
-    for cells in [[c.header for c in columns], *rows] if header else rows:
-        last = len(cells) - 1
-        parts = [
-            (text if len(text) <= width else _cut(text, width)).rjust(width) if right[index]
-            else (text if len(text) <= width else _cut(text, width)) if index == last
-            else (text if len(text) <= width else _cut(text, width)).ljust(width)
-            for index, (text, width) in enumerate(zip(cells, widths, strict=False))
-        ]
-        lines.append(gap.join(parts).rstrip())
-    return "\n".join(lines) + "\n" if lines else ""
+    """The lines of ``rows`` (and the header) laid out in ``widths``, cells cut with ``…`` when longer. Each line is
+    one format of its cells (some 1 microsecond a row: ``kq list -A`` lays out tens of thousands)."""
+    lines: Sequence[Sequence[str]] = [[c.header for c in columns], *rows] if header else rows
+    if not lines:
+        return ""
+    last = len(widths) - 1
+    if any(len(cells) != len(widths) for cells in lines):
+        lines = [[*cells[: len(widths)], *[""] * (len(widths) - len(cells))] for cells in lines]
+    by_column: list[Sequence[str]] = list(zip(*lines, strict=True))
+    if any(max(map(len, cells)) > width for cells, width in zip(by_column, widths, strict=True)):
+        by_column = [cells if max(map(len, cells)) <= width else [_cut(text, width) for text in cells]
+                     for cells, width in zip(by_column, widths, strict=True)]
+        lines = list(zip(*by_column, strict=True))
+    line = gap.join(f"{{:>{width}}}" if column.right else "{}" if index == last else f"{{:<{width}}}"
+                    for index, (column, width) in enumerate(zip(columns, widths, strict=False)))
+    return "".join(line.format(*cells).rstrip() + "\n" for cells in lines)
 
 
 def table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int = WIDTH, gap: str = GAP) -> str:
@@ -136,9 +139,14 @@ def age(created: float | None, now: float) -> str:
 def eta_cell(job: Mapping[str, Any], now: float) -> str:
     """The ETA column of ``kq list`` from a job as ``-o json`` gives it: ``~12m`` (the estimate), ``<20m`` (only
     the latest is known), ``?`` (the controller has none), ``-`` (the job does not wait)."""
-    if job.get("status") not in WAITING:
+    return eta_text(job.get("status"), job.get("estimatedStart"), job.get("estimatedStartLatest"), now)
+
+
+def eta_text(status: object, start_text: object, latest_text: object, now: float) -> str:
+    """:func:`eta_cell` from the job's status and its two estimates as RFC 3339 texts."""
+    if status not in WAITING:
         return "-"
-    start, latest = parse_time(job.get("estimatedStart")), parse_time(job.get("estimatedStartLatest"))
+    start, latest = parse_time(start_text), parse_time(latest_text)
     if start is not None:
         return f"~{human_age(start - now)}"
     if latest is not None:

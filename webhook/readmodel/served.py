@@ -52,6 +52,11 @@ def served_summaries(api: KubeApi, namespace: str | None) -> Served:
         answer = api.request("GET", summaries_path(namespace), [("timeout", f"{SERVED_TIMEOUT_SECONDS}s")])
     except ApiError as error:
         return Served(None, None if error.status == 404 else error.one_line())
+    return _summaries(answer)
+
+
+def _summaries(answer: Any) -> Served:
+    """The summaries of a list's answer, sorted (see :func:`served_summaries`)."""
     items = answer.get("items") if isinstance(answer, Mapping) else None
     if not isinstance(items, list):
         return Served(None, "its answer has no items")
@@ -63,6 +68,63 @@ def served_summaries(api: KubeApi, namespace: str | None) -> Served:
         jobs.append(job)
     jobs.sort(key=lambda job: (job["namespace"], job["name"], job["kind"]))
     return Served(jobs)
+
+
+Row = tuple[str, list[str]]
+"""A job's namespace and every cell of its row of ``kq list``, in the order of
+:data:`~webhook.readmodel.listing.COLUMNS`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServedRows:
+    """The served jobs as rows of ``kq list`` (``rows``, in namespace, name and kind order), or as summaries
+    (``summaries.jobs``, from a controller that serves no Table), or why neither (``summaries.problem``)."""
+
+    rows: list[Row] | None
+    summaries: Served
+
+
+def served_rows(api: KubeApi, namespace: str | None) -> ServedRows:
+    """The jobs the controller serves, as the rows it lays out for ``kubectl get`` (docs/queueing.md, "As a
+    table"): a third of the bytes of the summaries, and nothing left to compute but the layout."""
+    query = [("timeout", f"{SERVED_TIMEOUT_SECONDS}s"), ("includeObject", "Metadata")]
+    try:
+        answer = api.table(summaries_path(namespace), query)
+    except ApiError as error:
+        return ServedRows(None, Served(None, None if error.status == 404 else error.one_line()))
+    if not (isinstance(answer, Mapping) and answer.get("kind") == "Table"):
+        return ServedRows(None, _summaries(answer))
+    rows = _rows(answer)
+    if rows is None:
+        return ServedRows(None, Served(None, "its table is not kq list's"))
+    return ServedRows(rows, Served(None))
+
+
+def _rows(table: Mapping[str, Any]) -> list[Row] | None:
+    """The rows of a served Table, with the cells in the order of ``kq list``'s columns (``None``: a column is
+    missing, or a row is not a row of strings with its namespace)."""
+    from webhook.readmodel.listing import COLUMNS  # noqa: PLC0415
+
+    definitions, rows = table.get("columnDefinitions"), table.get("rows")
+    if not isinstance(definitions, list) or not isinstance(rows, list):
+        return None
+    names = [column.get("name") if isinstance(column, Mapping) else None for column in definitions]
+    if not all(column.name in names for column in COLUMNS):
+        return None
+    index = [names.index(column.name) for column in COLUMNS]
+    reorder = index != list(range(len(names)))
+    out: list[Row] = []
+    width = len(names)
+    for row in rows:
+        try:
+            cells, namespace = row["cells"], row["object"]["metadata"]["namespace"]
+            "".join(cells)  # raises unless every cell is a text
+        except (KeyError, TypeError):
+            return None
+        if type(cells) is not list or len(cells) != width or type(namespace) is not str:
+            return None
+        out.append((namespace, [cells[at] for at in index] if reorder else cells))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@ A summary is the read model's own :func:`~webhook.readmodel.view.job_view` and
 :func:`~webhook.readmodel.jobs.job_summary` over the controller's caches, so it says what ``kq`` computes from
 the API. Building every job's view costs some 30 microseconds a job, so each job's summary is kept, encoded,
 until its object, its sizing, its running pods, the tree, the PriorityClasses or the devices change; a read
-then only adds each waiting job's position and start estimate. :class:`SummaryInputs` hold references to the
+then only adds each waiting job's position and start estimate. With the summary, each job keeps the cells of its row of
+``kq list`` that move with neither the clock nor a pass (:func:`~webhook.readmodel.listing.fixed_cells`), so the
+same jobs are served as a Table (:meth:`SummaryBook.table_chunks`). :class:`SummaryInputs` hold references to the
 caches' objects; ``kq serve`` takes them on the controller's loop and builds the answer in a worker thread. It also
 keeps the book warm between reads (:meth:`SummaryBook.warm`), so even the first read finds the summaries built.
 """
@@ -13,8 +15,10 @@ keeps the book warm between reads (:meth:`SummaryBook.warm`), so even the first 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
 
 import orjson
 
@@ -26,6 +30,7 @@ from webhook.core.queueing import positions_only
 from webhook.core.workload import Workload, WorkloadError, WorkloadKey
 from webhook.kube.packed import Codec
 from webhook.readmodel.jobs import job_summary
+from webhook.readmodel.listing import cells, fixed_cells, job_cells, table_columns
 from webhook.readmodel.view import KindSource, ViewContext, job_view
 from webhook.workloads.base import value_at
 
@@ -36,6 +41,13 @@ WARM_BUILDS = 500
 """Summaries a warm-up builds between two calls of its ``between`` (some 15 to 35 ms)."""
 OwnerKey = tuple[str, str, str]
 """``(namespace, owner kind, owner name)`` of a pod's controller."""
+ROW_MARK = b"\n"
+"""Parts a job's packed summary from its row's fixed cells (encoded JSON holds no raw line end)."""
+INCLUDE_OBJECT = ("None", "Metadata", "Object")
+"""What each row of a Table carries besides its cells (Kubernetes' ``includeObject``): nothing, the job's name and
+namespace (the default: ``kubectl get -A`` reads the namespace there), or the whole summary."""
+TABLE_HEAD = {"apiVersion": "meta.k8s.io/v1", "kind": "Table", "metadata": {}}
+ROW_OBJECT_HEAD = b'{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":'
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +77,11 @@ class _Kept:
     waiting: Workload | None
     """Its workload while it is QUEUING (its key finds its position and estimates)."""
     namespace: str
+    name: str
+    kind: str
     body: bytes
-    """The item without its position, its estimates and its two closing braces, packed by the book's codec."""
+    """The item without its position, its estimates and its two closing braces, then :data:`ROW_MARK` and its row's
+    fixed cells with its creation time (a JSON list), packed by the book's codec."""
     kept: bool
     """Whether it may be read again while its inputs stay: not with a backoff note, whose state moves with the
     clock alone."""
@@ -102,8 +117,9 @@ def _build(source: KindSource, obj: Obj, sized: TrackedJob | str | None, owners:
     # The list names the items' kind and version once, as Kubernetes' own lists do (kubectl fills them in).
     item = {"metadata": {"name": view.name, "namespace": view.namespace}, "job": summary}
     waiting = view.workload if view.status == JobStatus.QUEUING and view.leaf is not None else None
-    return _Kept(obj, sized, owners, running, waiting, view.namespace, codec.pack(orjson.dumps(item)[:-2]),
-                 kept=view.backoff is None)
+    row = orjson.dumps([*fixed_cells(summary), view.created or None])
+    return _Kept(obj, sized, owners, running, waiting, view.namespace, view.name, view.kind,
+                 codec.pack(orjson.dumps(item)[:-2] + ROW_MARK + row), kept=view.backoff is None)
 
 
 class SummaryBook:
@@ -136,22 +152,41 @@ class SummaryBook:
         positions = self._positions(kept, inputs.positions)
         unpack = self._codec.unpack
         head = orjson.dumps({"apiVersion": API_VERSION, "kind": f"{JOB_SUMMARY_KIND}List", "metadata": {}})
-        chunks, parts, count = [head[:-1] + b',"items":['], [], 0
-        for entry in kept:
-            if namespace is not None and entry.namespace != namespace:
-                continue
+        parts = (_item(entry, unpack(entry.body).partition(ROW_MARK)[0], positions, inputs.estimates)
+                 for entry in kept if namespace is None or entry.namespace == namespace)
+        return _chunked(head[:-1] + b',"items":[', parts, per_chunk)
+
+    def table_chunks(self, inputs: SummaryInputs, namespace: str | None, now: float, include: str = "Metadata",
+                     per_chunk: int = CHUNK_ITEMS) -> tuple[list[bytes], int]:
+        """The jobs of ``namespace`` (every namespace when ``None``) as a Table (``meta.k8s.io/v1``, what ``kubectl
+        get`` asks for): the columns of ``kq list -o wide`` (:mod:`webhook.readmodel.listing`), the ages and
+        estimates at ``now``, the rows in namespace, name and kind order, each with what ``include`` names (one of
+        :data:`INCLUDE_OBJECT`); in pieces as :meth:`render_chunks`."""
+        with self._lock:
+            kept = self._refresh(inputs)
+        positions = self._positions(kept, inputs.positions)
+        shown = sorted((entry for entry in kept if namespace is None or entry.namespace == namespace),
+                       key=attrgetter("namespace", "name", "kind"))
+        unpack, estimates = self._codec.unpack, inputs.estimates
+        head = orjson.dumps({**TABLE_HEAD, "columnDefinitions": table_columns()})
+
+        def row(entry: _Kept) -> bytes:
+            body, _, tail = unpack(entry.body).partition(ROW_MARK)
+            fixed = orjson.loads(tail)
             waiting = entry.waiting
-            extra = {"position": None} if waiting is None else {
-                "position": positions.get(waiting.key), **inputs.estimates.get(waiting.key, {})}
-            parts.append(unpack(entry.body) + b"," + orjson.dumps(extra)[1:] + b"}")
-            count += 1
-            if len(parts) == per_chunk:
-                chunks.append((b"," if count > per_chunk else b"") + b",".join(parts))
-                parts = []
-        if parts:
-            chunks.append((b"," if count > len(parts) else b"") + b",".join(parts))
-        chunks.append(b"]}")
-        return chunks, count
+            if waiting is None:
+                made = cells(fixed[:-1], None, {}, fixed[-1], now)
+            else:
+                made = cells(fixed[:-1], positions.get(waiting.key), estimates.get(waiting.key, {}), fixed[-1], now)
+            if include == "None":
+                return b'{"cells":' + orjson.dumps(made) + b"}"
+            if include == "Metadata":
+                meta = orjson.dumps({"name": fixed[0], "namespace": entry.namespace})
+                return b'{"cells":' + orjson.dumps(made) + b',"object":' + ROW_OBJECT_HEAD + meta + b"}}"
+            item = _item(entry, body, positions, estimates)
+            return b'{"cells":' + orjson.dumps(made) + b',"object":' + ITEM_HEAD + item[1:] + b"}"
+
+        return _chunked(head[:-1] + b',"rows":[', map(row, shown), per_chunk)
 
     def warm(self, inputs: SummaryInputs, between: Callable[[], bool]) -> int:
         """Build the summaries a read would build, ahead of it, and answer nothing; how many it built.
@@ -217,3 +252,44 @@ class SummaryBook:
         return out
 
 
+
+
+ITEM_HEAD = orjson.dumps({"apiVersion": API_VERSION, "kind": JOB_SUMMARY_KIND})[:-1] + b","
+
+
+def _item(entry: _Kept, body: bytes, positions: Mapping[WorkloadKey, int],
+          estimates: Mapping[WorkloadKey, Mapping[str, str]]) -> bytes:
+    """A job's item of the list: its summary (``body``, unpacked) with its position and start estimates."""
+    waiting = entry.waiting
+    extra = {"position": None} if waiting is None else {
+        "position": positions.get(waiting.key), **estimates.get(waiting.key, {})}
+    return body + b"," + orjson.dumps(extra)[1:] + b"}"
+
+
+def one_row_table(answer: Mapping[str, Any], now: float, include: str) -> dict[str, Any]:
+    """The answer for one job (its summary under ``job``) as a Table of one row, as :meth:`SummaryBook.table_chunks`
+    makes each."""
+    job = answer["job"]
+    row: dict[str, Any] = {"cells": job_cells(job, now)}
+    if include == "Metadata":
+        row["object"] = orjson.loads(ROW_OBJECT_HEAD + orjson.dumps(
+            {"name": job["name"], "namespace": job["namespace"]}) + b"}")
+    elif include == "Object":
+        row["object"] = answer
+    return {**TABLE_HEAD, "columnDefinitions": table_columns(), "rows": [row]}
+
+
+def _chunked(head: bytes, parts: Iterable[bytes], per_chunk: int) -> tuple[list[bytes], int]:
+    """A JSON object from ``head`` (it opens the array) and the array's ``parts``, in pieces of ``per_chunk``
+    parts, and how many parts."""
+    chunks, batch, count = [head], [], 0
+    for part in parts:
+        batch.append(part)
+        count += 1
+        if len(batch) == per_chunk:
+            chunks.append((b"," if count > per_chunk else b"") + b",".join(batch))
+            batch = []
+    if batch:
+        chunks.append((b"," if count > len(batch) else b"") + b",".join(batch))
+    chunks.append(b"]}")
+    return chunks, count
