@@ -239,7 +239,8 @@ class Run:
 
     async def one_pass(self) -> None:
         """A Job created in a quiet cluster: the pass it sets off and ``kq serve``'s CPU around it, less the start
-        estimates' refreshes in that time (a worker thread of their own, measured by their own metric). A system
+        estimates' refreshes and the job summaries' warm-ups in that time (worker threads of their own, each
+        measured by its own metric). A system
         whose samples have neither (Kueue) gets its CPU in the same seconds and no pass."""
         pid = self.controller_pid()
         for index in range(PASSES):
@@ -254,9 +255,11 @@ class Run:
             gained = burst_stats.delta(before, after)
             passes = burst_stats.total(gained, "kube_queue_controller_pass_seconds_count")
             seconds = burst_stats.total(gained, "kube_queue_controller_pass_seconds_sum")
-            estimates = burst_stats.total(gained, "kube_queue_eta_refresh_cpu_seconds_sum")
-            self.figures.passes.append((passes, seconds, cpu_s(pid) - cpu_before - estimates))
+            estimates = burst_stats.total(gained, "kube_queue_eta_cpu_seconds_total")
+            warm = burst_stats.total(gained, "kube_queue_read_api_warm_cpu_seconds_total")
+            self.figures.passes.append((passes, seconds, cpu_s(pid) - cpu_before - estimates - warm))
             self.figures.estimates_cpu_s.append(estimates)
+            self.figures.warm_cpu_s.append(warm)
 
     async def more_creates(self) -> None:
         """MORE_JOBS creates with the queue full: the API server's wait on each webhook and our handler's time."""

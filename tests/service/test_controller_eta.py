@@ -10,6 +10,8 @@ import datetime
 import json
 from typing import Any
 
+from prometheus_client import REGISTRY
+
 from tests.builders import cluster_pod
 from tests.service.controller_support import PODS, QUEUES, TREES, admitted, driven, job, pi, seed_api, step
 from tests.service.kubeclient_fake import JOBS, FakeApi
@@ -65,7 +67,11 @@ async def test_a_waiting_job_gets_its_estimated_start_in_its_queue_status() -> N
     async with driven(api, eta_interval=0.01) as controller:
         await step(api, controller)
         assert admitted(api, "pi-1") and not admitted(api, "pi-2")
+        spent = REGISTRY.get_sample_value("kube_queue_eta_cpu_seconds_total") or 0.0
         await refreshed(api, controller)
+        # The refresh's CPU is counted, as it goes (between the replay's passes) and in all.
+        counted = (REGISTRY.get_sample_value("kube_queue_eta_cpu_seconds_total") or 0.0) - spent
+        assert controller.eta is not None and counted > 0 and counted >= controller.eta.last_cpu - 0.005
     (item,) = active(api)
     record = json.loads(job(api, "pi-1")["metadata"]["annotations"][ADMISSION_ANNOTATION])
     started = parse_time(item["estimatedStart"])

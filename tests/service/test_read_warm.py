@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import pytest
 from aiohttp import web
+from prometheus_client import REGISTRY
 
 from tests.clirun import NOW, seed_api
 from webhook.cli import readapi
@@ -103,8 +104,11 @@ async def test_the_first_read_finds_every_summary_built(warming: readapi.ReadApi
     assert collected.count == 1
     controller.cache.pods.changes += 1  # enough, and calm since the last look: the next look warms up again
     await _until(lambda: collected.count == 2, "a warm-up after enough changes")
+    spent = REGISTRY.get_sample_value("kube_queue_read_api_warm_cpu_seconds_total") or 0.0
     monkeypatch.setattr(controller.cache, "epoch", lambda: (2, 1, 0))  # a new tree: every summary again
     await _until(lambda: collected.count == 3, "a warm-up after a new tree")
+    await _until(lambda: (REGISTRY.get_sample_value("kube_queue_read_api_warm_cpu_seconds_total") or 0.0) > spent,
+                 "the warm-up's CPU counted")
 
     inputs, _ = await warming._inputs()
     assert inputs is not None

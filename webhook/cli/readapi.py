@@ -83,6 +83,11 @@ READER_GRACE_SECONDS = 1.5
 answer then (some 0.5 s of CPU for 50,000 jobs), on the same cores."""
 LOOP_WAIT_SECONDS = 2.0
 """How long a warm-up step waits for the controller's loop to be free of a pass's long stretch."""
+WARM_CPU = Counter(
+    "kube_queue_read_api_warm_cpu_seconds",
+    "CPU seconds kq serve spent keeping the job summaries built between reads (the read API's warm-ups, counted "
+    "after each step of some 500 jobs)",
+)
 READ_REFUSED = Counter(
     "kube_queue_read_api_refused_total",
     "Lists of the job summaries refused, by reason: unauthenticated (not the front proxy), unavailable (no "
@@ -190,22 +195,25 @@ class ReadApi:
         """One warm-up, in the worker thread. It takes :data:`WARM_SHARE` of the interpreter at most, waits while
         the controller's loop is in a long stretch (a pass's decisions), and stops when a read comes: the
         summaries it did not build are the read's to build."""
-        stretch = time.monotonic()
+        stretch, spent = time.monotonic(), time.thread_time()
 
         def between() -> bool:
-            nonlocal stretch
+            nonlocal stretch, spent
+            WARM_CPU.inc(time.thread_time() - spent)
             if self._lists:
+                spent = time.thread_time()
                 return False
             time.sleep((time.monotonic() - stretch) * (1 / WARM_SHARE - 1))
             loop = self._running.loop
             if loop is not None:
                 with contextlib.suppress(concurrent.futures.TimeoutError):
                     asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(LOOP_WAIT_SECONDS)
-            stretch = time.monotonic()
+            stretch, spent = time.monotonic(), time.thread_time()
             return not self._lists
 
         built = self.book.warm(inputs, between)
         release_free_memory()
+        WARM_CPU.inc(time.thread_time() - spent)
         return built
 
     def add_routes(self, app: web.Application) -> None:

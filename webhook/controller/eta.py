@@ -125,6 +125,8 @@ class EtaService:
         self.refreshes = 0
         self.last_cpu = 0.0
         """CPU seconds the last refresh took (its thread's)."""
+        self._spent = 0.0
+        """The worker thread's CPU clock when the refresh's CPU was last counted."""
 
     # The pass's side ---------------------------------------------------------------------------------------
     def busy(self) -> None:
@@ -225,7 +227,7 @@ class EtaService:
 
     def refresh(self, inputs: EtaInputs, running: Mapping[WorkloadKey, float]) -> EtaStatus:
         """One refresh (in the worker thread): the history, the replays, what to publish."""
-        started = time.thread_time()
+        started = self._spent = time.thread_time()
         if not self._restored:
             self._restore(inputs)
         self._learn(inputs)
@@ -246,6 +248,7 @@ class EtaService:
         self.refreshes += 1
         self.last_cpu = time.thread_time() - started
         metrics.ETA_REFRESH.observe(self.last_cpu)
+        metrics.ETA_CPU.inc(time.thread_time() - self._spent)
         log.debug(kv(component="controller", event="eta_refreshed", waiting=len(found.by_key), passes=found.passes,
                      cpu_seconds=f"{self.last_cpu:.3f}"))
         del found, given
@@ -253,8 +256,10 @@ class EtaService:
         return status
 
     def _wait_for_pass(self) -> None:
+        metrics.ETA_CPU.inc(time.thread_time() - self._spent)
         self._idle.wait(PAUSE_LIMIT)
         self._unread.wait(PAUSE_LIMIT)
+        self._spent = time.thread_time()
 
     @staticmethod
     def _items(estimates: Mapping[WorkloadKey, Estimate]) -> dict[WorkloadKey, dict[str, str]]:

@@ -59,6 +59,11 @@ ETA_REFRESH = Histogram(
     "CPU seconds one refresh of the waiting jobs' start estimates takes (off the pass, in a worker thread)",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+ETA_CPU = Counter(
+    "kube_queue_eta_cpu_seconds",
+    "CPU seconds the refreshes of the start estimates took, counted as they go (between the replay's passes): a "
+    "refresh takes seconds at tens of thousands of waiting jobs",
+)
 LEADER = Gauge("kube_queue_controller_leader", "1 when this replica holds the controller Lease")
 OLDEST = Gauge(
     "kube_queue_oldest_pending_seconds", "Age in seconds of the longest-waiting job of a leaf quota", ["quota"]
