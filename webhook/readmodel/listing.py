@@ -53,7 +53,7 @@ def _cell(value: object) -> str:
     return "-" if value is None or value == "" else str(value)
 
 
-_DESCRIBED: dict[tuple[tuple[str, Any], ...], str] = {}
+_DESCRIBED: dict[tuple[tuple[str, object], ...], str] = {}
 """The request cells already written, by the request's quantities (jobs ask alike: ``kq serve`` writes one for each
 job it summarises)."""
 DESCRIBED_KEPT = 4096
@@ -85,7 +85,7 @@ def fixed_cells(job: Mapping[str, Any]) -> list[str]:
             _request_cell(job.get("request"))]
 
 
-def cells(fixed: Sequence[str], position: object, estimates: Mapping[str, Any], created: float | None,
+def cells(fixed: Sequence[str], position: object, estimates: Mapping[str, object], created: float | None,
           now: float) -> list[str]:
     """Every cell of a row, in the order of :data:`COLUMNS`: the fixed ones, with the position, the ETA from the
     estimates (``estimatedStart``, ``estimatedStartLatest``) and the age at ``now``."""
@@ -118,7 +118,7 @@ def list_rows(summaries: Sequence[Mapping[str, Any]], now: float, *, wide: bool,
                   all_namespaces=all_namespaces)
 
 
-def table_columns() -> list[dict[str, Any]]:
+def table_columns() -> list[dict[str, str | int]]:
     """The ``columnDefinitions`` of the Table the read API serves."""
     return [{"name": column.name, "type": "string", "format": "name" if column.name == "Name" else "",
              "description": column.description, "priority": 1 if column.wide else 0} for column in COLUMNS]

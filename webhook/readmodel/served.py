@@ -55,7 +55,7 @@ def served_summaries(api: KubeApi, namespace: str | None) -> Served:
     return _summaries(answer)
 
 
-def _summaries(answer: Any) -> Served:
+def _summaries(answer: object) -> Served:
     """The summaries of a list's answer, sorted (see :func:`served_summaries`)."""
     items = answer.get("items") if isinstance(answer, Mapping) else None
     if not isinstance(items, list):
@@ -100,7 +100,7 @@ def served_rows(api: KubeApi, namespace: str | None) -> ServedRows:
     return ServedRows(rows, Served(None))
 
 
-def _rows(table: Mapping[str, Any]) -> list[Row] | None:
+def _rows(table: Mapping[str, object]) -> list[Row] | None:
     """The rows of a served Table, with the cells in the order of ``kq list``'s columns (``None``: a column is
     missing, or a row is not a row of strings with its namespace)."""
     from webhook.readmodel.listing import COLUMNS  # noqa: PLC0415
