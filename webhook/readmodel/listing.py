@@ -57,6 +57,7 @@ _DESCRIBED: dict[tuple[tuple[str, object], ...], str] = {}
 """The request cells already written, by the request's quantities (jobs ask alike: ``kq serve`` writes one for each
 job it summarises)."""
 DESCRIBED_KEPT = 4096
+"""How many request cells are kept at most (the ones after are written each time)."""
 
 
 def _request_cell(request: object) -> str:

@@ -86,7 +86,7 @@ class ServedRows:
 
 def served_rows(api: KubeApi, namespace: str | None) -> ServedRows:
     """The jobs the controller serves, as the rows it lays out for ``kubectl get`` (docs/queueing.md, "As a
-    table"): a third of the bytes of the summaries, and nothing left to compute but the layout."""
+    table"): about half the bytes of the summaries, and nothing left to compute but the layout."""
     query = [("timeout", f"{SERVED_TIMEOUT_SECONDS}s"), ("includeObject", "Metadata")]
     try:
         answer = api.table(summaries_path(namespace), query)
