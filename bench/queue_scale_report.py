@@ -39,9 +39,9 @@ class Figures:
     """Per single create: (passes, their seconds, ``kq serve`` CPU seconds less the estimates' refreshes and the
     summaries' warm-ups)."""
     estimates_cpu_s: list[float] = field(default_factory=list)
+    """The start estimates' refreshes' CPU seconds in the same windows."""
     warm_cpu_s: list[float] = field(default_factory=list)
     """Per single create: the CPU seconds of the job summaries' warm-ups in its window."""
-    """The start estimates' refreshes' CPU seconds in the same windows."""
     refreshes: int = 0
     refreshes_cpu_s: float = NAN
     """The start estimates' refreshes from the first pass to the end of the read side, and their CPU seconds."""

@@ -240,8 +240,8 @@ class Run:
     async def one_pass(self) -> None:
         """A Job created in a quiet cluster: the pass it sets off and ``kq serve``'s CPU around it, less the start
         estimates' refreshes and the job summaries' warm-ups in that time (worker threads of their own, each
-        measured by its own metric). A system
-        whose samples have neither (Kueue) gets its CPU in the same seconds and no pass."""
+        measured by its own metric). A system whose samples have neither (Kueue) gets its CPU in the same seconds
+        and no pass."""
         pid = self.controller_pid()
         for index in range(PASSES):
             await e2e_shapes.settled(60.0)

@@ -118,8 +118,11 @@ def wants_table(accept: str) -> bool:
     return False
 
 
-def _include(request: web.Request) -> str | web.Response:
-    """What each row of a Table carries besides its cells (``includeObject``), or the refusal."""
+def _include(request: web.Request) -> str | web.Response | None:
+    """What each row of a Table carries besides its cells (``includeObject``), the refusal, or ``None`` when the
+    request does not accept a Table."""
+    if not wants_table(request.headers.get("Accept", "")):
+        return None
     include = request.query.get("includeObject", "Metadata")
     if include not in INCLUDE_OBJECT:
         return _status(400, "BadRequest", f"includeObject is one of {', '.join(INCLUDE_OBJECT)}, not {include!r}")
@@ -262,7 +265,7 @@ class ReadApi:
         except ValueError:
             return _status(400, "BadRequest", "width and ahead are whole numbers")
         kind = request.query.get("kind") or None
-        include = _include(request) if wants_table(request.headers.get("Accept", "")) else None
+        include = _include(request)
         if isinstance(include, web.Response):
             return include
         started = time.monotonic()
@@ -292,7 +295,7 @@ class ReadApi:
         if not isinstance(caller, str):
             return caller
         namespace = request.match_info.get("namespace")
-        include = _include(request) if wants_table(request.headers.get("Accept", "")) else None
+        include = _include(request)
         if isinstance(include, web.Response):
             return include
         started = time.monotonic()
@@ -308,8 +311,7 @@ class ReadApi:
             READ_SECONDS.labels("namespace" if namespace else "cluster").observe(took)
             log.info(kv(component="read-api", event="listed", resource=JOB_SUMMARIES, user=caller,
                         namespace=namespace or "*", table=include or "-", jobs=count, built=self.book.rebuilt,
-                        sized_by_pass=sized,
-                        controller_loop_seconds=f"{waited:.3f}", seconds=f"{took:.3f}"))
+                        sized_by_pass=sized, controller_loop_seconds=f"{waited:.3f}", seconds=f"{took:.3f}"))
             response = web.StreamResponse(headers={"Content-Type": TABLE_MEDIA_TYPE if include else "application/json"})
             await response.prepare(request)
             for chunk in chunks:  # each written as the connection takes it: no copy of the whole answer waits

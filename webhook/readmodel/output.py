@@ -78,7 +78,7 @@ def render(
     gap: str = GAP,
 ) -> str:
     """The lines of ``rows`` (and the header) laid out in ``widths``, cells cut with ``…`` when longer. Each line is
-    one format of its cells (some 1 microsecond a row: ``kq list -A`` lays out tens of thousands)."""
+    one format of its cells (a few microseconds a row: ``kq list -A`` lays out tens of thousands)."""
     lines: Sequence[Sequence[str]] = [[c.header for c in columns], *rows] if header else rows
     if not lines:
         return ""
@@ -136,14 +136,10 @@ def age(created: float | None, now: float) -> str:
     return human_age(now - created)
 
 
-def eta_cell(job: Mapping[str, Any], now: float) -> str:
-    """The ETA column of ``kq list`` from a job as ``-o json`` gives it: ``~12m`` (the estimate), ``<20m`` (only
-    the latest is known), ``?`` (the controller has none), ``-`` (the job does not wait)."""
-    return eta_text(job.get("status"), job.get("estimatedStart"), job.get("estimatedStartLatest"), now)
-
-
 def eta_text(status: object, start_text: object, latest_text: object, now: float) -> str:
-    """:func:`eta_cell` from the job's status and its two estimates as RFC 3339 texts."""
+    """The ETA column of ``kq list`` from the job's status and its two estimates as RFC 3339 texts: ``~12m`` (the
+    estimate), ``<20m`` (only the latest is known), ``?`` (the controller has none), ``-`` (the job does not
+    wait)."""
     if status not in WAITING:
         return "-"
     start, latest = parse_time(start_text), parse_time(latest_text)

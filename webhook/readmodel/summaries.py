@@ -46,8 +46,11 @@ ROW_MARK = b"\n"
 INCLUDE_OBJECT = ("None", "Metadata", "Object")
 """What each row of a Table carries besides its cells (Kubernetes' ``includeObject``): nothing, the job's name and
 namespace (the default: ``kubectl get -A`` reads the namespace there), or the whole summary."""
-TABLE_HEAD = {"apiVersion": "meta.k8s.io/v1", "kind": "Table", "metadata": {}}
-ROW_OBJECT_HEAD = b'{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":'
+META_V1 = "meta.k8s.io/v1"
+TABLE_HEAD = {"apiVersion": META_V1, "kind": "Table", "metadata": {}}
+ROW_OBJECT = {"apiVersion": META_V1, "kind": "PartialObjectMetadata"}
+"""What a row's object is with ``includeObject=Metadata``, its ``metadata`` apart."""
+ROW_OBJECT_HEAD = orjson.dumps(ROW_OBJECT)[:-1] + b',"metadata":'
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,17 +177,19 @@ class SummaryBook:
             body, _, tail = unpack(entry.body).partition(ROW_MARK)
             fixed = orjson.loads(tail)
             waiting = entry.waiting
+            position: int | None
+            given: Mapping[str, str]
             if waiting is None:
-                made = cells(fixed[:-1], None, {}, fixed[-1], now)
+                position, given = None, {}
             else:
-                made = cells(fixed[:-1], positions.get(waiting.key), estimates.get(waiting.key, {}), fixed[-1], now)
+                position, given = positions.get(waiting.key), estimates.get(waiting.key, {})
+            made = b'{"cells":' + orjson.dumps(cells(fixed[:-1], position, given, fixed[-1], now))
             if include == "None":
-                return b'{"cells":' + orjson.dumps(made) + b"}"
+                return made + b"}"
             if include == "Metadata":
                 meta = orjson.dumps({"name": fixed[0], "namespace": entry.namespace})
-                return b'{"cells":' + orjson.dumps(made) + b',"object":' + ROW_OBJECT_HEAD + meta + b"}}"
-            item = _item(entry, body, positions, estimates)
-            return b'{"cells":' + orjson.dumps(made) + b',"object":' + ITEM_HEAD + item[1:] + b"}"
+                return made + b',"object":' + ROW_OBJECT_HEAD + meta + b"}}"
+            return made + b',"object":' + ITEM_HEAD + _item(entry, body, positions, estimates)[1:] + b"}"
 
         return _chunked(head[:-1] + b',"rows":[', map(row, shown), per_chunk)
 
@@ -272,8 +277,7 @@ def one_row_table(answer: Mapping[str, Any], now: float, include: str) -> dict[s
     job = answer["job"]
     row: dict[str, Any] = {"cells": job_cells(job, now)}
     if include == "Metadata":
-        row["object"] = orjson.loads(ROW_OBJECT_HEAD + orjson.dumps(
-            {"name": job["name"], "namespace": job["namespace"]}) + b"}")
+        row["object"] = {**ROW_OBJECT, "metadata": {"name": job["name"], "namespace": job["namespace"]}}
     elif include == "Object":
         row["object"] = answer
     return {**TABLE_HEAD, "columnDefinitions": table_columns(), "rows": [row]}
