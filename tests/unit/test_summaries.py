@@ -13,7 +13,7 @@ import pytest
 
 from tests.clirun import NOW, seed_api
 from webhook.api.names import BACKOFF_ANNOTATION
-from webhook.api.objects import Obj, meta, name_of, namespace_of, rfc3339_seconds
+from webhook.api.objects import Obj, name_of, namespace_of, owner_references_of, rfc3339_seconds
 from webhook.cli.readapi import wants_table
 from webhook.controller.records import encode_backoff, spec_fingerprint
 from webhook.core.startup import BackoffNote
@@ -40,7 +40,7 @@ def _running(pods: Sequence[Obj]) -> dict[OwnerKey, int]:
     for pod in pods:
         if value_at(pod, "status", "phase") != "Running":
             continue
-        for ref in meta(pod).get("ownerReferences") or ():
+        for ref in owner_references_of(pod):
             if ref.get("controller") is True:
                 key = (namespace_of(pod), str(ref["kind"]), str(ref["name"]))
                 out[key] = out.get(key, 0) + 1

@@ -11,10 +11,32 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, TypedDict, cast
+from typing import Never, TypedDict, cast
 
 Obj = Mapping[str, object]
 """A raw object as decoded from JSON: read its fields through the views below, or narrow them (``isinstance``)."""
+
+_EMPTY: Mapping[str, Never] = {}
+
+Doc = dict[str, object]
+"""A JSON object being built (a manifest, a patch, a status, a request's body): written, then sent. What reads
+it back reads it as an :data:`Obj`."""
+
+
+def mapping(value: object) -> Obj:
+    """``value`` when it is an object, else an empty one: a field read from the wire that may be absent or
+    malformed."""
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+def mappings(value: object) -> list[Obj]:
+    """The objects of a list read from the wire (other entries skipped); empty when ``value`` is no list."""
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
+def text(value: object) -> str:
+    """``value`` when it is a string, else ``""``."""
+    return value if isinstance(value, str) else ""
 
 
 def plain(value: object) -> dict[str, object]:
@@ -73,7 +95,7 @@ class Container(TypedDict, total=False):
 
     name: str
     image: str
-    resources: dict[str, dict[str, Any]]
+    resources: dict[str, dict[str, object]]
 
 
 class PodSpec(TypedDict, total=False):
@@ -83,7 +105,7 @@ class PodSpec(TypedDict, total=False):
     nodeSelector: dict[str, str]
     containers: list[Container]
     initContainers: list[Container]
-    tolerations: list[dict[str, Any]]
+    tolerations: list[dict[str, object]]
     schedulingGates: list[dict[str, str]]
     priority: int
     priorityClassName: str
@@ -94,7 +116,7 @@ class ContainerStatus(TypedDict, total=False):
     """``status.containerStatuses[*]`` of a Pod."""
 
     name: str
-    state: dict[str, dict[str, Any]]
+    state: dict[str, dict[str, object]]
     ready: bool
     restartCount: int
 
@@ -115,7 +137,7 @@ class JobSpec(TypedDict, total=False):
     parallelism: int
     completions: int
     completionMode: str
-    template: dict[str, Any]
+    template: dict[str, object]
 
 
 class JobStatus(TypedDict, total=False):
@@ -146,7 +168,7 @@ class QueueItemDetails(TypedDict, total=False):
 
     active: list[QueueItem]
     activeOmitted: int
-    backoff: list[dict[str, Any]]
+    backoff: list[dict[str, object]]
     backoffOmitted: int
 
 
@@ -167,10 +189,7 @@ class EventSource(TypedDict, total=False):
     host: str
 
 
-_EMPTY: Mapping[str, Any] = {}
-
-
-def meta(obj: Obj) -> Mapping[str, Any]:
+def meta(obj: Obj) -> Mapping[str, object]:
     """``metadata``, or an empty mapping when it is absent or not an object."""
     metadata = obj.get("metadata")
     return metadata if isinstance(metadata, Mapping) else _EMPTY
@@ -273,14 +292,16 @@ def resource_version_of(obj: Obj) -> str:
     return _text(obj, "resourceVersion")
 
 
-def labels_of(obj: Obj) -> Mapping[str, Any]:
+def labels_of(obj: Obj) -> Mapping[str, str]:
+    """``metadata.labels`` (empty when absent): the API server keeps labels a map of strings."""
     value = meta(obj).get("labels")
-    return value if isinstance(value, Mapping) else _EMPTY
+    return cast("Mapping[str, str]", value) if isinstance(value, Mapping) else _EMPTY
 
 
-def annotations_of(obj: Obj) -> Mapping[str, Any]:
+def annotations_of(obj: Obj) -> Mapping[str, str]:
+    """``metadata.annotations`` (empty when absent): the API server keeps annotations a map of strings."""
     value = meta(obj).get("annotations")
-    return value if isinstance(value, Mapping) else _EMPTY
+    return cast("Mapping[str, str]", value) if isinstance(value, Mapping) else _EMPTY
 
 
 def owner_references_of(obj: Obj) -> list[OwnerReference]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from webhook.api.objects import Obj, parse_time, resource_version_of
+from webhook.api.objects import Obj, mapping, parse_time, resource_version_of
 from webhook.controller.model import TrackedJob
 from webhook.core.dra import pod_claim_refs
 from webhook.core.loose import LoosePod
@@ -39,10 +39,6 @@ OwnerKey = tuple[str, str, str]
 """``(namespace, owner kind, owner name)``."""
 
 
-def _mapping(value: object) -> Obj:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _items(value: object) -> list[object]:
     return value if isinstance(value, list) else []
 
@@ -51,8 +47,8 @@ def pod_slim(pod: Obj) -> JSON:
     """What the start check and the loose pods read of a pod: identity, controller owner, phase, the scheduler's
     refusal and the first container waiting reason; its priority and creation time; and, for a pod no job kind
     owns, its labels (a PodDisruptionBudget selects it by them)."""
-    metadata = _mapping(pod.get("metadata"))
-    status = _mapping(pod.get("status"))
+    metadata = mapping(pod.get("metadata"))
+    status = mapping(pod.get("status"))
     owners = [
         {"kind": ref.get("kind"), "name": ref.get("name")}
         for ref in _items(metadata.get("ownerReferences"))
@@ -67,10 +63,10 @@ def pod_slim(pod: Obj) -> JSON:
     reason = message = ""
     for key in ("initContainerStatuses", "containerStatuses"):
         for container in _items(status.get(key)):
-            waiting = _mapping(_mapping(_mapping(container).get("state")).get("waiting"))
+            waiting = mapping(mapping(mapping(container).get("state")).get("waiting"))
             if waiting.get("reason") and not reason:
                 reason, message = str(waiting.get("reason")), str(waiting.get("message") or "")
-    spec = _mapping(pod.get("spec"))
+    spec = mapping(pod.get("spec"))
     try:
         request = running_pod_request(pod).to_spec()
     except WorkloadError:
@@ -109,9 +105,9 @@ def pod_slim(pod: Obj) -> JSON:
 
 
 def pod_state(slim: Obj) -> PodState:
-    metadata = _mapping(slim.get("metadata"))
-    status = _mapping(slim.get("status"))
-    waiting = _mapping(status.get("waiting"))
+    metadata = mapping(slim.get("metadata"))
+    status = mapping(slim.get("status"))
+    waiting = mapping(status.get("waiting"))
     return PodState(
         name=str(metadata.get("name") or ""),
         phase=str(status.get("phase") or "Pending"),
@@ -124,7 +120,7 @@ def pod_state(slim: Obj) -> PodState:
 
 
 def _owner_key(slim: Obj) -> OwnerKey | None:
-    metadata = _mapping(slim.get("metadata"))
+    metadata = mapping(slim.get("metadata"))
     for ref in _items(metadata.get("ownerReferences")):
         if isinstance(ref, Mapping) and ref.get("kind") and ref.get("name"):
             return str(metadata.get("namespace") or ""), str(ref["kind"]), str(ref["name"])
@@ -184,15 +180,15 @@ def loose_pods_of(pods: Iterable[Obj], tree: QuotaTree, accounted: Accounted) ->
 
 def loose_pod(slim: Obj, owner: tuple[str, str] | None) -> LoosePod:
     """A slim pod (:func:`pod_slim`) as :mod:`webhook.core.loose` reads it."""
-    metadata = _mapping(slim.get("metadata"))
-    spec = _mapping(slim.get("spec"))
+    metadata = mapping(slim.get("metadata"))
+    spec = mapping(slim.get("spec"))
     try:
-        request = Resources.parse(_mapping(spec.get("request")))
+        request = Resources.parse(mapping(spec.get("request")))
     except ValueError:
         request = EMPTY
     priority = spec.get("priority")
-    labels = _mapping(metadata.get("labels"))
-    claims = _mapping(spec.get("claims"))
+    labels = mapping(metadata.get("labels"))
+    claims = mapping(spec.get("claims"))
     return LoosePod(
         namespace=str(metadata.get("namespace") or ""),
         name=str(metadata.get("name") or ""),
@@ -258,9 +254,9 @@ class PodIndex:
         self._drop(obj)
         owner = _owner_key(obj)
         state = pod_state(obj)
-        spec = _mapping(obj.get("spec"))
+        spec = mapping(obj.get("spec"))
         if spec.get("nodeName") and state.phase not in ("Succeeded", "Failed"):
-            namespace = str(_mapping(obj.get("metadata")).get("namespace") or "")
+            namespace = str(mapping(obj.get("metadata")).get("namespace") or "")
             kind_name = owner[1:] if owner else None
             self._bound.setdefault(namespace, {})[state.name] = _Bound(kind_name, loose_pod(obj, kind_name))
         if owner is None:
@@ -270,7 +266,7 @@ class PodIndex:
         self._touched(owner)
 
     def _drop(self, obj: Obj) -> None:
-        metadata = _mapping(obj.get("metadata"))
+        metadata = mapping(obj.get("metadata"))
         key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
         bound = self._bound.get(key[0])
         if bound is not None and bound.pop(key[1], None) is not None and not bound:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Any
+
+from webhook.api.objects import Obj, mapping
 
 __all__ = ["Fate", "assumed_fate", "scheduling_mark"]
 
@@ -37,14 +38,10 @@ class Fate(enum.Enum):
     """Unbound, nothing written since the filter: the binding may be on its way, keep counting."""
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def scheduling_mark(pod: Mapping[str, Any]) -> str:
+def scheduling_mark(pod: Obj) -> str:
     """The pod's ``PodScheduled`` condition as one string (status, reason, message, last transition), ``""``
     when it has none."""
-    conditions = _mapping(pod.get("status")).get("conditions")
+    conditions = mapping(pod.get("status")).get("conditions")
     if not isinstance(conditions, list):
         return ""
     for condition in conditions:
@@ -54,17 +51,17 @@ def scheduling_mark(pod: Mapping[str, Any]) -> str:
     return ""
 
 
-def assumed_fate(uid: str, mark: str, current: Mapping[str, Any] | None) -> Fate:
+def assumed_fate(uid: str, mark: str, current: Obj | None) -> Fate:
     """The fate of the assumed pod ``uid``, whose :func:`scheduling_mark` was ``mark`` when the filter let it
     through, given the pod of that name as the API server has it now (``None``: not found)."""
     if current is None:
         return Fate.DELETED
-    metadata, spec = _mapping(current.get("metadata")), _mapping(current.get("spec"))
+    metadata, spec = mapping(current.get("metadata")), mapping(current.get("spec"))
     if uid and metadata.get("uid") != uid:
         return Fate.DELETED
     if spec.get("nodeName"):
         return Fate.BOUND
-    if metadata.get("deletionTimestamp") is not None or _mapping(current.get("status")).get("phase") in (
+    if metadata.get("deletionTimestamp") is not None or mapping(current.get("status")).get("phase") in (
         "Succeeded",
         "Failed",
     ):

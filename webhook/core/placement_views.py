@@ -12,7 +12,7 @@ from webhook.api.names import (
     VIRTUAL_NODE_LABEL_KEY,
     VIRTUAL_NODE_LABEL_VALUE,
 )
-from webhook.api.objects import read_time
+from webhook.api.objects import mapping, read_time
 from webhook.core.placement_policy import ResourcePolicy
 from webhook.core.selectors import (
     EMPTY_LABELS,
@@ -100,10 +100,6 @@ def _string_map(obj: object) -> FrozenLabels:
     return FrozenLabels.adopt(strings)  # frozen once: the view keeps it as it is
 
 
-def _mapping(obj: object) -> Mapping[str, object]:
-    return obj if isinstance(obj, Mapping) else {}
-
-
 def _text(obj: object) -> str:
     return obj if isinstance(obj, str) else ""
 
@@ -117,9 +113,9 @@ def _timestamp_or_none(obj: object) -> float | None:
 
 def pod_view(obj: Mapping[str, object]) -> PodView:
     """A :class:`PodView` of a Pod's JSON; tolerant: missing or malformed fields read as empty."""
-    metadata = _mapping(obj.get("metadata"))
-    spec = _mapping(obj.get("spec"))
-    status = _mapping(obj.get("status"))
+    metadata = mapping(obj.get("metadata"))
+    spec = mapping(obj.get("spec"))
+    status = mapping(obj.get("status"))
     node_name = spec.get("nodeName")
     return PodView(
         namespace=_text(metadata.get("namespace")),
@@ -136,8 +132,8 @@ def pod_view(obj: Mapping[str, object]) -> PodView:
 
 def node_view(obj: Mapping[str, object]) -> NodeView:
     """A :class:`NodeView` of a Node's JSON; tolerant: missing or malformed fields read as empty."""
-    metadata = _mapping(obj.get("metadata"))
-    raw_taints = _mapping(obj.get("spec")).get("taints")
+    metadata = mapping(obj.get("metadata"))
+    raw_taints = mapping(obj.get("spec")).get("taints")
     taints = tuple(
         Taint(key=_text(taint.get("key")), value=_text(taint.get("value")), effect=_text(taint.get("effect")))
         for taint in (raw_taints if isinstance(raw_taints, list) else [])

@@ -296,7 +296,8 @@ def pods_of(source: KindSource, obj: Obj, pods: Sequence[Obj], by_owner: Mapping
 
 
 def _controller_of(pod: Obj) -> tuple[str, str] | None:
-    for ref in meta(pod).get("ownerReferences") or ():
+    refs = meta(pod).get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, Mapping) and ref.get("controller") is True:
             return str(ref.get("kind")), str(ref.get("name"))
     return None
