@@ -23,6 +23,7 @@ import pytest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import installed_tree, wait_managed
 from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION, SUCCEED_AFTER_ANNOTATION
+from webhook.api.objects import spec_of
 from webhook.cli.simulate import run_scenario
 from webhook.core.quota import queue_name
 from webhook.core.rate import format_rate
@@ -69,7 +70,7 @@ class Cluster:
         env = {"StrictPriority": "true"} if scenario.strict_priority else None
         self.dev.restart_service(*args, env=env)
         want = {
-            name: "Block" if scenario.strict_priority else str(queue["spec"]["queuePolicy"])
+            name: "Block" if scenario.strict_priority else str(spec_of(queue)["queuePolicy"])
             for name, queue in scenario.queues.items()
         }
 

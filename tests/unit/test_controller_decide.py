@@ -25,7 +25,16 @@ from webhook.api.names import (
     QUOTA_FULLNAME_ANNOTATION,
     STRICT_MARK_ANNOTATION,
 )
-from webhook.api.objects import parse_time
+from webhook.api.objects import (
+    annotations_of,
+    labels_of,
+    mapping,
+    mappings,
+    meta,
+    namespace_of,
+    parse_time,
+    spec_of,
+)
 from webhook.cli.simulate import run_scenario
 from webhook.controller.decide import (
     JOIN_GRACE_SECONDS,
@@ -110,9 +119,9 @@ def test_missing_queues_are_created_with_label_annotation_and_round() -> None:
     actions = queue_actions(seed_tree(), {}, "kube-queue", strict=False)
     assert [(a.verb, a.name) for a in actions] == [("create", name) for name in sorted(SEED_QUEUES)]
     body = actions[0].body
-    assert body["metadata"]["namespace"] == "kube-queue"
-    assert body["metadata"]["labels"] == {QUEUE_LABEL: "true"}
-    assert body["metadata"]["annotations"][QUOTA_FULLNAME_ANNOTATION] == "root/Department-a"
+    assert namespace_of(body) == "kube-queue"
+    assert labels_of(body) == {QUEUE_LABEL: "true"}
+    assert annotations_of(body)[QUOTA_FULLNAME_ANNOTATION] == "root/Department-a"
     assert body["spec"] == {"queuePolicy": "Round"}
 
 
@@ -169,7 +178,7 @@ def test_a_renamed_quota_fixes_the_annotation_and_adopts_an_unlabelled_queue() -
 
 def test_the_controller_states_its_oversell_rate_on_every_queue() -> None:
     created = queue_actions(seed_tree(), {}, "kube-queue", strict=False, rate="1.5")
-    assert {a.body["metadata"]["annotations"][OVERSELL_RATE_ANNOTATION] for a in created} == {"1.5"}
+    assert {annotations_of(a.body)[OVERSELL_RATE_ANNOTATION] for a in created} == {"1.5"}
     # A restart with another rate patches each Queue once; the same rate again changes nothing.
     existing = {a.name: a.body for a in created}
     patched = queue_actions(seed_tree(), existing, "kube-queue", strict=False, rate="1")
@@ -184,7 +193,7 @@ def test_strict_priority_turns_every_queue_to_block_and_back_only_where_it_did()
     assert len(actions) == 3
     for action in actions:
         assert action.body["spec"] == {"queuePolicy": "Block"}
-        assert action.body["metadata"]["annotations"] == {STRICT_MARK_ANNOTATION: "true"}
+        assert annotations_of(action.body) == {STRICT_MARK_ANNOTATION: "true"}
     forced = _seed_queues("Block", **{STRICT_MARK_ANNOTATION: "true"})
     forced["root-department-b-user-c"] = _queue(
         "root-department-b-user-c", "Block", annotations={QUOTA_FULLNAME_ANNOTATION: "root/Department-b"}
@@ -193,7 +202,7 @@ def test_strict_priority_turns_every_queue_to_block_and_back_only_where_it_did()
     assert sorted(a.name for a in back) == ["root-department-a-user-a", "root-department-a-user-b"]
     for action in back:
         assert action.body["spec"] == {"queuePolicy": "Round"}
-        assert action.body["metadata"]["annotations"] == {STRICT_MARK_ANNOTATION: None}
+        assert meta(action.body).get("annotations") == {STRICT_MARK_ANNOTATION: None}
 
 
 def test_strict_priority_creates_block_queues() -> None:
@@ -555,7 +564,9 @@ def steady_peer_replay(preempt: bool) -> list[int]:
     short of capacity, large high-priority jobs arriving among small and medium ones)."""
     docs = peer_shape(cohorts=1, queues_per_cohort=6, scale=0.1)
     if not preempt:
-        for leaf in docs[1]["spec"]["root"]["children"][0]["children"]:
+        cohort = mappings(mapping(spec_of(docs[1]).get("root")).get("children"))[0]
+        for leaf in mappings(cohort.get("children")):
+            assert isinstance(leaf, dict)
             leaf.pop("attributes")
     result = run_scenario(scenario_from_objects(docs), record_timeline=False)
     assert all(job.state is State.FINISHED for job in result.jobs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -182,7 +181,7 @@ def test_status_tree_mirrors_the_tree_with_canonical_quantities() -> None:
         job("half", namespace="user-c", quota="department-b", cpu="500m", memory="1536Mi", phase=Q),
     ]
     t = seed_tree()
-    status: dict[str, Any] = status_tree(t, build_ledger(t, workloads))
+    status = status_tree(t, build_ledger(t, workloads))
     assert status == {
         "root": {
             "name": "root",

@@ -17,6 +17,7 @@ from webhook.core.ledger import build_ledger
 from webhook.core.quota import QuotaTree
 from webhook.sim.engine import CorePath, SimJob, State, simulate
 from webhook.sim.report import percentile, to_dict, to_json, wait_stats
+from webhook.sim.report_shape import Report
 from webhook.sim.scenario import scenario_from_text
 
 TREE = """
@@ -54,7 +55,7 @@ spec:
 """
 
 
-def run(*docs: str, settings: str = "oversellrate: 1") -> dict[str, Any]:
+def run(*docs: str, settings: str = "oversellrate: 1") -> Report:
     text = "\n---\n".join([f"apiVersion: sim.kube-queue.io/v1alpha1\nkind: Scenario\nspec: {{{settings}}}", TREE,
                            *docs])
     return to_dict(run_scenario(scenario_from_text(text)), timeline=True)

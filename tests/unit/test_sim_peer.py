@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from webhook.api.names import PERF_CLASS_LABEL
+from webhook.api.objects import labels_of
 from webhook.cli.simulate import run_scenario
 from webhook.sim.engine import State
 from webhook.sim.peer import CLASSES, peer_shape
@@ -27,7 +28,7 @@ def test_the_peer_shape_has_15000_jobs_in_30_queues_of_5_departments() -> None:
     departments = scenario.tree.root.children
     assert len(departments) == 5
     assert all(len(department.children) == 6 for department in departments)
-    assert Counter(s.obj["metadata"]["labels"][PERF_CLASS_LABEL] for s in scenario.submissions) == {
+    assert Counter(labels_of(s.obj)[PERF_CLASS_LABEL] for s in scenario.submissions) == {
         "small": 10_500, "medium": 3_000, "large": 1_500}
     first = [s for s in scenario.submissions if s.namespace == "cq-0-0"][:3]
     assert [(s.name, s.at, s.run_for) for s in first] == [

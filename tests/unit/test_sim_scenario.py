@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from webhook.api.objects import annotations_of, meta, spec_of
 from webhook.core.queueing import Policy
 from webhook.core.resources import Resources
 from webhook.sim.model import ScenarioError, format_duration, parse_duration, parse_run_for
@@ -98,8 +99,8 @@ def test_annotations_time_a_job_and_copies_get_sequential_generated_names() -> N
         ("user-a", "pi-00003", 3_000_000, 30_000_000),
     ]
     obj = loaded.submissions[1].obj
-    assert obj["metadata"]["annotations"] == {"keep": "me"}, "only the simulator's annotations are dropped"
-    assert "generateName" not in obj["metadata"]
+    assert annotations_of(obj) == {"keep": "me"}, "only the simulator's annotations are dropped"
+    assert "generateName" not in meta(obj)
     assert loaded.submissions[0].leaf == "department-b"
 
 
@@ -112,7 +113,7 @@ def test_the_simulator_still_reads_the_annotations_and_group_of_an_earlier_relea
     assert [(s.name, s.at, s.run_for) for s in loaded.submissions] == [
         ("pi-00001", 2_000_000, 30_000_000), ("pi-00002", 2_000_000, 30_000_000)], "the current name wins"
     assert loaded.oversell_rate == 1
-    assert loaded.submissions[0].obj["metadata"]["annotations"] == {"keep": "me"}
+    assert annotations_of(loaded.submissions[0].obj) == {"keep": "me"}
 
 
 def test_the_scenario_document_holds_settings_nodes_and_wrapped_jobs(tmp_path: Path) -> None:
@@ -146,10 +147,10 @@ spec:
     assert loaded.nodes[1].allocatable == Resources.of(cpu=8, gpu=4)
     assert [(s.name, s.at, s.run_for) for s in loaded.submissions] == [
         ("pi-00003", 0, None), ("pi-00001", 1_000_000, 9_000_000), ("pi-00002", 2_000_000, 9_000_000)]
-    policies = {name: queue["spec"]["queuePolicy"] for name, queue in loaded.queues.items()}
+    policies = {name: spec_of(queue)["queuePolicy"] for name, queue in loaded.queues.items()}
     assert policies == {"root-department-a-user-a": "Round", "root-department-a-user-b": "Round",
                         "root-department-b-user-c": "Block"}
-    assert Policy.parse(policies["root-department-b-user-c"]) is Policy.BLOCK
+    assert Policy.parse(str(policies["root-department-b-user-c"])) is Policy.BLOCK
 
 
 def test_queue_and_priority_class_documents_count_as_in_the_cluster() -> None:
@@ -160,7 +161,7 @@ def test_queue_and_priority_class_documents_count_as_in_the_cluster() -> None:
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: user-a}",
     ))
     assert loaded.priority_classes == {"high": 1000}
-    assert loaded.queues["root-department-a-user-a"]["spec"]["queuePolicy"] == "Block"
+    assert spec_of(loaded.queues["root-department-a-user-a"])["queuePolicy"] == "Block"
     assert loaded.oversell_rate == 2, "the controller's default"
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from webhook.cli.main import main
 from webhook.sim.report import outcome
+from webhook.sim.report_shape import Report
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 
@@ -67,7 +68,7 @@ def test_scenario_3_a_department_a_job_is_evicted_and_user_c_runs(capsys: pytest
 
 
 def test_the_outcome_shape_the_cluster_comparison_reads(capsys: pytest.CaptureFixture[str]) -> None:
-    assert outcome(simulate_json(capsys, "seed-3-reclaim.yaml")) == {
+    assert outcome(cast(Report, simulate_json(capsys, "seed-3-reclaim.yaml"))) == {
         "user-a/pi-00001": {"state": "admitted", "position": None, "evicted": False},
         "user-b/pi-00001": {"state": "queued", "position": 1, "evicted": True},
         "user-c/pi-00001": {"state": "admitted", "position": None, "evicted": False},

@@ -9,8 +9,9 @@ them (not found, forbidden, conflict, gone). :func:`status_error` decodes a refu
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from webhook.api.objects import Obj
 
 __all__ = ["ApiStatusError", "status_error"]
 
@@ -18,7 +19,7 @@ __all__ = ["ApiStatusError", "status_error"]
 class ApiStatusError(Exception):
     """A refused or failed request to the API server."""
 
-    def __init__(self, status: int, reason: str, message: str = "", body: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, status: int, reason: str, message: str = "", body: Obj | None = None) -> None:
         self.status = status
         self.reason = reason
         self.message = message

@@ -8,7 +8,6 @@ them with :func:`label_patch`, so the two can never disagree on the shape.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from webhook.api.names import (
     MANAGED_NAMESPACE_LABEL,
@@ -23,10 +22,14 @@ SINCE_ANNOTATIONS: Mapping[str, str] = {MANAGED_NAMESPACE_LABEL: MANAGED_SINCE_A
 """The annotation written with a label: when it was set."""
 
 
-def label_patch(label: str, value: str | None, now: float) -> dict[str, Any]:
+LabelPatch = dict[str, dict[str, dict[str, str | None]]]
+"""``{"metadata": {"labels": {...}, "annotations": {...}}}``: a namespace's merge patch (``None`` removes)."""
+
+
+def label_patch(label: str, value: str | None, now: float) -> LabelPatch:
     """The merge patch that sets a namespace's ``label`` to ``value`` (``None`` removes it) at ``now`` (seconds
     since the epoch): a label with a since annotation gets it set to ``now``, or removed with the label."""
-    metadata: dict[str, Any] = {"labels": {label: value}}
+    metadata: dict[str, dict[str, str | None]] = {"labels": {label: value}}
     since = SINCE_ANNOTATIONS.get(label)
     if since is not None:
         metadata["annotations"] = {since: rfc3339(now) if value is not None else None}

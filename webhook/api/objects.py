@@ -162,14 +162,35 @@ class QueueItem(TypedDict, total=False):
     estimatedStartLatest: str
 
 
+class BackoffItem(TypedDict, total=False):
+    """One entry of a Queue's ``status.queueItemDetails.backoff`` (``retryAt`` absent once the job gave up,
+    ``kind`` only when not ``Job``)."""
+
+    name: str
+    namespace: str
+    kind: str
+    priority: int
+    reason: str
+    message: str
+    attempts: int
+    retryAt: str
+
+
 class QueueItemDetails(TypedDict, total=False):
     """A Queue's ``status.queueItemDetails``: the waiting jobs by position (``activeOmitted`` counts those
     left out) and the jobs backing off."""
 
     active: list[QueueItem]
     activeOmitted: int
-    backoff: list[dict[str, object]]
+    backoff: list[BackoffItem]
     backoffOmitted: int
+
+
+class QueueStatus(TypedDict, total=False):
+    """A Queue's ``status`` as the controller writes it (``runtimeHistory``: docs/eta.md)."""
+
+    queueItemDetails: QueueItemDetails
+    runtimeHistory: list[dict[str, object]]
 
 
 class ObjectReference(TypedDict, total=False):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from webhook.api.kinds import QUEUE
 from webhook.api.names import (
@@ -28,7 +28,18 @@ from webhook.api.names import (
     QUOTA_FULLNAME_ANNOTATION,
     STRICT_MARK_ANNOTATION,
 )
-from webhook.api.objects import annotations_of, labels_of, parse_time, rfc3339_seconds
+from webhook.api.objects import (
+    BackoffItem,
+    Doc,
+    Obj,
+    QueueItem,
+    QueueItemDetails,
+    QueueStatus,
+    annotations_of,
+    labels_of,
+    parse_time,
+    rfc3339_seconds,
+)
 from webhook.controller.model import TrackedJob
 from webhook.core.decide import (
     LEFTOVER_NOTE,
@@ -43,7 +54,7 @@ from webhook.core.eta import worth_publishing
 from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaNode, QuotaTree, namespace_quota_label, queue_name
 from webhook.core.startup import GAVE_UP
-from webhook.core.tree_status import status_tree
+from webhook.core.tree_status import TreeStatus, status_tree
 from webhook.core.workload import Workload, WorkloadKey
 
 if TYPE_CHECKING:
@@ -127,11 +138,11 @@ class QueueAction:
 
     verb: str
     name: str
-    body: Mapping[str, Any] = field(default_factory=dict)
+    body: Obj = field(default_factory=dict)
     why: str = ""
 
 
-def queue_body(desired: DesiredQueue, namespace: str, strict: bool, rate: str | None = None) -> dict[str, Any]:
+def queue_body(desired: DesiredQueue, namespace: str, strict: bool, rate: str | None = None) -> Doc:
     """A new Queue object (``rate``: the oversell rate the controller admits with, stated on it for ``kq``)."""
     annotations = {QUOTA_FULLNAME_ANNOTATION: desired.full_name, QUEUE_ARGS_ANNOTATION: "{}\n"}
     if strict:
@@ -153,7 +164,7 @@ def queue_body(desired: DesiredQueue, namespace: str, strict: bool, rate: str | 
 
 def queue_actions(
     tree: QuotaTree | None,
-    existing: Mapping[str, Mapping[str, Any]],
+    existing: Mapping[str, Obj],
     namespace: str,
     strict: bool,
     rate: str | None = None,
@@ -173,9 +184,9 @@ def queue_actions(
             actions.append(QueueAction("create", name, queue_body(want, namespace, strict, rate), "missing"))
             continue
         labels, annotations = labels_of(obj), annotations_of(obj)
-        patch_labels: dict[str, Any] = {}
-        patch_annotations: dict[str, Any] = {}
-        spec: dict[str, Any] = {}
+        patch_labels: Doc = {}
+        patch_annotations: Doc = {}
+        spec: Doc = {}
         why = []
         if labels.get(QUEUE_LABEL) != "true":
             patch_labels[QUEUE_LABEL] = "true"
@@ -204,8 +215,8 @@ def queue_actions(
         elif parsed is None or current is None:
             spec["queuePolicy"] = Policy.ROUND.value
             why.append("policy")
-        body: dict[str, Any] = {}
-        metadata: dict[str, Any] = {}
+        body: Doc = {}
+        metadata: Doc = {}
         if patch_labels:
             metadata["labels"] = patch_labels
         if patch_annotations:
@@ -244,7 +255,7 @@ tree after the namespace's change (a job created meanwhile must still be held)."
 
 def namespace_actions(
     tree: QuotaTree | None,
-    namespaces: Mapping[str, Mapping[str, Any]],
+    namespaces: Mapping[str, Obj],
     placement: frozenset[str] = frozenset(),
     now: float | None = None,
     *,
@@ -294,7 +305,7 @@ def namespace_actions(
     return actions
 
 
-def _young(namespace: Mapping[str, Any], now: float | None, annotation: str, grace: float) -> bool:
+def _young(namespace: Obj, now: float | None, annotation: str, grace: float) -> bool:
     """Whether the label whose time ``annotation`` holds was set less than ``grace`` seconds before ``now``."""
     if now is None:
         return False
@@ -308,7 +319,7 @@ def _young(namespace: Mapping[str, Any], now: float | None, annotation: str, gra
 def decide(
     tree: QuotaTree,
     jobs: Iterable[TrackedJob],
-    queues: Mapping[str, Mapping[str, Any]],
+    queues: Mapping[str, Obj],
     *,
     oversell_rate: Fraction,
     strict_priority: bool = False,
@@ -341,7 +352,7 @@ def decide(
 
 def queue_statuses(
     tree: QuotaTree, decisions: JobDecisions, cap: int, eta: EtaStatus | None = None
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, QueueStatus]:
     """``status`` of every Queue the tree asks for: ``queueItemDetails.active`` lists the waiting jobs of the
     Queue's namespace by position (at most ``cap``, ``activeOmitted`` counts the rest), each with its start
     estimate when ``eta`` has one; ``backoff`` lists the jobs that failed to start, soonest retry first (at most
@@ -354,21 +365,12 @@ def queue_statuses(
         name = queue_name(job.leaf.name, job.workload.key.namespace)
         if name in by_queue:
             by_queue[name].append(job)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, QueueStatus] = {}
     for name, members in by_queue.items():
         members.sort(key=lambda job: (decisions.positions.get(job.workload.key, 0), job.workload.key.name))
-        active = [
-            {
-                "name": job.workload.key.name,
-                "namespace": job.workload.key.namespace,
-                "priority": job.workload.priority,
-                "position": decisions.positions.get(job.workload.key, 0),
-                **({"kind": job.workload.key.kind} if job.workload.key.kind != "Job" else {}),
-                **estimates.get(job.workload.key, {}),
-            }
-            for job in members[:cap]
-        ]
-        details: dict[str, Any] = {"active": active, "backoff": []}
+        active = [_active_item(job, decisions.positions.get(job.workload.key, 0), estimates.get(job.workload.key))
+                  for job in members[:cap]]
+        details: QueueItemDetails = {"active": active, "backoff": []}
         if len(members) > cap:
             details["activeOmitted"] = len(members) - cap
         out[name] = {"queueItemDetails": details}
@@ -389,11 +391,29 @@ def queue_statuses(
     return out
 
 
+def _active_item(job: TrackedJob, position: int, estimate: Mapping[str, str] | None) -> QueueItem:
+    item: QueueItem = {
+        "name": job.workload.key.name,
+        "namespace": job.workload.key.namespace,
+        "priority": job.workload.priority,
+        "position": position,
+    }
+    if job.workload.key.kind != "Job":
+        item["kind"] = job.workload.key.kind
+    if estimate:
+        start, latest = estimate.get("estimatedStart"), estimate.get("estimatedStartLatest")
+        if start is not None:
+            item["estimatedStart"] = start
+        if latest is not None:
+            item["estimatedStartLatest"] = latest
+    return item
+
+
 ESTIMATE_FIELDS = ("estimatedStart", "estimatedStartLatest")
 """A waiting job's start estimate in its Queue's ``status.queueItemDetails.active`` item."""
 
 
-def with_published_estimates(status: Mapping[str, Any], published: object, now: float) -> Mapping[str, Any]:
+def with_published_estimates(status: Obj, published: object, now: float) -> Obj:
     """``status`` (a Queue's, as :func:`queue_statuses` makes it, with fresh estimates) with each waiting job's
     estimate as ``published`` (the status written last) holds it, where no fresh figure is
     :func:`~webhook.core.eta.worth_publishing`. Equal to ``published``: nothing but small moves of estimates
@@ -416,16 +436,16 @@ def with_published_estimates(status: Mapping[str, Any], published: object, now: 
     return {**status, "queueItemDetails": {**details, "active": active}}
 
 
-def _item_key(item: Mapping[str, Any]) -> tuple[object, object, object]:
+def _item_key(item: Obj) -> tuple[object, object, object]:
     return item.get("namespace"), item.get("name"), item.get("kind")
 
 
-def backoff_item(job: TrackedJob) -> dict[str, Any]:
+def backoff_item(job: TrackedJob) -> BackoffItem:
     """One entry of a Queue's ``backoff`` list: ``{name, namespace, priority, reason, message, retryAt,
     attempts}``; ``reason`` is ``GaveUp`` once the job used all its attempts (``retryAt`` is then absent)."""
     note = job.backoff
     assert note is not None
-    item: dict[str, Any] = {
+    item: BackoffItem = {
         "name": job.workload.key.name,
         "namespace": job.workload.key.namespace,
         "priority": job.workload.priority,
@@ -440,7 +460,7 @@ def backoff_item(job: TrackedJob) -> dict[str, Any]:
     return item
 
 
-def tree_status(tree: QuotaTree, decisions: JobDecisions) -> dict[str, Any]:
+def tree_status(tree: QuotaTree, decisions: JobDecisions) -> TreeStatus:
     """The ElasticQuotaTree ``status``: per node ``used`` (admitted) and ``request`` (admitted + queued)."""
     return status_tree(tree, decisions.ledger)
 

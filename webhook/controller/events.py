@@ -15,11 +15,10 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from webhook.api import kinds, names
 from webhook.api.names import CONTROLLER_COMPONENT
-from webhook.api.objects import Obj, parse_time, rfc3339, rfc3339_seconds
+from webhook.api.objects import Doc, Obj, parse_time, rfc3339, rfc3339_seconds
 from webhook.controller.records import kv
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
@@ -64,7 +63,7 @@ class PendingEvent:
     body: Obj
 
 
-def involved(obj: Obj) -> dict[str, Any]:
+def involved(obj: Obj) -> Doc:
     """``involvedObject`` of an Event about ``obj``."""
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     assert isinstance(metadata, Mapping)
@@ -116,7 +115,7 @@ class EventRecorder:
         now = self._wall()
         if len(message) > MAX_MESSAGE:
             message = message[: MAX_MESSAGE - 3] + "..."
-        metadata: dict[str, Any] = {"generateName": f"{target.get('name', 'object')}.", "namespace": namespace}
+        metadata: Doc = {"generateName": f"{target.get('name', 'object')}.", "namespace": namespace}
         if annotations:
             metadata["annotations"] = dict(annotations)
         body = {

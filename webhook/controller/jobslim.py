@@ -4,9 +4,9 @@ manage them (docs/architecture.md, "What a queued job costs in memory")."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from webhook.api.names import PARENT_ANNOTATION
+from webhook.api.objects import Obj
 from webhook.kube.packed import Codec, packed
 from webhook.workloads.base import Adapter
 
@@ -14,7 +14,7 @@ STUB_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "owner
 """What a job kind's cache keeps of an object its adapter does not manage."""
 
 
-def job_slim(adapter: Adapter) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+def job_slim(adapter: Adapter) -> Callable[[Obj], Obj]:
     """How a job kind's cache keeps an object: packed (:func:`~webhook.kube.packed.packed`: no managed fields,
     no ``kubectl apply`` copy, the identity as dicts, the rest compressed with one dictionary per kind), and
     only the identity of an object its adapter does not manage (:func:`stub_unmanaged`)."""
@@ -24,7 +24,7 @@ def job_slim(adapter: Adapter) -> Callable[[Mapping[str, Any]], Mapping[str, Any
     return stub_unmanaged(adapter, codec)
 
 
-def stub_unmanaged(adapter: Adapter, codec: Codec) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+def stub_unmanaged(adapter: Adapter, codec: Codec) -> Callable[[Obj], Obj]:
     """A job kind's cache keeps only the identity of an object its adapter does not manage, and the others
     packed by ``codec``. A Job's pods come to the plain Pods' cache because the webhook tags them too: a pod
     is about 22 KB in memory (its managed fields with it), for every pod of the tree's namespaces, and the
@@ -32,7 +32,7 @@ def stub_unmanaged(adapter: Adapter, codec: Codec) -> Callable[[Mapping[str, Any
     the whole object of every event, so a stub is never what decides; it stays unmanaged (no gate, no
     admission record)."""
 
-    def slim(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    def slim(obj: Obj) -> Obj:
         if adapter.manages(obj):
             return packed(obj, codec)
         metadata = obj.get("metadata")

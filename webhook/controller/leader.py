@@ -18,10 +18,9 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from webhook.api.kinds import LEASE
-from webhook.api.objects import rfc3339
+from webhook.api.objects import Doc, rfc3339
 from webhook.controller.records import kv
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
@@ -65,7 +64,7 @@ class LeaderElector:
         self._rng = rng or random.Random()
         self._leading = False
         self._last_renew = float("-inf")
-        self._observed: tuple[Any, ...] | None = None
+        self._observed: tuple[object, ...] | None = None
         self._observed_at = 0.0
         self.transitions = 0
         """How many times this elector became leader."""
@@ -108,10 +107,11 @@ class LeaderElector:
             delay = self.retry_period if self._leading else self.retry_period * self._rng.uniform(1.0, 1.2)
             await self._sleep(delay)
 
-    def _spec(self, previous: dict[str, Any] | None, now: float) -> dict[str, Any]:
+    def _spec(self, previous: Doc | None, now: float) -> Doc:
         stamp = rfc3339(now)
         held_by_me = previous is not None and previous.get("holderIdentity") == self.identity
-        transitions = int((previous or {}).get("leaseTransitions") or 0)
+        counted = (previous or {}).get("leaseTransitions")
+        transitions = counted if isinstance(counted, int) else 0
         return {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, round(self.lease_duration)),
@@ -120,7 +120,7 @@ class LeaderElector:
             "leaseTransitions": transitions if held_by_me or previous is None else transitions + 1,
         }
 
-    def _observe(self, spec: dict[str, Any]) -> None:
+    def _observe(self, spec: Doc) -> None:
         record = (
             spec.get("holderIdentity"),
             spec.get("renewTime"),

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
 
 from webhook.api.names import (
     ADMISSION_ANNOTATION,
@@ -97,7 +96,7 @@ def writer_settings(settings: ControllerSettings) -> WriterSettings:
 
 @dataclass(slots=True)
 class _StatusMemory:
-    payload: Any = None
+    payload: object = None
     at: float = float("-inf")
 
 

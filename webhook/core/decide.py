@@ -34,8 +34,8 @@ from fractions import Fraction
 from itertools import chain
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Any
 
+from webhook.api.objects import Obj
 from webhook.core.chain_usage import shift_usage
 from webhook.core.decisions import Decisions, J, Reclaim
 from webhook.core.fairshare import fair_admit_groups, fair_parents
@@ -62,7 +62,7 @@ __all__ = ["LEFTOVER_NOTE", "RECLAIM_BUDGET", "RECLAIM_TRIES_PER_QUOTA", "decide
 # Policies --------------------------------------------------------------------------------------------------
 
 
-def queue_policy_text(obj: Mapping[str, Any]) -> str | None:
+def queue_policy_text(obj: Obj) -> str | None:
     """A Queue object's ``spec.queuePolicy``, when it is a string."""
     spec = obj.get("spec")
     value = spec.get("queuePolicy") if isinstance(spec, Mapping) else None
@@ -70,7 +70,7 @@ def queue_policy_text(obj: Mapping[str, Any]) -> str | None:
 
 
 def leaf_policies(
-    tree: QuotaTree, queues: Mapping[str, Mapping[str, Any]], strict: bool
+    tree: QuotaTree, queues: Mapping[str, Obj], strict: bool
 ) -> dict[str, Policy]:
     """Each leaf's policy by leaf key: ``Block`` under ``StrictPriority`` or when any Queue of the leaf says
     ``Block``; else ``Round`` (one leaf is one queue, whatever its namespaces)."""

@@ -35,7 +35,7 @@ from fractions import Fraction
 from itertools import compress
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from webhook.api.names import MAX_JOBS
 from webhook.core.fit import FitResult, limits_of
@@ -147,7 +147,7 @@ def _group(waiting: Iterable[Workload]) -> dict[str, list[Workload]]:
     return groups
 
 
-def _fields(path: str) -> tuple[attrgetter[Any], ...]:
+def _fields(path: str) -> tuple[attrgetter[float | str], ...]:
     return tuple(attrgetter(f"{path}{name}") for name in ("created", "key.name", "key.namespace", "priority"))
 
 

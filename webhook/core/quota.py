@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 from webhook.api.names import MAX_JOBS, TREE_NAMESPACE
+from webhook.api.objects import Obj
 from webhook.core.quantity import NANO, format_quantity
 from webhook.core.quota_attributes import attribute_problems
 from webhook.core.resources import EMPTY, ResourceError, Resources, is_binary_resource
@@ -436,7 +436,7 @@ def spec_violations(spec: object) -> list[Violation]:
     return validate_tree(root)
 
 
-def parse_tree(spec: Mapping[str, Any]) -> QuotaTree:
+def parse_tree(spec: Obj) -> QuotaTree:
     """Read an ElasticQuotaTree ``spec`` (``{"root": {name, min, max, namespaces, children, attributes}}``)
     into a validated :class:`QuotaTree`; raises :class:`QuotaTreeError` listing every problem."""
     root, violations = _parse_spec(spec)
@@ -445,7 +445,7 @@ def parse_tree(spec: Mapping[str, Any]) -> QuotaTree:
     return build_tree(root)
 
 
-def validate_tree_object(obj: Mapping[str, Any], existing_trees: int) -> list[Violation]:
+def validate_tree_object(obj: Obj, existing_trees: int) -> list[Violation]:
     """Every reason to refuse a whole ElasticQuotaTree object: it must live in ``kube-system``, be the only
     tree in the cluster (``existing_trees`` counts the *other* trees), and its spec must be valid."""
     if not isinstance(obj, Mapping):

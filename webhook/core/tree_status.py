@@ -5,21 +5,37 @@ hand)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import NotRequired, TypedDict
 
+from webhook.api.objects import Obj
 from webhook.core.ledger import Ledger
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import EMPTY, ResourceError, Resources
 
-__all__ = ["status_tree", "used_from_status"]
+__all__ = ["NodeStatus", "TreeStatus", "status_tree", "used_from_status"]
 
 
-def status_tree(tree: QuotaTree, ledger: Ledger) -> dict[str, Any]:
+class NodeStatus(TypedDict):
+    """One node of the tree's ``status``: canonical quantity strings."""
+
+    name: str
+    used: dict[str, str]
+    request: dict[str, str]
+    children: list[NodeStatus]
+
+
+class TreeStatus(TypedDict):
+    root: NodeStatus
+    handoff: NotRequired[Mapping[str, list[float]]]
+    """The control plane's time per turn (``HANDOFF_STATUS``; docs/eta.md), written by the controller."""
+
+
+def status_tree(tree: QuotaTree, ledger: Ledger) -> TreeStatus:
     """The ``status`` of the ElasticQuotaTree, mirroring the tree: each node ``{name, used, request,
     children}`` with canonical quantity strings, so ``kubectl get eqtree -o json | jq .status`` shows who uses
     what."""
 
-    def render(node: QuotaNode) -> dict[str, Any]:
+    def render(node: QuotaNode) -> NodeStatus:
         usage = ledger.usage(node.key)
         return {
             "name": node.name,
@@ -38,7 +54,7 @@ def used_from_status(tree: QuotaTree, status: object) -> dict[str, Resources] | 
     if not isinstance(root, Mapping):
         return None
     out: dict[str, Resources] = {}
-    stack: list[Mapping[str, Any]] = [root]
+    stack: list[Obj] = [root]
     while stack:
         node = stack.pop()
         name = node.get("name")

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from webhook.api.names import TREE_NAMESPACE
-from webhook.api.objects import meta
+from webhook.api.objects import Obj, meta
 from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree
 
 __all__ = ["HonouredTree", "honoured_tree", "oldest_tree_object"]
 
 
-def _age_key(obj: Mapping[str, Any]) -> tuple[bool, str, str]:
+def _age_key(obj: Obj) -> tuple[bool, str, str]:
     metadata = meta(obj)
     stamp = metadata.get("creationTimestamp")
     # RFC 3339 in UTC (what the API server writes) sorts as text.
@@ -27,8 +26,8 @@ def _age_key(obj: Mapping[str, Any]) -> tuple[bool, str, str]:
 
 
 def oldest_tree_object(
-    objects: Iterable[Mapping[str, Any]], namespace: str = TREE_NAMESPACE
-) -> Mapping[str, Any] | None:
+    objects: Iterable[Obj], namespace: str = TREE_NAMESPACE
+) -> Obj | None:
     """The honoured object among ElasticQuotaTree objects (see the module notes); ``None`` when there is none."""
     candidates = [obj for obj in objects if str(meta(obj).get("namespace") or namespace) == namespace]
     return min(candidates, key=_age_key) if candidates else None
@@ -39,12 +38,12 @@ class HonouredTree:
     """The honoured object, its parsed tree (``None`` when there is no object or it does not parse) and why it
     does not parse."""
 
-    obj: Mapping[str, Any] | None
+    obj: Obj | None
     tree: QuotaTree | None
     problem: str | None
 
 
-def honoured_tree(objects: Iterable[Mapping[str, Any]], namespace: str = TREE_NAMESPACE) -> HonouredTree:
+def honoured_tree(objects: Iterable[Obj], namespace: str = TREE_NAMESPACE) -> HonouredTree:
     """The honoured tree (module notes), parsed."""
     chosen = oldest_tree_object(objects, namespace)
     if chosen is None:

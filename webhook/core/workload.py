@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import attrgetter
-from typing import Any
 
 from webhook.api.names import EXTENDER_RESOURCE, MAX_JOBS
+from webhook.api.objects import Obj
 from webhook.core.quantity import NANO, QuantityError, parse_quantity
 from webhook.core.resources import EMPTY, Resources, shared
 
@@ -152,7 +152,7 @@ def _container_request(container: object, kind: str, index: int) -> dict[str, in
     return requests
 
 
-def _containers(pod_spec: Mapping[str, Any], field_name: str) -> Sequence[object]:
+def _containers(pod_spec: Obj, field_name: str) -> Sequence[object]:
     value = pod_spec.get(field_name)
     if value is None:
         return ()
@@ -171,7 +171,7 @@ def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
         into[name] = max(into.get(name, amount), amount)
 
 
-def _aggregate_container_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]:
+def _aggregate_container_requests(pod_spec: Obj) -> dict[str, int]:
     """``AggregateContainerRequests`` of ``k8s.io/component-helpers/resource``: the app containers and the
     restartable (sidecar) init containers add up; each init container needs its own request plus the
     sidecars started before it; the pod needs the larger of the two, per resource."""
@@ -195,7 +195,7 @@ def _aggregate_container_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]
     return result
 
 
-def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
+def pod_request(pod_spec: Obj) -> Resources:
     """The effective request of one pod, as kube-scheduler computes it (``resource.PodRequests``).
 
     Per resource: the larger of (app containers + sidecar init containers) and the peak of the init
@@ -232,7 +232,7 @@ def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
     return Resources({name: amount for name, amount in result.items() if amount and name != EXTENDER_RESOURCE})
 
 
-def running_pod_request(pod: Mapping[str, Any]) -> Resources:
+def running_pod_request(pod: Obj) -> Resources:
     """What a pod holds: :func:`pod_request` of its spec, and per container at least what the kubelet allocated
     it (``status.containerStatuses[].allocatedResources`` and ``.resources.requests``). After an in-place
     resize the spec says the new size before the kubelet runs the pod with it; a pod counts at the larger of
@@ -274,7 +274,7 @@ def running_pod_request(pod: Mapping[str, Any]) -> Resources:
     return Resources({name: max(requested.get_or_zero(name), held.get_or_zero(name)) for name in names})
 
 
-def pod_set(name: str, count: int, pod_spec: Mapping[str, Any]) -> PodSet:
+def pod_set(name: str, count: int, pod_spec: Obj) -> PodSet:
     """A :class:`PodSet` of ``count`` pods shaped by ``pod_spec``; ``WorkloadError`` on a negative or
     non-integer count or a bad quantity (the message names the pod set)."""
     if isinstance(count, bool) or not isinstance(count, int):

@@ -26,8 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
-from typing import Any, Protocol
+from typing import Protocol
 
+from webhook.api.objects import Obj
 from webhook.core.decide import decide, leaf_policies
 from webhook.core.decisions import Decisions, PlainJob
 from webhook.core.fit import FitResult
@@ -63,7 +64,7 @@ class SimJob:
 
     index: int
     adapter: Adapter
-    obj: Mapping[str, Any]
+    obj: Obj
     leaf: QuotaNode
     workload: Workload
     """The job as the decision code sees it now (its phase follows the state)."""
@@ -83,7 +84,7 @@ class SimJob:
     never_starts: bool = False
     """Its pods never run (the scenario says so): the start timeout holds it again."""
     failed_starts: int = 0
-    handle: Any = None
+    handle: object = None
     """The decision path's own view of the job, cached until :attr:`workload` changes (``None`` then)."""
 
     @property
@@ -100,7 +101,7 @@ class DecisionPath(Protocol):
     """The decision code, as the simulator calls it (:class:`CorePath`; a test may stand in its own)."""
 
     def workload(
-        self, adapter: Adapter, obj: Mapping[str, Any], leaf: QuotaNode, priority_classes: Mapping[str, int]
+        self, adapter: Adapter, obj: Obj, leaf: QuotaNode, priority_classes: Mapping[str, int]
     ) -> Workload:
         """The job's workload as the controller first sees it (held, not yet admitted)."""
 
@@ -108,7 +109,7 @@ class DecisionPath(Protocol):
         self,
         tree: QuotaTree,
         jobs: Sequence[SimJob],
-        queues: Mapping[str, Mapping[str, Any]],
+        queues: Mapping[str, Obj],
         *,
         oversell_rate: Fraction,
         strict_priority: bool,
@@ -124,7 +125,7 @@ class CorePath:
         self.reclaim_tries_per_quota = reclaim_tries_per_quota
 
     def workload(
-        self, adapter: Adapter, obj: Mapping[str, Any], leaf: QuotaNode, priority_classes: Mapping[str, int]
+        self, adapter: Adapter, obj: Obj, leaf: QuotaNode, priority_classes: Mapping[str, int]
     ) -> Workload:
         return adapter.to_workload(obj, leaf.name, priority_classes)
 
@@ -142,7 +143,7 @@ class CorePath:
         self,
         tree: QuotaTree,
         jobs: Sequence[SimJob],
-        queues: Mapping[str, Mapping[str, Any]],
+        queues: Mapping[str, Obj],
         *,
         oversell_rate: Fraction,
         strict_priority: bool,

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
 
 from webhook.api.names import LEGACY_SIM_GROUP, SIM_GROUP
+from webhook.api.objects import Obj, name_of, namespace_of
 from webhook.core import duration
 from webhook.core.fairshare import with_fair_sharing
 from webhook.core.quota import QuotaTree
@@ -108,7 +108,7 @@ class Submission:
     at: int
     run_for: int | None
     adapter: Adapter
-    obj: Mapping[str, Any]
+    obj: Obj
     """The manifest with its final name (generated names resolved), ``spec`` as written."""
     leaf: str
     """Key of the leaf quota holding the job's namespace."""
@@ -119,11 +119,11 @@ class Submission:
 
     @property
     def name(self) -> str:
-        return str(self.obj["metadata"]["name"])
+        return name_of(self.obj)
 
     @property
     def namespace(self) -> str:
-        return str(self.obj["metadata"]["namespace"])
+        return namespace_of(self.obj)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +136,7 @@ class Scenario:
     """In submission order (time, then order in the files)."""
     oversell_rate: Fraction = DEFAULT_OVERSELL_RATE
     strict_priority: bool = False
-    queues: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    queues: Mapping[str, Obj] = field(default_factory=dict)
     """Queue objects by name, as the controller's Queue cache holds them (only ``spec.queuePolicy`` matters)."""
     priority_classes: Mapping[str, int] = field(default_factory=dict)
     nodes: tuple[NodeShape, ...] = ()

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
 
 from webhook.api.kinds import ELASTIC_QUOTA_TREE
 from webhook.api.names import PERF_CLASS_LABEL, TREE_NAMESPACE
+from webhook.api.objects import Doc
 from webhook.sim.model import SCENARIO_API_VERSION
 
 PEER_SOURCE = "kubernetes-sigs/kueue test/performance/scheduler/configs/baseline/generator.yaml"
@@ -66,7 +66,7 @@ PEER_CQ_MIN_USAGE_PERCENT = 58.7
 """The peer's published baseline: averages of 5 trial runs, from the comments of ``PEER_RANGESPEC``."""
 
 
-def _job(namespace: str, workload: WorkloadClass) -> dict[str, Any]:
+def _job(namespace: str, workload: WorkloadClass) -> Doc:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -97,13 +97,12 @@ def _job(namespace: str, workload: WorkloadClass) -> dict[str, Any]:
 
 
 def peer_shape(cohorts: int = COHORTS, queues_per_cohort: int = QUEUES_PER_COHORT,
-               scale: float = 1.0) -> list[dict[str, Any]]:
+               scale: float = 1.0) -> list[Doc]:
     """The scenario's documents. ``scale`` multiplies every workload count (``0.1`` for a quick run)."""
-    leaves: list[dict[str, Any]] = []
-    departments = []
-    jobs = []
+    departments: list[Doc] = []
+    jobs: list[Doc] = []
     for cohort in range(cohorts):
-        children = []
+        children: list[Doc] = []
         for queue in range(queues_per_cohort):
             name = f"cq-{cohort}-{queue}"
             children.append({
@@ -122,24 +121,23 @@ def peer_shape(cohorts: int = COHORTS, queues_per_cohort: int = QUEUES_PER_COHOR
                     "count": count,
                     "runFor": f"{workload.runtime_ms}ms",
                 })
-        leaves.extend(children)
         total = NOMINAL_CPU * queues_per_cohort
         departments.append({"name": f"cohort-{cohort}", "min": {"cpu": total}, "max": {"cpu": total},
                             "children": children})
     root_cpu = NOMINAL_CPU * queues_per_cohort * cohorts
-    tree = {
+    tree: Doc = {
         "apiVersion": ELASTIC_QUOTA_TREE.api_version,
         "kind": "ElasticQuotaTree",
         "metadata": {"name": "elasticquotatree", "namespace": TREE_NAMESPACE},
         "spec": {"root": {"name": "root", "min": {"cpu": root_cpu}, "max": {"cpu": root_cpu},
                           "children": departments}},
     }
-    priority_classes = [
+    priority_classes: list[Doc] = [
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": workload.name},
          "value": workload.priority}
         for workload in CLASSES
     ]
-    scenario = {
+    scenario: Doc = {
         "apiVersion": SCENARIO_API_VERSION,
         "kind": "Scenario",
         "metadata": {"name": "peer-shape"},

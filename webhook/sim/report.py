@@ -20,16 +20,25 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from webhook.api.names import MAX_JOBS
+from webhook.api.objects import labels_of
 from webhook.core.fairshare import INFINITE, fair_parents, share, weights
 from webhook.core.quantity import NANO, format_quantity
 from webhook.core.quota import QuotaNode
 from webhook.core.resources import is_binary_resource
 from webhook.sim.engine import Entry, SimJob, SimResult, State, seconds
 from webhook.sim.model import format_duration
+from webhook.sim.report_shape import (
+    JobReport,
+    Outcome,
+    QuotaReport,
+    Report,
+    ResourceFigures,
+    TimelineEntry,
+    WaitStats,
+)
 
 
 def percentile(values: Sequence[float], fraction: float) -> float | None:
@@ -41,7 +50,7 @@ def percentile(values: Sequence[float], fraction: float) -> float | None:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def wait_stats(waits: Sequence[float]) -> dict[str, Any]:
+def wait_stats(waits: Sequence[float]) -> WaitStats:
     """``{count, mean, p50, p95, max}`` of waits in seconds (``None`` figures when there are none)."""
     return {
         "count": len(waits),
@@ -62,11 +71,11 @@ def _leaves_under(node: QuotaNode) -> list[str]:
     return [key for child in node.children for key in _leaves_under(child)]
 
 
-def _resources(result: SimResult, node: QuotaNode) -> dict[str, Any]:
+def _resources(result: SimResult, node: QuotaNode) -> dict[str, ResourceFigures]:
     meter = result.meter
     span = result.end
     names = sorted({*node.min, *node.max} - {MAX_JOBS})
-    out: dict[str, Any] = {}
+    out: dict[str, ResourceFigures] = {}
     for name in names:
         minimum = node.min.get_or_zero(name)
         maximum = node.max.get(name)
@@ -87,7 +96,7 @@ def _resources(result: SimResult, node: QuotaNode) -> dict[str, Any]:
     return out
 
 
-def _quota(result: SimResult, node: QuotaNode, jobs: Iterable[SimJob]) -> dict[str, Any]:
+def _quota(result: SimResult, node: QuotaNode, jobs: Iterable[SimJob]) -> QuotaReport:
     members = list(jobs)
     waits = [seconds(job.wait) for job in members if job.wait is not None]
     never = [seconds(result.end - job.submitted) for job in members if job.first_admitted is None]
@@ -112,7 +121,7 @@ def _quota(result: SimResult, node: QuotaNode, jobs: Iterable[SimJob]) -> dict[s
     }
 
 
-def _job(result: SimResult, job: SimJob) -> dict[str, Any]:
+def _job(result: SimResult, job: SimJob) -> JobReport:
     waiting = job.state is State.QUEUED
     reason = result.reasons.get(job.key) if waiting else None
     return {
@@ -134,27 +143,27 @@ def _job(result: SimResult, job: SimJob) -> dict[str, Any]:
         "admissions": job.admissions,
         "evictions": job.evictions,
         "failed_starts": job.failed_starts,
-        "labels": dict((job.obj.get("metadata") or {}).get("labels") or {}),
+        "labels": dict(labels_of(job.obj)),
     }
 
 
-def entry_dict(entry: Entry) -> dict[str, Any]:
+def entry_dict(entry: Entry) -> TimelineEntry:
     return {"time": seconds(entry.time), "job": entry.job, "quota": entry.quota, "decision": entry.decision,
             "reason": entry.reason}
 
 
-def to_dict(result: SimResult, *, timeline: bool = False, jobs: bool = True) -> dict[str, Any]:
+def to_dict(result: SimResult, *, timeline: bool = False, jobs: bool = True) -> Report:
     """The run as plain data (what ``kq simulate -o json`` prints)."""
     scenario = result.scenario
     tree = scenario.tree
     by_leaf: dict[str, list[SimJob]] = {}
     for job in result.jobs:
         by_leaf.setdefault(job.leaf.key, []).append(job)
-    quotas = {}
+    quotas: dict[str, QuotaReport] = {}
     for node in tree.nodes.values():
         members = [job for leaf in _leaves_under(node) for job in by_leaf.get(leaf, [])]
         quotas[node.full_name] = _quota(result, node, members)
-    out: dict[str, Any] = {
+    out: Report = {
         "scenario": scenario.name,
         "settings": {
             "oversellrate": float(scenario.oversell_rate),
@@ -258,7 +267,7 @@ def to_text(result: SimResult, *, timeline: bool = False) -> str:
                          _pct(figures["min_utilisation"]), _pct(figures["max_utilisation"]),
                          _amount(name, figures["borrowed_mean"]), _amount(name, figures["borrowed_peak"])])
     lines += _table(header, rows)
-    waiting = [job for job in data["jobs"] if job["state"] in ("Queued", "Pending", "Backoff")]
+    waiting = [job for job in data.get("jobs", ()) if job["state"] in ("Queued", "Pending", "Backoff")]
     if waiting:
         lines += ["", f"waiting at the end ({len(waiting)}):"]
         for job in waiting[:50]:
@@ -306,12 +315,12 @@ def use_over_time(result: SimResult, rows: int = 10) -> list[str]:
     return ["", f"{title}:", *_table(header, table_rows)]
 
 
-def outcome(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def outcome(data: Report) -> dict[str, Outcome]:
     """The comparable outcome of a run, by job name: ``{state, position, evicted}`` (``state`` is
     ``admitted`` for running/pending jobs, ``queued`` or ``finished``). The end-to-end test reads the same
     shape off the cluster."""
-    out: dict[str, dict[str, Any]] = {}
-    for job in data["jobs"]:
+    out: dict[str, Outcome] = {}
+    for job in data.get("jobs", ()):
         state = {"Running": "admitted", "Pending": "admitted", "Queued": "queued", "Finished": "finished"}
         out[f"{job['namespace']}/{job['name']}"] = {
             "state": state[job["state"]],

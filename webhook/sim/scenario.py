@@ -29,11 +29,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from webhook.api.names import LEGACY_SIM_GROUP, SIM_GROUP
+from webhook.api.objects import Doc, Obj
 from webhook.core.queueing import Policy, QueuePolicyError
 from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree, queue_name
 from webhook.core.rate import DEFAULT_OVERSELL_RATE, RateError, parse_rate
@@ -64,7 +64,7 @@ from webhook.workloads.registry import adapter_for
 
 @dataclass(slots=True)
 class _Doc:
-    body: Mapping[str, Any]
+    body: Obj
     where: str
     base: Path
 
@@ -112,7 +112,7 @@ def scenario_from_text(text: str, name: str = "scenario", base: Path | None = No
     return parse_scenario(_docs_from_text(text, name, base or Path()), default_name=name, reader=_read_docs)
 
 
-def scenario_from_objects(objects: Sequence[Mapping[str, Any]], name: str = "scenario") -> Scenario:
+def scenario_from_objects(objects: Sequence[Obj], name: str = "scenario") -> Scenario:
     """A scenario from already-parsed documents (generators, tests); no file is read."""
     docs = [_Doc(obj, f"{name}#{index}", Path()) for index, obj in enumerate(objects, start=1)]
     return parse_scenario(docs, default_name=name, reader=_read_docs)
@@ -125,7 +125,7 @@ _SCENARIO_FIELDS = {"oversellrate", "strictPriority", "queuePolicy", "queuePolic
 _JOB_FIELDS = {"file", "manifest", "at", "runFor", "count", "every", "neverStarts"}
 
 
-def _kind(body: Mapping[str, Any]) -> tuple[str, str]:
+def _kind(body: Obj) -> tuple[str, str]:
     api_version = body.get("apiVersion")
     kind = body.get("kind")
     if not isinstance(kind, str) or not kind:
@@ -184,7 +184,7 @@ def _nodes(raw: object, where: str) -> tuple[NodeShape, ...]:
     return tuple(shapes)
 
 
-def _annotations(body: Mapping[str, Any]) -> Mapping[str, Any]:
+def _annotations(body: Obj) -> Obj:
     """The manifest's annotations, with the legacy ``sim.kube-queue.io/*`` names read as the current ones (a
     current name wins over its legacy spelling)."""
     metadata = body.get("metadata")
@@ -197,7 +197,7 @@ def _annotations(body: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @dataclass(slots=True)
 class _JobEntry:
-    body: Mapping[str, Any]
+    body: Obj
     where: str
     at: int
     run_for: int | None
@@ -214,7 +214,7 @@ def _flag(value: object, where: str) -> bool:
     raise ScenarioError(f"{where}: expected true or false, got {value!r}")
 
 
-def _entry_from_manifest(body: Mapping[str, Any], where: str, overrides: Mapping[str, Any]) -> _JobEntry:
+def _entry_from_manifest(body: Obj, where: str, overrides: Obj) -> _JobEntry:
     annotations = _annotations(body)
 
     def pick(field_name: str, annotation: str, default: object) -> object:
@@ -259,7 +259,7 @@ def parse_scenario(docs: Sequence[_Doc], *, default_name: str, reader: Reader) -
     tree_docs: list[_Doc] = []
     priority_classes: dict[str, int] = {}
     entries: list[_JobEntry] = []
-    settings: Mapping[str, Any] | None = None
+    settings: Obj | None = None
     settings_where = ""
     name = default_name
     pending: list[tuple[_Doc, int]] = [(doc, 0) for doc in docs]
@@ -396,8 +396,8 @@ def _wrapper_entries(item: object, where: str, base: Path, reader: Reader, depth
 
 
 def _queues(
-    tree: QuotaTree, settings: Mapping[str, Any], where: str, docs: Iterable[_Doc]
-) -> dict[str, Mapping[str, Any]]:
+    tree: QuotaTree, settings: Obj, where: str, docs: Iterable[_Doc]
+) -> dict[str, Obj]:
     default = _policy(settings.get("queuePolicy"), f"{where} queuePolicy")
     per_leaf_raw = settings.get("queuePolicies") or {}
     if not isinstance(per_leaf_raw, Mapping):
@@ -408,7 +408,7 @@ def _queues(
         if key not in tree.nodes or not tree.nodes[key].is_leaf:
             raise ScenarioError(f"{where}: queuePolicies names {leaf_name!r}, which is not a leaf of the tree")
         per_leaf[key] = _policy(value, f"{where} queuePolicies.{leaf_name}")
-    queues: dict[str, Mapping[str, Any]] = {}
+    queues: dict[str, Obj] = {}
     for leaf in tree.leaves():
         policy = per_leaf.get(leaf.key, default)
         for namespace in leaf.namespaces:
@@ -425,7 +425,7 @@ def _queues(
     return queues
 
 
-def _without_sim_annotations(body: Mapping[str, Any]) -> dict[str, Any]:
+def _without_sim_annotations(body: Obj) -> Doc:
     obj = copy.deepcopy(dict(body))
     metadata = obj.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("annotations"), dict):
@@ -472,6 +472,7 @@ def _submissions(
         for copy_index in range(entry.count):
             obj = copy.deepcopy(template) if copy_index else template
             meta = obj["metadata"]
+            assert isinstance(meta, dict)  # the template's, checked above
             if isinstance(fixed, str) and fixed:
                 job_name = fixed
             else:
