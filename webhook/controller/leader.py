@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from webhook.api.kinds import LEASE
-from webhook.api.objects import Doc, rfc3339
+from webhook.api.objects import Doc, Obj, mapping, meta, rfc3339
 from webhook.controller.records import kv
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
@@ -107,7 +107,7 @@ class LeaderElector:
             delay = self.retry_period if self._leading else self.retry_period * self._rng.uniform(1.0, 1.2)
             await self._sleep(delay)
 
-    def _spec(self, previous: Doc | None, now: float) -> Doc:
+    def _spec(self, previous: Obj | None, now: float) -> Doc:
         stamp = rfc3339(now)
         held_by_me = previous is not None and previous.get("holderIdentity") == self.identity
         counted = (previous or {}).get("leaseTransitions")
@@ -120,7 +120,7 @@ class LeaderElector:
             "leaseTransitions": transitions if held_by_me or previous is None else transitions + 1,
         }
 
-    def _observe(self, spec: Doc) -> None:
+    def _observe(self, spec: Obj) -> None:
         record = (
             spec.get("holderIdentity"),
             spec.get("renewTime"),
@@ -138,47 +138,35 @@ class LeaderElector:
         except KubeApiError as error:
             if not error.not_found:
                 raise
-            body = {
-                "apiVersion": LEASE.api_version,
-                "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": self._spec(None, self._wall()),
-            }
-            try:
-                created = await self.client.create(LEASES, body, self.namespace)
-            except KubeApiError as create_error:
-                if create_error.conflict:
-                    return False
-                raise
-            self._observe(created.get("spec") or {})
-            return True
-        spec = lease.get("spec") or {}
-        if not isinstance(spec, dict):
-            spec = {}
+            return await self._written(self.client.create(LEASES, self._body(self._spec(None, self._wall())),
+                                                          self.namespace))
+        spec = mapping(lease.get("spec"))
         self._observe(spec)
         holder = spec.get("holderIdentity") or ""
         duration = spec.get("leaseDurationSeconds")
         duration = float(duration) if isinstance(duration, int | float) and duration > 0 else self.lease_duration
         if holder and holder != self.identity and self._observed_at + duration > self._clock():
             return False
-        metadata = lease.get("metadata") or {}
-        body = {
-            "apiVersion": LEASE.api_version,
-            "kind": "Lease",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "resourceVersion": metadata.get("resourceVersion"),
-            },
-            "spec": self._spec(spec, self._wall()),
-        }
+        body = self._body(self._spec(spec, self._wall()), lease)
+        return await self._written(self.client.replace(LEASES, self.name, body, self.namespace))
+
+    def _body(self, spec: Doc, current: Obj | None = None) -> Doc:
+        """The Lease to write: a new one, or a replacement of ``current`` (its ``resourceVersion`` the
+        precondition)."""
+        metadata: Doc = {"name": self.name, "namespace": self.namespace}
+        if current is not None:
+            metadata["resourceVersion"] = meta(current).get("resourceVersion")
+        return {"apiVersion": LEASE.api_version, "kind": "Lease", "metadata": metadata, "spec": spec}
+
+    async def _written(self, write: Awaitable[Obj]) -> bool:
+        """``True`` once ``write`` stored the Lease; ``False`` when another replica wrote it first."""
         try:
-            updated = await self.client.replace(LEASES, self.name, body, self.namespace)
+            written = await write
         except KubeApiError as error:
             if error.conflict:
                 return False
             raise
-        self._observe(updated.get("spec") or {})
+        self._observe(mapping(written.get("spec")))
         return True
 
     async def release(self) -> None:
@@ -189,26 +177,17 @@ class LeaderElector:
             return
         try:
             lease = await self.client.get(LEASES, self.name, self.namespace)
-            spec = lease.get("spec") or {}
+            spec = mapping(lease.get("spec"))
             if spec.get("holderIdentity") != self.identity:
                 return
             stamp = rfc3339(self._wall())
-            body = {
-                "apiVersion": LEASE.api_version,
-                "kind": "Lease",
-                "metadata": {
-                    "name": self.name,
-                    "namespace": self.namespace,
-                    "resourceVersion": (lease.get("metadata") or {}).get("resourceVersion"),
-                },
-                "spec": {
-                    "holderIdentity": "",
-                    "leaseDurationSeconds": 1,
-                    "acquireTime": stamp,
-                    "renewTime": stamp,
-                    "leaseTransitions": spec.get("leaseTransitions") or 0,
-                },
-            }
+            body = self._body({
+                "holderIdentity": "",
+                "leaseDurationSeconds": 1,
+                "acquireTime": stamp,
+                "renewTime": stamp,
+                "leaseTransitions": spec.get("leaseTransitions") or 0,
+            }, lease)
             await self.client.replace(LEASES, self.name, body, self.namespace)
             log.info(kv(component="leader", event="released", lease=f"{self.namespace}/{self.name}",
                         identity=self.identity))

@@ -144,21 +144,6 @@ class Resources(DictMap[int]):
                 return False
         return True
 
-    def exceeding(self, limit: Mapping[str, int], absent_is_unlimited: bool = True) -> tuple[str, ...]:
-        """Names whose positive amount here is above the limit's (sorted, for stable messages)."""
-        over = []
-        for name, amount in self._items.items():
-            if amount <= 0:
-                continue
-            cap = limit.get(name)
-            if cap is None:
-                if absent_is_unlimited:
-                    continue
-                over.append(name)
-            elif amount > cap:
-                over.append(name)
-        return tuple(sorted(over))
-
     def is_zero(self) -> bool:
         """Whether every amount is zero (or the list is empty)."""
         return not any(self._items.values())
