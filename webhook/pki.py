@@ -32,25 +32,26 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def make_ca(common_name: str, days: int = 3650) -> tuple[bytes, bytes]:
-    """A self-signed CA: ``(cert_pem, key_pem)``."""
-    key = _key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+def _builder(
+    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, days: int, *, ca: bool
+) -> x509.CertificateBuilder:
+    """A certificate for ``key``, valid ``days`` from a little before now, whose key signs; a CA's also signs
+    certificates and revocation lists."""
     now = _now()
-    cert = (
+    return (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _BACKDATE)
         .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
+                key_cert_sign=ca,
+                crl_sign=ca,
                 content_commitment=False,
                 key_encipherment=False,
                 data_encipherment=False,
@@ -60,6 +61,15 @@ def make_ca(common_name: str, days: int = 3650) -> tuple[bytes, bytes]:
             ),
             critical=True,
         )
+    )
+
+
+def make_ca(common_name: str, days: int = 3650) -> tuple[bytes, bytes]:
+    """A self-signed CA: ``(cert_pem, key_pem)``."""
+    key = _key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        _builder(name, name, key, days, ca=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -95,33 +105,8 @@ def issue_cert(
         usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
     if client:
         usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
-    now = _now()
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name(attributes))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_encipherment=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+    builder = _builder(x509.Name(attributes), ca_cert.subject, key, days, ca=False).add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
     )
     if usages:
         builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)

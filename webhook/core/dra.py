@@ -226,24 +226,30 @@ def pod_devices(
         claims = pod_claims(spec)
         each = EMPTY
         for name in claims.templates:
-            ask = quota.templates.get((namespace, name))
-            if ask is None:
-                return [], EMPTY, f"ResourceClaimTemplate {namespace}/{name} does not exist (yet)"
-            if ask.problem:
-                return [], EMPTY, f"ResourceClaimTemplate {namespace}/{name}: {ask.problem}"
-            each = each + ask.resources
+            ask, problem = _sized(quota.templates, "ResourceClaimTemplate", namespace, name)
+            if problem:
+                return [], EMPTY, problem
+            each = each + ask
         per_set.append(each)
         for name in claims.shared:
-            ask = quota.claims.get((namespace, name))
-            if ask is None:
-                return [], EMPTY, f"ResourceClaim {namespace}/{name} does not exist (yet)"
-            if ask.problem:
-                return [], EMPTY, f"ResourceClaim {namespace}/{name}: {ask.problem}"
-            shared[name] = ask.resources
+            ask, problem = _sized(quota.claims, "ResourceClaim", namespace, name)
+            if problem:
+                return [], EMPTY, problem
+            shared[name] = ask
     total = EMPTY
     for resources in shared.values():
         total = total + resources
     return per_set, total, ""
+
+
+def _sized(asks: Mapping[tuple[str, str], ClaimAsk], kind: str, namespace: str, name: str) -> tuple[Resources, str]:
+    """What the claim (or template) ``namespace/name`` asks, or why it cannot be sized."""
+    ask = asks.get((namespace, name))
+    if ask is None:
+        return EMPTY, f"{kind} {namespace}/{name} does not exist (yet)"
+    if ask.problem:
+        return EMPTY, f"{kind} {namespace}/{name}: {ask.problem}"
+    return ask.resources, ""
 
 
 def _ident(obj: Mapping[str, object]) -> tuple[str, str, Mapping[str, object]]:
