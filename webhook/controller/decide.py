@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from webhook.api.kinds import QUEUE
 from webhook.api.names import (
@@ -44,7 +44,7 @@ from webhook.controller.model import TrackedJob
 from webhook.core.decide import (
     LEFTOVER_NOTE,
     RECLAIM_BUDGET,
-    RECLAIM_TRIES_PER_QUOTA,
+    PassOptions,
     leaf_policies,
     queue_policy_text,
 )
@@ -323,28 +323,13 @@ def decide(
     *,
     oversell_rate: Fraction,
     strict_priority: bool = False,
-    reclaim_tries_per_quota: int = RECLAIM_TRIES_PER_QUOTA,
-    reclaim_budget: int | None = RECLAIM_BUDGET,
-    now: float = 0.0,
-    closing: frozenset[str] = frozenset(),
-    loose: Sequence[Workload] = (),
-    protected: Mapping[WorkloadKey, str] | None = None,
+    **options: Unpack[PassOptions],
 ) -> JobDecisions:
     """The core's pass (:func:`webhook.core.decide.decide`) over the controller's jobs and the pods no job
     accounts for (``loose``, with the ``protected`` ones reclaim may not take), each leaf's policy read from its
     Queue objects (``queues`` by name; every leaf ``Block`` under ``strict_priority``)."""
-    return core_decide(
-        tree,
-        jobs,
-        leaf_policies(tree, queues, strict_priority),
-        oversell_rate=oversell_rate,
-        reclaim_tries_per_quota=reclaim_tries_per_quota,
-        reclaim_budget=reclaim_budget,
-        now=now,
-        closing=closing,
-        loose=loose,
-        protected=protected,
-    )
+    return core_decide(tree, jobs, leaf_policies(tree, queues, strict_priority), oversell_rate=oversell_rate,
+                       **options)
 
 
 # Status ----------------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from fractions import Fraction
 from itertools import chain
 from operator import attrgetter
 from types import MappingProxyType
+from typing import TypedDict
 
 from webhook.api.objects import Obj
 from webhook.core.chain_usage import shift_usage
@@ -56,7 +57,15 @@ from webhook.core.reclaim import Reclaimer, ReclaimPlan
 from webhook.core.resources import Resources
 from webhook.core.workload import Phase, Workload, WorkloadKey
 
-__all__ = ["LEFTOVER_NOTE", "RECLAIM_BUDGET", "RECLAIM_TRIES_PER_QUOTA", "decide", "leaf_policies", "queue_policy_text"]
+__all__ = [
+    "LEFTOVER_NOTE",
+    "RECLAIM_BUDGET",
+    "RECLAIM_TRIES_PER_QUOTA",
+    "PassOptions",
+    "decide",
+    "leaf_policies",
+    "queue_policy_text",
+]
 
 
 # Policies --------------------------------------------------------------------------------------------------
@@ -94,6 +103,19 @@ def leaf_policies(
 
 
 # The pass -------------------------------------------------------------------------------------------------
+
+
+class PassOptions(TypedDict, total=False):
+    """:func:`decide`'s options beyond the tree, the jobs, the policies and the rate (its defaults apply to
+    those left out): for a caller that passes them on."""
+
+    reclaim_tries_per_quota: int
+    reclaim_budget: int | None
+    now: float
+    closing: frozenset[str]
+    loose: Sequence[Workload]
+    protected: Mapping[WorkloadKey, str] | None
+    report: bool
 
 
 def _queued(job: J) -> J:
