@@ -255,7 +255,7 @@ class ExtenderApp:
 
     def preempt(self, raw: bytes) -> Reply:
         """``ExtenderPreemptionArgs`` in, ``ExtenderPreemptionResult`` out: the nodes whose victims may go.
-        Any answer but 200 fails the scheduler's preemption attempt (nobody is evicted; the pod is retried)."""
+        An answer other than 200 fails the scheduler's preemption attempt (nobody is evicted; the pod is retried)."""
         started = perf_counter()
         try:
             args = parse_preemption_args(raw)
