@@ -12,6 +12,7 @@ import pytest
 from tests.builders import SEED_TREE_SPEC
 from webhook.admission.sources import _rebuild
 from webhook.admission.state import StateStore
+from webhook.api.objects import name_of, resource_version_of
 from webhook.kube.cache import RECONNECT_CAP_SECONDS, RELIST, Backoff, CacheEvent, WatchCache
 from webhook.kube.client import JSON, KubeApiError, ResourceRef
 
@@ -99,10 +100,11 @@ async def test_lists_then_applies_watch_events_and_bookmarks() -> None:
     cache, events = make(script)
     await run_until_idle(cache, script)
     assert cache.synced.is_set()
-    assert [o["metadata"]["name"] for o in cache.items()] == ["a", "c"]
-    assert cache.get("a", "ns") is not None and cache.get("a", "ns")["spec"] == {"x": 1}  # type: ignore[index]
+    assert [name_of(o) for o in cache.items()] == ["a", "c"]
+    cached = cache.get("a", "ns")
+    assert cached is not None and cached["spec"] == {"x": 1}
     assert [e.type for e in events] == [RELIST, "ADDED", "MODIFIED", "DELETED"]
-    assert events[2].old is not None and events[2].old["metadata"]["resourceVersion"] == "1"
+    assert events[2].old is not None and resource_version_of(events[2].old) == "1"
     # The first watch starts at the list's version; the next resumes after the bookmark.
     assert script.watch_calls == ["10", "20"]
     assert cache.lists == 1
@@ -149,7 +151,7 @@ async def test_gone_relists_at_once_without_backoff(gone: Any) -> None:
     cache, events = make(script, sleep)
     await run_until_idle(cache, script)
     assert cache.lists == 2
-    assert [o["metadata"]["name"] for o in cache.items()] == ["b"]
+    assert [name_of(o) for o in cache.items()] == ["b"]
     assert [e.type for e in events] == [RELIST, RELIST]
     assert sleep.delays == []
 

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import batch_job_object, node, res, seed_root, tree
+from webhook.api.objects import meta
 from webhook.controller import jobindex
 from webhook.controller.jobindex import JobIndex, ObjKey, rv
 from webhook.controller.model import TrackedJob, track
@@ -173,7 +174,7 @@ async def _step(step: tuple[Any, ...], server: Server, cache: WatchCache, index:
         _, name, namespace, ahead = step
         cached = cache.get(name, namespace)
         if cached is not None:
-            written = {**cached, "metadata": {**cached["metadata"], "resourceVersion": str(rv(cached) + ahead),
+            written = {**cached, "metadata": {**meta(cached), "resourceVersion": str(rv(cached) + ahead),
                                               "annotations": {"written": str(ahead)}}}
             assumed[(cache.name, namespace, name)] = written
             index.touch(cache.name, (namespace, name))  # as ClusterCache.assume does

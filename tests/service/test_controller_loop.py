@@ -35,6 +35,7 @@ from webhook.api.names import (
     MANAGED_NAMESPACE_LABEL,
     NAMESPACE_QUOTA_LABEL,
 )
+from webhook.api.objects import job_spec
 from webhook.controller import add_controller_args, run_controller
 from webhook.controller.controller import Controller
 
@@ -106,7 +107,7 @@ async def test_its_own_writes_count_even_before_the_watch_delivers_them() -> Non
             await asyncio.sleep(0.001)
         assert job_cache.get("urgent", "user-a") is not None
         seen = job_cache.get("first", "user-a")
-        assert seen is not None and seen["spec"]["suspend"] is True, "the watch lags behind the write"
+        assert seen is not None and job_spec(seen).get("suspend") is True, "the watch lags behind the write"
         await controller.reconcile()
         api.release()
         await step(api, controller)

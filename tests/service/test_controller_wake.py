@@ -13,6 +13,7 @@ from typing import Any
 from tests.service.controller_support import admitted, driven, pi, seed_api, settings, step
 from tests.service.kubeclient_fake import JOBS
 from webhook.api.names import LAST_APPLIED_ANNOTATION
+from webhook.api.objects import annotations_of, meta, name_of, pod_spec, spec_of
 from webhook.controller.cache import Wake
 from webhook.controller.controller import Controller
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
@@ -193,11 +194,11 @@ async def test_the_plain_pods_cache_keeps_only_the_identity_of_a_jobs_pod() -> N
         cache = pod_cache(controller)
         stub = cache.get("pi-1-abcde", "user-a")
         assert stub is not None
-        assert set(stub["metadata"]) <= {"name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences"}
+        assert set(meta(stub)) <= {"name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences"}
         assert "spec" not in stub and "status" not in stub
         for name in ("alone", "claims-a-job"):
             whole = cache.get(name, "user-a")
-            assert whole is not None and whole["spec"]["containers"], name  # whole (the pass may have released it)
+            assert whole is not None and pod_spec(whole)["containers"], name  # whole (the pass may have released it)
         tree = controller.cache.tree_parsed[0]
         assert tree is not None
         queued = {job.workload.key.name for job in controller.tracked_jobs(tree)}
@@ -232,14 +233,14 @@ async def test_the_job_caches_keep_no_managed_fields() -> None:
         cached_pod = pod_cache(controller).get("alone", "user-a")
         assert cached_job is not None and cached_pod is not None and other is not None
         for cached in (cached_job, cached_pod):
-            assert "managedFields" not in cached["metadata"]
-            assert cached["metadata"]["name"] and cached["spec"], "the rest is kept"
+            assert "managedFields" not in meta(cached)
+            assert name_of(cached) and spec_of(cached), "the rest is kept"
         assert api.obj(JOBS, "pi-1", "user-a")["metadata"].get("managedFields") == fields, "the API keeps them"
         # Neither kubectl apply's copy of the object, while the API keeps it; and the texts each job repeats
         # are held once (issue 38).
-        assert LAST_APPLIED_ANNOTATION not in cached_job["metadata"]["annotations"]
+        assert LAST_APPLIED_ANNOTATION not in annotations_of(cached_job)
         assert LAST_APPLIED_ANNOTATION in api.obj(JOBS, "pi-1", "user-a")["metadata"]["annotations"]
-        notes = [cached["metadata"]["annotations"]["note"] for cached in (cached_job, other)]
+        notes = [annotations_of(cached)["note"] for cached in (cached_job, other)]
         assert notes[0] == notes[1] and notes[0] is notes[1]
         assert job["metadata"]["annotations"]["note"] is not second["metadata"]["annotations"]["note"]
         # Kept packed: the spec and status compressed, read back as they were (issue 38).

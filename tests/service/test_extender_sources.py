@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from tests.service.extender_support import eci, ecs, node, pod, policy, virtual_node
+from webhook.api.objects import meta, name_of, pod_spec, resource_version_of, spec_of
 from webhook.core.placement import pod_view
 from webhook.core.workload import pod_request
 from webhook.extender.pods import pod_essentials
@@ -148,10 +149,10 @@ def test_a_slim_pod_reads_exactly_as_the_whole_pod() -> None:
     whole = rich_pod()
     slim = pod_essentials(whole)
     assert pod_view(slim) == pod_view(whole)
-    assert pod_request(slim["spec"]) == pod_request(whole["spec"])
-    assert slim["metadata"]["resourceVersion"] == "42"
-    assert "managedFields" not in slim["metadata"]
-    assert "env" not in slim["spec"]["containers"][0]
+    assert pod_request(spec_of(slim)) == pod_request(whole["spec"])
+    assert resource_version_of(slim) == "42"
+    assert "managedFields" not in meta(slim)
+    assert "env" not in pod_spec(slim)["containers"][0]
     assert slim["status"] == {"phase": "Running"}
     assert pod_essentials({"metadata": "odd", "spec": ["odd"]}) == {"metadata": "odd", "spec": ["odd"]}
 
@@ -162,6 +163,6 @@ async def test_the_pod_cache_keeps_slim_pods_from_lists_and_watches() -> None:
     source = SlimListWatch(Source([[listed]], [[{"type": "ADDED", "object": watched}, bookmark]]), pod_essentials)
     cache = WatchCache("pods", source)
     await run_until_synced(cache)
-    assert sorted(item["metadata"]["name"] for item in cache.items()) == ["rich", "watched"]
-    assert all("managedFields" not in item["metadata"] for item in cache.items())
+    assert sorted(name_of(item) for item in cache.items()) == ["rich", "watched"]
+    assert all("managedFields" not in meta(item) for item in cache.items())
     assert cache.resource_version == "50"

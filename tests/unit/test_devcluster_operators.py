@@ -16,6 +16,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from webhook.api.objects import mappings, meta, name_of
 from webhook.devcluster import netns, operators
 from webhook.devcluster.config import ClusterConfig, Ports
 from webhook.devcluster.operator_certs import serving_pair
@@ -60,7 +61,7 @@ def test_an_operator_runs_as_the_service_account_its_own_binding_names(tmp_path:
     (tmp_path / "role.yaml").write_text(ROLE)
     (tmp_path / "leases.yaml").write_text(LEASES)
     objects = operators.rbac_objects(operators.TRAINING_OPERATOR, tmp_path)
-    kinds = sorted((obj["kind"], obj["metadata"].get("namespace")) for obj in objects)
+    kinds = sorted((obj["kind"], meta(obj).get("namespace")) for obj in objects)
     assert kinds == [("ClusterRole", None), ("ClusterRoleBinding", None), ("Role", "kubeflow"),
                      ("ServiceAccount", "kubeflow")]
     binding = next(obj for obj in objects if obj["kind"] == "ClusterRoleBinding")
@@ -87,8 +88,8 @@ def test_the_training_operators_webhooks_point_at_loopback_for_the_enabled_kinds
     (tmp_path / "manifests.yaml").write_text(WEBHOOKS)
     config = ClusterConfig(state_dir=tmp_path, ports=Ports(30000))
     doc = operators.training_webhook_configuration(config, tmp_path, b"CA")
-    assert doc["metadata"]["name"] == "validator.training-operator.kubeflow.org"
-    (hook,) = doc["webhooks"]  # MXJob is not enabled
+    assert name_of(doc) == "validator.training-operator.kubeflow.org"
+    (hook,) = mappings(doc["webhooks"])  # MXJob is not enabled
     assert hook["clientConfig"] == {"url": "https://127.0.0.1:30022/validate-kubeflow-org-v1-pytorchjob",
                                     "caBundle": "Q0E="}
 

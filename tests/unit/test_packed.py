@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tests.builders import node, res, tree
 from webhook.api.names import LAST_APPLIED_ANNOTATION
-from webhook.api.objects import plain
+from webhook.api.objects import job_spec, labels_of, name_of, plain
 from webhook.controller.model import track
 from webhook.kube import packed as packing
 from webhook.kube.packed import Codec, Packed, packed
@@ -117,9 +117,9 @@ def test_the_decoded_rests_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> 
     codec = Codec()
     objects = [packed(job(index), codec) for index in range(40)]
     for obj in objects:
-        assert obj["spec"]["template"]["metadata"]["labels"]["job-name"] == obj["metadata"]["name"]
+        assert labels_of(job_spec(obj)["template"])["job-name"] == name_of(obj)
     assert len(packing._decoded) <= 8
-    assert objects[0]["spec"]["parallelism"] == 1, "an object read again after its decoding was dropped"
+    assert job_spec(objects[0])["parallelism"] == 1, "an object read again after its decoding was dropped"
 
 
 def test_a_packed_job_is_modelled_as_its_dicts_and_kept_packed() -> None:

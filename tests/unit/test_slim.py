@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.api.names import LAST_APPLIED_ANNOTATION
+from webhook.api.objects import labels_of, spec_of
 from webhook.kube.slim import SHARED_TEXT_MAX, compacted
 
 _json = st.recursive(
@@ -39,9 +40,11 @@ def test_short_texts_are_shared_between_objects_and_long_ones_left_alone() -> No
         return {"metadata": {"name": "j", "labels": {"a": short}}, "spec": {"list": [short, [short]], "long": long}}
 
     first, second = compacted(decoded()), compacted(decoded())
-    assert first["metadata"]["labels"]["a"] is second["metadata"]["labels"]["a"]
-    assert first["spec"]["list"][0] is second["spec"]["list"][1][0]
-    assert first["spec"]["long"] == second["spec"]["long"]
+    assert labels_of(first)["a"] is labels_of(second)["a"]
+    texts, nested = spec_of(first)["list"], spec_of(second)["list"]
+    assert isinstance(texts, list) and isinstance(nested, list) and isinstance(nested[1], list)
+    assert texts[0] is nested[1][0]
+    assert spec_of(first)["long"] == spec_of(second)["long"]
 
 
 def test_an_object_without_usable_metadata_is_kept() -> None:

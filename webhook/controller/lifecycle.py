@@ -14,10 +14,10 @@ reads and nothing more:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from webhook.api.names import BACKOFF_ANNOTATION, QUOTA_LABEL, REASON_BACKOFF, REASON_GAVE_UP, REASON_HELD
-from webhook.api.objects import labels_of, pod_spec, rfc3339_seconds
+from webhook.api.objects import labels_of, namespace_of, owner_references_of, pod_spec, rfc3339_seconds
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
 from webhook.controller.decide import JobDecisions
@@ -98,14 +98,12 @@ class JobLifecycle:
         tree = self.cache.tree_parsed[0]
         if obj is None or tree is None:
             return False
-        metadata = obj.get("metadata") or {}
-        if tree.leaf_for_namespace(str(metadata.get("namespace") or "")) is None:
+        if tree.leaf_for_namespace(namespace_of(obj)) is None:
             return False
         was_bound = event.old is not None and pod_spec(event.old).get("nodeName")
         if not (pod_spec(obj).get("nodeName") or was_bound):
             return False
-        owners = metadata.get("ownerReferences") or ()
-        return not any(isinstance(ref, Mapping) and ref.get("kind") in job_owner_kinds() for ref in owners)
+        return not any(ref.get("kind") in job_owner_kinds() for ref in owner_references_of(obj))
 
     def tell_held(self, decisions: JobDecisions) -> None:
         """Tell each job held for a missing PriorityClass why, once per class it misses."""

@@ -29,14 +29,14 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from webhook.api.objects import Doc, Obj, mapping, mappings, meta
 from webhook.devcluster import netns, processes
 from webhook.devcluster.cluster import DevClusterError
 from webhook.devcluster.config import ClusterConfig
@@ -150,35 +150,53 @@ def parse_names(text: str) -> tuple[str, ...]:
     return names
 
 
-def _documents(directory: Path) -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
+def _documents(directory: Path) -> list[Doc]:
+    docs: list[Doc] = []
     for path in sorted(directory.glob("*.yaml")):
         docs.extend(doc for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict))
     return docs
 
 
+def _items(value: object) -> list[object]:
+    """A manifest's list; empty when ``value`` is no list."""
+    return value if isinstance(value, list) else []
+
+
+def _dicts(value: object) -> list[Doc]:
+    """The objects of a manifest's list, themselves (edited in place); empty when ``value`` is no list."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _metadata(doc: Doc) -> Doc:
+    """A manifest's ``metadata``, made when absent (edited in place)."""
+    metadata = doc.setdefault("metadata", {})
+    if not isinstance(metadata, dict):
+        raise OperatorError(f"a {doc.get('kind')} manifest's metadata is not an object")
+    return metadata
+
+
 _NAMESPACED = frozenset({"ServiceAccount", "Role", "RoleBinding"})
 
 
-def rbac_objects(operator: Operator, directory: Path) -> list[dict[str, Any]]:
+def rbac_objects(operator: Operator, directory: Path) -> list[Doc]:
     """The operator's own RBAC manifests, placed in its namespace as its kustomization would: namespaced objects
     and ServiceAccount subjects get the namespace; every ServiceAccount a binding names is created."""
-    out: list[dict[str, Any]] = []
+    out: list[Doc] = []
     accounts: set[str] = set()
     for doc in _documents(directory):
         kind = doc.get("kind")
-        metadata = doc.setdefault("metadata", {})
+        metadata = _metadata(doc)
         if kind in _NAMESPACED:
             metadata["namespace"] = operator.namespace
         if kind == "ServiceAccount":
             accounts.add(str(metadata.get("name")))
-        for subject in doc.get("subjects") or ():
+        for subject in _dicts(doc.get("subjects")):
             if subject.get("kind") == "ServiceAccount":
                 subject["namespace"] = operator.namespace
                 accounts.add(str(subject.get("name")))
         if kind in _NAMESPACED or kind in ("ClusterRole", "ClusterRoleBinding"):
             out.append(doc)
-    present = {str(doc["metadata"].get("name")) for doc in out if doc.get("kind") == "ServiceAccount"}
+    present = {str(meta(doc).get("name")) for doc in out if doc.get("kind") == "ServiceAccount"}
     for name in sorted(accounts - present):
         out.append({"apiVersion": "v1", "kind": "ServiceAccount",
                     "metadata": {"name": name, "namespace": operator.namespace}})
@@ -189,7 +207,7 @@ def service_account(operator: Operator, directory: Path) -> str:
     """The ServiceAccount the operator's ClusterRoleBinding binds (the identity it runs as)."""
     for doc in rbac_objects(operator, directory):
         if doc.get("kind") == "ClusterRoleBinding":
-            for subject in doc.get("subjects") or ():
+            for subject in mappings(doc.get("subjects")):
                 if subject.get("kind") == "ServiceAccount":
                     return str(subject["name"])
     raise OperatorError(f"the {operator.name} RBAC manifests in {directory} bind no ServiceAccount")
@@ -208,7 +226,7 @@ def kubeconfig_path(config: ClusterConfig, operator: Operator) -> Path:
     return state_dir(config, operator) / "kubeconfig"
 
 
-def _apply(kubectl: Kubectl, objects: Iterable[Mapping[str, Any]]) -> None:
+def _apply(kubectl: Kubectl, objects: Iterable[Obj]) -> None:
     doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
     kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=doc)
 
@@ -222,7 +240,7 @@ def install(config: ClusterConfig, kubectl: Kubectl) -> None:
     files = [f"--filename={path}" for path in crds]
     kubectl("apply", "--server-side", "--force-conflicts", *files)  # one call: the CRDs are large
     kubectl("wait", "--for=condition=Established", "--timeout=120s", *files)
-    identities: list[dict[str, Any]] = []
+    identities: list[Doc] = []
     for name in config.operators:
         operator = OPERATORS[name]
         identities.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": operator.namespace}})
@@ -272,17 +290,19 @@ def _training_operator_webhook(config: ClusterConfig, kubectl: Kubectl, where: B
     _apply(kubectl, [training_webhook_configuration(config, where.directory / "webhooks", ca_file.read_bytes())])
 
 
-def training_webhook_configuration(config: ClusterConfig, directory: Path, ca: bytes) -> dict[str, Any]:
+def training_webhook_configuration(config: ClusterConfig, directory: Path, ca: bytes) -> Doc:
     """The operator's ValidatingWebhookConfiguration (``webhooks/manifests.yaml``), named as its kustomization
     names it, each webhook of an enabled scheme pointed at the operator on 127.0.0.1."""
     (doc,) = [d for d in _documents(directory) if d.get("kind") == "ValidatingWebhookConfiguration"]
     base = f"https://127.0.0.1:{config.ports.training_operator_webhook}"
-    hooks = []
-    for hook in doc.get("webhooks") or ():
-        resources = {r for rule in hook.get("rules") or () for r in rule.get("resources") or ()}
+    hooks: list[Doc] = []
+    for hook in _dicts(doc.get("webhooks")):
+        resources = {r for rule in mappings(hook.get("rules")) for r in _items(rule.get("resources"))}
         if not resources & {f"{scheme}s" for scheme in TRAINING_SCHEMES}:
             continue
-        path = hook["clientConfig"]["service"]["path"]
+        path = mapping(mapping(hook.get("clientConfig")).get("service")).get("path")
+        if not isinstance(path, str):
+            raise OperatorError(f"the webhook {hook.get('name')} in {directory} names no service path")
         hook["clientConfig"] = {"url": base + path, "caBundle": base64.b64encode(ca).decode()}
         hooks.append(hook)
     return {"apiVersion": doc["apiVersion"], "kind": doc["kind"], "metadata": {"name": WEBHOOK_CONFIG},

@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
 from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER
+from webhook.api.objects import Obj, meta
 from webhook.extender.decision import Decision, PreemptDecision
 from webhook.extender.http import Reply, Routes, text_reply
 from webhook.extender.nudge import Nudger
@@ -109,7 +109,7 @@ def _log_decision(decision: Decision | PreemptDecision, seconds: float) -> None:
     log.log(level, "%s", log_line(fields))
 
 
-def scheduler_name_of(pod: Mapping[str, Any]) -> str:
+def scheduler_name_of(pod: Obj) -> str:
     """The pod's ``spec.schedulerName`` (the default profile's name when it names none)."""
     spec = pod.get("spec")
     name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
@@ -193,7 +193,7 @@ class ExtenderApp:
         :meth:`ExtenderState.decide_filter`), the nudge timer, metrics and the log line."""
         record()
         if self.nudger is not None and decision.retry_at is not None and not decision.passing:
-            metadata = args.pod.get("metadata") or {}
+            metadata = meta(args.pod)
             self.nudger.schedule(
                 str(metadata.get("namespace") or ""),
                 str(metadata.get("name") or ""),
@@ -255,7 +255,7 @@ class ExtenderApp:
 
     def preempt(self, raw: bytes) -> Reply:
         """``ExtenderPreemptionArgs`` in, ``ExtenderPreemptionResult`` out: the nodes whose victims may go.
-        Any answer but 200 fails the scheduler's preemption attempt (nobody is evicted; the pod is retried)."""
+        An answer other than 200 fails the scheduler's preemption attempt (nobody is evicted; the pod is retried)."""
         started = perf_counter()
         try:
             args = parse_preemption_args(raw)

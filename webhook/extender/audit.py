@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable
 
+from webhook.api.objects import Obj
 from webhook.core.assumed import assumed_fate
 from webhook.extender.state import ExtenderState
 from webhook.extender.wake import TokenBucket
@@ -32,7 +32,7 @@ READ_RATE = 10.0
 """Pod reads a second, at most, in the long run."""
 READ_BURST = 20
 
-Reader = Callable[[str, str], Awaitable[Mapping[str, Any] | None]]
+Reader = Callable[[str, str], Awaitable[Obj | None]]
 """Reads the pod ``(namespace, name)`` from the API server (``None`` when it does not exist)."""
 
 

@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
 from webhook.api.names import TREE_NAMESPACE
+from webhook.api.objects import Obj, meta, namespace_of
 from webhook.core.assumed import Fate
 from webhook.core.dra import pod_claim_keys
 from webhook.core.placement import (
@@ -125,7 +125,7 @@ class ExtenderCache:
         """The DRA claims pods hold and what each is charged with (:mod:`webhook.extender.claims`)."""
 
     # Nodes -------------------------------------------------------------------------------------------------
-    def upsert_node(self, obj: Mapping[str, Any]) -> None:
+    def upsert_node(self, obj: Obj) -> None:
         view = node_view(obj)
         if not view.name:
             return
@@ -139,20 +139,20 @@ class ExtenderCache:
             self.virtual.discard(view.name)
         self.units.forget_node(view.name)
 
-    def delete_node(self, obj: Mapping[str, Any]) -> None:
+    def delete_node(self, obj: Obj) -> None:
         name = node_view(obj).name
         if self.nodes.pop(name, None) is not None:
             self.virtual.discard(name)
             self.units.forget_node(name)
 
-    def replace_nodes(self, objs: Iterable[Mapping[str, Any]]) -> None:
+    def replace_nodes(self, objs: Iterable[Obj]) -> None:
         views = (node_view(obj) for obj in objs)
         self.nodes = {view.name: view for view in views if view.name}
         self.virtual = {name for name, view in self.nodes.items() if view.is_virtual}
         self.units.forget_all_nodes()
 
     # Pods --------------------------------------------------------------------------------------------------
-    def upsert_pod(self, obj: Mapping[str, Any]) -> None:
+    def upsert_pod(self, obj: Obj) -> None:
         view = pod_view(obj)
         key = pod_key(view)
         if not view.name:
@@ -190,7 +190,7 @@ class ExtenderCache:
         self.units.retally(key, view.namespace)
         self._check_marks(key)
 
-    def delete_pod(self, obj: Mapping[str, Any]) -> None:
+    def delete_pod(self, obj: Obj) -> None:
         view = pod_view(obj)
         self._remove_pod(pod_key(view))
 
@@ -213,7 +213,7 @@ class ExtenderCache:
         if record is not None:
             self.units.retally(key, record.view.namespace)
 
-    def replace_pods(self, objs: Iterable[Mapping[str, Any]]) -> None:
+    def replace_pods(self, objs: Iterable[Obj]) -> None:
         """A re-list: the store is replaced; assumptions of pods now bound or gone are dropped."""
         seen: set[str] = set()
         for obj in objs:
@@ -234,7 +234,7 @@ class ExtenderCache:
         return None if record is None else record.view
 
     # Policies and the tree ---------------------------------------------------------------------------------
-    def set_policies(self, objs: Iterable[Mapping[str, Any]]) -> None:
+    def set_policies(self, objs: Iterable[Obj]) -> None:
         """Replace every ResourcePolicy; invalid ones are logged and ignored."""
         by_ns: dict[str, list[ResourcePolicy]] = {}
         problems: dict[str, str] = {}
@@ -242,8 +242,7 @@ class ExtenderCache:
             try:
                 policy = parse_policy(obj)
             except PolicyError as error:
-                metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-                assert isinstance(metadata, Mapping)
+                metadata = meta(obj)
                 name = f"{metadata.get('namespace')}/{metadata.get('name')}"
                 problems[name] = str(error)
                 continue
@@ -275,11 +274,10 @@ class ExtenderCache:
     def policy_for(self, view: PodView) -> ResourcePolicy | None:
         return policy_for_pod(self._policies.get(view.namespace, ()), view)
 
-    def set_trees(self, objs: Iterable[Mapping[str, Any]]) -> None:
+    def set_trees(self, objs: Iterable[Obj]) -> None:
         """Use the oldest ElasticQuotaTree given (the webhook allows only one); recharge every pod."""
         listed = list(objs)
-        namespace = next((str((obj.get("metadata") or {}).get("namespace")) for obj in listed
-                          if (obj.get("metadata") or {}).get("namespace")), TREE_NAMESPACE)
+        namespace = next((namespace for namespace in map(namespace_of, listed) if namespace), TREE_NAMESPACE)
         honoured = honoured_tree(listed, namespace)
         tree = honoured.tree
         problem = honoured.problem or ""
@@ -332,7 +330,7 @@ class ExtenderCache:
         """What the bound pods of a quota node's subtree request (for tests and ``why``)."""
         return Resources(self.usage.get(quota.lower(), {}))
 
-    def set_reservations(self, objs: Iterable[Mapping[str, Any]]) -> None:
+    def set_reservations(self, objs: Iterable[Obj]) -> None:
         """The controller's reservation ConfigMap changed (:mod:`webhook.extender.reserved`)."""
         if self.held.set_reservations(objs):
             self._freed()

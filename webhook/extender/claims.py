@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Protocol
 
 from webhook.api.names import QUOTA_RESOURCE_ANNOTATION
-from webhook.api.objects import annotations_of, meta, name_of, namespace_of
+from webhook.api.objects import Doc, Obj, annotations_of, meta, name_of, namespace_of
 from webhook.core.dra import (
     ClaimAsk,
     ClaimHolders,
@@ -50,7 +50,7 @@ class Sums(Protocol):
     def held(self) -> HeldRoom: ...
 
 
-def claim_essentials(obj: Mapping[str, Any]) -> dict[str, Any]:
+def claim_essentials(obj: Obj) -> Doc:
     """What the claim watch keeps of a ResourceClaim: its name and version, and its device requests (its
     status - allocation, the pods it is reserved for - changes often and is not read)."""
     metadata = meta(obj)
@@ -61,7 +61,7 @@ def claim_essentials(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {"metadata": kept_meta, "spec": {"devices": {"requests": requests}}}
 
 
-def _key(obj: Mapping[str, Any]) -> ClaimKey:
+def _key(obj: Obj) -> ClaimKey:
     return namespace_of(obj), name_of(obj)
 
 
@@ -99,7 +99,7 @@ class ClaimBook:
         """The classes and claims as :func:`~webhook.core.dra.devices_to_add` reads them (live views)."""
 
     # The watches -------------------------------------------------------------------------------------------
-    def set_classes(self, objs: Iterable[Mapping[str, Any]]) -> None:
+    def set_classes(self, objs: Iterable[Obj]) -> None:
         """The DeviceClasses changed: every claim's ask may have."""
         classes = quota_classes(((name_of(obj), annotations_of(obj)) for obj in objs), QUOTA_RESOURCE_ANNOTATION)
         if classes == self.classes:
@@ -114,13 +114,13 @@ class ClaimBook:
         self.quota = DeviceQuota(MappingProxyType(self.classes), claims=MappingProxyType(self.asks))
         self.apply(changed)
 
-    def upsert(self, obj: Mapping[str, Any]) -> None:
+    def upsert(self, obj: Obj) -> None:
         """A claim was made or changed (a claim's spec never changes, so its status updates cost a comparison)."""
         key = self._read(obj)
         if key is not None:
             self.apply((key,))
 
-    def _read(self, obj: Mapping[str, Any]) -> ClaimKey | None:
+    def _read(self, obj: Obj) -> ClaimKey | None:
         """Keep claim ``obj``; its key when its ask is new or changed."""
         key = _key(obj)
         spec = obj.get("spec")
@@ -133,13 +133,13 @@ class ClaimBook:
         self.asks[key] = ask
         return key
 
-    def delete(self, obj: Mapping[str, Any]) -> None:
+    def delete(self, obj: Obj) -> None:
         key = _key(obj)
         self._specs.pop(key, None)
         if self.asks.pop(key, None) is not None:
             self.apply((key,))
 
-    def replace(self, objs: Iterable[Mapping[str, Any]]) -> None:
+    def replace(self, objs: Iterable[Obj]) -> None:
         """A re-list."""
         seen: set[ClaimKey] = set()
         changed: set[ClaimKey] = set()
@@ -155,7 +155,7 @@ class ClaimBook:
         self.apply(changed)
 
     # Pods --------------------------------------------------------------------------------------------------
-    def devices(self, pod: Mapping[str, Any]) -> PodDevices:
+    def devices(self, pod: Obj) -> PodDevices:
         """What ``pod``'s claims add to its quota request: the claims no pod holds yet
         (:func:`~webhook.core.dra.devices_to_add`)."""
         return devices_to_add(pod, self.quota, self.holders)

@@ -70,8 +70,6 @@ chosen unit's nodes as the scheduler would have scored by default (``ExtenderSta
 
 from __future__ import annotations
 
-from typing import Any
-
 from webhook.api.names import (
     DEFAULT_SCHEDULER,
     EXTENDER_RESOURCE,
@@ -79,6 +77,7 @@ from webhook.api.names import (
     VIRTUAL_NODE_LABEL_KEY,
     VIRTUAL_NODE_LABEL_VALUE,
 )
+from webhook.api.objects import Doc
 
 FILTER_VERB = "filter"
 PRIORITIZE_VERB = "prioritize"
@@ -103,7 +102,7 @@ NOT_VIRTUAL = {
 """The default profile's ``addedAffinity``: every node but the virtual ones (a node without the label too)."""
 
 
-def scheduler_profiles(full_scan_percentage: int = FULL_SCAN_PERCENTAGE) -> list[dict[str, Any]]:
+def scheduler_profiles(full_scan_percentage: int = FULL_SCAN_PERCENTAGE) -> list[Doc]:
     """The ``profiles[]`` of a scheduler calling this extender (see the module notes): the default profile,
     sampling as kube-scheduler does by default and never using the virtual node, and the full-scan profile."""
     return [
@@ -115,12 +114,12 @@ def scheduler_profiles(full_scan_percentage: int = FULL_SCAN_PERCENTAGE) -> list
     ]
 
 
-SCHEDULER_PROFILES: list[dict[str, Any]] = scheduler_profiles()
-SCHEDULER_SETTINGS: dict[str, Any] = {"profiles": SCHEDULER_PROFILES}
+SCHEDULER_PROFILES: list[Doc] = scheduler_profiles()
+SCHEDULER_SETTINGS: Doc = {"profiles": SCHEDULER_PROFILES}
 """Top-level ``KubeSchedulerConfiguration`` fields a scheduler calling this extender needs: its profiles."""
 
 
-def extender_entry(url_prefix: str, *, ca_file: str | None = None, prioritize: bool = False) -> dict[str, Any]:
+def extender_entry(url_prefix: str, *, ca_file: str | None = None, prioritize: bool = False) -> Doc:
     """The ``extenders[]`` entry for an extender at ``url_prefix`` (``http://127.0.0.1:16408/extender``).
 
     An ``https://`` prefix turns on ``enableHTTPS``; ``ca_file`` (a path on the scheduler's machine)
@@ -129,7 +128,7 @@ def extender_entry(url_prefix: str, *, ca_file: str | None = None, prioritize: b
     default leaves them out and saves the scheduler a round trip per pod.
     """
     https = url_prefix.startswith("https://")
-    entry: dict[str, Any] = {"urlPrefix": url_prefix, "filterVerb": FILTER_VERB, "preemptVerb": PREEMPT_VERB}
+    entry: Doc = {"urlPrefix": url_prefix, "filterVerb": FILTER_VERB, "preemptVerb": PREEMPT_VERB}
     if prioritize:
         entry.update(prioritizeVerb=PRIORITIZE_VERB, weight=WEIGHT)
     entry.update(enableHTTPS=https, httpTimeout=HTTP_TIMEOUT, nodeCacheCapable=True, ignorable=False,

@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from itertools import chain, filterfalse
-from typing import Any, Protocol
+from typing import Protocol
 
+from webhook.api.objects import Obj
 from webhook.core.assumed import scheduling_mark
 from webhook.core.dra import ClaimKey, PodDevices
 from webhook.core.placement import (
@@ -123,7 +124,7 @@ def decide(
     view: ClusterView,
     verdicts: VerdictCache,
     verb: str,
-    pod: Mapping[str, Any],
+    pod: Obj,
     names: Sequence[str],
     *,
     pod_view: PodView,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from webhook.api.objects import Doc
 from webhook.core.dra import ClaimKey
 from webhook.core.placement import PodView
 from webhook.core.resources import Resources
@@ -113,8 +113,8 @@ class MarkPatch:
     unit: str
     node: str
 
-    def body(self) -> dict[str, Any]:
-        metadata: dict[str, Any] = {}
+    def body(self) -> Doc:
+        metadata: Doc = {}
         if self.labels:
             metadata["labels"] = dict(self.labels)
         if self.annotations:

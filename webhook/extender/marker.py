@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from webhook.extender.decision import MarkPatch
 from webhook.extender.state import ExtenderState
@@ -24,7 +23,7 @@ from webhook.kube.client import KubeApiError
 
 log = logging.getLogger(__name__)
 
-Patcher = Callable[[MarkPatch], Awaitable[Any]]
+Patcher = Callable[[MarkPatch], Awaitable[object]]
 """Sends one merge patch (``MarkPatch.body()``) to the pod ``namespace/name``."""
 
 MAX_ATTEMPTS = 8

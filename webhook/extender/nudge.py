@@ -15,10 +15,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from webhook.api.names import PLACEMENT_RETRY_ANNOTATION
-from webhook.api.objects import rfc3339
+from webhook.api.objects import Doc, rfc3339
 from webhook.kube.client import KubeApiError
 
 log = logging.getLogger(__name__)
@@ -26,7 +25,7 @@ log = logging.getLogger(__name__)
 MARGIN_SECONDS = 0.5
 """Touch the pod this long after the wait ends, so the next filter sees it over."""
 
-Toucher = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
+Toucher = Callable[[str, str, Doc], Awaitable[object]]
 """Sends a merge patch ``(namespace, name, body)`` to a pod."""
 
 
@@ -34,7 +33,7 @@ async def touch_pod(touch: Toucher, namespace: str, name: str, uid: str, at: flo
     """Write :data:`~webhook.api.names.PLACEMENT_RETRY_ANNOTATION` (``at``) on the pod, with its uid as a
     precondition (never a re-created pod of the same name): kube-scheduler requeues a pod it could not place on
     any update of it. Raises :class:`~webhook.kube.client.KubeApiError`."""
-    metadata: dict[str, Any] = {"annotations": {PLACEMENT_RETRY_ANNOTATION: rfc3339(at)}}
+    metadata: Doc = {"annotations": {PLACEMENT_RETRY_ANNOTATION: rfc3339(at)}}
     if uid:
         metadata["uid"] = uid
     await touch(namespace, name, {"metadata": metadata})

@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
+from webhook.api.objects import Doc, Obj
 from webhook.core.dra import ClaimKey
 from webhook.core.placement import PodView
 from webhook.core.resources import EMPTY, Resources
@@ -25,14 +25,14 @@ Marks = tuple[FrozenLabels, FrozenLabels]
 """A unit's ``podLabels`` and ``podAnnotations``."""
 
 
-def uid_of(pod: Mapping[str, Any]) -> str:
+def uid_of(pod: Obj) -> str:
     """The uid of a raw pod object (``""`` when it has none)."""
     metadata = pod.get("metadata")
     uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
     return uid if isinstance(uid, str) else ""
 
 
-def priority_of(pod: Mapping[str, Any]) -> int:
+def priority_of(pod: Obj) -> int:
     """The pod's ``spec.priority`` (the API server resolves its PriorityClass into it), 0 when absent."""
     spec = pod.get("spec")
     priority = spec.get("priority") if isinstance(spec, Mapping) else None
@@ -66,7 +66,7 @@ def _pick(obj: object, keys: Sequence[str]) -> object:
     return {key: obj[key] for key in keys if key in obj}
 
 
-def pod_essentials(obj: Mapping[str, Any]) -> dict[str, Any]:
+def pod_essentials(obj: Obj) -> Doc:
     """The parts of a Pod the extender reads (:func:`~webhook.core.placement.pod_view`,
     :func:`~webhook.core.workload.pod_request`, :func:`priority_of`, the claims
     :func:`~webhook.core.dra.pod_claim_refs` reads, the cache's key and resource version), nothing else.
@@ -76,10 +76,10 @@ def pod_essentials(obj: Mapping[str, Any]) -> dict[str, Any]:
     and the garbage collector, which walks every dictionary it has not been told to skip, a fraction of the
     time - its full passes over tens of thousands of pods stall the event loop, requests included.
     """
-    out: dict[str, Any] = {"metadata": _pick(obj.get("metadata"), _POD_METADATA)}
+    out: Doc = {"metadata": _pick(obj.get("metadata"), _POD_METADATA)}
     spec = obj.get("spec")
     if isinstance(spec, Mapping):
-        kept: dict[str, Any] = {key: spec[key] for key in _POD_SPEC if key in spec}
+        kept: Doc = {key: spec[key] for key in _POD_SPEC if key in spec}
         for field_name in ("containers", "initContainers"):
             containers = spec.get(field_name)
             if isinstance(containers, list):
@@ -95,15 +95,18 @@ def pod_essentials(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _request_key(spec: Mapping[str, Any]) -> bytes | None:
+def _request_key(spec: Obj) -> bytes | None:
     """What :func:`~webhook.core.workload.pod_request` reads of a pod spec - every container's
     ``resources`` (and an init container's ``restartPolicy``), pod-level ``resources``, ``overhead`` -
     serialized (orjson, in C); ``None`` for a spec too odd to key (then the request is parsed as it is)."""
+    containers, inits = spec.get("containers") or (), spec.get("initContainers") or ()
+    if not isinstance(containers, (list, tuple)) or not isinstance(inits, (list, tuple)):
+        return None
     try:
         return orjson.dumps(
             (
-                [container.get("resources") for container in spec.get("containers") or ()],
-                [(c.get("resources"), c.get("restartPolicy")) for c in spec.get("initContainers") or ()],
+                [container.get("resources") for container in containers],
+                [(c.get("resources"), c.get("restartPolicy")) for c in inits],
                 spec.get("resources"),
                 spec.get("overhead"),
             )
@@ -121,7 +124,7 @@ class RequestCache:
         self.size = size
         self._known: dict[bytes, Resources] = {}
 
-    def request(self, pod: Mapping[str, Any], where: str) -> Resources:
+    def request(self, pod: Obj, where: str) -> Resources:
         """The pod's effective request (``EMPTY``, logged, when its spec is malformed)."""
         spec = pod.get("spec")
         if not isinstance(spec, Mapping):

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict, TypeGuard
 
 import orjson
+
+from webhook.api.objects import Obj
 
 MIN_SCORE = 0
 MAX_SCORE = 10
@@ -35,14 +37,56 @@ class ProtocolError(ValueError):
     """A request body that is not an ``ExtenderArgs``: says what is wrong."""
 
 
+class NodeList(TypedDict):
+    """A ``NodeList`` as a filter reply echoes it: the passing nodes, as the request sent them."""
+
+    items: list[Obj]
+
+
+class ExtenderFilterResult(TypedDict):
+    """The filter reply; exactly one of ``Nodes`` and ``NodeNames`` is set (the form the request used)."""
+
+    Nodes: NodeList | None
+    NodeNames: Sequence[str] | None
+    FailedNodes: Mapping[str, str]
+    FailedAndUnresolvableNodes: Mapping[str, str]
+    Error: str
+
+
+class HostPriority(TypedDict):
+    """One entry of a prioritize reply (``HostPriorityList``)."""
+
+    Host: str
+    Score: int
+
+
+class MetaPod(TypedDict):
+    """A victim as the meta form names it: its UID."""
+
+    UID: str
+
+
+class MetaVictims(TypedDict):
+    """The victims on one node, in the meta form."""
+
+    Pods: list[MetaPod]
+    NumPDBViolations: int
+
+
+class ExtenderPreemptionResult(TypedDict):
+    """The preempt reply: the nodes whose victims may go."""
+
+    NodeNameToMetaVictims: dict[str, MetaVictims]
+
+
 @dataclass(frozen=True, slots=True)
 class ExtenderArgs:
     """One decoded request. ``node_names`` is always filled (from ``NodeNames``, else from ``Nodes``);
     ``nodes`` holds the full Node objects when the scheduler sent them (``nodeCacheCapable: false``)."""
 
-    pod: Mapping[str, Any]
+    pod: Obj
     node_names: Sequence[str]
-    nodes: Sequence[Mapping[str, Any]] | None = None
+    nodes: Sequence[Obj] | None = None
 
     @property
     def by_name(self) -> bool:
@@ -57,7 +101,7 @@ class ExtenderArgs:
         return f"{metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
 
 
-def _field(body: Mapping[str, Any], name: str) -> Any:
+def _field(body: Obj, name: str) -> object:
     """``body[name]``, matching the key case-insensitively as Go does when the exact spelling is absent."""
     if name in body:
         return body[name]
@@ -71,7 +115,7 @@ def _field(body: Mapping[str, Any], name: str) -> Any:
 def parse_args(raw: bytes) -> ExtenderArgs:
     """Decode an ``ExtenderArgs`` body; :class:`ProtocolError` when it is not one."""
     try:
-        body = orjson.loads(raw)
+        body: object = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         raise ProtocolError(f"the request body is not JSON: {error}") from None
     if not isinstance(body, dict):
@@ -92,11 +136,11 @@ def parse_args(raw: bytes) -> ExtenderArgs:
         items = []
     if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
         raise ProtocolError("ExtenderArgs.Nodes.items must be a list of Node objects")
-    nodes: list[Mapping[str, Any]] = items
+    nodes: list[Obj] = items
     return ExtenderArgs(pod=pod, node_names=[_node_name(node) for node in nodes], nodes=nodes)
 
 
-def _all_strings(items: list[Any]) -> bool:
+def _all_strings(items: list[object]) -> TypeGuard[list[str]]:
     """Whether every item is a ``str``. JSON decodes to exact types, so the set of the items' types says it;
     ``map`` and ``set`` run in C - a per-name ``isinstance`` in Python cost more than the whole decision."""
     return _STR_ONLY.issuperset(map(type, items))
@@ -105,7 +149,7 @@ def _all_strings(items: list[Any]) -> bool:
 _STR_ONLY = frozenset({str})
 
 
-def _node_name(node: Mapping[str, Any]) -> str:
+def _node_name(node: Obj) -> str:
     metadata = node.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
     if not isinstance(name, str) or not name:
@@ -121,31 +165,30 @@ def filter_reply(
 ) -> bytes:
     """An ``ExtenderFilterResult`` that lets ``passing`` through (names from the request only), in the form
     the request used (``NodeNames``, or ``Nodes`` with the request's Node objects)."""
-    if args.by_name:
-        nodes_field: Any = None
-        names_field: Any = passing  # orjson writes a tuple or a list alike: no copy
-    else:
+    nodes_field: NodeList | None = None
+    names_field: Sequence[str] | None = passing  # orjson writes a tuple or a list alike: no copy
+    if not args.by_name:
         assert args.nodes is not None
         keep = set(passing)
         nodes_field = {"items": [node for node, name in zip(args.nodes, args.node_names, strict=True) if name in keep]}
         names_field = None
-    return orjson.dumps(
-        {
-            "Nodes": nodes_field,
-            "NodeNames": names_field,
-            "FailedNodes": failed,
-            "FailedAndUnresolvableNodes": unresolvable,
-            "Error": "",
-        }
-    )
+    result: ExtenderFilterResult = {
+        "Nodes": nodes_field,
+        "NodeNames": names_field,
+        "FailedNodes": failed,
+        "FailedAndUnresolvableNodes": unresolvable,
+        "Error": "",
+    }
+    return orjson.dumps(result)
 
 
 def filter_error(message: str) -> bytes:
     """An ``ExtenderFilterResult`` with ``Error`` set: the scheduler fails this scheduling attempt (and
     retries the pod later) unless the extender is ``ignorable``."""
-    return orjson.dumps(
-        {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message}
-    )
+    result: ExtenderFilterResult = {
+        "Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message
+    }
+    return orjson.dumps(result)
 
 
 def priority_reply(names: Sequence[str], groups: Mapping[int, Sequence[str]]) -> bytes:
@@ -164,7 +207,8 @@ def priority_reply(names: Sequence[str], groups: Mapping[int, Sequence[str]]) ->
         parts.append((MIN_SCORE, zero))
     text = "".join(name for _, group in parts for name in group)
     if '"' in text or "\\" in text or not text.isprintable():
-        return orjson.dumps([{"Host": host, "Score": score} for score, group in parts for host in group])
+        scores: list[HostPriority] = [{"Host": host, "Score": score} for score, group in parts for host in group]
+        return orjson.dumps(scores)
     entries = (
         '{"Host":"' + f'","Score":{score}}},{{"Host":"'.join(group) + f'","Score":{score}}}' for score, group in parts
     )
@@ -177,14 +221,14 @@ class NodeVictims:
 
     uids: tuple[str, ...]
     pdb_violations: int = 0
-    pods: tuple[Mapping[str, Any], ...] | None = None
+    pods: tuple[Obj, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class PreemptionArgs:
     """One decoded ``ExtenderPreemptionArgs``."""
 
-    pod: Mapping[str, Any]
+    pod: Obj
     victims: Mapping[str, NodeVictims]
 
     def pod_key(self) -> str:
@@ -192,7 +236,7 @@ class PreemptionArgs:
         return ExtenderArgs(self.pod, ()).pod_key()
 
 
-def _victims_of(node: str, entry: Any, whole: bool) -> NodeVictims:
+def _victims_of(node: str, entry: object, whole: bool) -> NodeVictims:
     if not isinstance(entry, dict):
         raise ProtocolError(f"the victims of node {node!r} must be an object")
     pods = _field(entry, "Pods")
@@ -217,7 +261,7 @@ def _victims_of(node: str, entry: Any, whole: bool) -> NodeVictims:
 def parse_preemption_args(raw: bytes) -> PreemptionArgs:
     """Decode an ``ExtenderPreemptionArgs`` body (either victim form); :class:`ProtocolError` when it is not one."""
     try:
-        body = orjson.loads(raw)
+        body: object = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         raise ProtocolError(f"the request body is not JSON: {error}") from None
     if not isinstance(body, dict):
@@ -237,11 +281,10 @@ def parse_preemption_args(raw: bytes) -> PreemptionArgs:
 
 def preemption_reply(kept: Mapping[str, NodeVictims]) -> bytes:
     """An ``ExtenderPreemptionResult`` listing the nodes in ``kept`` with their victims (UIDs)."""
-    return orjson.dumps(
-        {
-            "NodeNameToMetaVictims": {
-                node: {"Pods": [{"UID": uid} for uid in victims.uids], "NumPDBViolations": victims.pdb_violations}
-                for node, victims in kept.items()
-            }
+    result: ExtenderPreemptionResult = {
+        "NodeNameToMetaVictims": {
+            node: {"Pods": [{"UID": uid} for uid in victims.uids], "NumPDBViolations": victims.pdb_violations}
+            for node, victims in kept.items()
         }
-    )
+    }
+    return orjson.dumps(result)

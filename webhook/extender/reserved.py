@@ -19,10 +19,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from webhook.api.names import RESERVATIONS, RESERVATIONS_KEY, RESERVATIONS_TTL_SECONDS, RESERVED_AT_KEY
-from webhook.api.objects import name_of, parse_time
+from webhook.api.objects import Obj, name_of, parse_time
 from webhook.core.podquota import POD_QUOTA_REFUSAL, MutableUsage, QuotaBlocker, Usage, charge
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import ResourceError, Resources
@@ -36,7 +35,7 @@ def explain_held(blockers: tuple[QuotaBlocker, ...]) -> str:
             + "; ".join(blocker.explain() for blocker in blockers))
 
 
-def parse_reservations(data: Mapping[str, Any]) -> tuple[dict[str, dict[str, int]], float | None]:
+def parse_reservations(data: Obj) -> tuple[dict[str, dict[str, int]], float | None]:
     """A reservation ConfigMap's ``data``: node key -> resource -> nano-units, and when it was written."""
     raw = data.get(RESERVATIONS_KEY)
     held: dict[str, dict[str, int]] = {}
@@ -66,7 +65,7 @@ class HeldRoom:
         """Loose pods the filter let through and the watch has not shown bound yet."""
         self._assumed: dict[str, tuple[str, Resources]] = {}
 
-    def set_reservations(self, objs: Iterable[Mapping[str, Any]]) -> bool:
+    def set_reservations(self, objs: Iterable[Obj]) -> bool:
         """Read the reservation ConfigMap among ``objs``; whether any node's reservation went down."""
         held: dict[str, dict[str, int]] = {}
         at: float | None = None

@@ -10,9 +10,9 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from webhook.api.names import EXTENDER_COMPONENT, PREFIX, TREE_NAMESPACE
+from webhook.api.objects import Doc, Obj
 from webhook.extender.app import MAX_BODY_BYTES, make_app
 from webhook.extender.audit import Auditor
 from webhook.extender.cache import DEFAULT_ASSUME_TTL
@@ -61,13 +61,13 @@ async def extender_running(
     listener opens once the watches run, so ``/readyz`` reports them listing)."""
     state = state if state is not None else ExtenderState(assume_ttl=options.assume_ttl, sample=options.sample)
 
-    async def patch(mark: MarkPatch) -> Any:
+    async def patch(mark: MarkPatch) -> Obj:
         return await client.merge_patch(PODS, mark.name, mark.body(), namespace=mark.namespace)
 
-    async def touch(namespace: str, name: str, body: dict[str, Any]) -> Any:
+    async def touch(namespace: str, name: str, body: Doc) -> Obj:
         return await client.merge_patch(PODS, name, body, namespace=namespace)
 
-    async def read(namespace: str, name: str) -> Any:
+    async def read(namespace: str, name: str) -> Obj | None:
         try:
             return await client.get(PODS, name, namespace=namespace)
         except KubeApiError as error:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Callable
 
 from webhook.api import kinds
 from webhook.api.names import QUEUE_NAMESPACE, RESERVATIONS, TREE_NAMESPACE
+from webhook.api.objects import Obj
 from webhook.extender.claims import claim_essentials
 from webhook.extender.pods import pod_essentials
 from webhook.extender.state import ExtenderState
@@ -53,9 +53,9 @@ whose binding failed, is not seen here; :mod:`webhook.extender.audit` reads such
 
 
 def _incremental(
-    upsert: Callable[[Mapping[str, Any]], None],
-    delete: Callable[[Mapping[str, Any]], None],
-    replace: Callable[[list[Mapping[str, Any]]], None],
+    upsert: Callable[[Obj], None],
+    delete: Callable[[Obj], None],
+    replace: Callable[[list[Obj]], None],
 ) -> Callable[[WatchCache, CacheEvent], None]:
     def listener(cache: WatchCache, event: CacheEvent) -> None:
         if event.type == RELIST:
@@ -70,7 +70,7 @@ def _incremental(
     return listener
 
 
-def _whole(update: Callable[[list[Mapping[str, Any]]], None]) -> Callable[[WatchCache, CacheEvent], None]:
+def _whole(update: Callable[[list[Obj]], None]) -> Callable[[WatchCache, CacheEvent], None]:
     def listener(cache: WatchCache, event: CacheEvent) -> None:
         update(cache.items())
 

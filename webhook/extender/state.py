@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
+from webhook.api.objects import Obj
 from webhook.core.placement import NodeView, PodView, ResourcePolicy, node_view, pod_view
 from webhook.core.preemption import PodClaim, PreemptionJudge
 from webhook.core.quota import QuotaTree
@@ -132,7 +132,7 @@ class ExtenderState:
         """How many pods refused for pod-level quota wait for room."""
         return len(self.cache.waits)
 
-    def set_policies(self, objs: Iterable[Mapping[str, Any]]) -> None:
+    def set_policies(self, objs: Iterable[Obj]) -> None:
         """Replace every ResourcePolicy; invalid ones are logged and ignored."""
         self.cache.set_policies(objs)
         self.verdicts.keep_policies(self.cache.policy_keys())
@@ -151,7 +151,7 @@ class ExtenderState:
     def _decide(
         self,
         verb: str,
-        pod: Mapping[str, Any],
+        pod: Obj,
         view: PodView,
         names: Sequence[str],
         *,
@@ -179,10 +179,10 @@ class ExtenderState:
 
     def filter(
         self,
-        pod: Mapping[str, Any],
+        pod: Obj,
         names: Sequence[str],
         now: float,
-        given_nodes: Sequence[Mapping[str, Any]] | None = None,
+        given_nodes: Sequence[Obj] | None = None,
     ) -> Decision:
         """Which of ``names`` the pod may use; records the placement when some node passes and a policy or
         a quota governs the pod (``given_nodes``: the request's Node objects, when the scheduler sent them).
@@ -195,10 +195,10 @@ class ExtenderState:
 
     def decide_filter(
         self,
-        pod: Mapping[str, Any],
+        pod: Obj,
         names: Sequence[str],
         now: float,
-        given_nodes: Sequence[Mapping[str, Any]] | None = None,
+        given_nodes: Sequence[Obj] | None = None,
     ) -> tuple[Decision, Callable[[], None]]:
         """:meth:`filter`'s decision, and the record of it - the placement assumed (or a stale one dropped)
         and the verdict kept for prioritize - as a call to make before any other request is decided.
@@ -258,7 +258,7 @@ class ExtenderState:
         if len(self._last_filter) > LAST_FILTERS:
             self._last_filter.popitem(last=False)
 
-    def prioritize(self, pod: Mapping[str, Any], names: Sequence[str], now: float) -> Decision:
+    def prioritize(self, pod: Obj, names: Sequence[str], now: float) -> Decision:
         """Scores 0..10 for ``names``: the pod's usable units in order score 10, 9, ...; other nodes 0.
 
         kube-scheduler asks right after this pod's filter, about nodes that filter passed - which all lie
@@ -280,7 +280,7 @@ class ExtenderState:
         return self._decide("prioritize", pod, pod_view(pod), names, now=now, given=None).decision
 
     # Preemption and waiting pods -------------------------------------------------------------------------
-    def preempt(self, pod: Mapping[str, Any], victims: Mapping[str, NodeVictims], now: float) -> PreemptDecision:
+    def preempt(self, pod: Obj, victims: Mapping[str, NodeVictims], now: float) -> PreemptDecision:
         """Which nodes' victims may go for ``pod`` (the rules: :mod:`webhook.core.preemption`). Victims are
         taken whole per node; a victim the cache does not know (by uid, unless the scheduler sent the whole
         Pod) keeps its node's victims where they are."""
@@ -315,7 +315,7 @@ class ExtenderState:
         summary = next(iter(refused.values())) if refused else allowed or "no candidate node"
         return PreemptDecision(view.key, kept, refused, quota, summary)
 
-    def _victim(self, uid: str, given: Mapping[str, Any] | None) -> PodClaim | None:
+    def _victim(self, uid: str, given: Obj | None) -> PodClaim | None:
         """A victim as the rules read it: from the Pod the scheduler sent, else from the cache by uid."""
         if given is not None:
             view = pod_view(given)

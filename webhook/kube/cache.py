@@ -24,9 +24,10 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
+from webhook.api.objects import Doc, Obj
+from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +41,10 @@ RELIST = "RELIST"
 class ListWatch(Protocol):
     """The network half of a cache."""
 
-    async def list_page(self, limit: int, continue_token: str | None) -> JSON:
+    async def list_page(self, limit: int, continue_token: str | None) -> Doc:
         """One page: ``{"items": [...], "metadata": {"resourceVersion": ..., "continue": ...}}``."""
 
-    def watch(self, resource_version: str, timeout_seconds: int) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
+    def watch(self, resource_version: str, timeout_seconds: int) -> AbstractAsyncContextManager[AsyncIterator[Doc]]:
         """A watch from ``resource_version``; entering connects (raising :class:`KubeApiError`)."""
 
 
@@ -56,7 +57,7 @@ class ApiListWatch:
     label_selector: str | None = None
     field_selector: str | None = None
 
-    async def list_page(self, limit: int, continue_token: str | None) -> JSON:
+    async def list_page(self, limit: int, continue_token: str | None) -> Doc:
         return await self.client.list_page(
             self.ref,
             limit=limit,
@@ -65,7 +66,7 @@ class ApiListWatch:
             field_selector=self.field_selector,
         )
 
-    def watch(self, resource_version: str, timeout_seconds: int) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
+    def watch(self, resource_version: str, timeout_seconds: int) -> AbstractAsyncContextManager[AsyncIterator[Doc]]:
         return self.client.watch(
             self.ref,
             resource_version=resource_version,
@@ -81,8 +82,8 @@ class CacheEvent:
     previous version when the cache had one) or ``RELIST`` (the whole store was replaced)."""
 
     type: str
-    obj: Mapping[str, Any] | None = None
-    old: Mapping[str, Any] | None = None
+    obj: Obj | None = None
+    old: Obj | None = None
 
 
 Listener = Callable[["WatchCache", CacheEvent], None]
@@ -118,7 +119,7 @@ class Backoff:
         return self._attempt
 
 
-def object_key(obj: Mapping[str, Any]) -> Key | None:
+def object_key(obj: Obj) -> Key | None:
     """``(namespace, name)`` of an object; ``None`` when it has no name."""
     metadata = obj.get("metadata")
     if not isinstance(metadata, Mapping):
@@ -130,7 +131,7 @@ def object_key(obj: Mapping[str, Any]) -> Key | None:
     return (namespace if isinstance(namespace, str) else "", name)
 
 
-def _resource_version(obj: Mapping[str, Any]) -> str | None:
+def _resource_version(obj: Obj) -> str | None:
     metadata = obj.get("metadata")
     if isinstance(metadata, Mapping):
         version = metadata.get("resourceVersion")
@@ -164,7 +165,7 @@ class WatchCache:
         self.backoff = backoff if backoff is not None else Backoff()
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
-        self._store: dict[Key, Mapping[str, Any]] = {}
+        self._store: dict[Key, Obj] = {}
         self._listeners: list[Listener] = []
         self.synced = asyncio.Event()
         """Set once the first list has been stored (and listeners told)."""
@@ -178,17 +179,17 @@ class WatchCache:
         """How many changes were stored (each event, each list): what reads this cache can tell whether it moved."""
 
     # Reading -----------------------------------------------------------------------------------------------
-    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None:
+    def get(self, name: str, namespace: str = "") -> Obj | None:
         return self._store.get((namespace, name))
 
-    def items(self) -> list[Mapping[str, Any]]:
+    def items(self) -> list[Obj]:
         """Every object, ordered by ``(namespace, name)``."""
         return [self._store[key] for key in sorted(self._store)]
 
     def __len__(self) -> int:
         return len(self._store)
 
-    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+    def __iter__(self) -> Iterator[Obj]:
         return iter(self.items())
 
     def add_listener(self, listener: Listener) -> None:
@@ -223,7 +224,7 @@ class WatchCache:
                 await self._sleep(delay)
 
     async def _list(self) -> None:
-        items: list[Mapping[str, Any]] = []
+        items: list[Obj] = []
         continue_token: str | None = None
         version: str | None = None
         while True:
@@ -245,7 +246,7 @@ class WatchCache:
             if not next_token:
                 break
             continue_token = str(next_token)
-        store: dict[Key, Mapping[str, Any]] = {}
+        store: dict[Key, Obj] = {}
         for item in items:
             key = object_key(item)
             if key is not None:
@@ -272,7 +273,7 @@ class WatchCache:
                 raise _Relist from error
             raise
 
-    def _apply(self, event: Mapping[str, Any]) -> None:
+    def _apply(self, event: Obj) -> None:
         kind = event.get("type")
         obj = event.get("object")
         if not isinstance(obj, Mapping):

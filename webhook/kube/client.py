@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import urllib.request
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +25,7 @@ from kubernetes_asyncio import config as k8s_config
 from webhook.api.errors import ApiStatusError, status_error
 from webhook.api.kinds import Kind, api_path
 from webhook.api.names import CLIENT_USER_AGENT as USER_AGENT
-from webhook.api.objects import plain
+from webhook.api.objects import Obj, plain
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +91,10 @@ class ResourceRef:
         return f"{self.plural}.{self.group or 'core'}/{self.version}{where}"
 
 
-async def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> Any:
+async def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> k8s_client.Configuration:
     """Connection settings: the given kubeconfig; else in-cluster (service account) when running in a pod;
     else ``$KUBECONFIG`` / ``~/.kube/config``."""
-    configuration = type.__call__(k8s_client.Configuration)
+    configuration: k8s_client.Configuration = type.__call__(k8s_client.Configuration)  # its __init__ is untyped
     if kubeconfig is None and os.environ.get(IN_CLUSTER_ENV):
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return configuration
@@ -106,7 +106,7 @@ async def load_configuration(kubeconfig: str | None = None, context: str | None 
     return configuration
 
 
-def proxy_from_environment(configuration: Any) -> None:
+def proxy_from_environment(configuration: k8s_client.Configuration) -> None:
     """Set the configuration's proxy from ``HTTPS_PROXY``/``HTTP_PROXY`` (honouring ``NO_PROXY``) once, when the
     kubeconfig names none: what client-go does, decided at start instead of on every request."""
     if getattr(configuration, "proxy", None):
@@ -186,7 +186,7 @@ class KubeClient:
         path: str,
         query: Sequence[tuple[str, str]] = (),
         *,
-        body: Any = None,
+        body: object = None,
         content_type: str = "application/json",
         read_timeout: float | None = None,
     ) -> aiohttp.ClientResponse:
@@ -210,17 +210,12 @@ class KubeClient:
         url = str(api.configuration.host) + path
         if queries:
             url += "?" + urlencode(queries)
-        options: dict[str, Any] = {}
-        if rest.proxy:
-            options["proxy"] = rest.proxy
-        if rest.proxy_headers:
-            options["proxy_headers"] = rest.proxy_headers
-        if rest.server_hostname:
-            options["server_hostname"] = rest.server_hostname
         data = None if body is None else orjson.dumps(body, default=plain)
         try:
             response: aiohttp.ClientResponse = await rest.pool_manager.request(
-                method, url, headers=headers, data=data, timeout=self._timeout(read_timeout), **options
+                method, url, headers=headers, data=data, timeout=self._timeout(read_timeout),
+                proxy=rest.proxy or None, proxy_headers=rest.proxy_headers or None,
+                server_hostname=rest.server_hostname or None,  # unset: None, aiohttp's default
             )
         except TimeoutError as error:
             raise KubeApiError(0, "Timeout", f"{method} {path}: no answer in time") from error
@@ -234,7 +229,7 @@ class KubeClient:
         path: str,
         query: Sequence[tuple[str, str]] = (),
         *,
-        body: Any = None,
+        body: object = None,
         content_type: str = "application/json",
     ) -> JSON:
         """One request; the decoded JSON answer. Raises :class:`KubeApiError` on a non-2xx status."""
@@ -257,17 +252,17 @@ class KubeClient:
     async def get(self, ref: ResourceRef, name: str, namespace: str | None = None) -> JSON:
         return await self.request("GET", ref.path(name, namespace))
 
-    async def create(self, ref: ResourceRef, body: Mapping[str, Any], namespace: str | None = None) -> JSON:
+    async def create(self, ref: ResourceRef, body: Obj, namespace: str | None = None) -> JSON:
         return await self.request("POST", ref.path(None, namespace), body=dict(body))
 
-    async def replace(self, ref: ResourceRef, name: str, body: Mapping[str, Any], namespace: str | None = None) -> JSON:
+    async def replace(self, ref: ResourceRef, name: str, body: Obj, namespace: str | None = None) -> JSON:
         return await self.request("PUT", ref.path(name, namespace), body=dict(body))
 
     async def json_patch(
         self,
         ref: ResourceRef,
         name: str,
-        ops: Sequence[Mapping[str, Any]],
+        ops: Sequence[Obj],
         namespace: str | None = None,
         subresource: str | None = None,
     ) -> JSON:
@@ -283,7 +278,7 @@ class KubeClient:
         self,
         ref: ResourceRef,
         name: str,
-        patch: Mapping[str, Any],
+        patch: Obj,
         namespace: str | None = None,
         subresource: str | None = None,
     ) -> JSON:

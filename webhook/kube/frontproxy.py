@@ -15,11 +15,11 @@ import logging
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 
 from webhook.api import kinds
+from webhook.api.objects import Obj
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ FRONT_PROXY = web.AppKey("front_proxy", FrontProxy)
 """The front proxy ``kq serve`` trusts, on its application (absent: it serves no aggregated API)."""
 
 
-def _names(data: Mapping[str, Any], key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
+def _names(data: Obj, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
     try:
         value = json.loads(str(data.get(key) or "null"))
     except ValueError:
@@ -63,7 +63,7 @@ def _names(data: Mapping[str, Any], key: str, default: tuple[str, ...] = ()) -> 
     return tuple(str(name) for name in value if isinstance(name, str) and name) or default
 
 
-def front_proxy_of(data: Mapping[str, Any]) -> FrontProxy | None:
+def front_proxy_of(data: Obj) -> FrontProxy | None:
     """The front proxy of the ConfigMap's ``data`` (``None`` when it names no requestheader CA)."""
     ca = data.get("requestheader-client-ca-file")
     if not isinstance(ca, str) or "BEGIN CERTIFICATE" not in ca:

@@ -16,8 +16,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
+from webhook.api.objects import Doc
 from webhook.kube.cache import ListWatch
-from webhook.kube.client import JSON, KubeApiError
+from webhook.kube.client import KubeApiError
 
 __all__ = ["ABSENT_RETRY_SECONDS", "OptionalListWatch"]
 
@@ -38,7 +39,7 @@ class OptionalListWatch:
     """Named in the log line that reports the resource absent."""
     absent: bool = field(default=False)
 
-    async def list_page(self, limit: int, continue_token: str | None) -> JSON:
+    async def list_page(self, limit: int, continue_token: str | None) -> Doc:
         try:
             page = await self.inner.list_page(limit, continue_token)
         except KubeApiError as error:
@@ -53,18 +54,18 @@ class OptionalListWatch:
         self.absent = False
         return page
 
-    def watch(self, resource_version: str, timeout_seconds: int) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
+    def watch(self, resource_version: str, timeout_seconds: int) -> AbstractAsyncContextManager[AsyncIterator[Doc]]:
         if self.absent:
             return self._wait_then_relist()
         return self.inner.watch(resource_version, timeout_seconds)
 
     @contextlib.asynccontextmanager
-    async def _wait_then_relist(self) -> AsyncIterator[AsyncIterator[JSON]]:
+    async def _wait_then_relist(self) -> AsyncIterator[AsyncIterator[Doc]]:
         await self.sleep(self.retry_seconds)
         raise KubeApiError(410, "Gone", "resource not installed yet: list again")
         yield _nothing()  # pragma: no cover - unreachable, keeps this a generator
 
 
-async def _nothing() -> AsyncIterator[JSON]:  # pragma: no cover
+async def _nothing() -> AsyncIterator[Doc]:  # pragma: no cover
     return
     yield {}

@@ -17,10 +17,10 @@ from __future__ import annotations
 import threading
 import zlib
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 import orjson
 
+from webhook.api.objects import Doc, Obj
 from webhook.kube.slim import compacted, share_texts, trimmed
 
 __all__ = ["DECODED_KEPT", "HEAD_KEYS", "Codec", "Packed", "packed"]
@@ -52,27 +52,27 @@ class Codec:
         return decompressor.decompress(data) + decompressor.flush()
 
 
-_decoded: dict[tuple[Codec, bytes], dict[str, Any]] = {}
+_decoded: dict[tuple[Codec, bytes], Doc] = {}
 _decoded_lock = threading.Lock()
 
 
-class Packed(Mapping[str, Any]):
+class Packed(Mapping[str, object]):
     """An object read like the dict it was, its rest decoded on demand (see the module)."""
 
     __slots__ = ("_body", "_codec", "_head")
 
-    def __init__(self, head: dict[str, Any], body: bytes, codec: Codec) -> None:
+    def __init__(self, head: Doc, body: bytes, codec: Codec) -> None:
         self._head = head
         self._body = body
         self._codec = codec
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> object:
         head = self._head
         if key in head:
             return head[key]
         return self._rest()[key]
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> object:
         head = self._head
         if key in head:
             return head[key]
@@ -94,14 +94,14 @@ class Packed(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"Packed({dict(self)!r})"
 
-    def _rest(self) -> dict[str, Any]:
+    def _rest(self) -> Doc:
         if not self._body:
             return {}
         key = (self._codec, self._body)
         hit = _decoded.get(key)
         if hit is not None:
             return hit
-        rest: dict[str, Any] = orjson.loads(self._codec.unpack(self._body))
+        rest: Doc = orjson.loads(self._codec.unpack(self._body))
         with _decoded_lock:
             _decoded[key] = rest
             while len(_decoded) > DECODED_KEPT:
@@ -109,7 +109,7 @@ class Packed(Mapping[str, Any]):
         return rest
 
 
-def packed(obj: Mapping[str, Any], codec: Codec) -> Mapping[str, Any]:
+def packed(obj: Obj, codec: Codec) -> Obj:
     """``obj`` as a job cache keeps it: without managed fields or ``kubectl apply``'s copy
     (:func:`~webhook.kube.slim.trimmed`), its head's short texts shared with other objects'
     (:func:`~webhook.kube.slim.share_texts`), the rest packed by ``codec``. Call it on a freshly decoded object:

@@ -16,13 +16,13 @@ import ipaddress
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from cryptography import x509
 
 from webhook import pki
 from webhook.api import kinds
-from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
+from webhook.api.objects import Doc, Obj
+from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
     return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
 
 
-def _decode(data: Mapping[str, Any], key: str) -> bytes | None:
+def _decode(data: Obj, key: str) -> bytes | None:
     value = data.get(key)
     if not isinstance(value, str) or not value:
         return None
@@ -59,7 +59,7 @@ def _decode(data: Mapping[str, Any], key: str) -> bytes | None:
         return None
 
 
-def certs_from_secret(secret: Mapping[str, Any]) -> ServingCerts | None:
+def certs_from_secret(secret: Obj) -> ServingCerts | None:
     """The certificates a Secret holds (``None`` when any part is missing)."""
     data = secret.get("data")
     if not isinstance(data, Mapping):
@@ -116,8 +116,8 @@ def issue(
     return ServingCerts(ca_cert, ca_key, cert, key)
 
 
-def _secret_body(name: str, namespace: str, certs: ServingCerts, resource_version: str | None = None) -> JSON:
-    metadata: JSON = {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/name": "kube-queue"}}
+def _secret_body(name: str, namespace: str, certs: ServingCerts, resource_version: str | None = None) -> Doc:
+    metadata: Doc = {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/name": "kube-queue"}}
     if resource_version:
         metadata["resourceVersion"] = resource_version
     encoded = {
@@ -201,7 +201,7 @@ async def inject_ca_bundle(client: KubeClient, configuration_names: Iterable[str
             hooks = config.get("webhooks")
             if not isinstance(hooks, list):
                 continue
-            ops: list[JSON] = []
+            ops: list[Doc] = []
             for index, hook in enumerate(hooks):
                 if not isinstance(hook, Mapping) or not isinstance(hook.get("clientConfig"), Mapping):
                     continue

@@ -17,7 +17,7 @@ import ssl
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def choose_loop() -> LoopChoice:
     return LoopChoice(f"uvloop {getattr(uvloop, '__version__', '?')}", "installed", factory)
 
 
-def run(main: Coroutine[Any, Any, T], choice: LoopChoice | None = None, *, component: str = "serve") -> T:
+def run(main: Coroutine[object, None, T], choice: LoopChoice | None = None, *, component: str = "serve") -> T:
     """Run ``main`` to completion on the chosen event loop (as :func:`asyncio.run` does), logging the choice
     as ``component``'s."""
     choice = choice or choose_loop()

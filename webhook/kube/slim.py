@@ -12,11 +12,10 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
 
 from webhook.api.names import LAST_APPLIED_ANNOTATION
+from webhook.api.objects import Doc, Obj
 from webhook.kube.cache import ListWatch
-from webhook.kube.client import JSON
 
 __all__ = ["SlimListWatch", "compacted", "share_texts", "trimmed", "without_managed_fields"]
 
@@ -25,7 +24,7 @@ SHARED_TEXT_MAX = 64
 template carries, the images, the names of the resources. Longer ones are rarely repeated."""
 
 
-def without_managed_fields(obj: Mapping[str, Any]) -> JSON:
+def without_managed_fields(obj: Obj) -> Doc:
     """The object without ``metadata.managedFields`` (a shallow copy where it had them): the API server's record
     of which field manager set which field, often the largest part of a small object, and read by no cache
     here."""
@@ -37,7 +36,7 @@ def without_managed_fields(obj: Mapping[str, Any]) -> JSON:
     return out
 
 
-def compacted(obj: Mapping[str, Any]) -> JSON:
+def compacted(obj: Obj) -> Doc:
     """The object as dicts, in less memory (issue 38): :func:`without_managed_fields`, without
     :data:`LAST_APPLIED_ANNOTATION` (its annotations map stays, empty or not), and every text of at most
     :data:`SHARED_TEXT_MAX` characters shared with the equal texts of the other objects (``sys.intern``), so a
@@ -51,7 +50,7 @@ def compacted(obj: Mapping[str, Any]) -> JSON:
     return out
 
 
-def trimmed(obj: Mapping[str, Any]) -> JSON:
+def trimmed(obj: Obj) -> Doc:
     """:func:`without_managed_fields`, and without :data:`LAST_APPLIED_ANNOTATION` (its annotations map stays,
     empty or not). Changes ``obj``'s annotations in place."""
     out = without_managed_fields(obj)
@@ -62,17 +61,24 @@ def trimmed(obj: Mapping[str, Any]) -> JSON:
     return out
 
 
-def share_texts(node: dict[str, Any] | list[Any]) -> None:
+def share_texts(node: Doc | list[object]) -> None:
     """Replace every short text inside ``node`` (dicts and lists, in place) by its interned equal. The keys are
     shared already: the decoder keeps one copy of each."""
-    pending: list[dict[str, Any] | list[Any]] = [node]
+    pending: list[Doc | list[object]] = [node]
     while pending:
         current = pending.pop()
-        pairs = current.items() if isinstance(current, dict) else enumerate(current)
-        for key, value in pairs:
+        if isinstance(current, dict):
+            for key, value in current.items():
+                if type(value) is str:
+                    if len(value) <= SHARED_TEXT_MAX:
+                        current[key] = sys.intern(value)
+                elif isinstance(value, (dict, list)):
+                    pending.append(value)
+            continue
+        for index, value in enumerate(current):
             if type(value) is str:
                 if len(value) <= SHARED_TEXT_MAX:
-                    current[key] = sys.intern(value)  # type: ignore[index]
+                    current[index] = sys.intern(value)
             elif isinstance(value, (dict, list)):
                 pending.append(value)
 
@@ -82,26 +88,26 @@ class SlimListWatch:
     """A :class:`ListWatch` that hands on only ``slim(object)`` of every object it lists or watches."""
 
     inner: ListWatch
-    slim: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+    slim: Callable[[Obj], Obj]
 
-    async def list_page(self, limit: int, continue_token: str | None) -> JSON:
+    async def list_page(self, limit: int, continue_token: str | None) -> Doc:
         page = await self.inner.list_page(limit, continue_token)
         items = page.get("items")
         if isinstance(items, list):
             page["items"] = [self.slim(item) if isinstance(item, Mapping) else item for item in items]
         return page
 
-    def watch(self, resource_version: str, timeout_seconds: int) -> AbstractAsyncContextManager[AsyncIterator[JSON]]:
+    def watch(self, resource_version: str, timeout_seconds: int) -> AbstractAsyncContextManager[AsyncIterator[Doc]]:
         return self._slimmed(self.inner.watch(resource_version, timeout_seconds))
 
     @contextlib.asynccontextmanager
     async def _slimmed(
-        self, opened: AbstractAsyncContextManager[AsyncIterator[JSON]]
-    ) -> AsyncIterator[AsyncIterator[JSON]]:
+        self, opened: AbstractAsyncContextManager[AsyncIterator[Doc]]
+    ) -> AsyncIterator[AsyncIterator[Doc]]:
         async with opened as events:
             yield self._each(events)
 
-    async def _each(self, events: AsyncIterator[JSON]) -> AsyncIterator[JSON]:
+    async def _each(self, events: AsyncIterator[Doc]) -> AsyncIterator[Doc]:
         slim = self.slim
         async for event in events:
             obj = event.get("object")
