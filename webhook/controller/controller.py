@@ -14,12 +14,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUED_KEY_ANNOTATION, REASON_QUEUED
-from webhook.api.objects import Obj, meta, name_of
+from webhook.api.objects import Obj, mapping, mappings, meta, name_of, text
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
 from webhook.controller.decide import JobDecisions, PassRecord, decide, reason_key
@@ -167,8 +167,8 @@ class Controller:
             token: str | None = None
             for _ in range(self.settings.event_readback_pages):
                 page = await self.client.list_page(EVENTS, limit=500, continue_token=token, field_selector=selector)
-                seen.extend(item for item in page.get("items") or () if isinstance(item, Mapping))
-                token = (page.get("metadata") or {}).get("continue") or None
+                seen.extend(mappings(page.get("items")))
+                token = text(mapping(page.get("metadata")).get("continue")) or None
                 if token is None:
                     break
         except KubeApiError as error:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from webhook.api.objects import Obj, mapping, parse_time, resource_version_of
+from webhook.api.objects import Doc, Obj, mapping, namespace_of, parse_time, resource_version_of
 from webhook.controller.model import TrackedJob
 from webhook.core.dra import pod_claim_refs
 from webhook.core.loose import LoosePod
@@ -32,7 +32,6 @@ from webhook.core.selectors import EMPTY_LABELS, FrozenLabels
 from webhook.core.startup import PodState, StartStatus, StartVerdict, start_verdict
 from webhook.core.workload import Phase, WorkloadError, running_pod_request
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
-from webhook.kube.client import JSON
 from webhook.workloads.registry import job_owner_kinds
 
 OwnerKey = tuple[str, str, str]
@@ -43,7 +42,7 @@ def _items(value: object) -> list[object]:
     return value if isinstance(value, list) else []
 
 
-def pod_slim(pod: Obj) -> JSON:
+def pod_slim(pod: Obj) -> Doc:
     """What the start check and the loose pods read of a pod: identity, controller owner, phase, the scheduler's
     refusal and the first container waiting reason; its priority and creation time; and, for a pod no job kind
     owns, its labels (a PodDisruptionBudget selects it by them)."""
@@ -71,36 +70,35 @@ def pod_slim(pod: Obj) -> JSON:
         request = running_pod_request(pod).to_spec()
     except WorkloadError:
         request = {}
-    slim: JSON = {
-        "metadata": {
-            "name": metadata.get("name"),
-            "namespace": metadata.get("namespace"),
-            "resourceVersion": metadata.get("resourceVersion"),
-            "ownerReferences": owners,
-        },
-        "spec": {"nodeName": spec.get("nodeName") or "", "request": request},
-        "status": {"phase": status.get("phase") or "Pending"},
+    kept: Doc = {
+        "name": metadata.get("name"),
+        "namespace": metadata.get("namespace"),
+        "resourceVersion": metadata.get("resourceVersion"),
+        "ownerReferences": owners,
     }
+    sized: Doc = {"nodeName": spec.get("nodeName") or "", "request": request}
+    state: Doc = {"phase": status.get("phase") or "Pending"}
     for key in ("creationTimestamp", "uid"):
         if metadata.get(key):
-            slim["metadata"][key] = metadata[key]
+            kept[key] = metadata[key]
     own, shared = pod_claim_refs(pod)
     if own or shared:
-        slim["spec"]["claims"] = {"own": list(own), "shared": list(shared)}
+        sized["claims"] = {"own": list(own), "shared": list(shared)}
     priority = spec.get("priority")
     if isinstance(priority, int) and not isinstance(priority, bool) and priority:
-        slim["spec"]["priority"] = priority
+        sized["priority"] = priority
     labels = metadata.get("labels")
     if isinstance(labels, Mapping) and labels and not any(owner["kind"] in job_owner_kinds() for owner in owners):
-        slim["metadata"]["labels"] = {str(key): str(value) for key, value in labels.items()}
+        kept["labels"] = {str(key): str(value) for key, value in labels.items()}
     if metadata.get("deletionTimestamp"):
-        slim["metadata"]["deletionTimestamp"] = metadata["deletionTimestamp"]
+        kept["deletionTimestamp"] = metadata["deletionTimestamp"]
     if status.get("startTime"):
-        slim["status"]["startTime"] = status["startTime"]
+        state["startTime"] = status["startTime"]
     if unschedulable:
-        slim["status"]["unschedulable"] = unschedulable[:500]
+        state["unschedulable"] = unschedulable[:500]
     if reason:
-        slim["status"]["waiting"] = {"reason": reason, "message": message[:500]}
+        state["waiting"] = {"reason": reason, "message": message[:500]}
+    slim: Doc = {"metadata": kept, "spec": sized, "status": state}
     return slim
 
 
@@ -167,9 +165,9 @@ def loose_pods_of(pods: Iterable[Obj], tree: QuotaTree, accounted: Accounted) ->
     out: list[LoosePod] = []
     for pod in pods:
         slim = pod_slim(pod)
-        if not slim["spec"]["nodeName"] or slim["status"]["phase"] in ("Succeeded", "Failed"):
+        if not mapping(slim["spec"]).get("nodeName") or mapping(slim["status"]).get("phase") in ("Succeeded", "Failed"):
             continue
-        if tree.leaf_for_namespace(str(slim["metadata"].get("namespace") or "")) is None:
+        if tree.leaf_for_namespace(namespace_of(slim)) is None:
             continue
         owner = _owner_key(slim)
         bound = _Bound(owner[1:] if owner else None, loose_pod(slim, owner[1:] if owner else None))
