@@ -1,4 +1,4 @@
-"""The shape of ``kq simulate -o json``: what a run reports, field by field (docs/simulator.md)."""
+"""The shape of ``kq simulate -o json``: what a run reports, field by field (webhook/sim/README.md)."""
 
 from __future__ import annotations
 
