@@ -241,7 +241,7 @@ def wait_for(ctx: Ctx, namespace: str, name: str, kind: str, *, timeout: float, 
 # Registration ------------------------------------------------------------------------------------------------------
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparser(
         subparsers,
         "list",

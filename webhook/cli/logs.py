@@ -142,7 +142,7 @@ def _logs(ctx: Ctx, args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparser(
         subparsers,
         "logs",

@@ -114,7 +114,7 @@ def _report(ctx: Ctx, args: argparse.Namespace, created: Obj, name: str, namespa
 DEFAULTS: dict[str, Any] = {"cpu": None, "memory": None, "gpus": 0, "workers": 1, "image": DEFAULT_IMAGE}
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit = subparser(
         subparsers,
         "submit",

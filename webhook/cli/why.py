@@ -76,7 +76,7 @@ def _show(ctx: Ctx, args: argparse.Namespace, why: dict[str, Any]) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparser(
         subparsers,
         "why",
