@@ -14,6 +14,7 @@ from webhook.api.objects import (
     created_of,
     event_time,
     name_of,
+    namespace_of,
     pod_phase,
     pod_spec,
     rfc3339_seconds,
@@ -81,7 +82,7 @@ def not_found_message(ctx: Ctx, name: str, namespace: str, names: Sequence[str],
             found = ctx.api.list(ref_of(source), None, field_selector=f"metadata.name={name}")
         except ApiError:
             continue
-        elsewhere += [str(o["metadata"]["namespace"]) for o in found if o["metadata"].get("namespace") != namespace]
+        elsewhere += [namespace_of(o) for o in found if namespace_of(o) != namespace]
     elsewhere.sort()
     message = f"job {name!r} not found in namespace {namespace}"
     if elsewhere:
