@@ -99,7 +99,8 @@ class KubeApi:
         body: Doc | None = None,
         content_type: str = "application/json",
     ) -> Obj:
-        """One request; the decoded JSON answer (``{}`` when empty). :class:`ApiError` unless 2xx."""
+        """One request; the decoded JSON answer (``{}`` when empty, ``{"text": ...}`` when it is not a JSON object).
+        :class:`ApiError` unless 2xx."""
         raise NotImplementedError
 
     def table(self, path: str, query: Sequence[tuple[str, str]] = ()) -> Obj:
