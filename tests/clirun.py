@@ -49,15 +49,17 @@ def seed_spec() -> dict[str, Any]:
 def kubeflow_job(name: str, namespace: str, workers: int, created: float, admitted_at: float | None) -> dict[str, Any]:
     obj = build_job(JobOptions(kind="pytorchjob", namespace=namespace, name=name, cpu="2", memory="4Gi", gpus=1,
                                workers=workers, command=("python", "train.py")))
-    obj["metadata"].update(
+    metadata, spec = obj["metadata"], obj["spec"]
+    assert isinstance(metadata, dict) and isinstance(spec, dict)
+    metadata.update(
         creationTimestamp=stamp(created),
         uid=f"uid-{namespace}-{name}",
         labels={fakeapi.QUOTA_LABEL: "Department-b"},
         annotations={fakeapi.QUOTA_FULLNAME: "root/Department-b"},
     )
-    obj["spec"]["runPolicy"]["suspend"] = admitted_at is None
+    spec["runPolicy"]["suspend"] = admitted_at is None
     if admitted_at is not None:
-        obj["metadata"]["annotations"][fakeapi.ADMISSION] = json.dumps(
+        metadata["annotations"][fakeapi.ADMISSION] = json.dumps(
             {"quota": "root/Department-b", "request": {"cpu": str(2 * workers)}, "admittedAt": stamp(admitted_at)}
         )
     return obj

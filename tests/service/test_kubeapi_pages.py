@@ -8,6 +8,7 @@ import asyncio
 from urllib.parse import parse_qs
 
 from tests.service.apiserver_http import HttpApiserver, serving
+from webhook.api.objects import name_of
 from webhook.readmodel.kubeapi import JOBS, ApiError, HttpApi
 from webhook.readmodel.kubeconfig import Connection, Credentials
 
@@ -30,8 +31,8 @@ async def test_a_list_of_three_pages_comes_whole_in_order() -> None:
         everything = await asyncio.to_thread(api.list, JOBS)
         selected = await asyncio.to_thread(api.list, JOBS, "ns-b", label_selector="n=1")
         api.close()
-    assert [obj["metadata"]["name"] for obj in everything] == [f"j-{n:05d}" for n in range(1201)]
-    assert [obj["metadata"]["name"] for obj in selected] == [f"j-{n:05d}" for n in range(701, 1201, 2)]
+    assert [name_of(obj) for obj in everything] == [f"j-{n:05d}" for n in range(1201)]
+    assert [name_of(obj) for obj in selected] == [f"j-{n:05d}" for n in range(701, 1201, 2)]
     asked = [parse_qs(seen.query) for seen in fake.seen if seen.path == "/apis/batch/v1/jobs"]
     assert [query.get("continue") for query in asked] == [None, ["500"], ["1000"]]
     assert all(query["limit"] == ["500"] for query in asked)

@@ -35,6 +35,7 @@ from webhook.readmodel.fetch import load_snapshot
 from webhook.readmodel.served import NOT_WAITING
 from webhook.readmodel.view import job_views
 from webhook.readmodel.waiting import WaitReport, explain_wait
+from webhook.workloads.base import value_at
 
 NAMESPACES = ("user-a", "user-b", "user-c")
 LEAF = {"user-a": "Department-a", "user-b": "Department-a", "user-c": "Department-b"}
@@ -223,7 +224,7 @@ def test_the_controllers_answer_is_the_one_kq_why_computes(objects: list[dict[st
             # Admitted by this pass (the controller's caches already show it released), or released before
             # it and held again by it.
             continue
-        assert served.body.get("unexplained", {}).get("reason") != NOT_WAITING
+        assert value_at(served.body, "unexplained", "reason") != NOT_WAITING
         report = explain_wait(snapshot, list(views.values()), view, inputs.rate, inputs.rate_source)
         direct = answer_waiting(view, inputs.context.now, 100, WaitSources(
             classes=snapshot.priority_classes, tree_known=True, wait=_given(report),

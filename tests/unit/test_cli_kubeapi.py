@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from webhook.api.objects import name_of
 from webhook.readmodel.kubeapi import JOBS, ApiError, HttpApi
 from webhook.readmodel.kubeconfig import ConfigError, Connection, kubeconfig_paths, load_connection
 
@@ -156,7 +157,7 @@ def test_requests_lists_errors_warnings_and_streams(server: str) -> None:
     _Handler.seen = []
     api = HttpApi(Connection(server=server, namespace="ns"))
     api.connection.credentials.token = "secret"
-    assert [item["metadata"]["name"] for item in api.list(JOBS, "ns")] == ["a", "b"]
+    assert [name_of(item) for item in api.list(JOBS, "ns")] == ["a", "b"]
     with pytest.raises(ApiError) as caught:
         api.get(JOBS, "x", "ns")
     assert caught.value.not_found

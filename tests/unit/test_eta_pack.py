@@ -15,7 +15,7 @@ from webhook.core.eta_replay import Basis
 from webhook.core.handoff import Handoff
 from webhook.core.runtimes import Runtime, Source
 from webhook.core.workload import WorkloadKey
-from webhook.readmodel.eta import eta_fields, eta_lines, replay_report
+from webhook.readmodel.eta import EtaFields, eta_fields, eta_lines, replay_report
 
 NOW = 1_780_000_000.0
 TURN = Handoff(1.5, 0.75)
@@ -34,7 +34,7 @@ CASES = {
 }
 
 
-def _said(found: Estimate, samples: int | None) -> tuple[list[str], dict[str, object]]:
+def _said(found: Estimate, samples: int | None) -> tuple[list[str], EtaFields]:
     report = replay_report(found, TURN, samples)
     return eta_lines(report, NOW), eta_fields(report)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import orjson
 import pytest
 
+from webhook.api.objects import mappings, name_of
 from webhook.readmodel.kubeapi import ApiError
 from webhook.readmodel.paging import continue_token, prefetched
 
@@ -47,8 +48,8 @@ def served(pages: dict[str, bytes], asked: list[str]) -> Callable[[list[tuple[st
 def test_every_page_comes_in_order_and_the_last_ends_the_list() -> None:
     asked: list[str] = []
     pages = {"": page(["a", "b"], "t1"), "t1": page(["c", "d"], "t2"), "t2": page(["e"])}
-    got = [item["metadata"]["name"] for one in prefetched(served(pages, asked), [("labelSelector", "x")])
-           for item in one["items"]]
+    got = [name_of(item) for one in prefetched(served(pages, asked), [("labelSelector", "x")])
+           for item in mappings(one["items"])]
     assert got == ["a", "b", "c", "d", "e"]
     assert asked == ["", "t1", "t2"]
 
@@ -57,7 +58,7 @@ def test_a_page_of_another_shape_is_decoded_to_follow_its_token() -> None:
     asked: list[str] = []
     other = orjson.dumps({"items": [{"metadata": {"name": "b"}}], "metadata": {"continue": "t2"}, "kind": "List"})
     pages = {"": page(["a"], "t1"), "t1": other, "t2": page(["c"])}
-    got = [item["metadata"]["name"] for one in prefetched(served(pages, asked), []) for item in one["items"]]
+    got = [name_of(item) for one in prefetched(served(pages, asked), []) for item in mappings(one["items"])]
     assert got == ["a", "b", "c"]
 
 
@@ -67,7 +68,7 @@ def test_a_failure_is_raised_where_its_page_would_come() -> None:
     seen: list[str] = []
     with pytest.raises(ApiError, match="too old"):
         for one in prefetched(served(pages, asked), []):
-            seen += [item["metadata"]["name"] for item in one["items"]]
+            seen += [name_of(item) for item in mappings(one["items"])]
     assert seen == ["a", "b"]
 
 

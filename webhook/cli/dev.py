@@ -6,7 +6,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from webhook.cli import devsystem as system
 from webhook.devcluster import cluster, operators
@@ -112,7 +111,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     dev = subparsers.add_parser(
         "dev",
         help="the local dev cluster (real Kubernetes built from source, kwok nodes)",

@@ -15,10 +15,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from webhook.api.objects import Doc
 from webhook.devcluster import cluster, operators, processes
 from webhook.devcluster.config import SERVICE_ACCOUNT, ClusterConfig
 from webhook.devcluster.kubeconfig import write_token_kubeconfig
@@ -175,19 +175,22 @@ READ_API = MANIFESTS / "webhook" / "read-api.yaml"
 """The read API's roles and APIService (docs/queueing.md, "Reading every job")."""
 
 
-def read_api_objects(config: ClusterConfig | None = None) -> list[dict[str, Any]]:
+def read_api_objects(config: ClusterConfig | None = None) -> list[Doc]:
     """The shipped read API objects: without ``config``, all but the APIService (the roles ``kq serve`` needs
     before it starts); with it, the APIService for the dev cluster's ``kq serve`` on loopback (the aggregator
     resolves an ExternalName Service by its name alone; the dev CA signs the serving certificate) and that
     Service."""
-    documents = [doc for doc in yaml.safe_load_all(READ_API.read_text()) if isinstance(doc, dict)]
+    documents: list[Doc] = [doc for doc in yaml.safe_load_all(READ_API.read_text()) if isinstance(doc, dict)]
     if config is None:
         return [doc for doc in documents if doc.get("kind") != "APIService"]
     (api_service,) = (doc for doc in documents if doc.get("kind") == "APIService")
-    service = api_service["spec"]["service"]
+    spec = api_service["spec"]
+    service = spec.get("service") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(service, dict):
+        raise ValueError(f"{READ_API}: the APIService names no service")
     service["port"] = config.ports.webhook
-    api_service["spec"]["caBundle"] = base64.b64encode((config.pki / "ca.crt").read_bytes()).decode()
-    external = {"apiVersion": "v1", "kind": "Service",
+    spec["caBundle"] = base64.b64encode((config.pki / "ca.crt").read_bytes()).decode()
+    external: Doc = {"apiVersion": "v1", "kind": "Service",
                 "metadata": {"name": service["name"], "namespace": service["namespace"]},
                 "spec": {"type": "ExternalName", "externalName": "localhost"}}
     return [external, api_service]

@@ -11,10 +11,10 @@ computed with the core's queue order.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from webhook.api.objects import meta
+from webhook.api.objects import Obj, meta
 from webhook.api.statuses import FINAL, STARTED, JobStatus
 from webhook.cli.common import add_connection_flags, command
 from webhook.readmodel.commandline import subparser
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # kq list ------------------------------------------------------------------------------------------------------------
 
 
-def _summaries_for(ctx: Ctx, args: argparse.Namespace, served: Served | None = None) -> list[dict[str, Any]]:
+def _summaries_for(ctx: Ctx, args: argparse.Namespace, served: Served | None = None) -> list[Obj]:
     """The jobs ``kq list`` shows, as ``-o json`` gives them. Every namespace's come from the controller's
     summaries when it serves them (docs/queueing.md, "Reading every job"; ``served`` when already asked), else
     from the API as one namespace's always do."""
@@ -101,11 +101,11 @@ def _print_table(ctx: Ctx, args: argparse.Namespace, columns: list[Column], rows
     return 0
 
 
-def _key(job: Mapping[str, Any]) -> tuple[str, str, str]:
+def _key(job: Obj) -> tuple[str, str, str]:
     return str(job["namespace"]), str(job["kind"]), str(job["name"])
 
 
-def _watch(ctx: Ctx, args: argparse.Namespace, jobs: list[dict[str, Any]], wide: bool) -> int:
+def _watch(ctx: Ctx, args: argparse.Namespace, jobs: list[Obj], wide: bool) -> int:
     """Print the table, then a line for every job whose row changes (``DELETED`` when it goes), until Ctrl-C."""
     from webhook.readmodel.listing import list_rows  # noqa: PLC0415
     from webhook.readmodel.output import WIDE, layout, render  # noqa: PLC0415
@@ -241,7 +241,7 @@ def wait_for(ctx: Ctx, namespace: str, name: str, kind: str, *, timeout: float, 
 # Registration ------------------------------------------------------------------------------------------------------
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparser(
         subparsers,
         "list",

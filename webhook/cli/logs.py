@@ -11,7 +11,7 @@ import argparse
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from webhook.api.objects import RAN_PHASES, Obj, pod_phase
 from webhook.api.statuses import FINAL
@@ -22,6 +22,7 @@ from webhook.readmodel.commandline import subparser
 if TYPE_CHECKING:
     from webhook.readmodel.context import Ctx
     from webhook.readmodel.kubeapi import KubeApi
+    from webhook.readmodel.view import JobView
 
 
 def parse_duration(text: str) -> int:
@@ -92,7 +93,7 @@ def stream_pods(
     return failures
 
 
-def _wait_for_pods(ctx: Ctx, args: argparse.Namespace) -> Any:
+def _wait_for_pods(ctx: Ctx, args: argparse.Namespace) -> JobView:
     """The job's view once it has a running pod (``-f`` on a job that has not started); notes on stderr."""
     from webhook.readmodel.jobs import find_job  # noqa: PLC0415
 
@@ -142,7 +143,7 @@ def _logs(ctx: Ctx, args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparser(
         subparsers,
         "logs",

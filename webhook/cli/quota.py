@@ -7,7 +7,7 @@ The rows and texts come from :mod:`webhook.readmodel.queues`; here the commands 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from webhook.api.names import QUEUE_NAMESPACE
 from webhook.api.objects import Obj, name_of
@@ -134,7 +134,7 @@ def _queue_get(ctx: Ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     top = subparser(
         subparsers,
         "top",

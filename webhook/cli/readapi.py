@@ -33,7 +33,7 @@ from webhook.api.names import (
     VISIBILITY_GROUP,
     VISIBILITY_VERSION,
 )
-from webhook.api.objects import Obj, rfc3339_seconds
+from webhook.api.objects import Obj, mapping, rfc3339_seconds
 from webhook.controller.controller import Controller
 from webhook.controller.decide import ESTIMATE_FIELDS
 from webhook.controller.model import TrackedJob
@@ -280,10 +280,10 @@ class ReadApi:
             self._worker, lambda: explain_served(taken, namespace, name, kind, width=width, ahead=ahead))
         took = time.monotonic() - started
         READ_SECONDS.labels("job").observe(took)
-        unexplained = answer.body.get("unexplained")
+        unexplained = mapping(answer.body.get("unexplained"))
         log.info(kv(component="read-api", event="explained", resource=JOB_SUMMARIES, user=caller,
                     namespace=namespace, name=name, code=answer.code,
-                    unexplained=unexplained["reason"] if unexplained else "-", seconds=f"{took:.3f}"))
+                    unexplained=unexplained.get("reason", "-"), seconds=f"{took:.3f}"))
         body = answer.body
         if include is not None and answer.code == 200:
             return web.Response(body=orjson.dumps(one_row_table(body, time.time(), include)),

@@ -28,11 +28,10 @@ import signal
 import ssl
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
@@ -52,6 +51,7 @@ from webhook.admission.state import (
 )
 from webhook.api import kinds
 from webhook.api.names import CONTROLLER_COMPONENT, TREE_NAMESPACE, VISIBILITY_API_SERVICE
+from webhook.api.objects import Obj
 from webhook.cli.wiring import import_wired
 from webhook.core.integrity import WORKLOAD_CONTROLLERS
 from webhook.core.quota import QuotaTree
@@ -281,7 +281,7 @@ def _namespace_patcher(client: KubeClient) -> Patcher:
     """Merge-patches one namespace with ``client`` (the labels of :mod:`webhook.admission.joining`)."""
     namespaces = ResourceRef.of(kinds.NAMESPACE)
 
-    async def patch(namespace: str, body: Mapping[str, Any]) -> bool:
+    async def patch(namespace: str, body: Obj) -> bool:
         try:
             await client.merge_patch(namespaces, namespace, dict(body))
         except KubeApiError as error:
@@ -319,7 +319,7 @@ async def _metrics(request: web.Request) -> web.Response:
 
 
 @contextlib.asynccontextmanager
-async def _background(*coroutines: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+async def _background(*coroutines: Awaitable[None]) -> AsyncIterator[None]:
     """Run ``coroutines`` while the server runs: one that fails is logged and stops the others, and its error
     surfaces when the server stops (:class:`webhook.kube.tasks.TaskGroup`)."""
     async with TaskGroup("serve") as group:
@@ -340,7 +340,7 @@ async def serve(options: ServeOptions, stop: asyncio.Event | None = None) -> Non
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(client.close)
         tmp: str | None = None
-        background: list[Coroutine[Any, Any, None]] = []
+        background: list[Awaitable[None]] = []
         if options.self_signed_secret is not None:
             if options.cert_dir is None:
                 tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kube-queue-certs-"))

@@ -9,10 +9,10 @@ shares; here the flags become its options, and the created job is reported with 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from webhook.api.names import QUEUE_NAMESPACE, QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
-from webhook.api.objects import Obj, annotations_of, labels_of
+from webhook.api.objects import Obj, annotations_of, labels_of, meta
 from webhook.cli.common import add_connection_flags, command, key_values
 from webhook.readmodel.commandline import subparser
 from webhook.readmodel.submit import (
@@ -73,8 +73,8 @@ def _submit(ctx: Ctx, args: argparse.Namespace) -> int:
         ctx.print(to_yaml(obj).rstrip("\n"))
         return 0
     created = create_object(ctx, obj)
-    name = str(created.get("metadata", {}).get("name") or obj["metadata"].get("name"))
-    namespace = str(created.get("metadata", {}).get("namespace") or obj["metadata"]["namespace"])
+    name = str(meta(created).get("name") or meta(obj).get("name"))
+    namespace = str(meta(created).get("namespace") or meta(obj)["namespace"])
     _report(ctx, args, created, name, namespace)
     if args.wait:
         from webhook.cli.jobs import wait_for  # noqa: PLC0415
@@ -111,10 +111,10 @@ def _report(ctx: Ctx, args: argparse.Namespace, created: Obj, name: str, namespa
         ctx.print(f"  {cmd:<{pad}}# {what}")
 
 
-DEFAULTS: dict[str, Any] = {"cpu": None, "memory": None, "gpus": 0, "workers": 1, "image": DEFAULT_IMAGE}
+DEFAULTS: dict[str, object] = {"cpu": None, "memory": None, "gpus": 0, "workers": 1, "image": DEFAULT_IMAGE}
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit = subparser(
         subparsers,
         "submit",

@@ -4,8 +4,10 @@ JSON for tools."""
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from webhook.api.objects import Obj, mapping
 from webhook.api.statuses import WAITING
 from webhook.cli.common import add_connection_flags, command
 from webhook.readmodel.commandline import rate_flag, subparser
@@ -22,8 +24,9 @@ def _why(ctx: Ctx, args: argparse.Namespace) -> int:
     complete = True
     if args.oversellrate is None and not args.direct:
         served = _served(ctx, args)
-        if served is not None and served.get("why") is not None:
-            return _show(ctx, args, served["why"])
+        why = served.get("why") if served is not None else None
+        if isinstance(why, Mapping):  # served_why made sure it is an object when there is one
+            return _show(ctx, args, why)
         # A job that does not wait is explained from its namespace alone.
         complete = served is None or _unexplained(served) != NOT_WAITING
     snapshot, views, view = find_job(ctx, args.job, complete=complete, with_events=True)
@@ -37,7 +40,7 @@ def _why(ctx: Ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def _served(ctx: Ctx, args: argparse.Namespace) -> dict[str, Any] | None:
+def _served(ctx: Ctx, args: argparse.Namespace) -> Obj | None:
     """The controller's answer (docs/queueing.md, "Why a job waits, from the controller"); ``None`` when it
     gives none."""
     from webhook.readmodel.fetch import CliError  # noqa: PLC0415
@@ -55,17 +58,18 @@ def _served(ctx: Ctx, args: argparse.Namespace) -> dict[str, Any] | None:
         ctx.note(f"the controller's answer is unavailable ({served.problem}); reading every job from the API "
                  "server instead")
     elif served.body is not None and _unexplained(served.body) == NOT_DECIDED:
-        ctx.note(f"{served.body['unexplained'].get('message', '')}; reading every job from the API server instead")
+        message = mapping(served.body.get("unexplained")).get("message", "")
+        ctx.note(f"{message}; reading every job from the API server instead")
     return served.body
 
 
-def _unexplained(body: dict[str, Any]) -> str | None:
+def _unexplained(body: Obj) -> str | None:
     """Why the controller's answer has no explanation (``served_why`` made sure it says, when it has none)."""
     unexplained = body.get("unexplained")
     return str(unexplained["reason"]) if isinstance(unexplained, dict) else None
 
 
-def _show(ctx: Ctx, args: argparse.Namespace, why: dict[str, Any]) -> int:
+def _show(ctx: Ctx, args: argparse.Namespace, why: Obj) -> int:
     """Print ``kq why -o json``'s answer, or its text."""
     if args.output == "json":
         from webhook.readmodel.output import to_json  # noqa: PLC0415
@@ -76,7 +80,7 @@ def _show(ctx: Ctx, args: argparse.Namespace, why: dict[str, Any]) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparser(
         subparsers,
         "why",

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 from urllib.parse import quote
 
 import aiohttp_jinja2
@@ -37,6 +37,7 @@ from webhook.readmodel.kubeapi import ApiError, KubeApi
 log = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent
 T = TypeVar("T")
+P = ParamSpec("P")
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 TEXT_WIDTH = 100
 """Columns of the ``kq why`` / ``kq get`` text the pages show."""
@@ -135,9 +136,9 @@ def namespace_of(request: web.Request) -> str:
     return check_namespace(request.query.get("namespace"), settings_of(request).default_namespace)
 
 
-async def in_thread(function: Callable[..., T], *args: Any) -> T:
+async def in_thread(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run blocking API work off the event loop."""
-    return await asyncio.to_thread(function, *args)
+    return await asyncio.to_thread(function, *args, **kwargs)
 
 
 # Errors ------------------------------------------------------------------------------------------------------------
@@ -260,7 +261,7 @@ async def origin_middleware(
     return await handler(request)
 
 
-def page_context(request: web.Request, **values: Any) -> dict[str, Any]:
+def page_context(request: web.Request, **values: object) -> dict[str, object]:
     """What every page shows in its header: who you are and the namespace in use."""
     try:
         identity: Identity | None = identity_of(request)

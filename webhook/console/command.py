@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import sys
-from typing import Any
 
 from webhook.readmodel.commandline import rate_flag, subparser
 
@@ -54,7 +53,7 @@ def _console(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     parser = subparser(
         subparsers,

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import aiohttp_jinja2
 from aiohttp import web
 
-from webhook.api.objects import meta, pod_phase
+from webhook.api.objects import Doc, Obj, mapping, meta, pod_phase
 from webhook.api.statuses import WAITING, JobStatus
 from webhook.console.app import (
     BadInput,
@@ -143,14 +143,14 @@ def whoami(api: KubeApi) -> str:
     :class:`~webhook.readmodel.kubeapi.ApiError` 401 when it refuses them."""
     from webhook.readmodel.kubeapi import ApiError  # noqa: PLC0415
 
-    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    body: Doc = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     try:
         answer = api.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=body)
     except ApiError as error:
         if error.status == 401:
             raise
         return ""
-    info = (answer.get("status") or {}).get("userInfo") or {}
+    info = mapping(mapping(answer.get("status")).get("userInfo"))
     return str(info.get("username") or "")
 
 
@@ -276,11 +276,11 @@ def _kinds() -> list[tuple[str, str]]:
     return [(key, f"{kind} ({api_version})") for key, (api_version, kind, _) in KINDS.items()]
 
 
-def create_job(api: KubeApi, obj: dict[str, Any], settings: ConsoleSettings) -> dict[str, Any]:
+def create_job(api: KubeApi, obj: Doc, settings: ConsoleSettings) -> Obj:
     """Create the object as ``kq submit`` does (its messages for a name taken, a kind not served...)."""
     from webhook.readmodel.submit import create_object  # noqa: PLC0415 - kq submit's own create, with its messages
 
-    namespace = str(obj["metadata"]["namespace"])
+    namespace = str(meta(obj)["namespace"])
     return create_object(make_ctx(api, namespace, settings), obj)
 
 
@@ -316,8 +316,7 @@ async def submit(request: web.Request) -> web.StreamResponse:
         from webhook.console.app import cli_problem  # noqa: PLC0415
 
         return again(str(error), cli_problem(str(error)))
-    metadata = created.get("metadata") or {}
-    name = str(metadata.get("name") or obj["metadata"].get("name") or "")
+    name = str(meta(created).get("name") or meta(obj).get("name") or "")
     kind = str(created.get("kind") or obj["kind"])
     notice = f"{kind} {name} created in namespace {options.namespace}"
     raise web.HTTPSeeOther(f"/jobs?namespace={quote(options.namespace)}&notice={quote(notice)}")

@@ -4,27 +4,26 @@ written, and the ``--oversellrate`` flag (``kq why`` and ``kq console`` read the
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
 
 EXAMPLES = "examples:\n"
 
 
-def subparser(subparsers: Any, name: str, help_text: str, description: str, examples: list[str],
-              **kwargs: Any) -> argparse.ArgumentParser:
+def subparser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str,
+              description: str, examples: list[str], *, aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
     """A subcommand parser with an ``examples:`` epilog kept as written."""
     import textwrap  # noqa: PLC0415
 
     epilog = EXAMPLES + "\n".join(f"  {line}" for line in examples)
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    return subparsers.add_parser(
         name,
         help=help_text,
         description=textwrap.fill(description, 79),
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        **kwargs,
+        aliases=aliases,
     )
-    return parser
 
 
 def rate_flag(text: str) -> Fraction:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from fractions import Fraction
+from typing import Required, TypedDict
 
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION
 from webhook.api.objects import (
@@ -34,8 +35,8 @@ from webhook.core.workload import Phase, WorkloadKey
 from webhook.readmodel.view import JobView, Snapshot
 from webhook.workloads.runtime import job_runtime
 
-__all__ = ["EtaReport", "about", "estimate_job", "estimate_snapshot", "eta_fields", "eta_lines",
-           "published_estimates", "published_report", "replay_report"]
+__all__ = ["EstimateBasis", "EtaFields", "EtaReport", "about", "estimate_job", "estimate_snapshot", "eta_fields",
+           "eta_lines", "published_estimates", "published_report", "replay_report"]
 
 Published = dict[tuple[str, str, str], tuple[float | None, float | None]]
 """``(kind, namespace, name)`` -> the controller's ``(estimatedStart, estimatedStartLatest)``."""
@@ -64,6 +65,49 @@ class EtaReport:
         if self.own_samples is not None:
             return self.own_samples
         return len(self.estimate.runtime.samples) if self.estimate is not None else 0
+
+
+class RuntimeBasis(TypedDict, total=False):
+    """``estimateBasis.ownRuntime``: where the job's own run time comes from (the figures when known)."""
+
+    source: Required[str]
+    p50Seconds: int
+    p90Seconds: int
+    samples: int
+    problem: str
+
+
+class ControlPlaneSeconds(TypedDict):
+    """``estimateBasis.controlPlaneSeconds``: the control plane's time the replay adds to each turn."""
+
+    start: float
+    end: float
+
+
+class EstimateBasis(TypedDict, total=False):
+    """``kq why -o json``'s ``estimateBasis``: what the estimate rests on, or why there is none."""
+
+    source: Required[str]
+    finishedBefore: int
+    completedJobs: int
+    historyRuntimes: int
+    declaredRuntimes: int
+    deadlines: int
+    summary: str
+    controlPlaneSeconds: ControlPlaneSeconds
+    ownRuntime: RuntimeBasis
+    unknown: str
+    why: str
+    waitsFor: list[str]
+
+
+class EtaFields(TypedDict, total=False):
+    """The start estimate's fields of ``kq why -o json`` (the times absent when unknown)."""
+
+    estimatedStart: str
+    estimatedStartLatest: str
+    estimatedFinish: str
+    estimateBasis: EstimateBasis
 
 
 def published_estimates(queues: Mapping[str, Obj]) -> Published:
@@ -118,7 +162,7 @@ def _running_since(view: JobView) -> float | None:
     return since if since is not None else (view.admitted_at or view.created)
 
 
-def estimate_snapshot(snapshot: Snapshot, views: Sequence[JobView], rate: Any, strict: bool) -> Estimates:
+def estimate_snapshot(snapshot: Snapshot, views: Sequence[JobView], rate: Fraction, strict: bool) -> Estimates:
     """Every waiting job's estimate, from a snapshot of every job and pod of the tree (``complete`` and
     ``tree_pods``), with the run-time history the controller keeps on its Queues and the control plane's time per
     turn it keeps on the tree."""
@@ -147,7 +191,8 @@ def estimate_snapshot(snapshot: Snapshot, views: Sequence[JobView], rate: Any, s
     return estimate(given)
 
 
-def estimate_job(snapshot: Snapshot, views: Sequence[JobView], view: JobView, rate: Any, strict: bool) -> EtaReport:
+def estimate_job(snapshot: Snapshot, views: Sequence[JobView], view: JobView, rate: Fraction,
+                 strict: bool) -> EtaReport:
     """The estimate of a waiting job: replayed here from the whole snapshot when there is one, else the
     controller's from its Queue's status."""
     tree = snapshot.tree
@@ -260,19 +305,29 @@ def eta_lines(report: EtaReport, now: float) -> list[str]:
     return lines
 
 
-def eta_fields(report: EtaReport) -> dict[str, Any]:
+def eta_fields(report: EtaReport) -> EtaFields:
     """``kq why -o json``'s ``estimatedStart``, ``estimatedStartLatest`` (absent when unknown) and
     ``estimateBasis``."""
-    out: dict[str, Any] = {}
+    out: EtaFields = {}
     if report.start is not None:
         out["estimatedStart"] = rfc3339_seconds(report.start)
     if report.latest is not None:
         out["estimatedStartLatest"] = rfc3339_seconds(report.latest)
-    basis: dict[str, Any] = {"source": report.source}
+    basis: EstimateBasis = {"source": report.source}
     found = report.estimate
     if found is not None:
         if found.finish is not None:
             out["estimatedFinish"] = rfc3339_seconds(found.finish)
+        runtime = found.runtime
+        own: RuntimeBasis = {"source": runtime.source.value}
+        if runtime.p50 is not None:
+            own["p50Seconds"] = round(runtime.p50)
+        if runtime.p90 is not None:
+            own["p90Seconds"] = round(runtime.p90)
+        if report.samples:
+            own["samples"] = report.samples
+        if runtime.problem:
+            own["problem"] = runtime.problem
         basis.update({
             "finishedBefore": found.basis.finished,
             "completedJobs": found.basis.samples,
@@ -281,13 +336,7 @@ def eta_fields(report: EtaReport) -> dict[str, Any]:
             "deadlines": found.basis.deadline,
             "summary": _basis_text(found.basis),
             "controlPlaneSeconds": {"start": round(report.handoff.start, 3), "end": round(report.handoff.end, 3)},
-            "ownRuntime": {
-                "source": found.runtime.source.value,
-                **({"p50Seconds": round(found.runtime.p50)} if found.runtime.p50 is not None else {}),
-                **({"p90Seconds": round(found.runtime.p90)} if found.runtime.p90 is not None else {}),
-                **({"samples": report.samples} if report.samples else {}),
-                **({"problem": found.runtime.problem} if found.runtime.problem else {}),
-            },
+            "ownRuntime": own,
         })
         if found.why is not Why.NONE:
             basis["unknown"] = found.why.value

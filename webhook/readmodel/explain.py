@@ -15,14 +15,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Required, TypedDict
 
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, REASON_QUEUED
 from webhook.api.objects import Obj, conditions_of, event_time, involved_object, meta, pod_spec, pod_status
 from webhook.api.statuses import FINAL, STARTED, JobStatus
 
 if TYPE_CHECKING:
-    from webhook.readmodel.eta import EtaReport
+    from webhook.readmodel.eta import EstimateBasis, EtaReport
+    from webhook.readmodel.jobs import PodCounts
     from webhook.readmodel.view import JobView, Snapshot
     from webhook.readmodel.waiting import WaitReport
 
@@ -426,14 +427,48 @@ def explain_job(
     return answer_job(snapshot, views, view, now, width, oversellrate=oversellrate, ahead=ahead).text
 
 
-def answer_json(answer: Answer, view: JobView) -> dict[str, Any]:
+class PodsWaiting(TypedDict):
+    """``kq why -o json``'s ``podsWaiting[*]``: how many pods wait for one reason (:class:`PodWait`)."""
+
+    reason: str
+    pods: int
+    message: str
+
+
+class WhyJson(TypedDict, total=False):
+    """``kq why -o json`` (:func:`answer_json`)."""
+
+    kind: Required[str]
+    namespace: Required[str]
+    name: Required[str]
+    status: Required[str]
+    quota: Required[str | None]
+    queue: Required[str | None]
+    position: int | None
+    waiting: int
+    policy: str
+    oversellRate: str
+    fitsNow: bool
+    byReclaim: bool
+    blockers: list[str]
+    ahead: list[str]
+    pods: PodCounts
+    podsWaiting: list[PodsWaiting]
+    estimatedStart: str
+    estimatedStartLatest: str
+    estimatedFinish: str
+    estimateBasis: EstimateBasis
+    explanation: str
+
+
+def answer_json(answer: Answer, view: JobView) -> WhyJson:
     """``kq why -o json``: the job, its status and place, the answer's text, and its start estimate
     (``estimatedStart`` and ``estimatedStartLatest`` in RFC 3339, absent when unknown, and ``estimateBasis``);
     for a released job, its pods and why those that do not run wait (``podsWaiting``: :class:`PodWait`)."""
     from webhook.core.rate import format_rate  # noqa: PLC0415
     from webhook.readmodel.eta import eta_fields  # noqa: PLC0415
 
-    out: dict[str, Any] = {
+    out: WhyJson = {
         "kind": view.kind,
         "namespace": view.namespace,
         "name": view.name,
@@ -460,6 +495,6 @@ def answer_json(answer: Answer, view: JobView) -> dict[str, Any]:
         out["podsWaiting"] = [{"reason": reason.kind.value, "pods": reason.count, "message": reason.text}
                               for reason in pending_reasons(view)]
     if answer.eta is not None:
-        out.update(eta_fields(answer.eta))
+        out = {**out, **eta_fields(answer.eta)}
     out["explanation"] = answer.text
     return out

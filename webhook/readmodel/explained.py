@@ -15,10 +15,10 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from webhook.api.names import JOB_SUMMARY_KIND
-from webhook.api.objects import Obj, meta, rfc3339_seconds
+from webhook.api.objects import Doc, Obj, meta, rfc3339_seconds
 from webhook.api.statuses import JobStatus
 from webhook.controller.decide import PassRecord
 from webhook.controller.model import TrackedJob
@@ -64,7 +64,7 @@ class Explained:
     """The read API's answer: an HTTP status and its body."""
 
     code: int
-    body: dict[str, Any]
+    body: Doc
 
 
 class _Undecided(Exception):
@@ -119,7 +119,7 @@ def explain_served(inputs: WhyInputs, namespace: str, name: str, kind: str | Non
         view = dataclasses.replace(view, position=record.decisions.positions.get(view.key), position_source="status")
     estimates = inputs.estimates.get(view.key)
     summary = {**job_summary(view), **(estimates or {})}
-    body: dict[str, Any] = {
+    body: Doc = {
         "apiVersion": API_VERSION,
         "kind": JOB_SUMMARY_KIND,
         "metadata": {"name": view.name, "namespace": view.namespace, "uid": str(meta(obj).get("uid") or "")},

@@ -9,7 +9,6 @@ Kubeflow kinds. Only what the command cannot do without (the jobs of the user's 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from webhook.api.names import (
     CONTROLLER_COMPONENT,
@@ -19,7 +18,7 @@ from webhook.api.names import (
     TREE_NAMESPACE,
     UNFINISHED_PODS,
 )
-from webhook.api.objects import Obj, name_of
+from webhook.api.objects import Obj, mappings, name_of
 from webhook.core.dra import DeviceQuota, device_quota_of
 from webhook.core.treechoice import oldest_tree_object
 from webhook.readmodel.kubeapi import (
@@ -49,8 +48,8 @@ def served_kinds(api: KubeApi) -> list[KindSource]:
     groups: dict[str, list[str]] = {}
     try:
         listing = api.request("GET", "/apis")
-        for group in listing.get("groups") or ():
-            versions = [str(v.get("version")) for v in group.get("versions") or () if isinstance(v, dict)]
+        for group in mappings(listing.get("groups")):
+            versions = [str(v.get("version")) for v in mappings(group.get("versions"))]
             groups[str(group.get("name"))] = versions
     except ApiError:
         groups = {}
@@ -67,7 +66,7 @@ def served_kinds(api: KubeApi) -> list[KindSource]:
             if key not in resources:
                 try:
                     found = api.request("GET", f"/apis/{adapter.group}/{version}")
-                    resources[key] = {str(r.get("name")) for r in found.get("resources") or () if isinstance(r, dict)}
+                    resources[key] = {str(r.get("name")) for r in mappings(found.get("resources"))}
                 except ApiError:
                     resources[key] = set()
             if adapter.plural in resources[key]:
@@ -115,7 +114,7 @@ def read_priority_classes(api: KubeApi) -> dict[str, int]:
     return out
 
 
-def controller_events(api: KubeApi, namespace: str | None) -> list[dict[str, Any]]:
+def controller_events(api: KubeApi, namespace: str | None) -> list[Obj]:
     """The queue controller's Events in ``namespace`` (all namespaces when ``None``); empty if unreadable."""
     try:
         return api.list(EVENTS, namespace, field_selector=f"source={CONTROLLER_COMPONENT}")
@@ -123,7 +122,7 @@ def controller_events(api: KubeApi, namespace: str | None) -> list[dict[str, Any
         return []
 
 
-def job_events(api: KubeApi, namespace: str, name: str, uid: str) -> list[dict[str, Any]]:
+def job_events(api: KubeApi, namespace: str, name: str, uid: str) -> list[Obj]:
     """Events about one object (by name and uid), oldest first; empty if unreadable."""
     selector = f"involvedObject.name={name}"
     if uid:

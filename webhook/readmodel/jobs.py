@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from webhook.api.names import QUEUE_NAMESPACE
 from webhook.api.objects import (
@@ -14,6 +14,7 @@ from webhook.api.objects import (
     created_of,
     event_time,
     name_of,
+    namespace_of,
     pod_phase,
     pod_spec,
     rfc3339_seconds,
@@ -24,6 +25,35 @@ if TYPE_CHECKING:
     from webhook.readmodel.context import Ctx
     from webhook.readmodel.eta import Published
     from webhook.readmodel.view import JobView, Snapshot
+
+class PodCounts(TypedDict):
+    """A job's running pods of those it expects."""
+
+    running: int
+    expected: int
+
+
+class JobSummary(TypedDict):
+    """One job of ``kq list -o json|yaml``, as ``kq`` computes it and ``kq serve`` serves it (``position`` is
+    left out of what ``kq serve`` keeps: each read adds it; the estimates are absent when unknown)."""
+
+    name: str
+    namespace: str
+    kind: str
+    apiVersion: str
+    status: str
+    quota: str | None
+    queue: str | None
+    leaf: str | None
+    position: NotRequired[int | None]
+    priority: int
+    pods: PodCounts
+    request: dict[str, str] | None
+    created: str | None
+    admittedAt: str | None
+    estimatedStart: NotRequired[str]
+    estimatedStartLatest: NotRequired[str]
+
 
 def iso(seconds: float | None) -> str | None:
     if not seconds:
@@ -81,7 +111,7 @@ def not_found_message(ctx: Ctx, name: str, namespace: str, names: Sequence[str],
             found = ctx.api.list(ref_of(source), None, field_selector=f"metadata.name={name}")
         except ApiError:
             continue
-        elsewhere += [str(o["metadata"]["namespace"]) for o in found if o["metadata"].get("namespace") != namespace]
+        elsewhere += [namespace_of(o) for o in found if namespace_of(o) != namespace]
     elsewhere.sort()
     message = f"job {name!r} not found in namespace {namespace}"
     if elsewhere:
@@ -97,11 +127,11 @@ def not_found_message(ctx: Ctx, name: str, namespace: str, names: Sequence[str],
 # kq list ------------------------------------------------------------------------------------------------------------
 
 
-def job_summary(view: JobView, etas: Published | None = None) -> dict[str, Any]:
+def job_summary(view: JobView, etas: Published | None = None) -> JobSummary:
     """One job of ``kq list -o json|yaml`` (with the controller's start estimate of a waiting job)."""
     start, latest = (etas or {}).get((view.kind, view.namespace, view.name), (None, None))
-    estimates = {"estimatedStart": iso(start), "estimatedStartLatest": iso(latest)}
-    return {
+    start_text, latest_text = iso(start), iso(latest)
+    summary: JobSummary = {
         "name": view.name,
         "namespace": view.namespace,
         "kind": view.kind,
@@ -116,8 +146,12 @@ def job_summary(view: JobView, etas: Published | None = None) -> dict[str, Any]:
         "request": view.request.to_spec() if view.request is not None else None,
         "created": iso(view.created),
         "admittedAt": iso(view.admitted_at),
-        **{name: value for name, value in estimates.items() if value is not None},
     }
+    if start_text is not None:
+        summary["estimatedStart"] = start_text
+    if latest_text is not None:
+        summary["estimatedStartLatest"] = latest_text
+    return summary
 
 
 # kq get ---------------------------------------------------------------------------------------------------------------

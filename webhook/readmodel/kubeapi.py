@@ -25,16 +25,19 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit
 
 from webhook.api import kinds
 from webhook.api.errors import ApiStatusError, status_error
 from webhook.api.kinds import Kind, api_path
 from webhook.api.names import TABLE_MEDIA_TYPE
-from webhook.api.objects import Obj
+from webhook.api.objects import Doc, Obj
 from webhook.readmodel.kubeconfig import ConfigError, Connection, load_connection
 from webhook.readmodel.paging import continue_of, decode, prefetched, with_token
+
+if TYPE_CHECKING:
+    from http.client import HTTPConnection
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -93,13 +96,14 @@ class KubeApi:
         method: str,
         path: str,
         query: Sequence[tuple[str, str]] = (),
-        body: Any = None,
+        body: Doc | None = None,
         content_type: str = "application/json",
-    ) -> Any:
-        """One request; the decoded JSON answer (``{}`` when empty). :class:`ApiError` unless 2xx."""
+    ) -> Obj:
+        """One request; the decoded JSON answer (``{}`` when empty, ``{"text": ...}`` when it is not a JSON object).
+        :class:`ApiError` unless 2xx."""
         raise NotImplementedError
 
-    def table(self, path: str, query: Sequence[tuple[str, str]] = ()) -> Any:
+    def table(self, path: str, query: Sequence[tuple[str, str]] = ()) -> Obj:
         """A GET that accepts a Table (``meta.k8s.io/v1``) before plain JSON: the decoded answer, whichever the
         server chose (here, one that serves no Table)."""
         return self.request("GET", path, query)
@@ -113,9 +117,8 @@ class KubeApi:
         return "".join(line + "\n" for line in self.stream_lines(path, query))
 
     # Helpers ------------------------------------------------------------------------------------------------
-    def get(self, ref: Ref, name: str, namespace: str | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", ref.path(namespace, name))
-        return result
+    def get(self, ref: Ref, name: str, namespace: str | None = None) -> Obj:
+        return self.request("GET", ref.path(namespace, name))
 
     def list(
         self,
@@ -124,17 +127,19 @@ class KubeApi:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Obj]:
         """Every object of a collection (pages of :data:`~webhook.readmodel.paging.PAGE_SIZE` followed to the
         end)."""
         query = [*([("labelSelector", label_selector)] if label_selector else []),
                  *([("fieldSelector", field_selector)] if field_selector else [])]
-        items: list[dict[str, Any]] = []
+        items: list[Obj] = []
         for page in self.pages(ref.path(namespace), query):
-            items.extend(item for item in page.get("items") or () if isinstance(item, dict))
+            listed = page.get("items")
+            if isinstance(listed, list):
+                items.extend(item for item in listed if isinstance(item, dict))
         return items
 
-    def pages(self, path: str, query: Sequence[tuple[str, str]]) -> Iterator[Any]:
+    def pages(self, path: str, query: Sequence[tuple[str, str]]) -> Iterator[Obj]:
         """The decoded pages of a list, one after the other, followed to the end."""
         token = ""
         while True:
@@ -144,15 +149,13 @@ class KubeApi:
             if not token:
                 return
 
-    def create(self, ref: Ref, body: Obj, namespace: str | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", ref.path(namespace), body=dict(body))
-        return result
+    def create(self, ref: Ref, body: Obj, namespace: str | None = None) -> Obj:
+        return self.request("POST", ref.path(namespace), body=dict(body))
 
-    def delete(self, ref: Ref, name: str, namespace: str | None = None) -> dict[str, Any]:
+    def delete(self, ref: Ref, name: str, namespace: str | None = None) -> Obj:
         """Delete with background propagation (a job's pods go too)."""
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
-        result: dict[str, Any] = self.request("DELETE", ref.path(namespace, name), body=body)
-        return result
+        body: Doc = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        return self.request("DELETE", ref.path(namespace, name), body=body)
 
 
 def _error(status: int, reason: str, raw: bytes) -> ApiError:
@@ -196,13 +199,13 @@ class HttpApi(KubeApi):
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._prefix = parts.path.rstrip("/")
         self._ssl = _ssl_context(connection) if parts.scheme == "https" else None
-        self._conn: Any = None
+        self._conn: HTTPConnection | None = None
         self._down: ApiError | None = None
         """Set once the server could not be reached: later requests fail at once instead of waiting again."""
         self.warnings: list[str] = []
         """``Warning`` headers of the last answer (admission webhooks' warnings, deprecations)."""
 
-    def _open(self, timeout: float | None) -> Any:
+    def _open(self, timeout: float | None) -> HTTPConnection:
         import http.client  # noqa: PLC0415 - only when talking to a server
 
         if self._scheme == "https":
@@ -236,16 +239,16 @@ class HttpApi(KubeApi):
         method: str,
         path: str,
         query: Sequence[tuple[str, str]] = (),
-        body: Any = None,
+        body: Doc | None = None,
         content_type: str = "application/json",
-    ) -> Any:
+    ) -> Obj:
         payload = None if body is None else json.dumps(body).encode()
         return decode(self._exchange(method, self._url(path, query), payload, content_type))
 
-    def table(self, path: str, query: Sequence[tuple[str, str]] = ()) -> Any:
+    def table(self, path: str, query: Sequence[tuple[str, str]] = ()) -> Obj:
         return decode(self._exchange("GET", self._url(path, query), None, "", f"{TABLE_MEDIA_TYPE},application/json"))
 
-    def pages(self, path: str, query: Sequence[tuple[str, str]]) -> Iterator[Any]:
+    def pages(self, path: str, query: Sequence[tuple[str, str]]) -> Iterator[Obj]:
         """The pages of a list, the next fetched while the caller decodes one (:mod:`webhook.readmodel.paging`)."""
         return prefetched(lambda with_query: self._exchange("GET", self._url(path, with_query), None, ""), query)
 

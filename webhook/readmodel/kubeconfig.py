@@ -11,7 +11,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from webhook.api.objects import Obj, mapping, mappings, text
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -42,6 +43,21 @@ class Connection:
     credentials: Credentials = field(default_factory=Credentials)
 
 
+Entry = tuple[Path, Obj]
+"""A cluster, user or context of a kubeconfig, with the directory of its file (its relative paths are
+relative to it)."""
+
+
+@dataclass(slots=True)
+class Merged:
+    """The kubeconfig files in effect as one: the current context, and each entry by name."""
+
+    current_context: str = ""
+    clusters: dict[str, Entry] = field(default_factory=dict)
+    users: dict[str, Entry] = field(default_factory=dict)
+    contexts: dict[str, Entry] = field(default_factory=dict)
+
+
 def _yaml_problem(error: Exception) -> str:
     """A YAML parser error on one line: what is wrong and where (``line 3, column 5: ...``)."""
     mark = getattr(error, "problem_mark", None)
@@ -50,13 +66,13 @@ def _yaml_problem(error: Exception) -> str:
     return f"{where}{problem}"
 
 
-def _read_config_file(path: Path) -> dict[str, Any]:
+def _read_config_file(path: Path) -> Obj:
     try:
         text = path.read_text()
     except OSError as error:
         raise ConfigError(f"cannot read kubeconfig {path}: {error.strerror or error}") from None
     try:
-        doc: Any = json.loads(text)  # kubeconfigs written by `kq dev` are JSON: no YAML parser needed
+        doc: object = json.loads(text)  # kubeconfigs written by `kq dev` are JSON: no YAML parser needed
     except ValueError:
         import yaml  # noqa: PLC0415 - only for YAML kubeconfigs
 
@@ -71,23 +87,25 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _merge(docs: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+def _merge(docs: Sequence[tuple[Path, Obj]]) -> Merged:
     """Merge kubeconfig files like kubectl: the first file that sets a value (or names an entry) wins."""
-    merged: dict[str, Any] = {"clusters": {}, "users": {}, "contexts": {}, "current-context": ""}
+    merged = Merged()
+    sections = (("clusters", "cluster", merged.clusters), ("users", "user", merged.users),
+                ("contexts", "context", merged.contexts))
     for path, doc in docs:
-        if not merged["current-context"] and doc.get("current-context"):
-            merged["current-context"] = str(doc["current-context"])
-        for section, inner in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
-            for entry in doc.get(section) or ():
-                if not isinstance(entry, dict) or not entry.get("name"):
+        if not merged.current_context and doc.get("current-context"):
+            merged.current_context = str(doc["current-context"])
+        for section, inner, entries in sections:
+            for entry in mappings(doc.get(section)):
+                if not entry.get("name"):
                     continue
                 value = entry.get(inner) or {}
                 if isinstance(value, dict):
-                    merged[section].setdefault(str(entry["name"]), (path.parent, value))
+                    entries.setdefault(str(entry["name"]), (path.parent, value))
     return merged
 
 
-def _file_bytes(base: Path, entry: Mapping[str, Any], data_key: str, file_key: str) -> bytes | None:
+def _file_bytes(base: Path, entry: Obj, data_key: str, file_key: str) -> bytes | None:
     data = entry.get(data_key)
     if data:
         try:
@@ -106,19 +124,20 @@ def _file_bytes(base: Path, entry: Mapping[str, Any], data_key: str, file_key: s
         raise ConfigError(f"kubeconfig: cannot read {file_key} {path}: {error.strerror or error}") from None
 
 
-def _exec_credentials(spec: Mapping[str, Any]) -> Credentials:
+def _exec_credentials(spec: Obj) -> Credentials:
     command = spec.get("command")
     if not command:
         raise ConfigError("kubeconfig: the user's exec plugin names no command")
     env = dict(os.environ)
-    for item in spec.get("env") or ():
-        if isinstance(item, dict) and item.get("name"):
+    for item in mappings(spec.get("env")):
+        if item.get("name"):
             env[str(item["name"])] = str(item.get("value") or "")
     api_version = str(spec.get("apiVersion") or "client.authentication.k8s.io/v1")
     env["KUBERNETES_EXEC_INFO"] = json.dumps(
         {"apiVersion": api_version, "kind": "ExecCredential", "spec": {"interactive": False}}
     )
-    argv = [str(command), *(str(arg) for arg in spec.get("args") or ())]
+    args = spec.get("args")
+    argv = [str(command), *(str(arg) for arg in (args if isinstance(args, list) else ()))]
     try:
         result = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -127,24 +146,29 @@ def _exec_credentials(spec: Mapping[str, Any]) -> Credentials:
         last = (result.stderr.strip().splitlines() or ["no message"])[-1]
         raise ConfigError(f"kubeconfig: the exec credential plugin {command} failed: {last}")
     try:
-        status = json.loads(result.stdout).get("status") or {}
-    except (ValueError, AttributeError):
-        raise ConfigError(f"kubeconfig: the exec credential plugin {command} printed no ExecCredential") from None
-    cert, key = status.get("clientCertificateData"), status.get("clientKeyData")
+        printed: object = json.loads(result.stdout)
+    except ValueError:
+        printed = None
+    if not isinstance(printed, dict):
+        raise ConfigError(f"kubeconfig: the exec credential plugin {command} printed no ExecCredential")
+    status = mapping(printed.get("status"))
+    token = status.get("token")
+    cert, key = text(status.get("clientCertificateData")), text(status.get("clientKeyData"))
     return Credentials(
-        token=status.get("token") or None,
+        token=str(token) if token else None,
         cert_pem=cert.encode() if cert else None,
         key_pem=key.encode() if key else None,
     )
 
 
-def _user_credentials(base: Path, user: Mapping[str, Any]) -> Credentials:
+def _user_credentials(base: Path, user: Obj) -> Credentials:
     if user.get("auth-provider"):
-        name = (user.get("auth-provider") or {}).get("name", "?")
+        name = mapping(user.get("auth-provider")).get("name", "?")
         raise ConfigError(f"kubeconfig: auth-provider {name!r} is not supported by kq; use an exec plugin or a token")
-    if isinstance(user.get("exec"), dict):
-        return _exec_credentials(user["exec"])
-    token = user.get("token")
+    plugin = user.get("exec")
+    if isinstance(plugin, dict):
+        return _exec_credentials(plugin)
+    token: object = user.get("token")
     if not token and user.get("tokenFile"):
         token_bytes = _file_bytes(base, user, "-", "tokenFile")
         token = token_bytes.decode().strip() if token_bytes else None
@@ -203,25 +227,25 @@ def load_connection(kubeconfig: str | None = None, context: str | None = None) -
             "for the dev cluster"
         )
     merged = _merge([(path, _read_config_file(path)) for path in existing])
-    name = context or merged["current-context"]
+    name = context or merged.current_context
     if not name:
         raise ConfigError("the kubeconfig has no current context; pass --context NAME")
-    if name not in merged["contexts"]:
-        known = ", ".join(sorted(merged["contexts"])) or "none"
+    if name not in merged.contexts:
+        known = ", ".join(sorted(merged.contexts)) or "none"
         raise ConfigError(f"context {name!r} is not in the kubeconfig (contexts: {known})")
-    _, ctx = merged["contexts"][name]
+    _, ctx = merged.contexts[name]
     cluster_name, user_name = str(ctx.get("cluster") or ""), str(ctx.get("user") or "")
-    if cluster_name not in merged["clusters"]:
+    if cluster_name not in merged.clusters:
         raise ConfigError(f"context {name!r} names cluster {cluster_name!r}, which the kubeconfig does not define")
-    base, cluster = merged["clusters"][cluster_name]
+    base, cluster = merged.clusters[cluster_name]
     server = str(cluster.get("server") or "")
     if not server:
         raise ConfigError(f"cluster {cluster_name!r} of the kubeconfig has no server")
     credentials = Credentials()
     if user_name:
-        if user_name not in merged["users"]:
+        if user_name not in merged.users:
             raise ConfigError(f"context {name!r} names user {user_name!r}, which the kubeconfig does not define")
-        user_base, user = merged["users"][user_name]
+        user_base, user = merged.users[user_name]
         credentials = _user_credentials(user_base, user)
     return Connection(
         server=server.rstrip("/"),

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
 
-from webhook.api.objects import parse_time
+from webhook.api.objects import Obj, parse_time
 from webhook.readmodel.output import Column, age, describe, eta_text
 
 
@@ -77,13 +76,13 @@ def _request_cell(request: object) -> str:
     return text
 
 
-def fixed_cells(job: Mapping[str, Any]) -> list[str]:
+def fixed_cells(job: Obj) -> list[str]:
     """The cells of a job (as ``kq list -o json`` gives it) that move with neither the clock nor a pass: name,
     kind, status, queue, priority, pods and request."""
-    pods = job.get("pods") or {}
+    pods = job.get("pods")
+    counts = f"{pods.get('running', 0)}/{pods.get('expected', 0)}" if isinstance(pods, dict) else "0/0"
     return [str(job["name"]), str(job["kind"]), str(job["status"]), _cell(job.get("leaf")),
-            str(job.get("priority", 0)), f"{pods.get('running', 0)}/{pods.get('expected', 0)}",
-            _request_cell(job.get("request"))]
+            str(job.get("priority", 0)), counts, _request_cell(job.get("request"))]
 
 
 def cells(fixed: Sequence[str], position: object, estimates: Mapping[str, object], created: float | None,
@@ -95,7 +94,7 @@ def cells(fixed: Sequence[str], position: object, estimates: Mapping[str, object
     return [name, kind, status, queue, _cell(position), eta, priority, pods, request, age(created, now)]
 
 
-def job_cells(job: Mapping[str, Any], now: float) -> list[str]:
+def job_cells(job: Obj, now: float) -> list[str]:
     """Every cell of a job's row (as ``kq list -o json`` gives the job)."""
     return cells(fixed_cells(job), job.get("position"), job, parse_time(job.get("created")), now)
 
@@ -111,7 +110,7 @@ def select(rows: Iterable[tuple[str, Sequence[str]]], *, wide: bool, all_namespa
     return columns, [pick(row) for _, row in rows]
 
 
-def list_rows(summaries: Sequence[Mapping[str, Any]], now: float, *, wide: bool, all_namespaces: bool) -> tuple[
+def list_rows(summaries: Sequence[Obj], now: float, *, wide: bool, all_namespaces: bool) -> tuple[
         list[Column], list[tuple[str, ...]]]:
     """The columns and rows of ``kq list`` from the jobs as ``-o json`` gives them (:func:`job_summary`, or the
     controller's served summaries); ETA is when a waiting job should start (docs/eta.md)."""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from webhook.api.names import FAKE_NODE_ANNOTATION, INDEX_LABELS, ROLE_LABELS
-from webhook.api.objects import Obj, labels_of, name_of, pod_spec
+from webhook.api.objects import Obj, annotations_of, labels_of, name_of, pod_spec
 
 if TYPE_CHECKING:
     from webhook.readmodel.kubeapi import ApiError, KubeApi
@@ -96,7 +96,7 @@ def explain_log_error(api: KubeApi, pod: Obj, error: ApiError) -> str:
         return f"cannot read the logs of pod {name}: {said}"
     if node and (error.status >= 500 or "10250" in said or "dial tcp" in said):
         try:
-            annotations = (api.get(NODES, node).get("metadata") or {}).get("annotations") or {}
+            annotations = annotations_of(api.get(NODES, node))
         except ApiError:
             annotations = {}
         if FAKE_NODE_ANNOTATION in annotations:

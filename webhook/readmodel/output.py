@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from webhook.api.names import MAX_JOBS
 from webhook.api.objects import parse_time
@@ -222,11 +221,11 @@ def percent(used: int, limit: int | None) -> str:
     return f"{round(100 * used / limit)}%"
 
 
-def to_json(data: Any) -> str:
+def to_json(data: object) -> str:
     return json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
 
 
-def to_yaml(data: Any) -> str:
+def to_yaml(data: object) -> str:
     import yaml  # noqa: PLC0415 - only for -o yaml
 
     text: str = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)

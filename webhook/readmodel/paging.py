@@ -12,9 +12,10 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Generator, Sequence
-from typing import Any
 
 import orjson
+
+from webhook.api.objects import Obj
 
 PAGE_SIZE = 500
 """Objects per page (``limit``)."""
@@ -27,15 +28,16 @@ _HEAD = re.compile(rb'\{"kind":"[^"]*","apiVersion":"[^"]*","metadata":\{([^{}]*
 _CONTINUE = re.compile(rb'"continue":"([^"\\]*)"')
 
 
-def decode(raw: bytes) -> Any:
+def decode(raw: bytes) -> Obj:
     """An answer's JSON, decoded as the controller's client decodes it (orjson), so both read the same values;
-    ``{}`` when empty, ``{"text": ...}`` when it is not JSON."""
+    ``{}`` when empty, ``{"text": ...}`` when it is not a JSON object."""
     if not raw:
         return {}
     try:
-        return orjson.loads(raw)
+        value: object = orjson.loads(raw)
     except ValueError:
-        return {"text": raw.decode("utf-8", "replace")}
+        value = None
+    return value if isinstance(value, dict) else {"text": raw.decode("utf-8", "replace")}
 
 
 def continue_token(raw: bytes) -> str | None:
@@ -51,9 +53,9 @@ def continue_token(raw: bytes) -> str | None:
     return found.group(1).decode("ascii", "replace")
 
 
-def continue_of(page: Any) -> str:
+def continue_of(page: Obj) -> str:
     """A decoded list page's ``continue`` token (``""`` on the last page)."""
-    metadata = page.get("metadata") if isinstance(page, dict) else None
+    metadata = page.get("metadata")
     return str(metadata.get("continue") or "") if isinstance(metadata, dict) else ""
 
 
@@ -61,16 +63,16 @@ def with_token(query: Sequence[tuple[str, str]], token: str) -> list[tuple[str, 
     return [("limit", str(PAGE_SIZE)), *query, *([("continue", token)] if token else [])]
 
 
-def prefetched(fetch: Callable[[list[tuple[str, str]]], bytes], query: Sequence[tuple[str, str]]) -> Generator[Any]:
+def prefetched(fetch: Callable[[list[tuple[str, str]]], bytes], query: Sequence[tuple[str, str]]) -> Generator[Obj]:
     """The decoded pages of a list, ``fetch`` (one GET with the given query, its raw answer; it raises on a
     failure) called from a thread of its own, at most :data:`AHEAD` pages ahead. A failure is raised where its
     page would have come; when the caller stops early the thread is stopped and waited for, so ``fetch``'s
     connection is free again when this returns."""
     # A page comes raw, or decoded when its token could only be read that way (it is not decoded twice).
-    pages: queue.Queue[bytes | dict[str, Any] | BaseException | None] = queue.Queue(maxsize=AHEAD)
+    pages: queue.Queue[bytes | Obj | BaseException | None] = queue.Queue(maxsize=AHEAD)
     stop = threading.Event()
 
-    def put(item: bytes | dict[str, Any] | BaseException | None) -> bool:
+    def put(item: bytes | Obj | BaseException | None) -> bool:
         while not stop.is_set():
             try:
                 pages.put(item, timeout=0.1)
@@ -85,7 +87,7 @@ def prefetched(fetch: Callable[[list[tuple[str, str]]], bytes], query: Sequence[
             while not stop.is_set():
                 raw = fetch(with_token(query, token))
                 found = continue_token(raw)
-                page: bytes | dict[str, Any] = raw
+                page: bytes | Obj = raw
                 if found is None:
                     page = decode(raw)
                     found = continue_of(page)

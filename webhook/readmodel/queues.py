@@ -9,13 +9,14 @@ status yet it is computed from the jobs' admission records with the core's ledge
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from webhook.api.names import MAX_JOBS, QUOTA_FULLNAME_ANNOTATION
 from webhook.api.objects import Obj, QueueItem, annotations_of, created_of, queue_active, queue_details
 
 if TYPE_CHECKING:
     from webhook.core.quota import QuotaTree
+    from webhook.readmodel.output import Column
     from webhook.readmodel.usage import NodeUsage
 
 BAR_WIDTH = 8
@@ -31,7 +32,7 @@ def _glyphs(usage: NodeUsage) -> tuple[str, str]:
     return ancestors + ("└─ " if own_last else "├─ "), ancestors + ("   " if own_last else "│  ") + below
 
 
-def top_rows(usages: Sequence[NodeUsage], wide: bool) -> tuple[list[Any], list[list[str]]]:
+def top_rows(usages: Sequence[NodeUsage], wide: bool) -> tuple[list[Column], list[list[str]]]:
     """QUOTA, RESOURCE, MIN, MAX, USED, BORROWED (used beyond min), USAGE (a bar of max and the percentage);
     ``wide`` adds REQUEST (admitted + queued)."""
     from webhook.readmodel.output import Column, bar, percent, quantity, resource_name  # noqa: PLC0415
@@ -99,11 +100,22 @@ def fair_lines(tree: QuotaTree, usages: Sequence[NodeUsage]) -> list[str]:
     return lines
 
 
-def top_data(usages: Sequence[NodeUsage]) -> list[dict[str, Any]]:
+class QuotaUsage(TypedDict):
+    """A node of ``kq top quota -o json|yaml``, with its resource lists."""
+
+    quota: str
+    min: dict[str, str]
+    max: dict[str, str]
+    used: dict[str, str]
+    borrowed: dict[str, str]
+    request: dict[str, str]
+
+
+def top_data(usages: Sequence[NodeUsage]) -> list[QuotaUsage]:
     """``kq top quota -o json|yaml``: every node with its lists."""
     from webhook.core.resources import Resources  # noqa: PLC0415
 
-    out = []
+    out: list[QuotaUsage] = []
     for usage in usages:
         node = usage.node
         borrowed = Resources(
@@ -156,7 +168,9 @@ def _policy(queue: Obj) -> str:
     return str(value_at(queue, "spec", "queuePolicy") or "Round")
 
 
-def queue_rows(queues: Mapping[str, Obj], tree: QuotaTree | None, now: float) -> tuple[list[Any], list[list[str]]]:
+def queue_rows(
+    queues: Mapping[str, Obj], tree: QuotaTree | None, now: float
+) -> tuple[list[Column], list[list[str]]]:
     from webhook.readmodel.output import Column, age  # noqa: PLC0415
 
     where = _queue_namespaces(tree)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from operator import itemgetter
 from urllib.parse import quote
 
 from webhook.api.names import JOB_SUMMARIES, VISIBILITY_GROUP, VISIBILITY_VERSION
+from webhook.api.objects import Obj
 from webhook.readmodel.kubeapi import ApiError, KubeApi
 
 REQUIRED = frozenset(("name", "namespace", "kind", "status"))
@@ -40,7 +41,7 @@ class Served:
     """The served summaries, or why there are none (``problem`` is ``None`` when the API is not registered:
     nothing to tell the user)."""
 
-    jobs: list[dict[str, Any]] | None
+    jobs: list[Obj] | None
     problem: str | None = None
 
 
@@ -60,13 +61,13 @@ def _summaries(answer: object) -> Served:
     items = answer.get("items") if isinstance(answer, Mapping) else None
     if not isinstance(items, list):
         return Served(None, "its answer has no items")
-    jobs: list[dict[str, Any]] = []
+    jobs: list[Obj] = []
     for item in items:
         job = item.get("job") if isinstance(item, Mapping) else None
         if type(job) is not dict or not job.keys() >= REQUIRED:
             return Served(None, "an item of its answer is not a job summary")
         jobs.append(job)
-    jobs.sort(key=lambda job: (job["namespace"], job["name"], job["kind"]))
+    jobs.sort(key=itemgetter("namespace", "name", "kind"))
     return Served(jobs)
 
 
@@ -133,7 +134,7 @@ class ServedWhy:
     nothing to tell the user: the API is not registered, or the job is not found or ambiguous, which ``kq``'s own
     read says better)."""
 
-    body: dict[str, Any] | None
+    body: Obj | None
     problem: str | None = None
 
 

@@ -23,9 +23,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from webhook.api.objects import Obj
+from webhook.api.objects import Doc, Obj, mappings, meta
 from webhook.core.workload import WorkloadError
 
 if TYPE_CHECKING:
@@ -113,8 +113,9 @@ def _resources(options: JobOptions) -> dict[str, dict[str, str]]:
     return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
 
 
-def _container(options: JobOptions, name: str, run: bool = True, resources: Any = None) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": name, "image": options.image}
+def _container(options: JobOptions, name: str, run: bool = True,
+               resources: dict[str, dict[str, str]] | None = None) -> Doc:
+    container: Doc = {"name": name, "image": options.image}
     if run and options.command:
         container["command"] = _command(options.command)
     if options.env:
@@ -125,39 +126,39 @@ def _container(options: JobOptions, name: str, run: bool = True, resources: Any 
     return container
 
 
-def _template(options: JobOptions, container: dict[str, Any], restart: str) -> dict[str, Any]:
-    template: dict[str, Any] = {}
-    metadata: dict[str, Any] = {}
+def _template(options: JobOptions, container: Doc, restart: str) -> Doc:
+    template: Doc = {}
+    metadata: Doc = {}
     if options.labels:
         metadata["labels"] = dict(options.labels)
     if options.annotations:
         metadata["annotations"] = dict(options.annotations)
     if metadata:
         template["metadata"] = metadata
-    spec: dict[str, Any] = {"restartPolicy": restart, "containers": [container]}
+    spec: Doc = {"restartPolicy": restart, "containers": [container]}
     if options.priority_class:
         spec["priorityClassName"] = options.priority_class
     template["spec"] = spec
     return template
 
 
-def _metadata(options: JobOptions) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": options.name} if options.name else {"generateName": f"{options.kind}-"}
+def _metadata(options: JobOptions) -> Doc:
+    metadata: Doc = {"name": options.name} if options.name else {"generateName": f"{options.kind}-"}
     metadata["namespace"] = options.namespace
     if options.labels:
         metadata["labels"] = dict(options.labels)
     return metadata
 
 
-def _replica(count: int, template: dict[str, Any]) -> dict[str, Any]:
+def _replica(count: int, template: Doc) -> Doc:
     return {"replicas": count, "restartPolicy": "Never", "template": copy.deepcopy(template)}
 
 
-def build_job(options: JobOptions) -> dict[str, Any]:
+def build_job(options: JobOptions) -> Doc:
     """The object ``kq submit`` creates (see the module notes for the shapes)."""
     check_options(options)
     api_version, kind, _ = KINDS[options.kind]
-    obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": _metadata(options)}
+    obj: Doc = {"apiVersion": api_version, "kind": kind, "metadata": _metadata(options)}
     workers = options.workers
     if options.kind == "job":
         obj["spec"] = {
@@ -166,7 +167,7 @@ def build_job(options: JobOptions) -> dict[str, Any]:
             "template": _template(options, _container(options, "main"), "Never"),
         }
         return obj
-    run_policy: dict[str, Any] = {"cleanPodPolicy": "None"}
+    run_policy: Doc = {"cleanPodPolicy": "None"}
     if options.priority_class:
         run_policy["schedulingPolicy"] = {"priorityClass": options.priority_class}
     if options.kind == "mpijob":
@@ -191,24 +192,25 @@ def build_job(options: JobOptions) -> dict[str, Any]:
         "paddlejob": ("paddle", "Master", "paddleReplicaSpecs"),
     }.get(options.kind, ("tensorflow", "Chief", "tfReplicaSpecs"))
     template = _template(options, _container(options, container_name), "Never")
-    specs: dict[str, Any] = {chief: _replica(1, template)}
+    specs: Doc = {chief: _replica(1, template)}
     if workers > 1:
         specs["Worker"] = _replica(workers - 1, template)
     obj["spec"] = {"runPolicy": run_policy, field_name: specs}
     return obj
 
 
-def _rayjob_spec(options: JobOptions) -> dict[str, Any]:
+def _rayjob_spec(options: JobOptions) -> Doc:
     """A RayJob whose entrypoint is the command, on a head and ``workers - 1`` workers of the given size."""
     head = _template(options, _container(options, "ray-head", run=False), "Always")
-    spec: dict[str, Any] = {
+    cluster: Doc = {"headGroupSpec": {"rayStartParams": {}, "template": head}}
+    spec: Doc = {
         "entrypoint": " ".join(options.command) or "python -c 'import ray; ray.init()'",
         "shutdownAfterJobFinishes": True,
-        "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": head}},
+        "rayClusterSpec": cluster,
     }
     if options.workers > 1:
         worker = _template(options, _container(options, "ray-worker", run=False), "Always")
-        spec["rayClusterSpec"]["workerGroupSpecs"] = [
+        cluster["workerGroupSpecs"] = [
             {"groupName": "workers", "replicas": options.workers - 1, "minReplicas": options.workers - 1,
              "maxReplicas": options.workers - 1, "rayStartParams": {}, "template": worker},
         ]
@@ -221,7 +223,7 @@ def _rayjob_spec(options: JobOptions) -> dict[str, Any]:
 # From a file ---------------------------------------------------------------------------------------------------
 
 
-def _templates_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
+def _templates_of(obj: Doc) -> list[Doc]:
     """The object's pod templates, as its kind's adapter finds them (the very dicts, to edit in place)."""
     from webhook.workloads.registry import adapter_for  # noqa: PLC0415
 
@@ -235,7 +237,16 @@ def _templates_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return [t.template for t in templates if t.path and isinstance(t.template, dict)]
 
 
-def job_from_file(path: str, options: JobOptions, explicit_namespace: bool) -> dict[str, Any]:
+def _object_at(parent: Doc, key: str, where: str) -> Doc:
+    """``parent[key]`` (set to ``{}`` when absent) to edit in place; :class:`SubmitError` when it is not an
+    object."""
+    value = parent.setdefault(key, {})
+    if not isinstance(value, dict):
+        raise SubmitError(f"{where}: {key} must be an object")
+    return value
+
+
+def job_from_file(path: str, options: JobOptions, explicit_namespace: bool) -> Doc:
     """The object of a YAML file, with ``--name``, ``-n``, ``-e``, ``--annotation``, ``--label`` and
     ``--priority-class`` applied; :class:`SubmitError` when it is not one object of the chosen kind."""
     import yaml  # noqa: PLC0415
@@ -250,15 +261,13 @@ def job_from_file(path: str, options: JobOptions, explicit_namespace: bool) -> d
         raise SubmitError(f"{path} is not valid YAML: {' '.join(str(error).split())}") from None
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise SubmitError(f"{path} must hold exactly one object, found {len(docs)}")
-    obj: dict[str, Any] = docs[0]
+    obj: Doc = docs[0]
     api_version, kind, _ = KINDS[options.kind]
     if obj.get("kind") != kind:
         raise SubmitError(f"{path} holds a {obj.get('kind')!r}, not a {kind}; use `kq submit "
                           f"{str(obj.get('kind') or '').lower()} -f {path}`")
     obj.setdefault("apiVersion", api_version)
-    metadata = obj.setdefault("metadata", {})
-    if not isinstance(metadata, dict):
-        raise SubmitError(f"{path}: metadata must be an object")
+    metadata = _object_at(obj, "metadata", path)
     declared = metadata.get("namespace")
     if declared and explicit_namespace and declared != options.namespace:
         raise SubmitError(f"{path} is for namespace {declared!r} but -n says {options.namespace!r}")
@@ -269,41 +278,44 @@ def job_from_file(path: str, options: JobOptions, explicit_namespace: bool) -> d
     elif not metadata.get("name") and not metadata.get("generateName"):
         metadata["generateName"] = f"{options.kind}-"
     if options.labels:
-        metadata.setdefault("labels", {}).update(dict(options.labels))
+        _object_at(metadata, "labels", path).update(dict(options.labels))
     for template in _templates_of(obj):
-        template_meta = template.setdefault("metadata", {})
+        template_meta = _object_at(template, "metadata", path)
         if options.labels:
-            template_meta.setdefault("labels", {}).update(dict(options.labels))
+            _object_at(template_meta, "labels", path).update(dict(options.labels))
         if options.annotations:
-            template_meta.setdefault("annotations", {}).update(dict(options.annotations))
-        spec = template.setdefault("spec", {})
+            _object_at(template_meta, "annotations", path).update(dict(options.annotations))
+        spec = _object_at(template, "spec", path)
         if options.priority_class:
             spec["priorityClassName"] = options.priority_class
-        for container in spec.get("containers") or ():
+        containers = spec.get("containers")
+        for container in containers if isinstance(containers, list) else ():
             if options.env and isinstance(container, dict):
                 env = container.setdefault("env", [])
+                if not isinstance(env, list):
+                    raise SubmitError(f"{path}: a container's env must be a list")
                 env += [{"name": key, "value": value} for key, value in options.env]
     if options.priority_class and obj.get("kind") != "Job":
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("runPolicy", {}).setdefault("schedulingPolicy", {})["priorityClass"] = options.priority_class
+        run_policy = _object_at(_object_at(obj, "spec", path), "runPolicy", path)
+        _object_at(run_policy, "schedulingPolicy", path)["priorityClass"] = options.priority_class
     return obj
 
 
 # Creating it ---------------------------------------------------------------------------------------------------
 
 
-def create_object(ctx: Ctx, obj: dict[str, Any]) -> dict[str, Any]:
+def create_object(ctx: Ctx, obj: Doc) -> Obj:
     from webhook.readmodel.fetch import CliError  # noqa: PLC0415
     from webhook.readmodel.kubeapi import ApiError, Ref  # noqa: PLC0415
 
     api_version, kind = str(obj["apiVersion"]), str(obj["kind"])
     group, _, version = api_version.rpartition("/")
     plural = next((p for v, k, p in KINDS.values() if k == kind), kind.lower() + "s")
-    namespace = str(obj["metadata"]["namespace"])
+    namespace = str(meta(obj)["namespace"])
     try:
         return ctx.api.create(Ref(group, version, plural), obj, namespace)
     except ApiError as error:
-        name = obj["metadata"].get("name", "")
+        name = meta(obj).get("name", "")
         if error.status == 409:
             raise CliError(
                 f"{kind} {name} already exists in namespace {namespace}: pick another --name or "
@@ -343,4 +355,4 @@ def _served(ctx: Ctx, group: str, version: str, plural: str) -> bool:
         listing = ctx.api.request("GET", path)
     except ApiError:
         return False
-    return any(isinstance(r, dict) and r.get("name") == plural for r in listing.get("resources") or ())
+    return any(r.get("name") == plural for r in mappings(listing.get("resources")))

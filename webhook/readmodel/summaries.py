@@ -18,12 +18,12 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import orjson
 
 from webhook.api.names import JOB_SUMMARY_KIND, VISIBILITY_GROUP, VISIBILITY_VERSION
-from webhook.api.objects import Obj, name_of, namespace_of
+from webhook.api.objects import Doc, Obj, mapping, name_of, namespace_of
 from webhook.api.statuses import JobStatus
 from webhook.controller.model import TrackedJob
 from webhook.core.queueing import positions_only
@@ -47,7 +47,31 @@ INCLUDE_OBJECT = ("None", "Metadata", "Object")
 """What each row of a Table carries besides its cells (Kubernetes' ``includeObject``): nothing, the job's name and
 namespace (the default: ``kubectl get -A`` reads the namespace there), or the whole summary."""
 META_V1 = "meta.k8s.io/v1"
-TABLE_HEAD = {"apiVersion": META_V1, "kind": "Table", "metadata": {}}
+
+
+class TableHead(TypedDict):
+    """What a Table (``meta.k8s.io/v1``) starts with."""
+
+    apiVersion: str
+    kind: str
+    metadata: Doc
+
+
+class TableRow(TypedDict):
+    """A row of a Table: its cells, and what ``includeObject`` asks of the job."""
+
+    cells: list[str]
+    object: NotRequired[Obj]
+
+
+class Table(TableHead):
+    """A Table (``meta.k8s.io/v1``) of jobs."""
+
+    columnDefinitions: list[dict[str, str | int]]
+    rows: list[TableRow]
+
+
+TABLE_HEAD: TableHead = {"apiVersion": META_V1, "kind": "Table", "metadata": {}}
 ROW_OBJECT = {"apiVersion": META_V1, "kind": "PartialObjectMetadata"}
 """What a row's object is with ``includeObject=Metadata``, its ``metadata`` apart."""
 ROW_OBJECT_HEAD = orjson.dumps(ROW_OBJECT)[:-1] + b',"metadata":'
@@ -271,11 +295,11 @@ def _item(entry: _Kept, body: bytes, positions: Mapping[WorkloadKey, int],
     return body + b"," + orjson.dumps(extra)[1:] + b"}"
 
 
-def one_row_table(answer: Mapping[str, Any], now: float, include: str) -> dict[str, Any]:
+def one_row_table(answer: Obj, now: float, include: str) -> Table:
     """The answer for one job (its summary under ``job``) as a Table of one row, as :meth:`SummaryBook.table_chunks`
     makes each."""
-    job = answer["job"]
-    row: dict[str, Any] = {"cells": job_cells(job, now)}
+    job = mapping(answer["job"])
+    row: TableRow = {"cells": job_cells(job, now)}
     if include == "Metadata":
         row["object"] = {**ROW_OBJECT, "metadata": {"name": job["name"], "namespace": job["namespace"]}}
     elif include == "Object":
