@@ -20,12 +20,12 @@ step; Argo lets the steps already running finish (it does not delete their pods)
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import yaml
 
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, WORKFLOW_SIZE_ANNOTATION
-from webhook.api.objects import Doc, Obj, mapping, mappings
+from webhook.api.objects import Doc, Obj, mappings
 from webhook.core.resources import ResourceError, Resources
 from webhook.core.workload import PodSet, WorkloadError, pod_request
 from webhook.workloads.base import (
@@ -100,12 +100,18 @@ class _Sizer:
 
     def _pod(self, template: Obj) -> Resources:
         name = template.get("name")
+        containers: object
         if "containerSet" in template:
-            containers = mappings(mapping(template.get("containerSet")).get("containers"))
+            container_set = template.get("containerSet") or {}
+            if not isinstance(container_set, Mapping):
+                raise WorkloadError(f"spec.templates[{name}].containerSet: expected an object")
+            containers = container_set.get("containers") or []
         else:
             key = "container" if "container" in template else "script"
-            containers = [mapping(template.get(key))]
-        spec: Doc = {"containers": containers}
+            containers = [template.get(key) or {}]
+        if not isinstance(containers, Iterable):
+            raise WorkloadError(f"spec.templates[{name}].containerSet.containers: expected a list")
+        spec: Doc = {"containers": [c for c in containers if isinstance(c, Mapping)]}
         inits = template.get("initContainers")
         if isinstance(inits, list):
             spec["initContainers"] = mappings(inits)
