@@ -57,7 +57,7 @@ def job_owner_kinds() -> frozenset[str]:
 def queued_by_a_job(pod: Obj) -> bool:
     """Whether a queued job accounts for ``pod``: its controller owner is of a job kind (:func:`job_owner_kinds`)
     or a Pod (only a job's pod owns pods: a SparkApplication's driver its executors), or it is a bare Pod the queue
-    released (it carries the admission record). Any other pod is *loose*: it counts as it runs, and reclaim may
+    released (it carries the admission record). Every other pod is *loose*: it counts as it runs, and reclaim may
     evict it (docs/reclaim.md, "Pods")."""
     owner = controller_of(pod)
     if owner is not None and owner.get("kind") in {*job_owner_kinds(), "Pod"}:
