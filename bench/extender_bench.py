@@ -519,7 +519,9 @@ def _pod_manifest(
     if policy and profiles and POLICY_PROFILE is not None:
         spec["schedulerName"] = POLICY_PROFILE
     if marked:
-        spec = apply_patch({"spec": spec}, extender_marker_patch({"spec": spec}))["spec"]
+        marked_spec = apply_patch({"spec": spec}, extender_marker_patch({"spec": spec}))["spec"]
+        assert isinstance(marked_spec, dict)
+        spec = marked_spec
     labels = {"app": "bench", "placement": "policy" if policy else "free"}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels},
             "spec": spec}

@@ -15,6 +15,7 @@ import pytest
 from tests.builders import claim_template, device_class, device_request, resource_claim, seed_tree
 from tests.service.helpers import message, response, review
 from tests.service.kubeclient_fake import CORE, FakeApi, Kind
+from webhook.admission.review import AdmissionReview
 from webhook.admission.sources import build_caches
 from webhook.admission.state import AdmissionState, Settings, StateStore
 from webhook.admission.validate import validate
@@ -35,7 +36,7 @@ def counting() -> AdmissionState:
     return store.current
 
 
-def allowed(out: dict[str, Any]) -> bool:
+def allowed(out: AdmissionReview) -> bool:
     return bool(response(out)["allowed"])
 
 

@@ -35,6 +35,7 @@ from webhook.api.names import (
     QUOTA_LABEL,
 )
 from webhook.core.quota import QuotaTree, parse_tree
+from webhook.workloads.base import mapping_at, value_at
 
 MANAGED = {MANAGED_NAMESPACE_LABEL: "true"}
 
@@ -72,7 +73,7 @@ def test_the_tree_is_answered_only_once_its_namespaces_are_labelled() -> None:
     status, payload, joining = respond_with_effects("validate", body, state, settings)
     assert status == 200 and isinstance(joining, Joining) and joining.namespaces == ("user-d",)
     assert respond("validate", body, state, settings) == (status, payload)
-    assert joining.labelling.patch["metadata"]["labels"] == {MANAGED_NAMESPACE_LABEL: "true"}
+    assert value_at(joining.labelling.patch, "metadata", "labels") == {MANAGED_NAMESPACE_LABEL: "true"}
     labelled: list[Sequence[str]] = []
 
     async def labeller(namespaces: Sequence[str], labelling: Labelling) -> None:
@@ -160,8 +161,8 @@ def test_a_policy_is_stored_only_once_its_namespace_sends_its_pods_to_the_webhoo
     body = orjson.dumps(review(burst, user="alice"))
     _, _, routed = respond_with_effects("validate", body, _state(), settings)
     assert isinstance(routed, Joining) and routed.namespaces == ("user-a",)
-    assert routed.labelling.patch["metadata"]["labels"] == {PLACEMENT_NAMESPACE_LABEL: "true"}
-    assert PLACEMENT_SINCE_ANNOTATION in routed.labelling.patch["metadata"]["annotations"]
+    assert value_at(routed.labelling.patch, "metadata", "labels") == {PLACEMENT_NAMESPACE_LABEL: "true"}
+    assert PLACEMENT_SINCE_ANNOTATION in (mapping_at(routed.labelling.patch, "metadata", "annotations") or {})
     # Already labelled, a dry run, a refused policy: nothing to label.
     there = _state(**{"user-a": {**MANAGED, PLACEMENT_NAMESPACE_LABEL: "true"}})
     assert respond_with_effects("validate", body, there, settings)[2] is None

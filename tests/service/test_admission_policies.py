@@ -7,6 +7,7 @@ fails open only where a policy does its job.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from webhook.admission.configs import (
 from webhook.admission.manifests import generated_files
 from webhook.admission.manifests import main as write
 from webhook.admission.policies import PODS_GUARD, PODS_MARK, TEMPLATES_GUARD, admission_policies, creator_is_trusted
+from webhook.admission.registration import Webhook
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.names import (
     ADMISSION_GATE,
@@ -40,11 +42,11 @@ from webhook.api.names import (
 from webhook.core.integrity import WORKLOAD_CONTROLLERS
 
 
-def _objects() -> dict[tuple[str, str], dict[str, Any]]:
+def _objects() -> dict[tuple[str, str], Mapping[str, Any]]:
     return {(obj["kind"], obj["metadata"]["name"]): obj for obj in admission_policies()}
 
 
-def _hooks(policies: bool) -> dict[str, dict[str, Any]]:
+def _hooks(policies: bool) -> dict[str, Webhook]:
     mutating, validating = cluster_webhook_configs(policies=policies)
     return {hook["name"]: hook for hook in [*mutating["webhooks"], *validating["webhooks"]]}
 

@@ -21,6 +21,7 @@ from tests.service.helpers import (
     review,
 )
 from webhook.admission.mutate import mutate
+from webhook.admission.review import AdmissionReview
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import validate
 from webhook.api.names import QUOTA_LABEL, SUBMITTED_ANNOTATION
@@ -41,7 +42,7 @@ def adapter(obj: dict[str, Any]) -> Adapter:
     return found
 
 
-def allowed(out: dict[str, Any]) -> bool:
+def allowed(out: AdmissionReview) -> bool:
     return bool(response(out)["allowed"])
 
 
@@ -68,7 +69,7 @@ def released(obj: dict[str, Any]) -> dict[str, Any]:
     return apply_patch(obj, adapter(obj).resume_patch(obj))
 
 
-def update(old: dict[str, Any], new: dict[str, Any], state: AdmissionState, user: str = "alice") -> dict[str, Any]:
+def update(old: dict[str, Any], new: dict[str, Any], state: AdmissionState, user: str = "alice") -> AdmissionReview:
     return validate(review(new, operation="UPDATE", old=old, user=user), state, Settings())
 
 

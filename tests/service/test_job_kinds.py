@@ -156,7 +156,7 @@ def test_a_spark_application_is_held_and_its_pods_labelled_through_driver_and_ex
     classed = copy.deepcopy(app)
     classed["spec"]["driver"]["priorityClassName"] = "high"
     assert "spec.driver.priorityClassName" in refused(app, classed, state)
-    running = apply_patch(app, adapter(app).resume_patch(app))
+    running: dict[str, Any] = apply_patch(app, adapter(app).resume_patch(app))
     grown = copy.deepcopy(running)
     grown["spec"]["executor"]["instances"] = 20
     assert "executor" in refused(running, grown, state)

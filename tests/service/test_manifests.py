@@ -7,6 +7,7 @@ import base64
 import datetime
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from webhook.admission.configs import (
 )
 from webhook.admission.manifests import generated_files
 from webhook.admission.policies import PODS_GUARD, admission_policies
+from webhook.admission.registration import Webhook, WebhookConfiguration
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.names import ECI_OPT_IN_LABEL, MANAGED_NAMESPACE_LABEL, MANAGED_ROUTE, PLACEMENT_NAMESPACE_LABEL
 from webhook.cli import certs as certs_cli
@@ -72,7 +74,7 @@ def test_dev_configs_point_at_the_url_and_trust_the_ca() -> None:
         assert hook["admissionReviewVersions"] == ["v1"]
 
 
-def _route(hook: dict[str, Any]) -> str:
+def _route(hook: Webhook) -> str:
     """The path suffix a hook must have: ``/managed`` exactly when its namespaces carry the managed label."""
     labels = (hook.get("namespaceSelector") or {}).get("matchLabels") or {}
     return f"/{MANAGED_ROUTE}" if labels.get(MANAGED_NAMESPACE_LABEL) == "true" else ""
@@ -114,7 +116,7 @@ def test_job_hooks_match_managed_namespaces_only_and_never_kube_system() -> None
 def test_every_registered_kind_is_mutated_at_creation_and_validated_on_update(policies: bool) -> None:
     mutating, validating = cluster_webhook_configs(policies=policies)
 
-    def covered(config: dict[str, Any], operation: str) -> set[tuple[str, str]]:
+    def covered(config: WebhookConfiguration, operation: str) -> set[tuple[str, str]]:
         out = set()
         for hook in config["webhooks"]:
             for rule in hook["rules"]:
@@ -128,7 +130,8 @@ def test_every_registered_kind_is_mutated_at_creation_and_validated_on_update(po
     if policies:  # pod updates are checked by the guard policy in the API server
         (guard,) = [obj for obj in admission_policies() if obj["metadata"]["name"] == PODS_GUARD
                     and obj["kind"] == "ValidatingAdmissionPolicy"]
-        guarded = {(g, r) for rule in guard["spec"]["matchConstraints"]["resourceRules"]
+        spec: Mapping[str, Any] = guard["spec"]
+        guarded = {(g, r) for rule in spec["matchConstraints"]["resourceRules"]
                    if "UPDATE" in rule["operations"] for g in rule["apiGroups"] for r in rule["resources"]}
         assert guarded == {("", "pods")}
     assert kinds <= covered(validating, "UPDATE") | guarded
@@ -167,11 +170,11 @@ def test_only_the_controllers_own_job_writes_skip_the_validating_webhook() -> No
             "expression": f"request.userInfo.username != '{DEFAULT_CONTROLLER_USER}'",
         }]
         if index < 2:
-            assert [c["name"] for c in conditions.pop(PODS_MUTATE)] == ["not-a-workload-controller"]
-            assert [c["name"] for c in conditions.pop(PODS_MUTATE_WORKLOADS)] == ["a-workload-controller"]
-            assert [c["name"] for c in conditions.pop(PODS_MUTATE_WORKLOADS_OPT_IN)] == ["a-workload-controller"]
-            assert [c["name"] for c in conditions.pop(CLAIMS_VALIDATE)] == ["not-the-claim-controller"]
-            assert [c["name"] for c in conditions.pop(CLAIMS_FROM_TEMPLATES)] == ["the-claim-controller"]
+            assert [c["name"] for c in conditions.pop(PODS_MUTATE) or []] == ["not-a-workload-controller"]
+            assert [c["name"] for c in conditions.pop(PODS_MUTATE_WORKLOADS) or []] == ["a-workload-controller"]
+            assert [c["name"] for c in conditions.pop(PODS_MUTATE_WORKLOADS_OPT_IN) or []] == ["a-workload-controller"]
+            assert [c["name"] for c in conditions.pop(CLAIMS_VALIDATE) or []] == ["not-the-claim-controller"]
+            assert [c["name"] for c in conditions.pop(CLAIMS_FROM_TEMPLATES) or []] == ["the-claim-controller"]
         assert set(map(str, conditions.values())) == {"None"}
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from tests.builders import seed_tree
 from tests.service.helpers import message, response, review
+from webhook.admission.review import AdmissionReview
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import validate
 from webhook.api.names import ADMISSION_ANNOTATION
@@ -28,7 +29,7 @@ def _pod(cpu: str, owner: str | None = "ReplicaSet", annotations: dict[str, str]
             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}
 
 
-def _resize(old: str, new: str, *, state: AdmissionState | None = None, **pod: Any) -> dict[str, Any]:
+def _resize(old: str, new: str, *, state: AdmissionState | None = None, **pod: Any) -> AdmissionReview:
     before, after = _pod(old, **pod), _pod(new, **pod)
     request = review(after, operation="UPDATE", old=before, sub_resource="resize")
     return validate(request, state or AdmissionState(tree=seed_tree(), tree_used=USED), Settings())

@@ -32,6 +32,7 @@ from tests.service.helpers import batch_job, review
 from webhook.admission import server
 from webhook.admission.review import decoded_patch
 from webhook.admission.state import Settings
+from webhook.api.objects import Obj
 from webhook.cli import serve as serve_module
 from webhook.cli.certs import write_certs
 from webhook.cli.serve import ServeOptions, serve
@@ -245,7 +246,7 @@ def test_kq_serve_runs_on_the_chosen_loop_and_logs_it(
     assert "component=serve event=event_loop loop='asyncio' reason='uvloop is not installed'" in caplog.text
 
 
-async def mutate_once_on_this_loop(tmp_path: Path) -> tuple[str, list[dict[str, Any]]]:
+async def mutate_once_on_this_loop(tmp_path: Path) -> tuple[str, list[Obj]]:
     """Start a fake apiserver and ``serve`` on the running loop, send one mutate over TLS, stop; return the
     loop's module and the patch."""
     fake = HttpApiserver({"test-token": "tester"})

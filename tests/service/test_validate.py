@@ -23,6 +23,7 @@ from tests.service.helpers import (
     tfjob,
 )
 from webhook.admission.mutate import mutate
+from webhook.admission.review import AdmissionReview
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import validate
 from webhook.api.names import ADMISSION_GATE, QUOTA_LABEL
@@ -30,7 +31,7 @@ from webhook.workloads.base import apply_patch
 from webhook.workloads.registry import adapter_for
 
 
-def allowed(out: dict[str, Any]) -> bool:
+def allowed(out: AdmissionReview) -> bool:
     return bool(response(out)["allowed"])
 
 

@@ -34,7 +34,7 @@ from webhook.controller.settings import (
 )
 from webhook.core.resources import Resources
 from webhook.core.workload import Phase, WorkloadError
-from webhook.workloads.base import PatchError, apply_patch
+from webhook.workloads.base import PatchError, apply_patch, value_at
 from webhook.workloads.job import JobAdapter
 from webhook.workloads.kubeflow import PyTorchJobAdapter
 from webhook.workloads.pod import PodAdapter
@@ -77,7 +77,7 @@ def test_the_admit_patch_releases_and_records_in_one_guarded_patch() -> None:
     ops = admit_patch(JOB, obj, record)
     assert ops[0] == {"op": "test", "path": "/spec", "value": obj["spec"]}
     patched = apply_patch(obj, ops)
-    assert patched["spec"]["suspend"] is False
+    assert value_at(patched, "spec", "suspend") is False
     assert read_record(patched) == record
 
 
@@ -91,7 +91,7 @@ def test_a_stale_snapshot_makes_the_guarded_patch_fail_but_a_status_update_does_
     with pytest.raises(PatchError):
         apply_patch(resized, ops)
     status_only = {**held_job(version="42"), "status": {"conditions": [{"type": "Suspended", "status": "True"}]}}
-    assert apply_patch(status_only, ops)["spec"]["suspend"] is False
+    assert value_at(apply_patch(status_only, ops), "spec", "suspend") is False
 
 
 def test_an_eviction_only_ends_the_admission_it_was_planned_for() -> None:
@@ -109,11 +109,11 @@ def test_the_evict_patch_holds_drops_the_record_and_says_who() -> None:
     record = AdmissionRecord.new("root/Department-a", Resources.of(cpu=1), 0.0)
     running = apply_patch(held_job(), admit_patch(JOB, held_job(), record))
     note = EvictionNote(by="Job/user-c/pi-c", quota="root/Department-b", reason="reclaims cpu=10", at=0.0)
-    evicted = apply_patch(running, evict_patch(JOB, running, note))
+    evicted: dict[str, Any] = apply_patch(running, evict_patch(JOB, running, note))
     assert evicted["spec"]["suspend"] is True
     assert ADMISSION_ANNOTATION not in evicted["metadata"]["annotations"]
     assert json.loads(evicted["metadata"]["annotations"][EVICTION_ANNOTATION])["by"] == "Job/user-c/pi-c"
-    readmitted = apply_patch(evicted, admit_patch(JOB, evicted, record))
+    readmitted: dict[str, Any] = apply_patch(evicted, admit_patch(JOB, evicted, record))
     assert EVICTION_ANNOTATION not in readmitted["metadata"]["annotations"]
 
 
@@ -123,17 +123,18 @@ def test_kubeflow_and_pod_patches_use_their_own_hold() -> None:
         "spec": {"runPolicy": {"suspend": True}, "pytorchReplicaSpecs": {}},
     }
     record = AdmissionRecord.new("q", Resources.of(cpu=1), 0.0)
-    assert apply_patch(tf, admit_patch(PyTorchJobAdapter(), tf, record))["spec"]["runPolicy"]["suspend"] is False
+    released = apply_patch(tf, admit_patch(PyTorchJobAdapter(), tf, record))
+    assert value_at(released, "spec", "runPolicy", "suspend") is False
     pod = {
         "metadata": {"name": "p", "namespace": "n", "resourceVersion": "1"},
         "spec": {"schedulingGates": [{"name": "kube-queue.x-k8s.io/admission"}], "containers": []},
     }
-    assert apply_patch(pod, admit_patch(PodAdapter(), pod, record))["spec"]["schedulingGates"] == []
+    assert value_at(apply_patch(pod, admit_patch(PodAdapter(), pod, record)), "spec", "schedulingGates") == []
 
 
 def test_clearing_a_stale_record() -> None:
     obj = held_job({ADMISSION_ANNOTATION: "{}", "keep": "me"})
-    assert apply_patch(obj, clear_record_patch(obj))["metadata"]["annotations"] == {"keep": "me"}
+    assert value_at(apply_patch(obj, clear_record_patch(obj)), "metadata", "annotations") == {"keep": "me"}
     assert clear_record_patch(held_job()) == []
 
 

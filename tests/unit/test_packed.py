@@ -108,7 +108,7 @@ def test_a_packed_object_is_never_written_out_in_part() -> None:
         json.dumps(kept)
     whole = compacted(job(1))
     assert orjson.loads(orjson.dumps({"object": kept}, default=plain)) == {"object": whole}
-    patched = apply_patch(kept, [{"op": "replace", "path": "/spec/suspend", "value": False}])
+    patched: dict[str, Any] = apply_patch(kept, [{"op": "replace", "path": "/spec/suspend", "value": False}])
     assert patched["spec"]["suspend"] is False and patched["metadata"] == whole["metadata"]
 
 

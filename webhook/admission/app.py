@@ -27,9 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 import orjson
 from aiohttp import web
@@ -46,15 +45,16 @@ from webhook.admission.joining import (
     routed,
 )
 from webhook.admission.mutate import mutate_request
-from webhook.admission.review import AdmissionRequest, ReviewError, deny, encode, parse_request
+from webhook.admission.review import AdmissionRequest, AdmissionReview, ReviewError, deny, encode, parse_request
 from webhook.admission.state import AdmissionState, Settings, StateStore
 from webhook.admission.validate import validate_request
 from webhook.api.names import MANAGED_ROUTE
+from webhook.api.objects import Obj
 from webhook.core.quota import QuotaTree
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[AdmissionRequest, AdmissionState, Settings], dict[str, Any]]
+Handler = Callable[[AdmissionRequest, AdmissionState, Settings], AdmissionReview]
 HANDLERS: Mapping[str, Handler] = {"mutate": mutate_request, "validate": validate_request}
 
 BODY_READ_SECONDS = 10.0
@@ -72,7 +72,7 @@ class Joining:
     namespace's pods): its answer waits until they are."""
 
     request: AdmissionRequest
-    review: dict[str, Any]
+    review: AdmissionReview
     namespaces: tuple[str, ...]
     labelling: Labelling
 
@@ -97,7 +97,7 @@ def _error(message: str) -> bytes:
     return orjson.dumps({"error": message})
 
 
-def _decision(review: Mapping[str, Any]) -> str:
+def _decision(review: Obj) -> str:
     response = review.get("response")
     if not isinstance(response, Mapping):
         return "error"
@@ -253,7 +253,7 @@ async def stored_tree(reader: TreeReader | None, unlisted: Unlisted) -> QuotaTre
     return tree
 
 
-def _effect(request: AdmissionRequest, review: dict[str, Any], state: AdmissionState,
+def _effect(request: AdmissionRequest, review: AdmissionReview, state: AdmissionState,
             settings: Settings) -> Effect | None:
     """What an allowed ``request`` needs before it is stored: labels, or a look at the stored tree (``None``:
     nothing)."""
@@ -296,11 +296,12 @@ async def _readyz(request: web.Request) -> web.Response:
 
 
 @web.middleware
-async def _errors(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+async def _errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
     """HTTP errors (404, 405, 413...) keep their status; anything unexpected becomes a 400, not a 500."""
     try:
-        response: web.StreamResponse = await handler(request)
-        return response
+        return await handler(request)
     except web.HTTPException:
         raise
     except Exception as error:

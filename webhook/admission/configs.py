@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import base64
 import sys
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import orjson
 
+from webhook.admission import registration as reg
 from webhook.admission.policies import EXCLUDED_NAMESPACES, creator_is_trusted
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.kinds import (
@@ -56,6 +56,7 @@ from webhook.api.names import (
     QUEUE_NAMESPACE,
     QUOTA_LABEL,
 )
+from webhook.api.objects import Doc, Obj, mapping, mappings
 from webhook.workloads.registry import all_adapters
 
 __all__ = [
@@ -106,7 +107,7 @@ which fails open. Their template was checked at its creation, and the extender k
 cannot count waiting (docs/pod-quota.md), so an admitted job's DRA pods do not wait on the service."""
 _CLAIM_CONTROLLER = f"request.userInfo.username == '{CLAIM_CONTROLLER_USER}'"
 
-NOT_THE_CONTROLLER = [{
+NOT_THE_CONTROLLER: list[reg.MatchCondition] = [{
     "name": "not-the-queue-controller",
     "expression": f"request.userInfo.username != '{DEFAULT_CONTROLLER_USER}'",
 }]
@@ -116,18 +117,22 @@ webhook round trip (issue 23: ~200 ms a release on the dev cluster, one more req
 controller running under another identity (``kq serve --controller-user``) is still let through by the
 webhook, only called."""
 
-A_WORKLOAD_CONTROLLER = [{"name": "a-workload-controller", "expression": creator_is_trusted()}]
+A_WORKLOAD_CONTROLLER: list[reg.MatchCondition] = [
+    {"name": "a-workload-controller", "expression": creator_is_trusted()}
+]
 """The pods a workload controller (or the controller) creates: their owner was queued
 (:data:`~webhook.core.integrity.WORKLOAD_CONTROLLERS`; ``kq serve --pod-creator`` adds identities the webhook
 trusts, whose pods still go to the hook that fails closed)."""
-NOT_A_WORKLOAD_CONTROLLER = [{"name": "not-a-workload-controller", "expression": f"!({creator_is_trusted()})"}]
+NOT_A_WORKLOAD_CONTROLLER: list[reg.MatchCondition] = [
+    {"name": "not-a-workload-controller", "expression": f"!({creator_is_trusted()})"}
+]
 """Every other creator's pods."""
 
-ClientConfig = Callable[[str], dict[str, Any]]
+ClientConfig = Callable[[str], reg.WebhookClientConfig]
 """``path -> clientConfig`` (without ``caBundle``)."""
 
 
-def _job_rules(operations: list[str], *, pods: bool) -> list[dict[str, Any]]:
+def _job_rules(operations: list[str], *, pods: bool) -> list[reg.Rule]:
     by_group: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for adapter in all_adapters():
         if (adapter.plural == "pods") != pods:
@@ -145,13 +150,13 @@ def _job_rules(operations: list[str], *, pods: bool) -> list[dict[str, Any]]:
     ]
 
 
-def _not_excluded() -> dict[str, Any]:
+def _not_excluded() -> reg.SelectorRequirement:
     """The expression every namespace selector starts with: never a namespace of :data:`EXCLUDED_NAMESPACES`."""
     return {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(EXCLUDED_NAMESPACES)}
 
 
-def _namespace_selector(require_managed_label: bool) -> dict[str, Any]:
-    selector: dict[str, Any] = {"matchExpressions": [_not_excluded()]}
+def _namespace_selector(require_managed_label: bool) -> reg.LabelSelector:
+    selector: reg.LabelSelector = {"matchExpressions": [_not_excluded()]}
     if require_managed_label:
         selector["matchLabels"] = {MANAGED_NAMESPACE_LABEL: "true"}
     return selector
@@ -161,17 +166,16 @@ _LABELLING = frozenset({ELASTIC_QUOTA_TREE.plural, RESOURCE_POLICY.plural})
 """The kinds whose validation labels namespaces before it allows them."""
 
 
-def _also(
-    selector: dict[str, Any], *, labels: dict[str, str] | None = None, expressions: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
+def _also(selector: reg.LabelSelector, *, labels: dict[str, str] | None = None,
+          expressions: list[reg.SelectorRequirement] | None = None) -> reg.LabelSelector:
     """``selector`` narrowed by more ``labels`` and ``expressions`` (a new object)."""
-    out: dict[str, Any] = {"matchExpressions": [*selector.get("matchExpressions", []), *(expressions or [])]}
+    out: reg.LabelSelector = {"matchExpressions": [*selector.get("matchExpressions", []), *(expressions or [])]}
     if selector.get("matchLabels") or labels:
         out["matchLabels"] = {**selector.get("matchLabels", {}), **(labels or {})}
     return out
 
 
-def _placement_selector() -> dict[str, Any]:
+def _placement_selector() -> reg.LabelSelector:
     return {
         "matchExpressions": [
             _not_excluded(),
@@ -181,7 +185,7 @@ def _placement_selector() -> dict[str, Any]:
     }
 
 
-def _opt_in_selector() -> dict[str, Any]:
+def _opt_in_selector() -> reg.LabelSelector:
     """Namespaces whose pods reach neither ``pods.mutate`` nor ``pods.placement`` (those do the same)."""
     return {
         "matchExpressions": [
@@ -194,17 +198,17 @@ def _opt_in_selector() -> dict[str, Any]:
 
 def _webhook(
     name: str,
-    client_config: dict[str, Any],
-    rules: list[dict[str, Any]],
+    client_config: reg.WebhookClientConfig,
+    rules: list[reg.Rule],
     *,
-    namespace_selector: dict[str, Any] | None = None,
-    object_selector: dict[str, Any] | None = None,
-    match_conditions: list[dict[str, str]] | None = None,
+    namespace_selector: reg.LabelSelector | None = None,
+    object_selector: reg.LabelSelector | None = None,
+    match_conditions: list[reg.MatchCondition] | None = None,
     mutating: bool = False,
     failure_policy: str = "Fail",
     side_effects: str = "None",
-) -> dict[str, Any]:
-    hook: dict[str, Any] = {
+) -> reg.Webhook:
+    hook: reg.Webhook = {
         "name": name,
         "admissionReviewVersions": ["v1"],
         "clientConfig": client_config,
@@ -231,26 +235,26 @@ def webhook_configs(
     *,
     require_managed_label: bool = True,
     policies: bool = True,
-) -> list[dict[str, Any]]:
+) -> list[reg.WebhookConfiguration]:
     """``[MutatingWebhookConfiguration, ValidatingWebhookConfiguration]`` named ``kube-queue``; ``policies``:
     installed beside :func:`webhook.admission.policies.admission_policies` (else webhook-only)."""
     ca = base64.b64encode(ca_bundle_pem).decode("ascii") if ca_bundle_pem else None
 
-    def config(path: str) -> dict[str, Any]:
-        out = dict(client_config(path))
+    def config(path: str) -> reg.WebhookClientConfig:
+        out = client_config(path).copy()
         if ca is not None:
             out["caBundle"] = ca
         return out
 
     managed = _namespace_selector(require_managed_label)
 
-    def managed_config(path: str) -> dict[str, Any]:
+    def managed_config(path: str) -> reg.WebhookClientConfig:
         """A hook that sees labelled namespaces only: its path says so to the handlers (``MANAGED_ROUTE``)."""
         return config(f"{path}/{MANAGED_ROUTE}" if require_managed_label else path)
 
-    quota_pods = {"matchExpressions": [{"key": QUOTA_LABEL, "operator": "Exists"}]}
-    metadata = {"name": NAME, "labels": {"app.kubernetes.io/name": "kube-queue"}}
-    mutating = {
+    quota_pods: reg.LabelSelector = {"matchExpressions": [{"key": QUOTA_LABEL, "operator": "Exists"}]}
+    metadata: reg.Metadata = {"name": NAME, "labels": {"app.kubernetes.io/name": "kube-queue"}}
+    mutating: reg.WebhookConfiguration = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": metadata,
@@ -355,7 +359,7 @@ def webhook_configs(
     everywhere = [
         (kind.plural, kind.group, kind.version, kind.plural) for kind in OUR_KINDS
     ]
-    validating = {
+    validating: reg.WebhookConfiguration = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": metadata,
@@ -437,13 +441,13 @@ def webhook_configs(
         ],
     }
     # Independent copies: no shared sub-objects (callers may edit one; YAML output has no anchors).
-    copied: list[dict[str, Any]] = orjson.loads(orjson.dumps([mutating, validating]))
+    copied: list[reg.WebhookConfiguration] = orjson.loads(orjson.dumps([mutating, validating]))  # the same shapes
     return copied
 
 
 def dev_webhook_configs(
     url_base: str, ca_bundle_pem: bytes, *, require_managed_label: bool = True
-) -> list[dict[str, Any]]:
+) -> list[reg.WebhookConfiguration]:
     """The two configurations for a service reached by URL (``https://127.0.0.1:9443``), trusting
     ``ca_bundle_pem``, beside the admission policies (the dev cluster runs Kubernetes 1.36). With
     ``require_managed_label=False`` every namespace but ``kube-system`` is sent to the webhook (the handlers
@@ -463,7 +467,7 @@ def cluster_webhook_configs(
     service_namespace: str = SERVICE_NAMESPACE,
     port: int = SERVICE_PORT,
     policies: bool = True,
-) -> list[dict[str, Any]]:
+) -> list[reg.WebhookConfiguration]:
     """The two configurations for the in-cluster Service (``caBundle`` injected at run time when omitted);
     ``policies=False``: the webhook-only variant for clusters without the admission policies."""
     return webhook_configs(
@@ -473,13 +477,13 @@ def cluster_webhook_configs(
     )
 
 
-def set_ca_bundle(config: Mapping[str, Any], ca_bundle_pem: bytes) -> dict[str, Any]:
+def set_ca_bundle(config: Obj, ca_bundle_pem: bytes) -> Doc:
     """A copy of a configuration object with every webhook's ``clientConfig.caBundle`` set."""
     ca = base64.b64encode(ca_bundle_pem).decode("ascii")
     out = dict(config)
     out["webhooks"] = [
-        {**hook, "clientConfig": {**hook.get("clientConfig", {}), "caBundle": ca}}
-        for hook in config.get("webhooks", [])
+        {**hook, "clientConfig": {**mapping(hook.get("clientConfig")), "caBundle": ca}}
+        for hook in mappings(config.get("webhooks"))
     ]
     return out
 

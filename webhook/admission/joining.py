@@ -39,7 +39,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from webhook.admission.review import AdmissionRequest
 from webhook.admission.state import AdmissionState, Settings
@@ -50,7 +49,9 @@ from webhook.api.names import (
     PLACEMENT_NAMESPACE_LABEL,
 )
 from webhook.api.namespace_labels import label_patch
+from webhook.api.objects import Obj, mapping, meta
 from webhook.core.quota import QuotaTree, QuotaTreeError, namespace_quota_label, parse_tree
+from webhook.workloads.base import JSONPatch, pointer
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class JoinError(RuntimeError):
 class Labelling:
     """What a namespace must carry before an allowed object is stored, and why (for the refusal)."""
 
-    patch: Mapping[str, Any]
+    patch: Obj
     """The namespace's merge patch."""
     label: str
     """The label it sets (``true``), named in the refusal."""
@@ -133,38 +134,36 @@ def namespace_unlisted(request: AdmissionRequest, state: AdmissionState) -> str 
         return None
     if request.operation != "CREATE" or request.dry_run or request.obj is None:
         return None
-    name = request.name or str((request.obj.get("metadata") or {}).get("name") or "")
+    name = request.name or str(meta(request.obj).get("name") or "")
     if not name or (state.tree is not None and namespace_quota_label(state.tree, name) is not None):
         return None
     return name
 
 
-def namespace_operations(request: AdmissionRequest, state: AdmissionState, now: float) -> list[dict[str, Any]]:
+def namespace_operations(request: AdmissionRequest, state: AdmissionState, now: float) -> list[JSONPatch]:
     """The JSON patch of a Namespace created while the honoured tree lists it: what
     :func:`~webhook.api.namespace_labels.label_patch` sets for the managed label, and its leaf's name
     (:func:`~webhook.core.quota.namespace_quota_label`). Nothing for any other namespace."""
     if request.operation != "CREATE" or request.obj is None or state.tree is None:
         return []
-    name = request.name or str((request.obj.get("metadata") or {}).get("name") or "")
+    metadata = meta(request.obj)
+    name = request.name or str(metadata.get("name") or "")
     leaf = namespace_quota_label(state.tree, name)
     if leaf is None:
         return []
-    metadata = request.obj.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
-    ops: list[dict[str, Any]] = []
-    wanted = label_patch(MANAGED_NAMESPACE_LABEL, "true", now)["metadata"]
-    wanted["labels"][NAMESPACE_QUOTA_LABEL] = leaf
-    for field, values in wanted.items():
+    ops: list[JSONPatch] = []
+    wanted = mapping(label_patch(MANAGED_NAMESPACE_LABEL, "true", now).get("metadata"))
+    labels = {**mapping(wanted.get("labels")), NAMESPACE_QUOTA_LABEL: leaf}
+    for field, values in {**wanted, "labels": labels}.items():
         if not isinstance(metadata.get(field), Mapping):
-            ops.append({"op": "add", "path": f"/metadata/{field}", "value": values})
+            ops.append({"op": "add", "path": pointer("metadata", field), "value": values})
             continue
-        for key, value in values.items():
-            ops.append({"op": "add", "path": f"/metadata/{field}/{key.replace('~', '~0').replace('/', '~1')}",
-                        "value": value})
+        for key, value in mapping(values).items():
+            ops.append({"op": "add", "path": pointer("metadata", field, key), "value": value})
     return ops
 
 
-Patcher = Callable[[str, Mapping[str, Any]], Awaitable[bool]]
+Patcher = Callable[[str, Obj], Awaitable[bool]]
 """Merge-patches one namespace: ``False`` when no such namespace exists."""
 Seen = Callable[[str, str], bool]
 """Whether this replica's namespace watch shows namespace ``[0]`` with label ``[1]`` set to ``true``."""

@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from webhook.admission.configs import cluster_webhook_configs
 from webhook.admission.policies import admission_policies
+from webhook.admission.registration import WebhookConfiguration
+from webhook.api.objects import Doc, Obj
 
 __all__ = ["generated_files", "main"]
 
@@ -35,11 +36,11 @@ _SCOPE = (
 )
 
 
-def _yaml(objects: Sequence[dict[str, Any]]) -> str:
+def _yaml(objects: Sequence[Obj]) -> str:
     return yaml.safe_dump_all(list(objects), sort_keys=False)
 
 
-def _replacing(configs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def _replacing(configs: Sequence[WebhookConfiguration]) -> list[Doc]:
     """Strategic-merge patches whose ``webhooks`` list replaces the patched object's whole list."""
     return [{**config, "webhooks": [{"$patch": "replace"}, *config["webhooks"]]} for config in configs]
 

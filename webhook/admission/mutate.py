@@ -33,15 +33,14 @@ created.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from webhook.admission.joining import namespace_operations
-from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
+from webhook.admission.review import AdmissionRequest, AdmissionReview, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
 from webhook.admission.validate import creation_refusal, held_at_creation
 from webhook.api.kinds import NAMESPACE
 from webhook.api.names import CONTROLLER_ANNOTATIONS, ECI_OPT_IN_LABEL, PARENT_ANNOTATION
+from webhook.api.objects import Obj
 from webhook.core.placement import PodView, policy_for_pod
 from webhook.core.profiles import calls_extender, scheduler_name_for
 from webhook.core.quota import queue_name
@@ -63,7 +62,7 @@ from webhook.workloads.pod import PodAdapter, extender_marker_patch
 from webhook.workloads.registry import adapter_for
 
 
-def mutate(review: Mapping[str, Any], state: AdmissionState, settings: Settings) -> dict[str, Any]:
+def mutate(review: Obj, state: AdmissionState, settings: Settings) -> AdmissionReview:
     """The response AdmissionReview for a decoded request review (raises ``ReviewError`` when unusable)."""
     request = parse_request(review)
     return mutate_request(request, state, settings)
@@ -71,7 +70,7 @@ def mutate(review: Mapping[str, Any], state: AdmissionState, settings: Settings)
 
 def mutate_request(
     request: AdmissionRequest, state: AdmissionState, settings: Settings, now: float | None = None
-) -> dict[str, Any]:
+) -> AdmissionReview:
     """``now`` (seconds since the epoch; the clock when ``None``) stamps a held job's submission time."""
     if request.operation != "CREATE" or request.sub_resource or settings.is_controller(request.username):
         return allow(request.uid)
@@ -131,7 +130,7 @@ def _would(request: AdmissionRequest) -> str:
 
 def _operations(
     adapter: Adapter,
-    obj: Mapping[str, Any],
+    obj: Obj,
     namespace: str,
     *,
     leaf_name: str | None,
@@ -143,7 +142,7 @@ def _operations(
     """The patch, computed step by step on a working copy so later steps see earlier ones (a template's
     labels include the quota label when the policies are matched)."""
     ops: list[JSONPatch] = []
-    current: Mapping[str, Any] = obj
+    current: Obj = obj
     if held:
         forged = annotation_removal(current, CONTROLLER_ANNOTATIONS)  # the controller's records are its own
         if forged:
@@ -178,7 +177,7 @@ def _operations(
 
 
 def _policy_ops(
-    adapter: Adapter, obj: Mapping[str, Any], namespace: str, state: AdmissionState, *, in_tree: bool = False
+    adapter: Adapter, obj: Obj, namespace: str, state: AdmissionState, *, in_tree: bool = False
 ) -> list[JSONPatch]:
     """What the ResourcePolicy selecting each pod template (or Pod) asks of it (a policy works in every
     namespace it is created in), and what the scheduler must know of the pod: the virtual node's toleration

@@ -29,8 +29,8 @@ older clusters install the webhook-only configuration (manifests/README.md).
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from webhook.admission.registration import LabelSelector, MatchCondition, PolicyObject, Rule
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.names import (
     ADMISSION_GATE,
@@ -66,7 +66,7 @@ EXCLUDED_NAMESPACES = ("kube-system",)
 """Namespaces no pod rule and no job hook applies to (the webhook configurations' selectors too)."""
 
 
-def managed_namespaces() -> dict[str, Any]:
+def managed_namespaces() -> LabelSelector:
     """The namespaces every pod rule applies to: labelled managed by the controller, never ``kube-system``
     (the pod webhooks' selector too)."""
     return {
@@ -99,8 +99,13 @@ def creator_is_trusted(patterns: tuple[str, ...] = (*WORKLOAD_CONTROLLERS, DEFAU
     return " || ".join(parts) if parts else "false"
 
 
-_POD_RULE = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}
-_NOT_TRUSTED = {"name": "not-a-trusted-creator", "expression": f"!({creator_is_trusted()})"}
+def _pod_rule(*operations: str) -> Rule:
+    """The rule matching ``operations`` on Pods."""
+    return {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced",
+            "operations": list(operations)}
+
+
+_NOT_TRUSTED: MatchCondition = {"name": "not-a-trusted-creator", "expression": f"!({creator_is_trusted()})"}
 """Neither the controller nor a workload controller: the guards never evaluate their rules for the pods a
 burst of admissions makes (the Job controller's) nor for the controller's own writes, which may do what they
 forbid."""
@@ -119,7 +124,7 @@ def _set_in(obj: str, path: tuple[str, ...], key: str, value: str) -> str:
             f"[JSONPatch{{op: \"add\", path: {_cel(_pointer(*path))}, value: {{{_cel(key)}: {value}}}}}]")
 
 
-def _mark_policy() -> dict[str, Any]:
+def _mark_policy() -> PolicyObject:
     # JSON patches, not apply configurations: a pod is created at every admission's burst, and a structured
     # merge of the whole pod cost the API server a quarter of its release rate (BENCHMARKS.md, issue 40).
     leaf = _cel(NAMESPACE_QUOTA_LABEL)
@@ -139,7 +144,7 @@ def _mark_policy() -> dict[str, Any]:
         "metadata": {"name": PODS_MARK, "labels": dict(LABELS)},
         "spec": {
             "matchConstraints": {
-                "resourceRules": [{**_POD_RULE, "operations": ["CREATE"]}],
+                "resourceRules": [_pod_rule("CREATE")],
                 "namespaceSelector": managed_namespaces(),
             },
             # The API server refuses a pod without containers anyway; nothing to mark on it.
@@ -168,7 +173,7 @@ def _kept(key: str, field: str) -> str:
     return f"{value('oldObject')} == {value('object')}"
 
 
-def _guard_policy() -> dict[str, Any]:
+def _guard_policy() -> PolicyObject:
     gate = _cel(ADMISSION_GATE)
 
     def gated(obj: str) -> str:
@@ -181,7 +186,7 @@ def _guard_policy() -> dict[str, Any]:
     updating = "request.operation != 'UPDATE' || "
     return _validating_policy(
         PODS_GUARD,
-        [{**_POD_RULE, "operations": ["CREATE", "UPDATE"]}],
+        [_pod_rule("CREATE", "UPDATE")],
         [
             {
                 "expression": ("request.operation != 'CREATE' || !has(object.spec.nodeName) || "
@@ -222,9 +227,10 @@ _TEMPLATE_KINDS = (("apps", ("deployments", "replicasets", "statefulsets", "daem
 their ``jobTemplate``)."""
 
 
-def _templates_policy() -> dict[str, Any]:
-    rules = [{"apiGroups": [group], "apiVersions": ["v1"], "resources": list(resources), "scope": "Namespaced",
-              "operations": ["CREATE", "UPDATE"]} for group, resources in _TEMPLATE_KINDS]
+def _templates_policy() -> PolicyObject:
+    rules: list[Rule] = [
+        {"apiGroups": [group], "apiVersions": ["v1"], "resources": list(resources), "scope": "Namespaced",
+         "operations": ["CREATE", "UPDATE"]} for group, resources in _TEMPLATE_KINDS]
     rules.append({"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["cronjobs"], "scope": "Namespaced",
                   "operations": ["CREATE", "UPDATE"]})
     cron = "request.resource.resource == 'cronjobs'"
@@ -252,7 +258,7 @@ def _templates_policy() -> dict[str, Any]:
     )
 
 
-def _validating_policy(name: str, rules: list[dict[str, Any]], validations: list[dict[str, str]]) -> dict[str, Any]:
+def _validating_policy(name: str, rules: list[Rule], validations: list[dict[str, str]]) -> PolicyObject:
     """A guard: ``validations`` of the requests ``rules`` match in a managed namespace, by anyone but a trusted
     creator (:data:`_NOT_TRUSTED`); refused when it cannot be evaluated."""
     return {
@@ -268,12 +274,12 @@ def _validating_policy(name: str, rules: list[dict[str, Any]], validations: list
     }
 
 
-def _binding(kind: str, policy: str, **spec: Any) -> dict[str, Any]:
+def _binding(kind: str, policy: str, **spec: object) -> PolicyObject:
     return {"apiVersion": API_VERSION, "kind": f"{kind}Binding",
             "metadata": {"name": policy, "labels": dict(LABELS)}, "spec": {"policyName": policy, **spec}}
 
 
-def admission_policies() -> list[dict[str, Any]]:
+def admission_policies() -> list[PolicyObject]:
     """The policies and their bindings, in the order they are applied (a binding after its policy; grouped by kind,
     as Helm orders them)."""
     return [

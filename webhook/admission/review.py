@@ -10,11 +10,12 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
 import orjson
 
 from webhook.api.kinds import ADMISSION_REVIEW
+from webhook.api.objects import Obj
 
 API_VERSION = ADMISSION_REVIEW.api_version
 KIND = ADMISSION_REVIEW.kind
@@ -29,6 +30,35 @@ class ReviewError(ValueError):
         self.message = message
         self.uid = uid
         super().__init__(message)
+
+
+class Status(TypedDict):
+    """A refusal's ``response.status`` (a ``metav1.Status``)."""
+
+    status: Literal["Failure"]
+    code: int
+    reason: str
+    message: str
+
+
+class AdmissionResponse(TypedDict):
+    """The ``response`` of an answering review."""
+
+    uid: str
+    allowed: bool
+    patchType: NotRequired[Literal["JSONPatch"]]
+    patch: NotRequired[str]
+    """Base64 of the JSON Patch."""
+    warnings: NotRequired[list[str]]
+    status: NotRequired[Status]
+
+
+class AdmissionReview(TypedDict):
+    """An answering ``admission.k8s.io/v1`` AdmissionReview, as the handlers return it."""
+
+    apiVersion: str
+    kind: str
+    response: AdmissionResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +85,8 @@ class AdmissionRequest:
     operation: str
     username: str
     groups: tuple[str, ...]
-    obj: Mapping[str, Any] | None
-    old_obj: Mapping[str, Any] | None
+    obj: Obj | None
+    old_obj: Obj | None
     dry_run: bool = False
 
     @property
@@ -81,7 +111,7 @@ def _text(value: object, field: str, uid: str | None, *, required: bool = False)
     return value
 
 
-def _object(value: object, field: str, uid: str) -> Mapping[str, Any] | None:
+def _object(value: object, field: str, uid: str) -> Obj | None:
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -144,13 +174,13 @@ def parse_request(review: object) -> AdmissionRequest:
     )
 
 
-def _review(response: dict[str, Any]) -> dict[str, Any]:
+def _review(response: AdmissionResponse) -> AdmissionReview:
     return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
 
 
-def allow(uid: str, patch: Sequence[Mapping[str, Any]] = (), warnings: Sequence[str] = ()) -> dict[str, Any]:
+def allow(uid: str, patch: Sequence[Obj] = (), warnings: Sequence[str] = ()) -> AdmissionReview:
     """An allowing response; a non-empty ``patch`` goes out as base64 JSON Patch."""
-    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    response: AdmissionResponse = {"uid": uid, "allowed": True}
     if patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(orjson.dumps(list(patch))).decode("ascii")
@@ -159,7 +189,7 @@ def allow(uid: str, patch: Sequence[Mapping[str, Any]] = (), warnings: Sequence[
     return _review(response)
 
 
-def deny(uid: str, message: str, code: int = 403, reason: str = "Forbidden") -> dict[str, Any]:
+def deny(uid: str, message: str, code: int = 403, reason: str = "Forbidden") -> AdmissionReview:
     """A refusal; ``message`` is what ``kubectl`` prints after "admission webhook ... denied the request"."""
     return _review(
         {
@@ -170,16 +200,16 @@ def deny(uid: str, message: str, code: int = 403, reason: str = "Forbidden") -> 
     )
 
 
-def encode(review: Mapping[str, Any]) -> bytes:
+def encode(review: AdmissionReview) -> bytes:
     return orjson.dumps(review)
 
 
-def decoded_patch(review: Mapping[str, Any]) -> list[dict[str, Any]]:
+def decoded_patch(review: Obj) -> list[Obj]:
     """The JSON Patch of a response review (``[]`` when none); for tests and tools."""
     response = review.get("response")
     if not isinstance(response, Mapping) or not response.get("patch"):
         return []
     ops = orjson.loads(base64.b64decode(str(response["patch"])))
-    if not isinstance(ops, list):
-        raise ValueError("the patch is not a JSON list")
+    if not isinstance(ops, list) or not all(isinstance(op, Mapping) for op in ops):
+        raise ValueError("the patch is not a JSON list of operations")
     return ops

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
 from aiohttp import web
 
 from webhook.admission.state import StateStore
 from webhook.api import kinds
 from webhook.api.names import TREE_NAMESPACE
+from webhook.api.objects import Obj
 from webhook.kube.cache import ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
 from webhook.kube.client import KubeClient, ResourceRef
 from webhook.kube.optional import OptionalListWatch
@@ -35,7 +35,7 @@ LIMIT_RANGES = ResourceRef.of(kinds.LIMIT_RANGE)
 DEVICE_CLASSES = ResourceRef.of(kinds.DEVICE_CLASS)
 
 
-def _rebuild(update: Callable[[Iterable[Mapping[str, Any]]], None]) -> Callable[[WatchCache, CacheEvent], None]:
+def _rebuild(update: Callable[[Iterable[Obj]], None]) -> Callable[[WatchCache, CacheEvent], None]:
     def listener(cache: WatchCache, event: CacheEvent) -> None:
         update(cache.items())
 
@@ -47,7 +47,7 @@ def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TR
     """The six caches, each wired to its part of ``store`` (not yet running), and offered to ``watches`` for the
     other parts of the process to read (:mod:`webhook.kube.shared`)."""
     trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
-    pairs: list[tuple[str, ResourceRef, Callable[[Iterable[Mapping[str, Any]]], None]]] = [
+    pairs: list[tuple[str, ResourceRef, Callable[[Iterable[Obj]], None]]] = [
         ("elasticquotatrees", trees, store.set_trees),
         ("resourcepolicies", POLICIES, store.set_policies),
         ("priorityclasses", PRIORITY_CLASSES, store.set_priority_classes),

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import TypeVar
 
 from webhook.api.names import (
     CONTROLLER_COMPONENT,
@@ -23,7 +23,7 @@ from webhook.api.names import (
     QUOTA_RESOURCE_ANNOTATION,
     TREE_NAMESPACE,
 )
-from webhook.api.objects import annotations_of, meta, name_of
+from webhook.api.objects import Obj, annotations_of, meta, name_of
 from webhook.core.dra import quota_classes
 from webhook.core.integrity import WORKLOAD_CONTROLLERS, is_workload_controller
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, container_defaults
@@ -67,7 +67,10 @@ class Settings:
         return self.is_controller(username) or is_workload_controller(username, self.pod_creators)
 
 
-def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+_V = TypeVar("_V")
+
+
+def _frozen(mapping: Mapping[str, _V]) -> Mapping[str, _V]:
     return mapping if isinstance(mapping, MappingProxyType) else MappingProxyType(dict(mapping))
 
 
@@ -153,7 +156,7 @@ class AdmissionState:
 
 
 def tree_from_objects(
-    objects: Iterable[Mapping[str, Any]], tree_namespace: str = TREE_NAMESPACE
+    objects: Iterable[Obj], tree_namespace: str = TREE_NAMESPACE
 ) -> tuple[QuotaTree | None, frozenset[tuple[str, str]], str | None]:
     """The honoured tree among ElasticQuotaTree objects: the oldest one in ``tree_namespace`` (normally the
     only one). Returns ``(tree or None, every (namespace, name), why there is no tree)``."""
@@ -168,7 +171,7 @@ def tree_from_objects(
     return honoured.tree, names, honoured.problem
 
 
-def policies_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, tuple[ResourcePolicy, ...]]:
+def policies_from_objects(objects: Iterable[Obj]) -> dict[str, tuple[ResourcePolicy, ...]]:
     """Valid ResourcePolicies grouped by namespace (invalid ones are logged and left out)."""
     grouped: dict[str, list[ResourcePolicy]] = {}
     for obj in objects:
@@ -187,7 +190,7 @@ def policies_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, tup
     return {namespace: tuple(policies) for namespace, policies in grouped.items()}
 
 
-def priority_classes_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def priority_classes_from_objects(objects: Iterable[Obj]) -> dict[str, int]:
     """PriorityClass name -> value."""
     out: dict[str, int] = {}
     for obj in objects:
@@ -198,9 +201,9 @@ def priority_classes_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[
     return out
 
 
-def limit_defaults_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, ContainerDefaults]:
+def limit_defaults_from_objects(objects: Iterable[Obj]) -> dict[str, ContainerDefaults]:
     """Namespace -> the default container requests of its LimitRanges (namespaces without defaults left out)."""
-    grouped: dict[str, list[Mapping[str, Any]]] = {}
+    grouped: dict[str, list[Obj]] = {}
     for obj in objects:
         namespace = meta(obj).get("namespace")
         if isinstance(namespace, str):
@@ -209,7 +212,7 @@ def limit_defaults_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[st
     return {namespace: defaults for namespace, defaults in out.items() if defaults.requests}
 
 
-def namespace_labels_from_objects(objects: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, str]]:
+def namespace_labels_from_objects(objects: Iterable[Obj]) -> dict[str, Mapping[str, str]]:
     out: dict[str, Mapping[str, str]] = {}
     for obj in objects:
         metadata = meta(obj)
@@ -232,7 +235,7 @@ class StateStore:
         self.tree_namespace = (settings or Settings()).tree_namespace
         self._unlabelled: tuple[str, ...] = ()
 
-    def set_trees(self, objects: Iterable[Mapping[str, Any]]) -> None:
+    def set_trees(self, objects: Iterable[Obj]) -> None:
         listed = list(objects)
         tree, names, problem = tree_from_objects(listed, self.tree_namespace)
         if problem is not None and problem != self.current.tree_problem:
@@ -245,20 +248,20 @@ class StateStore:
         self.current = replace(self.current, tree=tree, tree_names=names, tree_problem=problem, tree_used=used)
         self._check_labels()
 
-    def set_policies(self, objects: Iterable[Mapping[str, Any]]) -> None:
+    def set_policies(self, objects: Iterable[Obj]) -> None:
         self.current = replace(self.current, policies=policies_from_objects(objects))
 
-    def set_priority_classes(self, objects: Iterable[Mapping[str, Any]]) -> None:
+    def set_priority_classes(self, objects: Iterable[Obj]) -> None:
         self.current = replace(self.current, priority_classes=priority_classes_from_objects(objects))
 
-    def set_limit_ranges(self, objects: Iterable[Mapping[str, Any]]) -> None:
+    def set_limit_ranges(self, objects: Iterable[Obj]) -> None:
         self.current = replace(self.current, limit_defaults=limit_defaults_from_objects(objects))
 
-    def set_device_classes(self, objects: Iterable[Mapping[str, Any]]) -> None:
+    def set_device_classes(self, objects: Iterable[Obj]) -> None:
         classes = quota_classes(((name_of(obj), annotations_of(obj)) for obj in objects), QUOTA_RESOURCE_ANNOTATION)
         self.current = replace(self.current, quota_classes=classes)
 
-    def set_namespaces(self, objects: Iterable[Mapping[str, Any]]) -> None:
+    def set_namespaces(self, objects: Iterable[Obj]) -> None:
         self.current = replace(self.current, namespace_labels=namespace_labels_from_objects(objects))
         self._check_labels()
 

@@ -20,17 +20,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from webhook.admission.review import AdmissionRequest, allow, deny, parse_request
+from webhook.admission.review import AdmissionRequest, AdmissionReview, allow, deny, parse_request
 from webhook.admission.state import AdmissionState, Settings
 from webhook.api.kinds import ELASTIC_QUOTA_TREE, QUEUE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_POLICY
+from webhook.api.objects import Obj, meta
 from webhook.core.dra import claim_problems
 from webhook.core.integrity import pod_creation_problems, resize_problems
 from webhook.core.placement import validate_policy
 from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
 from webhook.core.workload import WorkloadError, pod_request
-from webhook.workloads.base import Adapter, value_at
+from webhook.workloads.base import Adapter, mapping_at, value_at
 from webhook.workloads.children import queued_parent
 from webhook.workloads.facts import submission_problems, update_problems
 from webhook.workloads.registry import adapter_for, queued_by_a_job
@@ -42,13 +42,13 @@ _WRITES = ("CREATE", "UPDATE")
 _CLAIM_KINDS = {(kind.group, kind.kind) for kind in (RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE)}
 
 
-def validate(review: Mapping[str, Any], state: AdmissionState, settings: Settings) -> dict[str, Any]:
+def validate(review: Obj, state: AdmissionState, settings: Settings) -> AdmissionReview:
     """The response AdmissionReview for a decoded request review (raises ``ReviewError`` when unusable)."""
     request = parse_request(review)
     return validate_request(request, state, settings)
 
 
-def validate_request(request: AdmissionRequest, state: AdmissionState, settings: Settings) -> dict[str, Any]:
+def validate_request(request: AdmissionRequest, state: AdmissionState, settings: Settings) -> AdmissionReview:
     group, kind = request.kind.group, request.kind.kind
     if request.sub_resource == "resize" and (group, kind) == ("", "Pod") and request.operation == "UPDATE":
         return _pod_resize(request, state)
@@ -83,13 +83,13 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
         return deny(request.uid, f"kube-queue cannot read {request.display_name}: {error}", 422, "Invalid")
 
 
-def _pod_resize(request: AdmissionRequest, state: AdmissionState) -> dict[str, Any]:
+def _pod_resize(request: AdmissionRequest, state: AdmissionState) -> AdmissionReview:
     """An in-place resize of a pod of the tree's namespaces (:func:`resize_problems`)."""
     new, old = request.obj, request.old_obj
     if state.tree is None or new is None or old is None:
         return allow(request.uid)
     try:
-        before, after = pod_request(old.get("spec") or {}), pod_request(new.get("spec") or {})
+        before, after = pod_request(mapping_at(old, "spec") or {}), pod_request(mapping_at(new, "spec") or {})
     except WorkloadError as error:
         return deny(request.uid, f"kube-queue cannot read {request.display_name}: {error}", 422, "Invalid")
     problems = resize_problems(state.tree, request.namespace, before, after, state.tree_used,
@@ -99,7 +99,7 @@ def _pod_resize(request: AdmissionRequest, state: AdmissionState) -> dict[str, A
     return deny(request.uid, f"{request.display_name} may not grow: " + "; ".join(problems), 403, "Forbidden")
 
 
-def _claim(request: AdmissionRequest, state: AdmissionState, *, template: bool) -> dict[str, Any]:
+def _claim(request: AdmissionRequest, state: AdmissionState, *, template: bool) -> AdmissionReview:
     """A DRA claim (or claim template) created in a namespace of the tree: refused when the quota could not
     count what it asks for (docs/pod-quota.md, "Devices")."""
     assert request.obj is not None
@@ -119,15 +119,14 @@ def _claim(request: AdmissionRequest, state: AdmissionState, *, template: bool) 
                 f"{quota}, which counts these devices: " + "; ".join(problems), 422, "Invalid")
 
 
-def _invalid(request: AdmissionRequest, problems: list[str]) -> dict[str, Any]:
+def _invalid(request: AdmissionRequest, problems: list[str]) -> AdmissionReview:
     listing = "; ".join(problems)
     return deny(request.uid, f"{request.display_name} is invalid: {listing}", code=422, reason="Invalid")
 
 
-def _tree(request: AdmissionRequest, state: AdmissionState) -> dict[str, Any]:
+def _tree(request: AdmissionRequest, state: AdmissionState) -> AdmissionReview:
     assert request.obj is not None
-    metadata = request.obj.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
+    metadata = meta(request.obj)
     namespace = request.namespace or str(metadata.get("namespace") or "")
     name = request.name or str(metadata.get("name") or "")
     others = state.other_trees(namespace, name)
@@ -137,7 +136,7 @@ def _tree(request: AdmissionRequest, state: AdmissionState) -> dict[str, Any]:
     return _invalid(request, [str(violation) for violation in violations])
 
 
-def queue_problems(obj: Mapping[str, Any]) -> list[str]:
+def queue_problems(obj: Obj) -> list[str]:
     """What is wrong with a Queue object (``[]`` when valid)."""
     spec = obj.get("spec")
     if spec is None:
@@ -152,7 +151,7 @@ def queue_problems(obj: Mapping[str, Any]) -> list[str]:
 
 def creation_refusal(
     request: AdmissionRequest, adapter: Adapter, state: AdmissionState, settings: Settings
-) -> dict[str, Any] | None:
+) -> AdmissionReview | None:
     """The refusal of a new job the queue cannot hold as written (``None`` when it can). The mutating handler
     asks too, so a job it would refuse never gets the "queued" warning first. A Pod bound to a node by its
     creator is refused unless a workload controller creates it (it would skip the scheduler's quota)."""
@@ -188,7 +187,7 @@ def creation_refusal(
     )
 
 
-def held_at_creation(adapter: Adapter, obj: Mapping[str, Any], username: str, settings: Settings) -> bool:
+def held_at_creation(adapter: Adapter, obj: Obj, username: str, settings: Settings) -> bool:
     """Whether a new object is queued on its own: every job; a Pod, or the child a queued job's operator creates
     for it (a RayJob's RayCluster: :mod:`webhook.workloads.children`), unless it names its controller owner and
     a workload controller creates it (anyone else's is held like a job of its own, whatever owner it names)."""
@@ -201,7 +200,7 @@ def held_at_creation(adapter: Adapter, obj: Mapping[str, Any], username: str, se
 
 def _job_update(
     request: AdmissionRequest, adapter: Adapter, leaf: QuotaNode | None, state: AdmissionState, settings: Settings
-) -> dict[str, Any]:
+) -> AdmissionReview:
     new, old = request.obj, request.old_obj
     assert new is not None
     if old is None:

@@ -13,18 +13,25 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import ClassVar, Literal, NotRequired, TypedDict, cast
 
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, SUBMITTED_ANNOTATION
-from webhook.api.objects import Obj, PodSpec, parse_time, rfc3339
+from webhook.api.objects import Doc, Obj, PodSpec, parse_time, rfc3339
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION
 from webhook.core.workload import Phase, PodSet, Workload, WorkloadError, WorkloadKey, pod_set
 from webhook.workloads.patch import PatchError as PatchError  # noqa: PLC0414 - re-exported (it lived here)
 from webhook.workloads.patch import apply_patch as apply_patch  # noqa: PLC0414
 from webhook.workloads.patch import unescape_pointer as unescape_pointer  # noqa: PLC0414
 
-JSONPatch = dict[str, Any]
-"""One JSON Patch operation: ``{"op": "add", "path": "/spec/suspend", "value": True}``."""
+
+class JSONPatch(TypedDict):
+    """One JSON Patch operation: ``{"op": "add", "path": "/spec/suspend", "value": True}`` (``value`` for all
+    but ``remove``)."""
+
+    op: Literal["add", "remove", "replace", "test"]
+    path: str
+    value: NotRequired[object]
+
 
 ECI_TOLERATION: dict[str, str] = dict(VIRTUAL_NODE_TOLERATION)
 """The toleration for the virtual (ECI) node's taint ``virtual-kubelet.io/provider=alibabacloud:NoSchedule``."""
@@ -51,9 +58,9 @@ def mapping_at(obj: Obj, *path: str | int) -> Obj | None:
     return value
 
 
-def value_at(obj: Obj, *path: str | int) -> Any:
+def value_at(obj: Obj, *path: str | int) -> object:
     """The value at ``path``; ``None`` when a step is absent or null."""
-    current: Any = obj
+    current: object = obj
     for depth, step in enumerate(path):
         if current is None:
             return None
@@ -107,7 +114,7 @@ def bool_at(obj: Obj, *path: str | int) -> bool:
     return value
 
 
-def set_value_patch(obj: Obj, path: Sequence[str | int], value: Any) -> list[JSONPatch]:
+def set_value_patch(obj: Obj, path: Sequence[str | int], value: object) -> list[JSONPatch]:
     """Operations that set ``path`` to ``value``, creating absent parent objects on the way.
 
     ``add`` on an existing member replaces it (RFC 6902 4.1), so the result applies whether or not the
@@ -118,7 +125,7 @@ def set_value_patch(obj: Obj, path: Sequence[str | int], value: Any) -> list[JSO
     for depth in range(len(path) - 1):
         parent = value_at(obj, *path[: depth + 1])
         if parent is None:
-            nested: Any = value
+            nested: object = value
             for step in reversed(path[depth + 1 :]):
                 nested = {step: nested}
             return [{"op": "add", "path": pointer(*path[: depth + 1]), "value": nested}]
@@ -143,7 +150,7 @@ def metadata_patch(
     meta_path: list[str | int] = [*base, "metadata"]
     metadata = mapping_at(obj, *meta_path)
     if metadata is None:
-        value: dict[str, Any] = {}
+        value: Doc = {}
         if labels:
             value["labels"] = dict(labels)
         if annotations:

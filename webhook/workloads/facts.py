@@ -6,8 +6,7 @@ the fields they read (its hold, quota labels, submission stamp, priority class f
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from webhook.api.names import CONTROLLER_ANNOTATIONS, QUOTA_LABEL, SUBMITTED_ANNOTATION
 from webhook.api.objects import Obj
@@ -103,7 +102,7 @@ def job_facts(
     )
 
 
-def _value(obj: Obj, path: tuple[str | int, ...]) -> Any:
+def _value(obj: Obj, path: tuple[str | int, ...]) -> object:
     try:
         return value_at(obj, *path)
     except WorkloadError:
@@ -118,7 +117,7 @@ def _text(obj: Obj, path: tuple[str | int, ...]) -> str | None:
         return repr(value)
 
 
-def _safe(check: Any, obj: Obj) -> bool:
+def _safe(check: Callable[[Obj], bool], obj: Obj) -> bool:
     try:
         return bool(check(obj))
     except WorkloadError:

@@ -10,12 +10,12 @@ from); an operator configured otherwise sizes its pods otherwise.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import cast
 
-from webhook.api.objects import PodSpec
+from webhook.api.objects import Container, Obj, PodSpec
 
 
-def _container(name: str, requests: Mapping[str, str], limits: Mapping[str, str]) -> dict[str, Any]:
+def _container(name: str, requests: Mapping[str, str], limits: Mapping[str, str]) -> Container:
     return {"name": name, "resources": {"requests": dict(requests), "limits": dict(limits)}}
 
 
@@ -41,14 +41,14 @@ RAY_AUTOSCALER = _container("autoscaler", {"cpu": "500m", "memory": "512Mi"}, {"
 """KubeRay's (v1.5.0) default autoscaler sidecar on the head of a cluster with ``enableInTreeAutoscaling``."""
 
 
-def with_init_containers(spec: PodSpec, containers: Sequence[Mapping[str, Any]]) -> PodSpec:
+def with_init_containers(spec: PodSpec, containers: Sequence[Obj]) -> PodSpec:
     """``spec`` with ``containers`` appended to its init containers (a new mapping; ``spec`` is not changed)."""
     current = spec.get("initContainers")
     existing = list(current) if isinstance(current, list) else []
     return cast(PodSpec, {**spec, "initContainers": [*existing, *containers]})
 
 
-def with_containers(spec: PodSpec, containers: Sequence[Mapping[str, Any]]) -> PodSpec:
+def with_containers(spec: PodSpec, containers: Sequence[Obj]) -> PodSpec:
     """``spec`` with ``containers`` appended to its containers (a new mapping)."""
     current = spec.get("containers")
     existing = list(current) if isinstance(current, list) else []

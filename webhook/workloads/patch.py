@@ -5,11 +5,10 @@ Re-exported by :mod:`webhook.workloads.base`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import orjson
 
-from webhook.api.objects import Obj, plain
+from webhook.api.objects import Doc, Obj, plain
 
 
 def unescape_pointer(token: str) -> str:
@@ -29,7 +28,7 @@ def _split(path: str) -> list[str]:
     return [unescape_pointer(token) for token in path[1:].split("/")]
 
 
-def _container(doc: Any, tokens: list[str], path: str) -> Any:
+def _container(doc: object, tokens: list[str], path: str) -> object:
     current = doc
     for token in tokens:
         if isinstance(current, dict):
@@ -45,10 +44,10 @@ def _container(doc: Any, tokens: list[str], path: str) -> Any:
     return current
 
 
-def apply_patch(obj: Obj, ops: Sequence[Obj]) -> dict[str, Any]:
+def apply_patch(obj: Obj, ops: Sequence[Obj]) -> Doc:
     """A copy of ``obj`` with RFC 6902 ``add``/``remove``/``replace``/``test`` operations applied (what the
     apiserver does with a webhook's patch). Raises :class:`PatchError`."""
-    doc: Any = orjson.loads(orjson.dumps(obj, default=plain))
+    doc: object = orjson.loads(orjson.dumps(obj, default=plain))
     for op in ops:
         kind, path = op.get("op"), op.get("path")
         if not isinstance(path, str):

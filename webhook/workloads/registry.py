@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Mapping
 from functools import cache
-from typing import Any
 
 import webhook.workloads as _package
 from webhook.api.names import ADMISSION_ANNOTATION
-from webhook.api.objects import annotations_of, controller_of
+from webhook.api.objects import Obj, annotations_of, controller_of
 from webhook.workloads.base import Adapter
 
 _SKIP = frozenset({"base", "registry"})
@@ -56,10 +54,10 @@ def job_owner_kinds() -> frozenset[str]:
     return frozenset(kinds)
 
 
-def queued_by_a_job(pod: Mapping[str, Any]) -> bool:
+def queued_by_a_job(pod: Obj) -> bool:
     """Whether a queued job accounts for ``pod``: its controller owner is of a job kind (:func:`job_owner_kinds`)
     or a Pod (only a job's pod owns pods: a SparkApplication's driver its executors), or it is a bare Pod the queue
-    released (it carries the admission record). Any other pod is *loose*: it counts as it runs, and reclaim may
+    released (it carries the admission record). Every other pod is *loose*: it counts as it runs, and reclaim may
     evict it (docs/reclaim.md, "Pods")."""
     owner = controller_of(pod)
     if owner is not None and owner.get("kind") in {*job_owner_kinds(), "Pod"}:

@@ -22,10 +22,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any
 
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
-from webhook.api.objects import Obj
+from webhook.api.objects import Doc, Obj
 from webhook.core.workload import PodSet, WorkloadError, pod_set
 from webhook.workloads.base import (
     JSONPatch,
@@ -92,7 +91,7 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
         instances = int_at(obj, DEFAULT_EXECUTORS, "spec", "executor", "instances")
         return DEFAULT_EXECUTORS if instances is None else instances
 
-    def _spec(self, obj: Obj, role: str) -> dict[str, Any]:
+    def _spec(self, obj: Obj, role: str) -> Doc:
         """The pod spec whose request is what Spark asks for this role's pods."""
         cores = int_at(obj, 1, "spec", role, "cores")
         cpu = str_at(obj, "spec", role, "coreRequest") or str(1 if cores is None else cores)
@@ -115,11 +114,11 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
         if gpu is not None and gpu.get("name"):
             quantity = gpu.get("quantity")
             requests[str(gpu["name"])] = limits[str(gpu["name"])] = str(quantity if quantity is not None else 1)
-        containers: list[Any] = [{"name": f"spark-{role}", "resources": {"requests": requests, "limits": limits}}]
+        containers: list[object] = [{"name": f"spark-{role}", "resources": {"requests": requests, "limits": limits}}]
         sidecars = value_at(obj, "spec", role, "sidecars")
         if isinstance(sidecars, list):
             containers += [c for c in sidecars if isinstance(c, Mapping)]
-        spec: dict[str, Any] = {"containers": containers}
+        spec: Doc = {"containers": containers}
         inits = value_at(obj, "spec", role, "initContainers")
         if isinstance(inits, list):
             spec["initContainers"] = [c for c in inits if isinstance(c, Mapping)]

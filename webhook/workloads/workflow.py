@@ -20,13 +20,12 @@ step; Argo lets the steps already running finish (it does not delete their pods)
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 import yaml
 
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, WORKFLOW_SIZE_ANNOTATION
-from webhook.api.objects import Obj
+from webhook.api.objects import Doc, Obj, mappings
 from webhook.core.resources import ResourceError, Resources
 from webhook.core.workload import PodSet, WorkloadError, pod_request
 from webhook.workloads.base import (
@@ -64,8 +63,10 @@ def declared_size(text: str) -> Resources:
 class _Sizer:
     """The widest point of a workflow's templates (module notes)."""
 
-    def __init__(self, templates: Sequence[Any]) -> None:
-        self.by_name = {t["name"]: t for t in templates if isinstance(t, Mapping) and isinstance(t.get("name"), str)}
+    def __init__(self, templates: Sequence[object]) -> None:
+        self.by_name: dict[str, Obj] = {
+            t["name"]: t for t in templates if isinstance(t, Mapping) and isinstance(t.get("name"), str)
+        }
         self.largest_pod = Resources()
 
     def width(self, name: str | None, depth: int = 0) -> Resources:
@@ -83,12 +84,13 @@ class _Sizer:
                 members = group if isinstance(group, list) else [group]
                 widest = _most(widest, self._sum(members, depth))
             return widest
-        tasks = (template.get("dag") or {}).get("tasks") if isinstance(template.get("dag"), Mapping) else None
+        dag = template.get("dag")
+        tasks = dag.get("tasks") if isinstance(dag, Mapping) else None
         if isinstance(tasks, list):
             return self._sum(tasks, depth)
         return Resources()
 
-    def _sum(self, members: Sequence[Any], depth: int) -> Resources:
+    def _sum(self, members: Sequence[object], depth: int) -> Resources:
         total = Resources()
         for member in members:
             if isinstance(member, Mapping):
@@ -96,24 +98,30 @@ class _Sizer:
                 total = total + self.width(name if isinstance(name, str) else None, depth + 1) * _fan_out(member)
         return total
 
-    def _pod(self, template: Mapping[str, Any]) -> Resources:
+    def _pod(self, template: Obj) -> Resources:
         name = template.get("name")
+        containers: object
         if "containerSet" in template:
-            containers = (template.get("containerSet") or {}).get("containers") or []
+            container_set = template.get("containerSet") or {}
+            if not isinstance(container_set, Mapping):
+                raise WorkloadError(f"spec.templates[{name}].containerSet: expected an object")
+            containers = container_set.get("containers") or []
         else:
             key = "container" if "container" in template else "script"
             containers = [template.get(key) or {}]
-        spec = {"containers": [c for c in containers if isinstance(c, Mapping)]}
+        if not isinstance(containers, Iterable):
+            raise WorkloadError(f"spec.templates[{name}].containerSet.containers: expected a list")
+        spec: Doc = {"containers": [c for c in containers if isinstance(c, Mapping)]}
         inits = template.get("initContainers")
         if isinstance(inits, list):
-            spec["initContainers"] = [c for c in inits if isinstance(c, Mapping)]
+            spec["initContainers"] = mappings(inits)
         try:
             return pod_request(spec)
         except WorkloadError as error:
             raise WorkloadError(f"spec.templates[{name}]: {error}") from None
 
 
-def _fan_out(member: Mapping[str, Any]) -> int:
+def _fan_out(member: Obj) -> int:
     items = member.get("withItems")
     if isinstance(items, list):
         return len(items)
