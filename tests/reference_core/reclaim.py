@@ -223,11 +223,13 @@ class Reclaimer(ReclaimIndex):
         fits = False
         spent = False
         for candidate in self._stream(chain, blockers, within, preemptor.priority if own else None):
+            if candidate.key in self._gone:
+                continue  # taken by an earlier plan: not a candidate, so not counted against the budget (6447c72)
             if self._budget is not None and self.visits >= self._budget:
                 spent = True
                 break
             self.visits += 1
-            if candidate.key in self._gone or candidate.key == preemptor.key:
+            if candidate.key == preemptor.key:
                 continue
             same = candidate.chain is chain
             guarded: tuple[str, ...] = ()
