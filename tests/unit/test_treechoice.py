@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders import SEED_TREE_SPEC
-from webhook.core.treechoice import honoured_tree, oldest_tree_object
+from webhook.core.treechoice import honoured_again, honoured_in, honoured_tree, oldest_tree_object
 
 
 def tree_object(name: str, created: str | None, namespace: str = "kube-system", spec: Any = None) -> dict[str, Any]:
@@ -35,3 +35,24 @@ def test_the_honoured_tree_is_parsed_or_says_why_not() -> None:
     assert broken.obj is not None and broken.tree is None
     assert broken.problem is not None and broken.problem.startswith("ElasticQuotaTree kube-system/t is invalid: ")
     assert honoured_tree([]) == type(chosen)(None, None, None)
+
+
+def test_a_status_write_keeps_the_parsed_tree_a_new_spec_or_object_parses_again() -> None:
+    """What the webhook and the controller of one process share (webhook/kube/shared.py): a status write of the
+    honoured tree, the controller's own every pass, leaves them the same parsed tree."""
+    first = honoured_again([tree_object("t", "2024-04-08T02:00:00Z")], "kube-system", None)
+    assert first.tree is not None
+    written = {**tree_object("t", "2024-04-08T02:00:00Z"), "status": {"root": {"name": "root"}}}
+    kept = honoured_again([written], "kube-system", first)
+    assert kept.tree is first.tree and kept.obj is written
+    room = {"cpu": "1000", "memory": "1000Gi", "nvidia.com/gpu": 4}
+    grown = {**SEED_TREE_SPEC, "root": {**SEED_TREE_SPEC["root"], "max": room, "min": room}}
+    resized = honoured_again([tree_object("t", "2024-04-08T02:00:00Z", spec=grown)], "kube-system", kept)
+    assert resized.tree is not None and resized.tree is not first.tree and resized.tree != first.tree
+    other = honoured_again([tree_object("u", "2024-04-08T02:00:00Z")], "kube-system", kept)
+    assert other.tree is not first.tree and other.tree == first.tree
+    bad_spec = {"root": {"name": "root", "min": {"cpu": "x"}}}
+    broken = honoured_again([tree_object("t", "2024-04-08T02:00:00Z", spec=bad_spec)], "kube-system", kept)
+    assert broken.tree is None and broken.problem is not None
+    assert honoured_again([], "kube-system", kept) == type(first)(None, None, None)
+    assert honoured_in("kube-system")([written], first).tree is first.tree

@@ -23,7 +23,7 @@ from webhook.api.names import (
     QUOTA_RESOURCE_ANNOTATION,
     TREE_NAMESPACE,
 )
-from webhook.api.objects import Obj, annotations_of, meta, name_of
+from webhook.api.objects import Obj, annotations_of, meta, name_of, priority_values
 from webhook.core.dra import quota_classes
 from webhook.core.integrity import WORKLOAD_CONTROLLERS, is_workload_controller
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, container_defaults
@@ -31,7 +31,7 @@ from webhook.core.placement import PolicyError, ResourcePolicy, parse_policy
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import Resources
 from webhook.core.tree_status import used_from_status
-from webhook.core.treechoice import honoured_tree
+from webhook.core.treechoice import HonouredTree, honoured_tree
 
 log = logging.getLogger(__name__)
 
@@ -156,16 +156,18 @@ class AdmissionState:
 
 
 def tree_from_objects(
-    objects: Iterable[Obj], tree_namespace: str = TREE_NAMESPACE
+    objects: Iterable[Obj], tree_namespace: str = TREE_NAMESPACE, honoured: HonouredTree | None = None
 ) -> tuple[QuotaTree | None, frozenset[tuple[str, str]], str | None]:
     """The honoured tree among ElasticQuotaTree objects: the oldest one in ``tree_namespace`` (normally the
-    only one). Returns ``(tree or None, every (namespace, name), why there is no tree)``."""
+    only one), or ``honoured`` when the process made it already (:mod:`webhook.kube.shared`). Returns ``(tree or
+    None, every (namespace, name), why there is no tree)``."""
     listed = list(objects)
     names = frozenset(
         (str(meta(obj).get("namespace") or ""), str(meta(obj).get("name") or "")) for obj in listed
     )
-    in_namespace = [obj for obj in listed if meta(obj).get("namespace") == tree_namespace]
-    honoured = honoured_tree(in_namespace, tree_namespace)
+    if honoured is None:
+        honoured = honoured_tree([obj for obj in listed if meta(obj).get("namespace") == tree_namespace],
+                                 tree_namespace)
     if honoured.obj is None:
         return None, names, f"no ElasticQuotaTree in {tree_namespace}"
     return honoured.tree, names, honoured.problem
@@ -188,17 +190,6 @@ def policies_from_objects(objects: Iterable[Obj]) -> dict[str, tuple[ResourcePol
             continue
         grouped.setdefault(policy.namespace, []).append(policy)
     return {namespace: tuple(policies) for namespace, policies in grouped.items()}
-
-
-def priority_classes_from_objects(objects: Iterable[Obj]) -> dict[str, int]:
-    """PriorityClass name -> value."""
-    out: dict[str, int] = {}
-    for obj in objects:
-        name = meta(obj).get("name")
-        value = obj.get("value")
-        if isinstance(name, str) and isinstance(value, int) and not isinstance(value, bool):
-            out[name] = value
-    return out
 
 
 def limit_defaults_from_objects(objects: Iterable[Obj]) -> dict[str, ContainerDefaults]:
@@ -235,24 +226,27 @@ class StateStore:
         self.tree_namespace = (settings or Settings()).tree_namespace
         self._unlabelled: tuple[str, ...] = ()
 
-    def set_trees(self, objects: Iterable[Obj]) -> None:
+    def set_trees(self, objects: Iterable[Obj], honoured: HonouredTree | None = None) -> None:
+        """The trees as the cache holds them; ``honoured``: the one the process made of them, if it did."""
         listed = list(objects)
-        tree, names, problem = tree_from_objects(listed, self.tree_namespace)
+        if honoured is None:
+            honoured = honoured_tree([obj for obj in listed if meta(obj).get("namespace") == self.tree_namespace],
+                                     self.tree_namespace)
+        tree, names, problem = tree_from_objects(listed, self.tree_namespace, honoured)
         if problem is not None and problem != self.current.tree_problem:
             log.warning("component=admission event=no_tree reason=%r", problem)
         used = None
-        if tree is not None:
-            honoured = honoured_tree([obj for obj in listed if meta(obj).get("namespace") == self.tree_namespace],
-                                     self.tree_namespace)
-            used = used_from_status(tree, honoured.obj.get("status")) if honoured.obj is not None else None
+        if tree is not None and honoured.obj is not None:
+            used = used_from_status(tree, honoured.obj.get("status"))
         self.current = replace(self.current, tree=tree, tree_names=names, tree_problem=problem, tree_used=used)
         self._check_labels()
 
     def set_policies(self, objects: Iterable[Obj]) -> None:
         self.current = replace(self.current, policies=policies_from_objects(objects))
 
-    def set_priority_classes(self, objects: Iterable[Obj]) -> None:
-        self.current = replace(self.current, priority_classes=priority_classes_from_objects(objects))
+    def set_priority_classes(self, objects: Iterable[Obj], values: Mapping[str, int] | None = None) -> None:
+        """The PriorityClasses; ``values``: what the process made of them, if it did."""
+        self.current = replace(self.current, priority_classes=priority_values(objects) if values is None else values)
 
     def set_limit_ranges(self, objects: Iterable[Obj]) -> None:
         self.current = replace(self.current, limit_defaults=limit_defaults_from_objects(objects))

@@ -9,7 +9,7 @@ module, so "the name of an object" means the same thing in the controller, the w
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Never, TypedDict, cast
 
@@ -397,3 +397,13 @@ def event_time(event: Obj) -> float:
 def deleting(obj: Obj) -> bool:
     """Whether the object has a ``deletionTimestamp`` (it is being deleted)."""
     return bool(meta(obj).get("deletionTimestamp"))
+
+
+def priority_values(classes: Iterable[Obj]) -> dict[str, int]:
+    """PriorityClass name -> value (a class without a whole-number value is left out)."""
+    out: dict[str, int] = {}
+    for obj in classes:
+        name, value = meta(obj).get("name"), obj.get("value")
+        if isinstance(name, str) and isinstance(value, int) and not isinstance(value, bool):
+            out[name] = value
+    return out

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
 
 from webhook.api import kinds
 from webhook.api.names import QUOTA_LABEL, TREE_NAMESPACE, UNFINISHED_PODS
-from webhook.api.objects import Obj, meta, name_of, resource_version_of, status_of
+from webhook.api.objects import Obj, meta, name_of, priority_values, resource_version_of, status_of
 from webhook.controller.devices import DeviceWatch
 from webhook.controller.jobindex import JobIndex, ObjKey, Unsized, rv
 from webhook.controller.jobslim import job_slim
@@ -29,13 +29,15 @@ from webhook.controller.starts import PodIndex, pod_slim
 from webhook.core.loose import DisruptionBudget, read_budget
 from webhook.core.placement import PolicyError, parse_policy
 from webhook.core.quota import QuotaTree
-from webhook.core.treechoice import honoured_tree
+from webhook.core.treechoice import honoured_in, honoured_tree, oldest_tree_object
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
-from webhook.kube.shared import SharedWatches
+from webhook.kube.shared import HONOURED_TREE, PRIORITY_VALUES, Derived, Make, SharedWatches, remade
 from webhook.kube.slim import SlimListWatch
 from webhook.workloads.base import Adapter
 from webhook.workloads.registry import all_adapters
+
+T = TypeVar("T")
 
 log = logging.getLogger("webhook.controller")
 
@@ -175,18 +177,25 @@ class ClusterCache:
         self._assumed: dict[ObjKey, Obj] = {}
         self.jobs = JobIndex(self._assumed)
         """The tracked jobs, re-read where they changed (:mod:`webhook.controller.jobindex`)."""
+        self._honoured = self._derived(self.trees, HONOURED_TREE, honoured_in(tree_namespace))
+        """The honoured tree, the webhook's own in ``kq serve`` (:mod:`webhook.kube.shared`)."""
+        self._priority_values = self._derived(self.priority_classes, PRIORITY_VALUES, remade(priority_values))
+        self._tree_namespace = tree_namespace
         self._tree_epoch = 0
         self._tree_seen_epoch = -1
         self._tree_version = 0
-        self._tree_spec_key: str | None = None
         self.tree_parsed: tuple[QuotaTree | None, str | None] = (None, None)
         """The honoured tree (``None`` without one) and the problem with it, as the last pass read them."""
         self._tree_obj: Obj | None = None
         self._priority_epoch = 0
-        self._priority_map: dict[str, int] = {}
-        self._priority_map_epoch = -1
 
     # Wiring ------------------------------------------------------------------------------------------------
+    def _derived(self, cache: WatchCache, name: str, make: Make[T]) -> Derived[T]:
+        """What is made of ``cache``: shared with the part the cache is borrowed from, else this replica's."""
+        if self._shared is not None and cache in self._borrowed:
+            return self._shared.derived(cache, name, make)
+        return Derived(cache, make)
+
     def _cache(self, name: str, ref: ResourceRef, label_selector: str | None = None,
                adapter: Adapter | None = None) -> WatchCache:
         borrowed = self._shared.find(ref, label_selector) if self._shared is not None and adapter is None else None
@@ -383,33 +392,24 @@ class ClusterCache:
         self.jobs.touch(cache.name, (namespace, name))
 
     def tree(self) -> tuple[Obj | None, QuotaTree | None, str | None]:
-        """The honoured tree object and its parsed tree; the parsed tree (and the version that keys the job
-        memo) only changes when the object's name or spec does, not on status writes."""
+        """The honoured tree object (with this replica's newest writes) and its parsed tree; the parsed tree (and
+        the version that keys the job memo) only changes when the object's name or spec does, not on status
+        writes (:func:`~webhook.core.treechoice.honoured_again`)."""
         if self._tree_seen_epoch != self._tree_epoch:
             self._tree_seen_epoch = self._tree_epoch
-            objects = self.view(self.trees)
-            chosen, _, _ = choose_tree(objects) if objects else (None, None, None)
-            spec_key = None if chosen is None else json.dumps([name_of(chosen), chosen.get("spec")], sort_keys=True)
-            if spec_key != self._tree_spec_key or self._tree_version == 0:
-                _, tree, problem = choose_tree(objects)
-                self._tree_spec_key = spec_key
-                self.tree_parsed = (tree, problem)
+            honoured = self._honoured.value
+            parsed = (honoured.tree, honoured.problem)
+            if parsed[0] is not self.tree_parsed[0] or parsed[1] != self.tree_parsed[1] or self._tree_version == 0:
+                self.tree_parsed = parsed
                 self._tree_version += 1
-            self._tree_obj = chosen
+            objects = self.view(self.trees)
+            self._tree_obj = oldest_tree_object(objects, self._tree_namespace) if objects else None
         tree, problem = self.tree_parsed
         return self._tree_obj, tree, problem
 
-    def priorities(self) -> dict[str, int]:
+    def priorities(self) -> Mapping[str, int]:
         """PriorityClass name -> value."""
-        if self._priority_map_epoch != self._priority_epoch:
-            out: dict[str, int] = {}
-            for obj in self.priority_classes.items():
-                value = obj.get("value")
-                if isinstance(value, int) and not isinstance(value, bool):
-                    out[name_of(obj)] = value
-            self._priority_map = out
-            self._priority_map_epoch = self._priority_epoch
-        return self._priority_map
+        return self._priority_values.value
 
     def epoch(self) -> tuple[int, ...]:
         """``(tree version, PriorityClass epoch, devices epoch)``: what a job's sizing reads besides the job."""

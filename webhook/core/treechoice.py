@@ -7,14 +7,14 @@ in the tree namespace (``creationTimestamp``; an object without one counts as ne
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from webhook.api.names import TREE_NAMESPACE
 from webhook.api.objects import Obj, meta
 from webhook.core.quota import QuotaTree, QuotaTreeError, parse_tree
 
-__all__ = ["HonouredTree", "honoured_tree", "oldest_tree_object"]
+__all__ = ["HonouredTree", "honoured_again", "honoured_in", "honoured_tree", "oldest_tree_object"]
 
 
 def _age_key(obj: Obj) -> tuple[bool, str, str]:
@@ -54,3 +54,23 @@ def honoured_tree(objects: Iterable[Obj], namespace: str = TREE_NAMESPACE) -> Ho
     except QuotaTreeError as error:
         name = str(meta(chosen).get("name") or "")
         return HonouredTree(chosen, None, f"ElasticQuotaTree {namespace}/{name} is invalid: {error}")
+
+
+def honoured_again(objects: Iterable[Obj], namespace: str, previous: HonouredTree | None) -> HonouredTree:
+    """:func:`honoured_tree`, with ``previous``'s parsed tree kept when the honoured object is the same one with
+    the same spec (a write of its status): everything that reads the tree keeps reading the same one."""
+    chosen = oldest_tree_object(objects, namespace)
+    before = previous.obj if previous is not None else None
+    if (chosen is not None and before is not None and previous is not None and meta(chosen).get("name") ==
+            meta(before).get("name") and chosen.get("spec") == before.get("spec")):
+        return HonouredTree(chosen, previous.tree, previous.problem)
+    return honoured_tree(objects, namespace)
+
+
+def honoured_in(namespace: str) -> Callable[[list[Obj], HonouredTree | None], HonouredTree]:
+    """:func:`honoured_again` in ``namespace``: how the parts of ``kq serve`` make the tree they share."""
+
+    def make(objects: list[Obj], previous: HonouredTree | None) -> HonouredTree:
+        return honoured_again(objects, namespace, previous)
+
+    return make
