@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER
-from webhook.controller.cache import _needs_placement_hook
-from webhook.core.placement import ResourcePolicy, parse_policy
+from webhook.core.placement import ResourcePolicy, parse_policy, policy_set
 from webhook.core.profiles import asks_for_default, calls_extender, needs_full_scan, scheduler_name_for
 
 POOL = {"resource": "ecs", "nodeSelector": {"pool": "a"}}
@@ -88,8 +87,13 @@ def _policy_object(*units: dict[str, Any]) -> dict[str, Any]:
 def test_namespaces_outside_the_tree_with_a_valid_policy_reach_the_placement_webhook(
     units: tuple[dict[str, Any], ...],
 ) -> None:
-    assert _needs_placement_hook(_policy_object(*units)) is True
-    assert _needs_placement_hook({**_policy_object(POOL, VIRTUAL), "spec": {"units": "nonsense"}}) is False
+    valid = _policy_object(*units)
+    broken = {**_policy_object(POOL, VIRTUAL), "metadata": {"name": "broken", "namespace": "elsewhere"},
+              "spec": {"units": "nonsense"}}
+    found = policy_set([valid, broken])
+    assert [policy.namespace for policies in found.by_namespace.values() for policy in policies] == [
+        valid["metadata"]["namespace"]]
+    assert [(namespace, name) for namespace, name, _ in found.refused] == [("elsewhere", "broken")]
 
 
 @pytest.mark.parametrize(

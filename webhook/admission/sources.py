@@ -19,11 +19,12 @@ from webhook.admission.state import StateStore
 from webhook.api import kinds
 from webhook.api.names import TREE_NAMESPACE
 from webhook.api.objects import Obj, priority_values
+from webhook.core.placement import PolicySet, policy_set
 from webhook.core.treechoice import HonouredTree, honoured_in
 from webhook.kube.cache import ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
 from webhook.kube.client import KubeClient, ResourceRef
 from webhook.kube.optional import OptionalListWatch
-from webhook.kube.shared import HONOURED_TREE, PRIORITY_VALUES, Derived, SharedWatches, remade
+from webhook.kube.shared import HONOURED_TREE, POLICY_SET, PRIORITY_VALUES, Derived, SharedWatches, remade
 from webhook.kube.tasks import TaskGroup
 
 log = logging.getLogger(__name__)
@@ -46,8 +47,8 @@ def _rebuild(update: Callable[[Iterable[Obj]], None]) -> Callable[[WatchCache, C
 def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TREE_NAMESPACE,
                  watches: SharedWatches | None = None) -> list[WatchCache]:
     """The six caches, each wired to its part of ``store`` (not yet running), and offered to ``watches`` for the
-    other parts of the process to read (:mod:`webhook.kube.shared`), with the honoured tree and the
-    PriorityClass values made of them once for every part."""
+    other parts of the process to read (:mod:`webhook.kube.shared`), with the honoured tree, the PriorityClass
+    values and the parsed ResourcePolicies made of them once for every part."""
     trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
     pairs: list[tuple[str, ResourceRef, Callable[[Iterable[Obj]], None]]] = [
         ("elasticquotatrees", trees, store.set_trees),
@@ -70,6 +71,8 @@ def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TR
                 listener = _honoured(store, watches.derived(cache, HONOURED_TREE, honoured_in(tree_namespace)))
             elif ref is PRIORITY_CLASSES:
                 listener = _valued(store, watches.derived(cache, PRIORITY_VALUES, remade(priority_values)))
+            elif ref is POLICIES:
+                listener = _parsed(store, watches.derived(cache, POLICY_SET, remade(policy_set)))
         cache.add_listener(listener)
         caches.append(cache)
     return caches
@@ -78,6 +81,13 @@ def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TR
 def _honoured(store: StateStore, honoured: Derived[HonouredTree]) -> Callable[[WatchCache, CacheEvent], None]:
     def listener(cache: WatchCache, event: CacheEvent) -> None:
         store.set_trees(cache.items(), honoured.value)
+
+    return listener
+
+
+def _parsed(store: StateStore, found: Derived[PolicySet]) -> Callable[[WatchCache, CacheEvent], None]:
+    def listener(cache: WatchCache, event: CacheEvent) -> None:
+        store.set_policies(cache.items(), found.value)
 
     return listener
 

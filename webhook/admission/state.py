@@ -27,7 +27,7 @@ from webhook.api.objects import Obj, annotations_of, meta, name_of, priority_val
 from webhook.core.dra import quota_classes
 from webhook.core.integrity import WORKLOAD_CONTROLLERS, is_workload_controller
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, container_defaults
-from webhook.core.placement import PolicyError, ResourcePolicy, parse_policy
+from webhook.core.placement import PolicySet, ResourcePolicy, policy_set
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import Resources
 from webhook.core.tree_status import used_from_status
@@ -173,23 +173,15 @@ def tree_from_objects(
     return honoured.tree, names, honoured.problem
 
 
-def policies_from_objects(objects: Iterable[Obj]) -> dict[str, tuple[ResourcePolicy, ...]]:
-    """Valid ResourcePolicies grouped by namespace (invalid ones are logged and left out)."""
-    grouped: dict[str, list[ResourcePolicy]] = {}
-    for obj in objects:
-        try:
-            policy = parse_policy(obj)
-        except PolicyError as error:
-            metadata = meta(obj)
-            log.warning(
-                "component=admission event=policy_ignored policy=%s/%s reason=%r",
-                metadata.get("namespace"),
-                metadata.get("name"),
-                str(error),
-            )
-            continue
-        grouped.setdefault(policy.namespace, []).append(policy)
-    return {namespace: tuple(policies) for namespace, policies in grouped.items()}
+def policies_from_objects(objects: Iterable[Obj], found: PolicySet | None = None
+                          ) -> dict[str, tuple[ResourcePolicy, ...]]:
+    """Valid ResourcePolicies grouped by namespace (invalid ones are logged and left out); ``found``: what the
+    process made of the objects already (:mod:`webhook.kube.shared`)."""
+    if found is None:
+        found = policy_set(objects)
+    for namespace, name, problem in found.refused:
+        log.warning("component=admission event=policy_ignored policy=%s/%s reason=%r", namespace, name, problem)
+    return dict(found.by_namespace)
 
 
 def limit_defaults_from_objects(objects: Iterable[Obj]) -> dict[str, ContainerDefaults]:
@@ -241,8 +233,9 @@ class StateStore:
         self.current = replace(self.current, tree=tree, tree_names=names, tree_problem=problem, tree_used=used)
         self._check_labels()
 
-    def set_policies(self, objects: Iterable[Obj]) -> None:
-        self.current = replace(self.current, policies=policies_from_objects(objects))
+    def set_policies(self, objects: Iterable[Obj], found: PolicySet | None = None) -> None:
+        """The ResourcePolicies; ``found``: what the process made of them, if it did."""
+        self.current = replace(self.current, policies=policies_from_objects(objects, found))
 
     def set_priority_classes(self, objects: Iterable[Obj], values: Mapping[str, int] | None = None) -> None:
         """The PriorityClasses; ``values``: what the process made of them, if it did."""

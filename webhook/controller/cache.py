@@ -27,12 +27,12 @@ from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
 from webhook.controller.starts import PodIndex, pod_slim
 from webhook.core.loose import DisruptionBudget, read_budget
-from webhook.core.placement import PolicyError, parse_policy
+from webhook.core.placement import policy_set
 from webhook.core.quota import QuotaTree
 from webhook.core.treechoice import honoured_in, honoured_tree, oldest_tree_object
 from webhook.kube.cache import RELIST, ApiListWatch, CacheEvent, ListWatch, WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
-from webhook.kube.shared import HONOURED_TREE, PRIORITY_VALUES, Derived, Make, SharedWatches, remade
+from webhook.kube.shared import HONOURED_TREE, POLICY_SET, PRIORITY_VALUES, Derived, Make, SharedWatches, remade
 from webhook.kube.slim import SlimListWatch
 from webhook.workloads.base import Adapter
 from webhook.workloads.registry import all_adapters
@@ -86,17 +86,6 @@ def _lists(listing: Obj, plural: str) -> bool:
     return isinstance(resources, list) and any(
         isinstance(item, Mapping) and item.get("name") == plural for item in resources
     )
-
-
-def _needs_placement_hook(obj: Obj) -> bool:
-    """Whether a ResourcePolicy is valid, so its pods need the placement webhook: every pod a policy selects
-    carries the extender's marker (:func:`webhook.core.profiles.calls_extender`), and some get the virtual
-    node's toleration or the full-scan scheduler profile."""
-    try:
-        parse_policy(obj)
-    except PolicyError:
-        return False
-    return True
 
 
 def choose_tree(objects: Sequence[Obj]) -> tuple[Obj | None, QuotaTree | None, str | None]:
@@ -157,8 +146,6 @@ class ClusterCache:
         """PodDisruptionBudgets: reclaim leaves the pods alone that one protects now (docs/reclaim.md)."""
         self._budgets: dict[tuple[str, str], tuple[str, DisruptionBudget | None]] = {}
         """Per budget: ``(resourceVersion, parsed)``."""
-        self._placement_policies: dict[tuple[str, str], tuple[str, bool]] = {}
-        """Per policy: ``(resourceVersion, is valid)``."""
         self.devices = DeviceWatch(client, on_change)
         """DeviceClasses, claim templates and claims, once the API serves them (:mod:`webhook.controller.devices`)."""
         self.pod_index = PodIndex()
@@ -180,6 +167,7 @@ class ClusterCache:
         self._honoured = self._derived(self.trees, HONOURED_TREE, honoured_in(tree_namespace))
         """The honoured tree, the webhook's own in ``kq serve`` (:mod:`webhook.kube.shared`)."""
         self._priority_values = self._derived(self.priority_classes, PRIORITY_VALUES, remade(priority_values))
+        self._policy_set = self._derived(self.policies, POLICY_SET, remade(policy_set))
         self._tree_namespace = tree_namespace
         self._tree_epoch = 0
         self._tree_seen_epoch = -1
@@ -478,19 +466,5 @@ class ClusterCache:
         )
 
     def placement_namespaces(self) -> frozenset[str]:
-        """Namespaces with a valid ResourcePolicy (each policy parsed once per version)."""
-        policies = self.view(self.policies)
-        placement = frozenset(str(meta(obj).get("namespace") or "") for obj in policies if self._placement_policy(obj))
-        if len(self._placement_policies) > len(policies):  # some were deleted: forget them
-            live = {(str(meta(obj).get("namespace") or ""), name_of(obj)) for obj in policies}
-            self._placement_policies = {key: value for key, value in self._placement_policies.items() if key in live}
-        return placement
-
-    def _placement_policy(self, obj: Obj) -> bool:
-        """:func:`_needs_placement_hook`, parsed once per version of the policy (not on every pass)."""
-        key = (str(meta(obj).get("namespace") or ""), name_of(obj))
-        version = resource_version_of(obj)
-        known = self._placement_policies.get(key)
-        if known is None or known[0] != version or not version:
-            known = self._placement_policies[key] = (version, _needs_placement_hook(obj))
-        return known[1]
+        """Namespaces with a valid ResourcePolicy (the policies parsed once per change of their cache)."""
+        return frozenset(namespace for namespace, found in self._policy_set.value.by_namespace.items() if found)

@@ -52,6 +52,7 @@ from webhook.core.placement_policy import (
     MAX_UNITS,
     VIRTUAL_NODE_TOLERATION,
     PolicyError,
+    PolicySet,
     ResourcePolicy,
     TryNextPolicy,
     Unit,
@@ -59,6 +60,7 @@ from webhook.core.placement_policy import (
     format_duration,
     parse_duration,
     parse_policy,
+    policy_set,
     validate_policy,
 )
 from webhook.core.placement_views import (
@@ -95,6 +97,7 @@ __all__ = [
     "Placement",
     "PodView",
     "PolicyError",
+    "PolicySet",
     "ResourcePolicy",
     "Taint",
     "TryNextPolicy",
@@ -111,6 +114,7 @@ __all__ = [
     "place_unmanaged",
     "pod_view",
     "policy_for_pod",
+    "policy_set",
     "unit_of_node",
     "unit_patch",
     "validate_policy",

@@ -5,13 +5,13 @@ policy; the extender ignores it). Also the durations and timestamps a policy car
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from webhook.api.kinds import RESOURCE_POLICY
-from webhook.api.objects import read_time
+from webhook.api.objects import Obj, name_of, namespace_of, read_time
 from webhook.core import duration
 from webhook.core.selectors import (
     EMPTY_LABELS,
@@ -386,3 +386,26 @@ def parse_policy(obj: object) -> ResourcePolicy:
     if policy is None:
         raise PolicyError(reader.problems)
     return policy
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySet:
+    """The cluster's ResourcePolicies: the valid ones by namespace, and each other one with why
+    (``(namespace, name, problem)``), for the shell to log."""
+
+    by_namespace: Mapping[str, tuple[ResourcePolicy, ...]]
+    refused: tuple[tuple[str, str, str], ...] = ()
+
+
+def policy_set(objects: Iterable[Obj]) -> PolicySet:
+    """Every ResourcePolicy object parsed once (:func:`parse_policy`), grouped by namespace."""
+    grouped: dict[str, list[ResourcePolicy]] = {}
+    refused: list[tuple[str, str, str]] = []
+    for obj in objects:
+        try:
+            policy = parse_policy(obj)
+        except PolicyError as error:
+            refused.append((namespace_of(obj), name_of(obj), str(error)))
+            continue
+        grouped.setdefault(policy.namespace, []).append(policy)
+    return PolicySet({namespace: tuple(policies) for namespace, policies in grouped.items()}, tuple(refused))

@@ -6,8 +6,8 @@ same selectors, adds its listener to that cache instead of listing and watching 
 a cache runs it; a part that borrowed one only reads it and listens.
 
 What the parts make of a cache's objects is shared the same way (:meth:`SharedWatches.derived`): the honoured
-tree and the PriorityClass values are made once per change of their cache, and the webhook's snapshot and the
-controller's pass read the same objects.
+tree, the PriorityClass values and the parsed ResourcePolicies are made once per change of their cache, and the
+webhook's snapshot and the controller's pass read the same objects.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ HONOURED_TREE = "honoured-tree"
 """The name under which the parts of a process share the honoured tree (``webhook.core.treechoice``)."""
 PRIORITY_VALUES = "priority-values"
 """The name under which the parts of a process share the PriorityClass values (``priority_values``)."""
+POLICY_SET = "policy-set"
+"""The name under which the parts of a process share the parsed ResourcePolicies (``webhook.core.placement``)."""
 
 WatchKey = tuple[ResourceRef, str | None, str | None]
 """A resource and its label and field selectors."""
