@@ -39,6 +39,7 @@ from bench.burst_report import report
 from bench.e2e_bench import NAMESPACES, QUEUES, TREES, nodes
 from webhook.api.kinds import ELASTIC_QUOTA_TREE
 from webhook.api.names import ADMISSION_ANNOTATION, MANAGED_NAMESPACE_LABEL, MAX_JOBS, TREE_NAMESPACE
+from webhook.api.objects import labels_of, mapping, mappings, status_of, text
 from webhook.cli import devsystem
 from webhook.core.quota import queue_name
 from webhook.devcluster import cluster, processes
@@ -204,8 +205,8 @@ async def _all_jobs(client: KubeClient, namespace: str) -> list[dict[str, Any]]:
     token: str | None = None
     for _ in range(1000):  # bounded: 1000 pages of 2000
         page = await client.list_page(e2e_shapes.jobs_ref(namespace), limit=2000, continue_token=token)
-        items.extend(page.get("items") or ())
-        token = (page.get("metadata") or {}).get("continue") or None
+        items.extend(dict(item) for item in mappings(page.get("items")))
+        token = text(mapping(page.get("metadata")).get("continue")) or None
         if not token:
             break
     return items
@@ -239,9 +240,10 @@ async def verify(config: ClusterConfig, bursts: list[Burst]) -> None:
             while True:
                 tally = _tally(await _all_jobs(client, burst.namespace), burst.created)
                 queue = await client.get(QUEUES, queue_name(leaf(burst.in_flight), burst.namespace))
-                details = (queue.get("status") or {}).get("queueItemDetails") or {}
-                tally["queue_status_waiting"] = len(details.get("active") or ()) + int(details.get("activeOmitted")
-                                                                                      or 0)
+                details = mapping(status_of(queue).get("queueItemDetails"))
+                omitted = details.get("activeOmitted")
+                tally["queue_status_waiting"] = (len(mappings(details.get("active")))
+                                                 + (omitted if isinstance(omitted, int) else 0))
                 settled = (tally["queue_status_waiting"] == tally["queued"] and tally["neither"] == 0
                            and tally["admitted"] == min(CAP, tally["exist"]))
                 if settled or time.monotonic() > deadline:
@@ -260,7 +262,7 @@ async def _prepare(config: ClusterConfig, in_flights: tuple[int, ...]) -> None:
                                                  "metadata": {"name": namespace}})
         for n in in_flights:
             async def managed(namespace: str = ours_namespace(n)) -> bool:
-                labels = (await client.get(NAMESPACES, namespace)).get("metadata", {}).get("labels", {})
+                labels = labels_of(await client.get(NAMESPACES, namespace))
                 return bool(labels.get(MANAGED_NAMESPACE_LABEL) == "true")
 
             await e2e_shapes.wait_for(managed, 120, f"namespace {ours_namespace(n)} to be managed")

@@ -51,6 +51,7 @@ from webhook.api.kinds import (
     VALIDATING_WEBHOOK_CONFIGURATION,
 )
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, TREE_NAMESPACE
+from webhook.api.objects import annotations_of, mapping, mappings, status_of
 from webhook.cli import devsystem
 from webhook.controller.settings import ControllerSettings
 from webhook.core.quota import queue_name
@@ -118,7 +119,7 @@ async def _noop_webhooks(config: ClusterConfig, client: KubeClient) -> None:
                                         body=probe)
         except KubeApiError:  # configured before the API server's informer saw the server up: try again
             return False
-        return noop_webhook.ANNOTATION in ((made.get("metadata") or {}).get("annotations") or {})
+        return noop_webhook.ANNOTATION in annotations_of(made)
 
     await e2e_shapes.wait_for(called, 60, "the do-nothing webhook to be called")
 
@@ -131,15 +132,15 @@ async def _status_settled(client: KubeClient, leaf: str, namespace: str, count: 
 
     async def check() -> bool:
         queue = await client.get(QUEUES, queue_name(leaf, namespace))
-        details = (queue.get("status") or {}).get("queueItemDetails") or {}
+        details = mapping(status_of(queue).get("queueItemDetails"))
         if details.get("active") or details.get("activeOmitted"):
             return False
-        status = (await client.get(TREES, "elasticquotatree")).get("status") or {}
-        children = (status.get("root") or {}).get("children") or ()
+        status = status_of(await client.get(TREES, "elasticquotatree"))
+        children = mappings(mapping(status.get("root")).get("children"))
         node = next((child for child in children if child.get("name") == leaf), None)
         if node is None:
             return False
-        used = Resources.parse(node.get("used") or {})
+        used = Resources.parse(mapping(node.get("used")))
         return all(used.get_or_zero(name) == expected.get_or_zero(name) for name in ("cpu", "memory"))
 
     await e2e_shapes.wait_for(check, timeout, f"the status of queue {queue_name(leaf, namespace)} and the tree")
@@ -154,7 +155,7 @@ async def _admitted_events(client: KubeClient, namespace: str, count: int, timeo
 
     async def check() -> bool:
         page = await client.list_page(events, limit=count + 50, field_selector="reason=Admitted")
-        return len(page.get("items") or ()) >= count
+        return len(mappings(page.get("items"))) >= count
 
     await e2e_shapes.wait_for(check, timeout, f"{count} Admitted events in {namespace}")
     return time.perf_counter() - started

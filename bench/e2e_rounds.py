@@ -34,6 +34,7 @@ from typing import Any
 
 from bench import e2e_shapes
 from webhook.admission.configs import JOBS_VALIDATE, PODS_MUTATE
+from webhook.api.objects import mapping, mappings, name_of, spec_of
 from webhook.kube.client import KubeClient, ResourceRef
 
 NAMESPACES = ResourceRef("", "v1", "namespaces")
@@ -86,13 +87,13 @@ async def skip_webhooks(client: KubeClient) -> None:
     """Make each webhook of :data:`SKIPPED` skip the namespaces with its label (on the bench's own cluster)."""
     for resource, hook, label in SKIPPED.values():
         ref = ResourceRef("admissionregistration.k8s.io", "v1", resource)
-        for item in (await client.request("GET", ref.path(None))).get("items", []):
-            for position, webhook in enumerate(item.get("webhooks") or []):
+        for item in mappings((await client.request("GET", ref.path(None))).get("items")):
+            for position, webhook in enumerate(mappings(item.get("webhooks"))):
                 if webhook.get("name") != hook:
                     continue
-                expressions = [*(webhook.get("namespaceSelector") or {}).get("matchExpressions", []),
+                expressions = [*mappings(mapping(webhook.get("namespaceSelector")).get("matchExpressions")),
                                {"key": label, "operator": "DoesNotExist"}]
-                await client.json_patch(ref, item["metadata"]["name"], [
+                await client.json_patch(ref, name_of(item), [
                     {"op": "add", "path": f"/webhooks/{position}/namespaceSelector/matchExpressions",
                      "value": expressions}])
 
@@ -145,7 +146,7 @@ async def run_round(client: KubeClient, controller: KubeClient, index: int, *, t
         elif shape == "raw":
             out[shape] = await e2e_shapes.raw_release(client, name, count, in_flight)
         else:
-            tree_spec = (await client.request("GET", trees.path(tree_name)))["spec"]
+            tree_spec = dict(spec_of(await client.request("GET", trees.path(tree_name))))
             out[shape] = await e2e_shapes.replay_release(client, controller, tree_spec, name, count=count,
                                                          in_flight=in_flight)
         await e2e_shapes.pods_running(client, name, count)

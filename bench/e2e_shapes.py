@@ -28,6 +28,18 @@ from typing import Any
 
 from bench.machine import busy_seconds, settle
 from webhook.api.names import ADMISSION_ANNOTATION, MANAGED_NAMESPACE_LABEL
+from webhook.api.objects import (
+    annotations_of,
+    conditions_of,
+    labels_of,
+    mapping,
+    mappings,
+    meta,
+    name_of,
+    spec_of,
+    status_of,
+    text,
+)
 from webhook.controller.model import track
 from webhook.controller.records import AdmissionRecord, admit_patch
 from webhook.core.quota import parse_tree
@@ -71,8 +83,8 @@ async def pods_running(client: KubeClient, namespace: str, count: int, timeout: 
     pods = ResourceRef("", "v1", "pods", namespace)
 
     async def check() -> bool:
-        items = (await client.list_page(pods, limit=count + 50)).get("items", [])
-        return sum(1 for item in items if (item.get("status") or {}).get("phase") == "Running") >= count
+        items = mappings((await client.list_page(pods, limit=count + 50)).get("items"))
+        return sum(1 for item in items if status_of(item).get("phase") == "Running") >= count
 
     await wait_for(check, timeout, f"{count} running pods in {namespace}")
     return time.perf_counter() - started
@@ -84,7 +96,7 @@ async def namespaces_ready(client: KubeClient, managed: Sequence[str], others: S
     namespaces = ResourceRef("", "v1", "namespaces")
     for namespace in managed:
         async def labelled(namespace: str = namespace) -> bool:
-            labels = (await client.get(namespaces, namespace)).get("metadata", {}).get("labels", {})
+            labels = labels_of(await client.get(namespaces, namespace))
             return bool(labels.get(MANAGED_NAMESPACE_LABEL) == "true")
 
         await wait_for(labelled, 120, f"namespace {namespace} to be managed")
@@ -135,7 +147,7 @@ class Releases:
 
     async def start(self) -> None:
         listing = await self.client.list_page(jobs_ref(self.namespace), limit=1)
-        self._task = asyncio.ensure_future(self._watch(str(listing["metadata"]["resourceVersion"])))
+        self._task = asyncio.ensure_future(self._watch(text(mapping(listing.get("metadata")).get("resourceVersion"))))
         await asyncio.sleep(0.5)  # the watch is open before anything is released
 
     async def _watch(self, version: str) -> None:
@@ -143,15 +155,15 @@ class Releases:
             async with self.client.watch(jobs_ref(self.namespace), resource_version=version,
                                          timeout_seconds=60) as events:
                 async for event in events:
-                    obj = event.get("object", {})
-                    metadata = obj.get("metadata", {})
+                    obj = mapping(event.get("object"))
+                    metadata = meta(obj)
                     if metadata.get("resourceVersion"):
                         version = str(metadata["resourceVersion"])
                     if event.get("type") not in ("ADDED", "MODIFIED"):
                         continue
-                    name = metadata.get("name")
-                    released = obj.get("spec", {}).get("suspend") is False
-                    recorded = not self.annotated or ADMISSION_ANNOTATION in (metadata.get("annotations") or {})
+                    name = name_of(obj)
+                    released = spec_of(obj).get("suspend") is False
+                    recorded = not self.annotated or ADMISSION_ANNOTATION in annotations_of(obj)
                     if released and recorded and name not in self.at:
                         self.at[name] = time.perf_counter()
                         if len(self.at) >= self.expected:
@@ -208,10 +220,10 @@ async def all_suspended(client: KubeClient, namespace: str, count: int, timeout:
     (its ``Suspended`` condition), so a measurement starts on a quiet namespace."""
 
     async def check() -> bool:
-        items = (await client.list_page(jobs_ref(namespace), limit=count + 10)).get("items", [])
+        items = mappings((await client.list_page(jobs_ref(namespace), limit=count + 10)).get("items"))
         return len(items) == count and all(
-            item["spec"].get("suspend")
-            and any(c.get("type") == "Suspended" for c in (item.get("status") or {}).get("conditions") or ())
+            spec_of(item).get("suspend")
+            and any(c.get("type") == "Suspended" for c in conditions_of(item))
             for item in items)
 
     await wait_for(check, timeout, f"{count} suspended Jobs in {namespace}")
@@ -254,12 +266,12 @@ async def replay_release(client: KubeClient, controller: KubeClient, tree_spec: 
     leaf = tree.leaf_for_namespace(namespace)
     adapter = adapter_for("batch", "Job")
     assert leaf is not None and adapter is not None, f"no leaf lists {namespace}"
-    items = (await client.list_page(jobs_ref(namespace), limit=count + 10)).get("items", [])
+    items = mappings((await client.list_page(jobs_ref(namespace), limit=count + 10)).get("items"))
     patches = {}
     for obj in items:
         job = track(adapter, obj, leaf, {})
         record = AdmissionRecord.new(leaf.full_name, job.workload.request, time.time())
-        patches[str(obj["metadata"]["name"])] = admit_patch(adapter, obj, record)
+        patches[name_of(obj)] = admit_patch(adapter, obj, record)
     watch = Releases(client, namespace, count, annotated=True)
     await watch.start()
     limit = asyncio.Semaphore(in_flight)

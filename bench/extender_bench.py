@@ -84,6 +84,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.machine import machine_times, settle
 from bench.objects import bound, eci, ecs, node, pod, policy, quota_tree, virtual_node
 from webhook.api.kinds import RESOURCE_POLICY
+from webhook.api.objects import mapping, name_of, resource_version_of, spec_of
 from webhook.cli import devsystem
 from webhook.core.placement import parse_policy
 from webhook.core.profiles import calls_extender, scheduler_name_for
@@ -602,17 +603,17 @@ async def _time_bindings(
     scheduler's log, :func:`bound_times`)."""
     ref = ResourceRef("", "v1", "pods", namespace)
     page = await client.list_page(ref, limit=5000)
-    version = str(page["metadata"]["resourceVersion"])
+    version = resource_version_of(page)
     seen: set[str] = set()
     window = _Window((start_scheduler(), *others))
     deadline = time.monotonic() + 300
     while len(seen) < count and time.monotonic() < deadline:
         async with client.watch(ref, resource_version=version, timeout_seconds=120) as events:
             async for event in events:
-                obj = event.get("object") or {}
-                version = str(obj.get("metadata", {}).get("resourceVersion") or version)
-                name = obj.get("metadata", {}).get("name")
-                if obj.get("spec", {}).get("nodeName") and name not in seen:
+                obj = mapping(event.get("object"))
+                version = resource_version_of(obj) or version
+                name = name_of(obj)
+                if spec_of(obj).get("nodeName") and name not in seen:
                     seen.add(name)
                     if len(seen) == 1:
                         window.open()

@@ -12,6 +12,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
+from webhook.api.objects import mapping, meta, resource_version_of, spec_of
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 ALL_JOBS = ResourceRef("batch", "v1", "jobs")
@@ -34,19 +35,19 @@ class Admissions:
         """Take the current resourceVersion and watch from it."""
         listing = await self.client.list_page(ALL_JOBS, limit=1)
         self._seen = asyncio.get_running_loop().create_future()
-        self._task = asyncio.ensure_future(self._watch(str(listing["metadata"]["resourceVersion"])))
+        self._task = asyncio.ensure_future(self._watch(resource_version_of(listing)))
 
     async def _watch(self, version: str) -> None:
         assert self._seen is not None
         while not self._seen.done():
             async with self.client.watch(ALL_JOBS, resource_version=version, timeout_seconds=WATCH_S) as events:
                 async for event in events:
-                    item = event.get("object") or {}
-                    metadata = item.get("metadata") or {}
+                    item = mapping(event.get("object"))
+                    metadata = meta(item)
                     version = str(metadata.get("resourceVersion") or version)
                     key = (str(metadata.get("namespace")), str(metadata.get("name")))
                     if (event.get("type") in ("ADDED", "MODIFIED") and key[0] in self.namespaces
-                            and key not in self.gone and (item.get("spec") or {}).get("suspend") is False):
+                            and key not in self.gone and spec_of(item).get("suspend") is False):
                         self._seen.set_result(time.monotonic())
                         return
 

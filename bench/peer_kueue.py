@@ -42,6 +42,7 @@ from bench import peer_kueue_objects as objects
 from bench.peer_kueue_report import SystemRun, cpu_seconds, peak_rss_mib, section, settled, start, write_counts
 from webhook.api.kinds import ELASTIC_QUOTA_TREE
 from webhook.api.names import MANAGED_NAMESPACE_LABEL, MAX_JOBS, TREE_NAMESPACE
+from webhook.api.objects import labels_of
 from webhook.cli import devsystem
 from webhook.devcluster import cluster, processes
 from webhook.devcluster.config import ClusterConfig, NodeSpec, Ports, default_nodes
@@ -100,7 +101,7 @@ async def _namespaces(client: KubeClient, names: tuple[str, ...], managed: bool)
         await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     for name in names:
         async def ready(name: str = name) -> bool:
-            labels = (await client.get(NAMESPACES, name)).get("metadata", {}).get("labels", {})
+            labels = labels_of(await client.get(NAMESPACES, name))
             if managed and labels.get(MANAGED_NAMESPACE_LABEL) != "true":
                 return False
             try:

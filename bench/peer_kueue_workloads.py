@@ -22,6 +22,7 @@ from typing import Any
 
 from bench import e2e_shapes
 from bench import peer_kueue_objects as objects
+from webhook.api.objects import mapping, mappings, meta, resource_version_of
 from webhook.core.resources import Resources
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
@@ -59,7 +60,7 @@ class JobWatch:
 
     async def start(self) -> None:
         listing = await self.client.list_page(ALL_JOBS, limit=1)
-        self._task = asyncio.ensure_future(self._watch(str(listing["metadata"]["resourceVersion"])))
+        self._task = asyncio.ensure_future(self._watch(resource_version_of(listing)))
         await asyncio.sleep(0.5)
 
     async def stop(self) -> None:
@@ -72,8 +73,8 @@ class JobWatch:
         while True:
             async with self.client.watch(ALL_JOBS, resource_version=version, timeout_seconds=60) as events:
                 async for event in events:
-                    obj = event.get("object", {})
-                    metadata = obj.get("metadata", {})
+                    obj = mapping(event.get("object"))
+                    metadata = meta(obj)
                     if metadata.get("resourceVersion"):
                         version = str(metadata["resourceVersion"])
                     if event.get("type") in ("ADDED", "MODIFIED"):
@@ -111,7 +112,7 @@ async def held(client: KubeClient, namespace: str, count: int, kueue: bool,
         workloads = ResourceRef(objects.GROUP, "v1beta2", "workloads", namespace)
 
         async def queued() -> bool:
-            return len((await client.list_page(workloads, limit=count + 10)).get("items") or ()) >= count
+            return len(mappings((await client.list_page(workloads, limit=count + 10)).get("items"))) >= count
 
         await e2e_shapes.wait_for(queued, 300, f"{count} Kueue Workloads in {namespace}")
     watch = e2e_shapes.Releases(client, namespace, count, annotated=False)

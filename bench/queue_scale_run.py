@@ -32,6 +32,7 @@ from bench.peer_kueue_report import cpu_seconds
 from bench.queue_scale_report import Figures
 from webhook.api.kinds import ELASTIC_QUOTA_TREE
 from webhook.api.names import ADMISSION_ANNOTATION, TREE_NAMESPACE
+from webhook.api.objects import Obj, annotations_of, labels_of, mapping, mappings, meta, spec_of, status_of, text
 from webhook.cli import devsystem
 from webhook.core.quota import queue_name
 from webhook.devcluster import cluster, processes
@@ -139,11 +140,9 @@ class Run:
         return scrape(self.config)
 
     @staticmethod
-    def released(item: dict[str, Any]) -> bool:
+    def released(item: Obj) -> bool:
         """Whether a listed Job was admitted by us (released, with our admission annotation)."""
-        metadata = item.get("metadata") or {}
-        return (item.get("spec") or {}).get("suspend") is False and ADMISSION_ANNOTATION in (
-            metadata.get("annotations") or {})
+        return spec_of(item).get("suspend") is False and ADMISSION_ANNOTATION in annotations_of(item)
 
     async def prepare(self) -> None:
         await self.client.create(TREES, tree())
@@ -209,8 +208,9 @@ class Run:
 
     async def queue_waiting(self, ns: str) -> int:
         queue = await self.client.get(QUEUES, queue_name(self.leaf_of(ns), ns))
-        details = (queue.get("status") or {}).get("queueItemDetails") or {}
-        return len(details.get("active") or ()) + int(details.get("activeOmitted") or 0)
+        details = mapping(status_of(queue).get("queueItemDetails"))
+        omitted = details.get("activeOmitted")
+        return len(mappings(details.get("active"))) + (omitted if isinstance(omitted, int) else 0)
 
     @staticmethod
     def leaf_of(ns: str) -> str:
@@ -303,8 +303,8 @@ class Run:
         await e2e_shapes.settled(60.0)
         ns = namespace(3, 3)
         queue = await self.client.get(QUEUES, queue_name(self.leaf_of(ns), ns))
-        active = ((queue.get("status") or {}).get("queueItemDetails") or {}).get("active") or []
-        middle = str(active[len(active) // 2]["name"]) if active else "q-00000"
+        active = mappings(mapping(status_of(queue).get("queueItemDetails")).get("active"))
+        middle = str(active[len(active) // 2].get("name")) if active else "q-00000"
         kq = [sys.executable, "-m", "webhook.cli.main"]
         await asyncio.to_thread(self.timed, "list-all", [*kq, "list", "-A"])
         # The same answer without kq's decoding and layout: what the API server's proxy and kq serve take.
@@ -322,10 +322,10 @@ class Run:
                                      if "component=read-api" in line or "event=heap_collected" in line][-12:]
 
     async def running_job(self, ns: str) -> str:
-        pods = (await self.client.list_page(ResourceRef("", "v1", "pods", ns), limit=50)).get("items") or []
+        pods = mappings((await self.client.list_page(ResourceRef("", "v1", "pods", ns), limit=50)).get("items"))
         for pod in pods:
-            name = ((pod.get("metadata") or {}).get("labels") or {}).get("job-name")
-            if name and (pod.get("status") or {}).get("phase") == "Running":
+            name = labels_of(pod).get("job-name")
+            if name and status_of(pod).get("phase") == "Running":
                 return str(name)
         raise RuntimeError(f"no running Job in {ns}")
 
@@ -388,8 +388,7 @@ class Run:
     async def holder(self) -> str:
         """Who holds the controller's Lease ("" when nobody or unreadable)."""
         try:
-            return str((await self.client.get(self.lease[0], self.lease[1])).get("spec", {}).get("holderIdentity")
-                       or "")
+            return text(spec_of(await self.client.get(self.lease[0], self.lease[1])).get("holderIdentity"))
         except KubeApiError:
             return ""
 
@@ -424,15 +423,15 @@ class Run:
         token: str | None = None
         for _ in range(1000):  # bounded: 1000 pages of 2000
             page = await self.client.list_page(ref, limit=2000, continue_token=token)
-            for item in page.get("items") or ():
-                metadata = item.get("metadata") or {}
+            for item in mappings(page.get("items")):
+                metadata = meta(item)
                 ns = str(metadata.get("namespace"))
                 if not ns.startswith("qs-"):
                     continue
                 exist[ns] += 1
                 if self.released(item):
                     admitted[ns] += 1
-            token = (page.get("metadata") or {}).get("continue") or None
+            token = text(mapping(page.get("metadata")).get("continue")) or None
             if not token:
                 break
         expected = {ns: self.created[ns] - self.deleted[ns] for ns in all_namespaces()}

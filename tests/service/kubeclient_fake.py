@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.kubefake import Kind, ObjectStore, labels_match, parse_path
+from webhook.api.objects import namespace_of
 from webhook.kube.client import JSON, KubeApiError, KubeClient, ResourceRef
 
 __all__ = ["CORE", "JOBS", "FakeApi", "Injected", "Kind"]
@@ -91,7 +92,7 @@ class FakeApi(ObjectStore, KubeClient):
         return kind
 
     def _selected(self, ref: ResourceRef, obj: JSON, label_selector: str | None) -> bool:
-        if ref.namespace and obj.get("metadata", {}).get("namespace") != ref.namespace:
+        if ref.namespace and namespace_of(obj) != ref.namespace:
             return False
         return labels_match(obj, label_selector)
 

@@ -216,7 +216,7 @@ async def test_listener_failures_do_not_stop_the_cache() -> None:
 async def test_store_rebuilds_state_from_cache_events() -> None:
     store = StateStore()
     script = Script()
-    tree = {
+    tree: JSON = {
         "metadata": {"name": "elasticquotatree", "namespace": "kube-system", "resourceVersion": "1"},
         "spec": SEED_TREE_SPEC,
     }

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from tests.service.kubeclient_fake import JOBS, FakeApi
+from webhook.api.objects import mappings, name_of, resource_version_of
 from webhook.kube.client import KubeApiError, ResourceRef
 
 
@@ -15,13 +16,13 @@ async def test_the_fake_lists_watches_patches_and_refuses_stale_writes() -> None
     ref = ResourceRef("batch", "v1", "jobs")
     created = await api.create(ref, {"metadata": {"name": "a"}, "spec": {"suspend": True}}, "ns")
     page = await api.list_page(ref)
-    assert [item["metadata"]["name"] for item in page["items"]] == ["a"]
+    assert [name_of(item) for item in mappings(page["items"])] == ["a"]
     seen: list[str] = []
 
     async def consume() -> None:
-        async with api.watch(ref, resource_version=page["metadata"]["resourceVersion"], timeout_seconds=5) as events:
+        async with api.watch(ref, resource_version=resource_version_of(page), timeout_seconds=5) as events:
             async for event in events:
-                seen.append(event["type"])
+                seen.append(str(event["type"]))
                 if len(seen) == 2:
                     return
 
@@ -30,8 +31,9 @@ async def test_the_fake_lists_watches_patches_and_refuses_stale_writes() -> None
     with pytest.raises(KubeApiError) as refused:
         await api.json_patch(ref, "a", stale, "ns")
     assert refused.value.status == 422
-    fresh = [{"op": "test", "path": "/metadata/resourceVersion", "value": created["metadata"]["resourceVersion"]},
-             {"op": "replace", "path": "/spec/suspend", "value": False}]
+    fresh: list[dict[str, object]] = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version_of(created)},
+        {"op": "replace", "path": "/spec/suspend", "value": False}]
     await api.json_patch(ref, "a", fresh, "ns")
     await api.merge_patch(ref, "a", {"metadata": {"labels": {"x": "1"}}}, "ns")
     await asyncio.wait_for(task, 5)

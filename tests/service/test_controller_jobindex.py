@@ -168,7 +168,7 @@ async def _step(step: tuple[Any, ...], server: Server, cache: WatchCache, index:
         if (namespace, name) in server.objects:
             obj = server.objects.pop((namespace, name))
             server.version += 1  # the API sends the object at the version of its deletion
-            gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(server.version)}}
+            gone = {**obj, "metadata": {**meta(obj), "resourceVersion": str(server.version)}}
             await _deliver(server, cache, {"type": "DELETED", "object": gone})
     elif verb == "write":  # the controller's write, ``ahead`` versions from what the watch delivered
         _, name, namespace, ahead = step

@@ -149,7 +149,7 @@ def test_a_slim_pod_reads_exactly_as_the_whole_pod() -> None:
     whole = rich_pod()
     slim = pod_essentials(whole)
     assert pod_view(slim) == pod_view(whole)
-    assert pod_request(spec_of(slim)) == pod_request(whole["spec"])
+    assert pod_request(spec_of(slim)) == pod_request(spec_of(whole))
     assert resource_version_of(slim) == "42"
     assert "managedFields" not in meta(slim)
     assert "env" not in pod_spec(slim)["containers"][0]
@@ -158,7 +158,7 @@ def test_a_slim_pod_reads_exactly_as_the_whole_pod() -> None:
 
 
 async def test_the_pod_cache_keeps_slim_pods_from_lists_and_watches() -> None:
-    listed, watched = rich_pod(), {**rich_pod(), "metadata": {**rich_pod()["metadata"], "name": "watched"}}
+    listed, watched = rich_pod(), {**rich_pod(), "metadata": {**meta(rich_pod()), "name": "watched"}}
     bookmark: JSON = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "50"}}}
     source = SlimListWatch(Source([[listed]], [[{"type": "ADDED", "object": watched}, bookmark]]), pod_essentials)
     cache = WatchCache("pods", source)

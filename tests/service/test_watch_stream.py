@@ -12,6 +12,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from webhook.api.objects import annotations_of, mapping, name_of
 from webhook.kube.client import JSON, KubeClient, ResourceRef
 
 PODS = ResourceRef("", "v1", "pods")
@@ -66,7 +67,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Stream, KubeClient]]:
 
 
 def names(events: list[JSON]) -> list[str]:
-    return [e["object"]["metadata"]["name"] for e in events]
+    return [name_of(mapping(e["object"])) for e in events]
 
 
 async def test_events_split_across_writes_or_sharing_one_come_whole_and_in_order(
@@ -106,4 +107,4 @@ async def test_an_event_of_any_length_comes_whole(served: tuple[Stream, KubeClie
     async with client.watch(PODS, resource_version="5", timeout_seconds=30) as events:
         got = [e async for e in events]
     assert names(got) == ["a", "big", "big", "b"]
-    assert got[1] == got[2] and got[1]["object"]["metadata"]["annotations"] == big
+    assert got[1] == got[2] and annotations_of(mapping(got[1]["object"])) == big

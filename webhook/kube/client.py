@@ -14,7 +14,6 @@ import urllib.request
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import aiohttp
@@ -29,7 +28,8 @@ from webhook.api.objects import Obj, plain
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
+JSON = dict[str, object]
+"""A decoded answer of the API server, read as an ``Obj``: its fields are narrowed where they are read."""
 
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
