@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -19,13 +20,15 @@ from webhook.admission.state import StateStore
 from webhook.api import kinds
 from webhook.api.names import TREE_NAMESPACE
 from webhook.api.objects import Obj, priority_values
-from webhook.core.placement import PolicySet, policy_set
-from webhook.core.treechoice import HonouredTree, honoured_in
+from webhook.core.placement import policy_set
+from webhook.core.treechoice import honoured_in
 from webhook.kube.cache import ApiListWatch, CacheEvent, ListWatch, WatchCache, wait_synced
 from webhook.kube.client import KubeClient, ResourceRef
 from webhook.kube.optional import OptionalListWatch
 from webhook.kube.shared import HONOURED_TREE, POLICY_SET, PRIORITY_VALUES, Derived, SharedWatches, remade
 from webhook.kube.tasks import TaskGroup
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -68,33 +71,22 @@ def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TR
         if watches is not None:
             watches.offer(cache)
             if ref is trees:
-                listener = _honoured(store, watches.derived(cache, HONOURED_TREE, honoured_in(tree_namespace)))
+                listener = _shared(store.set_trees, watches.derived(cache, HONOURED_TREE, honoured_in(tree_namespace)))
             elif ref is PRIORITY_CLASSES:
-                listener = _valued(store, watches.derived(cache, PRIORITY_VALUES, remade(priority_values)))
+                values = watches.derived(cache, PRIORITY_VALUES, remade(priority_values))
+                listener = _shared(store.set_priority_classes, values)
             elif ref is POLICIES:
-                listener = _parsed(store, watches.derived(cache, POLICY_SET, remade(policy_set)))
+                listener = _shared(store.set_policies, watches.derived(cache, POLICY_SET, remade(policy_set)))
         cache.add_listener(listener)
         caches.append(cache)
     return caches
 
 
-def _honoured(store: StateStore, honoured: Derived[HonouredTree]) -> Callable[[WatchCache, CacheEvent], None]:
+def _shared(update: Callable[[list[Obj], T], None], made: Derived[T]) -> Callable[[WatchCache, CacheEvent], None]:
+    """A listener that hands ``update`` the cache's objects and what the process made of them."""
+
     def listener(cache: WatchCache, event: CacheEvent) -> None:
-        store.set_trees(cache.items(), honoured.value)
-
-    return listener
-
-
-def _parsed(store: StateStore, found: Derived[PolicySet]) -> Callable[[WatchCache, CacheEvent], None]:
-    def listener(cache: WatchCache, event: CacheEvent) -> None:
-        store.set_policies(cache.items(), found.value)
-
-    return listener
-
-
-def _valued(store: StateStore, values: Derived[dict[str, int]]) -> Callable[[WatchCache, CacheEvent], None]:
-    def listener(cache: WatchCache, event: CacheEvent) -> None:
-        store.set_priority_classes(cache.items(), values.value)
+        update(cache.items(), made.value)
 
     return listener
 
