@@ -142,6 +142,24 @@ def test_every_registered_kind_is_mutated_at_creation_and_validated_on_update(po
     } <= covered(validating, "CREATE")
 
 
+@pytest.mark.parametrize("policies", [True, False])
+def test_a_jobs_creation_is_decided_by_the_mutating_hook_alone(policies: bool) -> None:
+    """A new job is refused by ``jobs.mutate`` (``validate.creation_refusal``), so ``jobs.validate`` is not called
+    on creations (one round trip per create, issue 40). That holds only if the mutating hook sees every creation
+    the validating hook saw: the same job kinds, namespaces and path, failing closed, and no condition that lets
+    a user's request by."""
+    mutating, validating = cluster_webhook_configs(policies=policies)
+    (validate,) = [hook for hook in validating["webhooks"] if hook["name"] == JOBS_VALIDATE]
+    (mutate,) = [hook for hook in mutating["webhooks"] if hook["name"] == "jobs.mutate.kube-queue.x-k8s.io"]
+    assert {op for rule in validate["rules"] for op in rule["operations"]} == {"UPDATE"}
+    assert {op for rule in mutate["rules"] for op in rule["operations"]} == {"CREATE"}
+    resources = [(rule["apiGroups"], rule["apiVersions"], rule["resources"]) for rule in validate["rules"]]
+    assert resources == [(rule["apiGroups"], rule["apiVersions"], rule["resources"]) for rule in mutate["rules"]]
+    assert mutate["namespaceSelector"] == validate["namespaceSelector"]
+    assert mutate["clientConfig"]["service"]["path"] == "/mutate/" + MANAGED_ROUTE
+    assert mutate["failurePolicy"] == "Fail" and "matchConditions" not in mutate
+
+
 def test_dra_claims_are_validated_at_creation_in_managed_namespaces_only() -> None:
     """A claim the quota cannot count is refused (tests/service/test_admission_claims.py); updates never reach
     the webhook (the spec is immutable, and the scheduler writes claims while it allocates)."""

@@ -364,10 +364,13 @@ def webhook_configs(
         "kind": "ValidatingWebhookConfiguration",
         "metadata": metadata,
         "webhooks": [
+            # Updates only: a new job is refused by jobs.mutate already, with the very rule
+            # (validate.creation_refusal), before it is held; a second round trip per create repeated it
+            # (issue 40: the create path is what limits a job submitted open).
             _webhook(
                 JOBS_VALIDATE,
                 managed_config("/validate"),
-                _job_rules(["CREATE", "UPDATE"], pods=False),
+                _job_rules(["UPDATE"], pods=False),
                 namespace_selector=managed,
                 match_conditions=NOT_THE_CONTROLLER,
             ),

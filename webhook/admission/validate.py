@@ -10,7 +10,9 @@
 * Supported job kinds in a managed namespace, by anyone but the controller:
   CREATE - the pod sets must be readable (the queue must be able to size the job), the kind must be
   able to wait suspended as written (a RayJob needs ``shutdownAfterJobFinishes: true``) and no pod template
-  may carry a literal ``priority`` (:func:`webhook.core.integrity.submission_problems`);
+  may carry a literal ``priority`` (:func:`webhook.core.integrity.submission_problems`). The mutating hook asks
+  this rule (:func:`creation_refusal`), and the job validating hook is registered for updates only, so a
+  creation costs one round trip; the handler still answers a creation it is sent;
   UPDATE - a held job may not be released (un-suspended, admission gate removed); its quota labels,
   submission stamp and priority class may not change; an admitted job may not change its size or requests
   (:func:`webhook.core.integrity.update_problems`); the refusal says where the job stands and how to see
