@@ -13,24 +13,15 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-from dataclasses import dataclass
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from webhook.kube.servingcerts import ServingCerts
+
 DAYS = 3650
-
-
-@dataclass(frozen=True, slots=True)
-class ServingPair:
-    """PEM texts: the CA's certificate and key, and the server's."""
-
-    ca_cert: bytes
-    ca_key: bytes
-    cert: bytes
-    key: bytes
 
 
 def _rsa() -> rsa.RSAPrivateKey:
@@ -43,7 +34,7 @@ def _pkcs1(key: rsa.RSAPrivateKey) -> bytes:
     )
 
 
-def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingPair:
+def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingCerts:
     """A self-signed CA (``ca_name`` as its common and DNS name) and a server certificate for ``dns_name``
     and ``ip``, signed by it."""
     now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
@@ -85,7 +76,7 @@ def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingP
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    return ServingPair(
+    return ServingCerts(
         ca_cert=ca.public_bytes(serialization.Encoding.PEM),
         ca_key=_pkcs1(ca_key),
         cert=cert.public_bytes(serialization.Encoding.PEM),
