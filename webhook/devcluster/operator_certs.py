@@ -34,6 +34,21 @@ def _pkcs1(key: rsa.RSAPrivateKey) -> bytes:
     )
 
 
+def _certificate(subject: x509.Name, issuer: x509.Name, key: rsa.RSAPublicKey, now: datetime.datetime,
+                 until: datetime.datetime) -> x509.CertificateBuilder:
+    """A certificate of ``subject`` for ``key``, issued by ``issuer``, valid from ``now`` to ``until``, with a
+    random serial number; its extensions are the caller's."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(until)
+    )
+
+
 def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingCerts:
     """A self-signed CA (``ca_name`` as its common and DNS name) and a server certificate for ``dns_name``
     and ``ip``, signed by it."""
@@ -42,13 +57,7 @@ def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingC
     ca_key = _rsa()
     ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
     ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_subject)
-        .issuer_name(ca_subject)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(until)
+        _certificate(ca_subject, ca_subject, ca_key.public_key(), now, until)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(ca_name)]), critical=False)
         .add_extension(
@@ -60,14 +69,9 @@ def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingC
         .sign(ca_key, hashes.SHA256())
     )
     key = _rsa()
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_name)])
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_name)]))
-        .issuer_name(ca_subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(until)
+        _certificate(subject, ca_subject, key.public_key(), now, until)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.SubjectAlternativeName([x509.DNSName(dns_name), x509.IPAddress(ipaddress.ip_address(ip))]),
