@@ -30,6 +30,15 @@ def add_connection_flags(parser: argparse.ArgumentParser, all_namespaces: bool =
     group.add_argument("--context", help="kubeconfig context (default: the current context)")
 
 
+def run_on_cluster(
+    parser: argparse.ArgumentParser, function: Callable[[Ctx, argparse.Namespace], int], *, all_namespaces: bool = False
+) -> None:
+    """Make ``parser``'s command run ``function`` (through :func:`command`) with the connection flags its
+    context is built from; added last, so they close the usage line."""
+    add_connection_flags(parser, all_namespaces)
+    parser.set_defaults(handler=command(function))
+
+
 def command(function: Callable[[Ctx, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """A handler for ``args.handler``: runs ``function`` and turns every expected failure into one line on
     stderr (``error: ...``) and exit status 1 (130 on Ctrl-C)."""

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from webhook.cli import devsystem as system
+from webhook.cli.args import Subparsers, add_command
 from webhook.devcluster import cluster, operators
 from webhook.devcluster.config import ClusterConfig, Ports, default_nodes, default_state_dir
 
@@ -111,13 +112,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    dev = subparsers.add_parser(
+def register(subparsers: Subparsers) -> None:
+    dev = add_command(
+        subparsers,
         "dev",
-        help="the local dev cluster (real Kubernetes built from source, kwok nodes)",
-        description="A real Kubernetes control plane on loopback with fake (kwok) nodes.",
-        epilog="examples:\n  kq dev up\n  eval \"$(kq dev env)\" && kubectl get nodes\n  kq dev down",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "the local dev cluster (real Kubernetes built from source, kwok nodes)",
+        "A real Kubernetes control plane on loopback with fake (kwok) nodes.",
+        ["kq dev up", 'eval "$(kq dev env)" && kubectl get nodes', "kq dev down"],
     )
     sub = dev.add_subparsers(dest="dev_command", metavar="SUBCOMMAND", required=True)
     up = sub.add_parser("up", help="start the cluster and the system (idempotent)")

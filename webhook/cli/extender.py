@@ -8,39 +8,38 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from webhook.api.names import TREE_NAMESPACE
+from webhook.cli.args import Subparsers, add_command, add_listen_flags, add_service_kubeconfig_flags
 from webhook.extender.cache import DEFAULT_ASSUME_TTL
 from webhook.extender.config import extender_entry
 from webhook.extender.server import ExtenderOptions, serve
 from webhook.kube.serving import run as run_on_loop
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Subparsers) -> None:
+    parser = add_command(
+        subparsers,
         "extender",
-        help="run the kube-scheduler extender (filter, prioritize, preempt)",
-        description=(
-            "Serve POST /extender/filter, /extender/prioritize and /extender/preempt for kube-scheduler "
-            "(nodeCacheCapable), plus "
-            "/healthz, /readyz and /metrics. Nodes, pods, ResourcePolicies and the ElasticQuotaTree come from "
-            "watches. HTTP unless --cert and --key are given."
-        ),
-        epilog=(
-            "examples:\n"
-            "  kq extender --port 8888 --kubeconfig ~/.kube/config\n"
-            "  kq extender --port 8443 --cert certs/tls.crt --key certs/tls.key\n"
-            "  kq extender --print-config https://kube-queue-extender.kube-queue.svc:8443/extender"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run the kube-scheduler extender (filter, prioritize, preempt)",
+        "Serve POST /extender/filter, /extender/prioritize and /extender/preempt for kube-scheduler "
+        "(nodeCacheCapable), plus "
+        "/healthz, /readyz and /metrics. Nodes, pods, ResourcePolicies and the ElasticQuotaTree come from "
+        "watches. HTTP unless --cert and --key are given.",
+        [
+            "kq extender --port 8888 --kubeconfig ~/.kube/config",
+            "kq extender --port 8443 --cert certs/tls.crt --key certs/tls.key",
+            "kq extender --print-config https://kube-queue-extender.kube-queue.svc:8443/extender",
+        ],
     )
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
-    parser.add_argument("--port", type=int, default=8888, help="port (default: 8888)")
-    parser.add_argument("--cert", type=Path, help="serving certificate (PEM): serve HTTPS")
-    parser.add_argument("--key", type=Path, help="its private key (PEM)")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG, ~/.kube/config)")
-    parser.add_argument("--context", help="kubeconfig context")
+    add_listen_flags(
+        parser,
+        port=8888,
+        port_help="port",
+        cert_help="serving certificate (PEM): serve HTTPS",
+        key_help="its private key (PEM)",
+    )
+    add_service_kubeconfig_flags(parser)
     parser.add_argument(
         "--assume-ttl",
         type=float,

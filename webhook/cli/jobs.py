@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from webhook.api.objects import Obj, meta
 from webhook.api.statuses import FINAL, STARTED, JobStatus
-from webhook.cli.common import add_connection_flags, command
+from webhook.cli.common import run_on_cluster
 from webhook.readmodel.commandline import subparser
 
 if TYPE_CHECKING:
@@ -265,8 +265,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--direct", action="store_true",
         help="with -A: read every job from the API server, not the controller's summaries (slower; docs/queueing.md)",
     )
-    add_connection_flags(parser, all_namespaces=True)
-    parser.set_defaults(handler=command(_list))
+    run_on_cluster(parser, _list, all_namespaces=True)
 
     parser = subparser(
         subparsers,
@@ -277,8 +276,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("job", metavar="JOB", help="[KIND/]NAME, e.g. pi1 or pytorchjob/mnist")
     parser.add_argument("-o", "--output", choices=("json", "yaml"), help="print the object itself")
-    add_connection_flags(parser)
-    parser.set_defaults(handler=command(_get))
+    run_on_cluster(parser, _get)
 
     parser = subparser(
         subparsers,
@@ -288,5 +286,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ["kq delete pi1", "kq delete pi1 pi2 -n user-a", "kq delete pytorchjob/mnist"],
     )
     parser.add_argument("jobs", nargs="+", metavar="JOB", help="[KIND/]NAME")
-    add_connection_flags(parser)
-    parser.set_defaults(handler=command(_delete))
+    run_on_cluster(parser, _delete)

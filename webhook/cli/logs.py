@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from webhook.api.objects import RAN_PHASES, Obj, pod_phase
 from webhook.api.statuses import FINAL
-from webhook.cli.common import add_connection_flags, command
+from webhook.cli.common import run_on_cluster
 from webhook.core import duration
 from webhook.readmodel.commandline import subparser
 
@@ -163,5 +163,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--timestamps", action="store_true", help="prefix each line with its time")
     parser.add_argument("--prefix", action="store_true", help="prefix lines with [pod] even for one pod")
     parser.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
-    add_connection_flags(parser)
-    parser.set_defaults(handler=command(_logs))
+    run_on_cluster(parser, _logs)

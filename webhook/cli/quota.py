@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from webhook.api.names import QUEUE_NAMESPACE
 from webhook.api.objects import Obj, name_of
-from webhook.cli.common import add_connection_flags, command
+from webhook.cli.common import run_on_cluster
 from webhook.readmodel.commandline import subparser
 
 if TYPE_CHECKING:
@@ -152,8 +152,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ["kq top quota", "kq top quota -o wide", "kq top quota -o json"],
     )
     parser.add_argument("-o", "--output", choices=("wide", "json", "yaml"), help="add REQUEST, or JSON/YAML")
-    add_connection_flags(parser)
-    parser.set_defaults(handler=command(_top))
+    run_on_cluster(parser, _top)
 
     queue = subparser(
         subparsers,
@@ -173,8 +172,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ["kq queue list", "kq queue list -o yaml"], aliases=["ls"],
     )
     parser.add_argument("-o", "--output", choices=("json", "yaml"), help="print the objects")
-    add_connection_flags(parser)
-    parser.set_defaults(handler=command(_queue_list))
+    run_on_cluster(parser, _queue_list)
     parser = subparser(
         verbs, "get", "one Queue and its waiting jobs by position",
         "Show a Queue and its waiting jobs. Without a name: the Queue of your namespace.",
@@ -182,5 +180,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("queue", nargs="?", metavar="NAME", help="Queue name or leaf quota name (default: yours)")
     parser.add_argument("-o", "--output", choices=("json", "yaml"), help="print the object")
-    add_connection_flags(parser)
-    parser.set_defaults(handler=command(_queue_get))
+    run_on_cluster(parser, _queue_get)

@@ -52,6 +52,7 @@ from webhook.admission.state import (
 from webhook.api import kinds
 from webhook.api.names import CONTROLLER_COMPONENT, TREE_NAMESPACE, VISIBILITY_API_SERVICE
 from webhook.api.objects import Obj
+from webhook.cli.args import Subparsers, add_command, add_listen_flags, add_service_kubeconfig_flags
 from webhook.cli.wiring import import_wired
 from webhook.core.integrity import WORKLOAD_CONTROLLERS
 from webhook.core.quota import QuotaTree
@@ -106,25 +107,25 @@ def plugins() -> list[ModuleType]:
     return [import_wired(name, "plugin") for name in PLUGIN_MODULES]
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Subparsers) -> None:
+    parser = add_command(
+        subparsers,
         "serve",
-        help="run the admission webhook service",
-        description=(
-            "Serve POST /mutate and /validate (AdmissionReview v1) over HTTPS, plus /healthz and /readyz. "
-            "State comes from watches of ElasticQuotaTrees, ResourcePolicies, PriorityClasses and Namespaces."
-        ),
-        epilog=(
-            "examples:\n"
-            "  kq serve --port 9443 --cert certs/tls.crt --key certs/tls.key --kubeconfig ~/.kube/config\n"
-            "  kq serve --self-signed-secret kube-queue/kube-queue-webhook-tls --webhook-configuration kube-queue"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run the admission webhook service",
+        "Serve POST /mutate and /validate (AdmissionReview v1) over HTTPS, plus /healthz and /readyz. "
+        "State comes from watches of ElasticQuotaTrees, ResourcePolicies, PriorityClasses and Namespaces.",
+        [
+            "kq serve --port 9443 --cert certs/tls.crt --key certs/tls.key --kubeconfig ~/.kube/config",
+            "kq serve --self-signed-secret kube-queue/kube-queue-webhook-tls --webhook-configuration kube-queue",
+        ],
     )
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
-    parser.add_argument("--port", type=int, default=9443, help="HTTPS port (default: 9443)")
-    parser.add_argument("--cert", type=Path, help="serving certificate (PEM), e.g. certs/tls.crt")
-    parser.add_argument("--key", type=Path, help="its private key (PEM), e.g. certs/tls.key")
+    add_listen_flags(
+        parser,
+        port=9443,
+        port_help="HTTPS port",
+        cert_help="serving certificate (PEM), e.g. certs/tls.crt",
+        key_help="its private key (PEM), e.g. certs/tls.key",
+    )
     parser.add_argument(
         "--self-signed-secret",
         metavar="NAMESPACE/NAME",
@@ -140,8 +141,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"inject the CA into this Mutating/ValidatingWebhookConfiguration (repeatable; e.g. {CONFIG_NAME})",
     )
     parser.add_argument("--cert-dir", type=Path, help="where a self-issued certificate is written (default: temp)")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG, ~/.kube/config)")
-    parser.add_argument("--context", help="kubeconfig context")
+    add_service_kubeconfig_flags(parser)
     parser.add_argument(
         "--controller-user",
         action="append",

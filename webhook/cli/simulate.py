@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from webhook.cli.args import Subparsers, add_command
 from webhook.controller.settings import rate_flag
 from webhook.sim.engine import CorePath, DecisionPath, SimResult, simulate
 from webhook.sim.model import Scenario, ScenarioError, parse_duration
@@ -31,25 +32,22 @@ def run_scenario(scenario: Scenario, *, record_timeline: bool = True) -> SimResu
     return simulate(scenario, controller_path(), record_timeline=record_timeline)
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Subparsers) -> None:
+    parser = add_command(
+        subparsers,
         "simulate",
-        help="replay a scenario (quota tree, nodes, timed job submissions) on a virtual clock",
-        description=(
-            "Replay SCENARIO (a YAML file: an ElasticQuotaTree, optional PriorityClasses, a Scenario document with "
-            "settings and nodes, and job manifests with submit and run times) through the live controller's "
-            "decision code on a virtual clock, and report per quota: admissions, waits (p50/p95/max), use of "
-            "min and max, borrowing and evictions. See webhook/sim/README.md for the format."
-        ),
-        epilog=(
-            "examples:\n"
-            "  kq simulate examples/scenarios/seed-1-round.yaml\n"
-            "  kq simulate examples/scenarios/seed-3-reclaim.yaml --timeline\n"
-            "  kq simulate examples/scenarios/peer-shape.yaml -o json\n"
-            "  kq simulate my.yaml --oversellrate 1 --strict-priority --until 10m\n"
-            "  kq simulate examples/scenarios/fair-sharing.yaml --fair-sharing off"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "replay a scenario (quota tree, nodes, timed job submissions) on a virtual clock",
+        "Replay SCENARIO (a YAML file: an ElasticQuotaTree, optional PriorityClasses, a Scenario document with "
+        "settings and nodes, and job manifests with submit and run times) through the live controller's "
+        "decision code on a virtual clock, and report per quota: admissions, waits (p50/p95/max), use of "
+        "min and max, borrowing and evictions. See webhook/sim/README.md for the format.",
+        [
+            "kq simulate examples/scenarios/seed-1-round.yaml",
+            "kq simulate examples/scenarios/seed-3-reclaim.yaml --timeline",
+            "kq simulate examples/scenarios/peer-shape.yaml -o json",
+            "kq simulate my.yaml --oversellrate 1 --strict-priority --until 10m",
+            "kq simulate examples/scenarios/fair-sharing.yaml --fair-sharing off",
+        ],
     )
     parser.add_argument("scenario", metavar="SCENARIO", help="the scenario YAML file")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="report format")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from webhook.api.names import QUEUE_NAMESPACE, QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
 from webhook.api.objects import Obj, annotations_of, labels_of, meta
-from webhook.cli.common import add_connection_flags, command, key_values
+from webhook.cli.common import key_values, run_on_cluster
 from webhook.readmodel.commandline import subparser
 from webhook.readmodel.submit import (
     DEFAULT_IMAGE,
@@ -165,5 +165,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         parser.add_argument("--wait", action="store_true", help="wait until the job runs (or finishes)")
         parser.add_argument("--timeout", type=float, default=0, metavar="SECONDS", help="give up --wait after this")
         parser.add_argument("cmd", nargs="*", metavar="-- CMD", help="the command to run (after --)")
-        add_connection_flags(parser)
-        parser.set_defaults(handler=command(_submit), kind=kind)
+        run_on_cluster(parser, _submit)
+        parser.set_defaults(kind=kind)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from webhook.api.objects import Obj, mapping
 from webhook.api.statuses import WAITING
-from webhook.cli.common import add_connection_flags, command
+from webhook.cli.common import run_on_cluster
 from webhook.readmodel.commandline import rate_flag, subparser
 from webhook.readmodel.explain import AHEAD_SHOWN, answer_job, answer_json
 from webhook.readmodel.served import NOT_DECIDED, NOT_WAITING
@@ -114,5 +114,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="compute the answer here from every job read from the API server, not the controller's (slower; "
         "the start estimate is replayed now, not taken from the controller's last refresh; docs/queueing.md)",
     )
-    add_connection_flags(parser)
-    parser.set_defaults(handler=command(_why))
+    run_on_cluster(parser, _why)

@@ -13,24 +13,15 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-from dataclasses import dataclass
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from webhook.kube.servingcerts import ServingCerts
+
 DAYS = 3650
-
-
-@dataclass(frozen=True, slots=True)
-class ServingPair:
-    """PEM texts: the CA's certificate and key, and the server's."""
-
-    ca_cert: bytes
-    ca_key: bytes
-    cert: bytes
-    key: bytes
 
 
 def _rsa() -> rsa.RSAPrivateKey:
@@ -43,7 +34,22 @@ def _pkcs1(key: rsa.RSAPrivateKey) -> bytes:
     )
 
 
-def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingPair:
+def _certificate(subject: x509.Name, issuer: x509.Name, key: rsa.RSAPublicKey, now: datetime.datetime,
+                 until: datetime.datetime) -> x509.CertificateBuilder:
+    """A certificate of ``subject`` for ``key``, issued by ``issuer``, valid from ``now`` to ``until``, with a
+    random serial number; its extensions are the caller's."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(until)
+    )
+
+
+def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingCerts:
     """A self-signed CA (``ca_name`` as its common and DNS name) and a server certificate for ``dns_name``
     and ``ip``, signed by it."""
     now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
@@ -51,13 +57,7 @@ def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingP
     ca_key = _rsa()
     ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
     ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_subject)
-        .issuer_name(ca_subject)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(until)
+        _certificate(ca_subject, ca_subject, ca_key.public_key(), now, until)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(ca_name)]), critical=False)
         .add_extension(
@@ -69,14 +69,9 @@ def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingP
         .sign(ca_key, hashes.SHA256())
     )
     key = _rsa()
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_name)])
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_name)]))
-        .issuer_name(ca_subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(until)
+        _certificate(subject, ca_subject, key.public_key(), now, until)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.SubjectAlternativeName([x509.DNSName(dns_name), x509.IPAddress(ipaddress.ip_address(ip))]),
@@ -85,7 +80,7 @@ def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingP
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    return ServingPair(
+    return ServingCerts(
         ca_cert=ca.public_bytes(serialization.Encoding.PEM),
         ca_key=_pkcs1(ca_key),
         cert=cert.public_bytes(serialization.Encoding.PEM),

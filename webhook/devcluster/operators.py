@@ -273,11 +273,10 @@ def _training_operator_webhook(config: ClusterConfig, kubectl: Kubectl, where: B
         (certs / "tls.key").write_bytes(pair.key)
         (certs / "tls.key").chmod(0o600)
         ca_file.write_bytes(pair.ca_cert)
-        secret_data = {"ca.crt": pair.ca_cert, "ca.key": pair.ca_key, "tls.crt": pair.cert, "tls.key": pair.key}
         secret = {
             "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": CERT_SECRET, "namespace": TRAINING_OPERATOR.namespace},
-            "data": {key: base64.b64encode(value).decode() for key, value in secret_data.items()},
+            "data": pair.secret_data(),
         }
         kubectl("delete", "secret", CERT_SECRET, "-n", TRAINING_OPERATOR.namespace, "--ignore-not-found")
         _apply(kubectl, [secret])

@@ -98,6 +98,12 @@ def log_line(fields: dict[str, object]) -> str:
     return " ".join(f"{key}={_value(value)}" for key, value in fields.items())
 
 
+def _bad_request(verb: str, error: ProtocolError) -> None:
+    """Count and log a request body that is not what ``verb`` takes (the scheduler gets a 400)."""
+    REQUESTS.labels(verb, "bad_request").inc()
+    log.warning("component=extender verb=%s event=bad_request error=%s", verb, _value(str(error)))
+
+
 def _log_decision(decision: Decision | PreemptDecision, seconds: float) -> None:
     """One line per filter or preempt decision (INFO), per prioritize decision (DEBUG); built only when it is
     written."""
@@ -167,8 +173,7 @@ class ExtenderApp:
         try:
             args = parse_args(raw)
         except ProtocolError as error:
-            REQUESTS.labels("filter", "bad_request").inc()
-            log.warning("component=extender verb=filter event=bad_request error=%s", _value(str(error)))
+            _bad_request("filter", error)
             return _json(filter_error(f"kube-queue extender: {error}"), status=400)
         if not self.state.ready:
             REQUESTS.labels("filter", "error").inc()
@@ -231,8 +236,7 @@ class ExtenderApp:
         try:
             args = parse_args(raw)
         except ProtocolError as error:
-            REQUESTS.labels("prioritize", "bad_request").inc()
-            log.warning("component=extender verb=prioritize event=bad_request error=%s", _value(str(error)))
+            _bad_request("prioritize", error)
             return _json(b"[]", status=400)
         if not self.state.ready:
             REQUESTS.labels("prioritize", "error").inc()
@@ -260,8 +264,7 @@ class ExtenderApp:
         try:
             args = parse_preemption_args(raw)
         except ProtocolError as error:
-            REQUESTS.labels("preempt", "bad_request").inc()
-            log.warning("component=extender verb=preempt event=bad_request error=%s", _value(str(error)))
+            _bad_request("preempt", error)
             return text_reply(400, f"kube-queue extender: {error}")
         if not self.state.ready:
             REQUESTS.labels("preempt", "error").inc()

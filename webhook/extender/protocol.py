@@ -112,17 +112,24 @@ def _field(body: Obj, name: str) -> object:
     return None
 
 
-def parse_args(raw: bytes) -> ExtenderArgs:
-    """Decode an ``ExtenderArgs`` body; :class:`ProtocolError` when it is not one."""
+def _with_pod(raw: bytes, what: str) -> tuple[Obj, Obj]:
+    """Decode a body that must be a JSON object of type ``what`` with a ``Pod`` object: the body and the pod;
+    :class:`ProtocolError` naming ``what`` when it is not one."""
     try:
         body: object = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         raise ProtocolError(f"the request body is not JSON: {error}") from None
     if not isinstance(body, dict):
-        raise ProtocolError(f"expected an ExtenderArgs object, got {type(body).__name__}")
+        raise ProtocolError(f"expected an {what} object, got {type(body).__name__}")
     pod = _field(body, "Pod")
     if not isinstance(pod, dict):
-        raise ProtocolError("ExtenderArgs.Pod is missing or not an object")
+        raise ProtocolError(f"{what}.Pod is missing or not an object")
+    return body, pod
+
+
+def parse_args(raw: bytes) -> ExtenderArgs:
+    """Decode an ``ExtenderArgs`` body; :class:`ProtocolError` when it is not one."""
+    body, pod = _with_pod(raw, "ExtenderArgs")
     names = _field(body, "NodeNames")
     if names is not None:
         if not isinstance(names, list) or not _all_strings(names):
@@ -260,15 +267,7 @@ def _victims_of(node: str, entry: object, whole: bool) -> NodeVictims:
 
 def parse_preemption_args(raw: bytes) -> PreemptionArgs:
     """Decode an ``ExtenderPreemptionArgs`` body (either victim form); :class:`ProtocolError` when it is not one."""
-    try:
-        body: object = orjson.loads(raw)
-    except orjson.JSONDecodeError as error:
-        raise ProtocolError(f"the request body is not JSON: {error}") from None
-    if not isinstance(body, dict):
-        raise ProtocolError(f"expected an ExtenderPreemptionArgs object, got {type(body).__name__}")
-    pod = _field(body, "Pod")
-    if not isinstance(pod, dict):
-        raise ProtocolError("ExtenderPreemptionArgs.Pod is missing or not an object")
+    body, pod = _with_pod(raw, "ExtenderPreemptionArgs")
     meta = _field(body, "NodeNameToMetaVictims")
     whole = _field(body, "NodeNameToVictims")
     given, is_whole = (meta, False) if meta is not None else (whole, True)

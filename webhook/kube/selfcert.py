@@ -15,7 +15,6 @@ import datetime
 import ipaddress
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from cryptography import x509
 
@@ -23,6 +22,7 @@ from webhook import pki
 from webhook.api import kinds
 from webhook.api.objects import Doc, Obj
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.kube.servingcerts import SECRET_KEYS, ServingCerts
 
 log = logging.getLogger(__name__)
 
@@ -32,16 +32,6 @@ VALIDATING = ResourceRef.of(kinds.VALIDATING_WEBHOOK_CONFIGURATION)
 API_SERVICES = ResourceRef.of(kinds.API_SERVICE)
 RENEW_BEFORE = datetime.timedelta(days=30)
 CERT_DAYS = 365
-
-
-@dataclass(frozen=True, slots=True)
-class ServingCerts:
-    """PEM bytes: the CA certificate and key, the serving certificate and key."""
-
-    ca_cert: bytes
-    ca_key: bytes
-    cert: bytes
-    key: bytes
 
 
 def service_dns_names(service: str, namespace: str) -> list[str]:
@@ -64,7 +54,7 @@ def certs_from_secret(secret: Obj) -> ServingCerts | None:
     data = secret.get("data")
     if not isinstance(data, Mapping):
         return None
-    parts = [_decode(data, key) for key in ("ca.crt", "ca.key", "tls.crt", "tls.key")]
+    parts = [_decode(data, key) for key in SECRET_KEYS]
     if any(part is None for part in parts):
         return None
     ca_cert, ca_key, cert, key = (part or b"" for part in parts)
@@ -120,18 +110,12 @@ def _secret_body(name: str, namespace: str, certs: ServingCerts, resource_versio
     metadata: Doc = {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/name": "kube-queue"}}
     if resource_version:
         metadata["resourceVersion"] = resource_version
-    encoded = {
-        "ca.crt": certs.ca_cert,
-        "ca.key": certs.ca_key,
-        "tls.crt": certs.cert,
-        "tls.key": certs.key,
-    }
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": metadata,
         "type": "kubernetes.io/tls",
-        "data": {key: base64.b64encode(value).decode("ascii") for key, value in encoded.items()},
+        "data": certs.secret_data(),
     }
 
 
