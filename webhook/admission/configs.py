@@ -364,9 +364,7 @@ def webhook_configs(
         "kind": "ValidatingWebhookConfiguration",
         "metadata": metadata,
         "webhooks": [
-            # Updates only: a new job is refused by jobs.mutate already, with the very rule
-            # (validate.creation_refusal), before it is held; a second round trip per create repeated it
-            # (issue 40: the create path is what limits a job submitted open).
+            # Updates only: jobs.mutate refuses a new job by the same rule (one round trip a create, issue 40).
             _webhook(
                 JOBS_VALIDATE,
                 managed_config("/validate"),
