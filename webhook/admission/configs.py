@@ -132,6 +132,13 @@ ClientConfig = Callable[[str], reg.WebhookClientConfig]
 """``path -> clientConfig`` (without ``caBundle``)."""
 
 
+def _rule(group: str, versions: list[str], resources: list[str], operations: list[str],
+          scope: str = "Namespaced") -> reg.Rule:
+    """One rule of a hook: these operations on these resources of one API group."""
+    return {"apiGroups": [group], "apiVersions": versions, "resources": resources, "operations": operations,
+            "scope": scope}
+
+
 def _job_rules(operations: list[str], *, pods: bool) -> list[reg.Rule]:
     by_group: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for adapter in all_adapters():
@@ -139,13 +146,7 @@ def _job_rules(operations: list[str], *, pods: bool) -> list[reg.Rule]:
             continue
         by_group.setdefault((adapter.group, adapter.versions), []).append(adapter.plural)
     return [
-        {
-            "apiGroups": [group],
-            "apiVersions": list(versions),
-            "resources": sorted(plurals),
-            "operations": operations,
-            "scope": "Namespaced",
-        }
+        _rule(group, list(versions), sorted(plurals), operations)
         for (group, versions), plurals in sorted(by_group.items())
     ]
 
@@ -229,6 +230,28 @@ def _webhook(
     return hook
 
 
+def _pod_creation_open(
+    name: str,
+    client_config: reg.WebhookClientConfig,
+    namespace_selector: reg.LabelSelector,
+    *,
+    object_selector: reg.LabelSelector | None = None,
+    match_conditions: list[reg.MatchCondition] | None = None,
+) -> reg.Webhook:
+    """A mutating hook on pod creation that fails open: what it adds to a pod is not needed for the pod to
+    run, so no pod waits on the service being up."""
+    return _webhook(
+        name,
+        client_config,
+        _job_rules(["CREATE"], pods=True),
+        namespace_selector=namespace_selector,
+        object_selector=object_selector,
+        match_conditions=match_conditions,
+        mutating=True,
+        failure_policy="Ignore",
+    )
+
+
 def webhook_configs(
     client_config: ClientConfig,
     ca_bundle_pem: bytes | None = None,
@@ -281,26 +304,18 @@ def webhook_configs(
                     # what a ResourcePolicy or the ECI opt-in asks of a pod needs the service: the pods of the
                     # namespaces labelled for it (webhook.admission.joining), and the opted-in pods of the
                     # others. Every other such pod skips the round trip, the largest part of its creation.
-                    _webhook(
+                    _pod_creation_open(
                         PODS_MUTATE_WORKLOADS,
                         managed_config("/mutate"),
-                        _job_rules(["CREATE"], pods=True),
-                        namespace_selector=_also(managed, labels={PLACEMENT_NAMESPACE_LABEL: "true"}),
+                        _also(managed, labels={PLACEMENT_NAMESPACE_LABEL: "true"}),
                         match_conditions=A_WORKLOAD_CONTROLLER,
-                        mutating=True,
-                        failure_policy="Ignore",
                     ),
-                    _webhook(
+                    _pod_creation_open(
                         PODS_MUTATE_WORKLOADS_OPT_IN,
                         managed_config("/mutate"),
-                        _job_rules(["CREATE"], pods=True),
-                        namespace_selector=_also(
-                            managed, expressions=[{"key": PLACEMENT_NAMESPACE_LABEL, "operator": "DoesNotExist"}]
-                        ),
+                        _also(managed, expressions=[{"key": PLACEMENT_NAMESPACE_LABEL, "operator": "DoesNotExist"}]),
                         object_selector={"matchLabels": {ECI_OPT_IN_LABEL: "true"}},
                         match_conditions=A_WORKLOAD_CONTROLLER,
-                        mutating=True,
-                        failure_policy="Ignore",
                     ),
                 ]
                 if policies
@@ -312,8 +327,7 @@ def webhook_configs(
             _webhook(
                 NAMESPACES_MUTATE,
                 config("/mutate"),
-                [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces"], "operations": ["CREATE"],
-                  "scope": "Cluster"}],
+                [_rule("", ["v1"], ["namespaces"], ["CREATE"], scope="Cluster")],
                 namespace_selector={"matchExpressions": [_not_excluded()]},
                 mutating=True,
                 failure_policy="Ignore",
@@ -324,14 +338,7 @@ def webhook_configs(
                     # get the virtual node's toleration. Ignore on failure: no unrelated namespace, and no
                     # such namespace, depends on the webhook to create pods (they just do not use the
                     # virtual node while it is down).
-                    _webhook(
-                        "pods.placement.kube-queue.x-k8s.io",
-                        config("/mutate"),
-                        _job_rules(["CREATE"], pods=True),
-                        namespace_selector=_placement_selector(),
-                        mutating=True,
-                        failure_policy="Ignore",
-                    )
+                    _pod_creation_open("pods.placement.kube-queue.x-k8s.io", config("/mutate"), _placement_selector())
                 ]
                 if require_managed_label
                 else []
@@ -341,14 +348,11 @@ def webhook_configs(
                     # Pods opted into ECI in namespaces no other pod hook sees: only the full-scan profile may
                     # use the virtual node. Ignore on failure: while the webhook is down they stay on regular
                     # nodes.
-                    _webhook(
+                    _pod_creation_open(
                         "pods.eci-opt-in.kube-queue.x-k8s.io",
                         config("/mutate"),
-                        _job_rules(["CREATE"], pods=True),
-                        namespace_selector=_opt_in_selector(),
+                        _opt_in_selector(),
                         object_selector={"matchLabels": {ECI_OPT_IN_LABEL: "true"}},
-                        mutating=True,
-                        failure_policy="Ignore",
                     )
                 ]
                 if require_managed_label
@@ -389,9 +393,8 @@ def webhook_configs(
             _webhook(
                 CLAIMS_VALIDATE,
                 managed_config("/validate"),
-                [{"apiGroups": [RESOURCE_CLAIM.group], "apiVersions": [RESOURCE_CLAIM.version],
-                  "resources": sorted((RESOURCE_CLAIM.plural, RESOURCE_CLAIM_TEMPLATE.plural)),
-                  "operations": ["CREATE"], "scope": "Namespaced"}],
+                [_rule(RESOURCE_CLAIM.group, [RESOURCE_CLAIM.version],
+                       sorted((RESOURCE_CLAIM.plural, RESOURCE_CLAIM_TEMPLATE.plural)), ["CREATE"])],
                 namespace_selector=managed,
                 match_conditions=[{"name": "not-the-claim-controller", "expression": f"!({_CLAIM_CONTROLLER})"}]
                 if policies else None,
@@ -401,8 +404,7 @@ def webhook_configs(
                     _webhook(
                         CLAIMS_FROM_TEMPLATES,
                         managed_config("/validate"),
-                        [{"apiGroups": [RESOURCE_CLAIM.group], "apiVersions": [RESOURCE_CLAIM.version],
-                          "resources": [RESOURCE_CLAIM.plural], "operations": ["CREATE"], "scope": "Namespaced"}],
+                        [_rule(RESOURCE_CLAIM.group, [RESOURCE_CLAIM.version], [RESOURCE_CLAIM.plural], ["CREATE"])],
                         namespace_selector=managed,
                         match_conditions=[{"name": "the-claim-controller", "expression": _CLAIM_CONTROLLER}],
                         failure_policy="Ignore",
@@ -415,23 +417,14 @@ def webhook_configs(
             _webhook(
                 PODS_RESIZE,
                 managed_config("/validate"),
-                [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/resize"], "operations": ["UPDATE"],
-                  "scope": "Namespaced"}],
+                [_rule("", ["v1"], ["pods/resize"], ["UPDATE"])],
                 namespace_selector=managed,
             ),
             *(
                 _webhook(
                     f"{short}.validate.kube-queue.x-k8s.io",
                     config("/validate"),
-                    [
-                        {
-                            "apiGroups": [group],
-                            "apiVersions": [version],
-                            "resources": [plural],
-                            "operations": ["CREATE", "UPDATE"],
-                            "scope": "Namespaced",
-                        }
-                    ],
+                    [_rule(group, [version], [plural], ["CREATE", "UPDATE"])],
                     # A tree that makes existing namespaces join labels them managed before it is allowed (its
                     # jobs are held from then on), a ResourcePolicy labels its namespace for the placement
                     # webhook: side effects, never on a dry run (webhook.admission.joining).

@@ -262,10 +262,7 @@ def job_status(job: Obj) -> JobStatus:
 
 def conditions_of(obj: Obj) -> list[Condition]:
     """``status.conditions`` that are objects (malformed entries are skipped)."""
-    value = status_of(obj).get("conditions")
-    if not isinstance(value, list):
-        return []
-    return [cast(Condition, condition) for condition in value if isinstance(condition, Mapping)]
+    return cast("list[Condition]", mappings(status_of(obj).get("conditions")))
 
 
 def queue_details(queue: Obj) -> QueueItemDetails | None:
@@ -276,10 +273,7 @@ def queue_details(queue: Obj) -> QueueItemDetails | None:
 
 def queue_active(details: QueueItemDetails) -> list[QueueItem]:
     """The ``active`` items that are objects (malformed entries are skipped)."""
-    active: object = details.get("active")
-    if not isinstance(active, list):
-        return []
-    return [cast(QueueItem, item) for item in active if isinstance(item, Mapping)]
+    return cast("list[QueueItem]", mappings(details.get("active")))
 
 
 def involved_object(event: Obj) -> ObjectReference:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from webhook.api.objects import Obj, mapping
 from webhook.api.statuses import WAITING
 from webhook.cli.common import run_on_cluster
-from webhook.readmodel.commandline import rate_flag, subparser
+from webhook.readmodel.commandline import add_rate_flag, subparser
 from webhook.readmodel.explain import AHEAD_SHOWN, answer_job, answer_json
 from webhook.readmodel.served import NOT_DECIDED, NOT_WAITING
 
@@ -95,13 +95,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="JSON: the job's place, blockers, text and start estimate (estimatedStart, "
                         "estimatedStartLatest, estimateBasis)")
     parser.add_argument("job", metavar="JOB", help="[KIND/]NAME, e.g. pi2 or pytorchjob/mnist")
-    parser.add_argument(
-        "--oversellrate",
-        type=rate_flag,
-        default=None,
-        metavar="RATE",
-        help="the controller's --oversellrate (default: read from its events, else 2)",
-    )
+    add_rate_flag(parser, "read from its events, else 2")
     parser.add_argument(
         "--ahead",
         type=int,

@@ -6,7 +6,7 @@ import argparse
 import ipaddress
 import sys
 
-from webhook.readmodel.commandline import rate_flag, subparser
+from webhook.readmodel.commandline import add_rate_flag, subparser
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -82,7 +82,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--user-header", metavar="HEADER",
                         help="an authenticating proxy's header naming the user (impersonated: the console's own "
                              "identity then needs the impersonate right on users)")
-    parser.add_argument("--oversellrate", type=rate_flag, default=None, metavar="RATE",
-                        help="the controller's --oversellrate (default: read as `kq why` reads it)")
+    add_rate_flag(parser, "read as `kq why` reads it")
     parser.add_argument("--secure-cookie", action="store_true", help="mark the session cookie Secure (HTTPS)")
     parser.set_defaults(handler=_console)

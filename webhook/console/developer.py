@@ -1,7 +1,7 @@
 """The developer's pages: sign in, their jobs, one job (``kq get`` + ``kq why``), submit, delete.
 
 The rows come from :func:`webhook.readmodel.view.job_views` (what ``kq list`` shows), the explanation from
-:func:`webhook.readmodel.explain.explain_job` (what ``kq why`` prints) and the objects from the builders of
+:func:`webhook.readmodel.explain.answer_job` (what ``kq why`` prints) and the objects from the builders of
 :mod:`webhook.readmodel.submit` (what ``kq submit`` creates).
 """
 
@@ -107,14 +107,14 @@ class JobDetail:
 def load_detail(api: KubeApi, namespace: str, kind: str, name: str, settings: ConsoleSettings) -> JobDetail:
     """``kq get`` and ``kq why`` of one job, computed by their own functions."""
     from webhook.console.app import TEXT_WIDTH  # noqa: PLC0415
-    from webhook.readmodel.explain import explain_job  # noqa: PLC0415
+    from webhook.readmodel.explain import answer_job  # noqa: PLC0415
     from webhook.readmodel.fetch import job_events  # noqa: PLC0415
     from webhook.readmodel.jobs import describe_job, find_job, sorted_events  # noqa: PLC0415
 
     ctx = make_ctx(api, namespace, settings)
     snapshot, views, view = find_job(ctx, f"{kind}/{name}", complete=True, with_events=True)
     now = settings.clock()
-    why = explain_job(snapshot, views, view, now, TEXT_WIDTH, oversellrate=settings.oversellrate)
+    why = answer_job(snapshot, views, view, now, TEXT_WIDTH, oversellrate=settings.oversellrate).text
     events = sorted_events(job_events(api, view.namespace, view.name, str(meta(view.obj).get("uid") or "")))
     described = describe_job(view, snapshot, events, now, TEXT_WIDTH)
     started = any(pod_phase(pod) not in (None, "Pending") for pod in view.pods)

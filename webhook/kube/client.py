@@ -59,6 +59,26 @@ def _error_from(status: int, raw: bytes) -> KubeApiError:
     return status_error(KubeApiError, status, "Error", raw, limit=200)
 
 
+class _TransportErrors:
+    """Within it, a timeout or a connection failure of ``what`` becomes a :class:`KubeApiError` with status 0
+    (``late`` says what did not come in time). A class, not a generator: a watch enters it once a line."""
+
+    __slots__ = ("late", "what")
+
+    def __init__(self, what: str, late: str) -> None:
+        self.what = what
+        self.late = late
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        if isinstance(error, TimeoutError):
+            raise KubeApiError(0, "Timeout", f"{self.what}: {self.late}") from error
+        if isinstance(error, aiohttp.ClientError):
+            raise KubeApiError(0, "ConnectionError", f"{self.what}: {error}") from error
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceRef:
     """Where a resource lives: ``ResourceRef("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees")``.
@@ -211,16 +231,12 @@ class KubeClient:
         if queries:
             url += "?" + urlencode(queries)
         data = None if body is None else orjson.dumps(body, default=plain)
-        try:
+        with _TransportErrors(f"{method} {path}", "no answer in time"):
             response: aiohttp.ClientResponse = await rest.pool_manager.request(
                 method, url, headers=headers, data=data, timeout=self._timeout(read_timeout),
                 proxy=rest.proxy or None, proxy_headers=rest.proxy_headers or None,
                 server_hostname=rest.server_hostname or None,  # unset: None, aiohttp's default
             )
-        except TimeoutError as error:
-            raise KubeApiError(0, "Timeout", f"{method} {path}: no answer in time") from error
-        except aiohttp.ClientError as error:
-            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {error}") from error
         return response
 
     async def request(
@@ -235,11 +251,8 @@ class KubeClient:
         """One request; the decoded JSON answer. Raises :class:`KubeApiError` on a non-2xx status."""
         response = await self._send(method, path, query, body=body, content_type=content_type)
         try:
-            raw = await response.read()
-        except TimeoutError as error:
-            raise KubeApiError(0, "Timeout", f"{method} {path}: answer not read in time") from error
-        except aiohttp.ClientError as error:
-            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {error}") from error
+            with _TransportErrors(f"{method} {path}", "answer not read in time"):
+                raw = await response.read()
         finally:
             response.release()
         if not 200 <= response.status < 300:
@@ -342,13 +355,10 @@ class KubeClient:
 
 
 async def _events(response: aiohttp.ClientResponse, ref: ResourceRef) -> AsyncIterator[JSON]:
+    transport_errors = _TransportErrors(f"watch {ref}", "silent for too long")
     while True:
-        try:
+        with transport_errors:
             line = await response.content.readline()
-        except TimeoutError as error:
-            raise KubeApiError(0, "Timeout", f"watch {ref}: silent for too long") from error
-        except aiohttp.ClientError as error:
-            raise KubeApiError(0, "ConnectionError", f"watch {ref}: {error}") from error
         if not line:
             return
         line = line.strip()

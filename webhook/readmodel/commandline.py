@@ -34,3 +34,9 @@ def rate_flag(text: str) -> Fraction:
         return parse_rate(text)
     except RateError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_rate_flag(parser: argparse.ArgumentParser, default: str) -> None:
+    """The ``--oversellrate`` flag, unset unless given; ``default`` says where the rate comes from then."""
+    parser.add_argument("--oversellrate", type=rate_flag, default=None, metavar="RATE",
+                        help=f"the controller's --oversellrate (default: {default})")

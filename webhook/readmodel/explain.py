@@ -347,7 +347,7 @@ def answer_job(
     ahead: int = AHEAD_SHOWN,
 ) -> Answer:
     """The whole answer of ``kq why`` for ``view`` (read with ``complete`` and ``with_events``), whatever its
-    state, with when it should start when it waits (docs/eta.md)."""
+    state, with when it should start when it waits (docs/eta.md). Its ``text`` is what the web console shows."""
     from webhook.readmodel.eta import estimate_job  # noqa: PLC0415
     from webhook.readmodel.waiting import explain_wait, oversell_rate, strict_priority  # noqa: PLC0415
 
@@ -411,20 +411,6 @@ def answer_waiting(
         lines = eta_lines(eta, now) if eta is not None else []
         return Answer(explain_queuing(report, sources.events, now, width, ahead, eta=lines), report, eta)
     return None
-
-
-def explain_job(
-    snapshot: Snapshot,
-    views: Sequence[JobView],
-    view: JobView,
-    now: float,
-    width: int,
-    *,
-    oversellrate: Fraction | None = None,
-    ahead: int = AHEAD_SHOWN,
-) -> str:
-    """The text of :func:`answer_job` (the web console shows it too)."""
-    return answer_job(snapshot, views, view, now, width, oversellrate=oversellrate, ahead=ahead).text
 
 
 class PodsWaiting(TypedDict):

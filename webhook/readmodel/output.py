@@ -102,30 +102,25 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int =
     return render(columns, rows, layout(columns, rows, width, gap), gap=gap)
 
 
+_AGE_RUNGS = (("m", 60, 10, 180), ("h", 60, 8, 48), ("d", 24, 8, 730))
+"""kubectl's ladder past two minutes: a unit, how many of the one below make one, under how many it still
+shows the rest in the unit below (``5m30s``), and under how many it shows the unit alone (``42m``)."""
+
+
 def human_age(seconds: float) -> str:
     """kubectl's short durations: ``45s``, ``5m30s``, ``42m``, ``3h20m``, ``30h``, ``3d5h``, ``45d``, ``2y``."""
-    total = int(max(0.0, seconds))
-    if total < 120:
-        return f"{total}s"
-    minutes = total // 60
-    if minutes < 10:
-        rest = total % 60
-        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h{rest}m" if rest else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    days = hours // 24
-    if days < 8:
-        rest = hours % 24
-        return f"{days}d{rest}h" if rest else f"{days}d"
-    if days < 730:
-        return f"{days}d"
-    return f"{days // 365}y"
+    value = int(max(0.0, seconds))
+    if value < 120:
+        return f"{value}s"
+    below = "s"
+    for unit, size, with_rest, alone in _AGE_RUNGS:
+        value, rest = divmod(value, size)
+        if value < with_rest:
+            return f"{value}{unit}{rest}{below}" if rest else f"{value}{unit}"
+        if value < alone:
+            return f"{value}{unit}"
+        below = unit
+    return f"{value // 365}y"
 
 
 def age(created: float | None, now: float) -> str:

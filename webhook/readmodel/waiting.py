@@ -146,10 +146,31 @@ def explain_wait(
     queue = result.queues.get(job.leaf.key, ())
     if job.key in {workload.key for workload in result.admitted}:
         return WaitReport(job, rate, rate_source, usage_source, policy, True, None, None, len(queue), (), "", False)
-    position = result.positions.get(job.key)
-    ahead = tuple((index, workload) for index, workload in enumerate(queue, start=1) if index < (position or 0))
     admitted = [w for w in workloads if w.phase is Phase.ADMITTED]
     plan_text = explain_reclaim(tree, result.used, admitted, job.workload, rate)
+    return _left_waiting(
+        job, rate, rate_source, usage_source, policy, queue=queue, position=result.positions.get(job.key),
+        reason=result.reasons.get(job.key), reclaim=plan_text, reclaim_possible=not plan_text.startswith("no reclaim"),
+    )
+
+
+def _left_waiting(
+    job: JobView,
+    rate: Fraction,
+    rate_source: str,
+    usage_source: str,
+    policy: Policy,
+    *,
+    queue: Sequence[Workload],
+    position: int | None,
+    reason: FitResult | None,
+    reclaim: str,
+    reclaim_possible: bool,
+    fairness: str = "",
+) -> WaitReport:
+    """The report of a job the pass leaves waiting in ``queue`` at ``position``, with the jobs ahead of it; both
+    ways of reading its fate (the admission pass alone, the controller's whole pass) end here."""
+    ahead = tuple((index, workload) for index, workload in enumerate(queue, start=1) if index < (position or 0))
     return WaitReport(
         job=job,
         rate=rate,
@@ -157,12 +178,13 @@ def explain_wait(
         usage_source=usage_source,
         policy=policy,
         fits_now=False,
-        reason=result.reasons.get(job.key),
+        reason=reason,
         position=position,
         waiting=len(queue),
         ahead=ahead,
-        reclaim=plan_text,
-        reclaim_possible=not plan_text.startswith("no reclaim"),
+        reclaim=reclaim,
+        reclaim_possible=reclaim_possible,
+        fairness=fairness,
     )
 
 
@@ -211,8 +233,6 @@ def report_from_pass(record: PassRecord, job: JobView, rate: Fraction, rate_sour
     if plan is not None:
         return WaitReport(job, rate, rate_source, usage_source, policy, True, None, None, len(queue), (),
                           plan.reason, True, by_reclaim=True)
-    position = decisions.positions.get(key)
-    ahead = tuple((index, workload) for index, workload in enumerate(queue, start=1) if index < (position or 0))
     used = decisions.ledger.used_view()
     gone = {victim.workload.key for plan in decisions.reclaims for victim in plan.victims}
     gone.update(workload.key for plan in decisions.reclaims for workload in plan.pods)
@@ -234,18 +254,8 @@ def report_from_pass(record: PassRecord, job: JobView, rate: Fraction, rate_sour
         if not unguarded.startswith("no reclaim"):
             named = "; ".join(f"{key} ({why})" for key, why in protected.items() if str(key) in unguarded)
             plan_text = f"{plan_text}; only evicting jobs or pods that may not be taken now would help: {named}"
-    return WaitReport(
-        job=job,
-        rate=rate,
-        rate_source=rate_source,
-        usage_source=usage_source,
-        policy=policy,
-        fits_now=False,
-        reason=decisions.reasons.get(key),
-        position=position,
-        waiting=len(queue),
-        ahead=ahead,
-        reclaim=plan_text,
-        reclaim_possible=possible,
+    return _left_waiting(
+        job, rate, rate_source, usage_source, policy, queue=queue, position=decisions.positions.get(key),
+        reason=decisions.reasons.get(key), reclaim=plan_text, reclaim_possible=possible,
         fairness=fair_note(tree, used, job.leaf.key),
     )
