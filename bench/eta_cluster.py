@@ -2,6 +2,7 @@
 estimates made while they wait, and when they really started.
 
     .venv/bin/python -m bench.eta_cluster [--minutes 10] [--port-base 29700] [--seed 1 2 3] [--dump DIR]
+    .venv/bin/python -m bench.eta_cluster --from-dump DIR [--seed 1 2 3]   # report a dumped run again
 
 A fresh dev cluster runs the service strictly by quota (``--oversellrate=1``) with estimates refreshed every
 2 s, over a tree of 2 departments x 2 teams sharing 48 CPU (mins 12 CPU a team, borrowing up to the whole root).
@@ -19,7 +20,8 @@ the trace, every 15 s, every QUEUING job gets:
 * ``naive/running``: that divided by the jobs running in its queue.
 
 When every job has run, each prediction is compared with when the job's first pod started: the error relative to
-the job's whole wait (submission to start, at least 10 s) and to the wait still ahead at the prediction.
+the job's whole wait (submission to start, at least 10 s) and to the wait still ahead at the prediction, and by
+the time that was still ahead (:mod:`bench.eta_cluster_report`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import devrun
 from bench.e2e_metrics import WRITE_VERBS, api_requests
+from bench.eta_cluster_report import FLOOR, Outcome, Prediction, dump, load, report
 from bench.eta_traces import Trace
-from bench.machine import header
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, HANDOFF_STATUS, SUCCEED_AFTER_ANNOTATION
 from webhook.api.objects import parse_time
 from webhook.api.statuses import JobStatus
@@ -60,7 +62,6 @@ from webhook.readmodel.waiting import oversell_rate, strict_priority
 from webhook.sim.model import SCENARIO_API_VERSION
 
 COMMAND = ".venv/bin/python -m bench.eta_cluster"
-FLOOR = 10.0
 TEAMS = ("eta-a1", "eta-a2", "eta-b1", "eta-b2")
 STEMS = (("train", 4, 2, 60.0), ("eval", 2, 1, 25.0), ("sweep", 1, 1, 12.0))
 """(name, CPU a pod, pods, mean run time in seconds)."""
@@ -77,27 +78,6 @@ class Submitted:
     namespace: str
     at: float
     manifest: dict[str, Any]
-
-
-@dataclass
-class Prediction:
-    key: tuple[str, str]
-    at: float
-    values: dict[str, float | None]
-
-
-@dataclass
-class Outcome:
-    submitted: dict[tuple[str, str], float] = field(default_factory=dict)
-    started: dict[tuple[str, str], float] = field(default_factory=dict)
-    predictions: list[Prediction] = field(default_factory=list)
-    rounds: int = 0
-    peak: int = 0
-    cpu: list[float] = field(default_factory=list)
-    timeline: dict[tuple[str, str], dict[str, float | None]] = field(default_factory=dict)
-    """Per job: when it was last admitted and when it completed (for ``--dump``)."""
-    queue_writes: float = 0.0
-    """Writes of the Queues (their status) the API server served from the first submission to the last start."""
 
 
 def tree() -> dict[str, Any]:
@@ -289,77 +269,6 @@ def without_handoff(snapshot: Snapshot) -> Snapshot:
     return dataclasses.replace(snapshot, tree_obj={**snapshot.tree_obj, "status": status})
 
 
-def errors(outcome: Outcome, pick: str, *, ahead: bool) -> tuple[list[float], int]:
-    found: list[float] = []
-    missing = 0
-    for prediction in outcome.predictions:
-        actual = outcome.started.get(prediction.key)
-        if actual is None:
-            continue
-        guess = prediction.values.get(pick)
-        if guess is None:
-            missing += 1
-            continue
-        since = prediction.at if ahead else outcome.submitted.get(prediction.key, prediction.at)
-        found.append(abs(guess - actual) / max(actual - since, FLOOR))
-    return found, missing
-
-
-def signed(outcome: Outcome, pick: str) -> str:
-    """The median of predicted - actual start, in seconds (negative: the predictions were early)."""
-    found = [guess - actual for prediction in outcome.predictions
-             if (actual := outcome.started.get(prediction.key)) is not None
-             and (guess := prediction.values.get(pick)) is not None]
-    return f"{statistics.median(found):+.0f} s" if found else "-"
-
-
-def cell(values: tuple[list[float], int]) -> str:
-    found, missing = values
-    if not found:
-        return "-"
-    ordered = sorted(found)
-    p50 = ordered[max(0, round(0.5 * len(ordered)) - 1)]
-    p90 = ordered[max(0, round(0.9 * len(ordered)) - 1)]
-    return f"{p50:.2f} / {p90:.2f} ({100 * len(found) / (len(found) + missing):.0f} %)"
-
-
-PICKS = ("estimate", "no handoff", "controller", "naive", "naive/running")
-
-
-def report(runs: Sequence[tuple[int, int, Outcome | None, str]], command: str) -> str:
-    """The section: per trace (seed, jobs, outcome or the problem), one row of each measure."""
-    lines = header("Start estimates on the dev cluster (issue 36)", command)
-    measured = [(seed, jobs, outcome) for seed, jobs, outcome, _ in runs if outcome is not None]
-    lines += [f"- seed {seed}: not measured: {problem}" for seed, _, outcome, problem in runs if outcome is None]
-    lines += [f"- seed {seed}: {jobs} Jobs, {outcome.rounds} rounds of predictions, {len(outcome.predictions)} "
-              f"predictions, at most {outcome.peak} jobs waiting; estimate CPU per round (every waiting job at "
-              f"once): median {statistics.median(outcome.cpu) if outcome.cpu else 0:.2f} s; {outcome.queue_writes:.0f} "
-              f"writes of the Queues ({outcome.queue_writes / max(1, jobs):.1f} a Job)."
-              for seed, jobs, outcome in measured]
-    head = ["| trace | " + " | ".join(PICKS) + " |", "|---|" + "---|" * len(PICKS)]
-    for title, row in (
-        ("Error relative to the job's whole wait:", lambda outcome, pick: cell(errors(outcome, pick, ahead=False))),
-        ("Relative to the wait still ahead at the prediction:", lambda outcome, pick: cell(errors(outcome, pick,
-                                                                                                ahead=True))),
-        ("Median of predicted - actual start (- early, + late):", signed),
-    ):
-        lines += ["", title, "", *head]
-        lines += [f"| `--seed {seed}` | " + " | ".join(row(outcome, pick) for pick in PICKS) + " |"
-                  for seed, _, outcome in measured]
-    lines += ["", "p50 / p90 of |predicted - actual start| / the wait (at least 10 s), over the predictions with a "
-              "figure (their share in brackets).", ""]
-    return "\n".join(lines) + "\n"
-
-
-def dump(path: Path, outcome: Outcome) -> None:
-    path.write_text(json.dumps({
-        "submitted": {"/".join(key): at for key, at in outcome.submitted.items()},
-        "started": {"/".join(key): at for key, at in outcome.started.items()},
-        "timeline": {"/".join(key): value for key, value in outcome.timeline.items()},
-        "predictions": [{"job": "/".join(p.key), "at": p.at, **p.values} for p in outcome.predictions],
-    }))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.eta_cluster", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -368,7 +277,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, nargs="+", default=list(SEEDS),
                         help="the traces, one fresh dev cluster each (default: %(default)s)")
     parser.add_argument("--dump", type=Path, help="also write every prediction and start to SEED.json here")
+    parser.add_argument("--from-dump", type=Path, metavar="DIR",
+                        help="run nothing: report the accuracy of the runs --dump wrote to DIR (its SEED.json files)")
     args = parser.parse_args(argv)
+    if args.from_dump is not None:
+        read = [(seed, args.from_dump / f"{seed}.json") for seed in args.seed]
+        runs_read = [(seed, len(outcome.submitted), outcome, "") for seed, path in read if path.exists()
+                     for outcome in (load(path),)]
+        if not runs_read:
+            raise SystemExit(f"bench.eta_cluster: no SEED.json of seeds {args.seed} in {args.from_dump}; "
+                             "write them with --dump DIR")
+        sys.stdout.write(report(runs_read, f"{COMMAND} --from-dump {args.from_dump}"))
+        return 0
     command = COMMAND + ("" if (args.minutes, args.port_base, tuple(args.seed)) == (10.0, 29700, SEEDS) else
                          f" --minutes {args.minutes:g} --port-base {args.port_base} "
                          f"--seed {' '.join(map(str, args.seed))}")
