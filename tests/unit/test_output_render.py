@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.readmodel.output import ELLIPSIS, GAP, Column, layout, render, table
+from webhook.readmodel.output import ELLIPSIS, GAP, Column, human_age, layout, render, table
 
 
 def _cell_by_cell(columns: Sequence[Column], rows: Sequence[Sequence[str]], widths: Sequence[int],
@@ -47,3 +48,14 @@ def test_cut_columns_and_the_whole_table() -> None:
         "a-very-long-…         12    5m\n"
         "short                  3   40s\n")
     assert table(columns, [], 30) == ""
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (-5, "0s"), (0, "0s"), (45, "45s"), (119.9, "119s"),
+    (120, "2m"), (150, "2m30s"), (599, "9m59s"), (600, "10m"), (10_799, "179m"),
+    (10_800, "3h"), (12_000, "3h20m"), (28_799, "7h59m"), (28_800, "8h"), (108_000, "30h"), (172_799, "47h"),
+    (172_800, "2d"), (277_200, "3d5h"), (691_199, "7d23h"), (691_200, "8d"), (3_888_000, "45d"),
+    (729 * 86_400 + 86_399, "729d"), (730 * 86_400, "2y"), (800 * 86_400, "2y"),
+])
+def test_ages_follow_kubectls_ladder_at_every_step(seconds: float, text: str) -> None:
+    assert human_age(seconds) == text
