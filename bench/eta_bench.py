@@ -39,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.eta_cluster import SEEDS, sim_trace
+from bench.eta_cluster_report import cell, relative_errors
 from bench.eta_traces import STEMS, Trace, traces
 from bench.machine import header
 from webhook.core.decide import decide, leaf_policies
@@ -160,31 +161,8 @@ def _errors(run: Run, pick: str, *, ahead: bool = False) -> tuple[list[float], i
     """The relative errors of one estimator's predictions whose job started (relative to the job's whole wait,
     or with ``ahead`` to the wait still ahead at the prediction), and how many predictions of such jobs had no
     figure."""
-    errors: list[float] = []
-    missing = 0
-    for prediction in run.predictions:
-        actual = run.first_start.get(prediction.index)
-        if actual is None:
-            continue
-        guess = getattr(prediction, pick)
-        if guess is None:
-            missing += 1
-            continue
-        since = prediction.at if ahead else run.submitted[prediction.index]
-        errors.append(abs(guess - actual) / max(actual - since, run.trace.floor))
-    return errors, missing
-
-
-def _quantile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
-
-
-def _cell(errors: list[float], missing: int) -> str:
-    if not errors:
-        return "-"
-    share = 100 * len(errors) / (len(errors) + missing)
-    return f"{_quantile(errors, 0.5):.2f} / {_quantile(errors, 0.9):.2f} ({share:.0f} %)"
+    return relative_errors(((run.first_start.get(p.index), getattr(p, pick),
+                             p.at if ahead else run.submitted[p.index]) for p in run.predictions), run.trace.floor)
 
 
 def accuracy(runs: Sequence[Run], *, ahead: bool = False) -> list[str]:
@@ -199,7 +177,7 @@ def accuracy(runs: Sequence[Run], *, ahead: bool = False) -> list[str]:
         within = [p for p in started
                   if p.latest is not None and run.first_start[p.index] <= p.latest + run.trace.floor]
         with_latest = [p for p in started if p.latest is not None]
-        cells = [_cell(*_errors(run, pick, ahead=ahead)) if any(getattr(p, pick) is not None for p in started)
+        cells = [cell(_errors(run, pick, ahead=ahead)) if any(getattr(p, pick) is not None for p in started)
                  else "not run" for pick in picks]
         share = f"{100 * len(within) / len(with_latest):.0f} %" if with_latest else "-"
         lines.append(f"| {run.trace.name} | {run.trace.jobs} | {len(started)} | {run.peak} | {' | '.join(cells)} "

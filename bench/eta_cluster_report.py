@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,22 +45,28 @@ class Outcome:
     """Where the outcome was read from, when it was (``--from-dump``); empty for a run of this process."""
 
 
-def errors(outcome: Outcome, pick: str, *, ahead: bool) -> tuple[list[float], int]:
-    """The relative errors of ``pick``'s predictions of jobs that started (to the whole wait, or with ``ahead``
-    to the wait still ahead), and how many predictions of such jobs had no figure."""
+def relative_errors(cases: Iterable[tuple[float | None, float | None, float]], floor: float) -> tuple[list[float], int]:
+    """Per ``(actual start, predicted start, since)`` of a prediction: ``|predicted - actual|`` relative to the
+    time from ``since`` to the start (at least ``floor``). A job that never started is not judged; a prediction
+    without a figure is counted as missing. Both benches of the estimates judge by this rule."""
     found: list[float] = []
     missing = 0
-    for prediction in outcome.predictions:
-        actual = outcome.started.get(prediction.key)
+    for actual, guess, since in cases:
         if actual is None:
             continue
-        guess = prediction.values.get(pick)
         if guess is None:
             missing += 1
             continue
-        since = prediction.at if ahead else outcome.submitted.get(prediction.key, prediction.at)
-        found.append(abs(guess - actual) / max(actual - since, FLOOR))
+        found.append(abs(guess - actual) / max(actual - since, floor))
     return found, missing
+
+
+def errors(outcome: Outcome, pick: str, *, ahead: bool) -> tuple[list[float], int]:
+    """The relative errors of ``pick``'s predictions of jobs that started (to the whole wait, or with ``ahead``
+    to the wait still ahead), and how many predictions of such jobs had no figure."""
+    return relative_errors(((outcome.started.get(p.key), p.values.get(pick),
+                             p.at if ahead else outcome.submitted.get(p.key, p.at)) for p in outcome.predictions),
+                           FLOOR)
 
 
 def signed(outcome: Outcome, pick: str) -> str:
@@ -85,20 +91,23 @@ def by_time_ahead(outcome: Outcome, pick: str) -> list[tuple[int, float, float] 
         index = max(i for i, edge in enumerate(AHEAD_BINS) if ahead >= edge) if ahead >= 0 else 0
         wait = max(actual - outcome.submitted.get(prediction.key, prediction.at), FLOOR)
         bins[index].append((guess - actual) / wait)
-    return [(len(found), _nearest_rank(sorted(abs(v) for v in found), 0.5), statistics.median(found))
+    return [(len(found), nearest_rank(sorted(abs(v) for v in found), 0.5), statistics.median(found))
             if found else None for found in bins]
 
 
-def _nearest_rank(ordered: Sequence[float], q: float) -> float:
-    return ordered[max(0, round(q * len(ordered)) - 1)]
+def nearest_rank(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``ordered`` (sorted, not empty) at rank ``round(q * n)``, as the published figures
+    of both benches of the estimates are computed."""
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
 def cell(values: tuple[list[float], int]) -> str:
+    """``p50 / p90 (share of predictions with a figure)`` of :func:`relative_errors`' answer; ``-`` for none."""
     found, missing = values
     if not found:
         return "-"
     ordered = sorted(found)
-    return (f"{_nearest_rank(ordered, 0.5):.2f} / {_nearest_rank(ordered, 0.9):.2f} "
+    return (f"{nearest_rank(ordered, 0.5):.2f} / {nearest_rank(ordered, 0.9):.2f} "
             f"({100 * len(found) / (len(found) + missing):.0f} %)")
 
 
