@@ -27,13 +27,11 @@ def subparser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], n
 
 
 def rate_flag(text: str) -> Fraction:
-    """``--oversellrate`` as the controller's: ``2``, ``1.5`` or ``3/2``; positive (:mod:`webhook.core.rate`)."""
-    from webhook.core.rate import RateError, parse_rate  # noqa: PLC0415 - kq starts without the core
+    """``--oversellrate`` read as ``kq serve`` reads it (:func:`webhook.controller.settings.rate_flag`), imported
+    only when a rate is given: ``kq`` starts without the controller's modules."""
+    from webhook.controller.settings import rate_flag as serve_rate_flag  # noqa: PLC0415
 
-    try:
-        return parse_rate(text)
-    except RateError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    return serve_rate_flag(text)
 
 
 def add_rate_flag(parser: argparse.ArgumentParser, default: str) -> None:
