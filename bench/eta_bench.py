@@ -292,10 +292,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-exact", action="store_true", help="skip the exact replay beside the estimate")
     parser.add_argument("--no-cost", action="store_true", help="skip the 10,000-job cost measurement")
     parser.add_argument("--scale", type=float, default=1.0, help="size of the scale trace (1 = as published)")
+    parser.add_argument("--turn", type=float, default=0.0, metavar="SECONDS",
+                        help="the dev cluster's traces with each job holding its room this much longer than its pods "
+                             "run, as the dev cluster's control plane makes it (about 1.5); 0 = as the simulator")
     args = parser.parse_args(argv)
-    lines = header("Start estimates: accuracy and cost (issue 36)", COMMAND)
+    given = [*(["--only", *args.only] if args.only else []), *(["--turn", f"{args.turn:g}"] if args.turn else []),
+             *(["--no-exact"] if args.no_exact else []), *(["--no-cost"] if args.no_cost else [])]
+    lines = header("Start estimates: accuracy and cost (issue 36)", " ".join([COMMAND, *given]))
     runs = []
-    for trace in [*traces(args.scale), *(sim_trace(seed) for seed in SEEDS)]:
+    for trace in [*traces(args.scale), *(sim_trace(seed, turn=args.turn) for seed in SEEDS)]:
         if args.only and trace.name not in args.only:
             continue
         print(f"== {trace.name} ({trace.jobs} jobs)", file=sys.stderr, flush=True)

@@ -129,20 +129,26 @@ def trace(seed: int, minutes: float) -> list[Submitted]:
     return out
 
 
-def sim_trace(seed: int, minutes: float = 10.0) -> Trace:
+def sim_trace(seed: int, minutes: float = 10.0, turn: float = 0.0) -> Trace:
     """The same trace for the simulator (``bench/eta_bench.py``): each Job runs for its set time, predictions
-    as here (after the same warm-up, every 15 s), errors relative to at least :data:`FLOOR`."""
+    as here (after the same warm-up, every 15 s), errors relative to at least :data:`FLOOR`. With ``turn``, each
+    Job holds its room that many seconds longer than its pods run, as on the dev cluster, where a job's pods
+    start a moment after its admission and its end reaches the next pass a moment after its pods end (about
+    1.5 s in all; the simulator's control plane takes no time)."""
     jobs = []
     for item in trace(seed, minutes):
         manifest = copy.deepcopy(item.manifest)
         run = manifest["spec"]["template"]["metadata"]["annotations"].pop(SUCCEED_AFTER_ANNOTATION)
+        if turn:
+            run = f"{float(run.removesuffix('s')) + turn:.1f}s"
         jobs.append({"manifest": manifest, "at": f"{item.at:.3f}s", "runFor": run})
     name = f"dev-cluster-{seed}"
+    held = f", each holding its room {turn:g} s past its run" if turn else ""
     scenario = {"apiVersion": SCENARIO_API_VERSION, "kind": "Scenario", "metadata": {"name": name},
                 "spec": {"description": "the dev cluster's trace", "oversellrate": 1, "jobs": jobs}}
     return Trace(name, f"the dev cluster's trace (`--seed {seed}`): 2 departments x 2 teams, Round, 48 CPU, jobs of "
-                 "12 to 60 s", [scenario, tree(), HIGH_CLASS], warmup=minutes * 60 / 5, every=15.0, jobs=len(jobs),
-                 floor=FLOOR)
+                 f"12 to 60 s{held}", [scenario, tree(), HIGH_CLASS], warmup=minutes * 60 / 5, every=15.0,
+                 jobs=len(jobs), floor=FLOOR)
 
 
 @functools.cache

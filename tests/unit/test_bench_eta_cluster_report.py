@@ -58,3 +58,19 @@ def test_a_dumped_run_reads_back_with_the_same_errors(tmp_path: Path) -> None:
         assert errors(again, pick, ahead=False) == errors(outcome, pick, ahead=False)
         assert by_time_ahead(again, pick) == by_time_ahead(outcome, pick)
     assert "read from" in report([(3, 2, again, "")], "cmd")
+
+
+def test_the_simulators_copy_of_a_trace_can_hold_each_room_for_the_control_planes_turn() -> None:
+    from bench.eta_cluster import sim_trace  # noqa: PLC0415 - the report tests above need none of the cluster side
+
+    def runs(turn: float) -> list[tuple[str, str, float]]:
+        scenario = next(doc for doc in sim_trace(3, turn=turn).objects if doc["kind"] == "Scenario")
+        return [(job["manifest"]["metadata"]["name"], job["at"], float(job["runFor"].removesuffix("s")))
+                for job in scenario["spec"]["jobs"]]
+
+    plain, turned = runs(0.0), runs(1.5)
+    assert len(plain) == len(turned) > 100
+    assert [(name, at) for name, at, _ in plain] == [(name, at) for name, at, _ in turned]
+    assert all(abs(later - (run + 1.5)) < 0.051 for (_, _, run), (_, _, later) in zip(plain, turned, strict=True))
+    assert "1.5 s past its run" in sim_trace(3, turn=1.5).description
+    assert "past its run" not in sim_trace(3).description
