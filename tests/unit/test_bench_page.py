@@ -17,3 +17,19 @@ def test_a_rerun_keeps_the_other_sections_and_the_notes_written_after_them() -> 
     notes = page.index("## A single change, measured by hand")
     assert page.index(end) < notes < page.index(marker(second)[0])
     assert assemble({first: "## first\nnew figures\n"}, page) == page, "a second rerun changes nothing more"
+
+
+def test_the_pages_hand_written_notes_sit_outside_the_sections_a_rerun_replaces() -> None:
+    # A rerun replaces everything between a section's markers: a note written there would be lost.
+    import re  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    page = (Path(__file__).resolve().parents[2] / "BENCHMARKS.md").read_text()
+    inside = {}
+    for bench in BENCHES:
+        start, end = marker(bench.name)
+        found = re.search(re.escape(start) + r"\n(.*?)" + re.escape(end), page, re.DOTALL)
+        if found is not None:
+            inside[bench.name] = [line for line in found.group(1).splitlines() if line.startswith("### ")]
+    assert len(inside) > 10, "the page's sections were not found"
+    assert {name: notes for name, notes in inside.items() if notes} == {}
