@@ -258,6 +258,7 @@ class HttpApi(KubeApi):
         if self._down is not None:
             raise self._down
         for attempt in (1, 2):
+            kept = self._conn is not None
             if self._conn is None:
                 self._conn = self._open(self.timeout)
             try:
@@ -266,12 +267,15 @@ class HttpApi(KubeApi):
                 self._conn.request(method, url, body=payload, headers=headers)
                 response = self._conn.getresponse()
                 raw = response.read()
-            except (ConnectionResetError, BrokenPipeError) as error:
-                # A kept-alive connection the server closed: retry once on a new one.
+            except (ConnectionResetError, BrokenPipeError):
                 self._close()
-                if attempt == 2:
-                    raise self._unreachable(error) from None
-                continue
+                if kept and attempt == 1:
+                    continue  # a kept-alive connection the server had closed while idle: once more on a new one
+                # A new connection, closed with no answer: the server is there (it took the connection) but
+                # dropped this request, as the API server may when what it proxies hangs. Not marked down:
+                # the caller's next request (a fallback) is tried.
+                raise ApiError(0, "ConnectionClosed", f"the API server {self.connection.server} closed the "
+                               f"connection without answering {method} {url.partition('?')[0]}") from None
             except (OSError, ssl.SSLError) as error:
                 self._close()
                 raise self._unreachable(error) from None
