@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from bench.__main__ import BENCHES, INTRO, assemble, marker
 
 
@@ -21,9 +24,6 @@ def test_a_rerun_keeps_the_other_sections_and_the_notes_written_after_them() -> 
 
 def test_the_pages_hand_written_notes_sit_outside_the_sections_a_rerun_replaces() -> None:
     # A rerun replaces everything between a section's markers: a note written there would be lost.
-    import re  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
-
     page = (Path(__file__).resolve().parents[2] / "BENCHMARKS.md").read_text()
     inside = {}
     for bench in BENCHES:

@@ -257,7 +257,7 @@ class HttpApi(KubeApi):
         """One request, its raw answer; :class:`ApiError` unless 2xx."""
         if self._down is not None:
             raise self._down
-        for attempt in (1, 2):
+        for _ in range(2):
             kept = self._conn is not None
             if self._conn is None:
                 self._conn = self._open(self.timeout)
@@ -269,8 +269,8 @@ class HttpApi(KubeApi):
                 raw = response.read()
             except (ConnectionResetError, BrokenPipeError):
                 self._close()
-                if kept and attempt == 1:
-                    continue  # a kept-alive connection the server had closed while idle: once more on a new one
+                if kept:  # a kept-alive connection the server had closed while idle: once more on a new one
+                    continue
                 # A new connection, closed with no answer: the server is there (it took the connection) but
                 # dropped this request, as the API server may when what it proxies hangs. Not marked down:
                 # the caller's next request (a fallback) is tried.
