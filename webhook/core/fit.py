@@ -22,7 +22,7 @@ Every function here is pure: inputs are never modified, results are new values.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
@@ -176,8 +176,33 @@ def competing_chain(chain: tuple[QuotaNode, ...]) -> tuple[QuotaNode, ...]:
     return chain[:-1] if len(chain) > 1 else chain
 
 
-def _usage(used: Mapping[str, Resources], key: str) -> Resources:
-    return used.get(key, EMPTY)
+_Overrun = tuple[QuotaNode, str, int, int, int]
+"""``(node, resource, request, used, limit)``: one level and resource where ``used + request > limit``."""
+
+
+def _overruns(
+    nodes: Iterable[QuotaNode],
+    used: Mapping[str, Resources],
+    wanted: Sequence[tuple[str, int]],
+    limit_of: Callable[[QuotaNode, str], int | None],
+) -> Iterator[_Overrun]:
+    """Every level of ``nodes`` (in order) and requested resource (in ``wanted``'s order) where the usage plus
+    the request passes the level's limit. ``limit_of`` gives that limit, ``None`` where the level does not limit
+    the resource. The one walk behind :func:`check_fit` (``max``) and :func:`check_min` (``min``)."""
+    for node in nodes:
+        usage = used.get(node.key, EMPTY)
+        for resource, amount in wanted:
+            limit = limit_of(node, resource)
+            if limit is None:
+                continue
+            current = usage.get_or_zero(resource)
+            if current + amount > limit:
+                yield node, resource, amount, current, limit
+
+
+def _result(blockers: Sequence[Blocker]) -> FitResult:
+    """:data:`FIT` without blockers, else a result that does not fit and names them."""
+    return FitResult(fits=False, blockers=tuple(blockers)) if blockers else FIT
 
 
 def check_fit(
@@ -197,30 +222,14 @@ def check_fit(
         return _unknown_quota(workload)
     request = workload.request_with_count
     wanted = sorted((name, amount) for name, amount in request.items() if amount > 0)
-    blockers: list[Blocker] = []
-    for node in chain:
-        limits = limits_of(node, rate)
-        usage = _usage(used, node.key)
-        for resource, amount in wanted:
-            limit = limits.get(resource)
-            if limit is None:
-                continue
-            current = usage.get_or_zero(resource)
-            if current + amount > limit:
-                blockers.append(
-                    Blocker(
-                        quota=node.full_name,
-                        resource=resource,
-                        request=amount,
-                        used=current,
-                        limit=limit,
-                        max=node.max[resource],
-                        oversell_rate=rate,
-                    )
-                )
-    if blockers:
-        return FitResult(fits=False, blockers=tuple(blockers))
-    return FIT
+    limits = {node.key: limits_of(node, rate) for node in chain}
+    return _result([
+        Blocker(quota=node.full_name, resource=resource, request=amount, used=current, limit=limit,
+                max=node.max[resource], oversell_rate=rate)
+        for node, resource, amount, current, limit in _overruns(
+            chain, used, wanted, lambda node, resource: limits[node.key].get(resource)
+        )
+    ])
 
 
 def check_min(tree: QuotaTree, used: Mapping[str, Resources], workload: Workload) -> FitResult:
@@ -241,30 +250,22 @@ def check_min(tree: QuotaTree, used: Mapping[str, Resources], workload: Workload
     wanted = sorted(
         (name, amount) for name, amount in workload.request.items() if amount > 0 and name != MAX_JOBS
     )
-    blockers: list[Blocker] = []
-    for node in competing_chain(chain):
-        usage = _usage(used, node.key)
-        for resource, amount in wanted:
-            guaranteed = node.min.get(resource)
-            if guaranteed is None:
-                if resource not in node.max:
-                    continue
-                guaranteed = 0
-            current = usage.get_or_zero(resource)
-            if current + amount > guaranteed:
-                blockers.append(
-                    Blocker(
-                        quota=node.full_name,
-                        resource=resource,
-                        request=amount,
-                        used=current,
-                        limit=guaranteed,
-                        kind=BlockerKind.MIN,
-                    )
-                )
-    if blockers:
-        return FitResult(fits=False, blockers=tuple(blockers))
-    return FIT
+    return _result([
+        Blocker(quota=node.full_name, resource=resource, request=amount, used=current, limit=guaranteed,
+                kind=BlockerKind.MIN)
+        for node, resource, amount, current, guaranteed in _overruns(
+            competing_chain(chain), used, wanted, _guaranteed
+        )
+    ])
+
+
+def _guaranteed(node: QuotaNode, resource: str) -> int | None:
+    """What ``node`` guarantees of ``resource``: its ``min``, zero when only its ``max`` names it, ``None``
+    (not governed) when it names it in neither."""
+    guaranteed = node.min.get(resource)
+    if guaranteed is None and resource in node.max:
+        return 0
+    return guaranteed
 
 
 def within_min(tree: QuotaTree, used: Mapping[str, Resources], workload: Workload) -> bool:
