@@ -24,52 +24,54 @@ gomod="$here/gomod"
 cache="${KQ_CACHE_DIR:-$HOME/.cache/kube-queue}"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
-build_helm() {
-  local version="${KQ_HELM_VERSION:-v3.22.0}"
-  local dir="$cache/bin/helm-${version}"
-  if [ -x "$dir/helm" ]; then echo "$dir"; return 0; fi
+# One binary NAME at VERSION into $cache/bin/NAME-VERSION/, built once: a later call finds it there. The function
+# COMPILE, called with VERSION and a temporary directory, puts the binary NAME into that directory; COLD says in
+# the progress line how long a build from nothing takes. Prints the directory.
+build_cached() {
+  local name="$1" version="$2" cold="$3" compile="$4"
+  local dir="$cache/bin/${name}-${version}"
+  if [ -x "$dir/$name" ]; then echo "$dir"; return 0; fi
   command -v go >/dev/null || { echo "build-binaries: Go is not installed; install Go 1.26+ and retry" >&2; exit 1; }
-  helm_tmp="$dir.tmp.$$"
-  mkdir -p "$helm_tmp"
-  trap 'rm -rf "$helm_tmp"' EXIT
+  build_tmp="$dir.tmp.$$"
+  mkdir -p "$build_tmp"
+  trap 'rm -rf "$build_tmp"' EXIT
   local started
   started=$(date +%s)
-  echo "build-binaries: building helm ${version} (cold: a few minutes)" >&2
-  # go install pkg@version builds with helm's own go.mod, so the Kubernetes module graph above is untouched.
-  GOBIN="$helm_tmp" nice -n 10 go install -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${version} -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
-    "helm.sh/helm/v3/cmd/helm@${version}"
-  [ -x "$helm_tmp/helm" ] || { echo "build-binaries: helm was not built; see the Go output above" >&2; exit 1; }
+  echo "build-binaries: building ${name} ${version} (cold: ${cold})" >&2
+  "$compile" "$version" "$build_tmp"
+  [ -x "$build_tmp/$name" ] || { echo "build-binaries: ${name} was not built; see the Go output above" >&2; exit 1; }
   mkdir -p "$dir"
-  mv -f "$helm_tmp/helm" "$dir/helm"
-  echo "build-binaries: helm done in $(( $(date +%s) - started ))s" >&2
+  mv -f "$build_tmp/$name" "$dir/$name"
+  echo "build-binaries: ${name} done in $(( $(date +%s) - started ))s" >&2
   echo "$dir"
 }
 
-build_kueue() {
-  local kmod="$here/gomod-kueue"
-  local version
-  version="$(awk '$1=="require" && $2=="sigs.k8s.io/kueue"{print $3}' "$kmod/go.mod" | head -n1)"
-  local dir="$cache/bin/kueue-${version}"
-  if [ -x "$dir/kueue" ]; then echo "$dir"; return 0; fi
-  command -v go >/dev/null || { echo "build-binaries: Go is not installed; install Go 1.26+ and retry" >&2; exit 1; }
-  kueue_tmp="$dir.tmp.$$"
-  mkdir -p "$kueue_tmp"
-  trap 'rm -rf "$kueue_tmp"' EXIT
-  local started
-  started=$(date +%s)
-  echo "build-binaries: building kueue ${version} (cold: about 6 minutes of CPU)" >&2
+compile_helm() {
+  local version="$1" tmp="$2"
+  # go install pkg@version builds with helm's own go.mod, so the Kubernetes module graph above is untouched.
+  GOBIN="$tmp" nice -n 10 go install -trimpath \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${version} -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
+    "helm.sh/helm/v3/cmd/helm@${version}"
+}
+
+build_helm() {
+  build_cached helm "${KQ_HELM_VERSION:-v3.22.0}" "a few minutes" compile_helm
+}
+
+compile_kueue() {
+  local version="$1" tmp="$2"
   (
-    cd "$kmod"
+    cd "$here/gomod-kueue"
     nice -n 10 go build -trimpath \
       -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=${version}" \
-      -o "$kueue_tmp/kueue" sigs.k8s.io/kueue/cmd/kueue
+      -o "$tmp/kueue" sigs.k8s.io/kueue/cmd/kueue
   )
-  [ -x "$kueue_tmp/kueue" ] || { echo "build-binaries: kueue was not built; see the Go output above" >&2; exit 1; }
-  mkdir -p "$dir"
-  mv -f "$kueue_tmp/kueue" "$dir/kueue"
-  echo "build-binaries: kueue done in $(( $(date +%s) - started ))s" >&2
-  echo "$dir"
+}
+
+build_kueue() {
+  local version
+  version="$(awk '$1=="require" && $2=="sigs.k8s.io/kueue"{print $3}' "$here/gomod-kueue/go.mod" | head -n1)"
+  build_cached kueue "$version" "about 6 minutes of CPU" compile_kueue
 }
 
 # The job operators of the dev cluster (docs/job-kinds.md), each from its own Go module with its own go.mod
