@@ -51,6 +51,17 @@ def api_path(
     return out
 
 
+def selector_query(label_selector: str | None = None, field_selector: str | None = None) -> list[tuple[str, str]]:
+    """The query parameters that narrow a list or a watch to the objects the selectors match (an empty selector
+    is left out). Both API clients narrow their lists here."""
+    query: list[tuple[str, str]] = []
+    if label_selector:
+        query.append(("labelSelector", label_selector))
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    return query
+
+
 ELASTIC_QUOTA_TREE: Final = Kind("scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", "ElasticQuotaTree")
 QUEUE: Final = Kind("scheduling.x-k8s.io", "v1alpha1", "queues", "Queue")
 RESOURCE_POLICY: Final = Kind("scheduling.alibabacloud.com", "v1alpha1", "resourcepolicies", "ResourcePolicy")

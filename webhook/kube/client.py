@@ -22,7 +22,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from webhook.api.errors import ApiStatusError, status_error
-from webhook.api.kinds import Kind, api_path
+from webhook.api.kinds import Kind, api_path, selector_query
 from webhook.api.names import CLIENT_USER_AGENT as USER_AGENT
 from webhook.api.objects import Obj, plain
 
@@ -316,10 +316,7 @@ class KubeClient:
         query: list[tuple[str, str]] = [("limit", str(limit))]
         if continue_token:
             query.append(("continue", continue_token))
-        if label_selector:
-            query.append(("labelSelector", label_selector))
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
+        query += selector_query(label_selector, field_selector)
         return await self.request("GET", ref.path(), query)
 
     @asynccontextmanager
@@ -339,11 +336,8 @@ class KubeClient:
             ("allowWatchBookmarks", "true"),
             ("resourceVersion", resource_version),
             ("timeoutSeconds", str(timeout_seconds)),
+            *selector_query(label_selector, field_selector),
         ]
-        if label_selector:
-            query.append(("labelSelector", label_selector))
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
         read = timeout_seconds + self.timeouts.watch_margin
         response = await self._send("GET", ref.path(), query, read_timeout=read)
         try:

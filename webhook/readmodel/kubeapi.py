@@ -30,7 +30,7 @@ from urllib.parse import urlencode, urlsplit
 
 from webhook.api import kinds
 from webhook.api.errors import ApiStatusError, status_error
-from webhook.api.kinds import Kind, api_path
+from webhook.api.kinds import Kind, api_path, selector_query
 from webhook.api.names import TABLE_MEDIA_TYPE
 from webhook.api.objects import Doc, Obj
 from webhook.readmodel.kubeconfig import ConfigError, Connection, load_connection
@@ -130,10 +130,8 @@ class KubeApi:
     ) -> list[Obj]:
         """Every object of a collection (pages of :data:`~webhook.readmodel.paging.PAGE_SIZE` followed to the
         end)."""
-        query = [*([("labelSelector", label_selector)] if label_selector else []),
-                 *([("fieldSelector", field_selector)] if field_selector else [])]
         items: list[Obj] = []
-        for page in self.pages(ref.path(namespace), query):
+        for page in self.pages(ref.path(namespace), selector_query(label_selector, field_selector)):
             listed = page.get("items")
             if isinstance(listed, list):
                 items.extend(item for item in listed if isinstance(item, dict))
