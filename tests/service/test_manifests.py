@@ -23,6 +23,7 @@ from webhook.admission.configs import (
     PODS_MUTATE,
     PODS_MUTATE_WORKLOADS,
     PODS_MUTATE_WORKLOADS_OPT_IN,
+    TEMPLATES_VALIDATE,
     cluster_webhook_configs,
     dev_webhook_configs,
 )
@@ -177,7 +178,8 @@ def test_only_the_controllers_own_job_writes_skip_the_validating_webhook() -> No
     """Issue 23: the controller's releases are not sent to the job validating webhook, which lets that identity
     through anyway (tests/service/test_validate.py::test_the_controller_may_release_a_held_job); everyone else's
     job writes still are. Beside the admission policies the pod creation hooks are split by creator (issue 40);
-    no other webhook has a condition."""
+    the webhook-only install's templates hook leaves out the workload controllers, as the policy it stands in for
+    does; no other webhook has a condition."""
     configs = (cluster_webhook_configs(), dev_webhook_configs("https://127.0.0.1:9443", b"PEM"),
                cluster_webhook_configs(policies=False))
     for index, (mutating, validating) in enumerate(configs):
@@ -193,6 +195,8 @@ def test_only_the_controllers_own_job_writes_skip_the_validating_webhook() -> No
             assert [c["name"] for c in conditions.pop(PODS_MUTATE_WORKLOADS_OPT_IN) or []] == ["a-workload-controller"]
             assert [c["name"] for c in conditions.pop(CLAIMS_VALIDATE) or []] == ["not-the-claim-controller"]
             assert [c["name"] for c in conditions.pop(CLAIMS_FROM_TEMPLATES) or []] == ["the-claim-controller"]
+        else:  # webhook-only: the templates guard policy's rule, for users' writes only
+            assert [c["name"] for c in conditions.pop(TEMPLATES_VALIDATE) or []] == ["not-a-workload-controller"]
         assert set(map(str, conditions.values())) == {"None"}
 
 

@@ -26,7 +26,8 @@ scheduler profile); every other such pod skips the service. Everyone else's pods
 fail closed (they are held, sized and checked against PriorityClasses), and pod updates are checked by the
 policy alone (no ``pods.validate`` hook). Likewise the DRA claims Kubernetes makes from a pod's claim templates
 go to :data:`CLAIMS_FROM_TEMPLATES`, which fails open. ``policies=False`` is the webhook-only configuration of older
-clusters: every pod hook fails closed, as before issue 40.
+clusters: every pod hook fails closed, as before issue 40, and :data:`TEMPLATES_VALIDATE` stands in for the
+templates guard policy.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from webhook.api.names import (
     QUEUE_NAMESPACE,
     QUOTA_LABEL,
 )
-from webhook.api.objects import Doc, Obj, mapping, mappings
+from webhook.core.pod_templates import TEMPLATED_KINDS
 from webhook.workloads.registry import all_adapters
 
 __all__ = [
@@ -67,9 +68,9 @@ __all__ = [
     "PODS_MUTATE_WORKLOADS",
     "PODS_MUTATE_WORKLOADS_OPT_IN",
     "PODS_VALIDATE",
+    "TEMPLATES_VALIDATE",
     "cluster_webhook_configs",
     "dev_webhook_configs",
-    "set_ca_bundle",
     "webhook_configs",
 ]
 
@@ -99,6 +100,9 @@ PODS_MUTATE_WORKLOADS_OPT_IN = "pods.workloads.eci-opt-in.kube-queue.x-k8s.io"
 """With the admission policies: the same for the pods that opted into ECI in the other managed namespaces."""
 PODS_VALIDATE = "pods.validate.kube-queue.x-k8s.io"
 """Without the admission policies: the webhook that checks users' updates of the tree's pods."""
+TEMPLATES_VALIDATE = "templates.validate.kube-queue.x-k8s.io"
+"""Without the admission policies: the webhook that keeps ``nodeName`` out of the pod templates users write
+(the templates guard policy's rule, :mod:`webhook.core.pod_templates`)."""
 CLAIMS_VALIDATE = "claims.validate.kube-queue.x-k8s.io"
 """The webhook that refuses DRA claims (and templates) of the tree's namespaces the quota cannot count."""
 CLAIMS_FROM_TEMPLATES = "claims.templated.validate.kube-queue.x-k8s.io"
@@ -386,7 +390,15 @@ def webhook_configs(
                         _job_rules(["UPDATE"], pods=True),
                         namespace_selector=managed,
                         object_selector=quota_pods,
-                    )
+                    ),
+                    _webhook(
+                        TEMPLATES_VALIDATE,
+                        managed_config("/validate"),
+                        [_rule(group, ["v1"], sorted(kind.resource for kind in TEMPLATED_KINDS if kind.group == group),
+                               ["CREATE", "UPDATE"]) for group in dict.fromkeys(k.group for k in TEMPLATED_KINDS)],
+                        namespace_selector=managed,
+                        match_conditions=NOT_A_WORKLOAD_CONTROLLER,
+                    ),
                 ]
             ),
             # DRA claims and their templates in the tree's namespaces: only what the quota can count.
@@ -469,17 +481,6 @@ def cluster_webhook_configs(
         ca_bundle_pem,
         policies=policies,
     )
-
-
-def set_ca_bundle(config: Obj, ca_bundle_pem: bytes) -> Doc:
-    """A copy of a configuration object with every webhook's ``clientConfig.caBundle`` set."""
-    ca = base64.b64encode(ca_bundle_pem).decode("ascii")
-    out = dict(config)
-    out["webhooks"] = [
-        {**hook, "clientConfig": {**mapping(hook.get("clientConfig")), "caBundle": ca}}
-        for hook in mappings(config.get("webhooks"))
-    ]
-    return out
 
 
 def main() -> None:

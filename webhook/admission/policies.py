@@ -21,6 +21,7 @@ while it is down only when these policies are installed (``policies=True``).
   Jobs and CronJobs of a managed namespace, by anyone but the controller and the workload controllers): no
   ``nodeName`` in their pod template. A trusted workload controller makes the pods, so the pod guard lets its
   ``nodeName`` through; a pod bound that way skips the scheduler and the extender, which keeps the quota's ``max``.
+  The rule is :mod:`webhook.core.pod_templates`'s, which the webhook-only install's ``templates.validate`` asks.
 
 Both need ``admissionregistration.k8s.io/v1`` policies (MutatingAdmissionPolicy is GA in Kubernetes 1.36);
 older clusters install the webhook-only configuration (manifests/README.md).
@@ -42,6 +43,7 @@ from webhook.api.names import (
     SUBMITTED_ANNOTATION,
 )
 from webhook.core.integrity import WORKLOAD_CONTROLLERS
+from webhook.core.pod_templates import DEFAULT_TEMPLATE, TEMPLATED_KINDS, node_message, node_path
 
 __all__ = [
     "EXCLUDED_NAMESPACES",
@@ -222,40 +224,34 @@ def _guard_policy() -> PolicyObject:
     )
 
 
-_TEMPLATE_KINDS = (("apps", ("deployments", "replicasets", "statefulsets", "daemonsets")), ("batch", ("jobs",)))
-"""The workload kinds whose ``spec.template`` a workload controller makes pods from (CronJobs: the template of
-their ``jobTemplate``)."""
+def _resource_is(resources: list[str]) -> str:
+    """CEL: the request is about one of ``resources``."""
+    if len(resources) == 1:
+        return f"request.resource.resource == '{resources[0]}'"  # a resource name is a DNS label: nothing to escape
+    return f"request.resource.resource in {_cel_list(resources)}"
 
 
 def _templates_policy() -> PolicyObject:
-    rules: list[Rule] = [
-        {"apiGroups": [group], "apiVersions": ["v1"], "resources": list(resources), "scope": "Namespaced",
-         "operations": ["CREATE", "UPDATE"]} for group, resources in _TEMPLATE_KINDS]
-    rules.append({"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["cronjobs"], "scope": "Namespaced",
-                  "operations": ["CREATE", "UPDATE"]})
-    cron = "request.resource.resource == 'cronjobs'"
-    # CEL's || is true when either side is: a kind without the path never reads it (no error, no refusal).
-    advice = ("the scheduler, which keeps the quota's max, places the pods it makes; remove nodeName and ask for "
-              "the node with a nodeSelector (kubernetes.io/hostname) or node affinity instead")
-    return _validating_policy(
-        TEMPLATES_GUARD,
-        rules,
-        [
-            {
-                "expression": (f"{cron} || !has(object.spec.template.spec.nodeName) || "
-                               "object.spec.template.spec.nodeName == ''"),
-                "message": f"spec.template.spec.nodeName: in a namespace under quota, {advice}",
-                "reason": "Forbidden",
-            },
-            {
-                "expression": (f"!({cron}) || "
-                               "!has(object.spec.jobTemplate.spec.template.spec.nodeName) || "
-                               "object.spec.jobTemplate.spec.template.spec.nodeName == ''"),
-                "message": f"spec.jobTemplate.spec.template.spec.nodeName: in a namespace under quota, {advice}",
-                "reason": "Forbidden",
-            },
-        ],
-    )
+    """No ``nodeName`` in the pod templates users write (:mod:`webhook.core.pod_templates`): a rule per group and
+    template path, a validation per template path, read only for the kinds that keep their template there."""
+    paths = list(dict.fromkeys(kind.template for kind in TEMPLATED_KINDS))
+    rules: list[Rule] = []
+    for path in paths:
+        for group in dict.fromkeys(kind.group for kind in TEMPLATED_KINDS if kind.template == path):
+            rules.append({"apiGroups": [group], "apiVersions": ["v1"],
+                          "resources": [kind.resource for kind in TEMPLATED_KINDS
+                                        if (kind.group, kind.template) == (group, path)],
+                          "scope": "Namespaced", "operations": ["CREATE", "UPDATE"]})
+    validations = []
+    for path in paths:
+        kinds = [kind for kind in TEMPLATED_KINDS if kind.template == path]
+        # CEL's || is true when either side is: a kind without the path never reads it (no error, no refusal).
+        skip = (_resource_is([kind.resource for kind in TEMPLATED_KINDS if kind.template != path])
+                if path == DEFAULT_TEMPLATE else f"!({_resource_is([kind.resource for kind in kinds])})")
+        node = "object." + ".".join(node_path(kinds[0]))
+        validations.append({"expression": f"{skip} || !has({node}) || {node} == ''",
+                            "message": node_message(kinds[0]), "reason": "Forbidden"})
+    return _validating_policy(TEMPLATES_GUARD, rules, validations)
 
 
 def _validating_policy(name: str, rules: list[Rule], validations: list[dict[str, str]]) -> PolicyObject:

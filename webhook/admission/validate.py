@@ -7,6 +7,10 @@
 * ``ResourceClaim`` and ``ResourceClaimTemplate`` (CREATE) in a managed namespace: every device request of a
   DeviceClass that counts against the quota must be countable (:func:`~webhook.core.dra.claim_problems`:
   ``allocationMode: All`` is not). Their spec is immutable, so an update cannot change what they ask.
+* Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and CronJobs in a managed namespace, by anyone but a
+  workload controller or the controller (CREATE/UPDATE): no ``nodeName`` in their pod template
+  (:func:`~webhook.core.pod_templates.template_node_problems`; the webhook-only install's ``templates.validate``
+  hook, the templates guard policy's rule where the policies are installed).
 * Supported job kinds in a managed namespace, by anyone but the controller:
   CREATE - the pod sets must be readable (the queue must be able to size the job), the kind must be
   able to wait suspended as written (a RayJob needs ``shutdownAfterJobFinishes: true``) and no pod template
@@ -30,6 +34,7 @@ from webhook.api.objects import Obj, meta
 from webhook.core.dra import claim_problems
 from webhook.core.integrity import pod_creation_problems, resize_problems
 from webhook.core.placement import validate_policy
+from webhook.core.pod_templates import TemplatedKind, template_node_problems, templated_kind
 from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
 from webhook.core.workload import WorkloadError, pod_request
 from webhook.workloads.base import Adapter, mapping_at, value_at
@@ -71,6 +76,11 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
         return _invalid(request, problems) if problems else allow(request.uid)
     if (group, kind) in _CLAIM_KINDS:
         return _claim(request, state, template=kind == RESOURCE_CLAIM_TEMPLATE.kind)
+    templated = templated_kind(group, kind)
+    if templated is not None and not settings.creates_workload_pods(request.username):
+        refusal = _template_node(request, templated, state)
+        if refusal is not None:
+            return refusal
     adapter = adapter_for(group, kind)
     if adapter is None or settings.is_controller(request.username):
         return allow(request.uid)
@@ -83,6 +93,19 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
         return _job_update(request, adapter, leaf, state, settings)
     except WorkloadError as error:
         return deny(request.uid, f"kube-queue cannot read {request.display_name}: {error}", 422, "Invalid")
+
+
+def _template_node(request: AdmissionRequest, kind: TemplatedKind, state: AdmissionState) -> AdmissionReview | None:
+    """The refusal of a pod template a user wrote with a ``nodeName`` in a namespace of the tree (the webhook-only
+    install's copy of the templates guard policy), ``None`` when there is nothing to refuse."""
+    assert request.obj is not None
+    leaf = state.leaf_for_namespace(request.namespace)
+    if leaf is None and not state.held_untagged(request.namespace):
+        return None
+    problems = template_node_problems(kind, request.obj)
+    if not problems:
+        return None
+    return deny(request.uid, f"kube-queue refuses {request.display_name}: " + "; ".join(problems), 403, "Forbidden")
 
 
 def _pod_resize(request: AdmissionRequest, state: AdmissionState) -> AdmissionReview:
