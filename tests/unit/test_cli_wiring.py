@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import subprocess
 import sys
 import types
 
@@ -60,12 +61,27 @@ def test_a_plugin_that_imports_a_missing_module_is_not_skipped(monkeypatch: pyte
         serve_module.plugins()
 
 
-@pytest.mark.parametrize("argv", [["list"], []])
-def test_kq_stops_on_a_missing_command_module(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+def test_kq_stops_on_a_missing_command_module(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(main_module, "COMMANDS", {**main_module.COMMANDS, "list": "webhook.cli.gone"})
     monkeypatch.setattr(main_module, "SUBCOMMAND_MODULES", (*main_module.SUBCOMMAND_MODULES, "webhook.cli.gone"))
     with pytest.raises(SystemExit, match=r"command module 'webhook\.cli\.gone': ModuleNotFoundError"):
-        main_module.main(argv)
+        main_module.main(["list"])
+
+
+@pytest.mark.parametrize("argv", [[], ["--help"], ["-v", "--help"], ["no-such-command"]])
+def test_kq_lists_its_commands_as_their_modules_would(argv: list[str]) -> None:
+    """``kq --help`` (and a bare or mistyped ``kq``) lists the commands from the command table, importing no
+    command module: the listing is the one every module's own ``register`` gives, byte for byte."""
+    assert main_module.build_parser(argv).format_help() == main_module.build_parser().format_help()
+
+
+def test_kq_help_imports_no_command_module() -> None:
+    script = ("import sys; from webhook.cli.main import SUBCOMMAND_MODULES, main\n"
+              "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+              "print(sorted(name for name in SUBCOMMAND_MODULES if name in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert "usage: kq" in done.stdout
 
 
 def test_kq_with_every_command_wired_builds_its_parser() -> None:

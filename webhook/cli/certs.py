@@ -16,6 +16,7 @@ from webhook import pki
 from webhook.admission.configs import SERVICE_NAME, SERVICE_NAMESPACE
 from webhook.cli.args import Subparsers, add_command
 from webhook.kube.selfcert import service_dns_names
+from webhook.readmodel.command_table import help_of
 
 DEFAULT_IPS = ("127.0.0.1",)
 
@@ -24,7 +25,7 @@ def register(subparsers: Subparsers) -> None:
     parser = add_command(
         subparsers,
         "certs",
-        "write a CA and a serving certificate for the webhook",
+        help_of("certs"),
         "Write ca.crt, ca.key, tls.crt and tls.key into --out. The serving certificate names the in-cluster "
         f"Service ({SERVICE_NAME}.{SERVICE_NAMESPACE}.svc and its short forms), localhost, every --dns and "
         "every --ip (127.0.0.1 by default).",

@@ -11,6 +11,7 @@ from webhook.cli import devsystem as system
 from webhook.cli.args import Subparsers, add_command
 from webhook.devcluster import cluster, operators
 from webhook.devcluster.config import ClusterConfig, Ports, default_nodes, default_state_dir
+from webhook.readmodel.command_table import help_of
 
 
 def config_from_args(args: argparse.Namespace) -> ClusterConfig:
@@ -116,7 +117,7 @@ def register(subparsers: Subparsers) -> None:
     dev = add_command(
         subparsers,
         "dev",
-        "the local dev cluster (real Kubernetes built from source, kwok nodes)",
+        help_of("dev"),
         "A real Kubernetes control plane on loopback with fake (kwok) nodes.",
         ["kq dev up", 'eval "$(kq dev env)" && kubectl get nodes', "kq dev down"],
     )

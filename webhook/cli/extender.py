@@ -15,13 +15,14 @@ from webhook.extender.cache import DEFAULT_ASSUME_TTL
 from webhook.extender.config import extender_entry
 from webhook.extender.server import ExtenderOptions, serve
 from webhook.kube.serving import run as run_on_loop
+from webhook.readmodel.command_table import help_of
 
 
 def register(subparsers: Subparsers) -> None:
     parser = add_command(
         subparsers,
         "extender",
-        "run the kube-scheduler extender (filter, prioritize, preempt)",
+        help_of("extender"),
         "Serve POST /extender/filter, /extender/prioritize and /extender/preempt for kube-scheduler "
         "(nodeCacheCapable), plus "
         "/healthz, /readyz and /metrics. Nodes, pods, ResourcePolicies and the ElasticQuotaTree come from "

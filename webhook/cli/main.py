@@ -13,39 +13,13 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from webhook.cli.wiring import import_wired
+from webhook.readmodel.command_table import TABLE
 
-SUBCOMMAND_MODULES = (
-    "webhook.cli.dev",
-    "webhook.cli.serve",
-    "webhook.cli.certs",
-    "webhook.cli.extender",
-    "webhook.cli.simulate",
-    "webhook.cli.submit",
-    "webhook.cli.jobs",
-    "webhook.cli.why",
-    "webhook.cli.logs",
-    "webhook.cli.quota",
-    "webhook.console.command",
-)
-COMMANDS = {
-    "dev": "webhook.cli.dev",
-    "serve": "webhook.cli.serve",
-    "certs": "webhook.cli.certs",
-    "extender": "webhook.cli.extender",
-    "simulate": "webhook.cli.simulate",
-    "submit": "webhook.cli.submit",
-    "list": "webhook.cli.jobs",
-    "ls": "webhook.cli.jobs",
-    "get": "webhook.cli.jobs",
-    "delete": "webhook.cli.jobs",
-    "why": "webhook.cli.why",
-    "logs": "webhook.cli.logs",
-    "top": "webhook.cli.quota",
-    "queue": "webhook.cli.quota",
-    "console": "webhook.console.command",
-}
-"""Command -> the module that registers it, so ``kq list`` imports only its own module (fast start: the
-service's modules pull in aiohttp and kubernetes-asyncio). A test keeps this table true."""
+SUBCOMMAND_MODULES = tuple(dict.fromkeys(command.module for command in TABLE))
+"""Every module that registers commands, in the order ``kq --help`` lists their commands."""
+COMMANDS = {name: command.module for command in TABLE for name in (command.name, *command.aliases)}
+"""Command (or alias) -> the module that registers it, so ``kq list`` imports only its own module (fast start:
+the service's modules pull in aiohttp and kubernetes-asyncio). A test keeps this table true."""
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -56,7 +30,8 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser; given ``argv`` naming a known command, only that command's module is imported."""
+    """The parser; given ``argv``, only the module of the command it names is imported (none for ``kq --help``),
+    the other commands listed from :data:`~webhook.readmodel.command_table.TABLE`; without, every module."""
     parser = argparse.ArgumentParser(
         prog="kq",
         description="Elastic-quota job queueing for Kubernetes.",
@@ -68,9 +43,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug lines")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     command = _command_of(argv) if argv is not None else None
-    modules = (COMMANDS[command],) if command in COMMANDS else SUBCOMMAND_MODULES
-    for name in modules:
-        import_wired(name, "command").register(subparsers)
+    chosen = COMMANDS.get(command) if command is not None else None
+    for name in SUBCOMMAND_MODULES:
+        if argv is None or name == chosen:
+            import_wired(name, "command").register(subparsers)
+            continue
+        # Every other command is listed from the table as its module would list it, without importing it.
+        for listed in TABLE:
+            if listed.module == name:
+                subparsers.add_parser(listed.name, help=listed.help, aliases=list(listed.aliases))
     return parser
 
 

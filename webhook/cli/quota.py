@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from webhook.api.names import QUEUE_NAMESPACE
 from webhook.api.objects import Obj, name_of
 from webhook.cli.common import run_on_cluster
+from webhook.readmodel.command_table import help_of
 from webhook.readmodel.commandline import subparser
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     top = subparser(
         subparsers,
         "top",
-        "show quota usage",
+        help_of("top"),
         "Show resource usage.",
         ["kq top quota", "kq top quota -o wide"],
     )
@@ -157,7 +158,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     queue = subparser(
         subparsers,
         "queue",
-        "the Queues: list them, or show one with its waiting jobs",
+        help_of("queue"),
         "kube-queue keeps one Queue per namespace of each leaf quota (in namespace kube-queue).",
         [
             "kq queue list",

@@ -62,6 +62,7 @@ from webhook.kube.selfcert import ensure_serving_secret, inject_api_service_ca, 
 from webhook.kube.serving import tls_context
 from webhook.kube.shared import WATCHES, SharedWatches
 from webhook.kube.tasks import TaskGroup
+from webhook.readmodel.command_table import help_of
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def register(subparsers: Subparsers) -> None:
     parser = add_command(
         subparsers,
         "serve",
-        "run the admission webhook service",
+        help_of("serve"),
         "Serve POST /mutate and /validate (AdmissionReview v1) over HTTPS, plus /healthz and /readyz. "
         "State comes from watches of ElasticQuotaTrees, ResourcePolicies, PriorityClasses and Namespaces.",
         [

@@ -16,6 +16,7 @@ import sys
 
 from webhook.cli.args import Subparsers, add_command
 from webhook.controller.settings import rate_flag
+from webhook.readmodel.command_table import help_of
 from webhook.sim.engine import CorePath, DecisionPath, SimResult, simulate
 from webhook.sim.model import Scenario, ScenarioError, parse_duration
 from webhook.sim.report import to_json, to_text
@@ -36,7 +37,7 @@ def register(subparsers: Subparsers) -> None:
     parser = add_command(
         subparsers,
         "simulate",
-        "replay a scenario (quota tree, nodes, timed job submissions) on a virtual clock",
+        help_of("simulate"),
         "Replay SCENARIO (a YAML file: an ElasticQuotaTree, optional PriorityClasses, a Scenario document with "
         "settings and nodes, and job manifests with submit and run times) through the live controller's "
         "decision code on a virtual clock, and report per quota: admissions, waits (p50/p95/max), use of "

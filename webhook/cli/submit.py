@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from webhook.api.names import QUEUE_NAMESPACE, QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
 from webhook.api.objects import Obj, annotations_of, labels_of, meta
 from webhook.cli.common import key_values, run_on_cluster
+from webhook.readmodel.command_table import help_of
 from webhook.readmodel.commandline import subparser
 from webhook.readmodel.submit import (
     DEFAULT_IMAGE,
@@ -118,7 +119,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     submit = subparser(
         subparsers,
         "submit",
-        "create a job (Job, PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob, RayJob) from a few flags",
+        help_of("submit"),
         "Create a job in your namespace; kube-queue holds it until its quota allows.",
         [
             "kq submit job --name pi1 --cpu 10 --memory 10Gi --workers 6 -- sleep 60",

@@ -6,6 +6,7 @@ import argparse
 import ipaddress
 import sys
 
+from webhook.readmodel.command_table import help_of
 from webhook.readmodel.commandline import add_rate_flag, subparser
 
 LOOPBACK_NAMES = ("localhost",)
@@ -58,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparser(
         subparsers,
         "console",
-        "serve the web console: jobs, why they wait, logs, submit; the quota tree for operators",
+        help_of("console"),
         "Serve the web console. It acts as the person using it: a bearer token they paste once (kept in memory "
         "only), or an authenticating proxy's header (--token-header, --user-header), or on the dev cluster the "
         "kubeconfig's own user (--act-as-kubeconfig, loopback only). Kubernetes RBAC decides what they see.",
