@@ -9,12 +9,13 @@ standard library only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
+class Command(NamedTuple):
+    """One command (a named tuple, not a dataclass: ``kq`` imports this before anything else, and the
+    dataclasses module alone costs its start a few milliseconds)."""
+
     name: str
     module: str
     help: str
