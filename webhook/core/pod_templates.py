@@ -4,8 +4,9 @@ A Deployment's, ReplicaSet's, StatefulSet's, DaemonSet's, Job's or CronJob's pod
 workload controller, which may set ``spec.nodeName``, so the pod rules let a ``nodeName`` it copies from the
 template through. A pod bound that way skips the scheduler and the extender, which keeps the quota's ``max``:
 the template a user writes is where that ``nodeName`` is refused. One rule for both installs: the admission
-policy ``kube-queue-templates-guard`` is generated from :data:`TEMPLATED_KINDS` and :func:`node_field`
-(:mod:`webhook.admission.policies`), and the webhook-only install asks :func:`template_node_problems`.
+policy ``kube-queue-templates-guard`` is generated from :data:`TEMPLATED_KINDS`, :func:`node_path` and
+:func:`node_message` (:mod:`webhook.admission.policies`), and the webhook-only install asks
+:func:`template_node_problems`.
 """
 
 from __future__ import annotations
