@@ -275,3 +275,22 @@ def replica_settings(**overrides: Any) -> ControllerSettings:
     values.update(overrides)
     values["oversell_rate"] = Fraction(values["oversell_rate"])
     return ControllerSettings(**values)
+
+
+def deployment(namespace: str, name: str, node: str | None = None) -> dict[str, Any]:
+    """A Deployment of no replicas whose one-container pod template (1 CPU) names ``node`` when given."""
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox",
+                                            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]}
+    if node is not None:
+        spec["nodeName"] = node
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}}
+
+
+def cronjob(namespace: str, name: str, node: str | None = None) -> dict[str, Any]:
+    """A CronJob (once a year) whose job template's pod template is :func:`deployment`'s."""
+    template = deployment(namespace, name, node)["spec"]["template"]
+    template["spec"]["restartPolicy"] = "Never"
+    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": {"template": template}}}}

@@ -21,6 +21,7 @@ import pytest
 
 from tests.builders import SEED_TREE_SPEC, UNLABELLABLE_NAMES
 from tests.e2e.conftest import DevCluster
+from tests.e2e.harness import cronjob, deployment
 from tests.e2e.setups import managed, pytorchjob, seed_job
 from webhook.api.names import ADMISSION_ANNOTATION, QUOTA_LABEL, SUBMITTED_ANNOTATION
 from webhook.core.placement import MAX_UNITS
@@ -230,16 +231,6 @@ def test_a_job_without_requests_is_sized_by_the_namespaces_limit_range(
         dev.kubectl("delete", "limitrange", "defaults", "-n", user_a, "--ignore-not-found", check=False)
 
 
-def _deployment(namespace: str, name: str, node: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox",
-                                            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]}
-    if node is not None:
-        spec["nodeName"] = node
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}}
-
-
 def test_a_pod_template_cannot_name_its_node(dev_cluster: DevCluster, user_a: str) -> None:
     """A Deployment's (a CronJob's...) pods are made by a trusted controller, which may set ``nodeName``: a pod
     bound that way skips the scheduler and the extender, which keeps the quota's max. So the template alice
@@ -248,7 +239,7 @@ def test_a_pod_template_cannot_name_its_node(dev_cluster: DevCluster, user_a: st
     node = "a-node"
 
     def refused_at_creation() -> bool:
-        result = dev.create(_deployment(user_a, "pinned", node), user=ALICE)
+        result = dev.create(deployment(user_a, "pinned", node), user=ALICE)
         if result.returncode == 0:
             dev.kubectl("delete", "deployment", "pinned", "-n", user_a, "--ignore-not-found", check=False)
             return False
@@ -256,13 +247,9 @@ def test_a_pod_template_cannot_name_its_node(dev_cluster: DevCluster, user_a: st
         return True
 
     dev.wait_until(refused_at_creation, 30, "a Deployment naming its node to be refused")
-    template = _deployment(user_a, "x", node)["spec"]["template"]
-    template["spec"]["restartPolicy"] = "Never"
-    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "pinned", "namespace": user_a},
-            "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": {"template": template}}}}
-    result = dev.create(cron, user=ALICE)
+    result = dev.create(cronjob(user_a, "pinned", node), user=ALICE)
     assert result.returncode != 0 and "spec.jobTemplate.spec.template.spec.nodeName" in result.stderr, result.stderr
-    created = dev.create(_deployment(user_a, "free"), user=ALICE)
+    created = dev.create(deployment(user_a, "free"), user=ALICE)
     assert created.returncode == 0, created.stderr  # a template without a node is a Deployment like any other
     try:
         patch = json.dumps({"spec": {"template": {"spec": {"nodeName": node}}}})

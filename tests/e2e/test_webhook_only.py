@@ -24,7 +24,15 @@ import pytest
 
 from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed, wait_routed
+from tests.e2e.harness import (
+    create_namespaces,
+    cronjob,
+    deployment,
+    installed_tree,
+    unique,
+    wait_managed,
+    wait_routed,
+)
 from webhook.admission.configs import NAME, webhook_configs
 from webhook.admission.policies import PODS_GUARD, PODS_MARK, TEMPLATES_GUARD
 from webhook.api.names import EXTENDER_RESOURCE, QUOTA_LABEL, SUCCEED_AFTER_ANNOTATION
@@ -39,19 +47,10 @@ WEBHOOK_REFUSAL = "kube-queue refuses"
 """How the webhook's refusals start (the policies' start with the policy's name)."""
 
 
-def _deployment(namespace: str, name: str, node: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}
-    if node is not None:
-        spec["nodeName"] = node
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}}
-
-
 def _pinned_refusal(dev: DevCluster, namespace: str) -> str:
     """What a server-side dry run of alice's Deployment naming its node gets back ("" when it is allowed)."""
     result = dev.kubectl_result("create", "--dry-run=server", "-f", "-",
-                                stdin=json.dumps(_deployment(namespace, "probe", "a-node")), user=USER)
+                                stdin=json.dumps(deployment(namespace, "probe", "a-node")), user=USER)
     return result.stderr if result.returncode != 0 else ""
 
 
@@ -131,13 +130,9 @@ def test_a_pod_template_cannot_name_its_node(dev_cluster: DevCluster, old_cluste
     dev, space = dev_cluster, old_cluster
     refusal = _pinned_refusal(dev, space)
     assert WEBHOOK_REFUSAL in refusal and "spec.template.spec.nodeName" in refusal, refusal
-    template = _deployment(space, "x", "a-node")["spec"]["template"]
-    template["spec"]["restartPolicy"] = "Never"
-    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "pinned", "namespace": space},
-            "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": {"template": template}}}}
-    result = dev.create(cron, user=USER)
+    result = dev.create(cronjob(space, "pinned", "a-node"), user=USER)
     assert result.returncode != 0 and "spec.jobTemplate.spec.template.spec.nodeName" in result.stderr, result.stderr
-    created = dev.create(_deployment(space, "free"), user=USER)
+    created = dev.create(deployment(space, "free"), user=USER)
     assert created.returncode == 0, created.stderr
     patch = json.dumps({"spec": {"template": {"spec": {"nodeName": "a-node"}}}})
     edited = dev.kubectl_result("patch", "deployment", "free", "-n", space, "--type=merge", "-p", patch, user=USER)
