@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from fractions import Fraction
 from typing import Any
@@ -25,8 +25,9 @@ PODS: Kind = ("", "v1", "pods")
 BUDGETS: Kind = ("policy", "v1", "poddisruptionbudgets")
 
 
-def seed_api() -> FakeApi:
-    api = FakeApi()
+def seed_api(make: Callable[[], FakeApi] = FakeApi) -> FakeApi:
+    """The seed's tree, its namespaces and PriorityClasses, in a fake API (``make``: a subclass of the fake)."""
+    api = make()
     for name in ("user-a", "user-b", "user-c", "kube-queue", "kube-system"):
         api.put(NAMESPACES, {"metadata": {"name": name}})
     api.put(PRIORITY_CLASSES, {"metadata": {"name": "priority-2"}, "value": 2})

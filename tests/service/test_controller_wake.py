@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tests.service.controller_support import admitted, driven, pi, seed_api, settings, step
-from tests.service.kubeclient_fake import JOBS
+from tests.service.kubeclient_fake import JOBS, FakeApi
 from webhook.api.names import LAST_APPLIED_ANNOTATION
 from webhook.api.objects import annotations_of, meta, name_of, pod_spec, spec_of
 from webhook.controller.cache import Wake
 from webhook.controller.controller import Controller
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
+from webhook.kube.client import JSON, ResourceRef
 from webhook.kube.packed import Packed
 
 
@@ -247,3 +251,42 @@ async def test_the_job_caches_keep_no_managed_fields() -> None:
         assert isinstance(cached_job, Packed) and isinstance(cached_pod, Packed)
         stored = api.obj(JOBS, "pi-2", "user-a")
         assert other["spec"] == stored["spec"] and other.get("status") == stored.get("status")
+
+
+async def test_a_job_created_while_a_pass_writes_waits_only_what_is_left_of_the_debounce() -> None:
+    """The debounce counts from the first change a pass serves: a job created while the last pass was still
+    writing, longer ago than the debounce on the controller's clock, is decided as soon as that pass ends. With
+    the debounce counted from the end of the pass, the 30 s debounce set below would hold pi-2 past the
+    test's 10 s."""
+    skew = [0.0]
+    controller: Controller | None = None
+
+    class SlowRelease(FakeApi):
+        """pi-1's release lets the loop see pi-2 arrive, then takes 31 s on the controller's clock."""
+
+        async def json_patch(  # type: ignore[override]  # as FakeApi's own
+            self, ref: ResourceRef, name: str, ops: Sequence[Mapping[str, Any]], namespace: str | None = None,
+            subresource: str | None = None,
+        ) -> JSON:
+            if name == "pi-1" and ref.plural == "jobs" and not skew[0]:
+                assert controller is not None
+                controller.settings = dataclasses.replace(controller.settings, debounce=30.0)
+                self.put(JOBS, pi("pi-2", pods=1))
+                while controller._dirty.since is None:  # the job cache hands pi-2's arrival to the loop
+                    await asyncio.sleep(0.001)
+                skew[0] += 31.0
+            return await super().json_patch(ref, name, ops, namespace, subresource)
+
+    api = seed_api(SlowRelease)
+    api.put(JOBS, pi("pi-1", pods=1))
+    stop = asyncio.Event()
+    controller = Controller(api, settings(resync_period=60.0), clock=lambda: time.monotonic() + skew[0])
+    task = asyncio.ensure_future(controller.run(stop))
+    try:
+        async with asyncio.timeout(10):
+            while not (admitted(api, "pi-1") and admitted(api, "pi-2")):
+                await asyncio.sleep(0.01)
+        assert skew[0] == 31.0
+    finally:
+        stop.set()
+        await task

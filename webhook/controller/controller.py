@@ -22,6 +22,7 @@ from webhook.api.names import CONTROLLER_COMPONENT, QUEUED_KEY_ANNOTATION, REASO
 from webhook.api.objects import Obj, mapping, mappings, meta, name_of, text
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
+from webhook.controller.changes import ChangeFlag
 from webhook.controller.decide import JobDecisions, PassRecord, decide, reason_key
 from webhook.controller.eta import EtaInputs, EtaService
 from webhook.controller.events import EVENTS, EventGate, EventRecorder, queued_memory
@@ -69,7 +70,7 @@ class Controller:
         self._wall = wall
         self._clock = clock
         self._tasks = TaskGroup("controller")
-        self._dirty = asyncio.Event()
+        self._dirty = ChangeFlag(self._read_clock)
         self._status_timer: asyncio.TimerHandle | None = None
         """Set when a change of status only asked for a pass (it comes within ``status_debounce``)."""
         self.cache = ClusterCache(client, tree_namespace=settings.tree_namespace,
@@ -159,8 +160,7 @@ class Controller:
 
     async def _seed_gate(self) -> None:
         """Read back the Queued events already sent (by the previous leader, or this replica before a restart)
-        so waiting jobs are not told their unchanged place again; bounded, and on failure the events are
-        simply sent again."""
+        so waiting jobs are not told their unchanged place again; bounded; on failure they are sent again."""
         seen: list[Obj] = []
         selector = f"source={CONTROLLER_COMPONENT},reason=Queued"
         try:
@@ -259,7 +259,7 @@ class Controller:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._dirty.wait()
-            await asyncio.sleep(self.settings.debounce)
+            await asyncio.sleep(self._dirty.settle(self.settings.debounce))
             self._dirty.clear()
             if self._status_timer is not None:  # this pass reads every change so far
                 self._status_timer.cancel()

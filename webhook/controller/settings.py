@@ -54,7 +54,8 @@ class ControllerSettings:
     resync_period: float = 10.0
     """Reconcile at least this often even when nothing changed (retries failed writes)."""
     debounce: float = 0.1
-    """Wait this long after a change before reconciling, so bursts of changes make one pass."""
+    """Reconcile this long after the first change a pass serves, so bursts of changes make one pass (a change
+    that came while the last pass wrote has waited already: :mod:`webhook.controller.changes`)."""
     status_debounce: float = 1.0
     """A change of status only (a released job's or its pods' progress, this replica's Queue and tree status)
     asks for a pass within this many seconds rather than at once: a burst of them makes one pass, and the
