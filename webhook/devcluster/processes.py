@@ -42,12 +42,8 @@ def running_pid(run_dir: Path, name: str, marker: str) -> int | None:
     except (OSError, ValueError):
         return None
     cmdline = _cmdline(pid)
-    if not cmdline or marker not in cmdline:
+    if not cmdline or marker not in cmdline or _exited(pid):
         return None
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            return None
     return pid
 
 
@@ -95,9 +91,23 @@ def stop(run_dir: Path, name: str, marker: str, grace: float = 10.0) -> bool:
         kill_deadline = time.monotonic() + 5
         while time.monotonic() < kill_deadline and running_pid(run_dir, name, marker) is not None:
             time.sleep(0.05)
+    # A process on its way out reads an empty command line before it has exited (its memory goes first):
+    # wait until it is gone or a zombie, so that nothing of it (a port, a file) outlives the stop.
+    exit_deadline = time.monotonic() + 5
+    while time.monotonic() < exit_deadline and not _exited(pid):
+        time.sleep(0.02)
     _reap(pid)
     path.unlink(missing_ok=True)
     return True
+
+
+def _exited(pid: int) -> bool:
+    """Whether process ``pid`` has exited: no longer listed, or a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
