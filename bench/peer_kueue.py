@@ -113,7 +113,7 @@ async def _namespaces(client: KubeClient, names: tuple[str, ...], managed: bool)
         await e2e_shapes.wait_for(ready, 120, f"namespace {name} to be ready")
 
 
-def _controller_pid(config: ClusterConfig, kueue: bool) -> int:
+def controller_pid(config: ClusterConfig, kueue: bool) -> int:
     pid = (peer_kueue_install.pid(config) if kueue
            else processes.running_pid(config.run, "kq-serve", str(config.state_dir)))
     if pid is None:
@@ -121,7 +121,7 @@ def _controller_pid(config: ClusterConfig, kueue: bool) -> int:
     return pid
 
 
-def _cpu(pid: int) -> float:
+def process_cpu(pid: int) -> float:
     return cpu_seconds(Path(f"/proc/{pid}/stat").read_text(), os.sysconf("SC_CLK_TCK"))
 
 
@@ -134,13 +134,13 @@ def _requests(config: ClusterConfig) -> dict[e2e_metrics.RequestKey, float]:
 
 async def _measured(config: ClusterConfig, pid: int, run: Callable[[], Awaitable[dict[str, Any]]],
                     admissions: Callable[[dict[str, Any]], int]) -> dict[str, Any]:
-    before, cpu = await asyncio.to_thread(_requests, config), _cpu(pid)
+    before, cpu = await asyncio.to_thread(_requests, config), process_cpu(pid)
     figures = await run()
     settle_s, after = await _settled(config)
     writes, events = write_counts(before, after)
     count = max(1, admissions(figures))
     figures.update(admissions=count, writes_per_job=writes / count, events_per_job=events / count,
-                   controller_cpu_s=_cpu(pid) - cpu, settle_s=settle_s)
+                   controller_cpu_s=process_cpu(pid) - cpu, settle_s=settle_s)
     return figures
 
 
@@ -160,7 +160,7 @@ async def _settled(config: ClusterConfig) -> tuple[float, dict[e2e_metrics.Reque
     return time.monotonic() - started, reading
 
 
-async def _install_ours(client: KubeClient, seed: dict[str, Any]) -> Callable[[], Awaitable[None]]:
+async def install_ours(client: KubeClient, seed: dict[str, Any]) -> Callable[[], Awaitable[None]]:
     await client.create(TREES, our_tree(seed))
     await _namespaces(client, (HELD, OPEN, *BORROWER, *OWNER), managed=True)
 
@@ -193,8 +193,8 @@ async def workloads(config: ClusterConfig, kueue: bool, counts: tuple[int, int, 
     owner_min = float(str(next(c for c in seed["children"] if OWNER[0] in c.get("namespaces", ()))["min"]["cpu"]))
     capacity = float(str(seed["min"]["cpu"]))
     async with await KubeClient.connect(str(config.kubeconfig)) as client:
-        lift = await (_install_kueue if kueue else _install_ours)(client, seed)
-        pid = _controller_pid(config, kueue)
+        lift = await (_install_kueue if kueue else install_ours)(client, seed)
+        pid = controller_pid(config, kueue)
         out: dict[str, Any] = {}
         print("peer bench: a) held, then released ...", file=sys.stderr)
         out["held"] = await _measured(config, pid, lambda: peer_kueue_workloads.held(
