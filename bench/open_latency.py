@@ -69,7 +69,7 @@ async def rounds(config: ClusterConfig, count: int, jobs: int) -> list[dict[str,
 
 
 def report(head: list[str], results: list[dict[str, Any]], jobs: int) -> str:
-    """The section (``head``: its first lines, taken at the start): one row per round, then the medians."""
+    """The section (``head``: its first lines): one row per round, then the medians."""
     lines = [*head,
              "| round | create to admit p50, ms | p99, ms | admissions/s | last admission after the first create, s "
              "| controller CPU, s |",
@@ -102,7 +102,6 @@ def main(argv: list[str] | None = None) -> int:
     state = Path(tempfile.mkdtemp(prefix="kq-bench-open-"))
     config = ClusterConfig(state_dir=state, ports=Ports(args.port_base), nodes=peer_kueue.nodes(),
                            with_service=True, service_args=("--oversellrate=1",))
-    head = header(TITLE, command)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             devsystem.up(config)
@@ -110,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cluster.down(config, purge=True, echo=lambda line: print(line, file=sys.stderr))
         shutil.rmtree(state, ignore_errors=True)
-    sys.stdout.write(report(head, results, args.jobs))
+    sys.stdout.write(report(header(TITLE, command), results, args.jobs))  # the load at the start and now
     return 0
 
 
