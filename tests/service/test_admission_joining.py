@@ -292,3 +292,10 @@ async def test_a_stored_tree_that_cannot_be_read_leaves_the_namespace_to_the_con
     answer = await _namespace_created(_created("user-d"), failing)
     assert answer["allowed"] is True and "patch" not in answer
     assert "event=tree_read_failed namespace=user-d" in caplog.text
+
+
+def test_a_namespace_is_under_quota_when_a_leaf_lists_it_or_it_is_labelled_managed() -> None:
+    state = _state(**{"user-d": {"team": "x"}})
+    assert state.under_quota("user-a")  # a leaf of the seed's tree lists it
+    assert not state.under_quota("user-d") and not state.under_quota("elsewhere")
+    assert state.labelled("user-d").under_quota("user-d")  # labelled managed, no leaf yet: held untagged

@@ -82,7 +82,7 @@ def mutate_request(
     try:
         namespace = request.namespace or (str_at(request.obj, "metadata", "namespace") or "")
         leaf = state.leaf_for_namespace(namespace)
-        if leaf is None and not state.held_untagged(namespace):
+        if not state.under_quota(namespace):
             # Outside the tree only a ResourcePolicy's toleration and profile are added (docs/placement.md).
             return allow(request.uid, _policy_ops(adapter, request.obj, namespace, state))
         refusal = creation_refusal(request, adapter, state, settings)

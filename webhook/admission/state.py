@@ -119,6 +119,11 @@ class AdmissionState:
         return (self.leaf_for_namespace(namespace) is None
                 and self.namespace_labels.get(namespace, {}).get(MANAGED_NAMESPACE_LABEL) == "true")
 
+    def under_quota(self, namespace: str) -> bool:
+        """Whether the quota's rules apply in ``namespace``: a leaf of the tree lists it, or it is labelled managed
+        while no leaf does (:meth:`held_untagged`)."""
+        return self.leaf_for_namespace(namespace) is not None or self.held_untagged(namespace)
+
     def labelled(self, namespace: str) -> AdmissionState:
         """This view with ``namespace`` labelled managed: the API server sent the request through a hook that
         selects only labelled namespaces, so the label exists even when this replica's namespace watch has not

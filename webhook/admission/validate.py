@@ -85,7 +85,7 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
     if adapter is None or settings.is_controller(request.username):
         return allow(request.uid)
     leaf = state.leaf_for_namespace(request.namespace)
-    if leaf is None and not state.held_untagged(request.namespace):
+    if not state.under_quota(request.namespace):
         return allow(request.uid)
     try:
         if request.operation == "CREATE":
@@ -99,8 +99,7 @@ def _template_node(request: AdmissionRequest, kind: TemplatedKind, state: Admiss
     """The refusal of a pod template a user wrote with a ``nodeName`` in a namespace of the tree (the webhook-only
     install's copy of the templates guard policy), ``None`` when there is nothing to refuse."""
     assert request.obj is not None
-    leaf = state.leaf_for_namespace(request.namespace)
-    if leaf is None and not state.held_untagged(request.namespace):
+    if not state.under_quota(request.namespace):
         return None
     problems = template_node_problems(kind, request.obj)
     if not problems:
@@ -131,7 +130,7 @@ def _claim(request: AdmissionRequest, state: AdmissionState, *, template: bool) 
     if request.operation != "CREATE" or not state.quota_classes:
         return allow(request.uid)
     leaf = state.leaf_for_namespace(request.namespace)
-    if leaf is None and not state.held_untagged(request.namespace):
+    if not state.under_quota(request.namespace):
         return allow(request.uid)
     spec = request.obj.get("spec")
     if template:
