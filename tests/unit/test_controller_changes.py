@@ -4,6 +4,7 @@ pass")."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -62,3 +63,28 @@ async def test_it_wakes_a_waiter_as_the_event_does() -> None:
     assert not waiter.done()
     flag.set()
     await asyncio.wait_for(waiter, 1.0)
+
+
+
+def test_a_stream_of_changes_cannot_start_passes_closer_than_a_debounce_apart() -> None:
+    """A user who changes jobs without pause (creates in a loop) gets one pass per debounce at most, whether
+    the passes are short or long: the loop clears the flag as a pass starts, so the next pass's wait counts
+    from a change after that start."""
+    clock = Clock(100.0)
+    flag = ChangeFlag(clock)
+    starts: list[float] = []
+    busy_until = 0.0  # the loop runs a pass until then
+    wake: float | None = None  # when the loop, waiting out the debounce, starts its next pass
+    for step in range(2000):  # two seconds of a change every millisecond
+        flag.set()
+        if wake is None and clock.now >= busy_until:
+            wake = clock.now + flag.settle(0.1)
+        if wake is not None and clock.now >= wake - 1e-9:
+            starts.append(clock.now)
+            flag.clear()
+            busy_until, wake = clock.now + (0.3 if len(starts) % 2 else 0.0), None  # long and short passes
+        clock.now = 100.0 + (step + 1) * 0.001
+    assert len(starts) >= 8
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
+    assert min(gaps) >= 0.1 - 1e-6
+    assert any(abs(gap - 0.3) < 0.002 for gap in gaps), "after a long pass the next one starts at once"
