@@ -10,7 +10,9 @@ admits (its quota has room) but the node has not:
 * a colleague's pod of her own quota, which sets no ``preempt-policy``, is not evicted (the issue's first
   escape);
 * carol's pods are not evicted while Department-b is under its min (30 of 40: the second escape);
-* in Team-p, whose ``preempt-policy`` allows it, bob's lower-priority pod is evicted and alice's runs.
+* in Team-p, whose ``preempt-policy`` allows it, bob's lower-priority pod is evicted and alice's runs;
+* but not on a node of a unit alice's ResourcePolicy does not let her pod use yet: there bob's pod would be
+  evicted in vain (docs/pod-quota.md, "Preemption").
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e import setups
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 
@@ -182,3 +185,39 @@ def test_preemption_inside_a_quota_that_allows_it_still_works(dev_cluster: DevCl
     dev.wait_until(lambda: _running(dev, spaces.p, "urgent"), 90, "alice's pod running in its place")
     assert _preempt_requests(dev, "allowed") > before
     dev.kubectl("delete", "pod", "urgent", "-n", spaces.p, "--wait=true")
+
+
+def test_victims_on_a_unit_the_preemptors_policy_does_not_let_it_use_stay(dev_cluster: DevCluster,
+                                                                           spaces: Spaces) -> None:
+    # Alice's namespace places its pods on ecs-2 (unit 1) and only once that unit is at its max, which it has
+    # not, on ecs-3 (unit 2). ecs-2 is full of carol's pod of alice's priority (no victim for the scheduler);
+    # ecs-3 holds bob's lower-priority one. Team-p's rules let her take it (20 + 20 of its min 40), but her pod
+    # could not use ecs-3 afterwards. The second half shows the quota alone would have let it go.
+    dev = dev_cluster
+    units = [{"resource": "ecs", "nodeSelector": {"kubernetes.io/hostname": node}} for node in ("ecs-2", "ecs-3")]
+    policy = setups.resource_policy(spaces.p, {}, units, name="pinned")
+    policy["spec"]["whenTryNextUnits"] = {"policy": "ExceedMax"}
+    dev.apply(policy)
+    time.sleep(setups.WATCH_PROPAGATION)  # the policy reaches the extender's watch
+    try:
+        _create(dev, spaces.b, _pod("peer", 20, "ecs-2", "priority-3"), "carol")
+        dev.wait_until(lambda: _running(dev, spaces.b, "peer"), 90, "carol's priority-3 pod running on ecs-2")
+        uids = _fill(dev, spaces.p2, "bob", "ecs-3", [("batch2", 20)])
+        unpinned = dict(_pod("pinned", 20, "ecs-0", "priority-3"))
+        del unpinned["spec"]["nodeSelector"]  # the policy alone says where it may go
+        _create(dev, spaces.p, unpinned, "alice")
+        _refused_preemption_keeps(dev, spaces.p, "pinned", {"batch2": (spaces.p2, uids["batch2"])})
+        # The same pod under a policy that moves on when unit 1 lacks room: bob's pod goes, hers runs there.
+        dev.kubectl("delete", "pod", "pinned", "-n", spaces.p, "--wait=true")
+        del policy["spec"]["whenTryNextUnits"]
+        dev.apply(policy)
+        time.sleep(setups.WATCH_PROPAGATION)
+        _create(dev, spaces.p, unpinned, "alice")
+        dev.wait_until(lambda: _evicted(dev, spaces.p2, "batch2", uids["batch2"]), 90, "bob's pod preempted")
+        dev.wait_until(lambda: _running(dev, spaces.p, "pinned"), 90, "alice's pod running on ecs-3")
+        placed = _pod_state(dev, spaces.p, "pinned")
+        assert placed is not None and placed["spec"]["nodeName"] == "ecs-3"
+    finally:
+        dev.kubectl("delete", "resourcepolicy", "pinned", "-n", spaces.p, "--ignore-not-found")
+        for namespace in (spaces.p, spaces.p2, spaces.b):
+            dev.kubectl("delete", "pod", "--all", "-n", namespace, "--wait=true")

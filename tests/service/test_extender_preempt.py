@@ -12,7 +12,7 @@ import orjson
 import pytest
 from prometheus_client import REGISTRY
 
-from tests.service.extender_support import Cluster, pod, seed_quota_tree, serving
+from tests.service.extender_support import Cluster, ecs, pod, policy, seed_quota_tree, serving
 from webhook.extender.app import make_app
 
 HIGH = 3
@@ -99,6 +99,56 @@ async def test_a_pod_under_no_quota_preempts_by_priority_alone() -> None:
         response = await client.post("/extender/preempt", data=preemption_args(critical, meta({"ecs-1": ["uid-c0"]})))
         body = await response.json()
     assert list(body["NodeNameToMetaVictims"]) == ["ecs-1"]
+
+
+def outsiders() -> Cluster:
+    """The seed-shaped tree, a ResourcePolicy over ``team``'s pods (unit 1: pool a, unit 2: pool b, moving on
+    only when unit 1 is at its max), and a pod of a namespace no leaf lists on ecs-0 (unit 1) and on ecs-2
+    (unit 2): no quota is owed them, so only the policy can keep them."""
+    made = cluster()
+    made.state.set_policies([policy("rp", [ecs(pool="a"), ecs(pool="b")], when="ExceedMax")])
+    made.add(pod("web-a", "20", namespace="outside", node_name="ecs-0", uid="uid-web-a"),
+             pod("web-b", "20", namespace="outside", node_name="ecs-2", uid="uid-web-b"))
+    return made
+
+
+async def test_victims_on_a_unit_the_pods_policy_does_not_let_it_use_yet_stay(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    made = outsiders()
+    urgent = pod("urgent", "10", uid="uid-urgent", priority=HIGH)
+    caplog.set_level(logging.INFO, logger="webhook.extender")
+    async with serving(make_app(made.state, clock=lambda: made.now)) as client:
+        response = await client.post(
+            "/extender/preempt", data=preemption_args(urgent, meta({"ecs-0": ["uid-web-a"], "ecs-2": ["uid-web-b"]})))
+        body = await response.json()
+    # Unit 1 is the pod's: web-a may go. On unit 2 the pod would still wait for unit 1 (ExceedMax) after web-b
+    # went, so web-b stays.
+    assert list(body["NodeNameToMetaVictims"]) == ["ecs-0"]
+    (line,) = [record.getMessage() for record in caplog.records if "verb=preempt" in record.getMessage()]
+    assert "kept=1 refused=1" in line
+    assert "ResourcePolicy team/rp: unit 1 (ecs) has no node with room (no max); whenTryNextUnits ExceedMax" in line
+
+
+async def test_victims_on_a_unit_the_pod_may_move_on_to_may_go() -> None:
+    made = outsiders()
+    made.state.set_policies([policy("rp", [ecs(pool="a"), ecs(pool="b")])])  # LackResourceOrExceedMax
+    urgent = pod("urgent", "10", uid="uid-urgent", priority=HIGH)
+    async with serving(make_app(made.state, clock=lambda: made.now)) as client:
+        response = await client.post("/extender/preempt", data=preemption_args(urgent, meta({"ecs-2": ["uid-web-b"]})))
+        body = await response.json()
+    assert list(body["NodeNameToMetaVictims"]) == ["ecs-2"]
+
+
+async def test_a_node_the_extender_does_not_know_keeps_its_victims_for_a_pod_under_a_policy() -> None:
+    made = outsiders()
+    urgent = pod("urgent", "10", uid="uid-urgent", priority=HIGH)
+    whole = {"ecs-9": {"Pods": [pod("web-9", "20", namespace="outside", node_name="ecs-9", uid="uid-web-9")],
+                       "NumPDBViolations": 0}}
+    async with serving(make_app(made.state, clock=lambda: made.now)) as client:
+        response = await client.post("/extender/preempt", data=preemption_args(urgent, whole, whole=True))
+        body = await response.json()
+    assert body == {"NodeNameToMetaVictims": {}}
 
 
 @pytest.mark.parametrize(

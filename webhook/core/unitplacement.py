@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import eq
 
-from webhook.core.placement import MAX_SCORE, NodeView, Placement, ResourcePolicy
+from webhook.core.placement import (
+    MAX_SCORE,
+    NodeView,
+    Placement,
+    PodView,
+    ResourcePolicy,
+    count_pods_per_unit,
+    place,
+)
 
 UnitKey = int | None
 """A 0-based unit index of a policy, or ``None`` for "in no unit"."""
@@ -118,3 +126,30 @@ def verdict_by_unit(
     return UnitVerdict(
         frozenset(passing), failed, unresolvable, scores, placement.unit_index, placement.summary, placement.retry_at
     )
+
+
+def preemption_refusal(
+    policy: ResourcePolicy,
+    pod: PodView,
+    node: NodeView,
+    victims: Sequence[PodView],
+    unit_counts: Sequence[int],
+    *,
+    now: float,
+    pod_first_seen: float | None = None,
+) -> str:
+    """Why evicting ``victims`` from ``node`` would still leave ``pod`` off that node under ``policy``; ``""``
+    when the pod could use it then (docs/pod-quota.md, "Preemption").
+
+    kube-scheduler's preemption picks among the nodes its own filters refused for room, which the extender's
+    filter never saw. With the victims gone the node has room, so it is :func:`place`'s only candidate, and
+    its unit counts the victims of the policy no more. A node in no unit, a unit still at its ``max``, or a
+    unit the pod may not move on to yet (``ExceedMax``, a ``TimeoutOrExceedMax`` timeout not reached) would
+    refuse the pod after the eviction too: those victims would go in vain.
+    """
+    freed = count_pods_per_unit(policy, victims, {node.name: node}, now=now, for_pod=pod)
+    counts = [max(0, count - gone) for count, gone in zip(unit_counts, freed, strict=True)]
+    placement = place(policy, pod, [node], counts, now, pod_first_seen=pod_first_seen)
+    if placement.passing:
+        return ""
+    return policy_reason(policy, placement.all_failed[node.name])

@@ -17,11 +17,12 @@ One source for the dev cluster (which writes it into its scheduler's configurati
   node fit alone; before it evicts any it asks the extender, which keeps only the nodes whose victims the
   quota rules let go (:mod:`webhook.core.preemption`: never a pod of a quota at or under its ``min`` in what
   is contended, never one of the preemptor's own quota unless its ``preempt-policy`` allows it, and only
-  when the preemptor then fits ``max``). It is called only when a pod with the marker would preempt (rare,
-  and already the slow path), so it costs the common path nothing. The alternative - profiles whose pods
-  never preempt, leaving preemption to the queue - would take the node-level choice of victims (which pods
-  on which node make room) away from the only component that can make it, and would also stop the
-  preemption a quota allows (``PreemptLowerPriority``); see manifests/scheduler/README.md.
+  when the preemptor then fits ``max``), nor on a node the preemptor's ResourcePolicy would still refuse it
+  (:func:`webhook.core.unitplacement.preemption_refusal`). It is called only when a pod with the marker would
+  preempt (rare, and already the slow path), so it costs the common path nothing. The alternative -
+  profiles whose pods never preempt, leaving preemption to the queue - would take the node-level choice of
+  victims (which pods on which node make room) away from the only component that can make it, and would
+  also stop the preemption a quota allows (``PreemptLowerPriority``); see manifests/scheduler/README.md.
 * ``nodeCacheCapable: true`` - the scheduler sends node names only; the extender watches Nodes itself.
   Preemption then names victims by pod UID (``NodeNameToMetaVictims``), looked up in the extender's pod cache.
   This keeps requests small (5,000 names are ~100 KB; 5,000 Node objects are tens of MB).

@@ -249,6 +249,12 @@ def _unmanaged(
     )
 
 
+def wait_start(view: ClusterView, pod: PodView, key: str, now: float) -> float | None:
+    """Where ``pod``'s wait for a unit is measured from (``TimeoutOrExceedMax``): ``None`` when the pod has a
+    creation time (:func:`place` reads that), else when the extender first saw it, ``now`` the first time."""
+    return None if pod.created is not None else view.first_seen.get(key, now)
+
+
 def _lookup(view: ClusterView, name: str, given: Mapping[str, NodeView] | None) -> NodeView | None:
     node = view.nodes.get(name)
     if node is None and given is not None:
@@ -308,7 +314,7 @@ def _managed(
     groups = group_by_unit(names, indices, present)
     unknown = groups.pop(MISSING, ())
     counts = view.unit_counts(policy, pod)
-    first_seen = None if pod.created is not None else view.first_seen.get(key, now)
+    first_seen = wait_start(view, pod, key, now)
     verdict = unit_verdict(
         view, verdicts, policy, pod, groups, counts=counts, now=now, first_seen=first_seen, given=given
     )
