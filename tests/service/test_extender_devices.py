@@ -247,6 +247,21 @@ def test_preemption_counts_the_devices_the_preemptor_would_add() -> None:
     assert "nvidia.com/gpu" in refused.refused["ecs-0"]
 
 
+def test_a_pod_whose_devices_cannot_be_counted_yet_preempts_nobody() -> None:
+    # The filter refuses it on every node until its claim is known, so victims evicted for it would go in vain.
+    cluster = _cluster()
+    victim = pod("outside", "1", namespace="elsewhere", node_name="ecs-0")  # no quota is owed it
+    cluster.add(victim)
+    offer = {"ecs-0": NodeVictims((victim["metadata"]["uid"],), 0)}
+    late = gpu_pod("late", made={"gpu": "late-gpu"})
+    refused = cluster.state.preempt(late, offer, cluster.now)
+    assert refused.kept == {}
+    assert refused.refused == {"ecs-0": "pod-level quota: ResourceClaim user-c/late-gpu is not known yet; the pod "
+                                         "is tried again once it is"}
+    cluster.state.upsert_claim(resource_claim("late-gpu"))
+    assert set(cluster.state.preempt(late, offer, cluster.now).kept) == {"ecs-0"}
+
+
 async def _run(api: FakeApi, state: ExtenderState) -> None:
     caches = build_caches(api, state)
     async with running(caches, state):

@@ -16,7 +16,7 @@ from tests.builders import job, node, res, seed_tree, tree
 from tests.strategies import examples, quota_trees
 from webhook.core.fit import add_usage
 from webhook.core.podquota import MutableUsage, charge, checked, quota_key
-from webhook.core.preemption import PodClaim, PreemptionJudge, judge_preemption
+from webhook.core.preemption import PodClaim, PreemptionJudge, held_room_blockers, judge_preemption
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaTree
 from webhook.core.reclaim import Reclaimer
 from webhook.core.workload import Phase
@@ -406,3 +406,19 @@ def test_the_property_reached_allowed_sets_of_both_kinds() -> None:
     assert TALLY["allowed"] >= 10, TALLY
     assert TALLY["other quota"] >= 5, TALLY
     assert TALLY["own quota"] >= 1, TALLY
+
+
+def test_a_loose_preemptor_fits_the_room_jobs_hold_only_once_loose_victims_go() -> None:
+    # Held: 40 reserved for Department-a's jobs and 50 of loose pods at the root; a 20 CPU loose pod does not fit.
+    a, c = quota_key(TREE, "user-a"), quota_key(TREE, "user-c")
+    assert a is not None and c is not None
+    reserved: MutableUsage = {}
+    loose: MutableUsage = {}
+    charge(reserved, TREE, a, res(cpu=40).items())
+    charge(loose, TREE, c, res(cpu=50).items())
+    wanted = res(cpu=20)
+    (blocker,) = held_room_blockers(TREE, a, wanted, (reserved, loose), [])
+    assert blocker.explain() == "quota root: cpu request 20 + used 90 > max 100"
+    # A loose victim of 10 frees what it needs; one of 5 does not (a job's pod is not passed: it frees nothing).
+    assert held_room_blockers(TREE, a, wanted, (reserved, loose), [(c, res(cpu=10))]) == ()
+    assert held_room_blockers(TREE, a, wanted, (reserved, loose), [(c, res(cpu=5))]) != ()

@@ -20,7 +20,8 @@ The rules are job reclaim's (docs/reclaim.md), for pods, from :mod:`webhook.core
   each contended resource they hold. Resources nobody contends do not protect it.
 * **Always within max**: after the node's victims go, the preemptor must fit ``max`` at every level of its
   chain (pod-level quota, :func:`webhook.core.podquota.pod_quota_blockers`); otherwise the extender's filter
-  would refuse it on that node anyway and the victims would be evicted for nothing.
+  would refuse it on that node anyway and the victims would be evicted for nothing. A preemptor no queued
+  job accounts for (a Deployment's pod) must also fit the room admitted jobs leave (:func:`held_room_blockers`).
 
 *Contended* resources are every resource the preemptor requests (a positive amount; never
 ``kube-queue/max-jobs``): the node lacks some of them, but which ones only the scheduler knows, so a victim's
@@ -36,12 +37,21 @@ from dataclasses import dataclass
 
 from webhook.core.chain_usage import ChainTally
 from webhook.core.guarantee import borrows, guaranteed, guarded_min, keeps_min
-from webhook.core.podquota import Usage, checked, explain_blockers, pod_quota_blockers, quota_key
+from webhook.core.podquota import (
+    MutableUsage,
+    QuotaBlocker,
+    Usage,
+    charge,
+    checked,
+    explain_blockers,
+    pod_quota_blockers,
+    quota_key,
+)
 from webhook.core.quantity import format_quantity
 from webhook.core.quota import PREEMPT_LOWER_PRIORITY, PREEMPT_POLICY, QuotaTree
 from webhook.core.resources import is_binary_resource
 
-__all__ = ["PodClaim", "PreemptionJudge", "PreemptionVerdict", "judge_preemption"]
+__all__ = ["PodClaim", "PreemptionJudge", "PreemptionVerdict", "held_room_blockers", "judge_preemption"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,3 +262,21 @@ def judge_preemption(
 ) -> PreemptionVerdict:
     """Whether one node's ``victims`` may go for ``preemptor`` (:class:`PreemptionJudge` for one node)."""
     return PreemptionJudge(tree, preemptor, *usages).judge(victims)
+
+
+def held_room_blockers(
+    tree: QuotaTree,
+    quota: str,
+    request: Mapping[str, int],
+    held: Sequence[Usage],
+    freeing: Sequence[tuple[str, Mapping[str, int]]],
+) -> tuple[QuotaBlocker, ...]:
+    """Where a preemptor no queued job accounts for would still not fit the room admitted jobs leave once the
+    node's victims went (docs/pod-quota.md, "Preemption"): the filter's rule for such a pod, ``reserved +
+    loose pods + the pod <= max`` (``held``), with the victims that free some of it (quota key, request)
+    taken out: loose pods, and bare Pods the queue released (their jobs end with them). A job's pod frees
+    none of it: the job's operator makes it again, and the job keeps its reservation."""
+    freed: MutableUsage = {}
+    for key, victim_request in freeing:
+        charge(freed, tree, key, victim_request.items(), -1)
+    return pod_quota_blockers(tree, quota, request, *held, freed)

@@ -67,7 +67,7 @@ from webhook.extender.pods import Marks, PodRecord, RequestCache, carries, pod_k
 from webhook.extender.reserved import HeldRoom
 from webhook.extender.units import UnitCounts
 from webhook.extender.waits import Waits
-from webhook.workloads.registry import queued_by_a_job
+from webhook.workloads.registry import is_its_own_job, queued_by_a_job
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,8 @@ class ExtenderCache:
         request = old.request if old is not None and old.view.node_name == view.node_name else None
         if request is None:
             request = self.requests.request(obj, view.key) if view.node_name else EMPTY
-        record = PodRecord(view, request, None, priority_of(obj), not queued_by_a_job(obj), claims)
+        record = PodRecord(view, request, None, priority_of(obj), not queued_by_a_job(obj), claims,
+                           own_job=is_its_own_job(obj))
         self.pods[key] = record
         self.pods_by_ns.setdefault(view.namespace, {})[key] = view
         self._charge(record)

@@ -189,13 +189,17 @@ def decide(
     )
 
 
+def uncounted_reason(devices: PodDevices) -> str:
+    """Why a pod whose DRA claims cannot be counted (yet) is refused: its quota cannot be checked."""
+    if devices.problem:
+        return f"{POD_QUOTA_REFUSAL} cannot count the pod's devices: {devices.problem}"
+    return f"{POD_QUOTA_REFUSAL}: {devices.unknown}; the pod is tried again once it is"
+
+
 def _uncounted(verb: str, pod: PodView, names: Sequence[str], devices: PodDevices, *, tree: QuotaTree | None,
                quota: str | None) -> Decision:
     """The filter's refusal of a pod whose DRA claims cannot be counted (yet): its quota cannot be checked."""
-    if devices.problem:
-        reason = f"{POD_QUOTA_REFUSAL} cannot count the pod's devices: {devices.problem}"
-    else:
-        reason = f"{POD_QUOTA_REFUSAL}: {devices.unknown}; the pod is tried again once it is"
+    reason = uncounted_reason(devices)
     return Decision(verb, pod.key, unresolvable=dict.fromkeys(names, reason), nodes=len(names),
                     quota=None if tree is None or quota is None else tree.nodes[quota].full_name, summary=reason)
 

@@ -160,6 +160,8 @@ class PodRecord:
     claims: tuple[ClaimKey, ...] = ()
     """The DRA claims it holds (:func:`~webhook.core.dra.pod_claim_refs`), counted by
     :class:`~webhook.extender.claims.ClaimBook`."""
+    own_job: bool = False
+    """A bare Pod the queue released (:func:`~webhook.workloads.registry.is_its_own_job`)."""
 
 
 def with_marks(view: PodView, marks: Marks) -> PodView:

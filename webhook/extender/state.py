@@ -24,15 +24,14 @@ from dataclasses import replace
 
 from webhook.api.objects import Obj
 from webhook.core.placement import NodeView, PodView, ResourcePolicy, node_view, pod_view
-from webhook.core.preemption import PodClaim, PreemptionJudge
 from webhook.core.quota import QuotaTree
 from webhook.core.sampling import looks_sampled, rotating_window, scheduler_sample_size
-from webhook.core.unitplacement import preemption_refusal
 from webhook.core.waiting import WaitingPod
 from webhook.extender.cache import DEFAULT_ASSUME_TTL, ExtenderCache
-from webhook.extender.decide import Outcome, VerdictCache, decide, wait_start
-from webhook.extender.decision import UNKNOWN_NODE, Assumption, Decision, PreemptDecision
-from webhook.extender.pods import pod_key, priority_of, uid_of
+from webhook.extender.decide import Outcome, VerdictCache, decide
+from webhook.extender.decision import Assumption, Decision, PreemptDecision
+from webhook.extender.pods import pod_key, uid_of
+from webhook.extender.preempt import decide_preemption
 from webhook.extender.protocol import NodeVictims
 
 LAST_FILTERS = 256
@@ -282,76 +281,9 @@ class ExtenderState:
 
     # Preemption and waiting pods -------------------------------------------------------------------------
     def preempt(self, pod: Obj, victims: Mapping[str, NodeVictims], now: float) -> PreemptDecision:
-        """Which nodes' victims may go for ``pod`` (the rules: :mod:`webhook.core.preemption`). Victims are
-        taken whole per node; a victim the cache does not know (by uid, unless the scheduler sent the whole
-        Pod) keeps its node's victims where they are."""
-        cache = self.cache
-        cache.expire(now)
-        view = pod_view(pod)
-        # What the pod would add: its own request and the devices of its claims no pod holds yet.
-        request = cache.requests.request(pod, view.key) + cache.claims.devices(pod).resources
-        preemptor = PodClaim(view.namespace, view.name, request, priority_of(pod), view.created or now)
-        key = pod_key(view)
-        judge = PreemptionJudge(cache.tree, preemptor, *cache.quota_usages(key))
-        units = self._units_after(view, key, now)
-        kept: dict[str, NodeVictims] = {}
-        refused: dict[str, str] = {}
-        allowed = ""
-        for node, proposed in victims.items():
-            taken: list[tuple[PodClaim, PodView]] = []
-            for index, uid in enumerate(proposed.uids):
-                victim = self._victim(uid, None if proposed.pods is None else proposed.pods[index])
-                if victim is None:
-                    refused[node] = f"victim uid {uid} is not in the extender's pod cache: retried later"
-                    break
-                taken.append(victim)
-            if node in refused:
-                continue
-            refusal = units(node, [victim_view for _, victim_view in taken]) if units is not None else ""
-            if refusal:
-                refused[node] = refusal
-                continue
-            verdict = judge.judge([claim for claim, _ in taken])
-            if verdict.allowed:
-                kept[node] = proposed
-                allowed = allowed or verdict.reason
-            else:
-                refused[node] = verdict.reason
-        tree = cache.tree
-        quota = None if tree is None or judge.leaf is None else tree.nodes[judge.leaf].full_name
-        summary = next(iter(refused.values())) if refused else allowed or "no candidate node"
-        return PreemptDecision(view.key, kept, refused, quota, summary)
-
-    def _units_after(self, pod: PodView, key: str, now: float) -> Callable[[str, Sequence[PodView]], str] | None:
-        """For a pod a ResourcePolicy governs: why a node's victims would go in vain by the policy's units
-        (``""`` when they would not; :func:`~webhook.core.unitplacement.preemption_refusal`). ``None`` for
-        a pod no policy governs."""
-        cache = self.cache
-        policy = cache.policy_for(pod)
-        if policy is None:
-            return None
-        counts = cache.unit_counts(policy, pod)
-        first_seen = wait_start(cache, pod, key, now)
-
-        def refusal(name: str, victims: Sequence[PodView]) -> str:
-            node = cache.nodes.get(name)
-            if node is None:
-                return UNKNOWN_NODE
-            return preemption_refusal(policy, pod, node, victims, counts, now=now, pod_first_seen=first_seen)
-
-        return refusal
-
-    def _victim(self, uid: str, given: Obj | None) -> tuple[PodClaim, PodView] | None:
-        """A victim as the rules read it: from the Pod the scheduler sent, else from the cache by uid."""
-        if given is not None:
-            view = pod_view(given)
-            request = self.cache.requests.request(given, view.key)
-            return PodClaim(view.namespace, view.name, request, priority_of(given), view.created or 0.0), view
-        record = self.cache.pods.get(uid)
-        if record is None:
-            return None
-        view = record.view
-        return PodClaim(view.namespace, view.name, record.request, record.priority, view.created or 0.0), view
+        """Which nodes' victims may go for ``pod`` (:func:`~webhook.extender.preempt.decide_preemption`)."""
+        self.cache.expire(now)
+        return decide_preemption(self.cache, pod, victims, now)
 
     def pods_to_wake(self, now: float, limit: int) -> list[WaitingPod]:
         """Pods refused for pod-level quota that the room left now can take (at most ``limit``): the shell

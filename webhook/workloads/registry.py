@@ -45,6 +45,12 @@ def all_adapters() -> tuple[Adapter, ...]:
     return tuple(adapter for _, adapter in sorted(_load().items()))
 
 
+def is_its_own_job(pod: Obj) -> bool:
+    """Whether ``pod`` is a bare Pod the queue released: the job it is queued as ends with it. A job's pod is
+    made again by the job's operator when it goes, and its job keeps the room it holds."""
+    return controller_of(pod) is None and ADMISSION_ANNOTATION in annotations_of(pod)
+
+
 @cache
 def job_owner_kinds() -> frozenset[str]:
     """The kinds that own the pods of a job the queue tracks: every job kind, and the kinds their adapters name

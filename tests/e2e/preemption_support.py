@@ -1,0 +1,124 @@
+"""What the end-to-end tests of kube-scheduler's preemption share: pods pinned to a node, created as a user, and
+the extender's preempt answers read from its metrics."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.conftest import DevCluster
+from tests.e2e.harness import create_namespaces, installed_tree, wait_managed
+
+SEED_CLASSES = Path(__file__).resolve().parents[2] / "examples" / "seed" / "02-priorityclasses.yaml"
+
+
+@contextlib.contextmanager
+def quotas(dev: DevCluster, children: list[dict[str, Any]], users: dict[str, str]) -> Iterator[None]:
+    """A tree of 100 CPU over ``children`` and the seed's PriorityClasses (``priority-3`` preempts lower
+    priorities), the service without an oversell rate; ``users``: namespace -> the user with ``edit`` there.
+    Afterwards the namespaces go and the service restarts as it was."""
+    dev.restart_service("--oversellrate=1", "--status-interval=1")
+    dev.kubectl("apply", "-f", str(SEED_CLASSES))
+    spec = {"root": {"name": "root", "min": {"cpu": 100, "memory": "100Gi"},
+                     "max": {"cpu": 100, "memory": "100Gi"}, "children": children}}
+    try:
+        create_namespaces(dev, *users)
+        for namespace, user in users.items():
+            dev.kubectl("create", "rolebinding", f"{user}-edit", "-n", namespace, "--clusterrole=edit",
+                        f"--user={user}")
+        with installed_tree(dev, spec):
+            wait_managed(dev, *users)
+            yield
+    finally:
+        dev.kubectl("delete", "namespace", *users, "--wait=false", "--ignore-not-found")
+        dev.restart_service()
+
+
+def pod(name: str, cpu: int, node: str, priority_class: str | None = None) -> dict[str, Any]:
+    """A bare Pod of ``cpu`` CPU pinned to ``node``, at ``priority_class`` if given."""
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0,
+        "nodeSelector": {"kubernetes.io/hostname": node},
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def create(dev: DevCluster, namespace: str, obj: dict[str, Any], user: str) -> None:
+    result = dev.create({**obj, "metadata": {**obj["metadata"], "namespace": namespace}}, user=user)
+    assert result.returncode == 0, result.stderr
+
+
+def pod_state(dev: DevCluster, namespace: str, name: str) -> dict[str, Any] | None:
+    result = dev.kubectl_result("get", "pod", name, "-n", namespace, "-o", "json")
+    if result.returncode != 0:
+        return None
+    obj: dict[str, Any] = json.loads(result.stdout)
+    return obj
+
+
+def running(dev: DevCluster, namespace: str, name: str) -> bool:
+    state = pod_state(dev, namespace, name)
+    return state is not None and state["status"].get("phase") == "Running" and not state["metadata"].get(
+        "deletionTimestamp")
+
+
+def evicted(dev: DevCluster, namespace: str, name: str, uid: str) -> bool:
+    """Gone, being deleted, or re-created: evicted."""
+    state = pod_state(dev, namespace, name)
+    return state is None or state["metadata"]["uid"] != uid or bool(state["metadata"].get("deletionTimestamp"))
+
+
+def preempt_requests(dev: DevCluster, result: str) -> float:
+    url = f"http://127.0.0.1:{dev.config.ports.extender}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    wanted = f'kube_queue_extender_requests_total{{result="{result}",verb="preempt"}}'
+    for line in text.splitlines():
+        if line.startswith(wanted):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def fill(dev: DevCluster, namespace: str, user: str, node: str, pods: list[tuple[str, int]]) -> dict[str, str]:
+    """``pods`` (name, CPU) of priority 0 on ``node``, created as ``user`` and running; their uids."""
+    for name, cpu in pods:
+        create(dev, namespace, pod(name, cpu, node), user)
+    uids: dict[str, str] = {}
+    for name, _ in pods:
+
+        def up(pod_name: str = name) -> bool:
+            return running(dev, namespace, pod_name)
+
+        dev.wait_until(up, 90, f"{namespace}/{name} running on {node}")
+        state = pod_state(dev, namespace, name)
+        assert state is not None
+        uids[name] = state["metadata"]["uid"]
+    return uids
+
+
+def refused_preemption_keeps(dev: DevCluster, namespace: str, preemptor: str,
+                             victims: dict[str, tuple[str, str]], *, before: float | None = None) -> None:
+    """The scheduler tries to preempt for ``preemptor`` and the extender refuses: ``victims`` (name -> namespace,
+    uid) keep running, and the preemptor waits. ``before``: the refusals counted before the preemptor was
+    created, for one the scheduler may try at once (else they are counted now)."""
+    if before is None:
+        before = preempt_requests(dev, "refused")
+
+    def asked_or_evicted() -> bool:
+        gone = any(evicted(dev, ns, name, uid) for name, (ns, uid) in victims.items())
+        return gone or preempt_requests(dev, "refused") > before
+
+    dev.wait_until(asked_or_evicted, 90, f"the scheduler's preemption attempt for {namespace}/{preemptor}")
+    time.sleep(3)  # an eviction would show by now: the scheduler deletes its victims in the same cycle
+    for name, (ns, uid) in victims.items():
+        assert not evicted(dev, ns, name, uid), f"the scheduler's preemption evicted {ns}/{name}"
+    assert not running(dev, namespace, preemptor)
+    assert preempt_requests(dev, "refused") > before

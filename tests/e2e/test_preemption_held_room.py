@@ -1,0 +1,135 @@
+"""kube-scheduler's preemption does not evict for room the extender's filter would not give the preemptor
+afterwards (docs/pod-quota.md, "Preemption"), on the dev cluster, as namespace users with ``edit`` would try it.
+
+The tree: root 100 CPU; Serve (min 80: alice's namespace) and Batch (min 20: carol's). Carol runs 30 CPU on
+ecs-1, alice a Deployment of 64 CPU elsewhere. Alice then scales a ``priority-3`` Deployment pinned to ecs-1:
+the node is full, and at the root the room admitted jobs hold (30), her loose pods (64) and the new pod (10) come
+to 104 of 100, so the filter refuses it. kube-scheduler offers one of carol's pods as the victim, and the quota
+rules allow it (Serve stays within its min, Batch keeps its own).
+
+* When carol's pods are a Job's, the Job makes the evicted pod again and keeps its room: evicting would be in
+  vain (and again on each retry). Nobody is evicted.
+* When they are bare Pods the queue released, each is its own job and ends with it: the preemption happens and
+  alice's pod runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e import preemption_support as pre
+from tests.e2e.conftest import DevCluster
+from tests.e2e.harness import unique
+
+pytestmark = pytest.mark.e2e
+
+NODE = "ecs-1"
+
+
+class Spaces:
+    def __init__(self) -> None:
+        self.serve, self.batch = unique("held-serve"), unique("held-batch")
+
+
+@pytest.fixture(scope="module")
+def spaces(dev_cluster: DevCluster) -> Iterator[Spaces]:
+    names = Spaces()
+    children = [
+        {"name": "Serve", "min": {"cpu": 80}, "max": {"cpu": 100}, "namespaces": [names.serve]},
+        {"name": "Batch", "min": {"cpu": 20}, "max": {"cpu": 100}, "namespaces": [names.batch]},
+    ]
+    with pre.quotas(dev_cluster, children, {names.serve: "alice", names.batch: "carol"}):
+        yield names
+
+
+def _deployment(name: str, replicas: int, cpu: int, *, node: str | None = None,
+                priority_class: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}],
+    }
+    if node is not None:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": spec}},
+    }
+
+
+def _job(name: str, pods: int, cpu: int, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"parallelism": pods, "completions": pods, "template": {"spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}],
+        }}},
+    }
+
+
+def _running_pods(dev: DevCluster, namespace: str, selector: str) -> dict[str, str]:
+    """Name -> uid of the running pods of ``namespace`` that ``selector`` selects."""
+    items = dev.get_json("pods", "-n", namespace, "-l", selector)["items"]
+    return {item["metadata"]["name"]: item["metadata"]["uid"] for item in items
+            if item["status"].get("phase") == "Running" and not item["metadata"].get("deletionTimestamp")}
+
+
+def _wait_running(dev: DevCluster, namespace: str, selector: str, count: int) -> dict[str, str]:
+    found: dict[str, str] = {}
+
+    def enough() -> bool:
+        found.clear()
+        found.update(_running_pods(dev, namespace, selector))
+        return len(found) == count
+
+    dev.wait_until(enough, 120, f"{count} running pods {selector} in {namespace}")
+    return dict(found)
+
+
+def _urgent_pod(dev: DevCluster, namespace: str) -> str:
+    names: list[str] = []
+
+    def made() -> bool:
+        names[:] = [item["metadata"]["name"] for item in dev.get_json("pods", "-n", namespace, "-l", "app=urgent")
+                    ["items"]]
+        return len(names) == 1
+
+    dev.wait_until(made, 60, "the urgent Deployment's pod")
+    return names[0]
+
+
+def test_a_jobs_pod_is_not_preempted_for_room_its_job_keeps(dev_cluster: DevCluster, spaces: Spaces) -> None:
+    dev = dev_cluster
+    pre.create(dev, spaces.batch, _job("train", 3, 10, NODE), "carol")
+    carol = _wait_running(dev, spaces.batch, "batch.kubernetes.io/job-name=train", 3)
+    pre.create(dev, spaces.serve, _deployment("web", 4, 16), "alice")
+    _wait_running(dev, spaces.serve, "app=web", 4)
+    refused = pre.preempt_requests(dev, "refused")  # a Deployment's pod is tried at once
+    pre.create(dev, spaces.serve, _deployment("urgent", 1, 10, node=NODE, priority_class="priority-3"), "alice")
+    urgent = _urgent_pod(dev, spaces.serve)
+    pre.refused_preemption_keeps(dev, spaces.serve, urgent, {name: (spaces.batch, uid) for name, uid in carol.items()},
+                                 before=refused)
+    assert _running_pods(dev, spaces.batch, "batch.kubernetes.io/job-name=train") == carol
+
+    # The same room held by bare Pods the queue released: each ends with its eviction, so one goes.
+    dev.kubectl("delete", "deployment", "urgent", "-n", spaces.serve, "--wait=true")
+    dev.kubectl("delete", "job", "train", "-n", spaces.batch, "--wait=true", "--cascade=foreground")
+    bare = pre.fill(dev, spaces.batch, "carol", NODE, [(f"bare-{index}", 10) for index in range(3)])
+    before = pre.preempt_requests(dev, "allowed")
+    pre.create(dev, spaces.serve, _deployment("urgent", 1, 10, node=NODE, priority_class="priority-3"), "alice")
+    urgent = _urgent_pod(dev, spaces.serve)
+    dev.wait_until(lambda: any(pre.evicted(dev, spaces.batch, name, uid) for name, uid in bare.items()), 90,
+                   "one of carol's bare pods preempted")
+    dev.wait_until(lambda: pre.running(dev, spaces.serve, urgent), 90, "alice's urgent pod running on ecs-1")
+    assert pre.preempt_requests(dev, "allowed") > before
