@@ -151,6 +151,16 @@ async def test_a_node_the_extender_does_not_know_keeps_its_victims_for_a_pod_und
     assert body == {"NodeNameToMetaVictims": {}}
 
 
+async def test_a_pod_without_a_policy_preempts_nobody_on_the_virtual_node() -> None:
+    made = cluster()
+    made.add(pod("burst", "20", namespace="outside", node_name="virtual-kubelet", uid="uid-burst"))
+    urgent = pod("urgent", "10", uid="uid-urgent", priority=HIGH)  # tolerates the virtual node's taint
+    async with serving(make_app(made.state, clock=lambda: made.now)) as client:
+        response = await client.post("/extender/preempt",
+                                     data=preemption_args(urgent, meta({"virtual-kubelet": ["uid-burst"]})))
+        assert await response.json() == {"NodeNameToMetaVictims": {}}
+
+
 @pytest.mark.parametrize(
     ("body", "error"),
     [

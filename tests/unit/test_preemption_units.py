@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from webhook.api.names import ECI_OPT_IN_LABEL
 from webhook.core.placement import NodeView, PodView, Taint, parse_policy
 from webhook.core.unitplacement import preemption_refusal
 
@@ -95,3 +96,13 @@ def test_a_unit_at_its_max_helps_only_when_victims_of_the_policy_free_a_slot() -
     done = PodView(namespace=NS, name="done", uid="uid-done", labels={}, annotations={}, node_name="b1",
                    finished=True)
     assert preemption_refusal(rp, PREEMPTOR, B1, [done], (5, 2), now=T0) != ""
+
+
+def test_a_pod_no_policy_governs_preempts_on_a_virtual_node_only_when_it_opted_in() -> None:
+    # Tolerating every taint gets it past kube-scheduler's own filters, not past the extender's.
+    refusal = preemption_refusal(None, PREEMPTOR, VIRTUAL, [pod("batch", "v1")], (), now=T0)
+    assert refusal.startswith("virtual node (type=virtual-kubelet): only pods of a ResourcePolicy with an eci unit")
+    opted_in = PodView(namespace=NS, name="burst", uid="uid-burst", labels={ECI_OPT_IN_LABEL: "true"},
+                       annotations={}, created=T0)
+    assert preemption_refusal(None, opted_in, VIRTUAL, [pod("batch", "v1")], (), now=T0) == ""
+    assert preemption_refusal(None, PREEMPTOR, A1, [pod("batch", "a1")], (), now=T0) == ""

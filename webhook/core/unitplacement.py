@@ -23,6 +23,7 @@ from webhook.core.placement import (
     ResourcePolicy,
     count_pods_per_unit,
     place,
+    place_unmanaged,
 )
 
 UnitKey = int | None
@@ -129,7 +130,7 @@ def verdict_by_unit(
 
 
 def preemption_refusal(
-    policy: ResourcePolicy,
+    policy: ResourcePolicy | None,
     pod: PodView,
     node: NodeView,
     victims: Sequence[PodView],
@@ -145,8 +146,12 @@ def preemption_refusal(
     filter never saw. With the victims gone the node has room, so it is :func:`place`'s only candidate, and
     its unit counts the victims of the policy no more. A node in no unit, a unit still at its ``max``, or a
     unit the pod may not move on to yet (``ExceedMax``, a ``TimeoutOrExceedMax`` timeout not reached) would
-    refuse the pod after the eviction too: those victims would go in vain.
+    refuse the pod after the eviction too: those victims would go in vain. A pod no policy governs may not
+    use a virtual node unless it opted in (:func:`place_unmanaged`), full or not.
     """
+    if policy is None:
+        unmanaged = place_unmanaged(pod, [node])
+        return "" if unmanaged.passing else unmanaged.unresolvable[node.name]
     freed = count_pods_per_unit(policy, victims, {node.name: node}, now=now, for_pod=pod)
     counts = [max(0, count - gone) for count, gone in zip(unit_counts, freed, strict=True)]
     placement = place(policy, pod, [node], counts, now, pod_first_seen=pod_first_seen)

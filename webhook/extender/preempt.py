@@ -6,7 +6,8 @@ never saw them. So every rule the filter would apply to the pod once the victims
 victims would be evicted in vain: the quota rules (:class:`~webhook.core.preemption.PreemptionJudge`), the
 devices of its DRA claims (a pod whose claims cannot be counted yet preempts nobody), the room admitted jobs
 hold for a pod no queued job accounts for (:func:`~webhook.core.preemption.held_room_blockers`), and the units
-of its ResourcePolicy (:func:`~webhook.core.unitplacement.preemption_refusal`).
+of its ResourcePolicy, or without one the virtual node's opt-in
+(:func:`~webhook.core.unitplacement.preemption_refusal`).
 """
 
 from __future__ import annotations
@@ -94,14 +95,12 @@ def decide_preemption(cache: ExtenderCache, pod: Obj, victims: Mapping[str, Node
             taken.append(victim)
         if node in refused:
             continue
-        if policy is not None:
-            node_view = cache.nodes.get(node)
-            refusal = UNKNOWN_NODE if node_view is None else preemption_refusal(
-                policy, view, node_view, [victim.view for victim in taken], counts, now=now,
-                pod_first_seen=first_seen)
-            if refusal:
-                refused[node] = refusal
-                continue
+        node_view = cache.nodes.get(node)
+        refusal = UNKNOWN_NODE if node_view is None else preemption_refusal(
+            policy, view, node_view, [victim.view for victim in taken], counts, now=now, pod_first_seen=first_seen)
+        if refusal:
+            refused[node] = refusal
+            continue
         verdict = judge.judge([victim.claim for victim in taken])
         if not verdict.allowed:
             refused[node] = verdict.reason
