@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import e2e_metrics, e2e_shapes, peer_kueue_install, peer_kueue_workloads
 from bench import peer_kueue_objects as objects
-from bench.peer_kueue_report import SystemRun, cpu_seconds, peak_rss_mib, section, settled, start, write_counts
+from bench.peer_kueue_report import SystemRun, cpu_seconds, heading, peak_rss_mib, section, settled, write_counts
 from webhook.api.kinds import ELASTIC_QUOTA_TREE
 from webhook.api.names import MANAGED_NAMESPACE_LABEL, MAX_JOBS, TREE_NAMESPACE
 from webhook.api.objects import labels_of
@@ -287,7 +287,6 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join([COMMAND, *([] if counts == (500, 200, 200) else [
         f"--held {args.held} --open {args.open} --mixed {args.mixed}"]),
         *([] if set(args.systems) == set(SYSTEMS.values()) else [f"--systems {' '.join(args.systems)}"])])
-    head = start(command)
     skipped = "not run (--systems)"
     runs: list[SystemRun] = []
     if "ours" not in args.systems:
@@ -310,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(run_system(name, args.port_base + offset, counts, kueue=kueue, unlimited=unlimited))
     runs += [SystemRun(name, problem=skipped) for name, key in SYSTEMS.items()
              if key != "ours" and key not in args.systems]
-    sys.stdout.write(section(runs, head, notes(counts)))
+    sys.stdout.write(section(runs, heading(command), notes(counts)))
     return 0
 
 

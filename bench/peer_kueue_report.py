@@ -140,8 +140,9 @@ def table(runs: Sequence[SystemRun]) -> list[str]:
     return lines
 
 
-def start(command: str) -> list[str]:
-    """The section's first lines, taken when the run starts (the load average is the one at the start)."""
+def heading(command: str) -> list[str]:
+    """The section's first lines, taken when the report is written: the load average when the bench started and
+    at its end."""
     return header(TITLE, command)
 
 

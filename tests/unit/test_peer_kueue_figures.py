@@ -113,3 +113,19 @@ def test_the_table_divides_ours_by_each_peer_and_says_what_was_not_measured() ->
                                                                             "not measured"]
     assert rows["controller CPU per admission, ms"][2:4] == ["10.00", "20.00"]
     assert rows["controller peak RSS, MiB"][5] == "2.00"
+
+
+def test_the_load_at_the_end_is_read_when_the_report_is_written(monkeypatch: Any, capsys: Any) -> None:
+    # The page's header gives the machine's load at the bench's start and at its end: the end is after the runs.
+    from bench import peer_kueue  # noqa: PLC0415 - the bench's entry point, only for this test
+
+    monkeypatch.setattr("os.getloadavg", lambda: (0.5, 0.5, 0.5))
+
+    def run(name: str, *_: object, **__: object) -> SystemRun:
+        monkeypatch.setattr("os.getloadavg", lambda: (7.77, 1.0, 1.0))  # the runs load the machine
+        return SystemRun(name, problem="not run in this test")
+
+    monkeypatch.setattr(peer_kueue, "run_system", run)
+    monkeypatch.setattr("webhook.cli.devsystem.service_available", lambda: True)
+    assert peer_kueue.main(["--systems", "ours"]) == 0
+    assert "7.77 (1 min) at the end" in capsys.readouterr().out
