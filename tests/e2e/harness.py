@@ -294,3 +294,28 @@ def cronjob(namespace: str, name: str, node: str | None = None) -> dict[str, Any
     template["spec"]["restartPolicy"] = "Never"
     return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name, "namespace": namespace},
             "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": {"template": template}}}}
+
+
+SEED_CLASSES = Path(__file__).resolve().parents[2] / "examples" / "seed" / "02-priorityclasses.yaml"
+
+
+@contextlib.contextmanager
+def quotas(dev: DevCluster, children: list[dict[str, Any]], users: dict[str, str]) -> Iterator[None]:
+    """A tree of 100 CPU over ``children`` and the seed's PriorityClasses (``priority-3`` preempts lower
+    priorities), the service without an oversell rate; ``users``: namespace -> the user with ``edit`` there.
+    Afterwards the namespaces go and the service restarts as it was."""
+    dev.restart_service("--oversellrate=1", "--status-interval=1")
+    dev.kubectl("apply", "-f", str(SEED_CLASSES))
+    spec = {"root": {"name": "root", "min": {"cpu": 100, "memory": "100Gi"},
+                     "max": {"cpu": 100, "memory": "100Gi"}, "children": children}}
+    try:
+        create_namespaces(dev, *users)
+        for namespace, user in users.items():
+            dev.kubectl("create", "rolebinding", f"{user}-edit", "-n", namespace, "--clusterrole=edit",
+                        f"--user={user}")
+        with installed_tree(dev, spec):
+            wait_managed(dev, *users)
+            yield
+    finally:
+        dev.kubectl("delete", "namespace", *users, "--wait=false", "--ignore-not-found")
+        dev.restart_service()

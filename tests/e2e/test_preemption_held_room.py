@@ -22,7 +22,7 @@ import pytest
 
 from tests.e2e import preemption_support as pre
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import unique
+from tests.e2e.harness import quotas, unique
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +41,7 @@ def spaces(dev_cluster: DevCluster) -> Iterator[Spaces]:
         {"name": "Serve", "min": {"cpu": 80}, "max": {"cpu": 100}, "namespaces": [names.serve]},
         {"name": "Batch", "min": {"cpu": 20}, "max": {"cpu": 100}, "namespaces": [names.batch]},
     ]
-    with pre.quotas(dev_cluster, children, {names.serve: "alice", names.batch: "carol"}):
+    with quotas(dev_cluster, children, {names.serve: "alice", names.batch: "carol"}):
         yield names
 
 

@@ -25,7 +25,7 @@ import pytest
 from tests.e2e import preemption_support as pre
 from tests.e2e import setups
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import unique
+from tests.e2e.harness import quotas, unique
 
 pytestmark = pytest.mark.e2e
 
@@ -45,7 +45,7 @@ def spaces(dev_cluster: DevCluster) -> Iterator[Spaces]:
          "attributes": {"preempt-policy": "PreemptLowerPriority"}},
     ]
     users = {names.a: "alice", names.a2: "bob", names.b: "carol", names.p: "alice", names.p2: "bob"}
-    with pre.quotas(dev_cluster, children, users):
+    with quotas(dev_cluster, children, users):
         yield names
 
 

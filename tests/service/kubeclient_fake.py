@@ -29,6 +29,7 @@ CORE: tuple[Kind, ...] = (
     ("resource.k8s.io", "v1", "deviceclasses"),
     ("resource.k8s.io", "v1", "resourceclaims"),
     ("resource.k8s.io", "v1", "resourceclaimtemplates"),
+    ("node.k8s.io", "v1", "runtimeclasses"),
     ("", "v1", "events"),
     ("batch", "v1", "jobs"),
     ("scheduling.k8s.io", "v1", "priorityclasses"),

@@ -75,6 +75,6 @@ def test_a_user_cannot_remove_a_backoff_note_to_skip_the_wait(state: AdmissionSt
     del skipped["metadata"]["annotations"][BACKOFF_ANNOTATION]
     refused = validate(review(skipped, operation="UPDATE", old=held), state, settings)
     assert response(refused)["allowed"] is False
-    assert "metadata.annotations.kube-queue.x-k8s.io/backoff: written by the kube-queue controller only" in (
+    assert "metadata.annotations.kube-queue.x-k8s.io/backoff: written by kube-queue only" in (
         message(refused)
     )

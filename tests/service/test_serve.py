@@ -155,6 +155,7 @@ async def test_serve_answers_over_tls_from_watched_state(
         "/api/v1/namespaces",
         "/api/v1/limitranges",
         "/apis/resource.k8s.io/v1/deviceclasses",
+        "/apis/node.k8s.io/v1/runtimeclasses",
     }
     assert all("allowWatchBookmarks=true" in seen.query for seen in fake.seen if "watch=true" in seen.query)
 

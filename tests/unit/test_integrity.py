@@ -115,12 +115,12 @@ RUNNING = facts(held=False)
         (  # a user removing the backoff note would skip the wait (docs/start-timeout.md)
             facts(controller_notes={"metadata.annotations[kube-queue.x-k8s.io/backoff]": "{...}"}),
             facts(controller_notes={}),
-            ["metadata.annotations[kube-queue.x-k8s.io/backoff]: written by the kube-queue controller only"],
+            ["metadata.annotations[kube-queue.x-k8s.io/backoff]: written by kube-queue only"],
         ),
         (  # nor may one be forged
             facts(),
             facts(controller_notes={"metadata.annotations[kube-queue.x-k8s.io/admission]": "{}"}),
-            ["metadata.annotations[kube-queue.x-k8s.io/admission]: written by the kube-queue controller only"],
+            ["metadata.annotations[kube-queue.x-k8s.io/admission]: written by kube-queue only"],
         ),
         (
             facts(controller_notes={"metadata.annotations[kube-queue.x-k8s.io/evicted]": "x"}),

@@ -12,6 +12,9 @@ controller:
 * every container of a held job's pod templates that neither requests nor limits a resource the namespace's
   LimitRanges give a default request for gets that request written in, as the pods will get it, so the
   queue sizes the job as its pods will be sized (issue 17, hole 4; :mod:`webhook.core.limitrange`);
+* a held job whose pod templates name a RuntimeClass with a pod overhead gets that overhead recorded
+  (``kube-queue.x-k8s.io/pod-overhead``), which the API server adds to each of its pods
+  (:mod:`webhook.workloads.overhead`);
 * every pod template (or Pod) that a ResourcePolicy with an ``eci`` unit selects gets the toleration of the
   virtual node's taint;
 * every pod template (or Pod) that asked for the default scheduler and that a ResourcePolicy a sample of the
@@ -57,7 +60,7 @@ from webhook.workloads.base import (
     submitted_patch,
 )
 from webhook.workloads.children import queued_parent
-from webhook.workloads.limits import limit_range_patch
+from webhook.workloads.limits import limit_range_patch, overhead_patch
 from webhook.workloads.pod import PodAdapter, extender_marker_patch
 from webhook.workloads.registry import adapter_for
 
@@ -160,6 +163,10 @@ def _operations(
         if defaults:
             current = apply_patch(current, defaults)
             ops += defaults
+        overhead = overhead_patch(adapter, current, state.runtime_overheads)
+        if overhead:
+            current = apply_patch(current, overhead)
+            ops += overhead
     else:
         parent = queued_parent(current, adapter.kind)
         if parent is not None:  # a queued job's operator made it for that job: queued with it (children.py)

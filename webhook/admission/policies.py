@@ -216,8 +216,8 @@ def _guard_policy() -> PolicyObject:
             {
                 "expression": updating + " && ".join(_kept(key, "annotations") for key in annotations),
                 "message": (f"metadata.annotations: {', '.join(annotations)} are written by kube-queue only "
-                            "(the submission stamp, the admission, eviction and backoff records); leave them "
-                            "as they are"),
+                            "(the submission stamp, the admission, eviction and backoff records, what a job "
+                            "was sized with); leave them as they are"),
                 "reason": "Forbidden",
             },
         ],

@@ -38,6 +38,7 @@ PRIORITY_CLASSES = ResourceRef.of(kinds.PRIORITY_CLASS)
 NAMESPACES = ResourceRef.of(kinds.NAMESPACE)
 LIMIT_RANGES = ResourceRef.of(kinds.LIMIT_RANGE)
 DEVICE_CLASSES = ResourceRef.of(kinds.DEVICE_CLASS)
+RUNTIME_CLASSES = ResourceRef.of(kinds.RUNTIME_CLASS)
 
 
 def _rebuild(update: Callable[[Iterable[Obj]], None]) -> Callable[[WatchCache, CacheEvent], None]:
@@ -49,7 +50,7 @@ def _rebuild(update: Callable[[Iterable[Obj]], None]) -> Callable[[WatchCache, C
 
 def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TREE_NAMESPACE,
                  watches: SharedWatches | None = None) -> list[WatchCache]:
-    """The six caches, each wired to its part of ``store`` (not yet running), and offered to ``watches`` for the
+    """The seven caches, each wired to its part of ``store`` (not yet running), and offered to ``watches`` for the
     other parts of the process to read (:mod:`webhook.kube.shared`), with the honoured tree, the PriorityClass
     values and the parsed ResourcePolicies made of them once for every part."""
     trees = ResourceRef(TREES.group, TREES.version, TREES.plural, tree_namespace)
@@ -60,6 +61,7 @@ def build_caches(client: KubeClient, store: StateStore, tree_namespace: str = TR
         ("namespaces", NAMESPACES, store.set_namespaces),
         ("limitranges", LIMIT_RANGES, store.set_limit_ranges),
         ("deviceclasses", DEVICE_CLASSES, store.set_device_classes),
+        ("runtimeclasses", RUNTIME_CLASSES, store.set_runtime_classes),
     ]
     caches = []
     for name, ref, update in pairs:

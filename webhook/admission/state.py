@@ -32,6 +32,7 @@ from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import Resources
 from webhook.core.tree_status import used_from_status
 from webhook.core.treechoice import HonouredTree, honoured_tree
+from webhook.workloads.overhead import Overheads, class_overheads
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,8 @@ class AdmissionState:
     quota_classes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """DeviceClass name -> the quota resource its devices count as (:func:`~webhook.core.dra.quota_classes`):
     claims of these classes must be countable (docs/pod-quota.md, "Devices")."""
+    runtime_overheads: Overheads = field(default_factory=lambda: MappingProxyType({}))
+    """RuntimeClass name -> its pod overhead, for the classes that declare one (:mod:`webhook.workloads.overhead`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policies", _frozen(self.policies))
@@ -104,6 +107,7 @@ class AdmissionState:
         object.__setattr__(self, "priority_classes", _frozen(self.priority_classes))
         object.__setattr__(self, "namespace_labels", _frozen(self.namespace_labels))
         object.__setattr__(self, "quota_classes", _frozen(self.quota_classes))
+        object.__setattr__(self, "runtime_overheads", _frozen(self.runtime_overheads))
         if self.tree is not None and not self.tree_names:
             object.__setattr__(self, "tree_names", frozenset({(TREE_NAMESPACE, "elasticquotatree")}))
 
@@ -248,6 +252,9 @@ class StateStore:
 
     def set_limit_ranges(self, objects: Iterable[Obj]) -> None:
         self.current = replace(self.current, limit_defaults=limit_defaults_from_objects(objects))
+
+    def set_runtime_classes(self, objects: Iterable[Obj]) -> None:
+        self.current = replace(self.current, runtime_overheads=class_overheads(objects))
 
     def set_device_classes(self, objects: Iterable[Obj]) -> None:
         classes = quota_classes(((name_of(obj), annotations_of(obj)) for obj in objects), QUOTA_RESOURCE_ANNOTATION)

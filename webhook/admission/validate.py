@@ -229,7 +229,8 @@ def _job_update(
     assert new is not None
     if old is None:
         return allow(request.uid)
-    broken = update_problems(adapter, old, new, state.priority_classes, state.defaults_in(request.namespace))
+    broken = update_problems(adapter, old, new, state.priority_classes, state.defaults_in(request.namespace),
+                             overheads=state.runtime_overheads)
     if not broken:
         return allow(request.uid)
     try:

@@ -78,6 +78,7 @@ LEASE: Final = Kind("coordination.k8s.io", "v1", "leases", "Lease")
 SECRET: Final = Kind("", "v1", "secrets", "Secret")
 CONFIG_MAP: Final = Kind("", "v1", "configmaps", "ConfigMap")
 DEVICE_CLASS: Final = Kind("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False)
+RUNTIME_CLASS: Final = Kind("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False)
 RESOURCE_CLAIM: Final = Kind("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
 RESOURCE_CLAIM_TEMPLATE: Final = Kind("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate")
 MUTATING_WEBHOOK_CONFIGURATION: Final = Kind(

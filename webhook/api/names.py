@@ -124,7 +124,12 @@ PARENT_ANNOTATION: Final = f"{PREFIX}/queued-with"
 """``Kind/name`` of the queued job an object belongs to (a RayJob's RayCluster and submitter Job), written by the
 webhook when that job's operator creates it: the object is queued with its parent, not on its own
 (:mod:`webhook.workloads.children`)."""
-CONTROLLER_ANNOTATIONS: Final = (ADMISSION_ANNOTATION, EVICTION_ANNOTATION, BACKOFF_ANNOTATION, PARENT_ANNOTATION)
+POD_OVERHEAD_ANNOTATION: Final = f"{PREFIX}/pod-overhead"
+"""On a held job whose pod templates name a RuntimeClass with an overhead: each such class's ``overhead.podFixed``
+when the job was created (JSON, class name -> resource list), written by the webhook. The API server adds it to
+every pod of the class, so the queue sizes the job with it (:mod:`webhook.workloads.overhead`)."""
+CONTROLLER_ANNOTATIONS: Final = (ADMISSION_ANNOTATION, EVICTION_ANNOTATION, BACKOFF_ANNOTATION, PARENT_ANNOTATION,
+                                 POD_OVERHEAD_ANNOTATION)
 """Annotations only kube-queue writes (users may neither set, change nor remove them)."""
 STRICT_MARK_ANNOTATION: Final = f"{PREFIX}/strict-priority"
 """Set on a Queue whose ``Block`` policy the controller forced because of ``StrictPriority=true``, so it can

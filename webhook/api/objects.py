@@ -110,6 +110,8 @@ class PodSpec(TypedDict, total=False):
     priority: int
     priorityClassName: str
     schedulerName: str
+    runtimeClassName: str
+    overhead: dict[str, str]
 
 
 class ContainerStatus(TypedDict, total=False):

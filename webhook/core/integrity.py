@@ -100,6 +100,9 @@ class JobFacts:
     unrequested: frozenset[str] = frozenset()
     """Request fields a container leaves out although the namespace's LimitRange gives its pods a default
     (``spec.template.spec.containers[0].resources.requests.cpu``): the pods would get it, uncounted."""
+    unsized: Mapping[str, str] | None = None
+    """``runtimeClassName`` field -> the class, for each template naming a RuntimeClass whose pod overhead the job
+    does not have recorded (``spec.template.spec.runtimeClassName``): its pods would get it, uncounted."""
 
 
 def submission_problems(facts: JobFacts, priority_classes: Mapping[str, int]) -> list[str]:
@@ -145,8 +148,8 @@ def update_problems(old: JobFacts, new: JobFacts, priority_classes: Mapping[str,
     notes_before, notes_after = old.controller_notes or {}, new.controller_notes or {}
     for field in sorted(set(notes_before) | set(notes_after)):
         if notes_before.get(field) != notes_after.get(field):
-            problems.append(f"{field}: written by the kube-queue controller only (its admission, eviction and "
-                            "backoff records); leave it as it is")
+            problems.append(f"{field}: written by kube-queue only (its admission, eviction and backoff records, "
+                            "what it sized the job with); leave it as it is")
     for field in sorted(set(old.priority_classes) | set(new.priority_classes)):
         before, after = old.priority_classes.get(field), new.priority_classes.get(field)
         if before != after:
@@ -163,6 +166,14 @@ def update_problems(old: JobFacts, new: JobFacts, priority_classes: Mapping[str,
             f"{field}: may not be removed: the namespace's LimitRange would give the job's pods this request "
             "without the queue counting it; keep (or change) the request instead"
         )
+    unsized_before = old.unsized or {}
+    for field, name in sorted((new.unsized or {}).items()):
+        if unsized_before.get(field) != name:
+            problems.append(
+                f"{field}: RuntimeClass {name!r} adds a pod overhead the queue did not size the job with when it "
+                "was created, so its pods would use more than their quota counts; delete and resubmit the job to "
+                "run it under this class"
+            )
     problems.extend(_size_problems(old, new))
     return problems
 

@@ -19,8 +19,11 @@ from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, SUBMITTED_
 from webhook.api.objects import Doc, Obj, PodSpec, parse_time, rfc3339
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION
 from webhook.core.workload import Phase, PodSet, Workload, WorkloadError, WorkloadKey, pod_set
+from webhook.workloads.overhead import recorded, with_overhead
 from webhook.workloads.patch import PatchError as PatchError  # noqa: PLC0414 - re-exported (it lived here)
 from webhook.workloads.patch import apply_patch as apply_patch  # noqa: PLC0414
+from webhook.workloads.patch import escape_pointer as escape_pointer  # noqa: PLC0414
+from webhook.workloads.patch import pointer as pointer  # noqa: PLC0414
 from webhook.workloads.patch import unescape_pointer as unescape_pointer  # noqa: PLC0414
 
 
@@ -35,16 +38,6 @@ class JSONPatch(TypedDict):
 
 ECI_TOLERATION: dict[str, str] = dict(VIRTUAL_NODE_TOLERATION)
 """The toleration for the virtual (ECI) node's taint ``virtual-kubelet.io/provider=alibabacloud:NoSchedule``."""
-
-
-def escape_pointer(segment: str) -> str:
-    """One JSON Pointer (RFC 6901) reference token: ``~`` -> ``~0``, ``/`` -> ``~1``."""
-    return segment.replace("~", "~0").replace("/", "~1")
-
-
-def pointer(*segments: str | int) -> str:
-    """A JSON Pointer from raw segments: ``pointer("metadata", "labels", "a/b") == "/metadata/labels/a~1b"``."""
-    return "".join("/" + escape_pointer(str(segment)) for segment in segments)
 
 
 def mapping_at(obj: Obj, *path: str | int) -> Obj | None:
@@ -301,12 +294,14 @@ class Adapter(ABC):
         """Every pod template of the job with its pod count, in a stable order."""
 
     def pod_sets(self, obj: Obj) -> tuple[PodSet, ...]:
-        """The job's pod sets (count × per-pod request of :meth:`created_spec`), via the core's request rules;
-        an error names the template's pod spec (``/spec/template/spec: pod set 'main': ...``)."""
+        """The job's pod sets (count × per-pod request of :meth:`created_spec` with its RuntimeClass's recorded
+        overhead, :mod:`~webhook.workloads.overhead`), via the core's request rules; an error names the
+        template's pod spec (``/spec/template/spec: pod set 'main': ...``)."""
         out = []
+        overheads = recorded(obj)
         for t in self.pod_templates(obj):
             try:
-                out.append(pod_set(t.name, t.count, self.created_spec(obj, t)))
+                out.append(pod_set(t.name, t.count, with_overhead(self.created_spec(obj, t), overheads)))
             except WorkloadError as error:
                 raise WorkloadError(f"{pointer(*t.path, 'spec')}: {error}") from None
         return tuple(out)

@@ -15,7 +15,8 @@ from webhook.core.integrity import JobFacts
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults
 from webhook.core.workload import PodSet, WorkloadError
 from webhook.workloads.base import Adapter, PodTemplate, str_at, value_at
-from webhook.workloads.limits import request_gaps
+from webhook.workloads.limits import named_classes, request_gaps
+from webhook.workloads.overhead import NO_OVERHEADS, Overheads, recorded
 
 
 def field_name(*segments: str | int) -> str:
@@ -45,11 +46,12 @@ def _templates(adapter: Adapter, obj: Obj) -> tuple[PodTemplate, ...]:
 
 
 def job_facts(
-    adapter: Adapter, obj: Obj, *, strict: bool = True, defaults: ContainerDefaults = NO_DEFAULTS
+    adapter: Adapter, obj: Obj, *, strict: bool = True, defaults: ContainerDefaults = NO_DEFAULTS,
+    overheads: Overheads = NO_OVERHEADS,
 ) -> JobFacts:
     """The facts of ``obj``. ``strict``: a pod set that cannot be read raises :class:`WorkloadError` (naming the
     field); otherwise unreadable parts read as absent (an old version is judged by what can be read).
-    ``defaults``: the namespace's LimitRange default requests."""
+    ``defaults``: the namespace's LimitRange default requests; ``overheads``: the RuntimeClasses' pod overheads."""
     templates = adapter.pod_templates(obj) if strict else _templates(adapter, obj)
     pod_sets: tuple[PodSet, ...] | None
     try:
@@ -99,6 +101,11 @@ def job_facts(
             for path, _, missing in request_gaps(templates, defaults)
             for name in missing
         ),
+        unsized={
+            field_name(*template.path, "spec", "runtimeClassName"): name
+            for template, name in named_classes(templates, overheads)
+            if name not in recorded(obj)
+        },
     )
 
 
@@ -138,12 +145,14 @@ def update_problems(
     new: Obj,
     priority_classes: Mapping[str, int],
     defaults: ContainerDefaults = NO_DEFAULTS,
+    *,
+    overheads: Overheads = NO_OVERHEADS,
 ) -> list[str]:
     """Why a user's update of a job is refused (``[]`` when allowed); see :mod:`webhook.core.integrity`.
     Raises :class:`WorkloadError` when the new version's hold or pod sets cannot be read."""
     adapter.is_suspended(new)
     return integrity.update_problems(
-        job_facts(adapter, old, strict=False, defaults=defaults),
-        job_facts(adapter, new, defaults=defaults),
+        job_facts(adapter, old, strict=False, defaults=defaults, overheads=overheads),
+        job_facts(adapter, new, defaults=defaults, overheads=overheads),
         priority_classes,
     )

@@ -1,15 +1,21 @@
-"""Write the namespace's LimitRange default requests into a job's pod templates (see
-:mod:`webhook.core.limitrange`), so the queue sizes a pod set written without requests as its pods will be
-sized. Bare Pods need nothing: the API server's ``LimitRanger`` has filled them before any webhook sees them.
+"""What the API server's admission gives a job's pods that their templates do not say, written on the job when
+the webhook holds it, so the queue sizes it as its pods will be sized: the namespace's LimitRange default
+requests, into the templates (see :mod:`webhook.core.limitrange`), and the overhead of each RuntimeClass the
+templates name, into :data:`~webhook.api.names.POD_OVERHEAD_ANNOTATION` (see :mod:`webhook.workloads.overhead`).
+Bare Pods need neither: the API server's ``LimitRanger`` and ``RuntimeClass`` admission have filled them before
+any webhook sees them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
+from webhook.api.names import POD_OVERHEAD_ANNOTATION
 from webhook.api.objects import Obj
 from webhook.core.limitrange import ContainerDefaults, container_lists, missing_requests
-from webhook.workloads.base import Adapter, JSONPatch, PodTemplate, pointer, set_value_patch
+from webhook.workloads.base import Adapter, JSONPatch, PodTemplate, metadata_patch, pointer, set_value_patch
+from webhook.workloads.overhead import Overheads, runtime_class
 
 Gap = tuple[tuple[str | int, ...], Obj, dict[str, str]]
 """``(container path, container, the default requests it lacks)``."""
@@ -46,3 +52,24 @@ def limit_range_patch(adapter: Adapter, obj: Obj, defaults: ContainerDefaults) -
         else:
             ops += set_value_patch(obj, (*path, "resources", "requests"), missing)
     return ops
+
+
+def named_classes(templates: tuple[PodTemplate, ...], overheads: Overheads) -> list[tuple[PodTemplate, str]]:
+    """Each job template whose pods the API server will give a RuntimeClass's overhead, with the class's name
+    (:func:`~webhook.workloads.overhead.runtime_class`)."""
+    out: list[tuple[PodTemplate, str]] = []
+    for template in templates:
+        name = runtime_class(template.spec) if template.path else None
+        if name is not None and name in overheads:
+            out.append((template, name))
+    return out
+
+
+def overhead_patch(adapter: Adapter, obj: Obj, overheads: Overheads) -> list[JSONPatch]:
+    """The annotation that records the overhead of each RuntimeClass the job's templates name (``[]`` when none
+    names a class with one)."""
+    classes = sorted({name for _, name in named_classes(adapter.pod_templates(obj), overheads)})
+    if not classes:
+        return []
+    record = json.dumps({name: dict(overheads[name]) for name in classes}, sort_keys=True, separators=(",", ":"))
+    return metadata_patch(obj, (), {}, {POD_OVERHEAD_ANNOTATION: record})

@@ -1,6 +1,6 @@
 """RFC 6902 JSON Patch, applied as the API server applies a webhook's patch (``add``/``remove``/``replace``/
 ``test``): the admission handlers compute a patch step by step on a working copy, and tests check the result.
-Re-exported by :mod:`webhook.workloads.base`."""
+The JSON Pointers (RFC 6901) they address are built here too. Re-exported by :mod:`webhook.workloads.base`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,18 @@ import orjson
 from webhook.api.objects import Doc, Obj, plain
 
 
+def escape_pointer(segment: str) -> str:
+    """One JSON Pointer (RFC 6901) reference token: ``~`` -> ``~0``, ``/`` -> ``~1``."""
+    return segment.replace("~", "~0").replace("/", "~1")
+
+
+def pointer(*segments: str | int) -> str:
+    """A JSON Pointer from raw segments: ``pointer("metadata", "labels", "a/b") == "/metadata/labels/a~1b"``."""
+    return "".join("/" + escape_pointer(str(segment)) for segment in segments)
+
+
 def unescape_pointer(token: str) -> str:
-    """The raw segment of a reference token (inverse of :func:`webhook.workloads.base.escape_pointer`)."""
+    """The raw segment of a reference token (inverse of :func:`escape_pointer`)."""
     return token.replace("~1", "/").replace("~0", "~")
 
 

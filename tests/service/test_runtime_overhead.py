@@ -1,0 +1,120 @@
+"""A job whose pod templates name a RuntimeClass with a pod overhead is sized with it, as the API server will
+admit its pods (docs/queueing.md, "RuntimeClass overhead"): the mutating webhook records each named class's
+overhead on the job, every sizing adds it, and a user can neither forge the record nor move a held job onto a
+class it was not sized for."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from tests.builders import res
+from tests.service.helpers import JOB_BUILDERS, batch_job, patched, pod, review
+from webhook.admission.mutate import mutate
+from webhook.admission.state import AdmissionState, Settings, StateStore
+from webhook.admission.validate import validate
+from webhook.api.names import POD_OVERHEAD_ANNOTATION
+from webhook.workloads.registry import adapter_for
+
+KATA = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "kata"}, "handler": "kata",
+        "overhead": {"podFixed": {"cpu": "250m", "memory": "160Mi"}}}
+RUNC = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "runc"}, "handler": "runc"}
+
+
+@pytest.fixture
+def classes(state: AdmissionState) -> AdmissionState:
+    store = StateStore(state)
+    store.set_runtime_classes([KATA, RUNC])
+    return store.current
+
+
+def _adapter(obj: dict[str, Any]) -> Any:
+    adapter = adapter_for(obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else "", obj["kind"])
+    assert adapter is not None
+    return adapter
+
+
+def under(obj: dict[str, Any], runtime_class: str) -> dict[str, Any]:
+    """``obj`` with every pod template naming ``runtime_class``."""
+    for template in _adapter(obj).pod_templates(obj):
+        template.spec["runtimeClassName"] = runtime_class
+    return obj
+
+
+def test_the_store_keeps_the_classes_that_declare_an_overhead(classes: AdmissionState) -> None:
+    assert dict(classes.runtime_overheads) == {"kata": {"cpu": "250m", "memory": "160Mi"}}
+
+
+TEMPLATED = sorted(kind for kind in JOB_BUILDERS if kind not in ("Pod", "SparkApplication", "Workflow"))
+"""The kinds whose pods are made from pod templates (a SparkApplication's and a Workflow's are not)."""
+
+
+@pytest.mark.parametrize("kind", TEMPLATED)
+def test_every_pod_set_of_a_job_under_a_class_is_sized_with_its_overhead(
+    kind: str, classes: AdmissionState, settings: Settings
+) -> None:
+    obj = under(JOB_BUILDERS[kind](), "kata")
+    adapter = _adapter(obj)
+    before = {pod_set.name: pod_set for pod_set in adapter.pod_sets(obj)}  # the hole: the templates alone
+    held = patched(obj, mutate(review(obj), classes, settings))
+    assert json.loads(held["metadata"]["annotations"][POD_OVERHEAD_ANNOTATION]) == {
+        "kata": {"cpu": "250m", "memory": "160Mi"}}
+    templated = {template.name for template in adapter.pod_templates(held)}
+    for pod_set in adapter.pod_sets(held):
+        # KubeRay's own submitter pod names no class: only the templates' pod sets grow.
+        grown = res(cpu="250m", memory="160Mi") if pod_set.name in templated else res()
+        assert pod_set.per_pod == before[pod_set.name].per_pod + grown, (kind, pod_set.name)
+
+
+def test_a_class_without_overhead_a_template_with_its_own_and_bare_pods_get_no_record(
+    classes: AdmissionState, settings: Settings
+) -> None:
+    plain = under(batch_job(), "runc")
+    assert POD_OVERHEAD_ANNOTATION not in patched(plain, mutate(review(plain), classes, settings))["metadata"].get(
+        "annotations", {})
+    own = under(batch_job(), "kata")
+    own["spec"]["template"]["spec"]["overhead"] = {"cpu": "250m", "memory": "160Mi"}  # counted as written
+    held = patched(own, mutate(review(own), classes, settings))
+    assert POD_OVERHEAD_ANNOTATION not in held["metadata"].get("annotations", {})
+    (pod_set,) = _adapter(held).pod_sets(held)
+    assert pod_set.per_pod == res(cpu="10.25", memory="10Gi") + res(memory="160Mi")
+    bare = pod()  # the API server has written its overhead before any webhook sees it
+    bare["spec"]["runtimeClassName"] = "kata"
+    assert POD_OVERHEAD_ANNOTATION not in patched(bare, mutate(review(bare), classes, settings))["metadata"].get(
+        "annotations", {})
+
+
+def test_a_forged_record_is_replaced_by_the_classes_own(classes: AdmissionState, settings: Settings) -> None:
+    forged = under(batch_job(), "kata")
+    forged["metadata"].setdefault("annotations", {})[POD_OVERHEAD_ANNOTATION] = json.dumps({"kata": {"cpu": "0"}})
+    held = patched(forged, mutate(review(forged), classes, settings))
+    assert json.loads(held["metadata"]["annotations"][POD_OVERHEAD_ANNOTATION]) == {
+        "kata": {"cpu": "250m", "memory": "160Mi"}}
+    plain = batch_job()
+    plain["metadata"].setdefault("annotations", {})[POD_OVERHEAD_ANNOTATION] = json.dumps({"kata": {"cpu": "9"}})
+    assert POD_OVERHEAD_ANNOTATION not in patched(plain, mutate(review(plain), classes, settings))["metadata"].get(
+        "annotations", {})
+
+
+def test_a_user_can_neither_change_the_record_nor_move_a_held_job_onto_an_unrecorded_class(
+    classes: AdmissionState, settings: Settings
+) -> None:
+    obj = JOB_BUILDERS["PyTorchJob"]()
+    held = patched(obj, mutate(review(obj), classes, settings))
+    moved = under(copy.deepcopy(held), "kata")  # a PyTorchJob's templates may change while it is held
+    out = validate(review(moved, operation="UPDATE", old=held), classes, settings)
+    assert not out["response"]["allowed"]
+    text = out["response"]["status"]["message"]
+    assert ("spec.pytorchReplicaSpecs.Master.template.spec.runtimeClassName: RuntimeClass 'kata' adds a pod overhead "
+            "the queue did not size the job with") in text
+    assert validate(review(under(copy.deepcopy(held), "runc"), operation="UPDATE", old=held), classes,
+                    settings)["response"]["allowed"]
+    recorded = patched(under(obj, "kata"), mutate(review(under(obj, "kata")), classes, settings))
+    lowered = copy.deepcopy(recorded)
+    lowered["metadata"]["annotations"][POD_OVERHEAD_ANNOTATION] = json.dumps({"kata": {"cpu": "1m"}})
+    refused = validate(review(lowered, operation="UPDATE", old=recorded), classes, settings)
+    assert not refused["response"]["allowed"]
+    assert POD_OVERHEAD_ANNOTATION in refused["response"]["status"]["message"]
