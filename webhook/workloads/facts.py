@@ -77,6 +77,7 @@ def job_facts(
         if literal is not None:
             literals[field_name(*spec, "priority")] = literal
     annotations = _value(obj, ("metadata", "annotations"))
+    sized_with = recorded(obj) if overheads else NO_OVERHEADS
     return JobFacts(
         kind=adapter.kind,
         hold_field=_hold_field(adapter),
@@ -104,7 +105,7 @@ def job_facts(
         unsized={
             field_name(*template.path, "spec", "runtimeClassName"): name
             for template, name in named_classes(templates, overheads)
-            if name not in recorded(obj)
+            if name not in sized_with
         },
     )
 

@@ -58,6 +58,8 @@ def named_classes(templates: tuple[PodTemplate, ...], overheads: Overheads) -> l
     """Each job template whose pods the API server will give a RuntimeClass's overhead, with the class's name
     (:func:`~webhook.workloads.overhead.runtime_class`)."""
     out: list[tuple[PodTemplate, str]] = []
+    if not overheads:
+        return out
     for template in templates:
         name = runtime_class(template.spec) if template.path else None
         if name is not None and name in overheads:
@@ -68,6 +70,8 @@ def named_classes(templates: tuple[PodTemplate, ...], overheads: Overheads) -> l
 def overhead_patch(adapter: Adapter, obj: Obj, overheads: Overheads) -> list[JSONPatch]:
     """The annotation that records the overhead of each RuntimeClass the job's templates name (``[]`` when none
     names a class with one)."""
+    if not overheads:  # no RuntimeClass declares one: the usual case costs nothing
+        return []
     classes = sorted({name for _, name in named_classes(adapter.pod_templates(obj), overheads)})
     if not classes:
         return []
