@@ -16,6 +16,7 @@ import pytest
 from tests.builders import cluster_pod
 from tests.clirun import NOW, T0, check_golden, fits, run, seed_api, seed_objects
 from tests.fakeapi import FakeApi, batch_job
+from webhook.api.names import POD_OVERHEAD_ANNOTATION
 from webhook.cli.main import build_parser, main
 
 GOLDEN_COMMANDS = {
@@ -244,3 +245,14 @@ def test_a_kind_the_user_may_not_list_in_their_namespace_is_left_out() -> None:
     result = run(["list"], api)
     assert result.code == 0, result.err
     assert any(line.startswith("pi1") for line in result.out.splitlines())
+
+
+def test_why_says_the_request_holds_its_runtime_class_overhead() -> None:
+    objects = seed_objects()
+    pi2 = next(obj for obj in objects if obj["kind"] == "Job" and obj["metadata"]["name"] == "pi2")
+    pi2["spec"]["template"]["spec"]["runtimeClassName"] = "kata"
+    pi2["metadata"].setdefault("annotations", {})[POD_OVERHEAD_ANNOTATION] = json.dumps(
+        {"kata": {"cpu": "1", "memory": "64Mi"}})
+    out = run(["why", "pi2"], FakeApi(objects, namespace="user-a", now=NOW)).out
+    assert "Request: cpu=66, memory=60.4Gi, with each pod's RuntimeClass overhead (kata: cpu 1, memory 64Mi)." in (
+        " ".join(out.split()))  # six pods of 10 CPU, and 1 each for the class

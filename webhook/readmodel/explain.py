@@ -101,6 +101,19 @@ def _last_queued(view: JobView, events: Sequence[Obj]) -> Obj | None:
     return None
 
 
+def _overhead_note(obj: Obj) -> str:
+    """What the request holds besides the templates' containers: the pod overhead of the RuntimeClass its
+    templates name, as the webhook recorded it (docs/queueing.md, "RuntimeClass overhead")."""
+    from webhook.workloads.overhead import recorded  # noqa: PLC0415
+
+    overheads = recorded(obj)
+    if not overheads:
+        return ""
+    named = "; ".join(f"{name}: {', '.join(f'{resource} {amount}' for resource, amount in sorted(fixed.items()))}"
+                      for name, fixed in sorted(overheads.items()))
+    return f", with each pod's RuntimeClass overhead ({named})"
+
+
 def explain_queuing(
     report: WaitReport, events: Sequence[Obj], now: float, width: int, ahead: int = AHEAD_SHOWN, *,
     eta: Sequence[str] = (),
@@ -127,7 +140,7 @@ def explain_queuing(
         lines.append(wrap(f"It was evicted by reclaim{f' for {by}' if by else ''}: "
                           f"{view.eviction.get('reason', '')}", 2, width))
     request = describe(view.workload.request) if view.workload is not None else "?"
-    lines.append(f"Request: {request}.")
+    lines.append(wrap(f"Request: {request}{_overhead_note(view.obj)}.", 2, width))
     lines.append(wrap(f"Oversell rate {rate} (from {report.rate_source}); usage from {report.usage_source}.", 2, width))
     lines.append("")
     if report.by_reclaim:
