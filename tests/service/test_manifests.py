@@ -101,7 +101,7 @@ def test_job_hooks_match_managed_namespaces_only_and_never_kube_system() -> None
         h for h in mutating["webhooks"] + validating["webhooks"]
         if h["name"].split(".")[0] in ("jobs", "pods") and h["name"] not in FAIL_OPEN
     ]
-    assert len(job_hooks) == 4  # jobs: mutate, validate; pods: mutate, resize (updates: the guard policy)
+    assert len(job_hooks) == 5  # jobs: mutate, validate, scale; pods: mutate, resize (updates: the guard policy)
     only, _ = cluster_webhook_configs(policies=False)
     for hook in job_hooks + [h for h in only["webhooks"] if h["name"] == PODS_MUTATE]:
         selector = hook["namespaceSelector"]

@@ -39,6 +39,19 @@ from collections.abc import Callable
 import orjson
 
 from webhook.admission import registration as reg
+from webhook.admission.hook_names import (
+    CLAIMS_FROM_TEMPLATES,
+    CLAIMS_VALIDATE,
+    JOBS_SCALE,
+    JOBS_VALIDATE,
+    NAMESPACES_MUTATE,
+    PODS_MUTATE,
+    PODS_MUTATE_WORKLOADS,
+    PODS_MUTATE_WORKLOADS_OPT_IN,
+    PODS_RESIZE,
+    PODS_VALIDATE,
+    TEMPLATES_VALIDATE,
+)
 from webhook.admission.policies import EXCLUDED_NAMESPACES, creator_is_trusted
 from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.kinds import (
@@ -60,13 +73,16 @@ from webhook.api.names import (
 from webhook.core.pod_templates import TEMPLATED_KINDS
 from webhook.workloads.registry import all_adapters
 
-__all__ = [
+__all__ = [  # the hooks' names are re-exported: the tests and the manifests name them from here
     "CLAIMS_FROM_TEMPLATES",
     "CLAIMS_VALIDATE",
+    "JOBS_SCALE",
     "JOBS_VALIDATE",
+    "NAMESPACES_MUTATE",
     "PODS_MUTATE",
     "PODS_MUTATE_WORKLOADS",
     "PODS_MUTATE_WORKLOADS_OPT_IN",
+    "PODS_RESIZE",
     "PODS_VALIDATE",
     "TEMPLATES_VALIDATE",
     "cluster_webhook_configs",
@@ -84,31 +100,6 @@ TIMEOUT_SECONDS = 10
 control plane the API server's own queueing takes seconds before our handler (about a millisecond) sees the
 request, and a shorter timeout fails creates the webhook would have allowed (BENCHMARKS.md, the 10,000-job
 burst). A webhook that is down fails at once (connection refused), so this bounds only a hung one."""
-JOBS_VALIDATE = "jobs.validate.kube-queue.x-k8s.io"
-"""The webhook that checks every create and update of a job of the tree's namespaces (docs/security.md)."""
-NAMESPACES_MUTATE = "namespaces.mutate.kube-queue.x-k8s.io"
-"""The webhook that labels a namespace managed when it is created while the tree lists it."""
-PODS_RESIZE = "pods.resize.kube-queue.x-k8s.io"
-"""The webhook that keeps an in-place resize within the pod's quota."""
-PODS_MUTATE = "pods.mutate.kube-queue.x-k8s.io"
-"""The webhook that holds bare Pods and marks every pod of the tree's namespaces for the extender (with the
-admission policies: every pod but a workload controller's)."""
-PODS_MUTATE_WORKLOADS = "pods.workloads.mutate.kube-queue.x-k8s.io"
-"""With the admission policies: the pod webhook of the pods workload controllers create in a namespace with a
-ResourcePolicy, which fails open."""
-PODS_MUTATE_WORKLOADS_OPT_IN = "pods.workloads.eci-opt-in.kube-queue.x-k8s.io"
-"""With the admission policies: the same for the pods that opted into ECI in the other managed namespaces."""
-PODS_VALIDATE = "pods.validate.kube-queue.x-k8s.io"
-"""Without the admission policies: the webhook that checks users' updates of the tree's pods."""
-TEMPLATES_VALIDATE = "templates.validate.kube-queue.x-k8s.io"
-"""Without the admission policies: the webhook that keeps ``nodeName`` out of the pod templates users write
-(the templates guard policy's rule, :mod:`webhook.core.pod_templates`)."""
-CLAIMS_VALIDATE = "claims.validate.kube-queue.x-k8s.io"
-"""The webhook that refuses DRA claims (and templates) of the tree's namespaces the quota cannot count."""
-CLAIMS_FROM_TEMPLATES = "claims.templated.validate.kube-queue.x-k8s.io"
-"""Beside the admission policies: the claims webhook for the claims Kubernetes makes from a pod's templates,
-which fails open. Their template was checked at its creation, and the extender keeps a pod whose claim it
-cannot count waiting (docs/pod-quota.md), so an admitted job's DRA pods do not wait on the service."""
 _CLAIM_CONTROLLER = f"request.userInfo.username == '{CLAIM_CONTROLLER_USER}'"
 
 NOT_THE_CONTROLLER: list[reg.MatchCondition] = [{
@@ -143,12 +134,13 @@ def _rule(group: str, versions: list[str], resources: list[str], operations: lis
             "scope": scope}
 
 
-def _job_rules(operations: list[str], *, pods: bool) -> list[reg.Rule]:
+def _job_rules(operations: list[str], *, pods: bool, subresource: str = "") -> list[reg.Rule]:
     by_group: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for adapter in all_adapters():
         if (adapter.plural == "pods") != pods:
             continue
-        by_group.setdefault((adapter.group, adapter.versions), []).append(adapter.plural)
+        plural = f"{adapter.plural}/{subresource}" if subresource else adapter.plural
+        by_group.setdefault((adapter.group, adapter.versions), []).append(plural)
     return [
         _rule(group, list(versions), sorted(plurals), operations)
         for (group, versions), plurals in sorted(by_group.items())
@@ -430,6 +422,13 @@ def webhook_configs(
                 PODS_RESIZE,
                 managed_config("/validate"),
                 [_rule("", ["v1"], ["pods/resize"], ["UPDATE"])],
+                namespace_selector=managed,
+            ),
+            # A job kind's scale subresource (a PyTorchJob's workers): it would resize the job behind the queue.
+            _webhook(
+                JOBS_SCALE,
+                managed_config("/validate"),
+                _job_rules(["UPDATE"], pods=False, subresource="scale"),
                 namespace_selector=managed,
             ),
             *(

@@ -40,7 +40,7 @@ from webhook.core.workload import WorkloadError, pod_request
 from webhook.workloads.base import Adapter, mapping_at, value_at
 from webhook.workloads.children import queued_parent
 from webhook.workloads.facts import submission_problems, update_problems
-from webhook.workloads.registry import adapter_for, queued_by_a_job
+from webhook.workloads.registry import adapter_for, all_adapters, queued_by_a_job
 
 QUEUE_POLICIES = ("Round", "Priority", "Block")
 """``Priority`` is accepted as an alias of ``Round`` (the seed's wording)."""
@@ -59,6 +59,8 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
     group, kind = request.kind.group, request.kind.kind
     if request.sub_resource == "resize" and (group, kind) == ("", "Pod") and request.operation == "UPDATE":
         return _pod_resize(request, state)
+    if request.sub_resource == "scale" and request.operation == "UPDATE":
+        return _job_scale(request, state, settings)
     if request.operation not in _WRITES or request.sub_resource:
         return allow(request.uid)
     if request.obj is None:
@@ -93,6 +95,27 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
         return _job_update(request, adapter, leaf, state, settings)
     except WorkloadError as error:
         return deny(request.uid, f"kube-queue cannot read {request.display_name}: {error}", 422, "Invalid")
+
+
+def _job_scale(request: AdmissionRequest, state: AdmissionState, settings: Settings) -> AdmissionReview:
+    """A job kind's scale subresource in a namespace under quota: its replicas may not change. The queue counts a
+    job at the size it was queued with, and a scale (``kubectl scale``, a HorizontalPodAutoscaler, which a user
+    with ``edit`` may create) would resize it behind the queue and the job update rules (docs/security.md)."""
+    adapter = next((a for a in all_adapters() if a.plural == request.resource and a.plural != "pods"), None)
+    if adapter is None or settings.is_controller(request.username) or not state.under_quota(request.namespace):
+        return allow(request.uid)
+    before, after = value_at(request.old_obj or {}, "spec", "replicas"), value_at(request.obj or {}, "spec", "replicas")
+    if before == after:
+        return allow(request.uid)
+    return deny(
+        request.uid,
+        f"{adapter.kind} {request.namespace}/{request.name}: its scale subresource may not change spec.replicas "
+        f"({before} -> {after}) in a namespace under quota: kube-queue counts the job at the size it was queued "
+        "with, and scaling it (kubectl scale, a HorizontalPodAutoscaler) would resize it behind the queue; change "
+        "the replicas on the job itself while it is held, or delete and resubmit it",
+        403,
+        "Forbidden",
+    )
 
 
 def _template_node(request: AdmissionRequest, kind: TemplatedKind, state: AdmissionState) -> AdmissionReview | None:
