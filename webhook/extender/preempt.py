@@ -46,19 +46,17 @@ def victim_of(cache: ExtenderCache, uid: str, given: Obj | None) -> Victim | Non
     """A victim from the Pod the scheduler sent, else from the cache by uid (``None``: not known yet)."""
     if given is not None:
         view = pod_view(given)
-        request = cache.requests.request(given, view.key)
+        request, priority = cache.requests.request(given, view.key), priority_of(given)
         charged = quota_key(cache.tree, view.namespace)
-        job_keeps = queued_by_a_job(given) and not is_its_own_job(given)
-        claim = PodClaim(view.namespace, view.name, request, priority_of(given), view.created or 0.0)
-        return Victim(claim, view, None if charged is None or job_keeps else (charged, request))
-    record = cache.pods.get(uid)
-    if record is None:
-        return None
-    view = record.view
-    charged = record.charged
-    frees = None if charged is None or not (record.loose or record.own_job) else (charged, record.request)
-    claim = PodClaim(view.namespace, view.name, record.request, record.priority, view.created or 0.0)
-    return Victim(claim, view, frees)
+        frees_room = not queued_by_a_job(given) or is_its_own_job(given)
+    else:
+        record = cache.pods.get(uid)
+        if record is None:
+            return None
+        view, request, priority, charged = record.view, record.request, record.priority, record.charged
+        frees_room = record.loose or record.own_job
+    claim = PodClaim(view.namespace, view.name, request, priority, view.created or 0.0)
+    return Victim(claim, view, (charged, request) if frees_room and charged is not None else None)
 
 
 def decide_preemption(cache: ExtenderCache, pod: Obj, victims: Mapping[str, NodeVictims],
