@@ -319,3 +319,23 @@ def quotas(dev: DevCluster, children: list[dict[str, Any]], users: dict[str, str
     finally:
         dev.kubectl("delete", "namespace", *users, "--wait=false", "--ignore-not-found")
         dev.restart_service()
+
+
+def running_pods(dev: DevCluster, namespace: str, selector: str) -> dict[str, str]:
+    """Name -> uid of the running pods of ``namespace`` that ``selector`` selects."""
+    items = dev.get_json("pods", "-n", namespace, "-l", selector)["items"]
+    return {item["metadata"]["name"]: item["metadata"]["uid"] for item in items
+            if item["status"].get("phase") == "Running" and not item["metadata"].get("deletionTimestamp")}
+
+
+def wait_running(dev: DevCluster, namespace: str, selector: str, count: int, timeout: float = 120) -> dict[str, str]:
+    """Until ``count`` pods that ``selector`` selects run in ``namespace``: their names -> uids."""
+    found: dict[str, str] = {}
+
+    def enough() -> bool:
+        found.clear()
+        found.update(running_pods(dev, namespace, selector))
+        return len(found) == count
+
+    dev.wait_until(enough, timeout, f"{count} running pods {selector} in {namespace}")
+    return dict(found)

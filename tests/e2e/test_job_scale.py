@@ -16,7 +16,7 @@ import pytest
 
 from tests.e2e import setups
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import quotas, unique
+from tests.e2e.harness import quotas, unique, wait_running
 from tests.e2e.kinds import alice_role
 
 pytestmark = pytest.mark.e2e
@@ -56,11 +56,7 @@ def test_an_hpa_cannot_grow_a_queued_pytorchjob(dev_cluster: DevCluster, namespa
     created = dev.create(setups.pytorchjob("mnist", namespace, 1), user="alice")
     assert created.returncode == 0, created.stderr
 
-    def running() -> bool:
-        pods = dev.get_json("pods", "-n", namespace, "-l", "training.kubeflow.org/job-name=mnist")["items"]
-        return bool(sum(item["status"].get("phase") == "Running" for item in pods) == 2)
-
-    dev.wait_until(running, 120, "the PyTorchJob's master and worker running")
+    wait_running(dev, namespace, "training.kubeflow.org/job-name=mnist", 2)  # its master and worker
     hpa = dev.create({**_hpa("mnist"), "metadata": {"name": "grow", "namespace": namespace}}, user="alice")
     assert hpa.returncode == 0, hpa.stderr
     refused: list[str] = []

@@ -22,7 +22,7 @@ import pytest
 
 from tests.e2e import preemption_support as pre
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import quotas, unique
+from tests.e2e.harness import quotas, running_pods, unique, wait_running
 
 pytestmark = pytest.mark.e2e
 
@@ -78,25 +78,6 @@ def _job(name: str, pods: int, cpu: int, node: str) -> dict[str, Any]:
     }
 
 
-def _running_pods(dev: DevCluster, namespace: str, selector: str) -> dict[str, str]:
-    """Name -> uid of the running pods of ``namespace`` that ``selector`` selects."""
-    items = dev.get_json("pods", "-n", namespace, "-l", selector)["items"]
-    return {item["metadata"]["name"]: item["metadata"]["uid"] for item in items
-            if item["status"].get("phase") == "Running" and not item["metadata"].get("deletionTimestamp")}
-
-
-def _wait_running(dev: DevCluster, namespace: str, selector: str, count: int) -> dict[str, str]:
-    found: dict[str, str] = {}
-
-    def enough() -> bool:
-        found.clear()
-        found.update(_running_pods(dev, namespace, selector))
-        return len(found) == count
-
-    dev.wait_until(enough, 120, f"{count} running pods {selector} in {namespace}")
-    return dict(found)
-
-
 def _urgent_pod(dev: DevCluster, namespace: str) -> str:
     names: list[str] = []
 
@@ -112,15 +93,15 @@ def _urgent_pod(dev: DevCluster, namespace: str) -> str:
 def test_a_jobs_pod_is_not_preempted_for_room_its_job_keeps(dev_cluster: DevCluster, spaces: Spaces) -> None:
     dev = dev_cluster
     pre.create(dev, spaces.batch, _job("train", 3, 10, NODE), "carol")
-    carol = _wait_running(dev, spaces.batch, "batch.kubernetes.io/job-name=train", 3)
+    carol = wait_running(dev, spaces.batch, "batch.kubernetes.io/job-name=train", 3)
     pre.create(dev, spaces.serve, _deployment("web", 4, 16), "alice")
-    _wait_running(dev, spaces.serve, "app=web", 4)
+    wait_running(dev, spaces.serve, "app=web", 4)
     refused = pre.preempt_requests(dev, "refused")  # a Deployment's pod is tried at once
     pre.create(dev, spaces.serve, _deployment("urgent", 1, 10, node=NODE, priority_class="priority-3"), "alice")
     urgent = _urgent_pod(dev, spaces.serve)
     pre.refused_preemption_keeps(dev, spaces.serve, urgent, {name: (spaces.batch, uid) for name, uid in carol.items()},
                                  before=refused)
-    assert _running_pods(dev, spaces.batch, "batch.kubernetes.io/job-name=train") == carol
+    assert running_pods(dev, spaces.batch, "batch.kubernetes.io/job-name=train") == carol
 
     # The same room held by bare Pods the queue released: each ends with its eviction, so one goes.
     dev.kubectl("delete", "deployment", "urgent", "-n", spaces.serve, "--wait=true")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import passes_made, quotas, unique
+from tests.e2e.harness import passes_made, quotas, unique, wait_running
 from webhook.api.names import POD_OVERHEAD_ANNOTATION
 
 pytestmark = pytest.mark.e2e
@@ -86,11 +86,7 @@ def test_a_job_is_queued_for_its_pods_overhead(dev_cluster: DevCluster, namespac
         POD_OVERHEAD_ANNOTATION: json.dumps({runtime_class: {"cpu": "0"}})}))
     assert _recorded(first) == {runtime_class: OVERHEAD}
 
-    def four_running() -> bool:
-        pods = dev.get_json("pods", "-n", namespace, "-l", "batch.kubernetes.io/job-name=first")["items"]
-        return bool(sum(item["status"].get("phase") == "Running" for item in pods) == 4)
-
-    dev.wait_until(four_running, 90, "the first Job's four pods running")
+    wait_running(dev, namespace, "batch.kubernetes.io/job-name=first", 4, timeout=90)
     pods = dev.get_json("pods", "-n", namespace, "-l", "batch.kubernetes.io/job-name=first")["items"]
     assert all(item["spec"].get("overhead") == OVERHEAD for item in pods)  # what the API server gave them
 
