@@ -20,6 +20,20 @@ if TYPE_CHECKING:
 
 
 def _why(ctx: Ctx, args: argparse.Namespace) -> int:
+    from webhook.readmodel.fetch import JobNotFound  # noqa: PLC0415
+    from webhook.readmodel.jobs import split_ref  # noqa: PLC0415
+    from webhook.readmodel.loose_why import WORKLOAD_KINDS  # noqa: PLC0415
+
+    kind_text, name = split_ref(args.job)
+    if kind_text is not None and kind_text.lower() in WORKLOAD_KINDS:
+        return _why_loose(ctx, args, kind_text, name, None)
+    try:
+        return _why_job(ctx, args)
+    except JobNotFound as error:
+        return _why_loose(ctx, args, kind_text, name, error)
+
+
+def _why_job(ctx: Ctx, args: argparse.Namespace) -> int:
     from webhook.readmodel.jobs import find_job  # noqa: PLC0415
 
     complete = True
@@ -38,6 +52,34 @@ def _why(ctx: Ctx, args: argparse.Namespace) -> int:
     if args.output == "json":
         return _show(ctx, args, answer_json(answer, view))
     ctx.print(answer.text)
+    return 0
+
+
+def _why_loose(ctx: Ctx, args: argparse.Namespace, kind_text: str | None, name: str,
+               not_a_job: Exception | None) -> int:
+    """A workload or pod the queue does not hold (docs/pod-quota.md); ``not_a_job``: the error to raise when
+    there is none either."""
+    from webhook.readmodel.fetch import CliError, read_tree  # noqa: PLC0415
+    from webhook.readmodel.loose_why import answer_loose, find_loose, read_used  # noqa: PLC0415
+    from webhook.readmodel.view import Snapshot, find_adapter  # noqa: PLC0415
+
+    work = find_loose(ctx.api, ctx.namespace, kind_text, name)
+    if work is None:
+        if not_a_job is not None:
+            raise not_a_job
+        raise CliError(f"{kind_text} {name!r} not found in namespace {ctx.namespace}")
+    job_kind = find_adapter(work.owner[0]) if work.owner is not None else None
+    if work.owner is not None and job_kind is not None:  # a job's pod: the job is what waits or runs
+        ctx.note(f"pod {name} belongs to {work.owner[0]} {work.owner[1]}; explaining that job")
+        args.job = f"{job_kind.kind.lower()}/{work.owner[1]}"
+        return _why_job(ctx, args)
+    tree_obj, problem = read_tree(ctx.api)
+    snapshot = Snapshot(now=ctx.now(), tree_obj=tree_obj, tree_problem=problem)
+    text, body = answer_loose(work, snapshot.tree, read_used(snapshot.tree, tree_obj), now=ctx.now(),
+                              width=ctx.width, tree_problem=snapshot.problem)
+    if args.output == "json":
+        return _show(ctx, args, dict(body))
+    ctx.print(text)
     return 0
 
 
@@ -89,13 +131,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Explain exactly why a job waits, with the same decision code the queue controller runs: the quota "
         "level and resource that block it (request, used, limit, shortfall), who is ahead of it, whether "
         "reclaiming borrowed capacity could help, and when it should start (the queue replayed forward with "
-        "the jobs' run times; docs/eta.md).",
-        ["kq why pi2", "kq why pi2 -n user-a", "kq why pytorchjob/mnist --oversellrate 1", "kq why pi2 -o json"],
+        "the jobs' run times; docs/eta.md). For a Deployment, StatefulSet, ReplicaSet, DaemonSet or a pod no job "
+        "accounts for, whose pods are not queued: its quota, which pods wait and why, and which reclaim took.",
+        ["kq why pi2", "kq why pi2 -n user-a", "kq why pytorchjob/mnist --oversellrate 1", "kq why pi2 -o json",
+         "kq why deployment/web"],
     )
     parser.add_argument("-o", "--output", choices=("json",),
                         help="JSON: the job's place, blockers, text and start estimate (estimatedStart, "
                         "estimatedStartLatest, estimateBasis)")
-    parser.add_argument("job", metavar="JOB", help="[KIND/]NAME, e.g. pi2 or pytorchjob/mnist")
+    parser.add_argument("job", metavar="JOB", help="[KIND/]NAME, e.g. pi2, pytorchjob/mnist or deployment/web")
     add_rate_flag(parser, "read from its events, else 2")
     parser.add_argument(
         "--ahead",

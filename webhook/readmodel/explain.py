@@ -217,7 +217,7 @@ class PendingReason:
     count: int
 
 
-def _pod_wait(pod: Obj) -> tuple[PodWait, str]:
+def pod_wait(pod: Obj) -> tuple[PodWait, str]:
     """Why ``pod`` does not run, and the words that say it."""
     from webhook.core.podquota import refused_by_pod_quota  # noqa: PLC0415
 
@@ -245,7 +245,7 @@ def pending_reasons(view: JobView) -> list[PendingReason]:
     for pod in view.pods:
         if pod_status(pod).get("phase") in ("Running", "Succeeded"):
             continue
-        key = _pod_wait(pod)
+        key = pod_wait(pod)
         counts[key] = counts.get(key, 0) + 1
     reasons = [PendingReason(kind, text, count) for (kind, text), count in counts.items()]
     return sorted(reasons, key=lambda reason: -reason.count)

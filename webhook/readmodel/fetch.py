@@ -43,6 +43,10 @@ class CliError(Exception):
     """A failure the user sees as one line on stderr (exit status 1)."""
 
 
+class JobNotFound(CliError):
+    """No job has the name asked for (``kq why`` then looks for work the queue does not hold)."""
+
+
 def served_kinds(api: KubeApi) -> list[KindSource]:
     """Every job kind with an adapter that the API serves (batch Jobs and Pods always), in a stable order."""
     groups: dict[str, list[str]] = {}

@@ -75,7 +75,7 @@ def find_job(
 ) -> tuple[Snapshot, list[JobView], JobView]:
     """The snapshot of the job's namespace, every view in it, and the job named ``ref`` (``[KIND/]NAME``);
     :class:`CliError` with suggestions when there is no such job or the name is ambiguous."""
-    from webhook.readmodel.fetch import CliError, load_snapshot  # noqa: PLC0415
+    from webhook.readmodel.fetch import CliError, JobNotFound, load_snapshot  # noqa: PLC0415
     from webhook.readmodel.view import find_adapter, job_views  # noqa: PLC0415
 
     kind_text, name = split_ref(ref)
@@ -95,7 +95,7 @@ def find_job(
         kinds = " and ".join(f"a {view.kind}" for view in matches)
         example = f"{matches[0].kind.lower()}/{name}"
         raise CliError(f"{name} is {kinds} in namespace {namespace}: say which, e.g. `kq why {example}`")
-    raise CliError(not_found_message(ctx, name, namespace, [v.name for v in local], snapshot))
+    raise JobNotFound(not_found_message(ctx, name, namespace, [v.name for v in local], snapshot))
 
 
 def not_found_message(ctx: Ctx, name: str, namespace: str, names: Sequence[str], snapshot: Snapshot) -> str:

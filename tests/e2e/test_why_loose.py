@@ -1,0 +1,147 @@
+"""``kq why`` for a Deployment, whose pods the queue does not hold (docs/pod-quota.md), on the dev cluster, run
+by a namespace user with ``edit`` through a kubeconfig of their own.
+
+The tree: root 100 CPU; Serve (min 40: alice's namespace) and Batch (min 60: carol's). Alice's Deployment of
+six 10-CPU pods borrows 20 CPU while Batch is idle. Carol's Job of six 10-CPU pods takes Batch's min back:
+reclaim evicts two of alice's pods, and the Deployment's replacements wait, refused by the extender: the root
+is full. ``kq why deployment/web`` names Serve, the two waiting pods with the extender's words, and the two pods
+reclaim took; ``kq why pod/NAME`` of one that was taken says it is gone and why.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e import preemption_support as pre
+from tests.e2e.conftest import DevCluster
+from tests.e2e.harness import quotas, unique, wait_running
+from webhook.devcluster.kubeconfig import write_token_kubeconfig
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Spaces:
+    def __init__(self) -> None:
+        self.serve, self.batch = unique("why-serve"), unique("why-batch")
+
+
+@pytest.fixture(scope="module")
+def spaces(dev_cluster: DevCluster) -> Iterator[Spaces]:
+    names = Spaces()
+    children = [
+        {"name": "Serve", "min": {"cpu": 40}, "max": {"cpu": 100}, "namespaces": [names.serve]},
+        {"name": "Batch", "min": {"cpu": 60}, "max": {"cpu": 100}, "namespaces": [names.batch]},
+    ]
+    with quotas(dev_cluster, children, {names.serve: "alice", names.batch: "carol"}):
+        yield names
+
+
+def _deployment(name: str, replicas: int, cpu: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                     "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"requests": {"cpu": str(cpu)}}}]}}},
+    }
+
+
+def _job(name: str, pods: int, cpu: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"parallelism": pods, "completions": pods, "template": {"spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}],
+        }}},
+    }
+
+
+def _own_kubeconfig(dev: DevCluster, namespace: str) -> Path:
+    """A kubeconfig of a ServiceAccount with ``edit`` in ``namespace`` only."""
+    dev.kubectl("create", "serviceaccount", "dev", "-n", namespace)
+    dev.kubectl("create", "rolebinding", "dev-edit", "-n", namespace, "--clusterrole=edit",
+                f"--serviceaccount={namespace}:dev")
+    token = dev.kubectl("create", "token", "dev", "-n", namespace).strip()
+    path = dev.config.state_dir / f"dev-{namespace}.kubeconfig"
+    write_token_kubeconfig(path, dev.config.server, dev.config.pki, "dev", token)
+    return path
+
+
+def test_kq_why_explains_a_deployment_whose_pods_reclaim_took(dev_cluster: DevCluster, spaces: Spaces) -> None:
+    dev = dev_cluster
+    kubeconfig = _own_kubeconfig(dev, spaces.serve)
+
+    def kq(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "webhook.cli.main", *args, "-n", spaces.serve,
+                               f"--kubeconfig={kubeconfig}"], capture_output=True, text=True, check=False,
+                              timeout=120)
+
+    pre.create(dev, spaces.serve, _deployment("web", 6, 10), "alice")
+    wait_running(dev, spaces.serve, "app=web", 6)
+    pre.create(dev, spaces.batch, _job("train", 6, 10), "carol")
+    wait_running(dev, spaces.batch, "batch.kubernetes.io/job-name=train", 6)
+
+    answer: dict[str, Any] = {}
+
+    def explained() -> bool:
+        result = kq("why", "deployment/web", "-o", "json")
+        assert result.returncode == 0, result.stderr
+        answer.clear()
+        answer.update(json.loads(result.stdout))
+        waiting = answer.get("podsWaiting", [])
+        return len(answer.get("reclaimed", [])) == 2 and sum(entry["pods"] for entry in waiting) == 2 and all(
+            entry["reason"] == "pod-quota" for entry in waiting)
+
+    dev.wait_until(explained, 90, "kq why deployment/web naming two reclaimed pods and two waiting for room")
+    assert answer["kind"] == "Deployment" and answer["queued"] is False
+    # With edit alone the tree is not readable: the quota's label, and the role that shows its figures.
+    assert "quota" not in answer
+    flat = " ".join(answer["explanation"].split())
+    assert "Its pods carry the label of quota Serve." in flat and "kube-queue-quota-viewer" in flat, flat
+
+    dev.kubectl("apply", "-f", str(ROOT / "manifests" / "console" / "rbac.yaml"))
+    dev.kubectl("create", "clusterrolebinding", f"{spaces.serve}-viewer", "--clusterrole=kube-queue-quota-viewer",
+                f"--serviceaccount={spaces.serve}:dev")
+    try:
+        dev.wait_until(lambda: explained() and "quota" in answer, 30, "the quota once the tree is readable")
+    finally:
+        dev.kubectl("delete", "clusterrolebinding", f"{spaces.serve}-viewer", "--ignore-not-found", check=False)
+    assert answer["quota"] == "root/Serve"
+    assert "Quota root/Serve: cpu used" in " ".join(answer["explanation"].split())
+    assert (answer["running"], answer["expected"]) == (4, 6)
+    for entry in answer["podsWaiting"]:
+        assert "pod-level quota" in entry["message"] and "quota root:" in entry["message"], entry
+    reclaimed = answer["reclaimed"]
+    assert all("Evicted by reclaim" in entry["message"] for entry in reclaimed), reclaimed
+    assert all(entry["pod"].startswith("web-") for entry in reclaimed), reclaimed
+
+    text = kq("why", "web")
+    assert text.returncode == 0, text.stderr
+    flat = " ".join(text.stdout.split())
+    assert flat.startswith(f"Deployment {spaces.serve}/web: 4 of 6 pods run.")
+    assert "Reclaim evicted 2 of its pods:" in flat
+
+    gone = kq("why", f"pod/{reclaimed[0]['pod']}")
+    assert gone.returncode == 0, gone.stderr
+    assert " ".join(gone.stdout.split()).startswith(f"Pod {spaces.serve}/{reclaimed[0]['pod']} is gone.")
+    assert "Reclaim evicted it:" in gone.stdout
+
+    # The user's own namespace only: carol's is refused, as kubectl refuses it.
+    other = subprocess.run([sys.executable, "-m", "webhook.cli.main", "why", "job/train", "-n", spaces.batch,
+                            f"--kubeconfig={kubeconfig}"], capture_output=True, text=True, check=False, timeout=120)
+    assert other.returncode != 0 and "forbidden" in other.stderr.lower(), other
