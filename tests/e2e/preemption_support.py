@@ -94,3 +94,14 @@ def refused_preemption_keeps(dev: DevCluster, namespace: str, preemptor: str,
         assert not evicted(dev, ns, name, uid), f"the scheduler's preemption evicted {ns}/{name}"
     assert not running(dev, namespace, preemptor)
     assert preempt_requests(dev, "refused") > before
+    # The pod is told why, where kubectl describe looks (docs/pod-quota.md, "Preemption").
+    told: list[dict[str, Any]] = []
+
+    def refusal_told() -> bool:
+        selector = f"involvedObject.kind=Pod,involvedObject.name={preemptor},reason=PreemptionRefused"
+        told[:] = dev.get_json("events", "-n", namespace, "--field-selector", selector)["items"]
+        return bool(told)
+
+    dev.wait_until(refusal_told, 30, f"the PreemptionRefused Event on {namespace}/{preemptor}")
+    assert told[0]["type"] == "Warning" and told[0]["source"]["component"] == "kube-queue-extender", told[0]
+    assert "refused kube-scheduler's preemption on every candidate node" in told[0]["message"], told[0]

@@ -15,6 +15,9 @@ rules allow it (Serve stays within its min, Batch keeps its own).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -102,6 +105,14 @@ def test_a_jobs_pod_is_not_preempted_for_room_its_job_keeps(dev_cluster: DevClus
     pre.refused_preemption_keeps(dev, spaces.serve, urgent, {name: (spaces.batch, uid) for name, uid in carol.items()},
                                  before=refused)
     assert running_pods(dev, spaces.batch, "batch.kubernetes.io/job-name=train") == carol
+    # kq why names the refusal beside the scheduler's words.
+    why = subprocess.run([sys.executable, "-m", "webhook.cli.main", "why", "deployment/urgent", "-o", "json", "-n",
+                          spaces.serve, f"--kubeconfig={dev.config.kubeconfig}"], capture_output=True, text=True,
+                         check=False, timeout=120)
+    assert why.returncode == 0, why.stderr
+    (waiting,) = json.loads(why.stdout)["podsWaiting"]
+    assert waiting["names"] == [urgent]
+    assert "room held by admitted jobs" in waiting["preemptionRefused"], waiting
 
     # The same room held by bare Pods the queue released: each ends with its eviction, so one goes.
     dev.kubectl("delete", "deployment", "urgent", "-n", spaces.serve, "--wait=true")

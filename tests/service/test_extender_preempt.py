@@ -14,6 +14,7 @@ from prometheus_client import REGISTRY
 
 from tests.service.extender_support import Cluster, ecs, pod, policy, seed_quota_tree, serving
 from webhook.extender.app import make_app
+from webhook.extender.refusals import RefusalNotes
 
 HIGH = 3
 
@@ -210,3 +211,25 @@ def test_the_victims_priority_comes_from_the_pod_watch() -> None:
     made.state.set_trees([seed_quota_tree()])
     made.add(pod("low", "10", namespace="user-a", node_name="ecs-0", uid="uid-low", priority=1))
     assert made.state.cache.pods["uid-low"].priority == 1
+
+
+async def test_a_pod_refused_on_every_node_is_told_why_in_an_event() -> None:
+    """docs/pod-quota.md, "Preemption": the scheduler writes only "No preemption victims found"; the extender's
+    ``PreemptionRefused`` Event says why. A preemption that keeps a node is not told."""
+    made = cluster()
+    urgent = pod("urgent", "10", uid="uid-urgent", priority=HIGH)
+    sent: list[tuple[Any, ...]] = []
+    notes = RefusalNotes(lambda *event: sent.append(event))
+    async with serving(make_app(made.state, clock=lambda: made.now, refusals=notes)) as client:
+        refused = await client.post("/extender/preempt", data=preemption_args(urgent, meta({"ecs-1": ["uid-c0"]})))
+        assert await refused.json() == {"NodeNameToMetaVictims": {}}
+        allowed = await client.post("/extender/preempt", data=preemption_args(urgent, meta({"ecs-0": ["uid-a6"]})))
+        assert (await allowed.json())["NodeNameToMetaVictims"]
+    ((target, event_type, reason, _, message),) = sent
+    assert (target["kind"], target["metadata"]["uid"], event_type, reason) == (
+        "Pod", "uid-urgent", "Warning", "PreemptionRefused")
+    assert message.startswith("kube-queue refused kube-scheduler's preemption on every candidate node")
+    assert message.endswith("(node ecs-1)"), message
+    # Read by the preemptor's namespace's users: carol's pod of user-c is not named to them.
+    assert "a pod of another namespace: taking it would leave root/Department-b/user-c with cpu" in message, message
+    assert "c0" not in message

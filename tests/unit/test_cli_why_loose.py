@@ -10,11 +10,15 @@ from tests.builders import cluster_pod
 from tests.clirun import NOW, T0, check_golden, fits, run, seed_objects
 from tests.fakeapi import FakeApi, event
 from tests.kubefake import stamp
-from webhook.api.names import QUOTA_LABEL, REASON_EVICTED
+from webhook.api.names import EXTENDER_COMPONENT, QUOTA_LABEL, REASON_EVICTED, REASON_PREEMPTION_REFUSED
 
 QUOTA_REFUSAL = (
     "0/5 nodes are available: 5 pod-level quota (room held by admitted jobs, for a pod no queued job accounts "
     "for): quota root/Department-a: cpu request 4 + used 98 > max 100.")
+PREEMPTION_REFUSED = (
+    "kube-queue refused kube-scheduler's preemption on every candidate node, by the quota rules (docs/pod-quota.md, "
+    "\"Preemption\"): a pod of another namespace: taking it would leave root/Department-b with cpu 0 < min 40: a "
+    "quota at or under its min in what is contended keeps its pods (node ecs-1)")
 LABELS = {QUOTA_LABEL: "Department-a"}
 """The quota label the pod admission policy gives the pods of the tree's namespaces."""
 RECLAIMED = ("Evicted by reclaim (its controller, if any, creates a replacement that waits for room): quota "
@@ -58,6 +62,8 @@ def loose_api(status_cpu: str | None = None) -> FakeApi:
         event(_gone("web-5c7d9-yyyyy", "user-a"), REASON_EVICTED, RECLAIMED, T0 + 880, kind="Warning"),
         event(_gone("web-5c7d9-zzzzz", "user-a"), REASON_EVICTED, RECLAIMED, T0 + 880, kind="Warning"),
         event(_gone("webby-66f-yyyyy", "user-a"), REASON_EVICTED, RECLAIMED, T0 + 870, kind="Warning"),
+        event(pods[2], REASON_PREEMPTION_REFUSED, PREEMPTION_REFUSED, T0 + 990, kind="Warning",
+              component=EXTENDER_COMPONENT),
     ]
     objects = seed_objects()
     if status_cpu is not None:
@@ -77,6 +83,7 @@ def test_a_deployment_says_its_quota_which_pods_wait_and_what_reclaim_took() -> 
     assert text.startswith("Deployment user-a/web: 2 of 3 pods run.")
     assert "quota root/Department-a has room for it under its max" in text
     assert "web-5c7d9-ccccc: 0/5 nodes are available: 5 pod-level quota (room held by admitted jobs" in text
+    assert "Its preemption, 10s ago: kube-queue refused kube-scheduler's preemption on every candidate node" in text
     assert "The quota's max is full for it: it starts as the quota's other pods end" in text
     assert "Reclaim evicted 2 of its pods: web-5c7d9-yyyyy and web-5c7d9-zzzzz, 2m ago: Evicted by reclaim" in text
     assert "webby" not in text  # another Deployment's pods and reclaims, though their names begin alike
@@ -110,7 +117,7 @@ def test_json_carries_the_quota_the_waiting_pods_and_the_reclaims() -> None:
         "kind": "Deployment", "namespace": "user-a", "name": "web", "queued": False, "quota": "root/Department-a",
         "running": 2, "expected": 3}
     assert body["podsWaiting"] == [{"reason": "pod-quota", "pods": 1, "message": QUOTA_REFUSAL,
-                                    "names": ["web-5c7d9-ccccc"]}]
+                                    "names": ["web-5c7d9-ccccc"], "preemptionRefused": PREEMPTION_REFUSED}]
     assert body["reclaimed"] == [{"pod": pod, "at": stamp(T0 + 880), "message": RECLAIMED}
                                  for pod in ("web-5c7d9-yyyyy", "web-5c7d9-zzzzz")]
     assert body["explanation"] == run(["why", "deployment/web"], loose_api()).out.rstrip("\n")

@@ -13,7 +13,7 @@ import pytest
 from tests.builders import seed_tree
 from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
 from webhook.api.objects import parse_time, rfc3339
-from webhook.controller.events import EventGate, involved
+from webhook.controller.events import EventGate
 from webhook.controller.model import remaining_job_pods, track
 from webhook.controller.records import (
     AdmissionRecord,
@@ -34,6 +34,7 @@ from webhook.controller.settings import (
 )
 from webhook.core.resources import Resources
 from webhook.core.workload import Phase, WorkloadError
+from webhook.kube.events import involved
 from webhook.workloads.base import PatchError, apply_patch, value_at
 from webhook.workloads.job import JobAdapter
 from webhook.workloads.kubeflow import PyTorchJobAdapter

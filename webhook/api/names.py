@@ -194,7 +194,8 @@ CONTROLLER_COMPONENT: Final = "kube-queue-controller"
 ``User-Agent`` of ``kq serve``: the field manager of what the controller writes (``spec.suspend``, its
 records)."""
 EXTENDER_COMPONENT: Final = "kube-queue-extender"
-"""The extender's ``User-Agent``, so the field manager of the pod annotations it writes."""
+"""The extender's ``User-Agent``, so the field manager of the pod annotations it writes, and the
+``reportingComponent`` of its Events."""
 CLAIM_CONTROLLER_USER: Final = "system:serviceaccount:kube-system:resource-claim-controller"
 """Kubernetes' identity that creates a pod's ResourceClaims from the ResourceClaimTemplates it names."""
 CLIENT_USER_AGENT: Final = "kube-queue"
@@ -205,6 +206,8 @@ REASON_EVICTED: Final = "Evicted"
 REASON_HELD: Final = "Held"
 REASON_BACKOFF: Final = "BackOff"
 REASON_GAVE_UP: Final = "GaveUp"
+REASON_PREEMPTION_REFUSED: Final = "PreemptionRefused"
+"""The extender's Event on a pod whose preemption it refused on every candidate node (docs/pod-quota.md)."""
 
 UNFINISHED_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
 """The field selector of the pods that have not finished (the ones that count against a quota)."""

@@ -19,13 +19,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUED_KEY_ANNOTATION, REASON_QUEUED
-from webhook.api.objects import Obj, mapping, mappings, meta, name_of, text
+from webhook.api.objects import Obj, meta, name_of
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
 from webhook.controller.changes import ChangeFlag
 from webhook.controller.decide import JobDecisions, PassRecord, decide, reason_key
 from webhook.controller.eta import EtaInputs, EtaService
-from webhook.controller.events import EVENTS, EventGate, EventRecorder, queued_memory
+from webhook.controller.events import EventGate, queued_memory, read_queued_events
 from webhook.controller.leader import LeaderElector
 from webhook.controller.lifecycle import JobLifecycle
 from webhook.controller.model import TrackedJob
@@ -41,6 +41,7 @@ from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.rate import format_rate
 from webhook.kube.client import KubeApiError, KubeClient
 from webhook.kube.collector import HeapFreezer, collector_paused
+from webhook.kube.events import EventRecorder
 from webhook.kube.shared import WATCHES, SharedWatches
 from webhook.kube.tasks import TaskGroup
 from webhook.workloads.base import Adapter
@@ -90,7 +91,7 @@ class Controller:
         self._reported_problem: str | None = None
         self._heap = HeapFreezer(clock=clock)
         """Keeps the cached jobs and pods out of the collector's walks between passes."""
-        self.events = EventRecorder(client, settings.identity, wall=wall)
+        self.events = EventRecorder(client, settings.identity, component=CONTROLLER_COMPONENT, wall=wall)
         self.stats = Stats(kinds=self.cache.kinds)
         self.writer = Writer(client, writer_settings(settings), self.cache, events=self.events, gate=self._gate,
                              stats=self.stats, is_leader=self.is_leader, poke=self._dirty.set, wall=self._read_wall,
@@ -162,15 +163,8 @@ class Controller:
         """Read back the Queued events already sent (by the previous leader, or this replica before a restart)
         so waiting jobs are not told their unchanged place again; bounded; on failure they are sent again."""
         seen: list[Obj] = []
-        selector = f"source={CONTROLLER_COMPONENT},reason=Queued"
         try:
-            token: str | None = None
-            for _ in range(self.settings.event_readback_pages):
-                page = await self.client.list_page(EVENTS, limit=500, continue_token=token, field_selector=selector)
-                seen.extend(mappings(page.get("items")))
-                token = text(mapping(page.get("metadata")).get("continue")) or None
-                if token is None:
-                    break
+            await read_queued_events(self.client, self.settings.event_readback_pages, seen)
         except KubeApiError as error:
             log.warning(kv(component="controller", event="queued_events_unread", status=error.status,
                            error=error.message[:300] or error.reason))

@@ -1,34 +1,32 @@
-"""Kubernetes Events on jobs (``kubectl describe job`` shows them): Queued, Admitted, Evicted.
-
-:class:`EventRecorder` sends ``core/v1`` Events from a bounded background queue, so a slow or failing API
-never holds up a decision; when the queue is full the oldest pending Event is dropped (and counted).
-:class:`EventGate` decides whether a waiting job's Queued event is due: only when its reason changed, and
-at most every ``interval`` seconds per job.
+"""The controller's Events on jobs (``kubectl describe job`` shows them): Queued, Admitted, Evicted, sent by
+:class:`~webhook.kube.events.EventRecorder`. :class:`EventGate` decides whether a waiting job's Queued event is
+due: only when its reason changed, and at most every ``interval`` seconds per job.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import logging
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
-from webhook.api import kinds, names
+from webhook.api import names
 from webhook.api.names import CONTROLLER_COMPONENT
-from webhook.api.objects import Doc, Obj, parse_time, rfc3339, rfc3339_seconds
-from webhook.controller.records import kv
-from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
-
-log = logging.getLogger(__name__)
-
-EVENTS = ResourceRef.of(kinds.EVENT)
-MAX_MESSAGE = 1024
-"""The apiserver refuses Event messages over 1 KiB."""
+from webhook.api.objects import Obj, mapping, mappings, parse_time, text
+from webhook.kube.client import KubeClient
+from webhook.kube.events import EVENTS
 
 
+async def read_queued_events(client: KubeClient, pages: int, seen: list[Obj]) -> None:
+    """Add the controller's Queued Events to ``seen``, at most ``pages`` pages of 500; a failure raises
+    :class:`~webhook.kube.client.KubeApiError` and leaves what was read in ``seen``."""
+    selector = f"source={CONTROLLER_COMPONENT},reason={names.REASON_QUEUED}"
+    token: str | None = None
+    for _ in range(pages):
+        page = await client.list_page(EVENTS, limit=500, continue_token=token, field_selector=selector)
+        seen.extend(mappings(page.get("items")))
+        token = text(mapping(page.get("metadata")).get("continue")) or None
+        if token is None:
+            return
 
 
 def queued_memory(events: Sequence[Obj], now: float) -> dict[str, tuple[str, float]]:
@@ -55,115 +53,6 @@ def _ours(event: Obj) -> bool:
     source = event.get("source")
     component = source.get("component") if isinstance(source, Mapping) else None
     return CONTROLLER_COMPONENT in (component, event.get("reportingComponent"))
-
-
-@dataclass(frozen=True, slots=True)
-class PendingEvent:
-    namespace: str
-    body: Obj
-
-
-def involved(obj: Obj) -> Doc:
-    """``involvedObject`` of an Event about ``obj``."""
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    assert isinstance(metadata, Mapping)
-    out = {
-        "apiVersion": obj.get("apiVersion"),
-        "kind": obj.get("kind"),
-        "name": metadata.get("name"),
-        "namespace": metadata.get("namespace"),
-        "uid": metadata.get("uid"),
-        "resourceVersion": metadata.get("resourceVersion"),
-    }
-    return {key: value for key, value in out.items() if value}
-
-
-class EventRecorder:
-    """Queue Events and send them from :meth:`run`."""
-
-    def __init__(
-        self,
-        client: KubeClient,
-        instance: str,
-        *,
-        max_pending: int = 2000,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
-        self.client = client
-        self.instance = instance
-        self._wall = wall
-        self._pending: collections.deque[PendingEvent] = collections.deque(maxlen=max_pending)
-        self._wake = asyncio.Event()
-        self.sent = 0
-        self.dropped = 0
-        self.failed = 0
-
-    def emit(
-        self,
-        obj: Obj,
-        event_type: str,
-        reason: str,
-        action: str,
-        message: str,
-        *,
-        annotations: Mapping[str, str] | None = None,
-    ) -> None:
-        """Queue one Event about ``obj`` (``event_type`` ``Normal`` or ``Warning``); ``annotations`` go on the
-        Event object itself (the Queued event's dedupe key, read back by a new leader)."""
-        target = involved(obj)
-        namespace = str(target.get("namespace") or "default")
-        now = self._wall()
-        if len(message) > MAX_MESSAGE:
-            message = message[: MAX_MESSAGE - 3] + "..."
-        metadata: Doc = {"generateName": f"{target.get('name', 'object')}.", "namespace": namespace}
-        if annotations:
-            metadata["annotations"] = dict(annotations)
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": metadata,
-            "involvedObject": target,
-            "type": event_type,
-            "reason": reason,
-            "action": action,
-            "message": message,
-            "source": {"component": CONTROLLER_COMPONENT},
-            "reportingComponent": CONTROLLER_COMPONENT,
-            "reportingInstance": self.instance[:128],
-            "firstTimestamp": rfc3339_seconds(now),
-            "lastTimestamp": rfc3339_seconds(now),
-            "eventTime": rfc3339(now),
-            "count": 1,
-        }
-        if len(self._pending) == self._pending.maxlen:
-            self.dropped += 1
-        self._pending.append(PendingEvent(namespace, body))
-        self._wake.set()
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
-
-    async def run(self) -> None:
-        """Send queued Events until cancelled."""
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._pending:
-                event = self._pending.popleft()
-                try:
-                    await self.client.create(EVENTS, event.body, event.namespace)
-                    self.sent += 1
-                except KubeApiError as error:
-                    self.failed += 1
-                    log.warning(kv(component="events", event="send_failed", reason=event.body.get("reason"),
-                                   error=repr(error)))
-
-    async def flush(self, timeout: float = 10.0) -> None:
-        """Wait until the queue is empty (for tests and a clean stop)."""
-        deadline = time.monotonic() + timeout
-        while self._pending and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
 
 
 class EventGate:

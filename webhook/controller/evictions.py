@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from webhook.api import kinds
 from webhook.api.names import REASON_EVICTED
 from webhook.controller import metrics
-from webhook.controller.events import EventRecorder
 from webhook.controller.records import kv
 from webhook.core.workload import WorkloadKey
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.kube.events import EventRecorder
 
 log = logging.getLogger("webhook.controller")
 

@@ -21,7 +21,6 @@ from webhook.api.objects import labels_of, namespace_of, owner_references_of, po
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
 from webhook.controller.decide import JobDecisions
-from webhook.controller.events import EventRecorder
 from webhook.controller.model import TrackedJob, held_reason, track
 from webhook.controller.records import backoff_patch, clear_backoff_patch, kv, spec_fingerprint
 from webhook.controller.starts import StartChecks
@@ -30,6 +29,7 @@ from webhook.core.quota import queue_name
 from webhook.core.startup import BackoffPolicy, StartVerdict, after_failed_start
 from webhook.core.workload import Phase, WorkloadError
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
+from webhook.kube.events import EventRecorder
 from webhook.workloads.registry import job_owner_kinds
 
 log = logging.getLogger("webhook.controller")

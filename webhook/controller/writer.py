@@ -39,7 +39,7 @@ from webhook.controller.decide import (
     with_published_estimates,
 )
 from webhook.controller.eta import EtaStatus
-from webhook.controller.events import EventGate, EventRecorder
+from webhook.controller.events import EventGate
 from webhook.controller.evictions import PodEvictions, PodVictim
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import AdmissionRecord, EvictionNote, admit_patch, clear_record_patch, evict_patch, kv
@@ -48,6 +48,7 @@ from webhook.core.quota import QuotaTree, queue_name
 from webhook.core.rate import format_rate
 from webhook.kube.cache import WatchCache
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.kube.events import EventRecorder
 from webhook.workloads.base import JSONPatch
 
 log = logging.getLogger("webhook.controller")

@@ -42,6 +42,7 @@ from webhook.extender.protocol import (
     preemption_reply,
     priority_reply,
 )
+from webhook.extender.refusals import RefusalNotes
 from webhook.extender.state import ExtenderState
 
 log = logging.getLogger("webhook.extender")
@@ -153,6 +154,8 @@ class ExtenderApp:
     state: ExtenderState
     clock: Callable[[], float] = time.time
     nudger: Nudger | None = None
+    refusals: RefusalNotes | None = None
+    """Tells a pod whose preemption was refused on every node why (``PreemptionRefused``)."""
     _warned_sampled: list[float] = field(default_factory=lambda: [float("-inf")])
     """When the last ``scheduler_sampled`` warning was logged (a box: the app is frozen)."""
 
@@ -278,14 +281,15 @@ class ExtenderApp:
             return text_reply(500, f"kube-queue extender failed on {args.pod_key()}: see its log")
         body = preemption_reply(decision.kept)
         seconds = perf_counter() - started
-        return _json(body, then=lambda: self._preempted(decision, seconds))
+        return _json(body, then=lambda: self._preempted(args.pod, decision, seconds))
 
-    @staticmethod
-    def _preempted(decision: PreemptDecision, seconds: float) -> None:
+    def _preempted(self, pod: Obj, decision: PreemptDecision, seconds: float) -> None:
         result = "refused" if not decision.kept else "narrowed" if decision.refused else "allowed"
         REQUESTS.labels("preempt", result).inc()
         PREEMPT_SECONDS.observe(seconds)
         _log_decision(decision, seconds)
+        if self.refusals is not None:
+            self.refusals.preempted(pod, decision)
 
     def healthz(self, raw: bytes) -> Reply:
         return text_reply(200, "ok")
@@ -299,6 +303,7 @@ class ExtenderApp:
         return Reply(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
 
 
-def make_app(state: ExtenderState, clock: Callable[[], float] = time.time, nudger: Nudger | None = None) -> ExtenderApp:
+def make_app(state: ExtenderState, clock: Callable[[], float] = time.time, nudger: Nudger | None = None,
+             refusals: RefusalNotes | None = None) -> ExtenderApp:
     """The extender's handlers over ``state``; serve them with ``start_server(app.routes(), ...)``."""
-    return ExtenderApp(state, clock, nudger)
+    return ExtenderApp(state, clock, nudger, refusals)

@@ -135,6 +135,9 @@ class PreemptDecision:
     quota: str | None = None
     """Full name of the preemptor's quota (``None`` when it is under none)."""
     summary: str = ""
+    foreign: tuple[str, ...] = ()
+    """The keys (``namespace/name``) of the victims outside the preemptor's namespace, which the reasons name:
+    what the pod's own users are told leaves them out (:mod:`webhook.extender.refusals`)."""
 
     def log_fields(self) -> dict[str, object]:
         """``key=value`` fields for the decision's log line (no node lists)."""

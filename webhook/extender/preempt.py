@@ -82,6 +82,7 @@ def decide_preemption(cache: ExtenderCache, pod: Obj, victims: Mapping[str, Node
     first_seen = wait_start(cache, view, key, now)
     kept: dict[str, NodeVictims] = {}
     refused: dict[str, str] = {}
+    foreign: set[str] = set()
     allowed = ""
     for node, proposed in victims.items():
         taken: list[Victim] = []
@@ -91,6 +92,8 @@ def decide_preemption(cache: ExtenderCache, pod: Obj, victims: Mapping[str, Node
                 refused[node] = f"victim uid {uid} is not in the extender's pod cache: retried later"
                 break
             taken.append(victim)
+            if victim.claim.namespace != view.namespace:
+                foreign.add(victim.claim.key)
         if node in refused:
             continue
         node_view = cache.nodes.get(node)
@@ -111,7 +114,7 @@ def decide_preemption(cache: ExtenderCache, pod: Obj, victims: Mapping[str, Node
         kept[node] = proposed
         allowed = allowed or verdict.reason
     summary = next(iter(refused.values())) if refused else allowed or "no candidate node"
-    return PreemptDecision(view.key, kept, refused, full_name, summary)
+    return PreemptDecision(view.key, kept, refused, full_name, summary, tuple(sorted(foreign)))
 
 
 def _freeing(taken: Sequence[Victim]) -> list[tuple[str, Resources]]:

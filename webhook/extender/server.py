@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,10 +21,12 @@ from webhook.extender.decision import MarkPatch
 from webhook.extender.http import HttpServer, start_server
 from webhook.extender.marker import Marker
 from webhook.extender.nudge import Nudger
+from webhook.extender.refusals import RefusalNotes
 from webhook.extender.sources import PODS, build_caches, running
 from webhook.extender.state import ExtenderState
 from webhook.extender.wake import Waker
 from webhook.kube.client import KubeApiError, KubeClient
+from webhook.kube.events import EventRecorder
 from webhook.kube.serving import freeze_heap, tls_context
 from webhook.kube.tasks import TaskGroup
 
@@ -80,9 +83,11 @@ async def extender_running(
     waker = Waker(state, touch, time.time)
     state.on_room = waker.notify
     caches = build_caches(client, state, options.tree_namespace)
-    app = make_app(state, time.time, nudger)
+    events = EventRecorder(client, socket.gethostname(), component=EXTENDER_COMPONENT)
+    app = make_app(state, time.time, nudger, RefusalNotes(events.emit))
     listener: HttpServer | None = None
     background = TaskGroup("extender")
+    background.start(events.run(), "extender-events")
     background.start(marker.run(), "extender-marker")
     background.start(waker.run(), "extender-waker")
     background.start(Auditor(state, read, time.time).run(), "extender-auditor")

@@ -10,11 +10,11 @@ scheduler and the extender last said of each, and which of its pods reclaim took
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Final, NotRequired, Required, TypedDict
 
 from webhook.api import kinds
-from webhook.api.names import MAX_JOBS, QUOTA_LABEL, REASON_EVICTED
+from webhook.api.names import EXTENDER_COMPONENT, MAX_JOBS, QUOTA_LABEL, REASON_EVICTED, REASON_PREEMPTION_REFUSED
 from webhook.api.objects import (
     Obj,
     deleting,
@@ -67,11 +67,20 @@ class LooseWork:
     """The controller's ``Evicted`` Events of its pods, newest first."""
     owner: tuple[str, str] | None = None
     """For one pod: its controller's kind and name, ``("ReplicaSet", "web-7d4f9")``."""
+    preemption: Mapping[str, Obj] = field(default_factory=dict)
+    """Pod name -> the extender's latest ``PreemptionRefused`` Event on it (docs/pod-quota.md, "Preemption")."""
 
 
 def find_loose(api: KubeApi, namespace: str, kind_text: str | None, name: str) -> LooseWork | None:
     """The workload or pod ``[KIND/]NAME`` names in ``namespace``, or ``None`` when there is none to explain
     (no such object; ``kind_text`` names a kind this module does not explain)."""
+    work = _find(api, namespace, kind_text, name)
+    if work is None or not work.pods:
+        return work
+    return replace(work, preemption=_preemption_refusals(api, namespace, {name_of(pod) for pod in work.pods}))
+
+
+def _find(api: KubeApi, namespace: str, kind_text: str | None, name: str) -> LooseWork | None:
     if kind_text is None:
         for kind in BY_NAME:
             found = _workload(api, namespace, kind, name)
@@ -152,6 +161,20 @@ def _reclaimed(api: KubeApi, namespace: str, ours: Callable[[str], bool]) -> tup
     return tuple(sorted(found, key=event_time, reverse=True))
 
 
+def _preemption_refusals(api: KubeApi, namespace: str, pods: set[str]) -> dict[str, Obj]:
+    """The extender's latest ``PreemptionRefused`` Event on each of ``pods``; none when unreadable."""
+    try:
+        events = api.list(EVENTS, namespace, field_selector=f"source={EXTENDER_COMPONENT}")
+    except ApiError:
+        return {}
+    latest: dict[str, Obj] = {}
+    for event in sorted(events, key=event_time):
+        pod = str(involved_object(event).get("name") or "")
+        if event.get("reason") == REASON_PREEMPTION_REFUSED and pod in pods:
+            latest[pod] = event
+    return latest
+
+
 # The answer ---------------------------------------------------------------------------------------------------
 
 
@@ -230,7 +253,7 @@ def answer_loose(work: LooseWork, tree: QuotaTree | None, used: Mapping[str, Res
         out["quota"] = leaf.full_name
     lines = [wrap(head, 2, width)]
     lines += _quota_lines(work, leaf, used, tree_problem, width)
-    lines += _wait_lines(work, out, width)
+    lines += _wait_lines(work, out, now, width)
     lines += _reclaim_lines(work, out, now, width)
     out["explanation"] = "\n".join(lines)
     return out["explanation"], out
@@ -274,21 +297,38 @@ def _quota_lines(work: LooseWork, leaf: QuotaNode | None, used: Mapping[str, Res
     return lines
 
 
-def _wait_lines(work: LooseWork, out: LooseJson, width: int) -> list[str]:
-    """The pods that wait, grouped by what the scheduler last said of them."""
-    from webhook.readmodel.output import wrap  # noqa: PLC0415
+def _latest(work: LooseWork, names: Sequence[str]) -> Obj | None:
+    """The newest ``PreemptionRefused`` Event of the pods ``names``."""
+    found = [work.preemption[name] for name in names if name in work.preemption]
+    return max(found, key=event_time) if found else None
+
+
+def _wait_lines(work: LooseWork, out: LooseJson, now: float, width: int) -> list[str]:
+    """The pods that wait, grouped by what the scheduler last said of them, with why their preemption was
+    refused when the extender said so."""
+    from webhook.readmodel.output import age, wrap  # noqa: PLC0415
 
     waits = waiting_reasons(work.pods)
     if not waits:
         return []
-    out["podsWaiting"] = [{"reason": reason.kind.value, "pods": reason.count, "message": reason.text,
-                           "names": names} for reason, names in waits]
+    out["podsWaiting"] = []
+    for reason, names in waits:
+        entry: dict[str, object] = {"reason": reason.kind.value, "pods": reason.count, "message": reason.text,
+                                    "names": names}
+        refusal = _latest(work, names)
+        if refusal is not None:
+            entry["preemptionRefused"] = str(refusal.get("message") or "")
+        out["podsWaiting"].append(entry)
     count = sum(reason.count for reason, _ in waits)
     them, they_start = ("them", "they start") if count != 1 else ("it", "it starts")
     lines = [f"{count} pod{'s' if count != 1 else ''} wait{'s' if count == 1 else ''}:"]
     for reason, names in waits:
         more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
         lines.append(wrap(f"{', '.join(names[:NAMES_SHOWN])}{more}: {reason.text}", 4, width, lead="  "))
+        refusal = _latest(work, names)
+        if refusal is not None:
+            lines.append(wrap(f"Its preemption, {age(event_time(refusal), now)} ago: {refusal.get('message', '')}",
+                              6, width, lead="    "))
     if any(reason.kind == PodWait.POD_QUOTA for reason, _ in waits):
         lines.append(wrap(
             f"The quota's max is full for {them}: {they_start} as the quota's other pods end or its jobs finish (the "
