@@ -170,3 +170,18 @@ def test_a_jobs_pod_is_answered_by_its_job() -> None:
     assert result.code == 0, result.err
     assert result.out == run(["why", "pi1"], loose_api()).out
     assert result.err == "pod pi1-0 belongs to Job pi1; explaining that job\n"
+
+
+def test_a_pending_jobs_pods_carry_the_refusal_of_their_preemption_too() -> None:
+    api = loose_api()
+    pend = api.objects[("", "pods", "user-c", "pend-1")]
+    api.add(event(pend, REASON_PREEMPTION_REFUSED, PREEMPTION_REFUSED, T0 + 995, kind="Warning",
+                  component=EXTENDER_COMPONENT))
+    body = json.loads(run(["why", "pend", "-n", "user-c", "-o", "json"], api).out)
+    (waiting,) = body["podsWaiting"]
+    assert (waiting["reason"], waiting["pods"], waiting["preemptionRefused"]) == ("pod-quota", 1, PREEMPTION_REFUSED)
+    text = " ".join(run(["why", "pend", "-n", "user-c"], api).out.split())
+    assert "1 pod: 0/5 nodes are available" in text
+    assert "Its preemption, 5s ago: kube-queue refused kube-scheduler's preemption" in text
+    # Without the Event the answer is as it was.
+    assert "preemption," not in " ".join(run(["why", "pend", "-n", "user-c"], loose_api()).out.split())

@@ -13,13 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from fractions import Fraction
 from typing import TYPE_CHECKING, Required, TypedDict
 
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, REASON_QUEUED
-from webhook.api.objects import Obj, conditions_of, event_time, involved_object, meta, pod_spec, pod_status
+from webhook.api.objects import Obj, conditions_of, event_time, involved_object, meta
 from webhook.api.statuses import FINAL, STARTED, JobStatus
+from webhook.readmodel.pod_waits import (
+    PendingReason,
+    PodsWaiting,
+    PodWait,
+    newest_refusals,
+    pending_reasons,
+    pods_waiting_json,
+    refusal_line,
+)
 
 if TYPE_CHECKING:
     from webhook.readmodel.eta import EstimateBasis, EtaReport
@@ -198,59 +206,6 @@ def explain_queuing(
     return "\n".join(lines)
 
 
-class PodWait(StrEnum):
-    """Why a pod of an admitted job does not run yet: kube-scheduler has not placed it (``SCHEDULER``, its
-    ``PodScheduled`` condition says why), the extender refused it for pod-level quota (``POD_QUOTA``,
-    docs/pod-quota.md), it is placed and a container waits (``CONTAINER``) or it starts (``STARTING``), or the
-    scheduler has not looked at it yet (``UNSEEN``)."""
-
-    SCHEDULER, POD_QUOTA, CONTAINER = "scheduler", "pod-quota", "container"
-    STARTING, UNSEEN = "starting", "unseen"
-
-
-@dataclass(frozen=True, slots=True)
-class PendingReason:
-    """``count`` pods of a job wait for the same ``text``, of kind ``kind``."""
-
-    kind: PodWait
-    text: str
-    count: int
-
-
-def pod_wait(pod: Obj) -> tuple[PodWait, str]:
-    """Why ``pod`` does not run, and the words that say it."""
-    from webhook.core.podquota import refused_by_pod_quota  # noqa: PLC0415
-
-    status = pod_status(pod)
-    why = ""
-    for condition in status.get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            why = str(condition.get("message") or condition.get("reason") or "")
-    if why:
-        return (PodWait.POD_QUOTA if refused_by_pod_quota(why) else PodWait.SCHEDULER), why
-    for container in status.get("containerStatuses") or ():
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting:
-            why = f"{waiting.get('reason', '')}: {waiting.get('message', '')}".strip(": ")
-    if why:
-        return PodWait.CONTAINER, why
-    if pod_spec(pod).get("nodeName"):
-        return PodWait.STARTING, "scheduled, starting"
-    return PodWait.UNSEEN, "waiting for the scheduler"
-
-
-def pending_reasons(view: JobView) -> list[PendingReason]:
-    """Why the job's pods that do not run wait, grouped by their words, most common first."""
-    counts: dict[tuple[PodWait, str], int] = {}
-    for pod in view.pods:
-        if pod_status(pod).get("phase") in ("Running", "Succeeded"):
-            continue
-        key = pod_wait(pod)
-        counts[key] = counts.get(key, 0) + 1
-    reasons = [PendingReason(kind, text, count) for (kind, text), count in counts.items()]
-    return sorted(reasons, key=lambda reason: -reason.count)
-
-
 def explain_backoff(view: JobView, now: float, width: int) -> str:
     """The answer for a job in BACKOFF: it was released, its pods did not run in time, it was held again."""
     from webhook.api.objects import rfc3339_seconds  # noqa: PLC0415
@@ -273,8 +228,10 @@ def explain_backoff(view: JobView, now: float, width: int) -> str:
     return "\n".join(lines)
 
 
-def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> str:
-    """The answer for a job that does not wait in a queue (or whose quota cannot be read)."""
+def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int,
+                  reasons: Sequence[PendingReason] = ()) -> str:
+    """The answer for a job that does not wait in a queue (or whose quota cannot be read); ``reasons``: why its
+    pods that do not run wait (:func:`~webhook.readmodel.pod_waits.pending_reasons`)."""
     from webhook.readmodel.output import age, describe, wrap  # noqa: PLC0415
 
     who = _who(view)
@@ -309,7 +266,6 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
     if view.status == JobStatus.PENDING:
         lines = [wrap(f"{who} is PENDING{': ' + admitted if admitted else ''}{request}; {view.running} of "
                       f"{view.expected} pods run.{unmanaged}", 2, width)]
-        reasons = pending_reasons(view)
         if not view.pods:
             lines.append(wrap("Its pods are being created.", 2, width))
         elif reasons:
@@ -317,6 +273,7 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int) -> 
             for reason in reasons:
                 count = reason.count
                 lines.append(wrap(f"{count} pod{'s' if count != 1 else ''}: {reason.text}", 4, width, lead="  "))
+                lines += filter(None, [refusal_line(reason, now, width)])
             if any(reason.kind == PodWait.POD_QUOTA for reason in reasons):
                 lines.append(wrap(
                     "The queue admitted more than the quota's max (oversell rate above 1); the scheduler keeps "
@@ -347,6 +304,9 @@ class Answer:
     text: str
     wait: WaitReport | None = None
     eta: EtaReport | None = None
+    pods_waiting: Sequence[PendingReason] | None = None
+    """Why its pods that do not run wait, with the extender's refusals of their preemption (``None``: not read;
+    ``-o json`` then groups the pods alone)."""
 
 
 def answer_job(
@@ -374,7 +334,10 @@ def answer_job(
             eta=lambda: estimate_job(snapshot, views, view, rate, strict_priority(snapshot.queues)),
             events=snapshot.events,
         ), ahead)
-    return waiting if waiting is not None else Answer(explain_other(view, snapshot, now, width))
+    if waiting is not None:
+        return waiting
+    reasons = pending_reasons(view.pods, newest_refusals(snapshot.pod_events))
+    return Answer(explain_other(view, snapshot, now, width, reasons), pods_waiting=reasons)
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,14 +387,6 @@ def answer_waiting(
         lines = eta_lines(eta, now) if eta is not None else []
         return Answer(explain_queuing(report, sources.events, now, width, ahead, eta=lines), report, eta)
     return None
-
-
-class PodsWaiting(TypedDict):
-    """``kq why -o json``'s ``podsWaiting[*]``: how many pods wait for one reason (:class:`PodWait`)."""
-
-    reason: str
-    pods: int
-    message: str
 
 
 class WhyJson(TypedDict, total=False):
@@ -491,8 +446,8 @@ def answer_json(answer: Answer, view: JobView) -> WhyJson:
         out["position"] = view.position
     if view.status in STARTED:
         out["pods"] = {"running": view.running, "expected": view.expected}
-        out["podsWaiting"] = [{"reason": reason.kind.value, "pods": reason.count, "message": reason.text}
-                              for reason in pending_reasons(view)]
+        reasons = answer.pods_waiting if answer.pods_waiting is not None else pending_reasons(view.pods)
+        out["podsWaiting"] = pods_waiting_json(reasons)
     if answer.eta is not None:
         out = {**out, **eta_fields(answer.eta)}
     out["explanation"] = answer.text

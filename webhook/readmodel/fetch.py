@@ -35,6 +35,7 @@ from webhook.readmodel.kubeapi import (
     KubeApi,
     Ref,
 )
+from webhook.readmodel.pod_waits import EXTENDER_EVENTS
 from webhook.readmodel.view import KindSource, Snapshot, listed_job
 from webhook.workloads.registry import all_adapters
 
@@ -122,6 +123,14 @@ def controller_events(api: KubeApi, namespace: str | None) -> list[Obj]:
     """The queue controller's Events in ``namespace`` (all namespaces when ``None``); empty if unreadable."""
     try:
         return api.list(EVENTS, namespace, field_selector=f"source={CONTROLLER_COMPONENT}")
+    except ApiError:
+        return []
+
+
+def extender_events(api: KubeApi, namespace: str | None) -> list[Obj]:
+    """The extender's Events in ``namespace`` (its ``PreemptionRefused`` on pods); empty if unreadable."""
+    try:
+        return api.list(EVENTS, namespace, field_selector=EXTENDER_EVENTS)
     except ApiError:
         return []
 
@@ -281,4 +290,5 @@ def load_snapshot(
     if with_events:
         for target in targets:
             snapshot.events += controller_events(api, target)
+            snapshot.pod_events += extender_events(api, target)
     return snapshot

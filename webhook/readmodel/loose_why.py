@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final, NotRequired, Required, TypedDict
 
 from webhook.api import kinds
-from webhook.api.names import EXTENDER_COMPONENT, MAX_JOBS, QUOTA_LABEL, REASON_EVICTED, REASON_PREEMPTION_REFUSED
+from webhook.api.names import MAX_JOBS, QUOTA_LABEL, REASON_EVICTED
 from webhook.api.objects import (
     Obj,
     deleting,
@@ -31,7 +31,7 @@ from webhook.api.objects import (
 )
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import Resources
-from webhook.readmodel.explain import PendingReason, PodWait, pod_wait
+from webhook.readmodel import pod_waits
 from webhook.readmodel.kubeapi import ApiError, KubeApi, Ref
 
 WORKLOAD_KINDS: Final[Mapping[str, kinds.Kind]] = {
@@ -77,7 +77,9 @@ def find_loose(api: KubeApi, namespace: str, kind_text: str | None, name: str) -
     work = _find(api, namespace, kind_text, name)
     if work is None or not work.pods:
         return work
-    return replace(work, preemption=_preemption_refusals(api, namespace, {name_of(pod) for pod in work.pods}))
+    from webhook.readmodel.fetch import extender_events  # noqa: PLC0415
+
+    return replace(work, preemption=pod_waits.newest_refusals(extender_events(api, namespace)))
 
 
 def _find(api: KubeApi, namespace: str, kind_text: str | None, name: str) -> LooseWork | None:
@@ -161,36 +163,11 @@ def _reclaimed(api: KubeApi, namespace: str, ours: Callable[[str], bool]) -> tup
     return tuple(sorted(found, key=event_time, reverse=True))
 
 
-def _preemption_refusals(api: KubeApi, namespace: str, pods: set[str]) -> dict[str, Obj]:
-    """The extender's latest ``PreemptionRefused`` Event on each of ``pods``; none when unreadable."""
-    try:
-        events = api.list(EVENTS, namespace, field_selector=f"source={EXTENDER_COMPONENT}")
-    except ApiError:
-        return {}
-    latest: dict[str, Obj] = {}
-    for event in sorted(events, key=event_time):
-        pod = str(involved_object(event).get("name") or "")
-        if event.get("reason") == REASON_PREEMPTION_REFUSED and pod in pods:
-            latest[pod] = event
-    return latest
-
-
 # The answer ---------------------------------------------------------------------------------------------------
 
 
 def _running(pod: Obj) -> bool:
     return pod_phase(pod) == "Running" and not deleting(pod)
-
-
-def waiting_reasons(pods: Sequence[Obj]) -> list[tuple[PendingReason, list[str]]]:
-    """Why the pods that do not run wait, grouped by their words, most common first, with their names."""
-    groups: dict[tuple[PodWait, str], list[str]] = {}
-    for pod in pods:
-        if pod_phase(pod) in ("Running", "Succeeded", "Failed") or deleting(pod):
-            continue
-        groups.setdefault(pod_wait(pod), []).append(name_of(pod))
-    out = [(PendingReason(kind, text, len(names)), sorted(names)) for (kind, text), names in groups.items()]
-    return sorted(out, key=lambda item: -item[0].count)
 
 
 def _usage_line(node: QuotaNode, used: Resources | None) -> str:
@@ -224,7 +201,7 @@ class LooseJson(TypedDict, total=False):
     quota: str
     running: Required[int]
     expected: NotRequired[int]
-    podsWaiting: list[dict[str, object]]
+    podsWaiting: list[pod_waits.PodsWaiting]
     reclaimed: list[dict[str, object]]
     explanation: Required[str]
 
@@ -297,39 +274,24 @@ def _quota_lines(work: LooseWork, leaf: QuotaNode | None, used: Mapping[str, Res
     return lines
 
 
-def _latest(work: LooseWork, names: Sequence[str]) -> Obj | None:
-    """The newest ``PreemptionRefused`` Event of the pods ``names``."""
-    found = [work.preemption[name] for name in names if name in work.preemption]
-    return max(found, key=event_time) if found else None
-
-
 def _wait_lines(work: LooseWork, out: LooseJson, now: float, width: int) -> list[str]:
     """The pods that wait, grouped by what the scheduler last said of them, with why their preemption was
     refused when the extender said so."""
-    from webhook.readmodel.output import age, wrap  # noqa: PLC0415
+    from webhook.readmodel.output import wrap  # noqa: PLC0415
 
-    waits = waiting_reasons(work.pods)
+    waiting = [pod for pod in work.pods if pod_phase(pod) != "Failed" and not deleting(pod)]
+    waits = pod_waits.pending_reasons(waiting, work.preemption)
     if not waits:
         return []
-    out["podsWaiting"] = []
-    for reason, names in waits:
-        entry: dict[str, object] = {"reason": reason.kind.value, "pods": reason.count, "message": reason.text,
-                                    "names": names}
-        refusal = _latest(work, names)
-        if refusal is not None:
-            entry["preemptionRefused"] = str(refusal.get("message") or "")
-        out["podsWaiting"].append(entry)
-    count = sum(reason.count for reason, _ in waits)
+    out["podsWaiting"] = pod_waits.pods_waiting_json(waits, names=True)
+    count = sum(reason.count for reason in waits)
     them, they_start = ("them", "they start") if count != 1 else ("it", "it starts")
     lines = [f"{count} pod{'s' if count != 1 else ''} wait{'s' if count == 1 else ''}:"]
-    for reason, names in waits:
-        more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
-        lines.append(wrap(f"{', '.join(names[:NAMES_SHOWN])}{more}: {reason.text}", 4, width, lead="  "))
-        refusal = _latest(work, names)
-        if refusal is not None:
-            lines.append(wrap(f"Its preemption, {age(event_time(refusal), now)} ago: {refusal.get('message', '')}",
-                              6, width, lead="    "))
-    if any(reason.kind == PodWait.POD_QUOTA for reason, _ in waits):
+    for reason in waits:
+        more = f" and {len(reason.names) - NAMES_SHOWN} more" if len(reason.names) > NAMES_SHOWN else ""
+        lines.append(wrap(f"{', '.join(reason.names[:NAMES_SHOWN])}{more}: {reason.text}", 4, width, lead="  "))
+        lines += filter(None, [pod_waits.refusal_line(reason, now, width)])
+    if any(reason.kind == pod_waits.PodWait.POD_QUOTA for reason in waits):
         lines.append(wrap(
             f"The quota's max is full for {them}: {they_start} as the quota's other pods end or its jobs finish (the "
             f"scheduler tries {them} again as room frees). A higher PriorityClass lets the scheduler preempt "

@@ -119,6 +119,8 @@ class Snapshot:
     pods: list[Obj] = field(default_factory=list)
     priority_classes: dict[str, int] = field(default_factory=dict)
     events: list[Obj] = field(default_factory=list)
+    pod_events: list[Obj] = field(default_factory=list)
+    """The extender's Events on pods (``PreemptionRefused``), read with :attr:`events`."""
     complete: bool = False
     """``jobs`` holds every job of every managed namespace (the ledger can be rebuilt from them)."""
     tree_pods: list[Obj] | None = None
