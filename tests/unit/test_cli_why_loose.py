@@ -185,3 +185,20 @@ def test_a_pending_jobs_pods_carry_the_refusal_of_their_preemption_too() -> None
     assert "Its preemption, 5s ago: kube-queue refused kube-scheduler's preemption" in text
     # Without the Event the answer is as it was.
     assert "preemption," not in " ".join(run(["why", "pend", "-n", "user-c"], loose_api()).out.split())
+
+
+def test_a_deployment_scaled_to_zero_still_names_its_quota() -> None:
+    api = loose_api()
+    api.add(_apps("Deployment", "idle", "user-a", "uid-idle", replicas=0))
+    text = " ".join(run(["why", "deployment/idle"], api).out.split())
+    assert text.startswith("Deployment user-a/idle: 0 of 0 pods run. Its pods are not queued (only jobs are)")
+    assert "Quota root/Department-a: cpu used 60 of min 60, max 100" in text
+
+
+def test_a_bare_name_the_user_may_not_look_up_as_a_workload_keeps_the_jobs_error() -> None:
+    api = loose_api()
+    api.forbidden.add(("replicasets", "user-a"))
+    result = run(["why", "web"], api)
+    assert result.code == 1 and result.err.startswith("error: job 'web' not found in namespace user-a"), result.err
+    refused = run(["why", "deployment/web"], api)  # asked for by kind: the API's refusal, in one line
+    assert refused.code == 1 and "forbidden" in refused.err and refused.err.count("\n") == 1, refused.err

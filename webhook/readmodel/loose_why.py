@@ -85,7 +85,10 @@ def find_loose(api: KubeApi, namespace: str, kind_text: str | None, name: str) -
 def _find(api: KubeApi, namespace: str, kind_text: str | None, name: str) -> LooseWork | None:
     if kind_text is None:
         for kind in BY_NAME:
-            found = _workload(api, namespace, kind, name)
+            try:
+                found = _workload(api, namespace, kind, name)
+            except ApiError:  # not allowed to read that kind: the job's "not found" says more than a 403
+                continue
             if found is not None:
                 return found
         return None
@@ -243,7 +246,7 @@ def _quota_lines(work: LooseWork, leaf: QuotaNode | None, used: Mapping[str, Res
 
     one_pod = work.kind == kinds.POD.kind
     subject, each, pods_it = ("It is", "it", "it") if one_pod else ("Its pods are", "each one", "its pods")
-    if not work.pods:
+    if one_pod and not work.pods:  # a pod reclaim took: gone, nothing of it counts
         return []
     if leaf is None and tree_problem:
         labels = sorted({labels_of(pod).get(QUOTA_LABEL, "") for pod in work.pods} - {""})
