@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
+from tests.e2e.harness import passes_made
 from tests.e2e.setups import Seed
 from tests.e2e.setups import seed as seeded  # noqa: F401 - the seed scenarios' setup, reused
 from webhook.api.names import QUOTA_RESOURCE_ANNOTATION
@@ -168,7 +169,7 @@ def test_a_job_of_more_devices_than_its_quota_waits_in_its_queue(devices: DevClu
         return any(item.get("name") == "gpu-train" for item in active)
 
     dev.wait_until(queued, 60, "gpu-train listed in its queue")
-    time.sleep(5)
+    passes_made(dev, 3, NAMESPACE)  # passes that would have admitted it, counted rather than waited for
     assert dev.get_json("job", "gpu-train", "-n", NAMESPACE)["spec"]["suspend"] is True
     assert _pods(dev, "job-name=gpu-train") == []
     tree = dev.get_json("eqtree", "elasticquotatree", "-n", "kube-system").get("status", {})
