@@ -339,3 +339,17 @@ def wait_running(dev: DevCluster, namespace: str, selector: str, count: int, tim
 
     dev.wait_until(enough, timeout, f"{count} running pods {selector} in {namespace}")
     return dict(found)
+
+
+def edit_kubeconfig(dev: DevCluster, namespace: str, account: str) -> Path:
+    """The kubeconfig of a new ServiceAccount ``account`` with ``edit`` in ``namespace`` only (a token of its
+    own): a namespace user as ``kq`` runs for them."""
+    from webhook.devcluster.kubeconfig import write_token_kubeconfig  # noqa: PLC0415
+
+    dev.kubectl("create", "serviceaccount", account, "-n", namespace)
+    dev.kubectl("create", "rolebinding", f"{account}-edit", "-n", namespace, "--clusterrole=edit",
+                f"--serviceaccount={namespace}:{account}")
+    token = dev.kubectl("create", "token", account, "-n", namespace).strip()
+    path = dev.config.state_dir / f"{account}-{namespace}.kubeconfig"
+    write_token_kubeconfig(path, dev.config.server, dev.config.pki, account, token)
+    return path

@@ -1,13 +1,72 @@
-"""What the end-to-end tests of kube-scheduler's preemption share: pods pinned to a node, created as a user, and
-the extender's preempt answers read from its metrics."""
+"""What the end-to-end tests of kube-scheduler's preemption share: alice's and carol's quotas, pods, Deployments
+and Jobs created as a user, and the extender's preempt answers read from its metrics."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 from tests.e2e.conftest import DevCluster
+from tests.e2e.harness import quotas, unique
+
+
+class Spaces:
+    """Alice's namespace (quota Serve) and carol's (quota Batch)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.serve, self.batch = unique(f"{prefix}-serve"), unique(f"{prefix}-batch")
+
+
+@contextlib.contextmanager
+def serve_and_batch(dev: DevCluster, prefix: str, serve_min: int, batch_min: int) -> Iterator[Spaces]:
+    """A root of 100 CPU over Serve (alice's namespace, ``serve_min`` CPU) and Batch (carol's, ``batch_min``),
+    each user with ``edit`` in their own (:func:`tests.e2e.harness.quotas`)."""
+    names = Spaces(prefix)
+    children = [
+        {"name": "Serve", "min": {"cpu": serve_min}, "max": {"cpu": 100}, "namespaces": [names.serve]},
+        {"name": "Batch", "min": {"cpu": batch_min}, "max": {"cpu": 100}, "namespaces": [names.batch]},
+    ]
+    with quotas(dev, children, {names.serve: "alice", names.batch: "carol"}):
+        yield names
+
+
+def _pod_spec(cpu: int, node: str | None, priority_class: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}],
+    }
+    if node is not None:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
+    return spec
+
+
+def deployment(name: str, replicas: int, cpu: int, *, node: str | None = None,
+               priority_class: str | None = None) -> dict[str, Any]:
+    """A Deployment of ``replicas`` pods of ``cpu`` CPU (labelled ``app=NAME``), on ``node`` and at
+    ``priority_class`` if given."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": _pod_spec(cpu, node, priority_class)}},
+    }
+
+
+def job(name: str, pods: int, cpu: int, node: str | None = None) -> dict[str, Any]:
+    """A Job of ``pods`` parallel pods of ``cpu`` CPU, on ``node`` if given."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"parallelism": pods, "completions": pods,
+                 "template": {"spec": {"restartPolicy": "Never", **_pod_spec(cpu, node)}}},
+    }
 
 
 def pod(name: str, cpu: int, node: str, priority_class: str | None = None) -> dict[str, Any]:

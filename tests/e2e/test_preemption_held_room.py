@@ -19,66 +19,22 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from tests.e2e import preemption_support as pre
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import quotas, running_pods, unique, wait_running
+from tests.e2e.harness import running_pods, wait_running
 
 pytestmark = pytest.mark.e2e
 
 NODE = "ecs-1"
 
 
-class Spaces:
-    def __init__(self) -> None:
-        self.serve, self.batch = unique("held-serve"), unique("held-batch")
-
-
 @pytest.fixture(scope="module")
-def spaces(dev_cluster: DevCluster) -> Iterator[Spaces]:
-    names = Spaces()
-    children = [
-        {"name": "Serve", "min": {"cpu": 80}, "max": {"cpu": 100}, "namespaces": [names.serve]},
-        {"name": "Batch", "min": {"cpu": 20}, "max": {"cpu": 100}, "namespaces": [names.batch]},
-    ]
-    with quotas(dev_cluster, children, {names.serve: "alice", names.batch: "carol"}):
+def spaces(dev_cluster: DevCluster) -> Iterator[pre.Spaces]:
+    with pre.serve_and_batch(dev_cluster, "held", serve_min=80, batch_min=20) as names:
         yield names
-
-
-def _deployment(name: str, replicas: int, cpu: int, *, node: str | None = None,
-                priority_class: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}],
-    }
-    if node is not None:
-        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
-    if priority_class is not None:
-        spec["priorityClassName"] = priority_class
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}}, "spec": spec}},
-    }
-
-
-def _job(name: str, pods: int, cpu: int, node: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {"parallelism": pods, "completions": pods, "template": {"spec": {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}],
-        }}},
-    }
 
 
 def _urgent_pod(dev: DevCluster, namespace: str) -> str:
@@ -93,14 +49,14 @@ def _urgent_pod(dev: DevCluster, namespace: str) -> str:
     return names[0]
 
 
-def test_a_jobs_pod_is_not_preempted_for_room_its_job_keeps(dev_cluster: DevCluster, spaces: Spaces) -> None:
+def test_a_jobs_pod_is_not_preempted_for_room_its_job_keeps(dev_cluster: DevCluster, spaces: pre.Spaces) -> None:
     dev = dev_cluster
-    pre.create(dev, spaces.batch, _job("train", 3, 10, NODE), "carol")
+    pre.create(dev, spaces.batch, pre.job("train", 3, 10, NODE), "carol")
     carol = wait_running(dev, spaces.batch, "batch.kubernetes.io/job-name=train", 3)
-    pre.create(dev, spaces.serve, _deployment("web", 4, 16), "alice")
+    pre.create(dev, spaces.serve, pre.deployment("web", 4, 16), "alice")
     wait_running(dev, spaces.serve, "app=web", 4)
     refused = pre.preempt_requests(dev, "refused")  # a Deployment's pod is tried at once
-    pre.create(dev, spaces.serve, _deployment("urgent", 1, 10, node=NODE, priority_class="priority-3"), "alice")
+    pre.create(dev, spaces.serve, pre.deployment("urgent", 1, 10, node=NODE, priority_class="priority-3"), "alice")
     urgent = _urgent_pod(dev, spaces.serve)
     pre.refused_preemption_keeps(dev, spaces.serve, urgent, {name: (spaces.batch, uid) for name, uid in carol.items()},
                                  before=refused)
@@ -119,7 +75,7 @@ def test_a_jobs_pod_is_not_preempted_for_room_its_job_keeps(dev_cluster: DevClus
     dev.kubectl("delete", "job", "train", "-n", spaces.batch, "--wait=true", "--cascade=foreground")
     bare = pre.fill(dev, spaces.batch, "carol", NODE, [(f"bare-{index}", 10) for index in range(3)])
     before = pre.preempt_requests(dev, "allowed")
-    pre.create(dev, spaces.serve, _deployment("urgent", 1, 10, node=NODE, priority_class="priority-3"), "alice")
+    pre.create(dev, spaces.serve, pre.deployment("urgent", 1, 10, node=NODE, priority_class="priority-3"), "alice")
     urgent = _urgent_pod(dev, spaces.serve)
     dev.wait_until(lambda: any(pre.evicted(dev, spaces.batch, name, uid) for name, uid in bare.items()), 90,
                    "one of carol's bare pods preempted")

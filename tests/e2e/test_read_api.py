@@ -23,10 +23,9 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.harness import create_namespaces, edit_kubeconfig, installed_tree, unique, wait_managed
 from tests.e2e.setups import developer_tree_spec
 from webhook.devcluster import processes
-from webhook.devcluster.kubeconfig import write_token_kubeconfig
 from webhook.readmodel.served import summaries_path
 
 pytestmark = pytest.mark.e2e
@@ -115,12 +114,7 @@ def test_a_user_lists_the_summaries_of_their_namespace_and_no_other(teams: Teams
         assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused
     # Through kq, as a ServiceAccount with the same role: every namespace is refused (the summaries, then the
     # Jobs), its own namespace is listed.
-    dev.kubectl("create", "serviceaccount", "reader", "-n", teams.a)
-    dev.kubectl("create", "rolebinding", "reader-edit", "-n", teams.a, "--clusterrole=edit",
-                f"--serviceaccount={teams.a}:reader")
-    token = dev.kubectl("create", "token", "reader", "-n", teams.a).strip()
-    kubeconfig = dev.config.state_dir / f"reader-{teams.a}.kubeconfig"
-    write_token_kubeconfig(kubeconfig, dev.config.server, dev.config.pki, "reader", token)
+    kubeconfig = edit_kubeconfig(dev, teams.a, "reader")
 
     def kq_as_reader(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "webhook.cli.main", *args, f"--kubeconfig={kubeconfig}"],

@@ -21,79 +21,31 @@ import pytest
 
 from tests.e2e import preemption_support as pre
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import quotas, unique, wait_running
-from webhook.devcluster.kubeconfig import write_token_kubeconfig
+from tests.e2e.harness import edit_kubeconfig, wait_running
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Spaces:
-    def __init__(self) -> None:
-        self.serve, self.batch = unique("why-serve"), unique("why-batch")
-
-
 @pytest.fixture(scope="module")
-def spaces(dev_cluster: DevCluster) -> Iterator[Spaces]:
-    names = Spaces()
-    children = [
-        {"name": "Serve", "min": {"cpu": 40}, "max": {"cpu": 100}, "namespaces": [names.serve]},
-        {"name": "Batch", "min": {"cpu": 60}, "max": {"cpu": 100}, "namespaces": [names.batch]},
-    ]
-    with quotas(dev_cluster, children, {names.serve: "alice", names.batch: "carol"}):
+def spaces(dev_cluster: DevCluster) -> Iterator[pre.Spaces]:
+    with pre.serve_and_batch(dev_cluster, "why", serve_min=40, batch_min=60) as names:
         yield names
 
 
-def _deployment(name: str, replicas: int, cpu: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}}, "spec": {
-                     "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "c", "image": "busybox",
-                                     "resources": {"requests": {"cpu": str(cpu)}}}]}}},
-    }
-
-
-def _job(name: str, pods: int, cpu: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {"parallelism": pods, "completions": pods, "template": {"spec": {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}],
-        }}},
-    }
-
-
-def _own_kubeconfig(dev: DevCluster, namespace: str) -> Path:
-    """A kubeconfig of a ServiceAccount with ``edit`` in ``namespace`` only."""
-    dev.kubectl("create", "serviceaccount", "dev", "-n", namespace)
-    dev.kubectl("create", "rolebinding", "dev-edit", "-n", namespace, "--clusterrole=edit",
-                f"--serviceaccount={namespace}:dev")
-    token = dev.kubectl("create", "token", "dev", "-n", namespace).strip()
-    path = dev.config.state_dir / f"dev-{namespace}.kubeconfig"
-    write_token_kubeconfig(path, dev.config.server, dev.config.pki, "dev", token)
-    return path
-
-
-def test_kq_why_explains_a_deployment_whose_pods_reclaim_took(dev_cluster: DevCluster, spaces: Spaces) -> None:
+def test_kq_why_explains_a_deployment_whose_pods_reclaim_took(dev_cluster: DevCluster, spaces: pre.Spaces) -> None:
     dev = dev_cluster
-    kubeconfig = _own_kubeconfig(dev, spaces.serve)
+    kubeconfig = edit_kubeconfig(dev, spaces.serve, "dev")
 
     def kq(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "webhook.cli.main", *args, "-n", spaces.serve,
                                f"--kubeconfig={kubeconfig}"], capture_output=True, text=True, check=False,
                               timeout=120)
 
-    pre.create(dev, spaces.serve, _deployment("web", 6, 10), "alice")
+    pre.create(dev, spaces.serve, pre.deployment("web", 6, 10), "alice")
     wait_running(dev, spaces.serve, "app=web", 6)
-    pre.create(dev, spaces.batch, _job("train", 6, 10), "carol")
+    pre.create(dev, spaces.batch, pre.job("train", 6, 10), "carol")
     wait_running(dev, spaces.batch, "batch.kubernetes.io/job-name=train", 6)
 
     answer: dict[str, Any] = {}

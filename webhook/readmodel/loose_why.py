@@ -25,6 +25,7 @@ from webhook.api.objects import (
     name_of,
     owner_references_of,
     pod_phase,
+    rfc3339_seconds,
     spec_of,
     status_of,
     uid_of,
@@ -50,7 +51,6 @@ NAMES_SHOWN: Final = 3
 GENERATED_SUFFIX: Final = 5
 """The length of the random suffix the API server gives a ``generateName`` (a ReplicaSet's or DaemonSet's pods)."""
 PODS: Final = Ref.of(kinds.POD)
-EVENTS: Final = Ref.of(kinds.EVENT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,7 +309,7 @@ def _reclaim_lines(work: LooseWork, out: LooseJson, now: float, width: int) -> l
 
     if not work.reclaimed:
         return []
-    out["reclaimed"] = [{"pod": str(involved_object(event).get("name") or ""), "at": _iso(event_time(event)),
+    out["reclaimed"] = [{"pod": str(involved_object(event).get("name") or ""), "at": rfc3339_seconds(event_time(event)),
                          "message": str(event.get("message") or "")} for event in work.reclaimed]
     lines = ["Reclaim evicted it:" if work.kind == kinds.POD.kind else
              f"Reclaim evicted {len(work.reclaimed)} of its pods:"]
@@ -320,12 +320,6 @@ def _reclaim_lines(work: LooseWork, out: LooseJson, now: float, width: int) -> l
         pods = " and ".join(str(involved_object(event).get("name")) for event in events)
         lines.append(wrap(f"{pods}, {age(event_time(events[0]), now)} ago: {message}", 4, width, lead="  "))
     return lines
-
-
-def _iso(seconds: float) -> str:
-    from webhook.api.objects import rfc3339_seconds  # noqa: PLC0415
-
-    return rfc3339_seconds(seconds)
 
 
 def read_used(tree: QuotaTree | None, tree_obj: Obj | None) -> dict[str, Resources] | None:
