@@ -1,5 +1,5 @@
-"""What the service commands of ``kq`` share on the command line: a command's parser, and the flags of the
-commands that listen (``kq serve``, ``kq extender``).
+"""What the service commands of ``kq`` share on the command line: the flags of the commands that listen
+(``kq serve``, ``kq extender``).
 
 ``kq`` imports this module while it builds its parser, so it imports the standard library only. The commands
 that read jobs take their flags from :mod:`webhook.cli.common` and their parsers from
@@ -9,32 +9,11 @@ that read jobs take their flags from :mod:`webhook.cli.common` and their parsers
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeAlias
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """Where ``kq``'s commands are added (``register(subparsers)``)."""
-
-
-def add_command(
-    subparsers: Subparsers,
-    name: str,
-    help_text: str,
-    description: str,
-    examples: Sequence[str],
-    *,
-    heading: str = "examples",
-) -> argparse.ArgumentParser:
-    """The parser of command ``name``: its description as written, then ``heading:`` and the examples, each
-    on its own indented line, as written."""
-    return subparsers.add_parser(
-        name,
-        help=help_text,
-        description=description,
-        epilog=f"{heading}:\n" + "\n".join(f"  {line}" for line in examples),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
 
 
 def add_listen_flags(parser: argparse.ArgumentParser, *, port: int, port_help: str, cert_help: str,

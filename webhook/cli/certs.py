@@ -14,23 +14,23 @@ from pathlib import Path
 
 from webhook import pki
 from webhook.admission.configs import SERVICE_NAME, SERVICE_NAMESPACE
-from webhook.cli.args import Subparsers, add_command
+from webhook.cli.args import Subparsers
 from webhook.kube.selfcert import service_dns_names
-from webhook.readmodel.command_table import help_of
+from webhook.readmodel.commandline import command_parser
 
 DEFAULT_IPS = ("127.0.0.1",)
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = add_command(
+    parser = command_parser(
         subparsers,
         "certs",
-        help_of("certs"),
         "Write ca.crt, ca.key, tls.crt and tls.key into --out. The serving certificate names the in-cluster "
         f"Service ({SERVICE_NAME}.{SERVICE_NAMESPACE}.svc and its short forms), localhost, every --dns and "
         "every --ip (127.0.0.1 by default).",
         ["kq certs --out certs/ --ip 127.0.0.1", "kq serve --cert certs/tls.crt --key certs/tls.key"],
         heading="example",
+        wrap=False,
     )
     parser.add_argument("--out", type=Path, default=Path("certs"), help="directory to write into (default: certs/)")
     parser.add_argument("--dns", action="append", default=[], metavar="NAME", help="extra DNS name (repeatable)")

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 from webhook.cli import devsystem as system
-from webhook.cli.args import Subparsers, add_command
+from webhook.cli.args import Subparsers
 from webhook.devcluster import cluster, operators
 from webhook.devcluster.config import ClusterConfig, Ports, default_nodes, default_state_dir
-from webhook.readmodel.command_table import help_of
+from webhook.readmodel.commandline import command_parser
 
 
 def config_from_args(args: argparse.Namespace) -> ClusterConfig:
@@ -114,12 +114,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Subparsers) -> None:
-    dev = add_command(
+    dev = command_parser(
         subparsers,
         "dev",
-        help_of("dev"),
         "A real Kubernetes control plane on loopback with fake (kwok) nodes.",
         ["kq dev up", 'eval "$(kq dev env)" && kubectl get nodes', "kq dev down"],
+        wrap=False,
     )
     sub = dev.add_subparsers(dest="dev_command", metavar="SUBCOMMAND", required=True)
     up = sub.add_parser("up", help="start the cluster and the system (idempotent)")

@@ -10,19 +10,18 @@ import argparse
 import json
 
 from webhook.api.names import TREE_NAMESPACE
-from webhook.cli.args import Subparsers, add_command, add_listen_flags, add_service_kubeconfig_flags
+from webhook.cli.args import Subparsers, add_listen_flags, add_service_kubeconfig_flags
 from webhook.extender.cache import DEFAULT_ASSUME_TTL
 from webhook.extender.config import extender_entry
 from webhook.extender.server import ExtenderOptions, serve
 from webhook.kube.serving import run as run_on_loop
-from webhook.readmodel.command_table import help_of
+from webhook.readmodel.commandline import command_parser
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = add_command(
+    parser = command_parser(
         subparsers,
         "extender",
-        help_of("extender"),
         "Serve POST /extender/filter, /extender/prioritize and /extender/preempt for kube-scheduler "
         "(nodeCacheCapable), plus "
         "/healthz, /readyz and /metrics. Nodes, pods, ResourcePolicies and the ElasticQuotaTree come from "
@@ -32,6 +31,7 @@ def register(subparsers: Subparsers) -> None:
             "kq extender --port 8443 --cert certs/tls.crt --key certs/tls.key",
             "kq extender --print-config https://kube-queue-extender.kube-queue.svc:8443/extender",
         ],
+        wrap=False,
     )
     add_listen_flags(
         parser,

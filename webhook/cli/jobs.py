@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING
 from webhook.api.objects import Obj, meta
 from webhook.api.statuses import FINAL, STARTED, JobStatus
 from webhook.cli.common import run_on_cluster
-from webhook.readmodel.command_table import aliases_of, help_of
-from webhook.readmodel.commandline import subparser
+from webhook.readmodel.commandline import command_parser
 
 if TYPE_CHECKING:
     from webhook.readmodel.context import Ctx
@@ -243,17 +242,15 @@ def wait_for(ctx: Ctx, namespace: str, name: str, kind: str, *, timeout: float, 
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparser(
+    parser = command_parser(
         subparsers,
         "list",
-        help_of("list"),
         "List the jobs of a namespace: QUEUING = held by the queue, BACKOFF = released but did not start in time, "
         "held again until its retry, PENDING = admitted but not every pod runs, "
         "RUNNING, SUCCEEDED, FAILED. QUEUE is the job's quota; POSITION its place in that quota's queue; ETA "
         "when a waiting job should start (~ the estimate, < only a latest time known, ? none), as the controller "
         "estimates it (kq why JOB says on what).",
         ["kq list", "kq list -A", "kq list -n user-a -o wide", "kq list --status QUEUING -o json", "kq list --watch"],
-        aliases=aliases_of("list"),
     )
     parser.add_argument(
         "-o", "--output", choices=("wide", "json", "yaml"), help="wide table (up to 120 columns), JSON or YAML"
@@ -268,10 +265,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     run_on_cluster(parser, _list, all_namespaces=True)
 
-    parser = subparser(
+    parser = command_parser(
         subparsers,
         "get",
-        help_of("get"),
         "Show one job in detail, with its pods and events (Queued, Admitted, Evicted...).",
         ["kq get pi1", "kq get pytorchjob/mnist -n team-a", "kq get pi1 -o yaml"],
     )
@@ -279,10 +275,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("-o", "--output", choices=("json", "yaml"), help="print the object itself")
     run_on_cluster(parser, _get)
 
-    parser = subparser(
+    parser = command_parser(
         subparsers,
         "delete",
-        help_of("delete"),
         "Delete jobs by name; queued or running, their pods are deleted with them.",
         ["kq delete pi1", "kq delete pi1 pi2 -n user-a", "kq delete pytorchjob/mnist"],
     )

@@ -17,8 +17,7 @@ from webhook.api.objects import RAN_PHASES, Obj, pod_phase
 from webhook.api.statuses import FINAL
 from webhook.cli.common import run_on_cluster
 from webhook.core import duration
-from webhook.readmodel.command_table import help_of
-from webhook.readmodel.commandline import subparser
+from webhook.readmodel.commandline import command_parser
 
 if TYPE_CHECKING:
     from webhook.readmodel.context import Ctx
@@ -145,10 +144,9 @@ def _logs(ctx: Ctx, args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparser(
+    parser = command_parser(
         subparsers,
         "logs",
-        help_of("logs"),
         "Print a job's logs: its chief (or first) pod by default, one pod with -i, every pod with --all "
         "(each line prefixed with [pod]).",
         ["kq logs pi1", "kq logs pi1 -f", "kq logs mnist --all --tail 20", "kq logs mnist -i worker-1 --since 10m"],

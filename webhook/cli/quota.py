@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 from webhook.api.names import QUEUE_NAMESPACE
 from webhook.api.objects import Obj, name_of
 from webhook.cli.common import run_on_cluster
-from webhook.readmodel.command_table import help_of
-from webhook.readmodel.commandline import subparser
+from webhook.readmodel.commandline import command_parser, subparser
 
 if TYPE_CHECKING:
     from webhook.core.quota import QuotaTree
@@ -136,10 +135,9 @@ def _queue_get(ctx: Ctx, args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    top = subparser(
+    top = command_parser(
         subparsers,
         "top",
-        help_of("top"),
         "Show resource usage.",
         ["kq top quota", "kq top quota -o wide"],
     )
@@ -155,10 +153,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("-o", "--output", choices=("wide", "json", "yaml"), help="add REQUEST, or JSON/YAML")
     run_on_cluster(parser, _top)
 
-    queue = subparser(
+    queue = command_parser(
         subparsers,
         "queue",
-        help_of("queue"),
         "kube-queue keeps one Queue per namespace of each leaf quota (in namespace kube-queue).",
         [
             "kq queue list",

@@ -52,7 +52,7 @@ from webhook.admission.state import (
 from webhook.api import kinds
 from webhook.api.names import CONTROLLER_COMPONENT, TREE_NAMESPACE, VISIBILITY_API_SERVICE
 from webhook.api.objects import Obj
-from webhook.cli.args import Subparsers, add_command, add_listen_flags, add_service_kubeconfig_flags
+from webhook.cli.args import Subparsers, add_listen_flags, add_service_kubeconfig_flags
 from webhook.cli.wiring import import_wired
 from webhook.core.integrity import WORKLOAD_CONTROLLERS
 from webhook.core.quota import QuotaTree
@@ -62,7 +62,7 @@ from webhook.kube.selfcert import ensure_serving_secret, inject_api_service_ca, 
 from webhook.kube.serving import tls_context
 from webhook.kube.shared import WATCHES, SharedWatches
 from webhook.kube.tasks import TaskGroup
-from webhook.readmodel.command_table import help_of
+from webhook.readmodel.commandline import command_parser
 
 log = logging.getLogger(__name__)
 
@@ -109,16 +109,16 @@ def plugins() -> list[ModuleType]:
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = add_command(
+    parser = command_parser(
         subparsers,
         "serve",
-        help_of("serve"),
         "Serve POST /mutate and /validate (AdmissionReview v1) over HTTPS, plus /healthz and /readyz. "
         "State comes from watches of ElasticQuotaTrees, ResourcePolicies, PriorityClasses and Namespaces.",
         [
             "kq serve --port 9443 --cert certs/tls.crt --key certs/tls.key --kubeconfig ~/.kube/config",
             "kq serve --self-signed-secret kube-queue/kube-queue-webhook-tls --webhook-configuration kube-queue",
         ],
+        wrap=False,
     )
     add_listen_flags(
         parser,

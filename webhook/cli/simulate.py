@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from webhook.cli.args import Subparsers, add_command
+from webhook.cli.args import Subparsers
 from webhook.controller.settings import rate_flag
-from webhook.readmodel.command_table import help_of
+from webhook.readmodel.commandline import command_parser
 from webhook.sim.engine import CorePath, DecisionPath, SimResult, simulate
 from webhook.sim.model import Scenario, ScenarioError, parse_duration
 from webhook.sim.report import to_json, to_text
@@ -34,10 +34,9 @@ def run_scenario(scenario: Scenario, *, record_timeline: bool = True) -> SimResu
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = add_command(
+    parser = command_parser(
         subparsers,
         "simulate",
-        help_of("simulate"),
         "Replay SCENARIO (a YAML file: an ElasticQuotaTree, optional PriorityClasses, a Scenario document with "
         "settings and nodes, and job manifests with submit and run times) through the live controller's "
         "decision code on a virtual clock, and report per quota: admissions, waits (p50/p95/max), use of "
@@ -49,6 +48,7 @@ def register(subparsers: Subparsers) -> None:
             "kq simulate my.yaml --oversellrate 1 --strict-priority --until 10m",
             "kq simulate examples/scenarios/fair-sharing.yaml --fair-sharing off",
         ],
+        wrap=False,
     )
     parser.add_argument("scenario", metavar="SCENARIO", help="the scenario YAML file")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="report format")

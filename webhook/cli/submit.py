@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 from webhook.api.names import QUEUE_NAMESPACE, QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
 from webhook.api.objects import Obj, annotations_of, labels_of, meta
 from webhook.cli.common import key_values, run_on_cluster
-from webhook.readmodel.command_table import help_of
-from webhook.readmodel.commandline import subparser
+from webhook.readmodel.commandline import command_parser, subparser
 from webhook.readmodel.submit import (
     DEFAULT_IMAGE,
     KINDS,
@@ -116,10 +115,9 @@ DEFAULTS: dict[str, object] = {"cpu": None, "memory": None, "gpus": 0, "workers"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    submit = subparser(
+    submit = command_parser(
         subparsers,
         "submit",
-        help_of("submit"),
         "Create a job in your namespace; kube-queue holds it until its quota allows.",
         [
             "kq submit job --name pi1 --cpu 10 --memory 10Gi --workers 6 -- sleep 60",

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 from webhook.api.objects import Obj, mapping
 from webhook.api.statuses import WAITING
 from webhook.cli.common import run_on_cluster
-from webhook.readmodel.command_table import help_of
-from webhook.readmodel.commandline import add_rate_flag, subparser
+from webhook.readmodel.commandline import add_rate_flag, command_parser
 from webhook.readmodel.explain import AHEAD_SHOWN, answer_job, answer_json
 from webhook.readmodel.served import NOT_DECIDED, NOT_WAITING
 
@@ -124,10 +123,9 @@ def _show(ctx: Ctx, args: argparse.Namespace, why: Obj) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparser(
+    parser = command_parser(
         subparsers,
         "why",
-        help_of("why"),
         "Explain exactly why a job waits, with the same decision code the queue controller runs: the quota "
         "level and resource that block it (request, used, limit, shortfall), who is ahead of it, whether "
         "reclaiming borrowed capacity could help, and when it should start (the queue replayed forward with "

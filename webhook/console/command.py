@@ -6,8 +6,7 @@ import argparse
 import ipaddress
 import sys
 
-from webhook.readmodel.command_table import help_of
-from webhook.readmodel.commandline import add_rate_flag, subparser
+from webhook.readmodel.commandline import add_rate_flag, command_parser
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -56,10 +55,9 @@ def _console(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
-    parser = subparser(
+    parser = command_parser(
         subparsers,
         "console",
-        help_of("console"),
         "Serve the web console. It acts as the person using it: a bearer token they paste once (kept in memory "
         "only), or an authenticating proxy's header (--token-header, --user-header), or on the dev cluster the "
         "kubeconfig's own user (--act-as-kubeconfig, loopback only). Kubernetes RBAC decides what they see.",

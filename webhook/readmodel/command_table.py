@@ -2,9 +2,9 @@
 
 ``kq --help`` lists the commands from this table without importing a command module (the service's modules
 pull in aiohttp and kubernetes-asyncio, most of a second); ``kq NAME`` imports only NAME's module. Each
-module's ``register`` takes its command's help from here, so the listing and the command's own parser say the
-same. Both faces read it (``kq console`` is one of the commands), so it lives under them and imports the
-standard library only.
+module's ``register`` takes its command's help and aliases from here (``command_parser`` in
+:mod:`webhook.readmodel.commandline`), so the listing and the command's own parser say the same. Both faces
+read it (``kq console`` is one of the commands), so it lives under them and imports the standard library only.
 """
 
 from __future__ import annotations
@@ -53,12 +53,3 @@ def command(name: str) -> Command:
             return known
     raise KeyError(f"kq has no command {name!r} in its command table")
 
-
-def help_of(name: str) -> str:
-    """The one-line help of command ``name``."""
-    return command(name).help
-
-
-def aliases_of(name: str) -> list[str]:
-    """The other names of command ``name``."""
-    return list(command(name).aliases)
