@@ -186,11 +186,8 @@ def test_every_pass_is_the_cores_decide(monkeypatch: pytest.MonkeyPatch) -> None
     assert [job.state for job in result.jobs] == [State.FINISHED, State.FINISHED]
 
 
-class _AdmitNothing:
+class _AdmitNothing(CorePath):
     """A stand-in decision path: the engine carries out whatever the path decides, nothing more."""
-
-    def workload(self, adapter: Any, obj: Mapping[str, Any], leaf: Any, priority_classes: Mapping[str, int]) -> Any:
-        return adapter.to_workload(obj, leaf.name, priority_classes)
 
     def decide(self, tree: QuotaTree, jobs: Sequence[SimJob], queues: Mapping[str, Mapping[str, Any]], *,
                oversell_rate: Fraction, strict_priority: bool) -> Decisions[PlainJob]:

@@ -17,13 +17,13 @@ import sys
 from webhook.cli.args import Subparsers
 from webhook.controller.settings import rate_flag
 from webhook.readmodel.commandline import command_parser
-from webhook.sim.engine import CorePath, DecisionPath, SimResult, simulate
+from webhook.sim.engine import CorePath, SimResult, simulate
 from webhook.sim.model import Scenario, ScenarioError, parse_duration
 from webhook.sim.report import to_json, to_text
 from webhook.sim.scenario import load_scenario
 
 
-def controller_path() -> DecisionPath:
+def controller_path() -> CorePath:
     """The live controller's decision path (what every simulation should use): the core's pass."""
     return CorePath()
 

@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
-from typing import Protocol
 
 from webhook.api.objects import Obj
 from webhook.core.decide import decide, leaf_policies
@@ -97,29 +96,10 @@ class SimJob:
         return None if self.first_admitted is None else self.first_admitted - self.submitted
 
 
-class DecisionPath(Protocol):
-    """The decision code, as the simulator calls it (:class:`CorePath`; a test may stand in its own)."""
-
-    def workload(
-        self, adapter: Adapter, obj: Obj, leaf: QuotaNode, priority_classes: Mapping[str, int]
-    ) -> Workload:
-        """The job's workload as the controller first sees it (held, not yet admitted)."""
-
-    def decide(
-        self,
-        tree: QuotaTree,
-        jobs: Sequence[SimJob],
-        queues: Mapping[str, Obj],
-        *,
-        oversell_rate: Fraction,
-        strict_priority: bool,
-    ) -> Decisions[PlainJob]:
-        """One reconcile pass over every unfinished job."""
-
-
 class CorePath:
-    """The core's pass over the simulated jobs: each leaf's policy from the scenario's Queues
-    (:func:`leaf_policies`), then :func:`decide`, as the live controller runs them."""
+    """The decision code, as the simulator calls it: each leaf's policy from the scenario's Queues
+    (:func:`leaf_policies`), then the core's :func:`decide`, as the live controller runs them (a test may
+    subclass it to stand in its own)."""
 
     def __init__(self, reclaim_tries_per_quota: int = 16) -> None:
         self.reclaim_tries_per_quota = reclaim_tries_per_quota
@@ -204,7 +184,7 @@ class Simulator:
     ``record_timeline=False`` skips the timeline (and the "why" of each queued job), for large replays.
     """
 
-    def __init__(self, scenario: Scenario, path: DecisionPath | None = None, *, record_timeline: bool = True) -> None:
+    def __init__(self, scenario: Scenario, path: CorePath | None = None, *, record_timeline: bool = True) -> None:
         self.scenario = scenario
         self.path = CorePath() if path is None else path
         self.tree = scenario.tree
@@ -458,7 +438,7 @@ class Simulator:
                 self._push(at + job.run_for, _FINISH, job.index, job.generation)
 
 
-def simulate(scenario: Scenario, path: DecisionPath | None = None, *, record_timeline: bool = True) -> SimResult:
+def simulate(scenario: Scenario, path: CorePath | None = None, *, record_timeline: bool = True) -> SimResult:
     """Run ``scenario`` with the decision ``path`` (the core's, :class:`CorePath`, unless given; see
     :class:`Simulator`)."""
     return Simulator(scenario, path, record_timeline=record_timeline).run()

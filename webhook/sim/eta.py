@@ -17,7 +17,7 @@ from webhook.core.decisions import PlainJob
 from webhook.core.eta_replay import ReplayInput
 from webhook.core.runtimes import Runtime, RuntimeHistory
 from webhook.core.workload import WorkloadKey
-from webhook.sim.engine import DecisionPath, Simulator, State
+from webhook.sim.engine import CorePath, Simulator, State
 from webhook.sim.model import MICROS, Scenario
 from webhook.workloads.runtime import job_runtime, stem_of
 
@@ -31,7 +31,7 @@ class EtaSimulator(Simulator):
     def __init__(
         self,
         scenario: Scenario,
-        path: DecisionPath | None = None,
+        path: CorePath | None = None,
         *,
         observe: Callable[[EtaSimulator, int], None] | None = None,
     ) -> None:
