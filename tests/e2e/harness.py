@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Iterable, Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, TypeVar
@@ -254,6 +254,29 @@ def passes_made(dev: DevCluster, count: int, namespace: str, *, spacing: float =
         return False
 
     dev.wait_until(made, timeout, f"{count} more passes of the controller")
+
+
+def refused_again(dev: DevCluster, namespace: str, names: Iterable[str], *, timeout: float = 60) -> None:
+    """Until the extender's filter has refused each pod of ``names`` once more, after this call: each pod is
+    touched (an annotation; kube-scheduler requeues a pod an extender refused on any update of it) and the
+    extender's log, one line per decision, is read for a new refusal naming it. A fresh decision on the
+    settled state, not a pause after which nothing may have been asked."""
+    log = dev.config.logs / "kq-extender.log"
+    start = log.stat().st_size
+    waiting = set(names)
+    for name in waiting:
+        dev.kubectl("annotate", "pod", name, "-n", namespace, f"{POKE_ANNOTATION}={time.time_ns()}", "--overwrite")
+
+    def refused() -> bool:
+        with log.open("rb") as lines:
+            lines.seek(start)
+            for line in lines.read().decode(errors="replace").splitlines():
+                for name in list(waiting):
+                    if f" verb=filter pod={namespace}/{name} " in line and " passing=0 " in line:
+                        waiting.discard(name)
+        return not waiting
+
+    dev.wait_until(refused, timeout, f"the extender to refuse {sorted(waiting)} in {namespace} again")
 
 
 def unique(prefix: str) -> str:

@@ -17,14 +17,13 @@ only the quota can stop the pods); kube-scheduler allocates claims from them for
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import passes_made
+from tests.e2e.harness import passes_made, refused_again
 from tests.e2e.setups import Seed
 from tests.e2e.setups import seed as seeded  # noqa: F401 - the seed scenarios' setup, reused
 from webhook.api.names import QUOTA_RESOURCE_ANNOTATION
@@ -138,7 +137,9 @@ def _six_claim_four_run(dev: DevCluster) -> None:
             for pod in pods))
 
     dev.wait_until(decided, 120, "every gpu-web replica running or refused by pod-level quota")
-    time.sleep(5)  # the waiting pods must stay out, not get in a moment later
+    # The waiting pods must stay out when asked again on the settled state, not get in a moment later.
+    refused_again(dev, NAMESPACE, [pod["metadata"]["name"] for pod in _pods(dev, "app=gpu-web")
+                                   if pod.get("status", {}).get("phase") != "Running"])
     assert _phases(dev, "app=gpu-web") == [*["Pending"] * (REPLICAS - GPU_MAX), *["Running"] * GPU_MAX]
     for pod in _pods(dev, "app=gpu-web"):
         if pod["status"].get("phase") == "Pending":

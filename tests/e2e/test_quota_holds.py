@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import unique
+from tests.e2e.harness import refused_again, unique
 from tests.e2e.setups import Seed
 from tests.e2e.setups import seed as seeded  # noqa: F401 - the seed scenarios' setup, reused
 
@@ -113,10 +113,12 @@ def test_a_deployment_that_borrows_gives_back_a_quota_its_min(users: Seed) -> No
     # One Deployment pod was evicted; its replacement waits Pending: the room belongs to carol's job.
     dev.wait_until(lambda: _phases(dev, "user-a", "app=web") == ["Pending", *["Running"] * 9], 60,
                    "9 web pods running and the replacement pending")
-    time.sleep(3)  # the replacement must stay out, not win the room a moment later
+    # The replacement must stay out when asked again on the settled state, not win the room a moment later.
+    (waiting,) = [pod for pod in _pods(dev, "user-a", "app=web") if pod["status"].get("phase") == "Pending"]
+    refused_again(dev, "user-a", [waiting["metadata"]["name"]])
     assert _phases(dev, "user-a", "app=web") == ["Pending", *["Running"] * 9]
     assert _running(dev, "user-c", "job-name=carol-1") == 1
-    (waiting,) = [pod for pod in _pods(dev, "user-a", "app=web") if pod["status"].get("phase") == "Pending"]
+    waiting = dev.get_json("pod", waiting["metadata"]["name"], "-n", "user-a")
     said = " ".join(c.get("message", "") for c in waiting["status"].get("conditions", []))
     assert "pod-level quota" in said, said
     dev.wait_until(lambda: _department_used(dev) == {"Department-a": "90", "Department-b": "10"}, 60,
