@@ -5,15 +5,21 @@ The tree: root 100 CPU; Serve (min 40: alice's namespace) and Batch (min 60: car
 six 10-CPU pods borrows 20 CPU while Batch is idle. Carol's Job of six 10-CPU pods takes Batch's min back:
 reclaim evicts two of alice's pods, and the Deployment's replacements wait, refused by the extender: the root
 is full. ``kq why deployment/web`` names Serve, the two waiting pods with the extender's words, and the two pods
-reclaim took; ``kq why pod/NAME`` of one that was taken says it is gone and why.
+reclaim took; ``kq why pod/NAME`` of one that was taken says it is gone and why. The console, signed in with the
+same user's token, lists the Deployment and shows the same answer, and refuses carol's namespace.
 """
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import subprocess
 import sys
-from collections.abc import Iterator
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +28,29 @@ import pytest
 from tests.e2e import preemption_support as pre
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import edit_kubeconfig, wait_running
+from webhook.cli import devsystem
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _console(dev: DevCluster, token: str, namespace: str) -> Callable[[str], tuple[int, str]]:
+    """GET a page of the dev cluster's console, signed in with ``token`` (then shown ``namespace``'s jobs): its
+    status and text."""
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    url = devsystem.console_url(dev.config)
+    form = {"token": token, "next": f"/jobs?namespace={namespace}"}
+    opener.open(f"{url}login", data=urllib.parse.urlencode(form).encode(), timeout=60)
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with opener.open(f"{url}{path}", timeout=60) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    return get
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +112,18 @@ def test_kq_why_explains_a_deployment_whose_pods_reclaim_took(dev_cluster: DevCl
     flat = " ".join(text.stdout.split())
     assert flat.startswith(f"Deployment {spaces.serve}/web: 4 of 6 pods run.")
     assert "Reclaim evicted 2 of its pods:" in flat
+
+    # The console says it too, to the same user signed in with a token of theirs.
+    console = _console(dev, dev.kubectl("create", "token", "dev", "-n", spaces.serve).strip(), spaces.serve)
+    status, page = console(f"workloads/{spaces.serve}/deployment/web")
+    why = re.search(r'<pre id="why" class="why">(.*?)</pre>', page, re.S)
+    assert status == 200 and why is not None, page
+    shown = " ".join(html.unescape(why.group(1)).split())
+    assert shown.startswith(f"Deployment {spaces.serve}/web: 4 of 6 pods run.") and "Reclaim evicted 2" in shown, shown
+    status, page = console(f"jobs?namespace={spaces.serve}")
+    assert status == 200 and f'href="/workloads/{spaces.serve}/deployment/web"' in page, page
+    status, page = console(f"workloads/{spaces.batch}/deployment/web")
+    assert status == 403, page
 
     gone = kq("why", f"pod/{reclaimed[0]['pod']}")
     assert gone.returncode == 0, gone.stderr

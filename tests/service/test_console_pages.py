@@ -16,10 +16,12 @@ from aiohttp.test_utils import TestClient, TestServer
 from tests.builders import cluster_pod
 from tests.clirun import NOW, run, seed_api
 from tests.fakeapi import FakeApi
+from tests.loose_world import loose_api
+from webhook.api import kinds
 from webhook.api.names import FAIR_SHARING_ATTRIBUTE
 from webhook.console.app import ConsoleSettings, build_app
 from webhook.console.identity import Identity, IdentitySettings
-from webhook.readmodel.kubeapi import KubeApi
+from webhook.readmodel.kubeapi import KubeApi, Ref
 from webhook.readmodel.kubeconfig import Connection
 
 TOKEN = "token-of-user-a.0123456789"
@@ -346,3 +348,55 @@ async def test_a_stream_without_an_identity_is_a_401_not_a_redirect() -> None:
         assert "sign in" in await answer.text()
     finally:
         await client.close()
+
+
+@pytest.fixture
+async def loose() -> AsyncIterator[Client]:
+    """The console over the seed's cluster with Deployment user-a/web (2 of 3 pods run, one waits for pod-level
+    quota, reclaim took two) and webby (its pod waits for memory): ``tests/loose_world.py``."""
+    api = loose_api()
+    api.add({**api.get(Ref.of(kinds.DEPLOYMENT), "web", "user-a"), "status": {"readyReplicas": 2}})
+    settings, _ = console(api)
+    client = await signed_in(settings)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def test_the_jobs_page_lists_the_workloads_the_queue_does_not_hold(loose: Client) -> None:
+    html = await (await loose.get("/jobs?namespace=user-a")).text()
+    web = re.search(r'<tr id="workload-deployment-web">.*?</tr>', html, re.S)
+    assert web is not None, html
+    assert cells(web.group(0))[:3] == ["web", "Deployment", "2/3"]
+    assert html.count("id=\"workload-deployment-web\"") == 1
+    assert 'href="/workloads/user-a/deployment/web"' in web.group(0)
+    assert "free" not in html  # default's Deployment: another namespace
+
+
+async def test_a_deployments_page_shows_exactly_what_kq_why_prints(loose: Client) -> None:
+    answer = await loose.get("/workloads/user-a/deployment/web")
+    assert answer.status == 200
+    why = re.search(r'<pre id="why" class="why">(.*?)</pre>', await answer.text(), re.S)
+    assert why is not None
+    import html as html_lib  # noqa: PLC0415
+
+    cli = run(["why", "deployment/web", "-n", "user-a"], loose_api(), width=100)
+    assert cli.code == 0, cli.err
+    assert html_lib.unescape(why.group(1)).strip() == cli.out.strip()
+    assert "web-5c7d9-ccccc" in cli.out and "Reclaim evicted 2 of its pods" in " ".join(cli.out.split())
+
+
+async def test_a_jobs_pod_leads_to_its_jobs_page(loose: Client) -> None:
+    answer = await loose.get("/workloads/user-a/pod/pi1-0", allow_redirects=False)
+    assert answer.status == 303
+    assert answer.headers["Location"] == "/jobs/user-a/job/pi1"
+
+
+async def test_a_workload_that_does_not_exist_or_an_unknown_kind_is_a_404_that_says_so(loose: Client) -> None:
+    missing = await loose.get("/workloads/user-a/deployment/nope")
+    assert missing.status == 404
+    assert "deployment &#39;nope&#39; not found in namespace user-a" in await missing.text()
+    unknown = await loose.get("/workloads/user-a/cronjob/nope")
+    assert unknown.status == 404
+    assert "unknown kind" in await unknown.text()

@@ -4,74 +4,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from tests.builders import cluster_pod
-from tests.clirun import NOW, T0, check_golden, fits, run, seed_objects
-from tests.fakeapi import FakeApi, event
+from tests.clirun import T0, check_golden, fits, run
+from tests.fakeapi import event
 from tests.kubefake import stamp
-from webhook.api.names import EXTENDER_COMPONENT, QUOTA_LABEL, REASON_EVICTED, REASON_PREEMPTION_REFUSED
-
-QUOTA_REFUSAL = (
-    "0/5 nodes are available: 5 pod-level quota (room held by admitted jobs, for a pod no queued job accounts "
-    "for): quota root/Department-a: cpu request 4 + used 98 > max 100.")
-PREEMPTION_REFUSED = (
-    "kube-queue refused kube-scheduler's preemption on every candidate node, by the quota rules (docs/pod-quota.md, "
-    "\"Preemption\"): a pod of another namespace: taking it would leave root/Department-b with cpu 0 < min 40: a "
-    "quota at or under its min in what is contended keeps its pods (node ecs-1)")
-LABELS = {QUOTA_LABEL: "Department-a"}
-"""The quota label the pod admission policy gives the pods of the tree's namespaces."""
-RECLAIMED = ("Evicted by reclaim (its controller, if any, creates a replacement that waits for room): quota "
-             "root/Department-a borrows cpu; reclaimed for Job user-c/pend")
-
-
-def _apps(kind: str, name: str, namespace: str, uid: str, owner: dict[str, Any] | None = None,
-          **spec: Any) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid, "creationTimestamp": stamp(T0)}
-    if owner is not None:
-        metadata["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner["kind"], "controller": True,
-                                        "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}]
-    return {"apiVersion": "apps/v1", "kind": kind, "metadata": metadata, "spec": spec}
-
-
-def _gone(name: str, namespace: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}}
-
-
-def loose_api(status_cpu: str | None = None) -> FakeApi:
-    """The seed's cluster with Deployment user-a/web (3 replicas: 2 run, 1 waits for pod-level quota; reclaim
-    took two before), Deployment user-a/webby beside it, and Deployment default/free outside the tree."""
-    web = _apps("Deployment", "web", "user-a", "uid-web", replicas=3)
-    web_rs = _apps("ReplicaSet", "web-5c7d9", "user-a", "uid-web-rs", web, replicas=3)
-    webby = _apps("Deployment", "webby", "user-a", "uid-webby", replicas=1)
-    webby_rs = _apps("ReplicaSet", "webby-66f", "user-a", "uid-webby-rs", webby, replicas=1)
-    free = _apps("Deployment", "free", "default", "uid-free")
-    free_rs = _apps("ReplicaSet", "free-1a", "default", "uid-free-rs", free)
-    pods = [
-        cluster_pod("web-5c7d9-aaaaa", namespace="user-a", owner=web_rs, cpu="4", created=stamp(T0 + 600),
-                    labels=LABELS),
-        cluster_pod("web-5c7d9-bbbbb", namespace="user-a", owner=web_rs, cpu="4", created=stamp(T0 + 600),
-                    labels=LABELS),
-        cluster_pod("web-5c7d9-ccccc", namespace="user-a", owner=web_rs, cpu="4", phase="Pending",
-                    created=stamp(T0 + 900), unschedulable=QUOTA_REFUSAL, labels=LABELS),
-        cluster_pod("webby-66f-xxxxx", namespace="user-a", owner=webby_rs, phase="Pending", created=stamp(T0 + 600),
-                    unschedulable="0/5 nodes are available: 5 Insufficient memory."),
-        cluster_pod("free-1a-qqqqq", namespace="default", owner=free_rs, phase="Pending", created=stamp(T0 + 600)),
-    ]
-    events = [
-        event(_gone("web-5c7d9-yyyyy", "user-a"), REASON_EVICTED, RECLAIMED, T0 + 880, kind="Warning"),
-        event(_gone("web-5c7d9-zzzzz", "user-a"), REASON_EVICTED, RECLAIMED, T0 + 880, kind="Warning"),
-        event(_gone("webby-66f-yyyyy", "user-a"), REASON_EVICTED, RECLAIMED, T0 + 870, kind="Warning"),
-        event(pods[2], REASON_PREEMPTION_REFUSED, PREEMPTION_REFUSED, T0 + 990, kind="Warning",
-              component=EXTENDER_COMPONENT),
-    ]
-    objects = seed_objects()
-    if status_cpu is not None:
-        root = objects[0]["status"]["root"]
-        department = next(node for node in root["children"] if node["name"] == "Department-a")
-        department["used"]["cpu"] = status_cpu
-    return FakeApi([*objects, web, web_rs, webby, webby_rs, free, free_rs, *pods, *events], namespace="user-a",
-                   now=NOW, served={"kubeflow.org": ["v1"]})
+from tests.loose_world import LABELS, PREEMPTION_REFUSED, QUOTA_REFUSAL, RECLAIMED, apps, gone, loose_api
+from webhook.api.names import EXTENDER_COMPONENT, REASON_EVICTED, REASON_PREEMPTION_REFUSED
 
 
 def test_a_deployment_says_its_quota_which_pods_wait_and_what_reclaim_took() -> None:
@@ -100,7 +39,7 @@ def test_a_quota_that_borrows_warns_that_its_pods_may_be_reclaimed() -> None:
     assert "The quota uses more than its min, so reclaim may evict its pods" in text
 
 
-def test_one_pod_names_its_owner_and_a_reclaimed_one_says_it_is_gone() -> None:
+def test_one_pod_names_its_owner_and_a_reclaimed_one_says_it_isgone() -> None:
     waiting = " ".join(run(["why", "pod/web-5c7d9-ccccc"], loose_api()).out.split())
     assert waiting.startswith("Pod user-a/web-5c7d9-ccccc (made by ReplicaSet web-5c7d9) is Pending.")
     assert "1 pod waits: web-5c7d9-ccccc: 0/5 nodes are available: 5 pod-level quota" in waiting
@@ -156,10 +95,10 @@ def test_what_is_neither_a_job_nor_a_workload_keeps_the_jobs_error() -> None:
 
 def test_a_statefulsets_reclaims_are_its_ordinal_pods_only() -> None:
     api = loose_api()
-    db = api.add(_apps("StatefulSet", "db", "user-a", "uid-db", replicas=2))
+    db = api.add(apps("StatefulSet", "db", "user-a", "uid-db", replicas=2))
     api.add(cluster_pod("db-0", namespace="user-a", owner=db, created=stamp(T0 + 600), labels=LABELS))
     for pod, at in (("db-1", T0 + 950), ("db-cache-7bx2k", T0 + 940), ("db-x", T0 + 930)):
-        api.add(event(_gone(pod, "user-a"), REASON_EVICTED, RECLAIMED, at, kind="Warning"))
+        api.add(event(gone(pod, "user-a"), REASON_EVICTED, RECLAIMED, at, kind="Warning"))
     body = json.loads(run(["why", "sts/db", "-o", "json"], api).out)
     assert (body["kind"], body["running"], body["expected"]) == ("StatefulSet", 1, 2)
     assert [entry["pod"] for entry in body["reclaimed"]] == ["db-1"]
@@ -189,7 +128,7 @@ def test_a_pending_jobs_pods_carry_the_refusal_of_their_preemption_too() -> None
 
 def test_a_deployment_scaled_to_zero_still_names_its_quota() -> None:
     api = loose_api()
-    api.add(_apps("Deployment", "idle", "user-a", "uid-idle", replicas=0))
+    api.add(apps("Deployment", "idle", "user-a", "uid-idle", replicas=0))
     text = " ".join(run(["why", "deployment/idle"], api).out.split())
     assert text.startswith("Deployment user-a/idle: 0 of 0 pods run. Its pods are not queued (only jobs are)")
     assert "Quota root/Department-a: cpu used 60 of min 60, max 100" in text

@@ -58,27 +58,21 @@ def _why_loose(ctx: Ctx, args: argparse.Namespace, kind_text: str | None, name: 
                not_a_job: Exception | None) -> int:
     """A workload or pod the queue does not hold (docs/pod-quota.md); ``not_a_job``: the error to raise when
     there is none either."""
-    from webhook.readmodel.fetch import CliError, read_tree  # noqa: PLC0415
-    from webhook.readmodel.loose_why import answer_loose, find_loose, read_used  # noqa: PLC0415
-    from webhook.readmodel.view import Snapshot, find_adapter  # noqa: PLC0415
+    from webhook.readmodel.fetch import CliError  # noqa: PLC0415
+    from webhook.readmodel.loose_why import explain_loose  # noqa: PLC0415
 
-    work = find_loose(ctx.api, ctx.namespace, kind_text, name)
-    if work is None:
+    answer = explain_loose(ctx.api, ctx.namespace, kind_text, name, now=ctx.now(), width=ctx.width)
+    if answer is None:
         if not_a_job is not None:
             raise not_a_job
         raise CliError(f"{kind_text} {name!r} not found in namespace {ctx.namespace}")
-    job_kind = find_adapter(work.owner[0]) if work.owner is not None else None
-    if work.owner is not None and job_kind is not None:  # a job's pod: the job is what waits or runs
-        ctx.note(f"pod {name} belongs to {work.owner[0]} {work.owner[1]}; explaining that job")
-        args.job = f"{job_kind.kind.lower()}/{work.owner[1]}"
+    if answer.job is not None:  # a job's pod: the job is what waits or runs
+        ctx.note(f"pod {name} belongs to {answer.job[0]} {answer.job[1]}; explaining that job")
+        args.job = f"{answer.job[0].lower()}/{answer.job[1]}"
         return _why_job(ctx, args)
-    tree_obj, problem = read_tree(ctx.api)
-    snapshot = Snapshot(now=ctx.now(), tree_obj=tree_obj, tree_problem=problem)
-    text, body = answer_loose(work, snapshot.tree, read_used(snapshot.tree, tree_obj), now=ctx.now(),
-                              width=ctx.width, tree_problem=snapshot.problem)
     if args.output == "json":
-        return _show(ctx, args, dict(body))
-    ctx.print(text)
+        return _show(ctx, args, dict(answer.body or {}))
+    ctx.print(answer.text)
     return 0
 
 

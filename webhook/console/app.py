@@ -120,6 +120,11 @@ def make_ctx(api: KubeApi, namespace: str | None, settings: ConsoleSettings) -> 
     )
 
 
+def job_href(namespace: str, kind: str, name: str) -> str:
+    """The page of one job."""
+    return f"/jobs/{quote(namespace)}/{quote(kind.lower())}/{quote(name)}"
+
+
 def check_namespace(text: str | None, default: str) -> str:
     """A namespace from a query or form field; :class:`BadInput` saying what a namespace looks like."""
     namespace = (text if text is not None else default).strip()
@@ -286,8 +291,8 @@ async def healthz(request: web.Request) -> web.Response:
 
 def build_app(settings: ConsoleSettings) -> web.Application:
     """The console (routes in :mod:`webhook.console.developer`, :mod:`webhook.console.operator`,
-    :mod:`webhook.console.live`)."""
-    from webhook.console import developer, live, operator  # noqa: PLC0415
+    :mod:`webhook.console.live`, :mod:`webhook.console.workloads`)."""
+    from webhook.console import developer, live, operator, workloads  # noqa: PLC0415
 
     app = web.Application(middlewares=[close_middleware, headers_middleware, origin_middleware, errors_middleware])
     app[SETTINGS] = settings
@@ -302,4 +307,5 @@ def build_app(settings: ConsoleSettings) -> web.Application:
     developer.add_routes(app)
     operator.add_routes(app)
     live.add_routes(app)
+    workloads.add_routes(app)
     return app

@@ -24,6 +24,7 @@ from webhook.console.app import (
     check_namespace,
     close_api,
     in_thread,
+    job_href,
     make_ctx,
     namespace_of,
     page_context,
@@ -62,10 +63,6 @@ class JobRow:
     @property
     def waiting(self) -> bool:
         return self.status in WAITING
-
-
-def job_href(namespace: str, kind: str, name: str) -> str:
-    return f"/jobs/{quote(namespace)}/{quote(kind.lower())}/{quote(name)}"
 
 
 def rows_of(views: Sequence[JobView], now: float, etas: Published | None = None) -> list[JobRow]:
@@ -213,8 +210,12 @@ async def jobs_page(request: web.Request) -> web.Response:
     namespace = namespace_of(request)
     api = api_of(request)
     rows = await in_thread(load_rows, api, namespace, settings_of(request).clock())
+    from webhook.console.workloads import load_workloads  # noqa: PLC0415
+
+    workloads, problems = await in_thread(load_workloads, api, namespace)
     notice = request.query.get("notice", "")[:300]
-    context = page_context(request, namespace=namespace, rows=rows, notice=notice)
+    context = page_context(request, namespace=namespace, rows=rows, notice=notice, workloads=workloads,
+                           workload_problems=problems)
     return aiohttp_jinja2.render_template("jobs.html", request, context)
 
 

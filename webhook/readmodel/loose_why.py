@@ -322,6 +322,75 @@ def _reclaim_lines(work: LooseWork, out: LooseJson, now: float, width: int) -> l
     return lines
 
 
+@dataclass(frozen=True, slots=True)
+class LooseAnswer:
+    """``kq why`` of work the queue does not hold (``text``, ``body``), or the job a named pod belongs to."""
+
+    text: str = ""
+    body: LooseJson | None = None
+    job: tuple[str, str] | None = None
+    """For a job's pod: the job's kind (``Job``) and name: that job is what to explain."""
+
+
+def explain_loose(api: KubeApi, namespace: str, kind_text: str | None, name: str, *, now: float,
+                  width: int) -> LooseAnswer | None:
+    """What both faces show for ``[KIND/]NAME`` that is no job: the answer over the tree's status, the job a
+    pod belongs to, or ``None`` when there is nothing of that name."""
+    from webhook.readmodel.fetch import read_tree  # noqa: PLC0415
+    from webhook.readmodel.view import Snapshot, find_adapter  # noqa: PLC0415
+
+    work = find_loose(api, namespace, kind_text, name)
+    if work is None:
+        return None
+    job_kind = find_adapter(work.owner[0]) if work.owner is not None else None
+    if work.owner is not None and job_kind is not None:
+        return LooseAnswer(job=(job_kind.kind, work.owner[1]))
+    tree_obj, problem = read_tree(api)
+    snapshot = Snapshot(now=now, tree_obj=tree_obj, tree_problem=problem)
+    text, body = answer_loose(work, snapshot.tree, read_used(snapshot.tree, tree_obj), now=now, width=width,
+                              tree_problem=snapshot.problem)
+    return LooseAnswer(text, body)
+
+
+@dataclass(frozen=True, slots=True)
+class LooseRow:
+    """One workload of a namespace whose pods the queue does not hold, as a list shows it."""
+
+    kind: str
+    name: str
+    ready: int
+    expected: int | None
+    """How many pods it asks for (``None``: a DaemonSet not yet counted)."""
+
+
+LISTED: Final = (kinds.DEPLOYMENT, kinds.STATEFUL_SET, kinds.DAEMON_SET)
+"""The workload kinds a namespace's list shows (a Deployment's ReplicaSets are its own)."""
+LISTED_AT_MOST: Final = 200
+"""How many of each kind a list shows, by name."""
+
+
+def list_loose(api: KubeApi, namespace: str) -> tuple[list[LooseRow], list[str]]:
+    """The Deployments, StatefulSets and DaemonSets of ``namespace`` with their ready pods, by kind and name;
+    and, for each kind the user may not list, why."""
+    rows: list[LooseRow] = []
+    problems: list[str] = []
+    for kind in LISTED:
+        try:
+            objects = sorted(api.list(Ref.of(kind), namespace), key=name_of)[:LISTED_AT_MOST]
+        except ApiError as error:
+            problems.append(f"cannot list {kind.plural} in {namespace}: {error.one_line()}")
+            continue
+        for obj in objects:
+            status = status_of(obj)
+            if kind == kinds.DAEMON_SET:
+                ready, wanted = status.get("numberReady", 0), status.get("desiredNumberScheduled")
+            else:
+                ready, wanted = status.get("readyReplicas", 0), spec_of(obj).get("replicas", 1)
+            rows.append(LooseRow(kind.kind, name_of(obj), ready if isinstance(ready, int) else 0,
+                                 wanted if isinstance(wanted, int) else None))
+    return rows, problems
+
+
 def read_used(tree: QuotaTree | None, tree_obj: Obj | None) -> dict[str, Resources] | None:
     """The tree's status as ``used`` per node key, ``None`` when it has none."""
     from webhook.core.tree_status import used_from_status  # noqa: PLC0415
