@@ -13,7 +13,7 @@ HPA_CONTROLLER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 
 
 def scale_review(replicas: int, before: int = 1, *, namespace: str = "user-a", user: str = HPA_CONTROLLER,
-                 resource: str = "pytorchjobs") -> dict[str, Any]:
+                 resource: str = "pytorchjobs", group: str = "kubeflow.org") -> dict[str, Any]:
     """The AdmissionReview of an update of ``<resource>/scale`` as the API server sends it (an autoscaling/v1
     Scale object, not the job)."""
     def scale(count: int) -> dict[str, Any]:
@@ -22,7 +22,7 @@ def scale_review(replicas: int, before: int = 1, *, namespace: str = "user-a", u
 
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "req-scale", "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
-        "resource": {"group": "kubeflow.org", "version": "v1", "resource": resource}, "subResource": "scale",
+        "resource": {"group": group, "version": "v1", "resource": resource}, "subResource": "scale",
         "name": "mnist", "namespace": namespace, "operation": "UPDATE",
         "userInfo": {"username": user, "groups": ["system:serviceaccounts"]},
         "object": scale(replicas), "oldObject": scale(before), "dryRun": False}}
@@ -41,4 +41,8 @@ def test_what_does_not_resize_a_queued_job_passes(state: AdmissionState, setting
     assert validate(scale_review(1), state, settings)["response"]["allowed"]  # the replicas stay
     assert validate(scale_review(4, namespace="elsewhere"), state, settings)["response"]["allowed"]  # no quota
     assert validate(scale_review(4, resource="deployments"), state, settings)["response"]["allowed"]  # no job kind
+    # Another group's resource of the same plural is no job kind of ours either.
+    assert validate(scale_review(4, group="example.com"), state, settings)["response"]["allowed"]
+    assert not validate(scale_review(4, resource="jobs", group="batch"), state, settings)["response"]["allowed"]
+    assert validate(scale_review(4, resource="jobs", group="example.com"), state, settings)["response"]["allowed"]
     assert validate(scale_review(4, user=DEFAULT_CONTROLLER_USER), state, settings)["response"]["allowed"]

@@ -88,6 +88,9 @@ class AdmissionRequest:
     obj: Obj | None
     old_obj: Obj | None
     dry_run: bool = False
+    resource_group: str = ""
+    """``request.resource.group``: with ``resource``, what was written (a subresource's kind is its own, a
+    ``scale``'s ``autoscaling/v1`` ``Scale``); ``""`` for the core group."""
 
     @property
     def display_name(self) -> str:
@@ -171,6 +174,7 @@ def parse_request(review: object) -> AdmissionRequest:
         obj=_object(request.get("object"), "object", uid),
         old_obj=_object(request.get("oldObject"), "oldObject", uid),
         dry_run=dry_run is True,
+        resource_group=_text(resource.get("group"), "resource.group", uid) if isinstance(resource, Mapping) else "",
     )
 
 

@@ -101,7 +101,8 @@ def _job_scale(request: AdmissionRequest, state: AdmissionState, settings: Setti
     """A job kind's scale subresource in a namespace under quota: its replicas may not change. The queue counts a
     job at the size it was queued with, and a scale (``kubectl scale``, a HorizontalPodAutoscaler, which a user
     with ``edit`` may create) would resize it behind the queue and the job update rules (docs/security.md)."""
-    adapter = next((a for a in all_adapters() if a.plural == request.resource and a.plural != "pods"), None)
+    adapter = next((a for a in all_adapters() if (a.group, a.plural) == (request.resource_group, request.resource)
+                    and a.plural != "pods"), None)
     if adapter is None or settings.is_controller(request.username) or not state.under_quota(request.namespace):
         return allow(request.uid)
     before, after = value_at(request.old_obj or {}, "spec", "replicas"), value_at(request.obj or {}, "spec", "replicas")
