@@ -19,8 +19,9 @@ from tests.kubefake import ByGroupPlural, Kind, ObjectStore, stamp
 from webhook.api.names import OVERSELL_RATE_ANNOTATION
 from webhook.readmodel.kubeapi import ApiError, KubeApi
 
-CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass"}
-IRREGULAR_PLURALS = {"PriorityClass": "priorityclasses"}
+CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "RuntimeClass", "DeviceClass"}
+IRREGULAR_PLURALS = {"PriorityClass": "priorityclasses", "RuntimeClass": "runtimeclasses",
+                     "DeviceClass": "deviceclasses"}
 BUILTIN_GROUPS = {
     "batch": ["v1"],
     "policy": ["v1"],

@@ -99,6 +99,8 @@ def caches(controller: Controller) -> list[WatchCache]:
         controller.cache.pods,
         controller.cache.policies,
         controller.cache.budgets,
+        controller.cache.limit_ranges,
+        controller.cache.runtime_classes,
         *controller.cache.devices.caches,
         *(cache for _, _, cache in controller.cache.job_caches.values()),
     ]
@@ -131,7 +133,7 @@ async def driven(api: FakeApi, **overrides: Any) -> AsyncIterator[Controller]:
     """A controller whose caches run but whose passes the test drives with ``reconcile()``."""
     controller = Controller(api, settings(**overrides))
     await controller.cache.discover()
-    tasks = [asyncio.ensure_future(cache.run()) for cache in caches(controller)[:7]]
+    tasks = [asyncio.ensure_future(cache.run()) for cache in caches(controller)[:9]]
     tasks.append(asyncio.ensure_future(controller.events.run()))
     try:
         await asyncio.gather(*(cache.synced.wait() for cache in caches(controller)))

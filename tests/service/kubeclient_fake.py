@@ -24,6 +24,7 @@ __all__ = ["CORE", "JOBS", "FakeApi", "Injected", "Kind"]
 CORE: tuple[Kind, ...] = (
     ("", "v1", "namespaces"),
     ("", "v1", "pods"),
+    ("", "v1", "limitranges"),
     ("policy", "v1", "poddisruptionbudgets"),
     ("", "v1", "configmaps"),
     ("resource.k8s.io", "v1", "deviceclasses"),

@@ -212,9 +212,9 @@ def test_a_tree_edit_re_sizes_only_the_jobs_whose_leaf_changed_its_name(monkeypa
     sized: list[str] = []
 
     def counting(adapter: Adapter, obj: Mapping[str, Any], leaf: Any, priorities: Mapping[str, int],
-                 devices: Any = None) -> TrackedJob:
+                 devices: Any = None, **keywords: Any) -> TrackedJob:
         sized.append(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
-        return track(adapter, obj, leaf, priorities, devices)
+        return track(adapter, obj, leaf, priorities, devices, **keywords)
 
     monkeypatch.setattr(jobindex, "track", counting)
 

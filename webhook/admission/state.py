@@ -26,7 +26,7 @@ from webhook.api.names import (
 from webhook.api.objects import Obj, annotations_of, meta, name_of, priority_values
 from webhook.core.dra import quota_classes
 from webhook.core.integrity import WORKLOAD_CONTROLLERS, is_workload_controller
-from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, container_defaults
+from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, defaults_by_namespace
 from webhook.core.placement import PolicySet, ResourcePolicy, policy_set
 from webhook.core.quota import QuotaNode, QuotaTree
 from webhook.core.resources import Resources
@@ -193,17 +193,6 @@ def policies_from_objects(objects: Iterable[Obj], found: PolicySet | None = None
     return dict(found.by_namespace)
 
 
-def limit_defaults_from_objects(objects: Iterable[Obj]) -> dict[str, ContainerDefaults]:
-    """Namespace -> the default container requests of its LimitRanges (namespaces without defaults left out)."""
-    grouped: dict[str, list[Obj]] = {}
-    for obj in objects:
-        namespace = meta(obj).get("namespace")
-        if isinstance(namespace, str):
-            grouped.setdefault(namespace, []).append(obj)
-    out = {namespace: container_defaults(items) for namespace, items in grouped.items()}
-    return {namespace: defaults for namespace, defaults in out.items() if defaults.requests}
-
-
 def namespace_labels_from_objects(objects: Iterable[Obj]) -> dict[str, Mapping[str, str]]:
     out: dict[str, Mapping[str, str]] = {}
     for obj in objects:
@@ -251,7 +240,7 @@ class StateStore:
         self.current = replace(self.current, priority_classes=priority_values(objects) if values is None else values)
 
     def set_limit_ranges(self, objects: Iterable[Obj]) -> None:
-        self.current = replace(self.current, limit_defaults=limit_defaults_from_objects(objects))
+        self.current = replace(self.current, limit_defaults=defaults_by_namespace(objects))
 
     def set_runtime_classes(self, objects: Iterable[Obj]) -> None:
         self.current = replace(self.current, runtime_overheads=class_overheads(objects))

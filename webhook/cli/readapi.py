@@ -363,7 +363,7 @@ async def _collect(controller: Controller) -> Callable[[], SummaryInputs] | None
     record = controller.stats.last_pass if leading else None
     positions = record.decisions.positions if record is not None else None
     _, tree, _ = cache.tree()
-    context = ViewContext(tree, cache.priorities(), cache.devices.quota(), time.time())
+    context = ViewContext(tree, cache.priorities(), cache.devices.quota(), time.time(), *cache.admission())
     kinds = [(KindSource(adapter, ref.version), watched.name, cache.view(watched))
              for adapter, ref, watched in cache.job_caches.values()]
     epoch, index, running = cache.epoch(), cache.jobs, cache.pod_index.running_by_owner()
@@ -432,7 +432,7 @@ async def _collect_one(controller: Controller, namespace: str, name: str) -> Why
             running = cache.pod_index.running_by_owner(counted)
             found.append((source_kind, obj, cache.jobs.sized(watched.name, obj, epoch),
                           running_of(source_kind, obj, owners, running)))
-    context = ViewContext(tree, cache.priorities(), cache.devices.quota(), time.time())
+    context = ViewContext(tree, cache.priorities(), cache.devices.quota(), time.time(), *cache.admission())
     return WhyInputs(found, context, controller.stats.last_pass if leading else None, rate, source, estimates,
                      explained, turn)
 

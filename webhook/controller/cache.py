@@ -26,6 +26,7 @@ from webhook.controller.jobslim import job_slim
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
 from webhook.controller.starts import PodIndex, pod_slim
+from webhook.core.limitrange import ContainerDefaults, defaults_by_namespace
 from webhook.core.loose import DisruptionBudget, read_budget
 from webhook.core.placement import policy_set
 from webhook.core.quota import QuotaTree
@@ -35,6 +36,7 @@ from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 from webhook.kube.shared import HONOURED_TREE, POLICY_SET, PRIORITY_VALUES, Derived, Make, SharedWatches, remade
 from webhook.kube.slim import SlimListWatch
 from webhook.workloads.base import Adapter
+from webhook.workloads.overhead import Overheads, class_overheads
 from webhook.workloads.registry import all_adapters
 
 T = TypeVar("T")
@@ -46,6 +48,12 @@ PRIORITY_CLASSES = ResourceRef.of(kinds.PRIORITY_CLASS)
 PODS = ResourceRef.of(kinds.POD)
 POLICIES = ResourceRef.of(kinds.RESOURCE_POLICY)
 BUDGETS = ResourceRef.of(kinds.POD_DISRUPTION_BUDGET)
+LIMIT_RANGES = ResourceRef.of(kinds.LIMIT_RANGE)
+RUNTIME_CLASSES = ResourceRef.of(kinds.RUNTIME_CLASS)
+LIMIT_DEFAULTS = "limit-defaults"
+"""The name the LimitRange defaults per namespace are shared by (:mod:`webhook.kube.shared`)."""
+RUNTIME_OVERHEADS = "runtime-overheads"
+"""The name each RuntimeClass's pod overhead is shared by."""
 
 
 class Wake(enum.Enum):
@@ -143,6 +151,10 @@ class ClusterCache:
         self.policies = self._cache("resourcepolicies", POLICIES)
         """ResourcePolicies: namespaces outside the tree with a valid one get the placement label."""
         self.budgets = self._cache("poddisruptionbudgets", BUDGETS)
+        self.limit_ranges = self._cache("limitranges", LIMIT_RANGES)
+        self.runtime_classes = self._cache("runtimeclasses", RUNTIME_CLASSES)
+        """LimitRanges and RuntimeClasses: a job written before its namespace's defaults, or before the class it
+        names declared its overhead, is sized with them (docs/queueing.md)."""
         """PodDisruptionBudgets: reclaim leaves the pods alone that one protects now (docs/reclaim.md)."""
         self._budgets: dict[tuple[str, str], tuple[str, DisruptionBudget | None]] = {}
         """Per budget: ``(resourceVersion, parsed)``."""
@@ -168,6 +180,8 @@ class ClusterCache:
         """The honoured tree, the webhook's own in ``kq serve`` (:mod:`webhook.kube.shared`)."""
         self._priority_values = self._derived(self.priority_classes, PRIORITY_VALUES, remade(priority_values))
         self._policy_set = self._derived(self.policies, POLICY_SET, remade(policy_set))
+        self._limit_defaults = self._derived(self.limit_ranges, LIMIT_DEFAULTS, remade(defaults_by_namespace))
+        self._overheads = self._derived(self.runtime_classes, RUNTIME_OVERHEADS, remade(class_overheads))
         self._tree_namespace = tree_namespace
         self._tree_epoch = 0
         self._tree_seen_epoch = -1
@@ -176,6 +190,7 @@ class ClusterCache:
         """The honoured tree (``None`` without one) and the problem with it, as the last pass read them."""
         self._tree_obj: Obj | None = None
         self._priority_epoch = 0
+        self._limits_epoch = 0
 
     # Wiring ------------------------------------------------------------------------------------------------
     def _derived(self, cache: WatchCache, name: str, make: Make[T]) -> Derived[T]:
@@ -201,6 +216,8 @@ class ClusterCache:
     def _changed(self, cache: WatchCache, event: CacheEvent) -> None:
         if cache is self.priority_classes:
             self._priority_epoch += 1
+        elif cache is self.limit_ranges or cache is self.runtime_classes:
+            self._limits_epoch += 1
         elif cache is self.trees:
             self._tree_epoch += 1
         wake = self.wake_for(cache, event)
@@ -251,7 +268,7 @@ class ClusterCache:
     def base_caches(self) -> list[WatchCache]:
         """The caches of everything but the job kinds."""
         return [self.trees, self.queues, self.namespaces, self.priority_classes, self.policies, self.budgets,
-                self.pods]
+                self.limit_ranges, self.runtime_classes, self.pods]
 
     def own_caches(self) -> list[WatchCache]:
         """The caches of everything but the job kinds that this controller runs (not those it borrowed)."""
@@ -399,16 +416,22 @@ class ClusterCache:
         """PriorityClass name -> value."""
         return self._priority_values.value
 
+    def admission(self) -> tuple[Mapping[str, ContainerDefaults], Overheads]:
+        """What the API server's admission gives a job's pods now: LimitRange defaults, RuntimeClass overheads."""
+        return self._limit_defaults.value, self._overheads.value
+
     def epoch(self) -> tuple[int, ...]:
-        """``(tree version, PriorityClass epoch, devices epoch)``: what a job's sizing reads besides the job."""
-        return (self._tree_version, self._priority_epoch, self.devices.epoch)
+        """``(tree version, PriorityClass epoch, devices epoch, LimitRange and RuntimeClass epoch)``: what a
+        job's sizing reads besides the job."""
+        return (self._tree_version, self._priority_epoch, self.devices.epoch, self._limits_epoch)
 
     def tracked_jobs(self, tree: QuotaTree) -> list[TrackedJob]:
         """Every job of a managed namespace, sized (each job that cannot be sized goes to ``on_unsized``)."""
         priorities = self.priorities()
         devices = self.devices.quota()
-        return self.jobs.tracked(tree, self.epoch(), priorities,
-                                 self._on_unsized, devices)
+        defaults, overheads = self.admission()
+        return self.jobs.tracked(tree, self.epoch(), priorities, self._on_unsized, devices, defaults=defaults,
+                                 overheads=overheads)
 
     def accounts_for(self, jobs: Sequence[TrackedJob]) -> Callable[[str, str, str], bool]:
         """Whether a job of this pass accounts for the pods that name an owner ``(namespace, kind, name)``

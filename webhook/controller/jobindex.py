@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from webhook.api.objects import Obj, resource_version_of
 from webhook.controller.model import TrackedJob, track
 from webhook.core.dra import DeviceQuota
+from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults
 from webhook.core.quota import QuotaTree
 from webhook.core.workload import WorkloadError
 from webhook.kube.cache import RELIST, CacheEvent, Key, WatchCache, object_key
 from webhook.workloads.base import Adapter
+from webhook.workloads.overhead import Overheads
 
 ObjKey = tuple[str, str, str]
 """``(cache name, namespace, name)``."""
@@ -76,6 +78,8 @@ class JobIndex:
         self._kinds: dict[str, _Kind] = {}
         self._epoch: tuple[int, ...] | None = None
         self._devices: DeviceQuota | None = None
+        self._defaults: Mapping[str, ContainerDefaults] = {}
+        self._overheads: Overheads | None = None
 
     def add(self, adapter: Adapter, cache: WatchCache) -> None:
         """Index a job kind's cache (every key is read on the next pass)."""
@@ -119,11 +123,17 @@ class JobIndex:
         return entry.job
 
     def tracked(self, tree: QuotaTree, epoch: tuple[int, ...], priorities: Mapping[str, int],
-                on_unsized: Unsized, devices: DeviceQuota | None = None) -> list[TrackedJob]:
+                on_unsized: Unsized, devices: DeviceQuota | None = None, *,
+                defaults: Mapping[str, ContainerDefaults] | None = None,
+                overheads: Overheads | None = None) -> list[TrackedJob]:
         """Every job of a tree namespace, sized; ``epoch`` is ``(tree version, PriorityClass epoch[, devices
-        epoch])``: when it moved every job is read again. Each job that cannot be sized goes to ``on_unsized``
-        (on every pass). ``devices`` sizes the devices the jobs' pods claim (:mod:`webhook.core.dra`)."""
+        epoch, LimitRange and RuntimeClass epoch])``: when it moved every job is read again. Each job that cannot be
+        sized goes to ``on_unsized`` (on every pass). ``devices`` sizes the devices the jobs' pods claim
+        (:mod:`webhook.core.dra`); ``defaults``, per namespace, the requests its LimitRanges give a container
+        that has none (:mod:`webhook.core.limitrange`); ``overheads`` each RuntimeClass's pod overhead."""
         self._devices = devices
+        self._defaults = defaults or {}
+        self._overheads = overheads
         if epoch != self._epoch:
             self._epoch = epoch
             for kind in self._kinds.values():
@@ -189,7 +199,9 @@ class JobIndex:
                 kind.entries[key] = _Entry(version, epoch, obj, dataclasses.replace(kept, leaf=leaf))
                 return
         try:
-            job: TrackedJob | str = track(kind.adapter, obj, leaf, priorities, self._devices)
+            job: TrackedJob | str = track(kind.adapter, obj, leaf, priorities, self._devices,
+                                          defaults=self._defaults.get(namespace, NO_DEFAULTS),
+                                          overheads=self._overheads)
         except WorkloadError as error:
             job = str(error)
         if entry is None:

@@ -25,6 +25,7 @@ from webhook.controller.model import TrackedJob, held_reason, track
 from webhook.controller.records import backoff_patch, clear_backoff_patch, kv, spec_fingerprint
 from webhook.controller.starts import StartChecks
 from webhook.controller.writer import Stats, Writer
+from webhook.core.limitrange import NO_DEFAULTS
 from webhook.core.quota import queue_name
 from webhook.core.startup import BackoffPolicy, StartVerdict, after_failed_start
 from webhook.core.workload import Phase, WorkloadError
@@ -190,8 +191,10 @@ class JobLifecycle:
             f"Did not start within {timeout} ({verdict.reason}); held again and moved to the backoff list of "
             f"queue {queue}, attempt {note.attempts}; its quota goes to the jobs behind it; {retry}",
         )
+        defaults, overheads = self.cache.admission()  # sized as a pass sizes it, with everything it reads
         try:
-            return track(job.adapter, updated, job.leaf, self.cache.priorities())
+            return track(job.adapter, updated, job.leaf, self.cache.priorities(), self.cache.devices.quota(),
+                         defaults=defaults.get(job.workload.key.namespace, NO_DEFAULTS), overheads=overheads)
         except WorkloadError:
             return None
 

@@ -24,11 +24,14 @@ from dataclasses import dataclass
 from webhook.api.objects import Obj, readable, resource_version_of
 from webhook.controller.records import AdmissionRecord, read_backoff, read_record, spec_fingerprint
 from webhook.core.dra import DeviceQuota, pod_devices
+from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults
 from webhook.core.quota import QuotaNode
 from webhook.core.resources import EMPTY
 from webhook.core.startup import BackoffNote, BackoffState, backoff_state
 from webhook.core.workload import Phase, Workload, WorkloadError
 from webhook.workloads.base import Adapter, int_at
+from webhook.workloads.limits import as_admitted
+from webhook.workloads.overhead import Overheads
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,20 +120,24 @@ def with_devices(adapter: Adapter, obj: Obj, workload: Workload, devices: Device
 
 def track(
     adapter: Adapter, obj: Obj, leaf: QuotaNode, priority_classes: Mapping[str, int],
-    devices: DeviceQuota | None = None,
+    devices: DeviceQuota | None = None, *, defaults: ContainerDefaults = NO_DEFAULTS,
+    overheads: Overheads | None = None,
 ) -> TrackedJob:
     """The job's view; raises :class:`WorkloadError` when its pod sets cannot be read, or the devices its pods
-    claim cannot be counted (``devices``: :mod:`webhook.core.dra`)."""
+    claim cannot be counted (``devices``: :mod:`webhook.core.dra`). ``defaults`` (the namespace's LimitRange
+    default requests) and ``overheads`` (each RuntimeClass's pod overhead) size it as its pods will be made,
+    though it was written before them (:func:`~webhook.workloads.limits.as_admitted`)."""
     view = readable(obj)  # the job is kept as it came (packed in the controller's cache), read through a dict
-    workload = adapter.to_workload(view, leaf.name, priority_classes)
+    sized = as_admitted(adapter, view, defaults, overheads or {}) if defaults.requests or overheads else view
+    workload = adapter.to_workload(sized, leaf.name, priority_classes)
     record = read_record(view)
     if workload.phase is Phase.ADMITTED:
         admitted_at = record.admitted_at if record is not None and record.admitted_at else workload.created
         workload = dataclasses.replace(workload, admitted_at=admitted_at)
     if workload.phase is not Phase.FINISHED:
-        workload = _shrink_to_remaining(adapter, view, workload)
+        workload = _shrink_to_remaining(adapter, sized, workload)
         if devices is not None and devices.classes:
-            workload = with_devices(adapter, view, workload, devices)
+            workload = with_devices(adapter, sized, workload, devices)
     backoff = read_backoff(view)
     spec = spec_fingerprint(view) if backoff is not None else ""
     return TrackedJob(adapter=adapter, obj=obj, workload=workload, leaf=leaf, record=record, backoff=backoff, spec=spec,

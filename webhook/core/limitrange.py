@@ -9,7 +9,9 @@ copies a limit into a missing request before admission).
 
 :func:`missing_requests` gives, per container, what a pod created from a template would get; the webhook
 writes exactly that into the job's pod templates at submission, so the queue, the controller and the pods
-all count the same requests (and a LimitRange changed later does not change a queued job's size).
+all count the same requests. A job written before its namespace got a LimitRange (or before it got a default
+of some resource) lacks them; the controller sizes such a job with the namespace's defaults of now
+(:func:`defaults_by_namespace`), as its pods will be created after it is admitted.
 """
 
 from __future__ import annotations
@@ -62,6 +64,18 @@ def container_defaults(limit_ranges: Iterable[Mapping[str, object]]) -> Containe
         for name, value in own.items():
             merged.setdefault(name, value)
     return ContainerDefaults(MappingProxyType(merged))
+
+
+def defaults_by_namespace(limit_ranges: Iterable[Mapping[str, object]]) -> dict[str, ContainerDefaults]:
+    """Namespace -> the default container requests of its LimitRanges (namespaces without defaults left out)."""
+    grouped: dict[str, list[Mapping[str, object]]] = {}
+    for obj in limit_ranges:
+        metadata = obj.get("metadata")
+        namespace = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+        if isinstance(namespace, str):
+            grouped.setdefault(namespace, []).append(obj)
+    out = {namespace: container_defaults(items) for namespace, items in grouped.items()}
+    return {namespace: defaults for namespace, defaults in out.items() if defaults.requests}
 
 
 def missing_requests(container: Mapping[str, object], defaults: ContainerDefaults) -> dict[str, str]:

@@ -27,9 +27,11 @@ from webhook.readmodel.kubeapi import (
     CLAIMS,
     DEVICE_CLASSES,
     EVENTS,
+    LIMIT_RANGES,
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
+    RUNTIME_CLASSES,
     TREES,
     ApiError,
     KubeApi,
@@ -202,6 +204,28 @@ def read_devices(api: KubeApi) -> DeviceQuota | None:
     return device_quota_of(classes, templates, claims, QUOTA_RESOURCE_ANNOTATION)
 
 
+def read_admission(api: KubeApi, namespaces: Iterable[str | None]) -> tuple[list[Obj], list[Obj]]:
+    """The LimitRanges (of every namespace when this user may list them all, else of ``namespaces``) and the
+    RuntimeClasses (none when this user may not list them): what the API server's admission gives a job's pods
+    that a job written before them lacks (:func:`webhook.workloads.limits.as_admitted`)."""
+    try:
+        limit_ranges = api.list(LIMIT_RANGES, None)
+    except ApiError:
+        limit_ranges = []
+        for namespace in dict.fromkeys(namespaces):
+            if namespace is None:
+                continue
+            try:
+                limit_ranges += api.list(LIMIT_RANGES, namespace)
+            except ApiError:
+                continue
+    try:
+        classes = api.list(RUNTIME_CLASSES, None)
+    except ApiError:
+        classes = []
+    return limit_ranges, classes
+
+
 def load_snapshot(
     api: KubeApi,
     namespaces: Sequence[str] | None,
@@ -280,6 +304,7 @@ def load_snapshot(
                 continue
         jobs += [(pod_source, pod) for pod in _managed_pods(pod_source, tagged)]
     snapshot.jobs = jobs
+    snapshot.limit_ranges, snapshot.runtime_classes = read_admission(api, [*targets, *extra])
     if complete and snapshot.complete:
         snapshot.tree_pods, snapshot.budgets = _pass_pods(api)
         devices = read_devices(api)

@@ -46,6 +46,7 @@ from webhook.controller.records import (
     spec_fingerprint,
 )
 from webhook.core.dra import DeviceQuota
+from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults, defaults_by_namespace
 from webhook.core.queueing import positions_only
 from webhook.core.quota import QuotaNode, QuotaTree, QuotaTreeError, parse_tree, queue_name
 from webhook.core.resources import Resources
@@ -53,6 +54,7 @@ from webhook.core.startup import BackoffNote, BackoffState, backoff_state
 from webhook.core.workload import Workload, WorkloadError, WorkloadKey
 from webhook.workloads.base import Adapter, value_at
 from webhook.workloads.children import queued_with_parent
+from webhook.workloads.overhead import Overheads, class_overheads
 from webhook.workloads.registry import all_adapters
 
 # Records written by the controller ---------------------------------------------------------------------------
@@ -130,6 +132,10 @@ class Snapshot:
     """Every PodDisruptionBudget (read with :attr:`tree_pods`)."""
     devices: DeviceQuota = field(default_factory=DeviceQuota)
     """The DRA devices jobs and pods claim (read with :attr:`tree_pods`; empty otherwise)."""
+    limit_ranges: list[Obj] = field(default_factory=list)
+    """The LimitRanges of the namespaces read (of every one when allowed)."""
+    runtime_classes: list[Obj] = field(default_factory=list)
+    """Every RuntimeClass, when this user may list them."""
     _tree: tuple[QuotaTree | None, str | None] | None = None
 
     @property
@@ -308,12 +314,17 @@ def _controller_of(pod: Obj) -> tuple[str, str] | None:
 @dataclass(frozen=True, slots=True)
 class ViewContext:
     """What a job's view reads besides the job and its pods: the parsed tree, the PriorityClasses, the DRA
-    devices, and the time."""
+    devices, the time, and what the API server's admission will give its pods (LimitRange defaults, RuntimeClass
+    overheads)."""
 
     tree: QuotaTree | None
     priority_classes: Mapping[str, int]
     devices: DeviceQuota
     now: float
+    defaults: Mapping[str, ContainerDefaults] = field(default_factory=dict)
+    """Per namespace, the LimitRange defaults a container without requests will get."""
+    overheads: Overheads = field(default_factory=dict)
+    """Each RuntimeClass's pod overhead as it is now (empty: the overhead the webhook recorded on the job)."""
 
 
 def job_view(source: KindSource, obj: Obj, pods: Sequence[Obj], running: int, context: ViewContext, *,
@@ -335,7 +346,8 @@ def job_view(source: KindSource, obj: Obj, pods: Sequence[Obj], running: int, co
     size_error: str | None = None
     if leaf is not None and sized is None:
         try:
-            tracked = track(adapter, obj, leaf, context.priority_classes, context.devices)
+            tracked = track(adapter, obj, leaf, context.priority_classes, context.devices,
+                            defaults=context.defaults.get(namespace, NO_DEFAULTS), overheads=context.overheads)
         except WorkloadError as error:
             size_error = str(error)
     elif leaf is not None:
@@ -381,7 +393,8 @@ def job_views(snapshot: Snapshot) -> list[JobView]:
     for pod in snapshot.pods:
         for uid in _owner_uids(pod):
             by_owner.setdefault(uid, []).append(pod)
-    context = ViewContext(snapshot.tree, snapshot.priority_classes, snapshot.devices, snapshot.now)
+    context = ViewContext(snapshot.tree, snapshot.priority_classes, snapshot.devices, snapshot.now,
+                          defaults_by_namespace(snapshot.limit_ranges), class_overheads(snapshot.runtime_classes))
     views: list[JobView] = []
     for source, obj in snapshot.jobs:
         pods = pods_of(source, obj, snapshot.pods, by_owner)

@@ -3,7 +3,9 @@ the webhook holds it, so the queue sizes it as its pods will be sized: the names
 requests, into the templates (see :mod:`webhook.core.limitrange`), and the overhead of each RuntimeClass the
 templates name, into :data:`~webhook.api.names.POD_OVERHEAD_ANNOTATION` (see :mod:`webhook.workloads.overhead`).
 Bare Pods need neither: the API server's ``LimitRanger`` and ``RuntimeClass`` admission have filled them before
-any webhook sees them.
+any webhook sees them. A job written before its namespace's LimitRange, or before the RuntimeClass it names
+declared its overhead, is sized with what they say now by the controller (:func:`as_admitted`), since its pods
+are created after it is admitted.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from webhook.api.objects import Obj
 from webhook.core.limitrange import ContainerDefaults, container_lists, missing_requests
 from webhook.workloads.base import Adapter, JSONPatch, PodTemplate, metadata_patch, pointer, set_value_patch
 from webhook.workloads.overhead import Overheads, runtime_class
+from webhook.workloads.patch import apply_patch
 
 Gap = tuple[tuple[str | int, ...], Obj, dict[str, str]]
 """``(container path, container, the default requests it lacks)``."""
@@ -52,6 +55,16 @@ def limit_range_patch(adapter: Adapter, obj: Obj, defaults: ContainerDefaults) -
         else:
             ops += set_value_patch(obj, (*path, "resources", "requests"), missing)
     return ops
+
+
+def as_admitted(adapter: Adapter, obj: Obj, defaults: ContainerDefaults, overheads: Overheads) -> Obj:
+    """``obj`` as the API server's admission will size its pods now (a copy; ``obj`` itself when nothing is
+    missing): the default requests its templates lack written in, and the overhead of each RuntimeClass they
+    name as the class declares it now, recorded as the webhook records it. The controller sizes a job so,
+    since its pods are created after it is admitted: one held before its namespace's LimitRange, or before the
+    class it names got (or changed) its overhead, is sized as its pods will be."""
+    ops = limit_range_patch(adapter, obj, defaults) + overhead_patch(adapter, obj, overheads)
+    return apply_patch(obj, ops) if ops else obj
 
 
 def named_classes(templates: tuple[PodTemplate, ...], overheads: Overheads) -> list[tuple[PodTemplate, str]]:
