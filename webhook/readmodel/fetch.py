@@ -204,21 +204,16 @@ def read_devices(api: KubeApi) -> DeviceQuota | None:
     return device_quota_of(classes, templates, claims, QUOTA_RESOURCE_ANNOTATION)
 
 
-def read_admission(api: KubeApi, namespaces: Iterable[str | None]) -> tuple[list[Obj], list[Obj]]:
-    """The LimitRanges (of every namespace when this user may list them all, else of ``namespaces``) and the
-    RuntimeClasses (none when this user may not list them): what the API server's admission gives a job's pods
-    that a job written before them lacks (:func:`webhook.workloads.limits.as_admitted`)."""
-    try:
-        limit_ranges = api.list(LIMIT_RANGES, None)
-    except ApiError:
-        limit_ranges = []
-        for namespace in dict.fromkeys(namespaces):
-            if namespace is None:
-                continue
-            try:
-                limit_ranges += api.list(LIMIT_RANGES, namespace)
-            except ApiError:
-                continue
+def read_admission(api: KubeApi, namespaces: Iterable[str | None], *, every: bool) -> tuple[list[Obj], list[Obj]]:
+    """The LimitRanges (of every namespace with ``every``: this user may read every job, else of ``namespaces``)
+    and the RuntimeClasses (none when this user may not list them): what the API server's admission gives a
+    job's pods that a job written before them lacks (:func:`webhook.workloads.limits.as_admitted`)."""
+    limit_ranges: list[Obj] = []
+    for namespace in [None] if every else dict.fromkeys(namespace for namespace in namespaces if namespace):
+        try:
+            limit_ranges += api.list(LIMIT_RANGES, namespace)
+        except ApiError:
+            continue
     try:
         classes = api.list(RUNTIME_CLASSES, None)
     except ApiError:
@@ -304,7 +299,8 @@ def load_snapshot(
                 continue
         jobs += [(pod_source, pod) for pod in _managed_pods(pod_source, tagged)]
     snapshot.jobs = jobs
-    snapshot.limit_ranges, snapshot.runtime_classes = read_admission(api, [*targets, *extra])
+    snapshot.limit_ranges, snapshot.runtime_classes = read_admission(api, [*targets, *extra],
+                                                                     every=snapshot.complete or wanted is None)
     if complete and snapshot.complete:
         snapshot.tree_pods, snapshot.budgets = _pass_pods(api)
         devices = read_devices(api)
