@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     from webhook.readmodel.kubeapi import KubeApi
     from webhook.readmodel.loose_why import LooseAnswer
 
-POD_KINDS = ("pod", "pods", "po")
-
-
 @dataclass(frozen=True, slots=True)
 class WorkloadRow:
     """One row of the jobs page's table of workloads the queue does not hold."""
@@ -73,11 +70,11 @@ def load_workload(api: KubeApi, namespace: str, kind: str, name: str, settings: 
 
 
 def _workload_key(request: web.Request) -> tuple[str, str, str]:
-    from webhook.readmodel.loose_why import WORKLOAD_KINDS  # noqa: PLC0415
+    from webhook.readmodel.loose_why import POD_NAMES, WORKLOAD_KINDS  # noqa: PLC0415
 
     namespace = check_namespace(request.match_info["namespace"], "")
     kind = request.match_info["kind"].lower()
-    if kind not in WORKLOAD_KINDS and kind not in POD_KINDS:
+    if kind not in WORKLOAD_KINDS and kind not in POD_NAMES:
         raise BadInput(f"unknown kind {kind[:40]!r}: use deployment, statefulset, replicaset, daemonset or pod", 404)
     return namespace, kind, request.match_info["name"]
 

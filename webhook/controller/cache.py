@@ -1,12 +1,12 @@
 """The controller's watch-fed state: every object a pass reads, and the views a pass builds from them.
 
 Watch caches (list + watch, re-list on 410, see :mod:`webhook.kube.cache`) keep the ElasticQuotaTree, Queues,
-Namespaces, PriorityClasses, ResourcePolicies, unfinished pods and every installed job kind in memory; any
-change calls the owner's ``on_change`` (the controller marks itself dirty). Objects this replica patched are
-remembered (:meth:`ClusterCache.assume`) until the watch delivers that version or a newer one, so a pass that
-runs before the watch caught up never decides on a stale view of its own writes. The parsed tree, the
-PriorityClass map and each job's view (:func:`webhook.controller.model.track`) are rebuilt only when what
-they are read from changed.
+Namespaces, PriorityClasses, ResourcePolicies, PodDisruptionBudgets, LimitRanges, RuntimeClasses, unfinished
+pods and every installed job kind in memory; any change calls the owner's ``on_change`` (the controller marks
+itself dirty). Objects this replica patched are remembered (:meth:`ClusterCache.assume`) until the watch
+delivers that version or a newer one, so a pass that runs before the watch caught up never decides on a stale
+view of its own writes. The parsed tree, the PriorityClass map and each job's view
+(:func:`webhook.controller.model.track`) are rebuilt only when what they are read from changed.
 """
 
 from __future__ import annotations
@@ -151,11 +151,11 @@ class ClusterCache:
         self.policies = self._cache("resourcepolicies", POLICIES)
         """ResourcePolicies: namespaces outside the tree with a valid one get the placement label."""
         self.budgets = self._cache("poddisruptionbudgets", BUDGETS)
+        """PodDisruptionBudgets: reclaim leaves the pods alone that one protects now (docs/reclaim.md)."""
         self.limit_ranges = self._cache("limitranges", LIMIT_RANGES)
         self.runtime_classes = self._cache("runtimeclasses", RUNTIME_CLASSES)
         """LimitRanges and RuntimeClasses: a job written before its namespace's defaults, or before the class it
         names declared its overhead, is sized with them (docs/queueing.md)."""
-        """PodDisruptionBudgets: reclaim leaves the pods alone that one protects now (docs/reclaim.md)."""
         self._budgets: dict[tuple[str, str], tuple[str, DisruptionBudget | None]] = {}
         """Per budget: ``(resourceVersion, parsed)``."""
         self.devices = DeviceWatch(client, on_change)

@@ -42,6 +42,8 @@ WORKLOAD_KINDS: Final[Mapping[str, kinds.Kind]] = {
     **dict.fromkeys(("daemonset", "daemonsets", "ds"), kinds.DAEMON_SET),
 }
 """The workload kinds ``kq why`` explains by name (``kq why deployment/web``), as kubectl spells them."""
+POD_NAMES: Final = ("pod", "pods", "po")
+"""How ``kq why pod/NAME`` may spell the pod kind, as kubectl does."""
 BY_NAME: Final = (kinds.DEPLOYMENT, kinds.STATEFUL_SET)
 """The kinds a bare name (``kq why web``) is looked for in when no job has that name."""
 RECLAIM_SHOWN: Final = 3
@@ -92,7 +94,7 @@ def _find(api: KubeApi, namespace: str, kind_text: str | None, name: str) -> Loo
             if found is not None:
                 return found
         return None
-    if kind_text.lower() in ("pod", "pods", "po"):
+    if kind_text.lower() in POD_NAMES:
         return _one_pod(api, namespace, name)
     named = WORKLOAD_KINDS.get(kind_text.lower())
     return _workload(api, namespace, named, name) if named is not None else None
