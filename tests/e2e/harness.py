@@ -279,6 +279,37 @@ def refused_again(dev: DevCluster, namespace: str, names: Iterable[str], *, time
     dev.wait_until(refused, timeout, f"the extender to refuse {sorted(waiting)} in {namespace} again")
 
 
+def watched(dev: DevCluster, versions: Iterable[str], caches: Iterable[tuple[int, str]], *,
+            timeout: float = 60) -> None:
+    """Until each ``(metrics port, cache name)`` has stored the newest of ``versions`` (resourceVersions of
+    objects it watches), by its ``kube_queue_watch_resource_version``: the objects reached that watch, a count
+    instead of a pause."""
+    newest = max((int(version) for version in versions), default=0)
+    wanted = list(caches)
+
+    def caught_up() -> bool:
+        for port, cache in wanted:
+            seen = samples(scrape(port)).get(("kube_queue_watch_resource_version", frozenset({("cache", cache)})))
+            if seen is None or seen < newest:
+                return False
+        return True
+
+    dev.wait_until(caught_up, timeout, f"the watches {[cache for _, cache in wanted]} at resourceVersion {newest}")
+
+
+def policies_watched(dev: DevCluster, namespace: str) -> None:
+    """Until the extender's and the webhook's watches hold every ResourcePolicy of ``namespace`` as it is now."""
+    items = dev.get_json("resourcepolicies", "-n", namespace)["items"]
+    watched(dev, [item["metadata"]["resourceVersion"] for item in items],
+            [(dev.config.ports.extender, "extender-resourcepolicies"), (dev.config.ports.metrics, "resourcepolicies")])
+
+
+def nodes_watched(dev: DevCluster, names: Iterable[str]) -> None:
+    """Until the extender's watch holds the nodes ``names`` as they are now (their labels)."""
+    watched(dev, [dev.get_json("node", name)["metadata"]["resourceVersion"] for name in names],
+            [(dev.config.ports.extender, "extender-nodes")])
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 

@@ -9,7 +9,6 @@ import copy
 import dataclasses
 import json
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 
 from tests.builders import SEED_TREE_SPEC
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.harness import create_namespaces, installed_tree, policies_watched, unique, wait_managed
 from webhook.api.names import PLACEMENT_NAMESPACE_LABEL
 from webhook.devcluster.config import NodeSpec
 
@@ -225,10 +224,6 @@ def filler_nodes(dev_cluster: DevCluster, namespace: str) -> Iterator[tuple[dict
         dev_cluster.kubectl("delete", "nodes", "-l", label, "--wait=false", check=False)
 
 
-WATCH_PROPAGATION = 1.0
-"""Seconds for a change to reach the extender's and the webhook's watches."""
-
-
 def resource_policy(namespace: str, selector: dict[str, str], units: list[dict[str, Any]],
                     name: str = "rp") -> dict[str, Any]:
     """A ResourcePolicy (strategy ``prefer``) selecting pods by ``selector`` over ``units``."""
@@ -242,11 +237,11 @@ def resource_policy(namespace: str, selector: dict[str, str], units: list[dict[s
 
 def wait_routed_to_placement(dev_cluster: DevCluster, namespace: str) -> None:
     """Wait until the controller labelled a namespace outside the quota tree for the placement webhook (its
-    ResourcePolicy needs it), then for the watches to see the policy."""
+    ResourcePolicy needs it), then for the extender's and the webhook's watches to hold its policies."""
 
     def labelled() -> bool:
         labels = dev_cluster.get_json("namespace", namespace)["metadata"].get("labels", {})
         return bool(labels.get(PLACEMENT_NAMESPACE_LABEL) == "true")
 
     dev_cluster.wait_until(labelled, 60, "the controller to label the namespace for the placement webhook")
-    time.sleep(WATCH_PROPAGATION)
+    policies_watched(dev_cluster, namespace)

@@ -5,7 +5,6 @@ pod cap, pending pods told why, scale-in from the virtual node, and no virtual n
 from __future__ import annotations
 
 import re
-import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 
 from tests.e2e import setups
 from tests.e2e.conftest import DevCluster
+from tests.e2e.harness import nodes_watched, policies_watched
 from webhook.api.names import FULL_SCAN_SCHEDULER, PLACEMENT_RETRY_ANNOTATION
 from webhook.core.placement import DELETION_COST_ANNOTATION, VIRTUAL_NODE_TOLERATION
 
@@ -113,7 +113,8 @@ def test_a_deployment_fills_ecs_then_the_capped_virtual_node_and_shrinks_from_it
         {"resource": "eci", "max": 4},
     ]
     dev.apply(setups.resource_policy(namespace, {"app": "burst"}, units, name="burst"))
-    time.sleep(setups.WATCH_PROPAGATION)  # the policy and the pool labels reach the extender's watches
+    policies_watched(dev, namespace)
+    nodes_watched(dev, pool)  # their pool labels
     dev.apply(_deployment(namespace, 12, "10"))
 
     def placed() -> bool:
@@ -215,7 +216,7 @@ def test_a_pod_waits_out_its_timeout_then_takes_the_next_unit(dev_cluster: DevCl
     )
     policy["spec"]["whenTryNextUnits"] = {"policy": "TimeoutOrExceedMax", "timeout": "5s"}
     dev.apply(policy)
-    time.sleep(setups.WATCH_PROPAGATION)
+    policies_watched(dev, namespace)
     dev.apply(
         {
             "apiVersion": "v1",
@@ -306,7 +307,7 @@ def test_a_policy_outside_the_quota_tree_sends_its_pods_to_the_virtual_node(
         return bool(labels.get("kube-queue.x-k8s.io/placement") == "true")
 
     dev.wait_until(labelled, 60, "the controller to label the namespace for the placement webhook")
-    time.sleep(setups.WATCH_PROPAGATION)
+    policies_watched(dev, namespace)
     deployment = _deployment(namespace, 3, "100m")
     del deployment["spec"]["template"]["spec"]["tolerations"]
     dev.apply(deployment)

@@ -17,7 +17,6 @@ admits (its quota has room) but the node has not:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -25,7 +24,7 @@ import pytest
 from tests.e2e import preemption_support as pre
 from tests.e2e import setups
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import quotas, unique
+from tests.e2e.harness import policies_watched, quotas, unique
 
 pytestmark = pytest.mark.e2e
 
@@ -94,7 +93,7 @@ def test_victims_on_a_unit_the_preemptors_policy_does_not_let_it_use_stay(dev_cl
     policy = setups.resource_policy(spaces.p, {}, units, name="pinned")
     policy["spec"]["whenTryNextUnits"] = {"policy": "ExceedMax"}
     dev.apply(policy)
-    time.sleep(setups.WATCH_PROPAGATION)  # the policy reaches the extender's watch
+    policies_watched(dev, spaces.p)
     try:
         pre.create(dev, spaces.b, pre.pod("peer", 20, "ecs-2", "priority-3"), "carol")
         dev.wait_until(lambda: pre.running(dev, spaces.b, "peer"), 90, "carol's priority-3 pod running on ecs-2")
@@ -107,7 +106,7 @@ def test_victims_on_a_unit_the_preemptors_policy_does_not_let_it_use_stay(dev_cl
         dev.kubectl("delete", "pod", "pinned", "-n", spaces.p, "--wait=true")
         del policy["spec"]["whenTryNextUnits"]
         dev.apply(policy)
-        time.sleep(setups.WATCH_PROPAGATION)
+        policies_watched(dev, spaces.p)
         pre.create(dev, spaces.p, unpinned, "alice")
         dev.wait_until(lambda: pre.evicted(dev, spaces.p2, "batch2", uids["batch2"]), 90, "bob's pod preempted")
         dev.wait_until(lambda: pre.running(dev, spaces.p, "pinned"), 90, "alice's pod running on ecs-3")

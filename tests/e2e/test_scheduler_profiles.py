@@ -7,7 +7,6 @@ her quota's ``max`` or a unit's cap on the virtual node, nor stay on the samplin
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from tests.e2e import setups
 from tests.e2e.conftest import DevCluster
+from tests.e2e.harness import policies_watched
 from tests.e2e.setups import managed
 from webhook.api.names import DEFAULT_SCHEDULER, FULL_SCAN_SCHEDULER, PLACEMENT_NAMESPACE_LABEL
 from webhook.core.placement import VIRTUAL_NODE_TOLERATION
@@ -172,7 +172,7 @@ def test_no_profile_a_user_names_escapes_a_units_cap_on_the_virtual_node(
     _as_alice(dev, setups.resource_policy(namespace, {"app": "capped"}, units))
     labels = dev.get_json("namespace", namespace)["metadata"].get("labels", {})
     assert labels.get(PLACEMENT_NAMESPACE_LABEL) == "true", "the policy was stored before its namespace was routed"
-    time.sleep(setups.WATCH_PROPAGATION)
+    policies_watched(dev, namespace)
     _as_alice(dev, _deployment("asks-default", namespace, 2, "100m", DEFAULT_SCHEDULER, "capped"))
     _as_alice(dev, _deployment("asks-full", namespace, 2, "100m", FULL_SCAN_SCHEDULER, "capped"))
 

@@ -28,6 +28,7 @@ from typing import Protocol
 
 from webhook.api.objects import Doc, Obj
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
+from webhook.kube.watch_metrics import WATCHES
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +178,7 @@ class WatchCache:
         """How many list or watch attempts failed (other than 410)."""
         self.changes = 0
         """How many changes were stored (each event, each list): what reads this cache can tell whether it moved."""
+        WATCHES.add(self)
 
     # Reading -----------------------------------------------------------------------------------------------
     def get(self, name: str, namespace: str = "") -> Obj | None:
