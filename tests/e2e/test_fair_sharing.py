@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import installed_tree, wait_managed
+from tests.e2e.harness import installed_tree, passes_made, wait_managed
 from tests.e2e.setups import SEED, USERS
 from webhook.api.names import FAIR_SHARING_ATTRIBUTE, SUCCEED_AFTER_ANNOTATION
 
@@ -77,6 +76,14 @@ def _running_cpu(dev: DevCluster, namespace: str) -> int:
     return CPU * len(pods)
 
 
+def _admitted_cpu(dev: DevCluster, namespace: str) -> int:
+    """The CPU of the namespace's Jobs released and not finished (what the queue has admitted)."""
+    jobs = dev.get_json("jobs", "-n", namespace)["items"]
+    return CPU * sum(1 for job in jobs if not job["spec"].get("suspend") and not any(
+        condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True"
+        for condition in job.get("status", {}).get("conditions", [])))
+
+
 def _queued(dev: DevCluster, namespace: str) -> int:
     jobs = dev.get_json("jobs", "-n", namespace)["items"]
     return sum(1 for job in jobs if job["spec"].get("suspend"))
@@ -91,10 +98,8 @@ def test_department_b_settles_at_its_fair_part_while_department_as_queue_is_deep
     # Without fair sharing, the first round of completions goes to Department-a's older jobs (150 - 50 waiting,
     # 10 evicted back; 40 of them admitted when the first 40 finish).
     dev.wait_until(lambda: _queued(dev, "user-a") <= 70, 60, "Department-a's first jobs to finish")
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        assert _running_cpu(dev, "user-c") <= 20, "without fair sharing the spare goes in time order"
-        time.sleep(0.5)
+    passes_made(dev, 2, "user-a")  # passes after that round, not a pause in which none may have run
+    assert _admitted_cpu(dev, "user-c") <= 20, "without fair sharing the spare goes in time order"
     # Now the root shares the spare by weight: the next rounds go to Department-b until its fair part.
     patch = json.dumps([{"op": "replace", "path": "/spec", "value": _spec(fair=True)}])
     dev.kubectl("patch", "eqtree", "elasticquotatree", "-n", "kube-system", "--type=json", "-p", patch)
