@@ -129,13 +129,17 @@ def _workload(api: KubeApi, namespace: str, kind: kinds.Kind, name: str) -> Loos
     def ours(pod: str) -> bool:
         return any(_named_after(pod, base, ordinal=ordinal) for base in bases)
 
+    return LooseWork(kind.kind, namespace, name, tuple(pods), _expected(kind, obj), _reclaimed(api, namespace, ours))
+
+
+def _expected(kind: kinds.Kind, obj: Obj) -> int | None:
+    """How many pods a workload asks for: a DaemonSet's ``desiredNumberScheduled`` (``None`` before it is
+    counted), else its ``replicas`` (1 when unset)."""
     if kind == kinds.DAEMON_SET:
         desired = status_of(obj).get("desiredNumberScheduled")
-        expected = desired if isinstance(desired, int) else None
-    else:
-        replicas = spec_of(obj).get("replicas", 1)
-        expected = replicas if isinstance(replicas, int) else 1
-    return LooseWork(kind.kind, namespace, name, tuple(pods), expected, _reclaimed(api, namespace, ours))
+        return desired if isinstance(desired, int) else None
+    replicas = spec_of(obj).get("replicas", 1)
+    return replicas if isinstance(replicas, int) else 1
 
 
 def _named_after(pod: str, base: str, *, ordinal: bool) -> bool:
@@ -383,13 +387,9 @@ def list_loose(api: KubeApi, namespace: str) -> tuple[list[LooseRow], list[str]]
             problems.append(f"cannot list {kind.plural} in {namespace}: {error.one_line()}")
             continue
         for obj in objects:
-            status = status_of(obj)
-            if kind == kinds.DAEMON_SET:
-                ready, wanted = status.get("numberReady", 0), status.get("desiredNumberScheduled")
-            else:
-                ready, wanted = status.get("readyReplicas", 0), spec_of(obj).get("replicas", 1)
+            ready = status_of(obj).get("numberReady" if kind == kinds.DAEMON_SET else "readyReplicas", 0)
             rows.append(LooseRow(kind.kind, name_of(obj), ready if isinstance(ready, int) else 0,
-                                 wanted if isinstance(wanted, int) else None))
+                                 _expected(kind, obj)))
     return rows, problems
 
 
