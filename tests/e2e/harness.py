@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -393,6 +395,13 @@ def wait_running(dev: DevCluster, namespace: str, selector: str, count: int, tim
 
     dev.wait_until(enough, timeout, f"{count} running pods {selector} in {namespace}")
     return dict(found)
+
+
+def kq_as(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kq ARGS`` run as the user of ``kubeconfig`` (its exit code, stdout and stderr; never raises on a
+    failure, which is what some tests expect)."""
+    return subprocess.run([sys.executable, "-m", "webhook.cli.main", *args, f"--kubeconfig={kubeconfig}"],
+                          capture_output=True, text=True, check=False, timeout=120)
 
 
 def edit_kubeconfig(dev: DevCluster, namespace: str, account: str) -> Path:

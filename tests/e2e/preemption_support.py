@@ -33,11 +33,11 @@ def serve_and_batch(dev: DevCluster, prefix: str, serve_min: int, batch_min: int
         yield names
 
 
-def _pod_spec(cpu: int, node: str | None, priority_class: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}],
-    }
+def _pod_spec(cpu: int | None, node: str | None, priority_class: str | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "c", "image": "busybox"}
+    if cpu is not None:  # None: a container that asks for nothing
+        container["resources"] = {"requests": {"cpu": str(cpu)}}
+    spec: dict[str, Any] = {"terminationGracePeriodSeconds": 0, "containers": [container]}
     if node is not None:
         spec["nodeSelector"] = {"kubernetes.io/hostname": node}
     if priority_class is not None:
@@ -58,8 +58,8 @@ def deployment(name: str, replicas: int, cpu: int, *, node: str | None = None,
     }
 
 
-def job(name: str, pods: int, cpu: int, node: str | None = None) -> dict[str, Any]:
-    """A Job of ``pods`` parallel pods of ``cpu`` CPU, on ``node`` if given."""
+def job(name: str, pods: int, cpu: int | None, node: str | None = None) -> dict[str, Any]:
+    """A Job of ``pods`` parallel pods of ``cpu`` CPU (``None``: no request), on ``node`` if given."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -16,15 +16,13 @@ rules allow it (Serve stays within its min, Batch keeps its own).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
 from tests.e2e import preemption_support as pre
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import running_pods, wait_running
+from tests.e2e.harness import kq_as, running_pods, wait_running
 
 pytestmark = pytest.mark.e2e
 
@@ -62,9 +60,7 @@ def test_a_jobs_pod_is_not_preempted_for_room_its_job_keeps(dev_cluster: DevClus
                                  before=refused)
     assert running_pods(dev, spaces.batch, "batch.kubernetes.io/job-name=train") == carol
     # kq why names the refusal beside the scheduler's words.
-    why = subprocess.run([sys.executable, "-m", "webhook.cli.main", "why", "deployment/urgent", "-o", "json", "-n",
-                          spaces.serve, f"--kubeconfig={dev.config.kubeconfig}"], capture_output=True, text=True,
-                         check=False, timeout=120)
+    why = kq_as(dev.config.kubeconfig, "why", "deployment/urgent", "-o", "json", "-n", spaces.serve)
     assert why.returncode == 0, why.stderr
     (waiting,) = json.loads(why.stdout)["podsWaiting"]
     assert waiting["names"] == [urgent]

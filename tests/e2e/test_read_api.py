@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import create_namespaces, edit_kubeconfig, installed_tree, unique, wait_managed
+from tests.e2e.harness import create_namespaces, edit_kubeconfig, installed_tree, kq_as, unique, wait_managed
 from tests.e2e.setups import developer_tree_spec
 from webhook.devcluster import processes
 from webhook.readmodel.served import summaries_path
@@ -117,8 +117,7 @@ def test_a_user_lists_the_summaries_of_their_namespace_and_no_other(teams: Teams
     kubeconfig = edit_kubeconfig(dev, teams.a, "reader")
 
     def kq_as_reader(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "webhook.cli.main", *args, f"--kubeconfig={kubeconfig}"],
-                              capture_output=True, text=True, check=False, timeout=120)
+        return kq_as(kubeconfig, *args)
 
     everything = kq_as_reader("list", "-A")
     assert everything.returncode != 0 and teams.b not in everything.stdout, everything

@@ -13,26 +13,16 @@ of 5 CPU (10 in all) it is admitted and both pods run, each with 5 CPU.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
+from tests.e2e import preemption_support as pre
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import edit_kubeconfig, passes_made, quotas, unique, wait_running
+from tests.e2e.harness import edit_kubeconfig, kq_as, passes_made, quotas, unique, wait_running
 from webhook.api.names import MAX_JOBS
 
 pytestmark = pytest.mark.e2e
-
-
-def _job(name: str, pods: int, cpu: str | None) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "c", "image": "busybox"}
-    if cpu is not None:
-        container["resources"] = {"requests": {"cpu": cpu}}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"parallelism": pods, "completions": pods, "template": {"spec": {
-                "restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "containers": [container]}}}}
 
 
 def _limit_range(namespace: str, cpu: str) -> dict[str, Any]:
@@ -48,20 +38,14 @@ def test_a_job_held_before_its_namespaces_limit_range_is_sized_by_it(dev_cluster
         kubeconfig = edit_kubeconfig(dev, space, "dev")
 
         def why(name: str) -> dict[str, Any]:
-            result = subprocess.run([sys.executable, "-m", "webhook.cli.main", "why", name, "-n", space, "-o", "json",
-                                     f"--kubeconfig={kubeconfig}"], capture_output=True, text=True, check=False,
-                                    timeout=120)
+            result = kq_as(kubeconfig, "why", name, "-n", space, "-o", "json")
             assert result.returncode == 0, result.stderr
             answer: dict[str, Any] = json.loads(result.stdout)
             return answer
 
-        def create(obj: dict[str, Any]) -> None:
-            result = dev.create({**obj, "metadata": {**obj["metadata"], "namespace": space}}, user="alice")
-            assert result.returncode == 0, result.stderr
-
-        create(_job("first", 1, "10"))
+        pre.create(dev, space, pre.job("first", 1, 10), "alice")
         wait_running(dev, space, "batch.kubernetes.io/job-name=first", 1)
-        create(_job("late", 2, None))
+        pre.create(dev, space, pre.job("late", 2, None), "alice")
         dev.wait_until(lambda: why("late")["status"] == "QUEUING", 60, "the late Job queued behind the job count")
 
         dev.apply(_limit_range(space, "15"))

@@ -15,7 +15,6 @@ import html
 import json
 import re
 import subprocess
-import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,7 +26,7 @@ import pytest
 
 from tests.e2e import preemption_support as pre
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import edit_kubeconfig, wait_running
+from tests.e2e.harness import edit_kubeconfig, kq_as, wait_running
 from webhook.cli import devsystem
 
 pytestmark = pytest.mark.e2e
@@ -64,9 +63,7 @@ def test_kq_why_explains_a_deployment_whose_pods_reclaim_took(dev_cluster: DevCl
     kubeconfig = edit_kubeconfig(dev, spaces.serve, "dev")
 
     def kq(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "webhook.cli.main", *args, "-n", spaces.serve,
-                               f"--kubeconfig={kubeconfig}"], capture_output=True, text=True, check=False,
-                              timeout=120)
+        return kq_as(kubeconfig, *args, "-n", spaces.serve)
 
     pre.create(dev, spaces.serve, pre.deployment("web", 6, 10), "alice")
     wait_running(dev, spaces.serve, "app=web", 6)
@@ -131,6 +128,5 @@ def test_kq_why_explains_a_deployment_whose_pods_reclaim_took(dev_cluster: DevCl
     assert "Reclaim evicted it:" in gone.stdout
 
     # The user's own namespace only: carol's is refused, as kubectl refuses it.
-    other = subprocess.run([sys.executable, "-m", "webhook.cli.main", "why", "job/train", "-n", spaces.batch,
-                            f"--kubeconfig={kubeconfig}"], capture_output=True, text=True, check=False, timeout=120)
+    other = kq_as(kubeconfig, "why", "job/train", "-n", spaces.batch)
     assert other.returncode != 0 and "forbidden" in other.stderr.lower(), other
