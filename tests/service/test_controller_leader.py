@@ -10,7 +10,7 @@ from typing import Any
 from tests.service.controller_support import admitted, pi, seed_api, settings
 from tests.service.kubeclient_fake import JOBS, FakeApi, Kind
 from webhook.controller.controller import Controller
-from webhook.controller.leader import LeaderElector
+from webhook.controller.leader import LeaderElector, LeaseTerms
 
 LEASES: Kind = ("coordination.k8s.io", "v1", "leases")
 
@@ -24,18 +24,9 @@ class Clock:
 
 
 def elector(api: FakeApi, clock: Clock, identity: str, **kwargs: Any) -> LeaderElector:
-    return LeaderElector(
-        api,
-        namespace="kube-queue",
-        name="kube-queue-controller",
-        identity=identity,
-        lease_duration=15,
-        renew_deadline=10,
-        retry_period=2,
-        clock=clock,
-        wall=clock,
-        **kwargs,
-    )
+    terms = LeaseTerms("kube-queue", "kube-queue-controller", identity, lease_duration=15, renew_deadline=10,
+                       retry_period=2)
+    return LeaderElector(api, terms, clock=clock, wall=clock, **kwargs)
 
 
 async def test_the_first_candidate_creates_the_lease_and_the_second_waits() -> None:

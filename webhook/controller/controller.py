@@ -26,7 +26,7 @@ from webhook.controller.changes import ChangeFlag
 from webhook.controller.decide import JobDecisions, PassRecord, decide, reason_key
 from webhook.controller.eta import EtaInputs, EtaService
 from webhook.controller.events import EventGate, queued_memory, read_queued_events
-from webhook.controller.leader import LeaderElector
+from webhook.controller.leader import LeaderElector, lease_terms
 from webhook.controller.lifecycle import JobLifecycle
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
@@ -112,18 +112,8 @@ class Controller:
                                   clock=self._read_clock, poke=self._status_changed)
         self.elector: LeaderElector | None = None
         if settings.leader_elect:
-            self.elector = LeaderElector(
-                client,
-                namespace=settings.lease_namespace,
-                name=settings.lease_name,
-                identity=settings.identity,
-                lease_duration=settings.lease_duration,
-                renew_deadline=settings.renew_deadline,
-                retry_period=settings.retry_period,
-                on_change=self._leadership_changed,
-                clock=clock,
-                wall=wall,
-            )
+            self.elector = LeaderElector(client, lease_terms(settings), on_change=self._leadership_changed,
+                                         clock=clock, wall=wall)
         self.ready = asyncio.Event()
         """Set once every cache listed and discovery ran (the first pass can happen)."""
 

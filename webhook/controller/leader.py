@@ -18,10 +18,12 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from webhook.api.kinds import LEASE
 from webhook.api.objects import Doc, Obj, mapping, meta, rfc3339
 from webhook.controller.records import kv
+from webhook.controller.settings import ControllerSettings
 from webhook.kube.client import KubeApiError, KubeClient, ResourceRef
 
 log = logging.getLogger(__name__)
@@ -31,19 +33,37 @@ LEASES = ResourceRef.of(LEASE)
 Clock = Callable[[], float]
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseTerms:
+    """Which Lease a replica campaigns for, as whom, and its timing in seconds (:func:`lease_terms`; the defaults
+    are the settings')."""
+
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def lease_terms(settings: ControllerSettings) -> LeaseTerms:
+    """What the elector reads of the controller's settings."""
+    return LeaseTerms(settings.lease_namespace, settings.lease_name, settings.identity, settings.lease_duration,
+                      settings.renew_deadline, settings.retry_period)
+
+
 class LeaderElector:
     """Campaign for one Lease; :meth:`run` until cancelled, then :meth:`release`."""
 
     def __init__(
         self,
         client: KubeClient,
+        terms: LeaseTerms,
         *,
-        namespace: str,
-        name: str,
-        identity: str,
-        lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
-        retry_period: float = 2.0,
         on_change: Callable[[bool], None] | None = None,
         clock: Clock = time.monotonic,
         wall: Clock = time.time,
@@ -51,12 +71,7 @@ class LeaderElector:
         rng: random.Random | None = None,
     ) -> None:
         self.client = client
-        self.namespace = namespace
-        self.name = name
-        self.identity = identity
-        self.lease_duration = lease_duration
-        self.renew_deadline = renew_deadline
-        self.retry_period = retry_period
+        self.terms = terms
         self.on_change = on_change
         self._clock = clock
         self._wall = wall
@@ -72,7 +87,7 @@ class LeaderElector:
     # State -------------------------------------------------------------------------------------------------
     def is_leader(self) -> bool:
         """Whether this replica may act now: it holds the Lease and renewed it within ``renew_deadline``."""
-        return self._leading and self._clock() - self._last_renew < self.renew_deadline
+        return self._leading and self._clock() - self._last_renew < self.terms.renew_deadline
 
     def _set_leading(self, leading: bool) -> None:
         if leading == self._leading:
@@ -80,8 +95,8 @@ class LeaderElector:
         self._leading = leading
         if leading:
             self.transitions += 1
-        log.info(kv(component="leader", event="acquired" if leading else "lost", lease=f"{self.namespace}/{self.name}",
-                    identity=self.identity))
+        log.info(kv(component="leader", event="acquired" if leading else "lost", lease=self.terms.key,
+                    identity=self.terms.identity))
         if self.on_change is not None:
             self.on_change(leading)
 
@@ -100,21 +115,22 @@ class LeaderElector:
             if ok:
                 self._last_renew = now
                 self._set_leading(True)
-            elif self._leading and now - self._last_renew >= self.renew_deadline:
+            elif self._leading and now - self._last_renew >= self.terms.renew_deadline:
                 self._set_leading(False)
             if self._leading and not self.is_leader():
                 self._set_leading(False)
-            delay = self.retry_period if self._leading else self.retry_period * self._rng.uniform(1.0, 1.2)
+            period = self.terms.retry_period
+            delay = period if self._leading else period * self._rng.uniform(1.0, 1.2)
             await self._sleep(delay)
 
     def _spec(self, previous: Obj | None, now: float) -> Doc:
         stamp = rfc3339(now)
-        held_by_me = previous is not None and previous.get("holderIdentity") == self.identity
+        held_by_me = previous is not None and previous.get("holderIdentity") == self.terms.identity
         counted = (previous or {}).get("leaseTransitions")
         transitions = counted if isinstance(counted, int) else 0
         return {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": max(1, round(self.lease_duration)),
+            "holderIdentity": self.terms.identity,
+            "leaseDurationSeconds": max(1, round(self.terms.lease_duration)),
             "acquireTime": (previous or {}).get("acquireTime") if held_by_me else stamp,
             "renewTime": stamp,
             "leaseTransitions": transitions if held_by_me or previous is None else transitions + 1,
@@ -134,26 +150,28 @@ class LeaderElector:
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; ``True`` when this replica holds the Lease afterwards."""
         try:
-            lease = await self.client.get(LEASES, self.name, self.namespace)
+            lease = await self.client.get(LEASES, self.terms.name, self.terms.namespace)
         except KubeApiError as error:
             if not error.not_found:
                 raise
             return await self._written(self.client.create(LEASES, self._body(self._spec(None, self._wall())),
-                                                          self.namespace))
+                                                          self.terms.namespace))
         spec = mapping(lease.get("spec"))
         self._observe(spec)
         holder = spec.get("holderIdentity") or ""
-        duration = spec.get("leaseDurationSeconds")
-        duration = float(duration) if isinstance(duration, int | float) and duration > 0 else self.lease_duration
-        if holder and holder != self.identity and self._observed_at + duration > self._clock():
+        declared = spec.get("leaseDurationSeconds")
+        duration = self.terms.lease_duration
+        if isinstance(declared, int | float) and declared > 0:
+            duration = float(declared)
+        if holder and holder != self.terms.identity and self._observed_at + duration > self._clock():
             return False
         body = self._body(self._spec(spec, self._wall()), lease)
-        return await self._written(self.client.replace(LEASES, self.name, body, self.namespace))
+        return await self._written(self.client.replace(LEASES, self.terms.name, body, self.terms.namespace))
 
     def _body(self, spec: Doc, current: Obj | None = None) -> Doc:
         """The Lease to write: a new one, or a replacement of ``current`` (its ``resourceVersion`` the
         precondition)."""
-        metadata: Doc = {"name": self.name, "namespace": self.namespace}
+        metadata: Doc = {"name": self.terms.name, "namespace": self.terms.namespace}
         if current is not None:
             metadata["resourceVersion"] = meta(current).get("resourceVersion")
         return {"apiVersion": LEASE.api_version, "kind": "Lease", "metadata": metadata, "spec": spec}
@@ -176,9 +194,9 @@ class LeaderElector:
         if not was_leading:
             return
         try:
-            lease = await self.client.get(LEASES, self.name, self.namespace)
+            lease = await self.client.get(LEASES, self.terms.name, self.terms.namespace)
             spec = mapping(lease.get("spec"))
-            if spec.get("holderIdentity") != self.identity:
+            if spec.get("holderIdentity") != self.terms.identity:
                 return
             stamp = rfc3339(self._wall())
             body = self._body({
@@ -188,8 +206,8 @@ class LeaderElector:
                 "renewTime": stamp,
                 "leaseTransitions": spec.get("leaseTransitions") or 0,
             }, lease)
-            await self.client.replace(LEASES, self.name, body, self.namespace)
-            log.info(kv(component="leader", event="released", lease=f"{self.namespace}/{self.name}",
-                        identity=self.identity))
+            await self.client.replace(LEASES, self.terms.name, body, self.terms.namespace)
+            log.info(kv(component="leader", event="released", lease=self.terms.key,
+                        identity=self.terms.identity))
         except KubeApiError as error:
             log.warning(kv(component="leader", event="release_failed", error=repr(error)))
