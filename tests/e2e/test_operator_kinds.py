@@ -28,6 +28,8 @@ from tests.e2e.kinds import (
     suspended,
     workflow,
 )
+from webhook.admission.policies import PODS_GUARD
+from webhook.admission.state import DEFAULT_CONTROLLER_USER
 from webhook.api.names import (
     ADMISSION_ANNOTATION,
     ADMISSION_GATE,
@@ -263,6 +265,44 @@ def test_alice_cannot_pass_her_objects_off_as_an_operators(setup: Setup) -> None
     setup.delete("RayJob", "rj", namespace=ns)
     setup.delete("PyTorchJob", "real", namespace=ns)
     dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
+
+
+def test_no_operator_binds_a_pod_to_the_node_a_user_named(setup: Setup) -> None:
+    """An operator copies what its job says into the pods it creates: a nodeName there binds them without the
+    scheduler, whose extender keeps the quota's max, a ResourcePolicy's order and the virtual node's pod cap. Alice's
+    jobs naming a node are refused at submission; one stored past the queue (before the rule, or by an identity no
+    hook reads) gets each of its pods refused by the pod guard, the operator's own identity notwithstanding."""
+    dev, ns = setup.dev, setup.a
+    pinned = manifest("PyTorchJob", "pinned", ns, pods=2, cpu=1, nodeName="virtual-kubelet")
+    refused = dev.create(pinned, user="alice")
+    field = "spec.pytorchReplicaSpecs.Worker.template.spec.nodeName"
+    assert refused.returncode != 0 and f"{field}: in a namespace under quota" in refused.stderr, refused.stderr
+    patched = workflow("pinned-wf", ns, cpu=1, width=1)
+    patched["spec"]["podSpecPatch"] = json.dumps({"nodeName": "ecs-0"})
+    refused = dev.create(patched, user="alice")
+    assert refused.returncode != 0 and "spec.podSpecPatch: in a namespace under quota" in refused.stderr, (
+        refused.stderr)
+
+    writer = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+              "metadata": {"name": "write-pytorchjobs", "namespace": ns},
+              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "job-kinds"},
+              "subjects": [{"kind": "User", "name": DEFAULT_CONTROLLER_USER, "apiGroup": "rbac.authorization.k8s.io"}]}
+    dev.apply([writer])
+    try:
+        stored = dev.create(pinned, user=DEFAULT_CONTROLLER_USER)  # no hook reads kube-queue's own writes
+        assert stored.returncode == 0, stored.stderr
+    finally:
+        dev.kubectl("delete", "rolebinding", "write-pytorchjobs", "-n", ns, "--ignore-not-found")
+
+    def refused_by_the_guard() -> bool:
+        events = dev.get_json("events", "-n", ns, "--field-selector", "involvedObject.name=pinned")["items"]
+        return any(event["reason"] == "FailedCreatePod" and PODS_GUARD in event["message"]
+                   and "spec.nodeName: a Pod in a namespace under quota" in event["message"] for event in events)
+
+    dev.wait_until(refused_by_the_guard, 60, "the training operator's bound pod refused by the pod guard")
+    assert all(pod["spec"].get("nodeName") != "virtual-kubelet" for pod in setup.pods(ns, "pinned"))
+    setup.delete("PyTorchJob", "pinned", namespace=ns)
+    dev.wait_until(lambda: not setup.pods(ns, "pinned"), 60, "pinned's pods gone")
 
 
 def test_a_workflow_is_held_sized_by_its_widest_step_run_by_argo_counted_once_and_finishes(setup: Setup) -> None:

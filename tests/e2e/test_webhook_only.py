@@ -8,7 +8,8 @@ would. Then, as ``alice`` with ``edit`` in a namespace of the tree:
 * a pod template that names its node is refused (Deployment, CronJob, an edit), now by the webhook;
 * a Job's pods, made by the Job controller, are marked for the extender and tagged with their quota by the
   webhook;
-* a Pod bound to a node by its creator is refused, and a pod's quota label cannot be stripped.
+* a Pod bound to a node by its creator is refused, a workload controller's too, and a pod's quota label cannot
+  be stripped.
 
 The policies and the usual configurations come back at the end, and the module waits until the API server
 uses them again, so later modules run on the install they expect.
@@ -162,11 +163,21 @@ def test_a_jobs_pods_are_marked_and_tagged_and_stay_so(dev_cluster: DevCluster, 
     assert dev.get_json("pod", name, "-n", space)["metadata"]["labels"][QUOTA_LABEL] == LEAF
 
 
-def test_a_user_cannot_bind_a_pod(dev_cluster: DevCluster, old_cluster: str) -> None:
+def test_neither_a_user_nor_a_workload_controller_can_bind_a_pod(dev_cluster: DevCluster, old_cluster: str) -> None:
+    """A workload controller copies a nodeName from what a user wrote (a template, an Argo podSpecPatch): its pod
+    is refused too (a server-side dry run as the Job controller, which may create pods)."""
     dev, space = dev_cluster, old_cluster
-    bound = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bound", "namespace": space},
-             "spec": {"nodeName": "ecs-0", "containers": [{"name": "c", "image": "busybox",
-                                                            "resources": {"requests": {"cpu": "1"}}}]}}
+    spec: dict[str, Any] = {"nodeName": "ecs-0", "containers": [{"name": "c", "image": "busybox",
+                                                                  "resources": {"requests": {"cpu": "1"}}}]}
+    bound = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bound", "namespace": space}, "spec": spec}
     result = dev.create(bound, user=USER)
     assert result.returncode != 0 and "spec.nodeName" in result.stderr, result.stderr
     assert "bound" not in dev.kubectl("get", "pods", "-n", space, "-o", "name")
+    result = dev.kubectl_result("create", "--dry-run=server", "-f", "-", stdin=json.dumps(bound),
+                                user=JOB_CONTROLLER)
+    assert result.returncode != 0 and WEBHOOK_REFUSAL in result.stderr and "spec.nodeName" in result.stderr, (
+        result.stderr)
+    del spec["nodeName"]
+    result = dev.kubectl_result("create", "--dry-run=server", "-f", "-", stdin=json.dumps(bound),
+                                user=JOB_CONTROLLER)
+    assert result.returncode == 0, result.stderr

@@ -39,7 +39,7 @@ from webhook.api.names import (
     QUOTA_LABEL,
     SUBMITTED_ANNOTATION,
 )
-from webhook.core.integrity import WORKLOAD_CONTROLLERS
+from webhook.core.integrity import NODE_BINDERS, WORKLOAD_CONTROLLERS
 
 
 def _objects() -> dict[tuple[str, str], Mapping[str, Any]]:
@@ -82,9 +82,16 @@ def test_the_mark_policy_writes_the_extender_marker_and_the_namespaces_quota() -
 def test_the_guard_policy_keeps_the_gate_the_quota_label_and_the_records_and_lets_the_controller_by() -> None:
     spec = _objects()["ValidatingAdmissionPolicy", PODS_GUARD]["spec"]
     # The controller and the workload controllers are let by before any rule is read: the pods of a burst of
-    # admissions (the Job controller's) cost the API server no evaluation of the rules.
+    # admissions (the Job controller's) cost the API server no evaluation of the rules. But a pod a workload
+    # controller creates bound to a node is read too (it copied the nodeName from what a user wrote), unless a
+    # kubelet creates it (a mirror pod): tests/e2e/test_operator_kinds.py tries it with the training operator.
     not_trusted = [{"name": "not-a-trusted-creator", "expression": f"!({creator_is_trusted()})"}]
-    assert spec["matchConditions"] == not_trusted
+    bound = "request.operation == 'CREATE' && has(object.spec.nodeName) && object.spec.nodeName != ''"
+    assert spec["matchConditions"] == [{
+        "name": "not-a-trusted-creator-or-bound-at-creation",
+        "expression": f"!({creator_is_trusted()}) || (({bound}) && !({creator_is_trusted(NODE_BINDERS)}))",
+    }]
+    assert creator_is_trusted(NODE_BINDERS) == '["system:node:"].exists(p, request.userInfo.username.startsWith(p))'
     assert _objects()["ValidatingAdmissionPolicy", TEMPLATES_GUARD]["spec"]["matchConditions"] == not_trusted
     assert f'"{DEFAULT_CONTROLLER_USER}"' in not_trusted[0]["expression"]
     node, gate, label, records = (validation["expression"] for validation in spec["validations"])

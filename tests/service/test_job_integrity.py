@@ -124,6 +124,79 @@ def test_refused_creations_carry_no_queued_warning(state: AdmissionState, settin
     assert "queued for quota" in response(accepted)["warnings"][0]
 
 
+# No node named where an operator copies it into the pods ---------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", TEMPLATE_KINDS)
+def test_a_template_naming_its_node_is_refused_at_submission_and_cannot_gain_one(
+    kind: str, state: AdmissionState, settings: Settings
+) -> None:
+    """The kind's operator (the Job controller, the training operator, KubeRay) copies a template's nodeName
+    into the pods, which would skip the scheduler and the extender; the pod guard refuses them one by one, where
+    only the operator's Events say why. So the job is refused where its author sees it."""
+    obj = JOB_BUILDERS[kind]()
+    path, template = first_template(obj)
+    template["spec"]["nodeName"] = "virtual-kubelet"
+    field = field_name(*path, "spec", "nodeName")
+    for handler in (mutate, validate):
+        out = handler(review(obj), state, settings)
+        assert not allowed(out)
+        assert f"{field}: in a namespace under quota" in message(out) and "nodeSelector" in message(out)
+    queued = held(JOB_BUILDERS[kind](), state, settings)
+    for old in (queued, released(queued)):
+        new = copy.deepcopy(old)
+        first_template(new)[1]["spec"]["nodeName"] = "ecs-0"
+        out = update(old, new, state)
+        assert not allowed(out)
+        assert f"{field}: in a namespace under quota" in message(out)
+    if kind == "Job":
+        return  # every write of a Job whose template names its node is refused (the templates guard)
+    # One written before the rule does not stop other edits (its pods are refused by the pod guard).
+    old = copy.deepcopy(queued)
+    first_template(old)[1]["spec"]["nodeName"] = "ecs-0"
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"]["team"] = "vision"
+    assert allowed(update(old, new, state))
+
+
+PINNED_JSON = '{"nodeName": "virtual-kubelet", "containers": [{"name": "main"}]}'
+PINNED_YAML = "nodeName: ecs-0\ncontainers:\n- name: main\n"
+
+
+@pytest.mark.parametrize(("place", "patch"), [
+    (("spec",), PINNED_JSON),
+    (("spec", "templateDefaults"), PINNED_YAML),
+    (("spec", "templates", 1), PINNED_YAML),
+    (("spec", "templates", 0), '{"nodeName": "{{workflow.parameters.node}}"}'),
+])
+def test_a_workflow_whose_pod_spec_patch_names_a_node_is_refused(
+    place: tuple[str | int, ...], patch: str, state: AdmissionState, settings: Settings
+) -> None:
+    """Argo writes each podSpecPatch into the step pods: a nodeName there binds them without the scheduler."""
+    obj = JOB_BUILDERS["Workflow"]()
+    set_at(obj, (*place, "podSpecPatch"), patch)
+    field = field_name(*place, "podSpecPatch")
+    out = mutate(review(obj), state, settings)
+    assert not allowed(out)
+    assert f"{field}: in a namespace under quota" in message(out)
+    old = held(JOB_BUILDERS["Workflow"](), state, settings)
+    new = copy.deepcopy(old)
+    set_at(new, (*place, "podSpecPatch"), patch)
+    assert f"{field}: in a namespace under quota" in message(update(old, new, state))
+
+
+def test_a_workflow_patch_that_names_no_node_or_reads_only_once_argo_fills_it_is_accepted(
+    state: AdmissionState, settings: Settings
+) -> None:
+    """A patch of resources is Argo's business; one that is all variables cannot be read before Argo fills it,
+    and the pod guard refuses the pods if it binds them."""
+    for patch in ('{"containers": [{"name": "main", "resources": {"limits": {"cpu": "{{inputs.parameters.cpu}}"}}}]}',
+                  "{{workflow.parameters.patch}}", "not: [a, pod, spec"):
+        obj = JOB_BUILDERS["Workflow"]()
+        obj["spec"]["podSpecPatch"] = patch
+        assert allowed(mutate(review(obj), state, settings)), patch
+
+
 # What decides a job's place is immutable once queued --------------------------------------------------------
 
 

@@ -134,6 +134,14 @@ def test_a_users_pod_bound_to_a_node_is_refused(state: AdmissionState, settings:
     )
     mirror = mutate(review(obj, user="system:node:ecs-3"), state, settings)
     assert response(mirror)["allowed"] is True
+    # A workload controller copies a nodeName from what a user wrote (a template, an Argo podSpecPatch): its
+    # pod is refused too, trusted or not (the webhook-only install; the pod guard policy elsewhere).
+    owned = pod(owner=OWNING_JOB)
+    owned["spec"]["nodeName"] = "ecs-3"
+    for creator in ("system:kube-controller-manager", "system:serviceaccount:kubeflow:training-operator"):
+        out = mutate(review(owned, user=creator), state, settings)
+        assert response(out)["allowed"] is False, creator
+        assert "spec.nodeName: a Pod in a namespace under quota" in response(out)["status"]["message"]
 
 
 def test_already_tagged_and_held_job_gets_no_patch(state: AdmissionState, settings: Settings) -> None:

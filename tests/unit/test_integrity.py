@@ -170,11 +170,21 @@ def test_workload_controllers_are_matched_exactly_or_by_prefix() -> None:
     assert is_workload_controller("system:serviceaccount:ops:operator", ("system:serviceaccount:ops:*",))
 
 
-def test_a_bound_pod_is_refused_unless_a_workload_controller_creates_it() -> None:
-    from webhook.core.integrity import pod_creation_problems  # noqa: PLC0415
+def test_a_bound_pod_is_refused_unless_a_kubelet_creates_it() -> None:
+    from webhook.core.integrity import (  # noqa: PLC0415
+        is_workload_controller,
+        may_bind_at_creation,
+        pod_creation_problems,
+    )
 
-    (problem,) = pod_creation_problems("ecs-3", trusted=False, quota="root/Team")
+    (problem,) = pod_creation_problems("ecs-3", binder=False, quota="root/Team")
     assert problem.startswith("spec.nodeName: a Pod in a namespace under quota root/Team must go through")
     assert "kubernetes.io/hostname: ecs-3" in problem
-    assert pod_creation_problems("ecs-3", trusted=True, quota="root/Team") == []
-    assert pod_creation_problems(None, trusted=False, quota="root/Team") == []
+    assert pod_creation_problems("ecs-3", binder=True, quota="root/Team") == []
+    assert pod_creation_problems(None, binder=False, quota="root/Team") == []
+    assert may_bind_at_creation("system:node:ecs-3")  # a kubelet's mirror pod
+    # Workload controllers copy a nodeName from what users wrote (a template, an Argo podSpecPatch).
+    for creator in ("system:kube-controller-manager", "system:serviceaccount:kubeflow:training-operator",
+                    "system:serviceaccount:kube-system:job-controller", "alice"):
+        assert is_workload_controller(creator) == (creator != "alice")
+        assert not may_bind_at_creation(creator), creator

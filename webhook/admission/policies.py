@@ -13,14 +13,15 @@ while it is down only when these policies are installed (``policies=True``).
   the quota label copied from the namespace's :data:`~webhook.api.names.NAMESPACE_QUOTA_LABEL`, which the
   controller keeps there.
 * ``kube-queue-pods-guard`` (ValidatingAdmissionPolicy, pods created or updated in a managed namespace by
-  anyone but the controller and the workload controllers, whose requests no rule reads): no ``spec.nodeName``
-  at creation;
-  the admission gate stays until the controller removes it; the quota label, the submission stamp and the
-  controller's records stay as they are.
+  anyone but the controller and the workload controllers, and the pods a workload controller creates bound to a
+  node): no ``spec.nodeName`` at creation, whoever creates the pod, kubelets' mirror pods aside (a workload
+  controller copies it from what a user wrote: a template, an Argo ``podSpecPatch``); the admission gate stays
+  until the controller removes it; the quota label, the submission stamp and the controller's records stay as
+  they are.
 * ``kube-queue-templates-guard`` (ValidatingAdmissionPolicy, Deployments, ReplicaSets, StatefulSets, DaemonSets,
   Jobs and CronJobs of a managed namespace, by anyone but the controller and the workload controllers): no
-  ``nodeName`` in their pod template. A trusted workload controller makes the pods, so the pod guard lets its
-  ``nodeName`` through; a pod bound that way skips the scheduler and the extender, which keeps the quota's ``max``.
+  ``nodeName`` in their pod template. Their pods would be refused one by one, where only the workload
+  controller's Events say why; the template is refused where its author sees it.
   The rule is :mod:`webhook.core.pod_templates`'s, which the webhook-only install's ``templates.validate`` asks.
 
 Both need ``admissionregistration.k8s.io/v1`` policies (MutatingAdmissionPolicy is GA in Kubernetes 1.36);
@@ -42,7 +43,7 @@ from webhook.api.names import (
     QUOTA_LABEL,
     SUBMITTED_ANNOTATION,
 )
-from webhook.core.integrity import WORKLOAD_CONTROLLERS
+from webhook.core.integrity import NODE_BINDERS, WORKLOAD_CONTROLLERS
 from webhook.core.pod_templates import DEFAULT_TEMPLATE, TEMPLATED_KINDS, node_message, node_path
 
 __all__ = [
@@ -111,6 +112,14 @@ _NOT_TRUSTED: MatchCondition = {"name": "not-a-trusted-creator", "expression": f
 """Neither the controller nor a workload controller: the guards never evaluate their rules for the pods a
 burst of admissions makes (the Job controller's) nor for the controller's own writes, which may do what they
 forbid."""
+_BOUND_AT_CREATION = "request.operation == 'CREATE' && has(object.spec.nodeName) && object.spec.nodeName != ''"
+_NOT_TRUSTED_OR_BOUND: MatchCondition = {
+    "name": "not-a-trusted-creator-or-bound-at-creation",
+    "expression": f"!({creator_is_trusted()}) || (({_BOUND_AT_CREATION}) && !({creator_is_trusted(NODE_BINDERS)}))",
+}
+""":data:`_NOT_TRUSTED`, or a pod a workload controller creates bound to a node (a kubelet's mirror pod aside): the
+pod guard reads that one too, and its ``nodeName`` rule refuses it (:data:`~webhook.core.integrity.NODE_BINDERS`).
+The burst of an admission's pods still costs no rule: their ``nodeName`` is empty."""
 
 
 def _pointer(*keys: str) -> str:
@@ -189,6 +198,7 @@ def _guard_policy() -> PolicyObject:
     return _validating_policy(
         PODS_GUARD,
         [_pod_rule("CREATE", "UPDATE")],
+        _NOT_TRUSTED_OR_BOUND,
         [
             {
                 "expression": ("request.operation != 'CREATE' || !has(object.spec.nodeName) || "
@@ -251,19 +261,21 @@ def _templates_policy() -> PolicyObject:
         node = "object." + ".".join(node_path(kinds[0]))
         validations.append({"expression": f"{skip} || !has({node}) || {node} == ''",
                             "message": node_message(kinds[0]), "reason": "Forbidden"})
-    return _validating_policy(TEMPLATES_GUARD, rules, validations)
+    return _validating_policy(TEMPLATES_GUARD, rules, _NOT_TRUSTED, validations)
 
 
-def _validating_policy(name: str, rules: list[Rule], validations: list[dict[str, str]]) -> PolicyObject:
-    """A guard: ``validations`` of the requests ``rules`` match in a managed namespace, by anyone but a trusted
-    creator (:data:`_NOT_TRUSTED`); refused when it cannot be evaluated."""
+def _validating_policy(
+    name: str, rules: list[Rule], condition: MatchCondition, validations: list[dict[str, str]]
+) -> PolicyObject:
+    """A guard: ``validations`` of the requests ``rules`` match in a managed namespace when ``condition`` holds
+    (:data:`_NOT_TRUSTED`: by anyone but a trusted creator); refused when it cannot be evaluated."""
     return {
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name, "labels": dict(LABELS)},
         "spec": {
             "matchConstraints": {"resourceRules": rules, "namespaceSelector": managed_namespaces()},
-            "matchConditions": [dict(_NOT_TRUSTED)],
+            "matchConditions": [dict(condition)],
             "failurePolicy": "Fail",
             "validations": validations,
         },

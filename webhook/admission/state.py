@@ -57,8 +57,9 @@ class Settings:
     warn_on_hold: bool = True
     """Return a warning (``kubectl`` prints it) naming the queue when a job is held at creation."""
     pod_creators: tuple[str, ...] = WORKLOAD_CONTROLLERS
-    """Identities (``*`` ends a prefix) whose Pods are trusted to belong to the owner they name, and that may
-    set ``spec.nodeName`` (``--pod-creator`` adds to the default)."""
+    """Identities (``*`` ends a prefix) whose Pods are trusted to belong to the owner they name (``--pod-creator``
+    adds to the default). None of them may set ``spec.nodeName`` but kubelets
+    (:data:`webhook.core.integrity.NODE_BINDERS`)."""
 
     def is_controller(self, username: str) -> bool:
         return username in self.controller_users

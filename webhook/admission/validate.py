@@ -32,7 +32,7 @@ from webhook.admission.state import AdmissionState, Settings
 from webhook.api.kinds import ELASTIC_QUOTA_TREE, QUEUE, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_POLICY
 from webhook.api.objects import Obj, meta
 from webhook.core.dra import claim_problems
-from webhook.core.integrity import pod_creation_problems, resize_problems
+from webhook.core.integrity import may_bind_at_creation, pod_creation_problems, resize_problems
 from webhook.core.placement import validate_policy
 from webhook.core.pod_templates import TemplatedKind, template_node_problems, templated_kind
 from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
@@ -202,13 +202,13 @@ def creation_refusal(
 ) -> AdmissionReview | None:
     """The refusal of a new job the queue cannot hold as written (``None`` when it can). The mutating handler
     asks too, so a job it would refuse never gets the "queued" warning first. A Pod bound to a node by its
-    creator is refused unless a workload controller creates it (it would skip the scheduler's quota)."""
+    creator is refused unless a kubelet creates it (it would skip the scheduler's quota)."""
     assert request.obj is not None
     if adapter.gates_at_creation_only:
         leaf = state.leaf_for_namespace(request.namespace)
         bound = pod_creation_problems(
             value_at(request.obj, "spec", "nodeName"),
-            settings.creates_workload_pods(request.username),
+            may_bind_at_creation(request.username),
             leaf.full_name if leaf is not None else f"(namespace {request.namespace} is managed)",
         )
         if bound:

@@ -20,15 +20,18 @@ The controller's own writes never reach these rules (the admission shell lets it
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from webhook.core.pod_templates import node_refusal
 from webhook.core.quantity import format_quantity
 from webhook.core.quota import QuotaTree
 from webhook.core.resources import Resources, is_binary_resource
 from webhook.core.workload import PodSet
 
 PRIORITY_REFUSED_BY_API = "the integer value of priority must not be provided in pod spec"
+"""The API server's own words for a pod that carries a literal priority (quoted in refusals)."""
 
 WORKLOAD_CONTROLLERS = (
     "system:serviceaccount:kube-system:*",
@@ -52,17 +55,28 @@ def is_workload_controller(username: str, patterns: tuple[str, ...] = WORKLOAD_C
     )
 
 
-def pod_creation_problems(node_name: object, trusted: bool, quota: str) -> list[str]:
+NODE_BINDERS = ("system:node:*",)
+"""Who may create a Pod already bound to a node in a namespace under quota: kubelets (their mirror pods). A workload
+controller may not: it copies a ``nodeName`` from what a user wrote (a PyTorchJob's template, an Argo Workflow's
+``podSpecPatch``), and a pod bound at creation skips the scheduler and the extender, which keep the quota's
+``max``, a ResourcePolicy's order and the virtual node's pod cap."""
+
+
+def may_bind_at_creation(username: str) -> bool:
+    """Whether ``username`` may create a Pod with ``spec.nodeName`` set (:data:`NODE_BINDERS`)."""
+    return is_workload_controller(username, NODE_BINDERS)
+
+
+def pod_creation_problems(node_name: object, binder: bool, quota: str) -> list[str]:
     """Why a Pod created in a namespace under ``quota`` is refused: a ``spec.nodeName`` set by anyone but a
-    workload controller skips the scheduler, and so the scheduler's pod-level quota."""
-    if not node_name or trusted:
+    kubelet (``binder``) skips the scheduler, and so the scheduler's pod-level quota."""
+    if not node_name or binder:
         return []
     return [
         f"spec.nodeName: a Pod in a namespace under quota {quota} must go through the scheduler, which keeps "
         f"its quota within max; remove spec.nodeName ({node_name}) and ask for the node with a nodeSelector "
         f"(kubernetes.io/hostname: {node_name}) or node affinity instead"
     ]
-"""The API server's own words for a pod that carries a literal priority (quoted in refusals)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +117,9 @@ class JobFacts:
     unsized: Mapping[str, str] | None = None
     """``runtimeClassName`` field -> the class, for each template naming a RuntimeClass whose pod overhead the job
     does not have recorded (``spec.template.spec.runtimeClassName``): its pods would get it, uncounted."""
+    node_names: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Field -> node, for each place the job's operator would copy a ``nodeName`` into its pods from (a template's
+    ``spec.nodeName``, an Argo ``podSpecPatch``)."""
 
 
 def submission_problems(facts: JobFacts, priority_classes: Mapping[str, int]) -> list[str]:
@@ -133,7 +150,14 @@ def submission_problems(facts: JobFacts, priority_classes: Mapping[str, int]) ->
             "PriorityClass in priorityClassName (kubectl get priorityclasses): the queue orders jobs by "
             "their PriorityClass only"
         )
+    problems.extend(_node_problems(facts.node_names))
     return problems
+
+
+def _node_problems(node_names: Mapping[str, str]) -> list[str]:
+    """A node named where the job's operator copies it into its pods: they would skip the scheduler, and the
+    pod guard refuses them one by one (:data:`NODE_BINDERS`); the job is refused where its author sees why."""
+    return [node_refusal(field) for field in sorted(node_names)]
 
 
 def update_problems(old: JobFacts, new: JobFacts, priority_classes: Mapping[str, int]) -> list[str]:
@@ -160,7 +184,10 @@ def update_problems(old: JobFacts, new: JobFacts, priority_classes: Mapping[str,
     literals = old.literal_priorities
     added = {field: value for field, value in new.literal_priorities.items() if literals.get(field) != value}
     if added:
-        problems.extend(submission_problems(replace(new, literal_priorities=added), priority_classes))
+        problems.extend(submission_problems(replace(new, literal_priorities=added, node_names={}), priority_classes))
+    problems.extend(_node_problems({
+        field: node for field, node in new.node_names.items() if old.node_names.get(field) != node
+    }))
     for field in sorted(new.unrequested - old.unrequested):
         problems.append(
             f"{field}: may not be removed: the namespace's LimitRange would give the job's pods this request "

@@ -63,9 +63,14 @@ def node_field(kind: TemplatedKind) -> str:
     return ".".join(node_path(kind))
 
 
+def node_refusal(field: str) -> str:
+    """The refusal of a ``nodeName`` at ``field``, where a workload controller would copy it into the pods."""
+    return f"{field}: in a namespace under quota, {NODE_ADVICE}"
+
+
 def node_message(kind: TemplatedKind) -> str:
     """The refusal of a ``nodeName`` in ``kind``'s template (the policy's message too)."""
-    return f"{node_field(kind)}: in a namespace under quota, {NODE_ADVICE}"
+    return node_refusal(node_field(kind))
 
 
 def template_node_problems(kind: TemplatedKind, obj: Mapping[str, object]) -> list[str]:

@@ -381,6 +381,10 @@ class Adapter(ABC):
         each problem says what to change."""
         return []
 
+    def patched_nodes(self, obj: Obj) -> dict[str, str]:
+        """Field -> node, for each ``nodeName`` the operator writes into the pods from outside their templates."""
+        return {}
+
     def tag_patch(self, obj: Obj, leaf_name: str, full_name: str) -> list[JSONPatch]:
         """Label and annotate the job and every pod template with its quota."""
         labels = {QUOTA_LABEL: leaf_name}

@@ -68,10 +68,14 @@ def job_facts(
             classes[field_name(*path)] = _text(obj, path)
     for path in adapter.extra_label_fields:
         labels[field_name(*path, QUOTA_LABEL)] = _text(obj, (*path, QUOTA_LABEL))
+    nodes = adapter.patched_nodes(obj)
     for template in templates:
         spec = (*template.path, "spec")
         if template.path:
             labels[field_name(*template.path, "metadata", "labels", QUOTA_LABEL)] = _label(obj, *template.path)
+            node = _value(obj, (*spec, "nodeName"))
+            if isinstance(node, str) and node:
+                nodes[field_name(*spec, "nodeName")] = node
         classes[field_name(*spec, "priorityClassName")] = _text(obj, (*spec, "priorityClassName"))
         literal = _value(obj, (*spec, "priority"))
         if literal is not None:
@@ -107,6 +111,7 @@ def job_facts(
             for template, name in named_classes(templates, overheads)
             if name not in sized_with
         },
+        node_names=nodes,
     )
 
 

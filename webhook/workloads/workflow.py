@@ -60,6 +60,18 @@ def declared_size(text: str) -> Resources:
         raise WorkloadError(f"{where}: {error}") from None
 
 
+def _patched_node(patch: object) -> str | None:
+    """The ``nodeName`` a ``podSpecPatch`` (YAML or JSON) sets, ``None`` when it sets none or cannot be parsed."""
+    if not isinstance(patch, str):
+        return None
+    try:
+        loaded = yaml.safe_load(patch)
+    except yaml.YAMLError:
+        return None
+    node = loaded.get("nodeName") if isinstance(loaded, Mapping) else None
+    return str(node) if node else None
+
+
 class _Sizer:
     """The widest point of a workflow's templates (module notes)."""
 
@@ -156,6 +168,24 @@ class WorkflowAdapter(SpecSuspendAdapter):
     def pod_templates(self, obj: Obj) -> tuple[PodTemplate, ...]:
         """None as pod templates: Argo builds each step's pod from its template (sized in :meth:`pod_sets`)."""
         return ()
+
+    def patched_nodes(self, obj: Obj) -> dict[str, str]:
+        """The ``nodeName`` of each ``podSpecPatch`` Argo applies to the step pods: the workflow's, its template
+        defaults' and each template's. A patch that parses only once Argo substitutes its variables is not seen
+        here; the pod guard refuses the pods it binds (docs/security.md)."""
+        spec = value_at(obj, "spec")
+        if not isinstance(spec, Mapping):
+            return {}
+        holders: list[tuple[str, object]] = [("spec", spec), ("spec.templateDefaults", spec.get("templateDefaults"))]
+        templates = spec.get("templates")
+        if isinstance(templates, list):
+            holders += [(f"spec.templates[{index}]", template) for index, template in enumerate(templates)]
+        nodes = {}
+        for where, holder in holders:
+            node = _patched_node(holder.get("podSpecPatch") if isinstance(holder, Mapping) else None)
+            if node:
+                nodes[f"{where}.podSpecPatch"] = node
+        return nodes
 
     def pod_sets(self, obj: Obj) -> tuple[PodSet, ...]:
         """One pod set: the declared size, or the widest point of the workflow (module notes)."""
