@@ -323,6 +323,26 @@ def test_a_workflow_is_held_sized_by_its_widest_step_run_by_argo_counted_once_an
     setup.delete("Workflow", "wf", namespace=ns)
 
 
+def test_a_workflow_is_sized_as_argo_patches_its_pods(setup: Setup) -> None:
+    """A podSpecPatch raises what each step pod asks: the queue sizes the workflow as Argo makes the pods, so
+    the quota counts what they use (before, the workflow counted its templates' 1 CPU a pod)."""
+    dev, ns = setup.dev, setup.a
+    patched = workflow("patched", ns, cpu=1, width=2)
+    patched["spec"]["podSpecPatch"] = json.dumps(
+        {"containers": [{"name": "main", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]})
+    setup.create(patched)
+    dev.wait_until(lambda: not suspended(setup.get("Workflow", "patched", ns)), 60, "the workflow admitted")
+    record = json.loads(setup.get("Workflow", "patched", ns)["metadata"]["annotations"][ADMISSION_ANNOTATION])
+    assert _cpu(record["request"]["cpu"]) == 6, record  # the wide step: two pods of 3 CPU, as patched
+    dev.wait_until(lambda: setup.running(ns, "patched") == 2, 90, "the two pods of the wide step Running")
+    for pod in setup.pods(ns, "patched"):
+        main = next(c for c in pod["spec"]["containers"] if c["name"] == "main")
+        assert _cpu(main["resources"]["requests"]["cpu"]) == 3, main  # what Argo made of the patch
+    assert setup.used_cpu("Team-a") == 6
+    setup.delete("Workflow", "patched", namespace=ns)
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
+
+
 def test_a_second_workflow_waits_for_the_declared_size_of_the_first(setup: Setup) -> None:
     dev, ns = setup.dev, setup.a
     setup.create(workflow("big", ns, cpu=1, width=1, succeed_after="8s", declared='{"cpu": "30"}'))

@@ -185,18 +185,6 @@ def test_a_workflow_whose_pod_spec_patch_names_a_node_is_refused(
     assert f"{field}: in a namespace under quota" in message(update(old, new, state))
 
 
-def test_a_workflow_patch_that_names_no_node_or_reads_only_once_argo_fills_it_is_accepted(
-    state: AdmissionState, settings: Settings
-) -> None:
-    """A patch of resources is Argo's business; one that is all variables cannot be read before Argo fills it,
-    and the pod guard refuses the pods if it binds them."""
-    for patch in ('{"containers": [{"name": "main", "resources": {"limits": {"cpu": "{{inputs.parameters.cpu}}"}}}]}',
-                  "{{workflow.parameters.patch}}", "not: [a, pod, spec"):
-        obj = JOB_BUILDERS["Workflow"]()
-        obj["spec"]["podSpecPatch"] = patch
-        assert allowed(mutate(review(obj), state, settings)), patch
-
-
 # What decides a job's place is immutable once queued --------------------------------------------------------
 
 

@@ -180,6 +180,41 @@ def test_a_workflow_is_sized_by_its_widest_point() -> None:
     assert not adapter(wf).needs_all_pods(wf)
 
 
+def test_a_workflow_is_sized_as_its_pod_spec_patches_make_its_pods() -> None:
+    """Argo applies the workflow's podSpecPatch to every step pod, then the template's own (or its
+    templateDefaults'), merged into the main container by name: a patch's requests are the pods' requests."""
+    wf = workflow()  # 1 pod, then 3 pods at once, each 2 CPU
+    wf["spec"]["templates"][1]["container"]["name"] = ""  # as Argo's controller writes it back
+    wf["spec"]["podSpecPatch"] = '{"containers": [{"name": "main", "resources": {"requests": {"cpu": "5"}}}]}'
+    assert sets(wf) == [("widest", 1, res(cpu=15))]
+    wf["spec"]["templateDefaults"] = {"podSpecPatch": "containers:\n- name: main\n  resources:\n"
+                                                      "    requests: {cpu: 3, memory: 1Gi}\n"}
+    assert sets(wf) == [("widest", 1, res(cpu=9, memory="3Gi"))]  # after the workflow's, and merged key by key
+    wf["spec"]["templates"][1]["podSpecPatch"] = (
+        '{"containers": [{"name": "main", "resources": {"requests": {"cpu": "7"}}}, {"name": "side", '
+        '"resources": {"requests": {"cpu": "1"}}}]}')
+    assert sets(wf) == [("widest", 1, res(cpu=24))]  # the template's own replaces its defaults'; "side" is added
+    wf["spec"]["templates"][1]["podSpecPatch"] = '{"containers": [{"name": "main", "resources": null}]}'
+    assert sets(wf) == [("widest", 1, res())]  # null removes what the template asked
+
+
+@pytest.mark.parametrize(("patch", "said"), [
+    ("{{workflow.parameters.patch}}", "only once Argo fills its variables"),
+    ('{"containers": [{"name": "main", "resources": {"limits": {"cpu": "{{inputs.parameters.cpu}}"}}}]}', "cpu"),
+    ("not: [a, pod, spec", "expected a pod spec in YAML or JSON"),
+])
+def test_a_workflow_patch_the_queue_cannot_size_is_refused_unless_the_size_is_declared(
+    patch: str, said: str, state: AdmissionState
+) -> None:
+    wf = workflow()
+    wf["spec"]["podSpecPatch"] = patch
+    out = mutate(review(wf), state, Settings())
+    assert not response(out)["allowed"]
+    assert "cannot size" in message(out) and said in message(out)
+    wf["metadata"]["annotations"] = {WORKFLOW_SIZE_ANNOTATION: "cpu: 4"}
+    assert response(mutate(review(wf), state, Settings()))["allowed"], patch
+
+
 def test_a_workflow_that_recurses_is_sized_by_what_was_reached() -> None:
     wf = workflow()
     wf["spec"]["templates"].append({"name": "loop", "steps": [[{"name": "again", "template": "loop"}]]})

@@ -8,7 +8,8 @@ order (docs/job-kinds.md):
 * else the widest point of its entrypoint: a ``steps`` template runs its groups one after another, each group's
   steps at once, so it is its largest group; a ``dag`` template may run every task at once, so it is their sum;
   ``withItems`` lists and ``withSequence`` counts multiply a step; a ``container``, ``script`` or
-  ``containerSet`` template is one pod of its containers' request; templates it names through ``templateRef``
+  ``containerSet`` template is one pod of its containers' request, as Argo's ``podSpecPatch`` makes it (the
+  workflow's, then the template's own or its defaults'); templates it names through ``templateRef``
   (other WorkflowTemplates) and loops over ``withParam`` count as one pod of nothing and one iteration;
 * at most ``spec.parallelism`` times its largest pod when the workflow sets it.
 
@@ -25,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import yaml
 
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, WORKFLOW_SIZE_ANNOTATION
-from webhook.api.objects import Doc, Obj, mappings
+from webhook.api.objects import Obj, mappings
 from webhook.core.resources import ResourceError, Resources
 from webhook.core.workload import PodSet, WorkloadError, pod_request
 from webhook.workloads.base import (
@@ -60,26 +61,78 @@ def declared_size(text: str) -> Resources:
         raise WorkloadError(f"{where}: {error}") from None
 
 
-def _patched_node(patch: object) -> str | None:
-    """The ``nodeName`` a ``podSpecPatch`` (YAML or JSON) sets, ``None`` when it sets none or cannot be parsed."""
-    if not isinstance(patch, str):
+def _read_patch(where: str, text: object) -> Obj | None:
+    """A ``podSpecPatch`` (YAML or JSON) as the pod spec fields it sets, ``None`` when there is none; a
+    :class:`WorkloadError` naming ``where`` when it is not a pod spec before Argo fills its variables."""
+    if not isinstance(text, str) or not text.strip():
         return None
     try:
-        loaded = yaml.safe_load(patch)
+        loaded = yaml.safe_load(text)
     except yaml.YAMLError:
+        loaded = None
+    if isinstance(loaded, Mapping):
+        return loaded
+    if "{{" in text:
+        raise WorkloadError(f"{where}: reads as a pod spec only once Argo fills its variables, so the queue cannot "
+                            f"size the pods it patches; write it without them, or declare the workflow's size in "
+                            f"metadata.annotations[{WORKFLOW_SIZE_ANNOTATION}]")
+    raise WorkloadError(f"{where}: expected a pod spec in YAML or JSON, such as "
+                        "{\"containers\": [{\"name\": \"main\", \"resources\": {\"requests\": {\"cpu\": \"2\"}}}]}")
+
+
+def _patched_node(where: str, text: object) -> str | None:
+    """The ``nodeName`` a ``podSpecPatch`` sets (``None``: none, or the patch cannot be read before Argo runs)."""
+    try:
+        patch = _read_patch(where, text)
+    except WorkloadError:
         return None
-    node = loaded.get("nodeName") if isinstance(loaded, Mapping) else None
+    node = patch.get("nodeName") if patch is not None else None
     return str(node) if node else None
+
+
+MERGED_BY_NAME = frozenset(("containers", "initContainers"))
+"""The pod spec lists a strategic merge patch merges item by item, by ``name``."""
+
+
+def _merged(base: object, patch: object, key: str = "") -> object:
+    """``patch`` applied to ``base`` as Kubernetes' strategic merge does it for what sizes a pod: maps key by key
+    (``null`` removes a key), containers and init containers by name, anything else replaced."""
+    if isinstance(base, Mapping) and isinstance(patch, Mapping):
+        out = dict(base)
+        for name, value in patch.items():
+            if value is None:
+                out.pop(name, None)
+            else:
+                out[name] = _merged(base.get(name), value, str(name))
+        return out
+    if key in MERGED_BY_NAME and isinstance(base, list) and isinstance(patch, list):
+        items = list(base)
+        for item in patch:
+            name = item.get("name") if isinstance(item, Mapping) else None
+            at = next((i for i, old in enumerate(items) if isinstance(old, Mapping) and old.get("name") == name), None)
+            if at is None:
+                items.append(item)
+            else:
+                items[at] = _merged(items[at], item)
+        return items
+    return patch
 
 
 class _Sizer:
     """The widest point of a workflow's templates (module notes)."""
 
-    def __init__(self, templates: Sequence[object]) -> None:
-        self.by_name: dict[str, Obj] = {
-            t["name"]: t for t in templates if isinstance(t, Mapping) and isinstance(t.get("name"), str)
-        }
+    def __init__(self, spec: Obj) -> None:
+        templates = spec.get("templates")
+        self.index: dict[str, int] = {}
+        self.by_name: dict[str, Obj] = {}
+        for index, template in enumerate(templates if isinstance(templates, list) else []):
+            if isinstance(template, Mapping) and isinstance(template.get("name"), str):
+                self.index[template["name"]] = index
+                self.by_name[template["name"]] = template
         self.largest_pod = Resources()
+        self.patch = _read_patch("spec.podSpecPatch", spec.get("podSpecPatch"))
+        defaults = spec.get("templateDefaults")
+        self.default_patch = defaults.get("podSpecPatch") if isinstance(defaults, Mapping) else None
 
     def width(self, name: str | None, depth: int = 0) -> Resources:
         template = self.by_name.get(name or "")
@@ -120,15 +173,26 @@ class _Sizer:
             containers = container_set.get("containers") or []
         else:
             key = "container" if "container" in template else "script"
-            containers = [template.get(key) or {}]
+            main = template.get(key)
+            # Argo names it "main" whatever the template says (its controller writes back an empty name).
+            containers = [{**(main if isinstance(main, Mapping) else {}), "name": "main"}]
         if not isinstance(containers, Iterable):
             raise WorkloadError(f"spec.templates[{name}].containerSet.containers: expected a list")
-        spec: Doc = {"containers": [c for c in containers if isinstance(c, Mapping)]}
+        pod: dict[str, object] = {"containers": [c for c in containers if isinstance(c, Mapping)]}
         inits = template.get("initContainers")
         if isinstance(inits, list):
-            spec["initContainers"] = mappings(inits)
+            pod["initContainers"] = mappings(inits)
+        spec: object = pod
+        # Argo applies the workflow's patch, then the template's own (or its defaults').
+        where = f"spec.templates[{self.index.get(str(name), 0)}].podSpecPatch"
+        own = template.get("podSpecPatch")
+        if own is None:
+            where, own = "spec.templateDefaults.podSpecPatch", self.default_patch
+        for patch in (self.patch, _read_patch(where, own)):
+            if patch is not None:
+                spec = _merged(spec, patch)
         try:
-            return pod_request(spec)
+            return pod_request(spec if isinstance(spec, Mapping) else {})
         except WorkloadError as error:
             raise WorkloadError(f"spec.templates[{name}]: {error}") from None
 
@@ -182,7 +246,7 @@ class WorkflowAdapter(SpecSuspendAdapter):
             holders += [(f"spec.templates[{index}]", template) for index, template in enumerate(templates)]
         nodes = {}
         for where, holder in holders:
-            node = _patched_node(holder.get("podSpecPatch") if isinstance(holder, Mapping) else None)
+            node = _patched_node(where, holder.get("podSpecPatch") if isinstance(holder, Mapping) else None)
             if node:
                 nodes[f"{where}.podSpecPatch"] = node
         return nodes
@@ -192,8 +256,8 @@ class WorkflowAdapter(SpecSuspendAdapter):
         declared = str_at(obj, "metadata", "annotations", WORKFLOW_SIZE_ANNOTATION)
         if declared is not None:
             return (PodSet("declared", 1, declared_size(declared)),)
-        templates = value_at(obj, "spec", "templates")
-        sizer = _Sizer(templates if isinstance(templates, list) else [])
+        spec = value_at(obj, "spec")
+        sizer = _Sizer(spec if isinstance(spec, Mapping) else {})
         widest = sizer.width(str_at(obj, "spec", "entrypoint"))
         parallelism = int_at(obj, None, "spec", "parallelism")
         if parallelism:
