@@ -324,23 +324,31 @@ def test_a_workflow_is_held_sized_by_its_widest_step_run_by_argo_counted_once_an
 
 
 def test_a_workflow_is_sized_as_argo_patches_its_pods(setup: Setup) -> None:
-    """A podSpecPatch raises what each step pod asks: the queue sizes the workflow as Argo makes the pods, so
-    the quota counts what they use (before, the workflow counted its templates' 1 CPU a pod)."""
+    """A podSpecPatch raises what each step pod asks and names a RuntimeClass with a pod overhead: the queue sizes
+    the workflow as Argo and the API server make the pods, so the quota counts what they use (before, the
+    workflow counted its templates' 1 CPU a pod)."""
     dev, ns = setup.dev, setup.a
+    runtime = unique("kata")
+    dev.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": runtime},
+               "handler": "kata", "overhead": {"podFixed": {"cpu": "500m", "memory": "128Mi"}}})
     patched = workflow("patched", ns, cpu=1, width=2)
-    patched["spec"]["podSpecPatch"] = json.dumps(
-        {"containers": [{"name": "main", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]})
-    setup.create(patched)
-    dev.wait_until(lambda: not suspended(setup.get("Workflow", "patched", ns)), 60, "the workflow admitted")
-    record = json.loads(setup.get("Workflow", "patched", ns)["metadata"]["annotations"][ADMISSION_ANNOTATION])
-    assert _cpu(record["request"]["cpu"]) == 6, record  # the wide step: two pods of 3 CPU, as patched
-    dev.wait_until(lambda: setup.running(ns, "patched") == 2, 90, "the two pods of the wide step Running")
-    for pod in setup.pods(ns, "patched"):
-        main = next(c for c in pod["spec"]["containers"] if c["name"] == "main")
-        assert _cpu(main["resources"]["requests"]["cpu"]) == 3, main  # what Argo made of the patch
-    assert setup.used_cpu("Team-a") == 6
-    setup.delete("Workflow", "patched", namespace=ns)
-    dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
+    patched["spec"]["podSpecPatch"] = json.dumps({"runtimeClassName": runtime, "containers": [
+        {"name": "main", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]})
+    try:
+        setup.create(patched)
+        dev.wait_until(lambda: not suspended(setup.get("Workflow", "patched", ns)), 60, "the workflow admitted")
+        record = json.loads(setup.get("Workflow", "patched", ns)["metadata"]["annotations"][ADMISSION_ANNOTATION])
+        assert _cpu(record["request"]["cpu"]) == 7, record  # the wide step: two pods of 3 CPU + 0.5 overhead
+        dev.wait_until(lambda: setup.running(ns, "patched") == 2, 90, "the two pods of the wide step Running")
+        for pod in setup.pods(ns, "patched"):  # what Argo and the API server made of the patch
+            main = next(c for c in pod["spec"]["containers"] if c["name"] == "main")
+            assert _cpu(main["resources"]["requests"]["cpu"]) == 3, main
+            assert pod["spec"]["overhead"]["cpu"] == "500m", pod["spec"]
+        assert setup.used_cpu("Team-a") == 7
+    finally:
+        setup.delete("Workflow", "patched", namespace=ns)
+        dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
+        dev.kubectl("delete", "runtimeclass", runtime, "--ignore-not-found")
 
 
 def test_a_second_workflow_waits_for_the_declared_size_of_the_first(setup: Setup) -> None:

@@ -118,3 +118,26 @@ def test_a_user_can_neither_change_the_record_nor_move_a_held_job_onto_an_unreco
     refused = validate(review(lowered, operation="UPDATE", old=recorded), classes, settings)
     assert not refused["response"]["allowed"]
     assert POD_OVERHEAD_ANNOTATION in refused["response"]["status"]["message"]
+
+
+def test_a_workflow_whose_pod_spec_patch_names_a_class_is_sized_with_its_overhead(
+    classes: AdmissionState, settings: Settings
+) -> None:
+    """Argo's pods take their RuntimeClass from a podSpecPatch (a Workflow has no pod template): the webhook
+    records the class's overhead as for a template's, and each pod the patch reaches is sized with it."""
+    wf = JOB_BUILDERS["Workflow"]()  # one pod, then three at once, of 2 CPU each
+    wf["spec"]["templates"][1]["podSpecPatch"] = '{"runtimeClassName": "kata"}'
+    adapter = _adapter(wf)
+    assert [s.per_pod for s in adapter.pod_sets(wf)] == [res(cpu=6)]  # no record yet
+    held = patched(wf, mutate(review(wf), classes, settings))
+    assert json.loads(held["metadata"]["annotations"][POD_OVERHEAD_ANNOTATION]) == {
+        "kata": {"cpu": "250m", "memory": "160Mi"}}
+    assert [s.per_pod for s in adapter.pod_sets(held)] == [res(cpu="6.75", memory="480Mi")]
+    # A held workflow cannot move its pods onto a class the queue did not size it with.
+    moved = copy.deepcopy(patched(JOB_BUILDERS["Workflow"](), mutate(review(JOB_BUILDERS["Workflow"]()), classes,
+                                                                        settings)))
+    before = copy.deepcopy(moved)
+    moved["spec"]["podSpecPatch"] = "runtimeClassName: kata"
+    out = validate(review(moved, operation="UPDATE", old=before), classes, settings)
+    assert not out["response"]["allowed"]
+    assert "spec.podSpecPatch: RuntimeClass 'kata' adds a pod overhead" in out["response"]["status"]["message"]

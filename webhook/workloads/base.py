@@ -381,8 +381,8 @@ class Adapter(ABC):
         each problem says what to change."""
         return []
 
-    def patched_nodes(self, obj: Obj) -> dict[str, str]:
-        """Field -> node, for each ``nodeName`` the operator writes into the pods from outside their templates."""
+    def pod_spec_patches(self, obj: Obj) -> dict[str, Obj]:
+        """Field -> the pod spec a patch the operator applies to the pods gives them, outside their templates."""
         return {}
 
     def tag_patch(self, obj: Obj, leaf_name: str, full_name: str) -> list[JSONPatch]:

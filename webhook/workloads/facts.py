@@ -15,7 +15,7 @@ from webhook.core.integrity import JobFacts
 from webhook.core.limitrange import NO_DEFAULTS, ContainerDefaults
 from webhook.core.workload import PodSet, WorkloadError
 from webhook.workloads.base import Adapter, PodTemplate, str_at, value_at
-from webhook.workloads.limits import named_classes, request_gaps
+from webhook.workloads.limits import named_classes, patched_classes, request_gaps
 from webhook.workloads.overhead import NO_OVERHEADS, Overheads, recorded
 
 
@@ -68,7 +68,8 @@ def job_facts(
             classes[field_name(*path)] = _text(obj, path)
     for path in adapter.extra_label_fields:
         labels[field_name(*path, QUOTA_LABEL)] = _text(obj, (*path, QUOTA_LABEL))
-    nodes = adapter.patched_nodes(obj)
+    patches = adapter.pod_spec_patches(obj)
+    nodes = {field: str(patch["nodeName"]) for field, patch in patches.items() if patch.get("nodeName")}
     for template in templates:
         spec = (*template.path, "spec")
         if template.path:
@@ -110,7 +111,7 @@ def job_facts(
             field_name(*template.path, "spec", "runtimeClassName"): name
             for template, name in named_classes(templates, overheads)
             if name not in sized_with
-        },
+        } | {field: name for field, name in patched_classes(patches, overheads).items() if name not in sized_with},
         node_names=nodes,
     )
 

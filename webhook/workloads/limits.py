@@ -80,12 +80,19 @@ def named_classes(templates: tuple[PodTemplate, ...], overheads: Overheads) -> l
     return out
 
 
+def patched_classes(patches: Mapping[str, Obj], overheads: Overheads) -> dict[str, str]:
+    """Patch field -> the RuntimeClass with an overhead it gives the pods (an Argo ``podSpecPatch``'s)."""
+    named = {field: runtime_class(patch) for field, patch in patches.items()} if overheads else {}
+    return {field: name for field, name in named.items() if name is not None and name in overheads}
+
+
 def overhead_patch(adapter: Adapter, obj: Obj, overheads: Overheads) -> list[JSONPatch]:
     """The annotation that records the overhead of each RuntimeClass the job's templates name (``[]`` when none
     names a class with one)."""
     if not overheads:  # no RuntimeClass declares one: the usual case costs nothing
         return []
-    classes = sorted({name for _, name in named_classes(adapter.pod_templates(obj), overheads)})
+    classes = sorted({name for _, name in named_classes(adapter.pod_templates(obj), overheads)}
+                     | set(patched_classes(adapter.pod_spec_patches(obj), overheads).values()))
     if not classes:
         return []
     record = json.dumps({name: dict(overheads[name]) for name in classes}, sort_keys=True, separators=(",", ":"))

@@ -57,10 +57,15 @@ def recorded(obj: Obj) -> Overheads:
             for name, fixed in value.items() if isinstance(fixed, Mapping)}
 
 
+def overhead_of(spec: Mapping[str, object], overheads: Overheads) -> Mapping[str, str] | None:
+    """The overhead among ``overheads`` the API server will add to the pods of ``spec`` (``None``: none)."""
+    name = runtime_class(spec) if overheads else None
+    return overheads.get(name) if name is not None else None
+
+
 def with_overhead(spec: PodSpec, overheads: Overheads) -> PodSpec:
     """``spec`` as the API server will admit its pods: with the recorded overhead of the class it names."""
-    name = runtime_class(spec) if overheads else None
-    fixed = overheads.get(name) if name is not None else None
+    fixed = overhead_of(spec, overheads)
     if not fixed:
         return spec
     out: PodSpec = {**spec}

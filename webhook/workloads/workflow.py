@@ -40,6 +40,7 @@ from webhook.workloads.base import (
     str_at,
     value_at,
 )
+from webhook.workloads.overhead import Overheads, overhead_of, recorded
 
 MAX_DEPTH = 20
 """Nested templates followed at most (a deeper or recursive workflow is sized by what was reached)."""
@@ -80,16 +81,6 @@ def _read_patch(where: str, text: object) -> Obj | None:
                         "{\"containers\": [{\"name\": \"main\", \"resources\": {\"requests\": {\"cpu\": \"2\"}}}]}")
 
 
-def _patched_node(where: str, text: object) -> str | None:
-    """The ``nodeName`` a ``podSpecPatch`` sets (``None``: none, or the patch cannot be read before Argo runs)."""
-    try:
-        patch = _read_patch(where, text)
-    except WorkloadError:
-        return None
-    node = patch.get("nodeName") if patch is not None else None
-    return str(node) if node else None
-
-
 MERGED_BY_NAME = frozenset(("containers", "initContainers"))
 """The pod spec lists a strategic merge patch merges item by item, by ``name``."""
 
@@ -121,7 +112,7 @@ def _merged(base: object, patch: object, key: str = "") -> object:
 class _Sizer:
     """The widest point of a workflow's templates (module notes)."""
 
-    def __init__(self, spec: Obj) -> None:
+    def __init__(self, spec: Obj, overheads: Overheads) -> None:
         templates = spec.get("templates")
         self.index: dict[str, int] = {}
         self.by_name: dict[str, Obj] = {}
@@ -130,6 +121,8 @@ class _Sizer:
                 self.index[template["name"]] = index
                 self.by_name[template["name"]] = template
         self.largest_pod = Resources()
+        self.overheads = overheads
+        """The RuntimeClass overheads recorded on the workflow, for the classes its patches name."""
         self.patch = _read_patch("spec.podSpecPatch", spec.get("podSpecPatch"))
         defaults = spec.get("templateDefaults")
         self.default_patch = defaults.get("podSpecPatch") if isinstance(defaults, Mapping) else None
@@ -191,6 +184,9 @@ class _Sizer:
         for patch in (self.patch, _read_patch(where, own)):
             if patch is not None:
                 spec = _merged(spec, patch)
+        fixed = overhead_of(spec, self.overheads) if isinstance(spec, Mapping) else None
+        if fixed and isinstance(spec, Mapping):
+            spec = {**spec, "overhead": dict(fixed)}
         try:
             return pod_request(spec if isinstance(spec, Mapping) else {})
         except WorkloadError as error:
@@ -233,10 +229,10 @@ class WorkflowAdapter(SpecSuspendAdapter):
         """None as pod templates: Argo builds each step's pod from its template (sized in :meth:`pod_sets`)."""
         return ()
 
-    def patched_nodes(self, obj: Obj) -> dict[str, str]:
-        """The ``nodeName`` of each ``podSpecPatch`` Argo applies to the step pods: the workflow's, its template
-        defaults' and each template's. A patch that parses only once Argo substitutes its variables is not seen
-        here; the pod guard refuses the pods it binds (docs/security.md)."""
+    def pod_spec_patches(self, obj: Obj) -> dict[str, Obj]:
+        """Each ``podSpecPatch`` Argo applies to the step pods: the workflow's, its template defaults' and each
+        template's. One that parses only once Argo fills its variables is left out: the workflow is refused at
+        submission unless its size is declared, and the pod guard refuses the pods such a patch binds to a node."""
         spec = value_at(obj, "spec")
         if not isinstance(spec, Mapping):
             return {}
@@ -244,12 +240,16 @@ class WorkflowAdapter(SpecSuspendAdapter):
         templates = spec.get("templates")
         if isinstance(templates, list):
             holders += [(f"spec.templates[{index}]", template) for index, template in enumerate(templates)]
-        nodes = {}
+        patches = {}
         for where, holder in holders:
-            node = _patched_node(where, holder.get("podSpecPatch") if isinstance(holder, Mapping) else None)
-            if node:
-                nodes[f"{where}.podSpecPatch"] = node
-        return nodes
+            field = f"{where}.podSpecPatch"
+            try:
+                patch = _read_patch(field, holder.get("podSpecPatch") if isinstance(holder, Mapping) else None)
+            except WorkloadError:
+                continue
+            if patch is not None:
+                patches[field] = patch
+        return patches
 
     def pod_sets(self, obj: Obj) -> tuple[PodSet, ...]:
         """One pod set: the declared size, or the widest point of the workflow (module notes)."""
@@ -257,7 +257,7 @@ class WorkflowAdapter(SpecSuspendAdapter):
         if declared is not None:
             return (PodSet("declared", 1, declared_size(declared)),)
         spec = value_at(obj, "spec")
-        sizer = _Sizer(spec if isinstance(spec, Mapping) else {})
+        sizer = _Sizer(spec if isinstance(spec, Mapping) else {}, recorded(obj))
         widest = sizer.width(str_at(obj, "spec", "entrypoint"))
         parallelism = int_at(obj, None, "spec", "parallelism")
         if parallelism:
