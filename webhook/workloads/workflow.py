@@ -175,20 +175,19 @@ class _Sizer:
         inits = template.get("initContainers")
         if isinstance(inits, list):
             pod["initContainers"] = mappings(inits)
-        spec: object = pod
         # Argo applies the workflow's patch, then the template's own (or its defaults').
-        where = f"spec.templates[{self.index.get(str(name), 0)}].podSpecPatch"
+        where = f"spec.templates[{self.index[str(name)]}].podSpecPatch"
         own = template.get("podSpecPatch")
         if own is None:
             where, own = "spec.templateDefaults.podSpecPatch", self.default_patch
         for patch in (self.patch, _read_patch(where, own)):
-            if patch is not None:
-                spec = _merged(spec, patch)
-        fixed = overhead_of(spec, self.overheads) if isinstance(spec, Mapping) else None
-        if fixed and isinstance(spec, Mapping):
-            spec = {**spec, "overhead": dict(fixed)}
+            merged = _merged(pod, patch) if patch is not None else pod
+            pod = dict(merged) if isinstance(merged, Mapping) else pod
+        fixed = overhead_of(pod, self.overheads)
+        if fixed:
+            pod["overhead"] = dict(fixed)
         try:
-            return pod_request(spec if isinstance(spec, Mapping) else {})
+            return pod_request(pod)
         except WorkloadError as error:
             raise WorkloadError(f"spec.templates[{name}]: {error}") from None
 
