@@ -165,3 +165,25 @@ def test_a_half_started_gang_is_held_again_and_its_pods_leave_the_nodes(setup: S
     status = dev.get_json("elasticquotatrees", "-n", "kube-system")["items"][0].get("status", {})
     team_g = next(child for child in status["root"]["children"] if child["name"] == "Team-g")
     assert team_g.get("used", {}).get("cpu", "0") in ("0", 0)
+
+
+def test_a_job_whose_pods_the_api_server_refuses_is_backed_off_with_the_refusal(setup: Setup) -> None:
+    """The namespace's ResourceQuota allows no pod: the Job controller cannot create the admitted Job's pods, and
+    the backoff says what it was told, where `kq why` shows it (before, only "none of its 1 pod(s) was
+    created")."""
+    dev, ns = setup.dev, setup.gang
+    dev.kubectl("delete", "jobs", "--all", "-n", ns, "--wait=true")  # the gang above, if it ran
+    dev.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods", "namespace": ns},
+               "spec": {"hard": {"pods": "0"}}})
+    try:
+        dev.kubectl("create", "-n", ns, "-f", "-", stdin=json.dumps(job_manifest("unmade", pods=1, cpu=1,
+                                                                                  memory="1Gi")))
+        dev.wait_until(lambda: _backoff(setup.job(ns, "unmade")) is not None, TIMEOUT + 30, "unmade backed off")
+        note = _backoff(setup.job(ns, "unmade"))
+        assert note is not None and note["category"] == "NotCreated", note
+        assert "its operator could not create them" in note["reason"] and "exceeded quota: no-pods" in note[
+            "reason"], note
+        why = setup.kq("why", "unmade", namespace=ns)
+        assert "exceeded quota: no-pods" in why, why
+    finally:
+        dev.kubectl("delete", "resourcequota", "no-pods", "-n", ns, "--ignore-not-found")

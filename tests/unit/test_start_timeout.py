@@ -29,8 +29,10 @@ from webhook.core.startup import (
     StartVerdict,
     after_failed_start,
     backoff_state,
+    creation_refusal,
     failure_reason,
     start_verdict,
+    with_creation_refusal,
 )
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
 from webhook.workloads.job import JobAdapter
@@ -114,6 +116,38 @@ def test_the_reason_prefers_a_container_that_cannot_start_then_the_scheduler() -
     assert "didn't match Pod's node affinity/selector" in text
     assert failure_reason(3, [], gang=True) == ("NotCreated", "none of its 3 pod(s) was created")
     assert failure_reason(1, [pending("x")], gang=False)[0] == "NotRunning"
+
+
+def _event(reason: str, message: str, at: float, uid: str = "job-uid", kind: str = "Warning") -> dict[str, Any]:
+    from webhook.api.objects import rfc3339_seconds  # noqa: PLC0415
+
+    return {"type": kind, "reason": reason, "message": message, "lastTimestamp": rfc3339_seconds(at),
+            "involvedObject": {"kind": "Job", "name": "j", "uid": uid}}
+
+
+def test_a_job_whose_operator_could_not_create_its_pods_is_backed_off_with_what_it_said() -> None:
+    """The start timeout names what the job's operator said when the API server refused its pods (a namespace's
+    ResourceQuota, kube-queue's pod guard...): the newest creation failure since the admission, about this
+    job only; a verdict whose pods are all there keeps its reason."""
+    quota = 'pods "j-x" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=0, limited: pods=0'
+    events = [
+        _event("FailedCreate", "an older admission's refusal", T0 - 60),
+        _event("FailedCreate", "another job's refusal", T0 + 5, uid="other"),
+        _event("SuccessfulCreate", "Created pod: j-y", T0 + 6, kind="Normal"),
+        _event("FailedCreatePod", "the training operator's words", T0 + 3),
+        _event("FailedCreate", quota, T0 + 4),
+    ]
+    assert creation_refusal(events, "job-uid", T0) == quota
+    assert creation_refusal(events[:3], "job-uid", T0) is None
+    assert creation_refusal([_event("FailedToCreateWorkerPod", "kuberay's", T0)], "job-uid", T0) == "kuberay's"
+    verdict = start_verdict(2, [], gang=True, admitted_at=T0, now=T0 + 61, timeout=60)
+    assert verdict.status == StartStatus.FAILED and verdict.missing == 2
+    assert with_creation_refusal(verdict, quota).reason == (
+        f"none of its 2 pod(s) was created; its operator could not create them: {quota}")
+    assert with_creation_refusal(verdict, None) == verdict
+    assert with_creation_refusal(verdict, "x" * 1000).reason.endswith("x" * 297 + "...")
+    placed = start_verdict(1, [pending("a")], gang=False, admitted_at=T0, now=T0 + 61, timeout=60)
+    assert placed.missing == 0 and with_creation_refusal(placed, quota) == placed
 
 
 def test_backoff_doubles_up_to_the_cap_and_gives_up_after_the_limit() -> None:

@@ -16,8 +16,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from webhook.api.kinds import EVENT
 from webhook.api.names import BACKOFF_ANNOTATION, QUOTA_LABEL, REASON_BACKOFF, REASON_GAVE_UP, REASON_HELD
-from webhook.api.objects import labels_of, namespace_of, owner_references_of, pod_spec, rfc3339_seconds
+from webhook.api.objects import (
+    Obj,
+    labels_of,
+    mappings,
+    meta,
+    namespace_of,
+    owner_references_of,
+    pod_spec,
+    rfc3339_seconds,
+)
 from webhook.controller import metrics
 from webhook.controller.cache import ClusterCache
 from webhook.controller.decide import JobDecisions
@@ -27,9 +37,16 @@ from webhook.controller.starts import StartChecks
 from webhook.controller.writer import Stats, Writer
 from webhook.core.limitrange import NO_DEFAULTS
 from webhook.core.quota import queue_name
-from webhook.core.startup import BackoffPolicy, StartVerdict, after_failed_start
+from webhook.core.startup import (
+    BackoffPolicy,
+    StartVerdict,
+    after_failed_start,
+    creation_refusal,
+    with_creation_refusal,
+)
 from webhook.core.workload import Phase, WorkloadError
 from webhook.kube.cache import RELIST, CacheEvent, WatchCache
+from webhook.kube.client import KubeApiError, ResourceRef
 from webhook.kube.events import EventRecorder
 from webhook.workloads.registry import job_owner_kinds
 
@@ -169,6 +186,11 @@ class JobLifecycle:
 
     async def _back_off(self, job: TrackedJob, verdict: StartVerdict, now: float) -> TrackedJob | None:
         workload = job.workload
+        if verdict.missing and verdict.deadline is not None:
+            uid = str(meta(job.obj).get("uid") or "")
+            admitted = verdict.deadline - self.start_timeout  # an Event's time is in whole seconds: one less
+            refusal = creation_refusal(await self._events_about(job), uid, admitted - 1)
+            verdict = with_creation_refusal(verdict, refusal)
         note = after_failed_start(
             job.backoff, job.spec or spec_fingerprint(job.obj), verdict, now=now, policy=self.backoff
         )
@@ -197,6 +219,20 @@ class JobLifecycle:
                          defaults=defaults.get(job.workload.key.namespace, NO_DEFAULTS), overheads=overheads)
         except WorkloadError:
             return None
+
+    async def _events_about(self, job: TrackedJob) -> list[Obj]:
+        """The Events about the job (by name and uid; one list, only for a failed start with pods missing);
+        none when they cannot be read: the backoff is written without them."""
+        metadata = meta(job.obj)
+        selector = f"involvedObject.name={metadata.get('name')},involvedObject.uid={metadata.get('uid')}"
+        try:
+            page = await self.writer.client.list_page(ResourceRef.of(EVENT, job.workload.key.namespace),
+                                                      field_selector=selector)
+        except KubeApiError as error:
+            log.warning(kv(component="controller", event="events_unreadable", job=str(job.workload.key),
+                           error=repr(error)))
+            return []
+        return mappings(page.get("items"))
 
     async def clear_backoff(self, job: TrackedJob) -> None:
         ops = clear_backoff_patch(job.obj)

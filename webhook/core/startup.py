@@ -24,12 +24,12 @@ all pure (the shell reads pods and the clock and passes them in):
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from webhook.api.names import REASON_GAVE_UP
-from webhook.api.objects import RAN_PHASES
+from webhook.api.objects import RAN_PHASES, Obj, event_time, involved_object
 
 __all__ = [
     "BackoffNote",
@@ -40,7 +40,9 @@ __all__ = [
     "StartVerdict",
     "after_failed_start",
     "backoff_state",
+    "creation_refusal",
     "start_verdict",
+    "with_creation_refusal",
 ]
 
 CONTAINER_FAILURES = (
@@ -109,6 +111,8 @@ class StartVerdict:
     """For a failed start: what the pods say, one line."""
     category: str = ""
     """For a failed start: one of :data:`CATEGORIES`."""
+    missing: int = 0
+    """For a failed start: how many of its expected pods were not there (never created, or gone)."""
 
 
 def _describe(pod: PodState) -> tuple[str, str] | None:
@@ -167,7 +171,39 @@ def start_verdict(
     if now < deadline:
         return StartVerdict(StartStatus.WAITING, deadline=deadline)
     category, reason = failure_reason(expected, pods, gang)
-    return StartVerdict(StartStatus.FAILED, deadline=deadline, reason=reason, category=category)
+    return StartVerdict(StartStatus.FAILED, deadline=deadline, reason=reason, category=category,
+                        missing=max(0, expected - len(live)))
+
+
+_FAILED_CREATE = re.compile(r"^Failed(To)?Create")
+"""The reasons of the Events a workload controller writes when it cannot create a pod: the Job controller's
+``FailedCreate``, the training operator's ``FailedCreatePod``, KubeRay's ``FailedToCreateHeadPod``..."""
+
+
+def creation_refusal(events: Iterable[Obj], uid: str, since: float) -> str | None:
+    """What the job's operator said the last time it could not create one of its pods: the message of the
+    newest ``Warning`` Event about the job (its ``uid``) whose reason is a failed creation, no older than
+    ``since`` (the admission); ``None`` when there is none."""
+    refusals = [event for event in events if event.get("type") == "Warning"
+                and involved_object(event).get("uid") == uid
+                and _FAILED_CREATE.match(str(event.get("reason") or "")) and event_time(event) >= since]
+    if not refusals:
+        return None
+    newest = max(refusals, key=event_time)
+    return str(newest.get("message") or newest.get("reason"))
+
+
+REFUSAL_CHARS = 300
+"""The most of an operator's refusal a backoff note keeps (it goes into the Queue's status too)."""
+
+
+def with_creation_refusal(verdict: StartVerdict, refusal: str | None) -> StartVerdict:
+    """A failed start whose pods were not all there, with why its operator could not create them."""
+    if refusal is None or not verdict.missing:
+        return verdict
+    if len(refusal) > REFUSAL_CHARS:
+        refusal = refusal[:REFUSAL_CHARS - 3] + "..."
+    return replace(verdict, reason=f"{verdict.reason}; its operator could not create them: {refusal}")
 
 
 # Backoff ---------------------------------------------------------------------------------------------------
