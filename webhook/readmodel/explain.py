@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Required, TypedDict
 from webhook.api.names import CONTROLLER_COMPONENT, QUEUE_NAMESPACE, REASON_QUEUED
 from webhook.api.objects import Obj, conditions_of, event_time, involved_object, meta
 from webhook.api.statuses import FINAL, STARTED, JobStatus
+from webhook.core.startup import creation_refusal
 from webhook.readmodel.pod_waits import (
     PendingReason,
     PodsWaiting,
@@ -266,8 +267,17 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int,
     if view.status == JobStatus.PENDING:
         lines = [wrap(f"{who} is PENDING{': ' + admitted if admitted else ''}{request}; {view.running} of "
                       f"{view.expected} pods run.{unmanaged}", 2, width)]
+        refusal = None
+        if len(view.pods) < view.expected:
+            refusal = creation_refusal(snapshot.job_events, str(meta(view.obj).get("uid") or ""),
+                                       (view.admitted_at or 0.0) - 1)
+        if refusal is not None:
+            which = "them" if not view.pods else "the others"
+            lines.append(wrap(f"Its operator could not create {which}: {refusal}. Unless that changes, the start "
+                              "timeout holds it again and its quota goes to the jobs behind it.", 2, width))
         if not view.pods:
-            lines.append(wrap("Its pods are being created.", 2, width))
+            if refusal is None:
+                lines.append(wrap("Its pods are being created.", 2, width))
         elif reasons:
             lines.append("The other pods wait:")
             for reason in reasons:

@@ -13,6 +13,7 @@ from webhook.api.objects import (
     Obj,
     created_of,
     event_time,
+    meta,
     name_of,
     namespace_of,
     pod_phase,
@@ -90,7 +91,13 @@ def find_job(
     local = [view for view in views if view.namespace == namespace]
     matches = [v for v in local if v.name == name and (adapter is None or v.kind == adapter.kind)]
     if len(matches) == 1:
-        return snapshot, views, matches[0]
+        found = matches[0]
+        if with_events and found.status == JobStatus.PENDING and len(found.pods) < found.expected:
+            from webhook.readmodel.fetch import job_events  # noqa: PLC0415
+
+            uid = str(meta(found.obj).get("uid") or "")
+            snapshot.job_events = job_events(ctx.api, found.namespace, found.name, uid)
+        return snapshot, views, found
     if len(matches) > 1:
         kinds = " and ".join(f"a {view.kind}" for view in matches)
         example = f"{matches[0].kind.lower()}/{name}"

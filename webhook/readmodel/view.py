@@ -123,6 +123,9 @@ class Snapshot:
     events: list[Obj] = field(default_factory=list)
     pod_events: list[Obj] = field(default_factory=list)
     """The extender's Events on pods (``PreemptionRefused``), read with :attr:`events`."""
+    job_events: list[Obj] = field(default_factory=list)
+    """The Events about the one job asked for when it is PENDING short of pods (its operator's refusals to
+    create them), read with :attr:`events` (:func:`webhook.readmodel.jobs.find_job`)."""
     complete: bool = False
     """``jobs`` holds every job of every managed namespace (the ledger can be rebuilt from them)."""
     tree_pods: list[Obj] | None = None
