@@ -4,6 +4,7 @@ backs it off with the same words once the start timeout passes (docs/start-timeo
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.clirun import NOW, T0, run, seed_objects
@@ -36,6 +37,8 @@ def test_a_pending_job_whose_pods_were_refused_says_what_its_operator_was_told()
     text = run(["why", "pend", "-n", "user-c"], _api(refused=True, pods=0), width=300).out
     assert f"Its operator could not create them: {REFUSED}." in text, text
     assert "being created" not in text
+    answer = json.loads(run(["why", "pend", "-n", "user-c", "-o", "json"], _api(refused=True, pods=0)).out)
+    assert answer["podsNotCreated"] == REFUSED and answer["pods"] == {"running": 0, "expected": 2}
 
 
 def test_without_a_refusal_since_its_admission_nothing_is_said_of_one() -> None:
@@ -43,3 +46,5 @@ def test_without_a_refusal_since_its_admission_nothing_is_said_of_one() -> None:
     assert "Its pods are being created." in text and "could not create" not in text
     whole = run(["why", "pend", "-n", "user-c"], _api(refused=True, pods=2)).out  # every pod is there
     assert "could not create" not in whole
+    assert "podsNotCreated" not in json.loads(run(["why", "pend", "-n", "user-c", "-o", "json"],
+                                                   _api(refused=True, pods=2)).out)

@@ -230,9 +230,10 @@ def explain_backoff(view: JobView, now: float, width: int) -> str:
 
 
 def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int,
-                  reasons: Sequence[PendingReason] = ()) -> str:
+                  reasons: Sequence[PendingReason] = (), *, refusal: str | None = None) -> str:
     """The answer for a job that does not wait in a queue (or whose quota cannot be read); ``reasons``: why its
-    pods that do not run wait (:func:`~webhook.readmodel.pod_waits.pending_reasons`)."""
+    pods that do not run wait (:func:`~webhook.readmodel.pod_waits.pending_reasons`); ``refusal``: what its
+    operator was told when it could not create some (:func:`refused_pods`)."""
     from webhook.readmodel.output import age, describe, wrap  # noqa: PLC0415
 
     who = _who(view)
@@ -267,10 +268,6 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int,
     if view.status == JobStatus.PENDING:
         lines = [wrap(f"{who} is PENDING{': ' + admitted if admitted else ''}{request}; {view.running} of "
                       f"{view.expected} pods run.{unmanaged}", 2, width)]
-        refusal = None
-        if len(view.pods) < view.expected:
-            refusal = creation_refusal(snapshot.job_events, str(meta(view.obj).get("uid") or ""),
-                                       (view.admitted_at or 0.0) - 1)
         if refusal is not None:
             which = "them" if not view.pods else "the others"
             lines.append(wrap(f"Its operator could not create {which}: {refusal}. Unless that changes, the start "
@@ -317,6 +314,8 @@ class Answer:
     pods_waiting: Sequence[PendingReason] | None = None
     """Why its pods that do not run wait, with the extender's refusals of their preemption (``None``: not read;
     ``-o json`` then groups the pods alone)."""
+    pods_refused: str | None = None
+    """What its operator was told the last time it could not create one of its pods (:func:`refused_pods`)."""
 
 
 def answer_job(
@@ -347,7 +346,17 @@ def answer_job(
     if waiting is not None:
         return waiting
     reasons = pending_reasons(view.pods, newest_refusals(snapshot.pod_events))
-    return Answer(explain_other(view, snapshot, now, width, reasons), pods_waiting=reasons)
+    refusal = refused_pods(view, snapshot)
+    return Answer(explain_other(view, snapshot, now, width, reasons, refusal=refusal), pods_waiting=reasons,
+                  pods_refused=refusal)
+
+
+def refused_pods(view: JobView, snapshot: Snapshot) -> str | None:
+    """What a released job's operator was told the last time it could not create one of its pods since the
+    admission, when some are not there (:attr:`Snapshot.job_events`; ``None``: none)."""
+    if view.status != JobStatus.PENDING or len(view.pods) >= view.expected:
+        return None
+    return creation_refusal(snapshot.job_events, str(meta(view.obj).get("uid") or ""), (view.admitted_at or 0.0) - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,6 +427,7 @@ class WhyJson(TypedDict, total=False):
     ahead: list[str]
     pods: PodCounts
     podsWaiting: list[PodsWaiting]
+    podsNotCreated: str
     estimatedStart: str
     estimatedStartLatest: str
     estimatedFinish: str
@@ -458,6 +468,8 @@ def answer_json(answer: Answer, view: JobView) -> WhyJson:
         out["pods"] = {"running": view.running, "expected": view.expected}
         reasons = answer.pods_waiting if answer.pods_waiting is not None else pending_reasons(view.pods)
         out["podsWaiting"] = pods_waiting_json(reasons)
+        if answer.pods_refused is not None:
+            out["podsNotCreated"] = answer.pods_refused
     if answer.eta is not None:
         out = {**out, **eta_fields(answer.eta)}
     out["explanation"] = answer.text
