@@ -354,7 +354,7 @@ def answer_job(
 def refused_pods(view: JobView, snapshot: Snapshot) -> str | None:
     """What a released job's operator was told the last time it could not create one of its pods since the
     admission, when some are not there (:attr:`Snapshot.job_events`; ``None``: none)."""
-    if view.status != JobStatus.PENDING or len(view.pods) >= view.expected:
+    if not view.short_of_pods:
         return None
     return creation_refusal(snapshot.job_events, str(meta(view.obj).get("uid") or ""), (view.admitted_at or 0.0) - 1)
 

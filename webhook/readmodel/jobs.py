@@ -92,7 +92,7 @@ def find_job(
     matches = [v for v in local if v.name == name and (adapter is None or v.kind == adapter.kind)]
     if len(matches) == 1:
         found = matches[0]
-        if with_events and found.status == JobStatus.PENDING and len(found.pods) < found.expected:
+        if with_events and found.short_of_pods:
             from webhook.readmodel.fetch import job_events  # noqa: PLC0415
 
             uid = str(meta(found.obj).get("uid") or "")

@@ -222,6 +222,11 @@ class JobView:
             return self.record.admitted_at
         return None
 
+    @property
+    def short_of_pods(self) -> bool:
+        """Released, and some of its pods are not there (its operator may not have been able to create them)."""
+        return self.status == JobStatus.PENDING and len(self.pods) < self.expected
+
 
 def listed_job(source: KindSource, obj: Obj) -> bool:
     """Whether ``kq list`` shows an object of a job kind: a plain Pod the queue manages (with its quota label),
