@@ -283,6 +283,12 @@ def involved_object(event: Obj) -> ObjectReference:
     return cast(ObjectReference, _section(event, "involvedObject"))
 
 
+def events_about(name: str, uid: str) -> str:
+    """The field selector of the Events about one object: by name, and by ``uid`` when known (a deleted and
+    re-created object of the same name keeps none of the old one's)."""
+    return f"involvedObject.name={name}" + (f",involvedObject.uid={uid}" if uid else "")
+
+
 def event_source(event: Obj) -> EventSource:
     """An Event's ``source`` (empty when absent or not an object)."""
     return cast(EventSource, _section(event, "source"))

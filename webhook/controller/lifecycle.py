@@ -20,6 +20,7 @@ from webhook.api.kinds import EVENT
 from webhook.api.names import BACKOFF_ANNOTATION, QUOTA_LABEL, REASON_BACKOFF, REASON_GAVE_UP, REASON_HELD
 from webhook.api.objects import (
     Obj,
+    events_about,
     labels_of,
     mappings,
     meta,
@@ -223,8 +224,7 @@ class JobLifecycle:
     async def _events_about(self, job: TrackedJob) -> list[Obj]:
         """The Events about the job (by name and uid; one list, only for a failed start with pods missing);
         none when they cannot be read: the backoff is written without them."""
-        metadata = meta(job.obj)
-        selector = f"involvedObject.name={metadata.get('name')},involvedObject.uid={metadata.get('uid')}"
+        selector = events_about(job.workload.key.name, str(meta(job.obj).get("uid") or ""))
         try:
             page = await self.writer.client.list_page(ResourceRef.of(EVENT, job.workload.key.namespace),
                                                       field_selector=selector)

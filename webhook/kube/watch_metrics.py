@@ -2,9 +2,10 @@
 own path): ``kube_queue_watch_resource_version{cache}``, the last resourceVersion it stored (list, event or
 bookmark), and ``kube_queue_watch_objects{cache}``, how many objects it holds.
 
-An operator compares the first with the API server's to see a watch that fell behind, and the second to see one
-that holds nothing (a refused list). Where two caches of a process share a name, the one furthest behind is
-shown. A resourceVersion that is not a whole number (the API calls it opaque) is left out.
+An operator compares the first with the API server's to see a watch that fell behind, and the second to see one that
+holds nothing (a refused list). Where two caches of a process share a name, the resourceVersion of the one furthest
+behind is shown and their objects are added up. A resourceVersion that is not a whole number (the API calls it
+opaque) is left out.
 """
 
 from __future__ import annotations

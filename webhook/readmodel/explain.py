@@ -272,9 +272,8 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int,
             which = "them" if not view.pods else "the others"
             lines.append(wrap(f"Its operator could not create {which}: {refusal}. Unless that changes, the start "
                               "timeout holds it again and its quota goes to the jobs behind it.", 2, width))
-        if not view.pods:
-            if refusal is None:
-                lines.append(wrap("Its pods are being created.", 2, width))
+        if not view.pods and refusal is None:
+            lines.append(wrap("Its pods are being created.", 2, width))
         elif reasons:
             lines.append("The other pods wait:")
             for reason in reasons:

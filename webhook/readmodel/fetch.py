@@ -18,7 +18,7 @@ from webhook.api.names import (
     TREE_NAMESPACE,
     UNFINISHED_PODS,
 )
-from webhook.api.objects import Obj, mappings, name_of
+from webhook.api.objects import Obj, events_about, mappings, name_of
 from webhook.core.dra import DeviceQuota, device_quota_of
 from webhook.core.treechoice import oldest_tree_object
 from webhook.readmodel.kubeapi import (
@@ -139,11 +139,8 @@ def extender_events(api: KubeApi, namespace: str | None) -> list[Obj]:
 
 def job_events(api: KubeApi, namespace: str, name: str, uid: str) -> list[Obj]:
     """Events about one object (by name and uid), oldest first; empty if unreadable."""
-    selector = f"involvedObject.name={name}"
-    if uid:
-        selector += f",involvedObject.uid={uid}"
     try:
-        return api.list(EVENTS, namespace, field_selector=selector)
+        return api.list(EVENTS, namespace, field_selector=events_about(name, uid))
     except ApiError:
         return []
 
