@@ -41,6 +41,7 @@ binaries:
 	bash webhook/devcluster/build-binaries.sh
 	bash webhook/devcluster/build-binaries.sh helm
 	bash webhook/devcluster/build-binaries.sh operators
+	bash webhook/devcluster/build-binaries.sh spark
 
 up: install
 	$(BIN)/kq dev up --seed

@@ -50,6 +50,7 @@ from webhook.readmodel.explained import WhyInputs, explain_served, failure
 from webhook.readmodel.summaries import INCLUDE_OBJECT, SummaryBook, SummaryInputs, one_row_table, owners_of, running_of
 from webhook.readmodel.view import KindSource, ViewContext, listed_job
 from webhook.readmodel.waiting import oversell_rate
+from webhook.workloads.spawned import without_spawned
 
 log = logging.getLogger(__name__)
 
@@ -372,7 +373,8 @@ async def _collect(controller: Controller) -> Callable[[], SummaryInputs] | None
         jobs: list[tuple[KindSource, Obj, TrackedJob | str | None]] = []
         for source, name, objects in kinds:
             jobs.extend((source, obj, index.sized(name, obj, epoch)) for obj in objects if listed_job(source, obj))
-        return SummaryInputs(jobs, running, context, positions, estimates)
+        shown = {id(obj) for _, _, obj in without_spawned([(None, source.adapter, obj) for source, obj, _ in jobs])}
+        return SummaryInputs([job for job in jobs if id(job[1]) in shown], running, context, positions, estimates)
 
     return inputs
 

@@ -32,6 +32,7 @@ from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
 from webhook.controller.reservations import ReservationWriter
 from webhook.controller.settings import ControllerSettings, settings_from_args
+from webhook.controller.spawned import Spawned, SpawnedPods, split_spawned
 from webhook.controller.starts import StartMemo, check_starts
 from webhook.controller.writer import Stats, Writer, writer_settings
 from webhook.core.fit import FitResult
@@ -102,6 +103,9 @@ class Controller:
             clock=self._read_clock)
         """The start timeout's writes, the pod watch's listener, the Events of held and unadmitted jobs."""
         self.cache.pods.add_listener(self.lifecycle.pod_changed)
+        self.spawned = SpawnedPods(self.writer)
+        """Releases the held pods a job's pod created (a SparkApplication's executors) within its admission."""
+        self._spawned: list[Spawned] = []
         self.reservations = ReservationWriter(client, settings.queue_namespace, wall=self._read_wall,
                                               clock=self._read_clock)
         """Publishes what admitted jobs hold for the extender (:mod:`webhook.controller.reservations`)."""
@@ -293,7 +297,7 @@ class Controller:
     def tracked_jobs(self, tree: QuotaTree) -> list[TrackedJob]:
         """Every job of a managed namespace, sized (jobs that cannot be sized get a Warning event once)."""
         self._unsized = set()
-        jobs = self.cache.tracked_jobs(tree)
+        jobs, self._spawned = split_spawned(self.cache.tracked_jobs(tree))
         for uid in [uid for uid in self._size_warned if uid not in self._unsized]:
             del self._size_warned[uid]
         return jobs
@@ -374,6 +378,8 @@ class Controller:
                 writer.poke()
                 return decisions  # nothing released before the extender can keep loose pods out of its room
         await writer.carry_out(decisions)
+        if self._spawned and self.is_leader():
+            await self.spawned.release(self._spawned, cache.pod_index)
         released = self._clock()
         metrics.PASS_PHASE.labels("release").observe(released - decided)
         self._queued_events(decisions)

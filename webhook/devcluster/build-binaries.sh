@@ -12,11 +12,12 @@
 # Usage: build-binaries.sh            prints the directory holding the Kubernetes binaries
 #        build-binaries.sh helm       prints the directory holding the helm binary
 #        build-binaries.sh kueue      prints the directory holding the kueue manager binary
+#        build-binaries.sh spark      prints the directory holding Spark's jars (jars/), from PyPI's pyspark
 #        build-binaries.sh operators [NAME]
 #                                     builds the job operators (training-operator, kuberay, argo-workflows) and
 #                                     prints one line per operator: NAME DIR BINARY (DIR also holds crds/, rbac/)
 # Env:   KQ_CACHE_DIR (default ~/.cache/kube-queue), KQ_HELM_VERSION, KQ_TRAINING_OPERATOR_VERSION,
-#        KQ_KUBERAY_VERSION, KQ_ARGO_VERSION (defaults below)
+#        KQ_KUBERAY_VERSION, KQ_ARGO_VERSION, KQ_SPARK_VERSION (defaults below)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -144,12 +145,32 @@ build_operators() {
   done
 }
 
+# Spark's runtime, for the Spark test: no Spark operator can be had here (docs/job-kinds.md), but Spark itself can.
+# PyPI's pyspark source package carries Spark's jars (with spark-kubernetes and its client); only the jars are kept,
+# in $cache/spark-VERSION/jars/. About 450 MB downloaded once.
+fetch_spark() {
+  local version="${KQ_SPARK_VERSION:-4.1.1}"
+  local dir="$cache/spark-${version}"
+  if [ -f "$dir/jars/spark-kubernetes_2.13-${version}.jar" ]; then echo "$dir"; return 0; fi
+  spark_tmp="$dir.tmp.$$"
+  rm -rf "$spark_tmp"; mkdir -p "$spark_tmp"
+  trap 'rm -rf "$spark_tmp"' EXIT
+  echo "build-binaries: fetching Spark ${version}'s jars from PyPI (pyspark, about 450 MB)" >&2
+  python3 -m pip download --quiet --no-deps --no-binary :all: -d "$spark_tmp" "pyspark==${version}" >&2
+  tar -xzf "$spark_tmp/pyspark-${version}.tar.gz" -C "$spark_tmp" --strip-components=2 "pyspark-${version}/deps/jars"
+  rm -f "$spark_tmp/pyspark-${version}.tar.gz"
+  [ -f "$spark_tmp/jars/spark-kubernetes_2.13-${version}.jar" ] || { echo "build-binaries: no spark-kubernetes jar in pyspark ${version}" >&2; exit 1; }
+  rm -rf "$dir"; mv "$spark_tmp" "$dir"
+  echo "$dir"
+}
+
 case "${1:-}" in
   "") ;;
+  spark) fetch_spark; exit 0 ;;
   helm) build_helm; exit 0 ;;
   kueue) build_kueue; exit 0 ;;
   operators) build_operators "${2:-}"; exit 0 ;;
-  *) echo "build-binaries: unknown argument '$1'; use no argument (Kubernetes binaries), 'helm', 'kueue' or 'operators [NAME]'" >&2; exit 2 ;;
+  *) echo "build-binaries: unknown argument '$1'; use no argument (Kubernetes binaries), 'helm', 'kueue', 'spark' or 'operators [NAME]'" >&2; exit 2 ;;
 esac
 
 kube_version="$(awk '$1=="k8s.io/kubernetes"{print $2}' "$gomod/go.mod" | head -n1)"

@@ -40,6 +40,7 @@ from webhook.readmodel.kubeapi import (
 from webhook.readmodel.pod_waits import EXTENDER_EVENTS
 from webhook.readmodel.view import KindSource, Snapshot, listed_job
 from webhook.workloads.registry import all_adapters
+from webhook.workloads.spawned import without_spawned
 
 
 class CliError(Exception):
@@ -295,7 +296,8 @@ def load_snapshot(
             except ApiError:
                 continue
         jobs += [(pod_source, pod) for pod in _managed_pods(pod_source, tagged)]
-    snapshot.jobs = jobs
+    # The pods a job's pod created (a SparkApplication's executors) show as that job's, as the controller counts them.
+    snapshot.jobs = [(source, obj) for source, _, obj in without_spawned([(s, s.adapter, o) for s, o in jobs])]
     snapshot.limit_ranges, snapshot.runtime_classes = read_admission(api, [*targets, *extra],
                                                                      every=snapshot.complete or wanted is None)
     if complete and snapshot.complete:

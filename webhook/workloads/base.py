@@ -277,6 +277,8 @@ class Adapter(ABC):
     children: ClassVar[frozenset[str]] = frozenset()
     """Kinds of the objects its operator creates for it and owns (a RayJob's RayCluster and submitter Job):
     queued with it, not on their own, and their pods are its pods (:meth:`pod_owners` names them)."""
+    spawned_pod_set: ClassVar[str | None] = None
+    """The pod set whose pods the job's own pods create (a SparkApplication's executors): webhook/core/spawned.py."""
 
     @property
     def version(self) -> str:
@@ -367,8 +369,7 @@ class Adapter(ABC):
         return True
 
     def needs_all_pods(self, obj: Obj) -> bool:
-        """Whether the job needs all its pods at once (a gang): it has started only when all of them run
-        (docs/start-timeout.md). True for every kind but those that override it."""
+        """Whether the job needs all its pods at once (a gang): started only when all run (docs/start-timeout.md)."""
         return True
 
     def pod_owners(self, obj: Obj) -> tuple[tuple[str, str], ...]:

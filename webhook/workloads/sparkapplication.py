@@ -14,7 +14,9 @@ operator publishes, v2.4.0; docs/job-kinds.md):
   (required: without it an application could grow without bound).
 
 The driver pod belongs to the application; the executors belong to the driver pod (``<name>-driver``, or
-``driver.podName``): both are its pods.
+``driver.podName``): both are its pods. The driver creates the executors under a ServiceAccount of the user's
+namespace, so the webhook holds them; the controller releases them within what the application was admitted
+with (:mod:`webhook.core.spawned`).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
     plural = "sparkapplications"
     extra_class_fields = (("spec", "driver", "priorityClassName"), ("spec", "executor", "priorityClassName"))
     extra_label_fields = (("spec", "driver", "labels"), ("spec", "executor", "labels"))
+    spawned_pod_set = "executor"
 
     def pod_templates(self, obj: Obj) -> tuple[PodTemplate, ...]:
         """None written as pod templates: the pods are built from the driver and executor fields."""

@@ -1,0 +1,215 @@
+"""A SparkApplication's executors made by Spark itself (docs/job-kinds.md, "Spark").
+
+No Spark operator can be had here, but Spark can: its jars come from PyPI's pyspark
+(``build-binaries.sh spark``), and Spark's own driver runs on this machine in client mode against the dev
+cluster. The test plays the operator's one step: once the queue admits ``alice``'s application it creates the
+driver pod, owned by the application, as the Kubeflow Spark operator's ServiceAccount would (a trusted pod
+creator). Then Spark's driver, under the application's ServiceAccount of alice's namespace (which anyone with
+``edit`` can run pods as), creates the executor pods. It asks for more than the application declares, as a
+user's program can, and alice makes a pod of her own that names the driver as its owner. The webhook holds all
+of them; the controller releases exactly the executors the admission counted, and the quota counts the
+application once.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import DevCluster
+from tests.e2e.harness import create_namespaces, installed_tree, passes_made, unique, wait_managed, wait_routed
+from tests.e2e.kinds import alice_role, suspended
+from webhook.api.names import ADMISSION_GATE, QUOTA_LABEL, REASON_HELD
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+OPERATOR = "system:serviceaccount:kubeflow:spark-operator"
+"""The Kubeflow Spark operator's identity where Kubeflow installs it (trusted by default: webhook/core/integrity.py)."""
+EXECUTOR_CPU = 2
+
+
+def spark_home() -> Path:
+    result = subprocess.run(["bash", str(ROOT / "webhook/devcluster/build-binaries.sh"), "spark"],
+                            capture_output=True, text=True, check=True, timeout=900)
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def _cpu(text: str) -> float:
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+class Spark:
+    """Compiles the test's driver once and runs it as a ServiceAccount of the namespace."""
+
+    def __init__(self, dev: DevCluster, namespace: str, work: Path) -> None:
+        self.dev, self.namespace, self.work = dev, namespace, work
+        self.jars = spark_home() / "jars"
+        subprocess.run(["javac", "-cp", f"{self.jars}/*", "-d", str(work / "classes"),
+                        str(Path(__file__).parent / "spark" / "SparkDriver.java")], check=True, timeout=120)
+        admin = json.loads(dev.config.kubeconfig.read_text())
+        self.server = admin["clusters"][0]["cluster"]["server"]
+        self.ca = admin["clusters"][0]["cluster"]["certificate-authority-data"]
+
+    def kubeconfig(self, service_account: str) -> Path:
+        token = self.dev.kubectl("create", "token", service_account, "-n", self.namespace, "--duration=1h").strip()
+        path = self.work / f"{service_account}.kubeconfig"
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "dev",
+            "clusters": [{"name": "dev", "cluster": {"server": self.server, "certificate-authority-data": self.ca}}],
+            "users": [{"name": service_account, "user": {"token": token}}],
+            "contexts": [{"name": "dev", "context": {"cluster": "dev", "user": service_account,
+                                                     "namespace": self.namespace}}],
+        }))
+        return path
+
+    def driver(self, app: dict[str, Any], *, executors: int, seconds: int) -> subprocess.Popen[bytes]:
+        """Spark's driver for ``app`` in client mode, asking for ``executors``, with the labels the operator
+        passes on (``spec.executor.labels``, the quota's among them)."""
+        spec = app["spec"]
+        labels = {f"-Dspark.kubernetes.executor.label.{key}={value}"
+                  for key, value in spec["executor"].get("labels", {}).items()}
+        argv = [
+            "java", "-Xmx512m", "-cp", f"{self.jars}/*:{self.work / 'classes'}",
+            f"-Dspark.master=k8s://{self.server}", f"-Dspark.app.name={app['metadata']['name']}",
+            "-Dspark.submit.deployMode=client", f"-Dspark.kubernetes.namespace={self.namespace}",
+            f"-Dspark.kubernetes.driver.pod.name={app['metadata']['name']}-driver",
+            f"-Dspark.executor.instances={executors}", f"-Dspark.executor.cores={spec['executor']['cores']}",
+            f"-Dspark.executor.memory={spec['executor']['memory']}",
+            "-Dspark.kubernetes.container.image=spark:4.1.1", "-Dspark.driver.host=127.0.0.1",
+            "-Dspark.ui.enabled=false", *sorted(labels), "SparkDriver", str(seconds),
+        ]
+        env = {"KUBECONFIG": str(self.kubeconfig(spec["driver"]["serviceAccount"])), "PATH": "/usr/bin:/bin"}
+        with (self.work / "driver.log").open("wb") as log:  # the driver keeps its own copy of the file
+            return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.work)
+
+
+@pytest.fixture(scope="module")
+def spark_namespace(dev_cluster: DevCluster) -> Iterator[tuple[DevCluster, str, Spark]]:
+    dev = dev_cluster
+    namespace = unique("spark")
+    dev.restart_service("--oversellrate=1", "--status-interval=1", "--start-timeout=180s")
+    tree = {"root": {"name": "root", "min": {"cpu": 40}, "max": {"cpu": 40}, "children": [
+        {"name": "Team-s", "min": {"cpu": 8}, "max": {"cpu": 8}, "namespaces": [namespace]},
+        {"name": "Team-o", "min": {"cpu": 32}, "max": {"cpu": 32}, "namespaces": [unique("spark-other")]}]}}
+    try:
+        create_namespaces(dev, namespace)
+        dev.apply(alice_role(namespace))
+        dev.kubectl("create", "serviceaccount", "spark", "-n", namespace)
+        for name, subject in (("spark-driver", f"--serviceaccount={namespace}:spark"),
+                              ("spark-operator", "--serviceaccount=kubeflow:spark-operator")):
+            dev.kubectl("create", "rolebinding", name, "-n", namespace, "--clusterrole=edit", subject)
+        with installed_tree(dev, tree), tempfile.TemporaryDirectory(prefix="kq-spark-") as work:
+            wait_managed(dev, namespace)
+            wait_routed(dev, namespace)
+            yield dev, namespace, Spark(dev, namespace, Path(work))
+    finally:
+        dev.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
+        dev.restart_service()
+
+
+def application(name: str, namespace: str) -> dict[str, Any]:
+    """A driver of 1 core / 512m and 2 executors of 2 cores / 2g: 5 CPU in all."""
+    return {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"type": "Scala", "mode": "client", "sparkVersion": "4.1.1", "image": "spark:4.1.1",
+                 "mainClass": "SparkDriver", "mainApplicationFile": "local:///opt/spark/driver.jar",
+                 "driver": {"cores": 1, "memory": "512m", "serviceAccount": "spark"},
+                 "executor": {"cores": EXECUTOR_CPU, "memory": "2g", "instances": 2}},
+    }
+
+
+def driver_pod(app: dict[str, Any]) -> dict[str, Any]:
+    """The driver pod as the operator's ``spark-submit`` makes it: owned by the application, with its labels."""
+    metadata, spec = app["metadata"], app["spec"]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{metadata['name']}-driver", "namespace": metadata["namespace"],
+                     "labels": {**spec["driver"].get("labels", {}), "spark-role": "driver"},
+                     "ownerReferences": [{"apiVersion": app["apiVersion"], "kind": "SparkApplication",
+                                          "name": metadata["name"], "uid": metadata["uid"], "controller": True}]},
+        "spec": {"serviceAccountName": "spark", "restartPolicy": "Never", "containers": [{
+            "name": "spark-kubernetes-driver", "image": "spark:4.1.1",
+            "resources": {"requests": {"cpu": "1", "memory": "896Mi"}, "limits": {"memory": "896Mi"}}}]},
+    }
+
+
+def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitted(
+    spark_namespace: tuple[DevCluster, str, Spark],
+) -> None:
+    dev, ns, spark = spark_namespace
+    created = json.loads(dev.create(application("etl", ns), user="alice").stdout)
+    assert suspended(created) and created["spec"]["executor"]["labels"][QUOTA_LABEL] == "Team-s"
+
+    def app() -> dict[str, Any]:
+        found: dict[str, Any] = dev.get_json("sparkapplications", "etl", "-n", ns)
+        return found
+
+    dev.wait_until(lambda: not suspended(app()), 60, "the application admitted")
+    result = dev.create(driver_pod(app()), user=OPERATOR)
+    assert result.returncode == 0, result.stderr
+    process = spark.driver(app(), executors=4, seconds=240)  # two more than admitted
+    try:
+        def executors() -> list[dict[str, Any]]:
+            items: list[dict[str, Any]] = dev.get_json("pods", "-n", ns, "-l", "spark-role=executor")["items"]
+            return [pod for pod in items if not pod["metadata"].get("deletionTimestamp")]
+
+        def gated(pod: dict[str, Any]) -> bool:
+            return any(gate.get("name") == ADMISSION_GATE for gate in pod["spec"].get("schedulingGates") or ())
+
+        def settled() -> bool:
+            pods = executors()
+            running = [pod for pod in pods if not gated(pod) and pod["status"].get("phase") == "Running"]
+            return len(pods) == 4 and len(running) == 2 and sum(map(gated, pods)) == 2
+
+        try:
+            dev.wait_until(settled, 120, "Spark's four executors: two released and running, two held")
+        except AssertionError as error:
+            log = (spark.work / "driver.log").read_text(errors="replace")[-3000:]
+            names = [pod["metadata"]["name"] for pod in executors()]
+            raise AssertionError(f"{names}; Spark's driver said:\n{log}") from error
+        pods = executors()
+        assert {pod["metadata"]["ownerReferences"][0]["name"] for pod in pods} == {"etl-driver"}
+        assert {pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] for pod in pods} == {"2"}
+        held = {pod["metadata"]["name"] for pod in pods if gated(pod)}
+
+        # alice poses as the driver: a pod of her own naming it as its owner stays held, queued nowhere.
+        owner = dev.get_json("pod", "etl-driver", "-n", ns)["metadata"]
+        posing = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "etl-exec-alice", "namespace": ns,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "etl-driver", "uid": owner["uid"],
+                                 "controller": True}]},
+            "spec": {"containers": [{"name": "work", "image": "busybox",
+                                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+        result = dev.create(posing, user="alice")
+        assert result.returncode == 0, result.stderr
+        assert gated(json.loads(result.stdout)), "a pod alice makes is held at creation"
+
+        def told(name: str) -> str:
+            events = dev.get_json("events", "-n", ns, "--field-selector",
+                                  f"involvedObject.name={name},reason={REASON_HELD}")["items"]
+            return " ".join(str(event.get("message")) for event in events)
+
+        dev.wait_until(lambda: all("admitted with 2 executor pod(s)" in told(name) for name in
+                                   [*held, "etl-exec-alice"]), 60, "the held pods told why")
+        passes_made(dev, 2, ns)  # two passes more (a count, not a pause): nothing else is released
+        pods = executors()
+        assert sum(1 for pod in pods if not gated(pod)) == 2
+        assert gated(dev.get_json("pod", "etl-exec-alice", "-n", ns))
+        queue = dev.get_json("queue", f"root-team-s-{ns}", "-n", "kube-queue").get("status", {})
+        active = queue.get("queueItemDetails", {}).get("active", [])
+        assert active == [], f"no executor is queued on its own: {active}"
+        status = dev.get_json("eqtree", "elasticquotatree", "-n", "kube-system")["status"]["root"]["children"]
+        used = next(node for node in status if node["name"] == "Team-s").get("used", {})
+        assert _cpu(used.get("cpu", "0")) == 1 + 2 * EXECUTOR_CPU, f"the application counted once: {used}"
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        dev.kubectl("delete", "sparkapplication", "etl", "-n", ns, "--wait=false")
