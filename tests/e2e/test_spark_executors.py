@@ -23,9 +23,19 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import create_namespaces, installed_tree, passes_made, unique, wait_managed, wait_routed
+from tests.e2e.harness import (
+    create_namespaces,
+    edit_kubeconfig,
+    installed_tree,
+    kq_as,
+    passes_made,
+    unique,
+    wait_managed,
+    wait_routed,
+)
 from tests.e2e.kinds import alice_role, suspended
 from webhook.api.names import ADMISSION_GATE, QUOTA_LABEL, REASON_HELD
+from webhook.devcluster.kubeconfig import write_token_kubeconfig
 
 pytestmark = pytest.mark.e2e
 
@@ -53,20 +63,12 @@ class Spark:
         self.jars = spark_home() / "jars"
         subprocess.run(["javac", "-cp", f"{self.jars}/*", "-d", str(work / "classes"),
                         str(Path(__file__).parent / "spark" / "SparkDriver.java")], check=True, timeout=120)
-        admin = json.loads(dev.config.kubeconfig.read_text())
-        self.server = admin["clusters"][0]["cluster"]["server"]
-        self.ca = admin["clusters"][0]["cluster"]["certificate-authority-data"]
+        self.server = dev.config.server
 
     def kubeconfig(self, service_account: str) -> Path:
         token = self.dev.kubectl("create", "token", service_account, "-n", self.namespace, "--duration=1h").strip()
         path = self.work / f"{service_account}.kubeconfig"
-        path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "dev",
-            "clusters": [{"name": "dev", "cluster": {"server": self.server, "certificate-authority-data": self.ca}}],
-            "users": [{"name": service_account, "user": {"token": token}}],
-            "contexts": [{"name": "dev", "context": {"cluster": "dev", "user": service_account,
-                                                     "namespace": self.namespace}}],
-        }))
+        write_token_kubeconfig(path, self.server, self.dev.config.pki, service_account, token)
         return path
 
     def driver(self, app: dict[str, Any], *, executors: int, seconds: int) -> subprocess.Popen[bytes]:
@@ -209,6 +211,14 @@ def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitte
         status = dev.get_json("eqtree", "elasticquotatree", "-n", "kube-system")["status"]["root"]["children"]
         used = next(node for node in status if node["name"] == "Team-s").get("used", {})
         assert _cpu(used.get("cpu", "0")) == 1 + 2 * EXECUTOR_CPU, f"the application counted once: {used}"
+        # `kq why` of a held executor, as a colleague with alice's rights: it explains the application.
+        bob = edit_kubeconfig(dev, ns, "dev-bob")
+        dev.kubectl("create", "rolebinding", "bob-job-kinds", "-n", ns, "--role=job-kinds",
+                    f"--serviceaccount={ns}:dev-bob")
+        why = kq_as(bob, "why", "etl-exec-alice", "-n", ns)
+        assert why.returncode == 0, why.stderr
+        assert "pod etl-exec-alice belongs to SparkApplication etl" in why.stderr, why.stderr
+        assert "etl" in why.stdout and "RUNNING" in why.stdout, why.stdout
     finally:
         process.terminate()
         process.wait(timeout=60)

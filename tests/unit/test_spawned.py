@@ -10,7 +10,7 @@ from webhook.core.spawned import release_spawned
 from webhook.core.workload import PodSet, Workload, WorkloadKey
 from webhook.workloads.pod import PodAdapter
 from webhook.workloads.sparkapplication import SparkApplicationAdapter
-from webhook.workloads.spawned import spawner_of, spawning_pods, without_spawned
+from webhook.workloads.spawned import spawned_among, spawner_of, spawning_pods, without_spawned
 
 EXECUTOR = res(cpu=2, memory="2432Mi")
 
@@ -67,9 +67,11 @@ def test_the_pods_a_driver_owns_are_its_applications_and_no_other_pods_are() -> 
     assert spawner_of(_pod("e1", "Pod", "one-driver"), spawners) == (("ns", "one-driver"), "one")
     assert spawner_of(_pod("e2", "Pod", "custom"), spawners) == (("ns", "custom"), "two")
     assert spawner_of(_pod("x", "Pod", "two-driver"), spawners) is None
+    assert spawner_of(_pod("e1", "Pod", "one-driver"), {("ns", "one-driver"): None}) == (("ns", "one-driver"), None)
     assert spawner_of(_pod("y", "Job", "one-driver", "batch/v1"), spawners) is None
     other_namespace = _pod("z", "Pod", "one-driver")
     other_namespace["metadata"]["namespace"] = "elsewhere"
     assert spawner_of(other_namespace, spawners) is None
     listed = [*jobs, ("e1", pods, _pod("e1", "Pod", "one-driver")), ("x", pods, _pod("x", "Pod", "two-driver"))]
     assert [name for name, _, _ in without_spawned(listed)] == ["one", "two", "x"]
+    assert spawned_among(listed) == {("ns", "e1"): "one"}

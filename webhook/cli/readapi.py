@@ -33,7 +33,8 @@ from webhook.api.names import (
     VISIBILITY_GROUP,
     VISIBILITY_VERSION,
 )
-from webhook.api.objects import Obj, mapping, rfc3339_seconds
+from webhook.api.objects import Obj, controller_of, mapping, namespace_of, rfc3339_seconds
+from webhook.controller.cache import ClusterCache
 from webhook.controller.controller import Controller
 from webhook.controller.decide import ESTIMATE_FIELDS
 from webhook.controller.model import TrackedJob
@@ -50,7 +51,8 @@ from webhook.readmodel.explained import WhyInputs, explain_served, failure
 from webhook.readmodel.summaries import INCLUDE_OBJECT, SummaryBook, SummaryInputs, one_row_table, owners_of, running_of
 from webhook.readmodel.view import KindSource, ViewContext, listed_job
 from webhook.readmodel.waiting import oversell_rate
-from webhook.workloads.spawned import without_spawned
+from webhook.workloads.base import Adapter
+from webhook.workloads.spawned import spawner_of, spawning_pods, without_spawned
 
 log = logging.getLogger(__name__)
 
@@ -428,7 +430,7 @@ async def _collect_one(controller: Controller, namespace: str, name: str) -> Why
     for adapter, ref, watched in cache.job_caches.values():
         source_kind = KindSource(adapter, ref.version)
         obj = cache.current(watched, namespace, name)
-        if obj is not None and listed_job(source_kind, obj):
+        if obj is not None and listed_job(source_kind, obj) and not _spawned(cache, namespace, adapter, obj):
             owners = owners_of(source_kind, obj)  # None: the job itself owns its pods
             counted = owners if owners is not None else ((namespace, adapter.kind, name),)
             running = cache.pod_index.running_by_owner(counted)
@@ -437,6 +439,16 @@ async def _collect_one(controller: Controller, namespace: str, name: str) -> Why
     context = ViewContext(tree, cache.priorities(), cache.devices.quota(), time.time(), *cache.admission())
     return WhyInputs(found, context, controller.stats.last_pass if leading else None, rate, source, estimates,
                      explained, turn)
+
+
+def _spawned(cache: ClusterCache, namespace: str, adapter: Adapter, obj: Obj) -> bool:
+    """Whether ``obj`` is a Pod a job's own pod created (a SparkApplication's executor): that job's, not a job."""
+    owner = controller_of(obj) if adapter.kind == "Pod" else None
+    if owner is None or owner.get("kind") != "Pod":
+        return False
+    jobs = [(item, spawning, item) for spawning, _, watched in cache.job_caches.values() if spawning.spawned_pod_set
+            for item in cache.view(watched) if namespace_of(item) == namespace]
+    return spawner_of(obj, spawning_pods(jobs)) is not None
 
 
 async def attach(app: web.Application, client: KubeClient, args: argparse.Namespace) -> None:

@@ -297,7 +297,11 @@ class Controller:
     def tracked_jobs(self, tree: QuotaTree) -> list[TrackedJob]:
         """Every job of a managed namespace, sized (jobs that cannot be sized get a Warning event once)."""
         self._unsized = set()
-        jobs, self._spawned = split_spawned(self.cache.tracked_jobs(tree))
+        jobs = self.cache.tracked_jobs(tree)
+        if any(adapter.spawned_pod_set and len(cache) for adapter, _, cache in self.cache.job_caches.values()):
+            jobs, self._spawned = split_spawned(jobs, self.cache.pod_index)  # a SparkApplication's executors
+        else:
+            self._spawned = []
         for uid in [uid for uid in self._size_warned if uid not in self._unsized]:
             del self._size_warned[uid]
         return jobs

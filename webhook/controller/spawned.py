@@ -33,20 +33,29 @@ class Spawned:
     pods: tuple[TrackedJob, ...]
 
 
-def split_spawned(jobs: list[TrackedJob]) -> tuple[list[TrackedJob], list[Spawned]]:
-    """``jobs`` without the Pods a job's pod spawned, and those Pods by job."""
-    spawners = spawning_pods((job, job.adapter, job.obj) for job in jobs)
-    if not spawners:
+def split_spawned(jobs: list[TrackedJob], pods: PodIndex) -> tuple[list[TrackedJob], list[Spawned]]:
+    """``jobs`` without the Pods a job's pod spawned, and those Pods by job. The candidates come from the pod
+    index (the pods each driver owns), so a pass without such jobs, or with few, walks no pod's owners."""
+    apps = [job for job in jobs if job.adapter.spawned_pod_set is not None]
+    if not apps:
+        return jobs, []
+    spawners = spawning_pods((job, job.adapter, job.obj) for job in apps)
+    candidates = {(namespace, pod.name) for namespace, driver in spawners
+                  for pod in pods.pods_of_owners([(namespace, "Pod", driver)])}
+    if not candidates:
         return jobs, []
     kept: list[TrackedJob] = []
     found: dict[DriverKey, list[TrackedJob]] = {}
     for job in jobs:
-        spawner = spawner_of(job.obj, spawners) if job.adapter.kind == "Pod" else None
+        key = job.workload.key
+        spawner = None
+        if (key.namespace, key.name) in candidates and job.adapter.kind == "Pod":
+            spawner = spawner_of(job.obj, spawners)
         if spawner is None:
             kept.append(job)
         else:
             found.setdefault(spawner[0], []).append(job)
-    return kept, [Spawned(spawners[driver], driver, tuple(pods)) for driver, pods in found.items()]
+    return kept, [Spawned(spawners[driver], driver, tuple(owned)) for driver, owned in found.items()]
 
 
 def plan(spawned: Spawned, pods: PodIndex) -> SpawnedRelease:

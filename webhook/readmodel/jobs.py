@@ -102,6 +102,12 @@ def find_job(
         kinds = " and ".join(f"a {view.kind}" for view in matches)
         example = f"{matches[0].kind.lower()}/{name}"
         raise CliError(f"{name} is {kinds} in namespace {namespace}: say which, e.g. `kq why {example}`")
+    spawner = snapshot.spawned.get((namespace, name))
+    owner = [view for view in local if spawner is not None and (view.kind, view.name) == spawner]
+    if owner and (adapter is None or adapter.kind == "Pod"):  # docs/job-kinds.md, "Spark"
+        ctx.note(f"pod {name} belongs to {owner[0].kind} {owner[0].name}, whose driver created it: the queue "
+                 f"releases it within that job's admission (its Events say why it is held); showing that job")
+        return snapshot, views, owner[0]
     raise JobNotFound(not_found_message(ctx, name, namespace, [v.name for v in local], snapshot))
 
 

@@ -139,6 +139,9 @@ class Snapshot:
     """The LimitRanges of the namespaces read (of every one when allowed)."""
     runtime_classes: list[Obj] = field(default_factory=list)
     """Every RuntimeClass, when this user may list them."""
+    spawned: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    """``(namespace, pod)`` -> ``(kind, name)`` of the job whose own pod created that Pod (a SparkApplication's
+    executor): shown as that job's pod, not in :attr:`jobs`."""
     _tree: tuple[QuotaTree | None, str | None] | None = None
 
     @property

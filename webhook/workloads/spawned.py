@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar
 
-from webhook.api.objects import Obj, controller_of, namespace_of
+from webhook.api.objects import Obj, controller_of, name_of, namespace_of
 from webhook.workloads.base import Adapter
 
 J = TypeVar("J")
@@ -41,13 +41,23 @@ def spawner_of(pod: Obj, spawners: Mapping[DriverKey, J]) -> tuple[DriverKey, J]
     if owner is None or owner.get("kind") != "Pod" or owner.get("apiVersion") != "v1":
         return None
     key = (namespace_of(pod), str(owner.get("name") or ""))
-    job = spawners.get(key)
-    return None if job is None else (key, job)
+    return (key, spawners[key]) if key in spawners else None
+
+
+def spawned_among(jobs: Sequence[tuple[J, Adapter, Obj]]) -> dict[DriverKey, J]:
+    """``(namespace, name)`` of each Pod of ``jobs`` that another one's pod spawned, and that one."""
+    spawners = spawning_pods(jobs)
+    out: dict[DriverKey, J] = {}
+    if not spawners:
+        return out
+    for _, adapter, obj in jobs:
+        spawner = spawner_of(obj, spawners) if adapter.kind == "Pod" else None
+        if spawner is not None:
+            out[(namespace_of(obj), name_of(obj))] = spawner[1]
+    return out
 
 
 def without_spawned(jobs: Sequence[tuple[J, Adapter, Obj]]) -> list[tuple[J, Adapter, Obj]]:
     """``jobs`` without the Pods another of them spawned (they show as that job's pods)."""
-    spawners = spawning_pods(jobs)
-    if not spawners:
-        return list(jobs)
-    return [item for item in jobs if item[1].kind != "Pod" or spawner_of(item[2], spawners) is None]
+    spawned = spawned_among(jobs)
+    return [item for item in jobs if item[1].kind != "Pod" or (namespace_of(item[2]), name_of(item[2])) not in spawned]
