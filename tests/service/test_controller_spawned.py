@@ -4,6 +4,7 @@ neither queues nor counts them on their own (docs/job-kinds.md, "Spark")."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -145,3 +146,19 @@ async def test_a_pod_owned_by_a_pod_no_job_spawns_through_is_still_queued_on_its
     async with driven(api) as controller:
         await step(api, controller)
         assert "stray" in queued_names(controller.cache.tree_parsed[0], controller)
+
+
+async def test_an_application_whose_driver_runs_has_started_whatever_its_executors() -> None:
+    """Spark is no gang: with dynamic allocation the driver starts with its initial executors (often none) and
+    grows to ``maxExecutors``, so the start timeout does not back it off while only its driver runs."""
+    api = seed_api(spark_api)
+    app = application()
+    app["spec"]["dynamicAllocation"] = {"enabled": True, "maxExecutors": 4}
+    api.put(APPS, app)
+    async with driven(api, start_timeout=0.2) as controller:
+        await step(api, controller)
+        assert api.obj(APPS, "sp", "user-a")["spec"]["suspend"] is False
+        api.put(PODS, driver())
+        await asyncio.sleep(0.3)  # past the start timeout: the verdict is what is tested, not a wait
+        await step(api, controller, passes=2)
+        assert api.obj(APPS, "sp", "user-a")["spec"]["suspend"] is False, "not backed off"

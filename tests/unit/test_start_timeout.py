@@ -38,6 +38,7 @@ from webhook.kube.cache import RELIST, CacheEvent, WatchCache
 from webhook.workloads.job import JobAdapter
 from webhook.workloads.kubeflow import PyTorchJobAdapter
 from webhook.workloads.mpijob import MPIJobAdapter
+from webhook.workloads.sparkapplication import SparkApplicationAdapter
 
 JOB = JobAdapter()
 T0 = 1_712_541_600.0  # 2024-04-08T02:00:00Z
@@ -213,6 +214,7 @@ def test_gangs_by_kind() -> None:
     assert JOB.needs_all_pods(batch_job_object("a", pods=3))
     assert not JOB.needs_all_pods(batch_job_object("a", pods=3, completions=10))
     assert PyTorchJobAdapter().needs_all_pods({})
+    assert not SparkApplicationAdapter().needs_all_pods({})  # its driver takes executors as they come
     assert MPIJobAdapter().pod_owners({"metadata": {"name": "m"}}) == (("MPIJob", "m"), ("Job", "m-launcher"))
 
 

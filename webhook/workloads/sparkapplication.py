@@ -175,6 +175,11 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
         driver = str_at(obj, "spec", "driver", "podName") or f"{name}-driver"
         return ((self.kind, name), ("Pod", driver))
 
+    def needs_all_pods(self, obj: Obj) -> bool:
+        """No gang: the driver runs the application and takes executors as they come (with dynamic allocation it
+        starts with ``initialExecutors``, often none), so it has started once one of its pods runs."""
+        return False
+
     def is_finished(self, obj: Obj) -> bool:
         return value_at(obj, "status", "applicationState", "state") in ("COMPLETED", "FAILED")
 
