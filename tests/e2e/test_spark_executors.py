@@ -219,6 +219,7 @@ def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitte
         assert why.returncode == 0, why.stderr
         assert "pod etl-exec-alice belongs to SparkApplication etl" in why.stderr, why.stderr
         assert "etl" in why.stdout and "RUNNING" in why.stdout, why.stdout
+        assert "More pods of it are held by the queue" in why.stdout and "etl-exec-alice" in why.stdout, why.stdout
     finally:
         process.terminate()
         process.wait(timeout=60)

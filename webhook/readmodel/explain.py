@@ -24,6 +24,7 @@ from webhook.readmodel.pod_waits import (
     PendingReason,
     PodsWaiting,
     PodWait,
+    newest_held,
     newest_refusals,
     pending_reasons,
     pods_waiting_json,
@@ -263,8 +264,11 @@ def explain_other(view: JobView, snapshot: Snapshot, now: float, width: int,
         "" if view.queue else f" Namespace {view.namespace} is not managed by kube-queue: its jobs are not queued."
     )
     if view.status == JobStatus.RUNNING:
-        return wrap(f"{who} is RUNNING{': ' + admitted if admitted else ''}{request}; {view.running} of "
-                    f"{view.expected} pods run. Nothing holds it.{unmanaged}", 2, width)
+        running = wrap(f"{who} is RUNNING{': ' + admitted if admitted else ''}{request}; {view.running} of "
+                       f"{view.expected} pods run. Nothing holds it.{unmanaged}", 2, width)
+        held = [reason for reason in reasons if reason.kind is PodWait.HELD]
+        return "\n".join([running, *(["More pods of it are held by the queue, past its admission:"] if held else []),
+                          *(wrap(f"{', '.join(reason.names)}: {reason.text}", 4, width, lead="  ") for reason in held)])
     if view.status == JobStatus.PENDING:
         lines = [wrap(f"{who} is PENDING{': ' + admitted if admitted else ''}{request}; {view.running} of "
                       f"{view.expected} pods run.{unmanaged}", 2, width)]
@@ -344,7 +348,7 @@ def answer_job(
         ), ahead)
     if waiting is not None:
         return waiting
-    reasons = pending_reasons(view.pods, newest_refusals(snapshot.pod_events))
+    reasons = pending_reasons(view.pods, newest_refusals(snapshot.pod_events), newest_held(snapshot.events))
     refusal = refused_pods(view, snapshot)
     return Answer(explain_other(view, snapshot, now, width, reasons, refusal=refusal), pods_waiting=reasons,
                   pods_refused=refusal)

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import NotRequired, TypedDict
 
 from webhook.api.kinds import POD
-from webhook.api.names import EXTENDER_COMPONENT, REASON_PREEMPTION_REFUSED
+from webhook.api.names import ADMISSION_GATE, EXTENDER_COMPONENT, REASON_HELD, REASON_PREEMPTION_REFUSED
 from webhook.api.objects import Obj, event_time, involved_object, name_of, pod_spec, pod_status
 
 
@@ -22,10 +22,13 @@ class PodWait(StrEnum):
     """Why a pod does not run yet: kube-scheduler has not placed it (``SCHEDULER``, its ``PodScheduled``
     condition says why), the extender refused it for pod-level quota (``POD_QUOTA``, docs/pod-quota.md), it is
     placed and a container waits (``CONTAINER``) or it starts (``STARTING``), or the scheduler has not looked at
-    it yet (``UNSEEN``)."""
+    it yet (``UNSEEN``); or the queue holds it (``HELD``: a SparkApplication's executor past its admission)."""
 
     SCHEDULER, POD_QUOTA, CONTAINER = "scheduler", "pod-quota", "container"
-    STARTING, UNSEEN = "starting", "unseen"
+    STARTING, UNSEEN, HELD = "starting", "unseen", "held"
+
+
+HELD_BY_QUEUE = "held by kube-queue"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,8 @@ def pod_wait(pod: Obj) -> tuple[PodWait, str]:
     """Why ``pod`` does not run, and the words that say it."""
     from webhook.core.podquota import refused_by_pod_quota  # noqa: PLC0415
 
+    if any(gate.get("name") == ADMISSION_GATE for gate in pod_spec(pod).get("schedulingGates") or ()):
+        return PodWait.HELD, HELD_BY_QUEUE
     status = pod_status(pod)
     why = ""
     for condition in status.get("conditions") or ():
@@ -63,14 +68,19 @@ def pod_wait(pod: Obj) -> tuple[PodWait, str]:
     return PodWait.UNSEEN, "waiting for the scheduler"
 
 
-def pending_reasons(pods: Iterable[Obj], refusals: Mapping[str, Obj] | None = None) -> list[PendingReason]:
+def pending_reasons(pods: Iterable[Obj], refusals: Mapping[str, Obj] | None = None,
+                    held: Mapping[str, str] | None = None) -> list[PendingReason]:
     """Why the pods that do not run (neither Running nor Succeeded) wait, grouped by their words, most common
-    first; ``refusals``: pod name -> its newest ``PreemptionRefused`` Event (:func:`newest_refusals`)."""
+    first; ``refusals``: pod name -> its newest ``PreemptionRefused`` Event (:func:`newest_refusals`); ``held``:
+    pod name -> why the controller holds it (:func:`newest_held`)."""
     groups: dict[tuple[PodWait, str], list[str]] = {}
     for pod in pods:
         if pod_status(pod).get("phase") in ("Running", "Succeeded"):
             continue
-        groups.setdefault(pod_wait(pod), []).append(name_of(pod))
+        kind, text = pod_wait(pod)
+        if kind is PodWait.HELD and held:
+            text = held.get(name_of(pod), text)
+        groups.setdefault((kind, text), []).append(name_of(pod))
     reasons = []
     for (kind, text), names in groups.items():
         told = [refusals[name] for name in names if name in refusals] if refusals else []
@@ -79,17 +89,28 @@ def pending_reasons(pods: Iterable[Obj], refusals: Mapping[str, Obj] | None = No
     return sorted(reasons, key=lambda reason: -reason.count)
 
 
-def newest_refusals(events: Iterable[Obj]) -> dict[str, Obj]:
-    """Pod name -> the extender's newest ``PreemptionRefused`` Event on it, of ``events`` (one namespace's)."""
+def _newest_on_pods(events: Iterable[Obj], reason: str) -> dict[str, Obj]:
+    """Pod name -> the newest Event of ``reason`` about it, of ``events`` (one namespace's)."""
     newest: dict[str, Obj] = {}
     for event in events:
         target = involved_object(event)
-        if event.get("reason") != REASON_PREEMPTION_REFUSED or target.get("kind") != POD.kind:
+        if event.get("reason") != reason or target.get("kind") != POD.kind:
             continue
         pod = str(target.get("name") or "")
         if pod not in newest or event_time(event) >= event_time(newest[pod]):
             newest[pod] = event
     return newest
+
+
+def newest_refusals(events: Iterable[Obj]) -> dict[str, Obj]:
+    """Pod name -> the extender's newest ``PreemptionRefused`` Event on it, of ``events`` (one namespace's)."""
+    return _newest_on_pods(events, REASON_PREEMPTION_REFUSED)
+
+
+def newest_held(events: Iterable[Obj]) -> dict[str, str]:
+    """Pod name -> why the controller holds it, from its newest ``Held`` Event of ``events`` (one namespace's)."""
+    newest = _newest_on_pods(events, REASON_HELD)
+    return {pod: str(event.get("message") or HELD_BY_QUEUE) for pod, event in newest.items()}
 
 
 EXTENDER_EVENTS = f"source={EXTENDER_COMPONENT}"
