@@ -7,8 +7,8 @@ driver pod, owned by the application, as the Kubeflow Spark operator's ServiceAc
 creator). Then Spark's driver, under the application's ServiceAccount of alice's namespace (which anyone with
 ``edit`` can run pods as), creates the executor pods. It asks for more than the application declares, as a
 user's program can, and alice makes a pod of her own that names the driver as its owner. The webhook holds all
-of them; the controller releases exactly the executors the admission counted, and the quota counts the
-application once.
+of them; the controller releases exactly the executors the admission counted, the quota counts the
+application once, and a restarted controller releases no more.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OPERATOR = "system:serviceaccount:kubeflow:spark-operator"
 """The Kubeflow Spark operator's identity where Kubeflow installs it (trusted by default: webhook/core/integrity.py)."""
 EXECUTOR_CPU = 2
+SERVICE_ARGS = ("--oversellrate=1", "--status-interval=1", "--start-timeout=180s")
 
 
 def spark_home() -> Path:
@@ -96,7 +97,7 @@ class Spark:
 def spark_namespace(dev_cluster: DevCluster) -> Iterator[tuple[DevCluster, str, Spark]]:
     dev = dev_cluster
     namespace = unique("spark")
-    dev.restart_service("--oversellrate=1", "--status-interval=1", "--start-timeout=180s")
+    dev.restart_service(*SERVICE_ARGS)
     tree = {"root": {"name": "root", "min": {"cpu": 40}, "max": {"cpu": 40}, "children": [
         {"name": "Team-s", "min": {"cpu": 8}, "max": {"cpu": 8}, "namespaces": [namespace]},
         {"name": "Team-o", "min": {"cpu": 32}, "max": {"cpu": 32}, "namespaces": [unique("spark-other")]}]}}
@@ -202,6 +203,9 @@ def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitte
         dev.wait_until(lambda: all("admitted with 2 executor pod(s)" in told(name) for name in
                                    [*held, "etl-exec-alice"]), 60, "the held pods told why")
         passes_made(dev, 2, ns)  # two passes more (a count, not a pause): nothing else is released
+        # A new controller (a restart, a new leader) counts the executors in the cluster: it releases no more.
+        dev.restart_service(*SERVICE_ARGS)
+        passes_made(dev, 2, ns, timeout=120)
         pods = executors()
         assert sum(1 for pod in pods if not gated(pod)) == 2
         assert gated(dev.get_json("pod", "etl-exec-alice", "-n", ns))
