@@ -4,7 +4,7 @@ No Spark operator can be had here, but Spark can: its jars come from PyPI's pysp
 (``build-binaries.sh spark``), and Spark's own driver runs on this machine in client mode against the dev
 cluster. The test plays the operator's one step: once the queue admits ``alice``'s application it creates the
 driver pod, owned by the application, as the Kubeflow Spark operator's ServiceAccount would (a trusted pod
-creator). Then Spark's driver, under the application's ServiceAccount of alice's namespace (which anyone with
+creator by default). Then Spark's driver, under the application's ServiceAccount of alice's namespace (which anyone with
 ``edit`` can run pods as), creates the executor pods. It asks for more than the application declares, as a
 user's program can, and alice makes a pod of her own that names the driver as its owner. The webhook holds all
 of them; the controller releases exactly the executors the admission counted, the quota counts the
@@ -40,8 +40,8 @@ from webhook.devcluster.kubeconfig import write_token_kubeconfig
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-OPERATOR = "system:serviceaccount:kubeflow:spark-operator"
-"""The Kubeflow Spark operator's identity where Kubeflow installs it (trusted by default: webhook/core/integrity.py)."""
+OPERATOR = "system:serviceaccount:spark-operator:spark-operator-controller"
+"""The Spark operator's identity as its own chart installs it (trusted by default: webhook/core/integrity.py)."""
 EXECUTOR_CPU = 2
 SERVICE_ARGS = ("--oversellrate=1", "--status-interval=1", "--start-timeout=180s")
 
@@ -106,7 +106,7 @@ def spark_namespace(dev_cluster: DevCluster) -> Iterator[tuple[DevCluster, str, 
         dev.apply(alice_role(namespace))
         dev.kubectl("create", "serviceaccount", "spark", "-n", namespace)
         for name, subject in (("spark-driver", f"--serviceaccount={namespace}:spark"),
-                              ("spark-operator", "--serviceaccount=kubeflow:spark-operator")):
+                              ("spark-operator", "--serviceaccount=spark-operator:spark-operator-controller")):
             dev.kubectl("create", "rolebinding", name, "-n", namespace, "--clusterrole=edit", subject)
         with installed_tree(dev, tree), tempfile.TemporaryDirectory(prefix="kq-spark-") as work:
             wait_managed(dev, namespace)
@@ -158,6 +158,7 @@ def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitte
     dev.wait_until(lambda: not suspended(app()), 60, "the application admitted")
     result = dev.create(driver_pod(app()), user=OPERATOR)
     assert result.returncode == 0, result.stderr
+    assert not json.loads(result.stdout)["spec"].get("schedulingGates"), "the operator's driver pod is not held"
     process = spark.driver(app(), executors=4, seconds=240)  # two more than admitted
     try:
         def executors() -> list[dict[str, Any]]:

@@ -41,10 +41,11 @@ WORKLOAD_CONTROLLERS = (
     "system:serviceaccount:mpi-operator:*",
     "system:serviceaccount:kuberay-system:*",
     "system:serviceaccount:ray-system:*",
+    "system:serviceaccount:spark-operator:*",
 )
 """Who creates pods for workloads (``*`` ends a prefix): Kubernetes' own controllers (kube-controller-manager
-with service account credentials), kubelets (mirror pods), and the Kubeflow, MPI and KubeRay operators in
-their usual namespaces. Only their pods are trusted to belong to the owner they name (``--pod-creator`` adds
+with service account credentials), kubelets (mirror pods), and the Kubeflow, MPI, KubeRay and Spark operators
+in their usual namespaces. Only their pods are trusted to belong to the owner they name (``--pod-creator`` adds
 more; docs/security.md)."""
 
 
