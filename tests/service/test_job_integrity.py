@@ -31,7 +31,7 @@ from webhook.workloads.facts import field_name
 from webhook.workloads.registry import adapter_for
 
 TEMPLATE_KINDS = sorted(kind for kind in JOB_BUILDERS if kind not in ("Pod", "Workflow", "SparkApplication"))
-"""Kinds written with pod templates (a Workflow's and a SparkApplication's rules: test_templateless_kinds.py)."""
+"""Kinds written with pod templates (a Workflow's and a SparkApplication's rules: test_job_kinds.py)."""
 CLASSES = {"high": 1000, "low": 1}
 
 
