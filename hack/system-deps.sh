@@ -13,7 +13,7 @@ if ! command -v chromium >/dev/null; then
   missing+=(chromium)
 fi
 if ! command -v javac >/dev/null; then
-  missing+=(openjdk-17-jdk-headless)
+  missing+=(default-jdk-headless)
 fi
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
