@@ -43,7 +43,6 @@ ROOT = Path(__file__).resolve().parents[2]
 OPERATOR = "system:serviceaccount:spark-operator:spark-operator-controller"
 """The Spark operator's identity as its own chart installs it (trusted by default: webhook/core/integrity.py)."""
 EXECUTOR_CPU = 2
-SERVICE_ARGS = ("--oversellrate=1", "--status-interval=1", "--start-timeout=180s")
 
 
 def spark_home() -> Path:
@@ -97,7 +96,6 @@ class Spark:
 def spark_namespace(dev_cluster: DevCluster) -> Iterator[tuple[DevCluster, str, Spark]]:
     dev = dev_cluster
     namespace = unique("spark")
-    dev.restart_service(*SERVICE_ARGS)
     tree = {"root": {"name": "root", "min": {"cpu": 40}, "max": {"cpu": 40}, "children": [
         {"name": "Team-s", "min": {"cpu": 8}, "max": {"cpu": 8}, "namespaces": [namespace]},
         {"name": "Team-o", "min": {"cpu": 32}, "max": {"cpu": 32}, "namespaces": [unique("spark-other")]}]}}
@@ -114,7 +112,6 @@ def spark_namespace(dev_cluster: DevCluster) -> Iterator[tuple[DevCluster, str, 
             yield dev, namespace, Spark(dev, namespace, Path(work))
     finally:
         dev.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
-        dev.restart_service()
 
 
 def application(name: str, namespace: str) -> dict[str, Any]:
@@ -205,7 +202,7 @@ def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitte
                                    [*held, "etl-exec-alice"]), 60, "the held pods told why")
         passes_made(dev, 2, ns)  # two passes more (a count, not a pause): nothing else is released
         # A new controller (a restart, a new leader) counts the executors in the cluster: it releases no more.
-        dev.restart_service(*SERVICE_ARGS)
+        dev.restart_service()  # as the cluster runs it (its start timeout, 5 minutes, does not come into play)
         passes_made(dev, 2, ns, timeout=120)
         pods = executors()
         assert sum(1 for pod in pods if not gated(pod)) == 2
