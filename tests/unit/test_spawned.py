@@ -10,7 +10,7 @@ from webhook.core.spawned import release_spawned
 from webhook.core.workload import PodSet, Workload, WorkloadKey
 from webhook.workloads.pod import PodAdapter
 from webhook.workloads.sparkapplication import SparkApplicationAdapter
-from webhook.workloads.spawned import spawned_among, spawner_of, spawning_pods, without_spawned
+from webhook.workloads.spawned import separate_spawned, spawner_of, spawning_pods
 
 EXECUTOR = res(cpu=2, memory="2432Mi")
 
@@ -73,5 +73,6 @@ def test_the_pods_a_driver_owns_are_its_applications_and_no_other_pods_are() -> 
     other_namespace["metadata"]["namespace"] = "elsewhere"
     assert spawner_of(other_namespace, spawners) is None
     listed = [*jobs, ("e1", pods, _pod("e1", "Pod", "one-driver")), ("x", pods, _pod("x", "Pod", "two-driver"))]
-    assert [name for name, _, _ in without_spawned(listed)] == ["one", "two", "x"]
-    assert spawned_among(listed) == {("ns", "e1"): "one"}
+    kept, spawned = separate_spawned(listed)
+    assert [name for name, _, _ in kept] == ["one", "two", "x"]
+    assert spawned == {("ns", "e1"): "one"}

@@ -52,7 +52,7 @@ from webhook.readmodel.summaries import INCLUDE_OBJECT, SummaryBook, SummaryInpu
 from webhook.readmodel.view import KindSource, ViewContext, listed_job
 from webhook.readmodel.waiting import oversell_rate
 from webhook.workloads.base import Adapter
-from webhook.workloads.spawned import spawner_of, spawning_pods, without_spawned
+from webhook.workloads.spawned import separate_spawned, spawner_of, spawning_pods
 
 log = logging.getLogger(__name__)
 
@@ -375,8 +375,8 @@ async def _collect(controller: Controller) -> Callable[[], SummaryInputs] | None
         jobs: list[tuple[KindSource, Obj, TrackedJob | str | None]] = []
         for source, name, objects in kinds:
             jobs.extend((source, obj, index.sized(name, obj, epoch)) for obj in objects if listed_job(source, obj))
-        shown = {id(obj) for _, _, obj in without_spawned([(None, source.adapter, obj) for source, obj, _ in jobs])}
-        return SummaryInputs([job for job in jobs if id(job[1]) in shown], running, context, positions, estimates)
+        kept, _ = separate_spawned([(job, job[0].adapter, job[1]) for job in jobs])
+        return SummaryInputs([job for job, _, _ in kept], running, context, positions, estimates)
 
     return inputs
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from webhook.api.names import REASON_HELD, REASON_RELEASED
+from webhook.controller.events import EventGate
 from webhook.controller.model import TrackedJob
 from webhook.controller.records import kv
 from webhook.controller.starts import PodIndex
@@ -82,8 +83,8 @@ class SpawnedPods:
 
     def __init__(self, writer: Writer) -> None:
         self.writer = writer
-        self._told: dict[str, str] = {}
-        """Pod uid -> the reason it was last told it stays held."""
+        self._told = EventGate(0.0)
+        """Each held pod's last reason told (a new reason is told at once)."""
 
     async def release(self, spawned: Sequence[Spawned], pods: PodIndex) -> int:
         """Release what each job allows; how many pods were released."""
@@ -106,11 +107,11 @@ class SpawnedPods:
                 pod = by_name[name]
                 uid = pod.workload.uid
                 live.add(uid)
-                if self._told.get(uid) == why:
+                if not self._told.due(uid, why):
                     continue
-                self._told[uid] = why
+                self._told.mark(uid, why)
                 log.info(kv(component="controller", decision="hold-spawned", pod=str(pod.workload.key),
                             job=str(item.job.workload.key), reason=why))
                 self.writer.events.emit(pod.obj, "Warning", REASON_HELD, "Hold", f"kube-queue holds this pod: {why}")
-        self._told = {uid: why for uid, why in self._told.items() if uid in live}
+        self._told.keep_only(live)
         return released

@@ -18,7 +18,7 @@ from webhook.api.names import (
     TREE_NAMESPACE,
     UNFINISHED_PODS,
 )
-from webhook.api.objects import Obj, events_about, mappings, name_of, namespace_of
+from webhook.api.objects import Obj, events_about, mappings, name_of
 from webhook.core.dra import DeviceQuota, device_quota_of
 from webhook.core.treechoice import oldest_tree_object
 from webhook.readmodel.kubeapi import (
@@ -40,7 +40,7 @@ from webhook.readmodel.kubeapi import (
 from webhook.readmodel.pod_waits import EXTENDER_EVENTS
 from webhook.readmodel.view import KindSource, Snapshot, listed_job
 from webhook.workloads.registry import all_adapters
-from webhook.workloads.spawned import spawned_among
+from webhook.workloads.spawned import separate_spawned
 
 
 class CliError(Exception):
@@ -297,10 +297,9 @@ def load_snapshot(
                 continue
         jobs += [(pod_source, pod) for pod in _managed_pods(pod_source, tagged)]
     # The pods a job's pod created (a SparkApplication's executors) show as that job's, as the controller counts them.
-    spawned = spawned_among([((source, obj), source.adapter, obj) for source, obj in jobs])
+    kept, spawned = separate_spawned([((source, obj), source.adapter, obj) for source, obj in jobs])
     snapshot.spawned = {key: (source.adapter.kind, name_of(obj)) for key, (source, obj) in spawned.items()}
-    snapshot.jobs = [(source, obj) for source, obj in jobs if (namespace_of(obj), name_of(obj)) not in spawned
-                     or source.adapter.kind != "Pod"]
+    snapshot.jobs = [job for job, _, _ in kept]
     snapshot.limit_ranges, snapshot.runtime_classes = read_admission(api, [*targets, *extra],
                                                                      every=snapshot.complete or wanted is None)
     if complete and snapshot.complete:

@@ -103,7 +103,7 @@ def find_job(
         example = f"{matches[0].kind.lower()}/{name}"
         raise CliError(f"{name} is {kinds} in namespace {namespace}: say which, e.g. `kq why {example}`")
     spawner = snapshot.spawned.get((namespace, name))
-    owner = [view for view in local if spawner is not None and (view.kind, view.name) == spawner]
+    owner = [view for view in local if (view.kind, view.name) == spawner] if spawner is not None else []
     if owner and (adapter is None or adapter.kind == "Pod"):  # docs/job-kinds.md, "Spark"
         ctx.note(f"pod {name} belongs to {owner[0].kind} {owner[0].name}, whose driver created it: the queue "
                  f"releases it within that job's admission (its Events say why it is held); showing that job")

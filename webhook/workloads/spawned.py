@@ -44,20 +44,20 @@ def spawner_of(pod: Obj, spawners: Mapping[DriverKey, J]) -> tuple[DriverKey, J]
     return (key, spawners[key]) if key in spawners else None
 
 
-def spawned_among(jobs: Sequence[tuple[J, Adapter, Obj]]) -> dict[DriverKey, J]:
-    """``(namespace, name)`` of each Pod of ``jobs`` that another one's pod spawned, and that one."""
+def separate_spawned(
+    jobs: Sequence[tuple[J, Adapter, Obj]],
+) -> tuple[list[tuple[J, Adapter, Obj]], dict[DriverKey, J]]:
+    """``jobs`` without the Pods another of them spawned (they show as that job's pods), and those Pods'
+    ``(namespace, name)`` with the job that spawned each."""
     spawners = spawning_pods(jobs)
-    out: dict[DriverKey, J] = {}
     if not spawners:
-        return out
-    for _, adapter, obj in jobs:
-        spawner = spawner_of(obj, spawners) if adapter.kind == "Pod" else None
-        if spawner is not None:
-            out[(namespace_of(obj), name_of(obj))] = spawner[1]
-    return out
-
-
-def without_spawned(jobs: Sequence[tuple[J, Adapter, Obj]]) -> list[tuple[J, Adapter, Obj]]:
-    """``jobs`` without the Pods another of them spawned (they show as that job's pods)."""
-    spawned = spawned_among(jobs)
-    return [item for item in jobs if item[1].kind != "Pod" or (namespace_of(item[2]), name_of(item[2])) not in spawned]
+        return list(jobs), {}
+    kept: list[tuple[J, Adapter, Obj]] = []
+    spawned: dict[DriverKey, J] = {}
+    for item in jobs:
+        spawner = spawner_of(item[2], spawners) if item[1].kind == "Pod" else None
+        if spawner is None:
+            kept.append(item)
+        else:
+            spawned[(namespace_of(item[2]), name_of(item[2]))] = spawner[1]
+    return kept, spawned
