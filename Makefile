@@ -68,8 +68,13 @@ service: install
 fuzz: install
 	$(call pytest_must_run,tests/fuzz -q -p no:cacheprovider)
 
+# The end-to-end tier runs its modules on two pytest-xdist workers, each with a dev cluster of its own (ports
+# from KQ_E2E_PORT_BASE, 26400 by default, and 200 above it: tests/e2e/conftest.py), a module whole on one
+# worker. Its tests mostly wait on the clusters' clocks, so two share 2 cores well. E2E_XDIST= runs one.
+E2E_XDIST ?= -n 2 --dist loadfile
+
 e2e: install deps binaries
-	$(call pytest_must_run,tests/e2e -q -p no:cacheprovider --durations=15)
+	$(call pytest_must_run,tests/e2e -q -p no:cacheprovider $(E2E_XDIST) --durations=15)
 
 check: EXAMPLES = --hypothesis-profile=check
 check: lint types unit service

@@ -25,7 +25,20 @@ from webhook.devcluster import cluster
 from webhook.devcluster.config import ClusterConfig, Ports
 from webhook.devcluster.operators import OPERATORS
 
-E2E_PORT_BASE = int(os.environ.get("KQ_E2E_PORT_BASE", "26400"))
+WORKER_PORTS = 200
+"""Ports each pytest-xdist worker's cluster set takes: its dev cluster from the base, a module's second cluster
+from ``base + 100`` (tests/e2e/test_devcluster_lifecycle.py)."""
+
+
+def _port_base() -> int:
+    """``$KQ_E2E_PORT_BASE`` (26400 by default), moved by ``WORKER_PORTS`` for each pytest-xdist worker after the
+    first: with ``-n 2`` each worker runs its modules on a dev cluster of its own."""
+    base = int(os.environ.get("KQ_E2E_PORT_BASE", "26400"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return base + WORKER_PORTS * int(worker.removeprefix("gw") or "0")
+
+
+E2E_PORT_BASE = _port_base()
 
 
 @dataclass
