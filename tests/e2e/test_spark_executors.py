@@ -8,7 +8,8 @@ creator by default). Then Spark's driver, under the application's ServiceAccount
 ``edit`` can run pods as), creates the executor pods. It asks for more than the application declares, as a
 user's program can, and alice makes a pod of her own that names the driver as its owner. The webhook holds all
 of them; the controller releases exactly the executors the admission counted, the quota counts the
-application once, and a restarted controller releases no more.
+application once, and a restarted controller releases no more. A second application builds its executors on a
+template under a RuntimeClass with an overhead: it is counted with the overhead, and its executors run.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from tests.e2e.harness import (
     wait_routed,
 )
 from tests.e2e.kinds import alice_role, suspended
-from webhook.api.names import ADMISSION_GATE, QUOTA_LABEL, REASON_HELD
+from webhook.api.names import ADMISSION_GATE, POD_OVERHEAD_ANNOTATION, QUOTA_LABEL, REASON_HELD
 from webhook.devcluster.kubeconfig import write_token_kubeconfig
 
 pytestmark = pytest.mark.e2e
@@ -43,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OPERATOR = "system:serviceaccount:spark-operator:spark-operator-controller"
 """The Spark operator's identity as its own chart installs it (trusted by default: webhook/core/integrity.py)."""
 EXECUTOR_CPU = 2
+OVERHEAD = {"cpu": "1", "memory": "64Mi"}
 
 
 def spark_home() -> Path:
@@ -71,9 +73,10 @@ class Spark:
         write_token_kubeconfig(path, self.server, self.dev.config.pki, service_account, token)
         return path
 
-    def driver(self, app: dict[str, Any], *, executors: int, seconds: int) -> subprocess.Popen[bytes]:
+    def driver(self, app: dict[str, Any], *, executors: int, seconds: int,
+               conf: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
         """Spark's driver for ``app`` in client mode, asking for ``executors``, with the labels the operator
-        passes on (``spec.executor.labels``, the quota's among them)."""
+        passes on (``spec.executor.labels``, the quota's among them) and ``conf`` (``-Dspark...`` options)."""
         spec = app["spec"]
         labels = {f"-Dspark.kubernetes.executor.label.{key}={value}"
                   for key, value in spec["executor"].get("labels", {}).items()}
@@ -85,7 +88,7 @@ class Spark:
             f"-Dspark.executor.instances={executors}", f"-Dspark.executor.cores={spec['executor']['cores']}",
             f"-Dspark.executor.memory={spec['executor']['memory']}",
             "-Dspark.kubernetes.container.image=spark:4.1.1", "-Dspark.driver.host=127.0.0.1",
-            "-Dspark.ui.enabled=false", *sorted(labels), "SparkDriver", str(seconds),
+            "-Dspark.ui.enabled=false", *sorted(labels), *conf, "SparkDriver", str(seconds),
         ]
         env = {"KUBECONFIG": str(self.kubeconfig(spec["driver"]["serviceAccount"])), "PATH": "/usr/bin:/bin"}
         with (self.work / "driver.log").open("wb") as log:  # the driver keeps its own copy of the file
@@ -141,6 +144,22 @@ def driver_pod(app: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def executors(dev: DevCluster, namespace: str, app: str | None = None) -> list[dict[str, Any]]:
+    """The executor pods that are not going (``app``'s only, when given)."""
+    items: list[dict[str, Any]] = dev.get_json("pods", "-n", namespace, "-l", "spark-role=executor")["items"]
+    return [pod for pod in items if not pod["metadata"].get("deletionTimestamp")
+            and (app is None or pod["metadata"]["ownerReferences"][0]["name"] == f"{app}-driver")]
+
+
+def gated(pod: dict[str, Any]) -> bool:
+    return any(gate.get("name") == ADMISSION_GATE for gate in pod["spec"].get("schedulingGates") or ())
+
+
+def used_cpu(dev: DevCluster) -> float:
+    status = dev.get_json("eqtree", "elasticquotatree", "-n", "kube-system")["status"]["root"]["children"]
+    return _cpu(next(node for node in status if node["name"] == "Team-s").get("used", {}).get("cpu", "0"))
+
+
 def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitted(
     spark_namespace: tuple[DevCluster, str, Spark],
 ) -> None:
@@ -158,15 +177,8 @@ def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitte
     assert not json.loads(result.stdout)["spec"].get("schedulingGates"), "the operator's driver pod is not held"
     process = spark.driver(app(), executors=4, seconds=240)  # two more than admitted
     try:
-        def executors() -> list[dict[str, Any]]:
-            items: list[dict[str, Any]] = dev.get_json("pods", "-n", ns, "-l", "spark-role=executor")["items"]
-            return [pod for pod in items if not pod["metadata"].get("deletionTimestamp")]
-
-        def gated(pod: dict[str, Any]) -> bool:
-            return any(gate.get("name") == ADMISSION_GATE for gate in pod["spec"].get("schedulingGates") or ())
-
         def settled() -> bool:
-            pods = executors()
+            pods = executors(dev, ns)
             running = [pod for pod in pods if not gated(pod) and pod["status"].get("phase") == "Running"]
             return len(pods) == 4 and len(running) == 2 and sum(map(gated, pods)) == 2
 
@@ -174,9 +186,9 @@ def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitte
             dev.wait_until(settled, 120, "Spark's four executors: two released and running, two held")
         except AssertionError as error:
             log = (spark.work / "driver.log").read_text(errors="replace")[-3000:]
-            names = [pod["metadata"]["name"] for pod in executors()]
+            names = [pod["metadata"]["name"] for pod in executors(dev, ns)]
             raise AssertionError(f"{names}; Spark's driver said:\n{log}") from error
-        pods = executors()
+        pods = executors(dev, ns)
         assert {pod["metadata"]["ownerReferences"][0]["name"] for pod in pods} == {"etl-driver"}
         assert {pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] for pod in pods} == {"2"}
         held = {pod["metadata"]["name"] for pod in pods if gated(pod)}
@@ -204,15 +216,13 @@ def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitte
         # A new controller (a restart, a new leader) counts the executors in the cluster: it releases no more.
         dev.restart_service()  # as the cluster runs it (its start timeout, 5 minutes, does not come into play)
         passes_made(dev, 2, ns, timeout=120)
-        pods = executors()
+        pods = executors(dev, ns)
         assert sum(1 for pod in pods if not gated(pod)) == 2
         assert gated(dev.get_json("pod", "etl-exec-alice", "-n", ns))
         queue = dev.get_json("queue", f"root-team-s-{ns}", "-n", "kube-queue").get("status", {})
         active = queue.get("queueItemDetails", {}).get("active", [])
         assert active == [], f"no executor is queued on its own: {active}"
-        status = dev.get_json("eqtree", "elasticquotatree", "-n", "kube-system")["status"]["root"]["children"]
-        used = next(node for node in status if node["name"] == "Team-s").get("used", {})
-        assert _cpu(used.get("cpu", "0")) == 1 + 2 * EXECUTOR_CPU, f"the application counted once: {used}"
+        assert used_cpu(dev) == 1 + 2 * EXECUTOR_CPU, "the application counted once"
         # `kq why` of a held executor, as a colleague with alice's rights: it explains the application.
         bob = edit_kubeconfig(dev, ns, "dev-bob")
         dev.kubectl("create", "rolebinding", "bob-job-kinds", "-n", ns, "--role=job-kinds",
@@ -226,3 +236,72 @@ def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitte
         process.terminate()
         process.wait(timeout=60)
         dev.kubectl("delete", "sparkapplication", "etl", "-n", ns, "--wait=false")
+
+
+@pytest.fixture
+def runtime_class(dev_cluster: DevCluster) -> Iterator[str]:
+    """An operator's RuntimeClass whose pods cost 1 CPU more than their containers ask."""
+    name = unique("kata")
+    dev_cluster.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name},
+                       "handler": "kata", "overhead": {"podFixed": OVERHEAD}})
+    try:
+        yield name
+    finally:
+        dev_cluster.kubectl("delete", "runtimeclass", name, "--ignore-not-found")
+
+
+def test_executors_built_on_a_template_under_a_runtime_class_are_counted_with_its_overhead_and_run(
+    spark_namespace: tuple[DevCluster, str, Spark], runtime_class: str,
+) -> None:
+    """alice's executors take a RuntimeClass from ``spec.executor.template``, which Spark builds them on: the
+    application is admitted for 7 CPU (1 + 2 x (2 + 1)) of Team-s's 8, and Spark's executors, each 3 CPU with
+    the class's overhead, are released and run. Sized without the template, it was admitted for 5 and its
+    executors stayed held for good, each bigger than the executor it was counted as."""
+    dev, ns, spark = spark_namespace
+    app = application("kata-etl", ns)
+    app["spec"]["executor"]["template"] = {"spec": {"runtimeClassName": runtime_class}}
+
+    def recorded(obj: dict[str, Any]) -> dict[str, Any]:
+        text = obj["metadata"].get("annotations", {}).get(POD_OVERHEAD_ANNOTATION)
+        return dict(json.loads(text)) if text else {}
+
+    def webhook_knows_the_class() -> bool:  # a server-side dry run goes through the mutating webhook
+        result = dev.kubectl_result("create", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(app),
+                                    user="alice")
+        return result.returncode == 0 and runtime_class in recorded(json.loads(result.stdout))
+
+    dev.wait_until(webhook_knows_the_class, 30, "the webhook's watch to show the RuntimeClass")
+    created = json.loads(dev.create(app, user="alice").stdout)
+    assert recorded(created) == {runtime_class: OVERHEAD}
+
+    def current() -> dict[str, Any]:
+        found: dict[str, Any] = dev.get_json("sparkapplications", "kata-etl", "-n", ns)
+        return found
+
+    dev.wait_until(lambda: not suspended(current()), 120, "the application admitted (once the first one's pods go)")
+    result = dev.create(driver_pod(current()), user=OPERATOR)
+    assert result.returncode == 0, result.stderr
+    template = spark.work / "executor-template.yaml"
+    template.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "spec": {
+        "runtimeClassName": runtime_class, "containers": [{"name": "executor"}]}}))
+    process = spark.driver(current(), executors=2, seconds=240,
+                           conf=(f"-Dspark.kubernetes.executor.podTemplateFile={template}",))
+    try:
+        def running() -> bool:
+            pods = executors(dev, ns, "kata-etl")
+            return len(pods) == 2 and all(not gated(pod) and pod["status"].get("phase") == "Running" for pod in pods)
+
+        try:
+            dev.wait_until(running, 120, "Spark's two executors under the class released and running")
+        except AssertionError as error:
+            log = (spark.work / "driver.log").read_text(errors="replace")[-3000:]
+            names = [pod["metadata"]["name"] for pod in executors(dev, ns, "kata-etl")]
+            raise AssertionError(f"{names}; Spark's driver said:\n{log}") from error
+        for pod in executors(dev, ns, "kata-etl"):
+            assert pod["spec"]["runtimeClassName"] == runtime_class and pod["spec"]["overhead"] == OVERHEAD
+            assert pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == str(EXECUTOR_CPU)
+        assert used_cpu(dev) == 1 + 2 * (EXECUTOR_CPU + 1), "counted with the class's overhead"
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        dev.kubectl("delete", "sparkapplication", "kata-etl", "-n", ns, "--wait=false")

@@ -141,3 +141,49 @@ def test_a_workflow_whose_pod_spec_patch_names_a_class_is_sized_with_its_overhea
     out = validate(review(moved, operation="UPDATE", old=before), classes, settings)
     assert not out["response"]["allowed"]
     assert "spec.podSpecPatch: RuntimeClass 'kata' adds a pod overhead" in out["response"]["status"]["message"]
+
+
+def test_a_spark_applications_templates_are_sized_as_spark_builds_its_pods_on_them(
+    classes: AdmissionState, settings: Settings
+) -> None:
+    """Spark builds a role's pods on its ``template``: the class it names is recorded and counted, the first
+    container keeps its other resources beside Spark's CPU and memory, and the template's other containers
+    count. Without reading the template the executors, bigger than counted, would stay held for good
+    (docs/job-kinds.md, Spark)."""
+    app = JOB_BUILDERS["SparkApplication"]()  # executors of 2 cores and 2g: 2 CPU and 2432Mi each
+    app["spec"]["executor"]["template"] = {"spec": {"runtimeClassName": "kata", "containers": [
+        {"name": "executor", "resources": {"requests": {"memory": "1Mi"}, "limits": {"nvidia.com/gpu": "1"}}},
+        {"name": "proxy", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
+    adapter = _adapter(app)
+    executor = {s.name: s for s in adapter.pod_sets(app)}["executor"]
+    assert executor.per_pod == res(cpu="2.1", memory="2496Mi", **{"nvidia.com/gpu": 1})  # no record yet
+    held = patched(app, mutate(review(app), classes, settings))
+    assert json.loads(held["metadata"]["annotations"][POD_OVERHEAD_ANNOTATION]) == {
+        "kata": {"cpu": "250m", "memory": "160Mi"}}
+    sets = {s.name: s for s in adapter.pod_sets(held)}
+    assert sets["executor"].per_pod == res(cpu="2.35", memory="2656Mi", **{"nvidia.com/gpu": 1})
+    assert sets["executor"].count == 2
+    assert sets["driver"].per_pod == res(cpu=1, memory="896Mi")  # its template names no class
+
+
+def test_a_spark_template_can_neither_name_a_node_nor_move_a_held_application_onto_an_unrecorded_class(
+    classes: AdmissionState, settings: Settings
+) -> None:
+    pinned = JOB_BUILDERS["SparkApplication"]()
+    pinned["spec"]["driver"]["template"] = {"spec": {"nodeName": "node-1"}}
+    out = validate(review(pinned), classes, settings)
+    assert not out["response"]["allowed"]
+    assert "spec.driver.template.spec" in out["response"]["status"]["message"]
+    held = patched(JOB_BUILDERS["SparkApplication"](), mutate(review(JOB_BUILDERS["SparkApplication"]()), classes,
+                                                               settings))
+    moved = copy.deepcopy(held)
+    moved["spec"]["executor"]["template"] = {"spec": {"runtimeClassName": "kata"}}
+    out = validate(review(moved, operation="UPDATE", old=held), classes, settings)
+    assert not out["response"]["allowed"]
+    assert "RuntimeClass 'kata' adds a pod overhead" in out["response"]["status"]["message"]
+    # The template's PriorityClass is the executors' (Spark keeps it): it may not change while queued either.
+    raised = copy.deepcopy(held)
+    raised["spec"]["executor"]["template"] = {"spec": {"priorityClassName": "system-cluster-critical"}}
+    out = validate(review(raised, operation="UPDATE", old=held), classes, settings)
+    assert not out["response"]["allowed"]
+    assert "spec.executor.template.spec.priorityClassName: the priority class" in out["response"]["status"]["message"]

@@ -11,7 +11,11 @@ operator publishes, v2.4.0; docs/job-kinds.md):
 * ``gpu: {name, quantity}`` as an extended resource; ``sidecars`` add their requests, ``initContainers``
   count as init containers;
 * executors: ``instances`` (Spark's default 2), or with ``dynamicAllocation.enabled`` its ``maxExecutors``
-  (required: without it an application could grow without bound).
+  (required: without it an application could grow without bound);
+* ``template`` (a pod template, which Spark builds the role's pods on): its first container is Spark's, whose
+  other requests and limits stay beside the CPU and memory Spark writes; its other containers and init
+  containers count as they are; a ``runtimeClassName`` brings its class's overhead, recorded on the
+  application as for any job (:mod:`webhook.workloads.overhead`).
 
 The driver pod belongs to the application; the executors belong to the driver pod (``<name>-driver``, or
 ``driver.podName``): both are its pods. The driver creates the executors under a ServiceAccount of the user's
@@ -24,9 +28,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
+from typing import cast
 
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
-from webhook.api.objects import Doc, Obj
+from webhook.api.objects import Doc, Obj, PodSpec
 from webhook.core.workload import PodSet, WorkloadError, pod_set
 from webhook.workloads.base import (
     JSONPatch,
@@ -41,6 +46,7 @@ from webhook.workloads.base import (
     str_at,
     value_at,
 )
+from webhook.workloads.overhead import recorded, with_overhead
 
 MIB = 1024 * 1024
 MIN_OVERHEAD_MIB = 384
@@ -62,6 +68,16 @@ def _mib(amount: int) -> str:
     return f"{-(-amount // MIB)}Mi"
 
 
+def _containers(holder: Mapping[str, object], field: str) -> list[Doc]:
+    """The containers listed under ``field`` of ``holder`` (the entries that are objects)."""
+    listed = holder.get(field)
+    return [dict(c) for c in listed if isinstance(c, Mapping)] if isinstance(listed, list) else []
+
+
+def _amounts(value: object) -> dict[str, object]:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
 class SparkApplicationAdapter(SpecSuspendAdapter):
     """``sparkoperator.k8s.io/v1beta2`` ``SparkApplication``."""
 
@@ -69,7 +85,8 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
     versions = ("v1beta2",)
     kind = "SparkApplication"
     plural = "sparkapplications"
-    extra_class_fields = (("spec", "driver", "priorityClassName"), ("spec", "executor", "priorityClassName"))
+    extra_class_fields = tuple(path for role in ROLES for path in (
+        ("spec", role, "priorityClassName"), ("spec", role, "template", "spec", "priorityClassName")))
     extra_label_fields = (("spec", "driver", "labels"), ("spec", "executor", "labels"))
     spawned_pod_set = "executor"
 
@@ -77,11 +94,18 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
         """None written as pod templates: the pods are built from the driver and executor fields."""
         return ()
 
+    def pod_spec_patches(self, obj: Obj) -> dict[str, Obj]:
+        """Each role's ``template.spec``: Spark builds the role's pods on it, so the RuntimeClass it names is
+        recorded and a ``nodeName`` in it refused, as in any job's template."""
+        return {f"spec.{role}.template.spec": spec for role in ROLES
+                if (spec := mapping_at(obj, "spec", role, "template", "spec")) is not None}
+
     def pod_sets(self, obj: Obj) -> tuple[PodSet, ...]:
         out: list[PodSet] = []
+        overheads = recorded(obj)
         for role in ROLES:
             try:
-                out.append(pod_set(role, self._count(obj, role), self._spec(obj, role)))
+                out.append(pod_set(role, self._count(obj, role), with_overhead(self._spec(obj, role), overheads)))
             except WorkloadError as error:
                 raise WorkloadError(f"/spec/{role}: {error}") from None
         return tuple(out)
@@ -94,8 +118,10 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
         instances = int_at(obj, DEFAULT_EXECUTORS, "spec", "executor", "instances")
         return DEFAULT_EXECUTORS if instances is None else instances
 
-    def _spec(self, obj: Obj, role: str) -> Doc:
-        """The pod spec whose request is what Spark asks for this role's pods."""
+    def _spec(self, obj: Obj, role: str) -> PodSpec:
+        """The pod spec whose request is what Spark asks for this role's pods: its ``template``'s, with
+        Spark's requests in its first container (in a container of their own without one), and the operator's
+        sidecars and init containers added."""
         cores = int_at(obj, 1, "spec", role, "cores")
         cpu = str_at(obj, "spec", role, "coreRequest") or str(1 if cores is None else cores)
         memory = spark_bytes(str_at(obj, "spec", role, "memory") or "1g", f"spec.{role}.memory")
@@ -117,15 +143,20 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
         if gpu is not None and gpu.get("name"):
             quantity = gpu.get("quantity")
             requests[str(gpu["name"])] = limits[str(gpu["name"])] = str(quantity if quantity is not None else 1)
-        containers: list[object] = [{"name": f"spark-{role}", "resources": {"requests": requests, "limits": limits}}]
-        sidecars = value_at(obj, "spec", role, "sidecars")
-        if isinstance(sidecars, list):
-            containers += [c for c in sidecars if isinstance(c, Mapping)]
-        spec: Doc = {"containers": containers}
-        inits = value_at(obj, "spec", role, "initContainers")
-        if isinstance(inits, list):
-            spec["initContainers"] = [c for c in inits if isinstance(c, Mapping)]
-        return spec
+        template = mapping_at(obj, "spec", role, "template", "spec") or {}
+        own = _containers(template, "containers")
+        main = own[0] if own else {"name": f"spark-{role}"}
+        resources = main.get("resources")
+        written = resources if isinstance(resources, Mapping) else {}
+        main = {**main, "resources": {
+            "requests": {**_amounts(written.get("requests")), **requests},
+            "limits": {**_amounts(written.get("limits")), **limits}}}
+        fields = mapping_at(obj, "spec", role) or {}
+        spec: Doc = {**template, "containers": [main, *own[1:], *_containers(fields, "sidecars")]}
+        inits = [*_containers(template, "initContainers"), *_containers(fields, "initContainers")]
+        if inits:
+            spec["initContainers"] = inits
+        return cast(PodSpec, spec)
 
     def _overhead_factor(self, obj: Obj) -> Decimal:
         text = str_at(obj, "spec", "memoryOverheadFactor")
@@ -148,9 +179,8 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
         return []
 
     def priority_class_name(self, obj: Obj) -> str | None:
-        return str_at(obj, "spec", "driver", "priorityClassName") or str_at(
-            obj, "spec", "executor", "priorityClassName"
-        )
+        """The first class named among :attr:`extra_class_fields` (a role's own field, then its template's)."""
+        return next((name for path in self.extra_class_fields if (name := str_at(obj, *path))), None)
 
     def explicit_priority(self, obj: Obj) -> int | None:
         return None
