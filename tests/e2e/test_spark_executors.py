@@ -80,13 +80,16 @@ class Spark:
         spec = app["spec"]
         labels = {f"-Dspark.kubernetes.executor.label.{key}={value}"
                   for key, value in spec["executor"].get("labels", {}).items()}
+        # As the operator passes them: spec.sparkConf first, then the executor's fields (a later one wins).
+        settings = [f"-D{key}={value}" for key, value in sorted(spec.get("sparkConf", {}).items())]
+        settings += [f"-Dspark.executor.{field}={spec['executor'][field]}" for field in ("cores", "memory")
+                     if field in spec["executor"]]
         argv = [
             "java", "-Xmx512m", "-cp", f"{self.jars}/*:{self.work / 'classes'}",
             f"-Dspark.master=k8s://{self.server}", f"-Dspark.app.name={app['metadata']['name']}",
             "-Dspark.submit.deployMode=client", f"-Dspark.kubernetes.namespace={self.namespace}",
             f"-Dspark.kubernetes.driver.pod.name={app['metadata']['name']}-driver",
-            f"-Dspark.executor.instances={executors}", f"-Dspark.executor.cores={spec['executor']['cores']}",
-            f"-Dspark.executor.memory={spec['executor']['memory']}",
+            f"-Dspark.executor.instances={executors}", *settings,
             "-Dspark.kubernetes.container.image=spark:4.1.1", "-Dspark.driver.host=127.0.0.1",
             "-Dspark.ui.enabled=false", *sorted(labels), *conf, "SparkDriver", str(seconds),
         ]
@@ -305,3 +308,44 @@ def test_executors_built_on_a_template_under_a_runtime_class_are_counted_with_it
         process.terminate()
         process.wait(timeout=60)
         dev.kubectl("delete", "sparkapplication", "kata-etl", "-n", ns, "--wait=false")
+
+
+def test_executor_sizes_spark_conf_sets_are_counted_as_spark_makes_the_executors(
+    spark_namespace: tuple[DevCluster, str, Spark],
+) -> None:
+    """The executor's memory comes from ``spec.sparkConf`` (its field left out), with off-heap memory, which
+    Spark adds to each executor pod: the application is counted as Spark makes them (3g + 384Mi + 512m each),
+    and they are released and run. Sized from the fields alone (1g by default) they stayed held."""
+    dev, ns, spark = spark_namespace
+    app = application("conf-etl", ns)
+    del app["spec"]["executor"]["memory"]
+    app["spec"]["sparkConf"] = {"spark.executor.memory": "3g", "spark.memory.offHeap.enabled": "true",
+                                "spark.memory.offHeap.size": "512m"}
+    assert dev.create(app, user="alice").returncode == 0
+
+    def current() -> dict[str, Any]:
+        found: dict[str, Any] = dev.get_json("sparkapplications", "conf-etl", "-n", ns)
+        return found
+
+    dev.wait_until(lambda: not suspended(current()), 120, "the application admitted (once the others' pods go)")
+    result = dev.create(driver_pod(current()), user=OPERATOR)
+    assert result.returncode == 0, result.stderr
+    process = spark.driver(current(), executors=2, seconds=240)
+    try:
+        def running() -> bool:
+            pods = executors(dev, ns, "conf-etl")
+            return len(pods) == 2 and all(not gated(pod) and pod["status"].get("phase") == "Running" for pod in pods)
+
+        try:
+            dev.wait_until(running, 120, "Spark's two executors released and running")
+        except AssertionError as error:
+            log = (spark.work / "driver.log").read_text(errors="replace")[-3000:]
+            names = [pod["metadata"]["name"] for pod in executors(dev, ns, "conf-etl")]
+            raise AssertionError(f"{names}; Spark's driver said:\n{log}") from error
+        for pod in executors(dev, ns, "conf-etl"):
+            assert pod["spec"]["containers"][0]["resources"]["requests"]["memory"] == "3968Mi"
+        assert used_cpu(dev) == 1 + 2 * EXECUTOR_CPU
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        dev.kubectl("delete", "sparkapplication", "conf-etl", "-n", ns, "--wait=false")

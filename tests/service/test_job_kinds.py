@@ -140,7 +140,48 @@ def test_dynamic_allocation_without_a_maximum_is_refused_at_submission(state: Ad
     app["spec"]["dynamicAllocation"] = {"enabled": True}
     out = mutate(review(app), state, Settings())
     assert not response(out)["allowed"]
-    assert "spec.dynamicAllocation.maxExecutors must be set" in message(out)
+    assert "spec.dynamicAllocation.maxExecutors (or spark.dynamicAllocation.maxExecutors in spec.sparkConf) must " \
+        "be set" in message(out)
+    # Enabled through sparkConf, which the operator passes on as it is: refused the same.
+    app = sparkapplication()
+    app["spec"]["sparkConf"] = {"spark.dynamicAllocation.enabled": "true"}
+    assert not response(mutate(review(app), state, Settings()))["allowed"]
+    app["spec"]["sparkConf"]["spark.dynamicAllocation.maxExecutors"] = "6"
+    assert response(mutate(review(app), state, Settings()))["allowed"]
+    assert sets(app)[1][1] == 6
+
+
+def test_what_spark_conf_sets_and_the_roles_leave_out_is_counted_as_spark_gets_it() -> None:
+    """The operator passes spec.sparkConf to spark-submit before the roles' fields: a size the roles leave out
+    comes from sparkConf, one they set wins. The driver, which the operator creates, is not held, so a size
+    read from the fields alone let it run bigger than counted."""
+    app = sparkapplication()  # driver: 1 core, 512m; executors: 2 cores, 2g, 2 of them (the spec's fields)
+    app["spec"]["sparkConf"] = {
+        "spark.kubernetes.driver.request.cores": "6", "spark.driver.memory": "64g",  # the driver names neither
+        "spark.driver.resource.gpu.amount": "2", "spark.driver.resource.gpu.vendor": "nvidia.com",
+        "spark.executor.memory": "100g", "spark.executor.instances": "40",  # its memory field wins, not instances
+        "spark.kubernetes.memoryOverheadFactor": "0.5",  # beats spec.memoryOverheadFactor, passed before it
+    }
+    app["spec"]["memoryOverheadFactor"] = "0.1"
+    del app["spec"]["executor"]["instances"], app["spec"]["driver"]["memory"]
+    assert sets(app) == [("driver", 1, res(cpu=6, memory="96Gi", gpu=2)),
+                         ("executor", 40, res(cpu=2, memory="3Gi"))]
+    app["spec"]["executor"]["instances"] = 3
+    assert sets(app)[1][1] == 3
+    app["spec"]["sparkConf"] = {"spark.executor.memoryOverheadFactor": "0.25", "spark.executor.minMemoryOverhead": "1g",
+                                "spark.memory.offHeap.enabled": "true", "spark.memory.offHeap.size": "1073741824"}
+    assert sets(app)[1] == ("executor", 3, res(cpu=2, memory="4Gi"))  # 2g + 1g floor + 1g off heap
+    app["spec"]["sparkConf"] = {"spark.driver.memory": "lots"}
+    with pytest.raises(WorkloadError, match=r"spec\.sparkConf\[spark\.driver\.memory\]: 'lots' is not a Spark"):
+        adapter(app).pod_sets(app)
+
+
+def test_an_admitted_application_cannot_grow_its_driver_through_spark_conf(state: AdmissionState) -> None:
+    admitted = held(sparkapplication(), state)
+    admitted["spec"]["suspend"] = False  # as the controller releases it
+    grown = copy.deepcopy(admitted)
+    grown["spec"]["sparkConf"] = {"spark.kubernetes.driver.request.cores": "30"}
+    assert "an admitted job cannot change its size" in refused(admitted, grown, state)
 
 
 def test_a_spark_application_is_held_and_its_pods_labelled_through_driver_and_executor(

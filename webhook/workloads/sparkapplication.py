@@ -11,7 +11,12 @@ operator publishes, v2.4.0; docs/job-kinds.md):
 * ``gpu: {name, quantity}`` as an extended resource; ``sidecars`` add their requests, ``initContainers``
   count as init containers;
 * executors: ``instances`` (Spark's default 2), or with ``dynamicAllocation.enabled`` its ``maxExecutors``
-  (required: without it an application could grow without bound);
+  (required: without it an application could grow without bound); off-heap memory when enabled, and for
+  Python ``spark.executor.pyspark.memory``, add to each;
+* each of those settings as Spark gets it: a role's field, else ``spec.sparkConf``'s entry for the key the
+  operator passes the field as; the overhead factor of ``sparkConf`` beats ``spec.memoryOverheadFactor``;
+  ``spark.ROLE.resource.NAME.amount`` with its vendor as the extended resource ``VENDOR/NAME``
+  (:mod:`webhook.workloads.spark_conf`);
 * ``template`` (a pod template, which Spark builds the role's pods on): its first container is Spark's, whose
   other requests and limits stay beside the CPU and memory Spark writes; its other containers and init
   containers count as they are; a ``runtimeClassName`` brings its class's overhead, recorded on the
@@ -25,7 +30,6 @@ with (:mod:`webhook.core.spawned`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import cast
@@ -38,8 +42,6 @@ from webhook.workloads.base import (
     PodTemplate,
     SpecSuspendAdapter,
     apply_patch,
-    bool_at,
-    int_at,
     mapping_at,
     metadata_patch,
     set_value_patch,
@@ -47,21 +49,10 @@ from webhook.workloads.base import (
     value_at,
 )
 from webhook.workloads.overhead import recorded, with_overhead
+from webhook.workloads.spark_conf import MIB, SparkConf, spark_bytes
 
-MIB = 1024 * 1024
 MIN_OVERHEAD_MIB = 384
-DEFAULT_EXECUTORS = 2
-_SPARK_SIZE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)b?\s*$", re.IGNORECASE)
-_UNITS = {"": MIB, "k": 1024, "m": MIB, "g": 1024 * MIB, "t": 1024 * 1024 * MIB, "p": 1024 * 1024 * 1024 * MIB}
 ROLES = ("driver", "executor")
-
-
-def spark_bytes(text: str, field: str) -> int:
-    """Spark's size notation (``512m``, ``2g``, ``1024``: MiB when no unit) in bytes."""
-    match = _SPARK_SIZE.match(text)
-    if match is None:
-        raise WorkloadError(f"{field}: {text!r} is not a Spark size such as 512m or 2g")
-    return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
 def _mib(amount: int) -> str:
@@ -102,43 +93,42 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
 
     def pod_sets(self, obj: Obj) -> tuple[PodSet, ...]:
         out: list[PodSet] = []
-        overheads = recorded(obj)
+        overheads, conf = recorded(obj), SparkConf(obj)
         for role in ROLES:
             try:
-                out.append(pod_set(role, self._count(obj, role), with_overhead(self._spec(obj, role), overheads)))
+                spec = with_overhead(self._spec(obj, conf, role), overheads)
+                out.append(pod_set(role, self._count(conf, role), spec))
             except WorkloadError as error:
                 raise WorkloadError(f"/spec/{role}: {error}") from None
         return tuple(out)
 
-    def _count(self, obj: Obj, role: str) -> int:
-        if role == "driver":
-            return 1
-        if bool_at(obj, "spec", "dynamicAllocation", "enabled"):
-            return int_at(obj, 0, "spec", "dynamicAllocation", "maxExecutors") or 0
-        instances = int_at(obj, DEFAULT_EXECUTORS, "spec", "executor", "instances")
-        return DEFAULT_EXECUTORS if instances is None else instances
+    def _count(self, conf: SparkConf, role: str) -> int:
+        return 1 if role == "driver" else conf.executors()
 
-    def _spec(self, obj: Obj, role: str) -> PodSpec:
+    def _spec(self, obj: Obj, conf: SparkConf, role: str) -> PodSpec:
         """The pod spec whose request is what Spark asks for this role's pods: its ``template``'s, with
         Spark's requests in its first container (in a container of their own without one), and the operator's
         sidecars and init containers added."""
-        cores = int_at(obj, 1, "spec", role, "cores")
-        cpu = str_at(obj, "spec", role, "coreRequest") or str(1 if cores is None else cores)
-        memory = spark_bytes(str_at(obj, "spec", role, "memory") or "1g", f"spec.{role}.memory")
-        overhead_text = str_at(obj, "spec", role, "memoryOverhead")
-        if overhead_text is not None:
-            overhead = spark_bytes(overhead_text, f"spec.{role}.memoryOverhead")
+        cores = conf.role(role, "cores")
+        cpu = conf.role(role, "coreRequest") or cores
+        memory_setting = conf.role(role, "memory")
+        memory = spark_bytes(memory_setting.text, memory_setting.where) if memory_setting else 1024 * MIB
+        overhead_setting = conf.role(role, "memoryOverhead")
+        if overhead_setting is not None:
+            overhead = spark_bytes(overhead_setting.text, overhead_setting.where)
         else:
-            overhead = max(int(memory * self._overhead_factor(obj)), MIN_OVERHEAD_MIB * MIB)
-        total = memory + overhead
+            floor = conf.conf(f"spark.{role}.minMemoryOverhead")
+            minimum = spark_bytes(floor.text, floor.where) if floor else MIN_OVERHEAD_MIB * MIB
+            overhead = max(int(memory * self._overhead_factor(obj, conf, role)), minimum)
+        total = memory + overhead + (self._executor_extra(obj, conf) if role == "executor" else 0)
         limit_text = str_at(obj, "spec", role, "memoryLimit")
         if limit_text is not None:
             total = max(total, spark_bytes(limit_text, f"spec.{role}.memoryLimit"))
-        requests: dict[str, str] = {"cpu": cpu, "memory": _mib(total)}
-        limits: dict[str, str] = {"memory": _mib(total)}
-        core_limit = str_at(obj, "spec", role, "coreLimit")
+        requests: dict[str, str] = {"cpu": cpu.text if cpu else "1", "memory": _mib(total), **conf.resources(role)}
+        limits: dict[str, str] = {"memory": _mib(total), **conf.resources(role)}
+        core_limit = conf.role(role, "coreLimit")
         if core_limit is not None:
-            limits["cpu"] = core_limit
+            limits["cpu"] = core_limit.text
         gpu = mapping_at(obj, "spec", role, "gpu")
         if gpu is not None and gpu.get("name"):
             quantity = gpu.get("quantity")
@@ -158,23 +148,38 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
             spec["initContainers"] = inits
         return cast(PodSpec, spec)
 
-    def _overhead_factor(self, obj: Obj) -> Decimal:
-        text = str_at(obj, "spec", "memoryOverheadFactor")
-        if text is not None:
+    def _overhead_factor(self, obj: Obj, conf: SparkConf, role: str) -> Decimal:
+        setting = conf.overhead_factor(role)
+        if setting is not None:
             try:
-                return Decimal(text)
+                return Decimal(setting.text)
             except InvalidOperation:
-                raise WorkloadError(f"spec.memoryOverheadFactor: {text!r} is not a number such as 0.1") from None
-        jvm = (str_at(obj, "spec", "type") or "Scala") in ("Java", "Scala")
-        return Decimal("0.1") if jvm else Decimal("0.4")
+                raise WorkloadError(f"{setting.where}: {setting.text!r} is not a number such as 0.1") from None
+        return Decimal("0.1") if self._jvm(obj) else Decimal("0.4")
+
+    @staticmethod
+    def _jvm(obj: Obj) -> bool:
+        return (str_at(obj, "spec", "type") or "Scala") in ("Java", "Scala")
+
+    def _executor_extra(self, obj: Obj, conf: SparkConf) -> int:
+        """What Spark adds to an executor's memory beyond the overhead: its off-heap memory when enabled (a bare
+        number in bytes) and, for Python, ``spark.executor.pyspark.memory``."""
+        extra = 0
+        enabled, size = conf.conf("spark.memory.offHeap.enabled"), conf.conf("spark.memory.offHeap.size")
+        if enabled is not None and enabled.flag() and size is not None:
+            extra += spark_bytes(size.text, size.where, unit=1)
+        pyspark = conf.conf("spark.executor.pyspark.memory")
+        if pyspark is not None and not self._jvm(obj):
+            extra += spark_bytes(pyspark.text, pyspark.where)
+        return extra
 
     def queueing_problems(self, obj: Obj) -> list[str]:
-        if bool_at(obj, "spec", "dynamicAllocation", "enabled") and (
-            int_at(obj, None, "spec", "dynamicAllocation", "maxExecutors") is None
-        ):
+        conf = SparkConf(obj)
+        if conf.dynamic() and conf.max_executors() is None:
             return [
-                "spec.dynamicAllocation.maxExecutors must be set: with dynamic allocation the queue counts the "
-                "most executors the application may have, and without a maximum it could grow without bound"
+                "spec.dynamicAllocation.maxExecutors (or spark.dynamicAllocation.maxExecutors in spec.sparkConf) "
+                "must be set: with dynamic allocation the queue counts the most executors the application may "
+                "have, and without a maximum it could grow without bound"
             ]
         return []
 
