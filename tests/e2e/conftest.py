@@ -1,4 +1,4 @@
-"""End-to-end tier: one dev cluster per test session (real control plane, kwok nodes), a namespace per test.
+"""End-to-end tier: one dev cluster per test session (each pytest-xdist worker's own), a namespace per test.
 
 The cluster gets its own state directory and port base so it never touches a developer's own
 ``kq dev up`` cluster. Set ``KQ_E2E_KEEP=1`` to leave it running after the session for debugging.
