@@ -9,7 +9,8 @@ creator by default). Then Spark's driver, under the application's ServiceAccount
 user's program can, and alice makes a pod of her own that names the driver as its owner. The webhook holds all
 of them; the controller releases exactly the executors the admission counted, the quota counts the
 application once, and a restarted controller releases no more. A second application builds its executors on a
-template under a RuntimeClass with an overhead: it is counted with the overhead, and its executors run.
+template under a RuntimeClass with an overhead: it is counted with the overhead, and its executors run. A third
+takes its executors' memory from ``spec.sparkConf``: it is counted at the size Spark makes them, and they run.
 """
 
 from __future__ import annotations
