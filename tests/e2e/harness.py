@@ -28,7 +28,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import DevCluster
-from webhook.api.names import EXTENDER_RESOURCE, MANAGED_NAMESPACE_LABEL
+from webhook.api.names import EXTENDER_RESOURCE, MANAGED_NAMESPACE_LABEL, POD_OVERHEAD_ANNOTATION
 from webhook.controller.controller import Controller
 from webhook.controller.settings import ControllerSettings
 from webhook.kube.client import KubeClient
@@ -416,3 +416,33 @@ def edit_kubeconfig(dev: DevCluster, namespace: str, account: str) -> Path:
     path = dev.config.state_dir / f"{account}-{namespace}.kubeconfig"
     write_token_kubeconfig(path, dev.config.server, dev.config.pki, account, token)
     return path
+
+
+@contextlib.contextmanager
+def runtime_class(dev: DevCluster, overhead: dict[str, str]) -> Iterator[str]:
+    """An operator's RuntimeClass whose pods cost ``overhead`` more than their containers ask; deleted after."""
+    name = unique("kata")
+    dev.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name},
+               "handler": "kata", "overhead": {"podFixed": overhead}})
+    try:
+        yield name
+    finally:
+        dev.kubectl("delete", "runtimeclass", name, "--ignore-not-found")
+
+
+def recorded_overhead(obj: dict[str, Any]) -> dict[str, Any]:
+    """The RuntimeClass overheads the webhook recorded on a job (``{}`` without the annotation)."""
+    text = obj["metadata"].get("annotations", {}).get(POD_OVERHEAD_ANNOTATION)
+    return dict(json.loads(text)) if text else {}
+
+
+def wait_class_known(dev: DevCluster, namespace: str, probe: dict[str, Any], runtime_class: str) -> None:
+    """Wait until the webhook's watch shows ``runtime_class``: a server-side dry run of ``probe`` as alice (which
+    goes through the mutating webhook) comes back with the class's overhead recorded."""
+
+    def known() -> bool:
+        result = dev.kubectl_result("create", "-n", namespace, "--dry-run=server", "-o", "json", "-f", "-",
+                                    stdin=json.dumps(probe), user="alice")
+        return result.returncode == 0 and runtime_class in recorded_overhead(json.loads(result.stdout))
+
+    dev.wait_until(known, 30, "the webhook's watch to show the RuntimeClass")

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import passes_made, quotas, unique, wait_running
+from tests.e2e.harness import passes_made, quotas, recorded_overhead, unique, wait_class_known, wait_running
+from tests.e2e.harness import runtime_class as harness_runtime_class
 from webhook.api.names import POD_OVERHEAD_ANNOTATION
 
 pytestmark = pytest.mark.e2e
@@ -35,13 +36,8 @@ def namespace(dev_cluster: DevCluster) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def runtime_class(dev_cluster: DevCluster) -> Iterator[str]:
-    name = unique("kata")
-    dev_cluster.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name},
-                       "handler": "kata", "overhead": {"podFixed": OVERHEAD}})
-    try:
+    with harness_runtime_class(dev_cluster, OVERHEAD) as name:
         yield name
-    finally:
-        dev_cluster.kubectl("delete", "runtimeclass", name, "--ignore-not-found")
 
 
 def _job(name: str, pods: int, runtime_class: str, *, annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -66,25 +62,14 @@ def _create(dev: DevCluster, namespace: str, obj: dict[str, Any]) -> dict[str, A
     return created
 
 
-def _recorded(obj: dict[str, Any]) -> dict[str, Any]:
-    text = obj["metadata"].get("annotations", {}).get(POD_OVERHEAD_ANNOTATION)
-    return dict(json.loads(text)) if text else {}
-
-
 def test_a_job_is_queued_for_its_pods_overhead(dev_cluster: DevCluster, namespace: str, runtime_class: str) -> None:
     dev = dev_cluster
 
-    def webhook_knows_the_class() -> bool:  # a server-side dry run goes through the mutating webhook
-        probe = _job("probe", 1, runtime_class)
-        result = dev.kubectl_result("create", "-n", namespace, "--dry-run=server", "-o", "json", "-f", "-",
-                                    stdin=json.dumps(probe), user="alice")
-        return result.returncode == 0 and runtime_class in _recorded(json.loads(result.stdout))
-
-    dev.wait_until(webhook_knows_the_class, 30, "the webhook's watch to show the RuntimeClass")
+    wait_class_known(dev, namespace, _job("probe", 1, runtime_class), runtime_class)
     # Alice writes an overhead of her own: the webhook records the class's.
     first = _create(dev, namespace, _job("first", 4, runtime_class, annotations={
         POD_OVERHEAD_ANNOTATION: json.dumps({runtime_class: {"cpu": "0"}})}))
-    assert _recorded(first) == {runtime_class: OVERHEAD}
+    assert recorded_overhead(first) == {runtime_class: OVERHEAD}
 
     wait_running(dev, namespace, "batch.kubernetes.io/job-name=first", 4, timeout=90)
     pods = dev.get_json("pods", "-n", namespace, "-l", "batch.kubernetes.io/job-name=first")["items"]

@@ -15,10 +15,11 @@ takes its executors' memory from ``spec.sparkConf``: it is counted at the size S
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +32,15 @@ from tests.e2e.harness import (
     installed_tree,
     kq_as,
     passes_made,
+    recorded_overhead,
     unique,
+    wait_class_known,
     wait_managed,
     wait_routed,
 )
+from tests.e2e.harness import runtime_class as harness_runtime_class
 from tests.e2e.kinds import alice_role, suspended
-from webhook.api.names import ADMISSION_GATE, POD_OVERHEAD_ANNOTATION, QUOTA_LABEL, REASON_HELD
+from webhook.api.names import ADMISSION_GATE, QUOTA_LABEL, REASON_HELD
 from webhook.devcluster.kubeconfig import write_token_kubeconfig
 
 pytestmark = pytest.mark.e2e
@@ -164,6 +168,18 @@ def used_cpu(dev: DevCluster) -> float:
     return _cpu(next(node for node in status if node["name"] == "Team-s").get("used", {}).get("cpu", "0"))
 
 
+def wait_or_explain(spark_namespace: tuple[DevCluster, str, Spark], check: Callable[[], bool], what: str,
+                    app: str | None = None) -> None:
+    """Wait up to 120 s for ``check``; on a timeout say which executors there are and what Spark's driver said."""
+    dev, ns, spark = spark_namespace
+    try:
+        dev.wait_until(check, 120, what)
+    except AssertionError as error:
+        log = (spark.work / "driver.log").read_text(errors="replace")[-3000:]
+        names = [pod["metadata"]["name"] for pod in executors(dev, ns, app)]
+        raise AssertionError(f"{names}; Spark's driver said:\n{log}") from error
+
+
 def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitted(
     spark_namespace: tuple[DevCluster, str, Spark],
 ) -> None:
@@ -186,12 +202,7 @@ def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitte
             running = [pod for pod in pods if not gated(pod) and pod["status"].get("phase") == "Running"]
             return len(pods) == 4 and len(running) == 2 and sum(map(gated, pods)) == 2
 
-        try:
-            dev.wait_until(settled, 120, "Spark's four executors: two released and running, two held")
-        except AssertionError as error:
-            log = (spark.work / "driver.log").read_text(errors="replace")[-3000:]
-            names = [pod["metadata"]["name"] for pod in executors(dev, ns)]
-            raise AssertionError(f"{names}; Spark's driver said:\n{log}") from error
+        wait_or_explain(spark_namespace, settled, "Spark's four executors: two released and running, two held")
         pods = executors(dev, ns)
         assert {pod["metadata"]["ownerReferences"][0]["name"] for pod in pods} == {"etl-driver"}
         assert {pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] for pod in pods} == {"2"}
@@ -244,14 +255,37 @@ def test_spark_creates_the_executors_and_the_queue_releases_only_what_it_admitte
 
 @pytest.fixture
 def runtime_class(dev_cluster: DevCluster) -> Iterator[str]:
-    """An operator's RuntimeClass whose pods cost 1 CPU more than their containers ask."""
-    name = unique("kata")
-    dev_cluster.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name},
-                       "handler": "kata", "overhead": {"podFixed": OVERHEAD}})
-    try:
+    with harness_runtime_class(dev_cluster, OVERHEAD) as name:
         yield name
+
+
+@contextlib.contextmanager
+def running(spark_namespace: tuple[DevCluster, str, Spark], name: str,
+            conf: tuple[str, ...] = ()) -> Iterator[list[dict[str, Any]]]:
+    """Once alice's application ``name`` is admitted, its driver pod made as the operator makes it and Spark's
+    driver asking for its two executors: the executors, once both are released and run. Spark's driver is
+    stopped and the application deleted afterwards."""
+    dev, ns, spark = spark_namespace
+
+    def current() -> dict[str, Any]:
+        found: dict[str, Any] = dev.get_json("sparkapplications", name, "-n", ns)
+        return found
+
+    dev.wait_until(lambda: not suspended(current()), 120, f"{name} admitted (once the others' pods go)")
+    result = dev.create(driver_pod(current()), user=OPERATOR)
+    assert result.returncode == 0, result.stderr
+    process = spark.driver(current(), executors=2, seconds=240, conf=conf)
+    try:
+        def both_run() -> bool:
+            pods = executors(dev, ns, name)
+            return len(pods) == 2 and all(not gated(pod) and pod["status"].get("phase") == "Running" for pod in pods)
+
+        wait_or_explain(spark_namespace, both_run, f"Spark's two executors of {name} released and running", name)
+        yield executors(dev, ns, name)
     finally:
-        dev_cluster.kubectl("delete", "runtimeclass", name, "--ignore-not-found")
+        process.terminate()
+        process.wait(timeout=60)
+        dev.kubectl("delete", "sparkapplication", name, "-n", ns, "--wait=false")
 
 
 def test_executors_built_on_a_template_under_a_runtime_class_are_counted_with_its_overhead_and_run(
@@ -264,51 +298,17 @@ def test_executors_built_on_a_template_under_a_runtime_class_are_counted_with_it
     dev, ns, spark = spark_namespace
     app = application("kata-etl", ns)
     app["spec"]["executor"]["template"] = {"spec": {"runtimeClassName": runtime_class}}
-
-    def recorded(obj: dict[str, Any]) -> dict[str, Any]:
-        text = obj["metadata"].get("annotations", {}).get(POD_OVERHEAD_ANNOTATION)
-        return dict(json.loads(text)) if text else {}
-
-    def webhook_knows_the_class() -> bool:  # a server-side dry run goes through the mutating webhook
-        result = dev.kubectl_result("create", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(app),
-                                    user="alice")
-        return result.returncode == 0 and runtime_class in recorded(json.loads(result.stdout))
-
-    dev.wait_until(webhook_knows_the_class, 30, "the webhook's watch to show the RuntimeClass")
+    wait_class_known(dev, ns, app, runtime_class)
     created = json.loads(dev.create(app, user="alice").stdout)
-    assert recorded(created) == {runtime_class: OVERHEAD}
-
-    def current() -> dict[str, Any]:
-        found: dict[str, Any] = dev.get_json("sparkapplications", "kata-etl", "-n", ns)
-        return found
-
-    dev.wait_until(lambda: not suspended(current()), 120, "the application admitted (once the first one's pods go)")
-    result = dev.create(driver_pod(current()), user=OPERATOR)
-    assert result.returncode == 0, result.stderr
+    assert recorded_overhead(created) == {runtime_class: OVERHEAD}
     template = spark.work / "executor-template.yaml"
     template.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "spec": {
         "runtimeClassName": runtime_class, "containers": [{"name": "executor"}]}}))
-    process = spark.driver(current(), executors=2, seconds=240,
-                           conf=(f"-Dspark.kubernetes.executor.podTemplateFile={template}",))
-    try:
-        def running() -> bool:
-            pods = executors(dev, ns, "kata-etl")
-            return len(pods) == 2 and all(not gated(pod) and pod["status"].get("phase") == "Running" for pod in pods)
-
-        try:
-            dev.wait_until(running, 120, "Spark's two executors under the class released and running")
-        except AssertionError as error:
-            log = (spark.work / "driver.log").read_text(errors="replace")[-3000:]
-            names = [pod["metadata"]["name"] for pod in executors(dev, ns, "kata-etl")]
-            raise AssertionError(f"{names}; Spark's driver said:\n{log}") from error
-        for pod in executors(dev, ns, "kata-etl"):
+    with running(spark_namespace, "kata-etl", (f"-Dspark.kubernetes.executor.podTemplateFile={template}",)) as pods:
+        for pod in pods:
             assert pod["spec"]["runtimeClassName"] == runtime_class and pod["spec"]["overhead"] == OVERHEAD
             assert pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == str(EXECUTOR_CPU)
         assert used_cpu(dev) == 1 + 2 * (EXECUTOR_CPU + 1), "counted with the class's overhead"
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-        dev.kubectl("delete", "sparkapplication", "kata-etl", "-n", ns, "--wait=false")
 
 
 def test_executor_sizes_spark_conf_sets_are_counted_as_spark_makes_the_executors(
@@ -317,36 +317,13 @@ def test_executor_sizes_spark_conf_sets_are_counted_as_spark_makes_the_executors
     """The executor's memory comes from ``spec.sparkConf`` (its field left out), with off-heap memory, which
     Spark adds to each executor pod: the application is counted as Spark makes them (3g + 384Mi + 512m each),
     and they are released and run. Sized from the fields alone (1g by default) they stayed held."""
-    dev, ns, spark = spark_namespace
+    dev, ns, _ = spark_namespace
     app = application("conf-etl", ns)
     del app["spec"]["executor"]["memory"]
     app["spec"]["sparkConf"] = {"spark.executor.memory": "3g", "spark.memory.offHeap.enabled": "true",
                                 "spark.memory.offHeap.size": "512m"}
     assert dev.create(app, user="alice").returncode == 0
-
-    def current() -> dict[str, Any]:
-        found: dict[str, Any] = dev.get_json("sparkapplications", "conf-etl", "-n", ns)
-        return found
-
-    dev.wait_until(lambda: not suspended(current()), 120, "the application admitted (once the others' pods go)")
-    result = dev.create(driver_pod(current()), user=OPERATOR)
-    assert result.returncode == 0, result.stderr
-    process = spark.driver(current(), executors=2, seconds=240)
-    try:
-        def running() -> bool:
-            pods = executors(dev, ns, "conf-etl")
-            return len(pods) == 2 and all(not gated(pod) and pod["status"].get("phase") == "Running" for pod in pods)
-
-        try:
-            dev.wait_until(running, 120, "Spark's two executors released and running")
-        except AssertionError as error:
-            log = (spark.work / "driver.log").read_text(errors="replace")[-3000:]
-            names = [pod["metadata"]["name"] for pod in executors(dev, ns, "conf-etl")]
-            raise AssertionError(f"{names}; Spark's driver said:\n{log}") from error
-        for pod in executors(dev, ns, "conf-etl"):
+    with running(spark_namespace, "conf-etl") as pods:
+        for pod in pods:
             assert pod["spec"]["containers"][0]["resources"]["requests"]["memory"] == "3968Mi"
         assert used_cpu(dev) == 1 + 2 * EXECUTOR_CPU
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-        dev.kubectl("delete", "sparkapplication", "conf-etl", "-n", ns, "--wait=false")

@@ -124,8 +124,9 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
         limit_text = str_at(obj, "spec", role, "memoryLimit")
         if limit_text is not None:
             total = max(total, spark_bytes(limit_text, f"spec.{role}.memoryLimit"))
-        requests: dict[str, str] = {"cpu": cpu.text if cpu else "1", "memory": _mib(total), **conf.resources(role)}
-        limits: dict[str, str] = {"memory": _mib(total), **conf.resources(role)}
+        extended = conf.resources(role)
+        requests: dict[str, str] = {"cpu": cpu.text if cpu else "1", "memory": _mib(total), **extended}
+        limits: dict[str, str] = {"memory": _mib(total), **extended}
         core_limit = conf.role(role, "coreLimit")
         if core_limit is not None:
             limits["cpu"] = core_limit.text
