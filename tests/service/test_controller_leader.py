@@ -81,7 +81,7 @@ async def test_the_leader_stops_acting_when_it_cannot_renew_in_time() -> None:
         if len(sleeps) >= 12:
             raise asyncio.CancelledError
 
-    leader._sleep = sleep
+    leader.sleep = sleep
     with contextlib.suppress(asyncio.CancelledError):
         await leader.run()
     assert changes == [True, False]

@@ -12,7 +12,7 @@ from tests.service.extender_support import Cluster, pod, seed_quota_tree
 from webhook.api.names import PLACEMENT_RETRY_ANNOTATION
 from webhook.extender.audit import CHECK_AFTER, Auditor
 from webhook.extender.waits import WOKEN_HOLD
-from webhook.extender.wake import Waker
+from webhook.extender.wake import TokenBucket, Waker
 from webhook.kube.client import KubeApiError
 
 ECS = ("ecs-0", "ecs-1", "ecs-2", "ecs-3")
@@ -155,7 +155,7 @@ async def test_touches_are_rate_limited() -> None:
     cluster = Cluster()
     cluster.state.set_trees([seed_quota_tree()])
     api = Api()
-    waker = Waker(cluster.state, api.touch, lambda: cluster.now, rate=5, burst=4, gather=0)
+    waker = Waker(cluster.state, api.touch, lambda: cluster.now, bucket=TokenBucket(5, 4), gather=0)
     cluster.add(pod("big", "30", node_name="ecs-0", uid="uid-big"))
     for index in range(10):
         assert cluster.filter(pod(f"w{index}", "1", uid=f"uid-w{index}"), ECS).passing == ()

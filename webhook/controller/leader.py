@@ -18,7 +18,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 from webhook.api.kinds import LEASE
 from webhook.api.objects import Doc, Obj, mapping, meta, rfc3339
@@ -56,38 +56,29 @@ def lease_terms(settings: ControllerSettings) -> LeaseTerms:
                       settings.renew_deadline, settings.retry_period)
 
 
+@dataclass(eq=False)
 class LeaderElector:
     """Campaign for one Lease; :meth:`run` until cancelled, then :meth:`release`."""
 
-    def __init__(
-        self,
-        client: KubeClient,
-        terms: LeaseTerms,
-        *,
-        on_change: Callable[[bool], None] | None = None,
-        clock: Clock = time.monotonic,
-        wall: Clock = time.time,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.client = client
-        self.terms = terms
-        self.on_change = on_change
-        self._clock = clock
-        self._wall = wall
-        self._sleep = sleep
-        self._rng = rng or random.Random()
-        self._leading = False
-        self._last_renew = float("-inf")
-        self._observed: tuple[object, ...] | None = None
-        self._observed_at = 0.0
-        self.transitions = 0
-        """How many times this elector became leader."""
+    client: KubeClient
+    terms: LeaseTerms
+    _: KW_ONLY
+    on_change: Callable[[bool], None] | None = None
+    clock: Clock = time.monotonic
+    wall: Clock = time.time
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    rng: random.Random = field(default_factory=random.Random)
+    transitions: int = field(default=0, init=False)
+    """How many times this elector became leader."""
+    _leading: bool = field(default=False, init=False)
+    _last_renew: float = field(default=float("-inf"), init=False)
+    _observed: tuple[object, ...] | None = field(default=None, init=False)
+    _observed_at: float = field(default=0.0, init=False)
 
     # State -------------------------------------------------------------------------------------------------
     def is_leader(self) -> bool:
         """Whether this replica may act now: it holds the Lease and renewed it within ``renew_deadline``."""
-        return self._leading and self._clock() - self._last_renew < self.terms.renew_deadline
+        return self._leading and self.clock() - self._last_renew < self.terms.renew_deadline
 
     def _set_leading(self, leading: bool) -> None:
         if leading == self._leading:
@@ -111,7 +102,7 @@ class LeaderElector:
             except Exception as error:
                 log.warning(kv(component="leader", event="error", error=repr(error)))
                 ok = False
-            now = self._clock()
+            now = self.clock()
             if ok:
                 self._last_renew = now
                 self._set_leading(True)
@@ -120,8 +111,8 @@ class LeaderElector:
             if self._leading and not self.is_leader():
                 self._set_leading(False)
             period = self.terms.retry_period
-            delay = period if self._leading else period * self._rng.uniform(1.0, 1.2)
-            await self._sleep(delay)
+            delay = period if self._leading else period * self.rng.uniform(1.0, 1.2)
+            await self.sleep(delay)
 
     def _spec(self, previous: Obj | None, now: float) -> Doc:
         stamp = rfc3339(now)
@@ -145,7 +136,7 @@ class LeaderElector:
         )
         if record != self._observed:
             self._observed = record
-            self._observed_at = self._clock()
+            self._observed_at = self.clock()
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; ``True`` when this replica holds the Lease afterwards."""
@@ -154,7 +145,7 @@ class LeaderElector:
         except KubeApiError as error:
             if not error.not_found:
                 raise
-            return await self._written(self.client.create(LEASES, self._body(self._spec(None, self._wall())),
+            return await self._written(self.client.create(LEASES, self._body(self._spec(None, self.wall())),
                                                           self.terms.namespace))
         spec = mapping(lease.get("spec"))
         self._observe(spec)
@@ -163,9 +154,9 @@ class LeaderElector:
         duration = self.terms.lease_duration
         if isinstance(declared, int | float) and declared > 0:
             duration = float(declared)
-        if holder and holder != self.terms.identity and self._observed_at + duration > self._clock():
+        if holder and holder != self.terms.identity and self._observed_at + duration > self.clock():
             return False
-        body = self._body(self._spec(spec, self._wall()), lease)
+        body = self._body(self._spec(spec, self.wall()), lease)
         return await self._written(self.client.replace(LEASES, self.terms.name, body, self.terms.namespace))
 
     def _body(self, spec: Doc, current: Obj | None = None) -> Doc:
@@ -198,7 +189,7 @@ class LeaderElector:
             spec = mapping(lease.get("spec"))
             if spec.get("holderIdentity") != self.terms.identity:
                 return
-            stamp = rfc3339(self._wall())
+            stamp = rfc3339(self.wall())
             body = self._body({
                 "holderIdentity": "",
                 "leaseDurationSeconds": 1,

@@ -107,16 +107,6 @@ def rate_flag(text: str) -> Fraction:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text!r}")
-    return value
-
-
 def parse_seconds(text: str) -> float:
     """A duration flag: seconds (``300``) or a Go duration (``5m``, ``1h30m``); 0 allowed."""
     try:
@@ -128,6 +118,14 @@ def parse_seconds(text: str) -> float:
             raise argparse.ArgumentTypeError(str(error)) from None
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    """A duration flag that must be more than 0 (:func:`parse_seconds`)."""
+    value = parse_seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text!r}")
     return value
 
 

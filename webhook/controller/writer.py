@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from fractions import Fraction
 
 from webhook.api.names import (
@@ -101,46 +101,37 @@ class _StatusMemory:
     at: float = float("-inf")
 
 
+@dataclass(eq=False)
 class Writer:
     """Carries a pass's decisions out against the API (see the module). ``poke`` asks for another pass."""
 
-    def __init__(
-        self,
-        client: KubeClient,
-        settings: WriterSettings,
-        cache: ClusterCache,
-        *,
-        events: EventRecorder,
-        gate: EventGate,
-        stats: Stats,
-        is_leader: Callable[[], bool],
-        poke: Callable[[], None],
-        wall: Callable[[], float],
-        clock: Callable[[], float],
-        evictions: PodEvictions | None = None,
-    ) -> None:
-        self.client = client
-        self.settings = settings
-        self.cache = cache
-        self.events = events
-        self.gate = gate
-        self.stats = stats
-        self.is_leader = is_leader
-        self.poke = poke
-        self._wall = wall
-        self._clock = clock
-        self._rate_text = format_rate(settings.oversell_rate)
-        self._statuses: dict[str, _StatusMemory] = {}
-        self._routed: set[str] = set()
-        """The namespaces seen with a valid ResourcePolicy since their placement label was set: when their policy
-        goes, so does the label, at once (:func:`namespace_actions`)."""
-        self._listed: set[str] = set()
-        """The managed namespaces seen listed by the tree: when the tree drops one, its labels go at once."""
-        self.status_due: float | None = None
-        """When (monotonic) a status held back by ``status_interval`` may be written: a pass is due then."""
-        self._status_modes: dict[str, str | None] = {}
-        self.evictions = evictions if evictions is not None else PodEvictions(client, events, clock=clock)
-        """Evicts the pods reclaim takes (:mod:`webhook.controller.evictions`)."""
+    client: KubeClient
+    settings: WriterSettings
+    cache: ClusterCache
+    _: KW_ONLY
+    events: EventRecorder
+    gate: EventGate
+    stats: Stats
+    is_leader: Callable[[], bool]
+    poke: Callable[[], None]
+    wall: Callable[[], float]
+    clock: Callable[[], float]
+    status_due: float | None = field(default=None, init=False)
+    """When (monotonic) a status held back by ``status_interval`` may be written: a pass is due then."""
+    evictions: PodEvictions = field(init=False)
+    """Evicts the pods reclaim takes (:mod:`webhook.controller.evictions`)."""
+    _rate_text: str = field(init=False)
+    _statuses: dict[str, _StatusMemory] = field(default_factory=dict, init=False)
+    _routed: set[str] = field(default_factory=set, init=False)
+    """The namespaces seen with a valid ResourcePolicy since their placement label was set: when their policy
+    goes, so does the label, at once (:func:`namespace_actions`)."""
+    _listed: set[str] = field(default_factory=set, init=False)
+    """The managed namespaces seen listed by the tree: when the tree drops one, its labels go at once."""
+    _status_modes: dict[str, str | None] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self._rate_text = format_rate(self.settings.oversell_rate)
+        self.evictions = PodEvictions(self.client, self.events, clock=self.clock)
 
     def forget(self) -> None:
         """Forget the statuses this replica remembers writing (another replica may have written since)."""
@@ -161,7 +152,7 @@ class Writer:
         self._routed = (self._routed | placement) & namespaces.keys()
         listed = tree.leaf_by_namespace.keys() if tree is not None else frozenset()
         self._listed = (self._listed | listed) & namespaces.keys()
-        for action in namespace_actions(tree, namespaces, placement, self._wall(),
+        for action in namespace_actions(tree, namespaces, placement, self.wall(),
                                         routed_before=frozenset(self._routed), listed_before=frozenset(self._listed)):
             if action.label == PLACEMENT_NAMESPACE_LABEL and action.value is None:
                 self._routed.discard(action.name)
@@ -170,7 +161,7 @@ class Writer:
             await self._label_namespace(action)
 
     async def _label_namespace(self, action: NamespaceAction) -> None:
-        patch = label_patch(action.label, action.value, self._wall())
+        patch = label_patch(action.label, action.value, self.wall())
         try:
             updated = await self.client.merge_patch(NAMESPACES, action.name, patch)
         except KubeApiError as error:
@@ -237,7 +228,7 @@ class Writer:
         """Release the job with its admission record; whether the write went through."""
         workload = job.workload
         quota = job.leaf.full_name
-        record = AdmissionRecord.new(quota, workload.request, self._wall())
+        record = AdmissionRecord.new(quota, workload.request, self.wall())
         updated = await self.patch_job(job, admit_patch(job.adapter, job.obj, record), "admit")
         if updated is None:
             return False
@@ -286,7 +277,7 @@ class Writer:
             self.stats.evicted += 1
         for victim in plan.victims:
             note = EvictionNote(
-                by=str(preemptor.workload.key), quota=preemptor.leaf.full_name, reason=plan.reason, at=self._wall()
+                by=str(preemptor.workload.key), quota=preemptor.leaf.full_name, reason=plan.reason, at=self.wall()
             )
             updated = await self.patch_job(victim, evict_patch(victim.adapter, victim.obj, note), "evict")
             if updated is None:
@@ -392,9 +383,9 @@ class Writer:
         memory = self._statuses.setdefault(f"{ref.plural}/{name}/{meta(obj).get('uid') or ''}", _StatusMemory())
         if obj.get("status") == status or memory.payload == status:
             return
-        if estimates and with_published_estimates(status, obj.get("status"), self._wall()) == obj.get("status"):
+        if estimates and with_published_estimates(status, obj.get("status"), self.wall()) == obj.get("status"):
             return  # the cache holds what this replica wrote (assumed at once)
-        now = self._clock()
+        now = self.clock()
         due = memory.at + self.settings.status_interval
         if now < due:
             self.status_due = due if self.status_due is None else min(self.status_due, due)

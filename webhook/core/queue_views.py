@@ -8,6 +8,7 @@ reads them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
 from operator import attrgetter
 
@@ -59,6 +60,7 @@ class QueuePositions(Mapping[WorkloadKey, int]):
 _key_of = attrgetter("key")
 
 
+@dataclass(eq=False, slots=True)
 class LazyReasons(Mapping[WorkloadKey, FitResult]):
     """Why each still-waiting job waits, computed on first access against the usage after the pass.
 
@@ -68,33 +70,23 @@ class LazyReasons(Mapping[WorkloadKey, FitResult]):
     reasons nobody reads costs nothing for them.
     """
 
-    __slots__ = ("_by_shape", "_cache", "_fits_note", "_index", "_queues", "_rate", "_tree", "_used")
-
-    def __init__(
-        self,
-        tree: QuotaTree,
-        used: Mapping[str, Resources],
-        rate: Fraction,
-        queues: Sequence[tuple[Sequence[Workload], Workload | None]],
-        fits_note: str | None = None,
-    ) -> None:
-        self._tree = tree
-        self._used = used
-        self._rate = rate
-        self._queues = queues
-        """``(waiting jobs in order, the job that blocks the others or None)`` of every quota."""
-        self._fits_note = fits_note
-        """When set, a job that is not held behind another and fits the final usage waits with this note
-        (the controller's "room a reclaim left over goes to the next pass")."""
-        self._index: dict[WorkloadKey, tuple[Workload, Workload | None]] | None = None
-        self._cache: dict[WorkloadKey, FitResult] = {}
-        self._by_shape: dict[tuple[str, Resources], FitResult] = {}
-        """A fit depends on the job's quota and request only: thousands of waiting jobs share a few shapes."""
+    tree: QuotaTree
+    used: Mapping[str, Resources]
+    rate: Fraction
+    queues: Sequence[tuple[Sequence[Workload], Workload | None]]
+    """``(waiting jobs in order, the job that blocks the others or None)`` of every quota."""
+    fits_note: str | None = None
+    """When set, a job that is not held behind another and fits the final usage waits with this note
+    (the controller's "room a reclaim left over goes to the next pass")."""
+    _index: dict[WorkloadKey, tuple[Workload, Workload | None]] | None = field(default=None, init=False)
+    _cache: dict[WorkloadKey, FitResult] = field(default_factory=dict, init=False)
+    _by_shape: dict[tuple[str, Resources], FitResult] = field(default_factory=dict, init=False)
+    """A fit depends on the job's quota and request only: thousands of waiting jobs share a few shapes."""
 
     def _entries(self) -> dict[WorkloadKey, tuple[Workload, Workload | None]]:
         if self._index is None:
             index: dict[WorkloadKey, tuple[Workload, Workload | None]] = {}
-            for rest, blocker in self._queues:
+            for rest, blocker in self.queues:
                 for workload in rest:
                     # By key, not identity: a second object under the blocker's key (a snapshot that lists a
                     # job twice) must not wait behind itself, which would recurse without end.
@@ -110,12 +102,12 @@ class LazyReasons(Mapping[WorkloadKey, FitResult]):
         workload, blocker = self._entries()[key]
         if blocker is None:
             shape = (workload.quota, workload.request)
-            known = workload.quota.lower() in self._tree.nodes  # else the note names the job
+            known = workload.quota.lower() in self.tree.nodes  # else the note names the job
             found = self._by_shape.get(shape) if known else None
             if found is None:
-                found = check_fit(self._tree, self._used, workload, self._rate)
-                if found.fits and self._fits_note is not None:
-                    found = FitResult(fits=False, note=self._fits_note)
+                found = check_fit(self.tree, self.used, workload, self.rate)
+                if found.fits and self.fits_note is not None:
+                    found = FitResult(fits=False, note=self.fits_note)
                 if known:
                     self._by_shape[shape] = found
             result = found

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from webhook.api.objects import Obj
 from webhook.core.assumed import assumed_fate
@@ -36,34 +37,24 @@ Reader = Callable[[str, str], Awaitable[Obj | None]]
 """Reads the pod ``(namespace, name)`` from the API server (``None`` when it does not exist)."""
 
 
+@dataclass(eq=False)
 class Auditor:
     """Forgets assumptions whose pods are gone or were given up on. Run :meth:`run` as a task."""
 
-    def __init__(
-        self,
-        state: ExtenderState,
-        read: Reader,
-        clock: Callable[[], float],
-        *,
-        after: float = CHECK_AFTER,
-        tick: float = TICK_SECONDS,
-        rate: float = READ_RATE,
-        burst: int = READ_BURST,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self.state = state
-        self._read = read
-        self._clock = clock
-        self._after = after
-        self._tick = tick
-        self._bucket = TokenBucket(rate, burst, clock())
-        self._sleep = sleep
-        self.reads = 0
-        self.forgotten = 0
+    state: ExtenderState
+    read: Reader
+    clock: Callable[[], float]
+    _: KW_ONLY
+    after: float = CHECK_AFTER
+    tick: float = TICK_SECONDS
+    bucket: TokenBucket = field(default_factory=lambda: TokenBucket(READ_RATE, READ_BURST))
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    reads: int = field(default=0, init=False)
+    forgotten: int = field(default=0, init=False)
 
     async def run(self) -> None:
         while True:
-            await self._sleep(self._tick)
+            await self.sleep(self.tick)
             try:
                 await self.audit_once()
             except Exception:  # a bug must not stop the audit for good
@@ -71,17 +62,17 @@ class Auditor:
 
     async def audit_once(self) -> int:
         """Look at the assumptions due (as many as the rate allows); how many were forgotten."""
-        now = self._clock()
-        tokens = self._bucket.available(now)
+        now = self.clock()
+        tokens = self.bucket.available(now)
         if tokens <= 0:
             return 0
-        due = self.state.assumptions_to_check(now, after=self._after, limit=tokens)
-        self._bucket.take(len(due), now)
+        due = self.state.assumptions_to_check(now, after=self.after, limit=tokens)
+        self.bucket.take(len(due), now)
         forgotten = 0
         for key, assumption in due:
             view = assumption.view
             try:
-                current = await self._read(view.namespace, view.name)
+                current = await self.read(view.namespace, view.name)
             except KubeApiError as error:
                 log.info("component=extender event=audit_read_failed pod=%s error=%r", view.key, str(error))
                 continue

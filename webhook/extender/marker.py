@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from webhook.extender.decision import MarkPatch
 from webhook.extender.state import ExtenderState
@@ -31,33 +32,28 @@ SENT_MEMORY = 10_000
 """How many sent patches are remembered (to skip re-sending one the watch has not yet reflected)."""
 
 
+@dataclass(eq=False)
 class Marker:
     """A deduplicating work queue of pod keys and the workers that patch them. Run :meth:`run` as a task."""
 
-    def __init__(
-        self,
-        state: ExtenderState,
-        patch: Patcher,
-        *,
-        workers: int = 4,
-        retry_delay: float = 0.5,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self.state = state
-        self._patch = patch
-        self._workers = workers
-        self._retry_delay = retry_delay
-        self._sleep = sleep
-        self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
-        self._queued: set[str] = set()
-        self.patched = 0
-        """Patches sent successfully (for tests and the log)."""
-        self.failures = 0
-        self._retries: set[asyncio.Task[None]] = set()
-        self._busy: set[str] = set()
-        self._again: set[str] = set()
-        self._sent: dict[str, MarkPatch] = {}
-        state.on_marks_needed = self.enqueue
+    state: ExtenderState
+    patch: Patcher
+    _: KW_ONLY
+    workers: int = 4
+    retry_delay: float = 0.5
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    patched: int = field(default=0, init=False)
+    """Patches sent successfully (for tests and the log)."""
+    failures: int = field(default=0, init=False)
+    _queue: asyncio.Queue[tuple[str, int]] = field(default_factory=asyncio.Queue, init=False)
+    _queued: set[str] = field(default_factory=set, init=False)
+    _retries: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _busy: set[str] = field(default_factory=set, init=False)
+    _again: set[str] = field(default_factory=set, init=False)
+    _sent: dict[str, MarkPatch] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.state.on_marks_needed = self.enqueue
 
     def enqueue(self, key: str, attempt: int = 0) -> None:
         """Mark pod ``key`` soon (no-op when it is already waiting)."""
@@ -67,7 +63,7 @@ class Marker:
         self._queue.put_nowait((key, attempt))
 
     async def run(self) -> None:
-        tasks = [asyncio.create_task(self._worker(), name=f"marker-{index}") for index in range(self._workers)]
+        tasks = [asyncio.create_task(self._worker(), name=f"marker-{index}") for index in range(self.workers)]
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -106,7 +102,7 @@ class Marker:
         if self._sent.get(key) == patch:
             return  # sent already; the watch has not shown it yet
         try:
-            await self._patch(patch)
+            await self.patch(patch)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -121,7 +117,7 @@ class Marker:
                     str(error),
                 )
                 return
-            delay = min(30.0, self._retry_delay * 2**attempt)
+            delay = min(30.0, self.retry_delay * 2**attempt)
             log.warning(
                 "component=extender event=mark_failed pod=%s/%s attempt=%d error=%r retry_in=%.1fs",
                 patch.namespace,
@@ -152,5 +148,5 @@ class Marker:
 
     async def _retry_later(self, key: str, attempt: int, delay: float) -> None:
         with contextlib.suppress(asyncio.CancelledError):
-            await self._sleep(delay)
+            await self.sleep(delay)
             self.enqueue(key, attempt)

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from webhook.core.waiting import WaitingPod
 from webhook.extender.metrics import WOKEN
@@ -35,19 +36,23 @@ GATHER_SECONDS = 0.05
 """A pass waits this long after the first notification, so that a burst of frees makes one pass."""
 
 
+@dataclass(slots=True)
 class TokenBucket:
-    """``rate`` tokens a second, at most ``burst`` saved up (times are passed in)."""
+    """``rate`` tokens a second, at most ``burst`` saved up, full at first use (times are passed in)."""
 
-    def __init__(self, rate: float, burst: int, now: float) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._tokens = float(burst)
-        self._at = now
+    rate: float
+    burst: int
+    _tokens: float = field(init=False)
+    _at: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._tokens = float(self.burst)
 
     def available(self, now: float) -> int:
         """Whole tokens there are now."""
-        self._tokens = min(float(self.burst), self._tokens + max(0.0, now - self._at) * self.rate)
-        self._at = max(self._at, now)
+        if self._at is not None:
+            self._tokens = min(float(self.burst), self._tokens + max(0.0, now - self._at) * self.rate)
+        self._at = now if self._at is None else max(self._at, now)
         return int(self._tokens)
 
     def take(self, count: int, now: float) -> None:
@@ -60,29 +65,20 @@ class TokenBucket:
         return 0.0 if self._tokens >= 1 else (1.0 - self._tokens) / self.rate
 
 
+@dataclass(eq=False)
 class Waker:
     """Wakes waiting pods as room appears. Run :meth:`run` as a task; :meth:`notify` from the event loop."""
 
-    def __init__(
-        self,
-        state: ExtenderState,
-        touch: Toucher,
-        clock: Callable[[], float],
-        *,
-        rate: float = WAKE_RATE,
-        burst: int = WAKE_BURST,
-        tick: float = TICK_SECONDS,
-        gather: float = GATHER_SECONDS,
-    ) -> None:
-        self.state = state
-        self._touch = touch
-        self._clock = clock
-        self._bucket = TokenBucket(rate, burst, clock())
-        self._tick = tick
-        self._gather = gather
-        self._event = asyncio.Event()
-        self.sent = 0
-        """Pods touched successfully."""
+    state: ExtenderState
+    touch: Toucher
+    clock: Callable[[], float]
+    _: KW_ONLY
+    bucket: TokenBucket = field(default_factory=lambda: TokenBucket(WAKE_RATE, WAKE_BURST))
+    tick: float = TICK_SECONDS
+    gather: float = GATHER_SECONDS
+    sent: int = field(default=0, init=False)
+    """Pods touched successfully."""
+    _event: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     def notify(self) -> None:
         """Room appeared: a pass soon."""
@@ -90,11 +86,11 @@ class Waker:
 
     async def run(self) -> None:
         while True:
-            timeout = self._tick if self.state.wake_pending else None
+            timeout = self.tick if self.state.wake_pending else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._event.wait(), timeout)
-            if self._gather:
-                await asyncio.sleep(self._gather)
+            if self.gather:
+                await asyncio.sleep(self.gather)
             self._event.clear()
             try:
                 await self.wake_once()
@@ -103,17 +99,17 @@ class Waker:
 
     async def wake_once(self) -> int:
         """One pass: touch the pods the room can take, as many as the rate allows; how many were chosen."""
-        now = self._clock()
-        tokens = self._bucket.available(now)
+        now = self.clock()
+        tokens = self.bucket.available(now)
         if tokens <= 0:
-            self._later(self._bucket.wait(now))
+            self._later(self.bucket.wait(now))
             return 0
         pods = self.state.pods_to_wake(now, tokens)
-        self._bucket.take(len(pods), now)
+        self.bucket.take(len(pods), now)
         for pod in pods:
             await self._wake(pod, now)
         if len(pods) == tokens and self.state.waiting:
-            self._later(self._bucket.wait(self._clock()))  # the limit held some back: go on once tokens are back
+            self._later(self.bucket.wait(self.clock()))  # the limit held some back: go on once tokens are back
         return len(pods)
 
     def _later(self, delay: float) -> None:
@@ -121,7 +117,7 @@ class Waker:
 
     async def _wake(self, pod: WaitingPod, now: float) -> None:
         try:
-            await touch_pod(self._touch, pod.namespace, pod.name, pod.uid, now)
+            await touch_pod(self.touch, pod.namespace, pod.name, pod.uid, now)
         except KubeApiError as error:
             gone = error.not_found or error.status == 409  # 409: the uid precondition (a re-created pod)
             WOKEN.labels("gone" if gone else "failed").inc()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, NotRequired, TypedDict, cast
+from typing import ClassVar, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL, SUBMITTED_ANNOTATION
 from webhook.api.objects import Doc, Obj, PodSpec, parse_time, rfc3339
@@ -36,6 +36,8 @@ class JSONPatch(TypedDict):
     value: NotRequired[object]
 
 
+T = TypeVar("T")
+
 ECI_TOLERATION: dict[str, str] = dict(VIRTUAL_NODE_TOLERATION)
 """The toleration for the virtual (ECI) node's taint ``virtual-kubelet.io/provider=alibabacloud:NoSchedule``."""
 
@@ -43,12 +45,17 @@ ECI_TOLERATION: dict[str, str] = dict(VIRTUAL_NODE_TOLERATION)
 def mapping_at(obj: Obj, *path: str | int) -> Obj | None:
     """The mapping at ``path`` (``None`` when a step is absent or null); :class:`WorkloadError` when a step
     exists but is not of the expected kind."""
+    return _typed_at(obj, path, Mapping, "an object")  # type: ignore[type-abstract]  # isinstance takes it
+
+
+def _typed_at(obj: Obj, path: tuple[str | int, ...], kind: type[T], what: str) -> T | None:
+    """The value at ``path`` if it is a ``kind`` (``None`` when absent); :class:`WorkloadError` naming ``what``
+    was expected otherwise."""
     value = value_at(obj, *path)
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise WorkloadError(f"{pointer(*path)}: expected an object, got {type(value).__name__}")
-    return value
+    if value is None or isinstance(value, kind):
+        return value
+    got = type(value).__name__ if kind is Mapping else repr(value)
+    raise WorkloadError(f"{pointer(*path)}: expected {what}, got {got}")
 
 
 def value_at(obj: Obj, *path: str | int) -> object:
@@ -89,22 +96,12 @@ def int_at(obj: Obj, default: int | None, *path: str | int) -> int | None:
 
 def str_at(obj: Obj, *path: str | int) -> str | None:
     """A string field (``None`` when absent or empty)."""
-    value = value_at(obj, *path)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise WorkloadError(f"{pointer(*path)}: expected a string, got {value!r}")
-    return value
+    return _typed_at(obj, path, str, "a string") or None
 
 
 def bool_at(obj: Obj, *path: str | int) -> bool:
     """A boolean field (``False`` when absent)."""
-    value = value_at(obj, *path)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise WorkloadError(f"{pointer(*path)}: expected true or false, got {value!r}")
-    return value
+    return _typed_at(obj, path, bool, "true or false") or False
 
 
 def set_value_patch(obj: Obj, path: Sequence[str | int], value: object) -> list[JSONPatch]:
