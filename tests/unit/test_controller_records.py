@@ -251,6 +251,15 @@ def test_flags_and_defaults() -> None:
     assert (custom.status_interval, custom.lease_name, custom.lease_namespace, custom.identity) == (2.0, "x", "y", "me")
 
 
+def test_the_positive_duration_flags_take_seconds_or_a_go_duration_and_refuse_zero() -> None:
+    settings = settings_from_args(_parse("--status-interval=1m30s", "--lease-duration=0.5m", "--renew-deadline=20"),
+                                  env={})
+    assert (settings.status_interval, settings.lease_duration, settings.renew_deadline) == (90.0, 30.0, 20.0)
+    for flag in ("--status-interval=0", "--lease-duration=0s", "--retry-period=-1", "--status-interval=soon"):
+        with pytest.raises(SystemExit):
+            _parse(flag)
+
+
 @pytest.mark.parametrize("text", ["0", "-1", "two", "1/0"])
 def test_a_bad_rate_is_refused_with_a_message(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):

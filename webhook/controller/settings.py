@@ -197,8 +197,8 @@ def add_controller_args(parser: argparse.ArgumentParser) -> None:
         "--status-interval",
         type=_positive_seconds,
         default=5.0,
-        metavar="SECONDS",
-        help="write each Queue / ElasticQuotaTree status at most this often, and only on change (default 5)",
+        metavar="DURATION",
+        help="write each Queue / ElasticQuotaTree status at most this often, and only on change (default 5s)",
     )
     group.add_argument(
         "--leader-elect",
@@ -214,12 +214,14 @@ def add_controller_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--identity", default="", help="this replica's name in the Lease (default: host name + random)")
     group.add_argument(
-        "--lease-duration", type=_positive_seconds, default=15.0, metavar="SECONDS", help=argparse.SUPPRESS
+        "--lease-duration", type=_positive_seconds, default=15.0, metavar="DURATION", help=argparse.SUPPRESS
     )
     group.add_argument(
-        "--renew-deadline", type=_positive_seconds, default=10.0, metavar="SECONDS", help=argparse.SUPPRESS
+        "--renew-deadline", type=_positive_seconds, default=10.0, metavar="DURATION", help=argparse.SUPPRESS
     )
-    group.add_argument("--retry-period", type=_positive_seconds, default=2.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    group.add_argument(
+        "--retry-period", type=_positive_seconds, default=2.0, metavar="DURATION", help=argparse.SUPPRESS
+    )
 
 
 def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> ControllerSettings:
