@@ -1,8 +1,9 @@
 """Manifests of every operator-run job kind, as a developer writes them (a support module, not a test module):
 ``manifest(kind, name, namespace, pods=N, cpu=C)`` makes a job of ``N`` pods of ``C`` CPU each (for a RayJob:
-the head and workers, plus KubeRay's submitter pod of 500m, which the queue counts too), held or not as the
-user pleases (the webhook holds it anyway). The Kubeflow kinds run under the training operator, the Ray kinds
-under KubeRay (webhook/devcluster/operators.py)."""
+the head and workers, plus KubeRay's submitter pod of 500m, which the queue counts too; for a JobSet: a leader
+Job and ``N - 1`` worker Jobs of one pod each), held or not as the user pleases (the webhook holds it anyway).
+The Kubeflow kinds run under the training operator, the Ray kinds under KubeRay, JobSet under JobSet's
+controller (webhook/devcluster/operators.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 GROUPS = {"kubeflow.org": ("v1", "kubeflow"), "ray.io": ("v1", "ray"), "argoproj.io": ("v1alpha1", "argo"),
-          "sparkoperator.k8s.io": ("v1beta2", "spark")}
+          "sparkoperator.k8s.io": ("v1beta2", "spark"), "jobset.x-k8s.io": ("v1alpha2", "jobset")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +43,13 @@ RAY = (
     Kind("RayJob", "ray.io", "rayjobs", "", "head"),
     Kind("RayCluster", "ray.io", "rayclusters", "", "head"),
 )
+JOBSET = Kind("JobSet", "jobset.x-k8s.io", "jobsets", "", "leader")
 OTHERS = (
     Kind("Workflow", "argoproj.io", "workflows", "", ""),
     Kind("SparkApplication", "sparkoperator.k8s.io", "sparkapplications", "", ""),
 )
-KINDS = {kind.kind: kind for kind in (*KUBEFLOW, *RAY, *OTHERS)}
-REPLICATED = sorted(kind.kind for kind in (*KUBEFLOW, *RAY))
+KINDS = {kind.kind: kind for kind in (*KUBEFLOW, *RAY, JOBSET, *OTHERS)}
+REPLICATED = sorted(kind.kind for kind in (*KUBEFLOW, *RAY, JOBSET))
 """The kinds :func:`manifest` writes."""
 SUBMITTER_CPU = 0.5
 """KubeRay's default submitter pod of a RayJob (webhook/workloads/injected.py)."""
@@ -79,6 +81,13 @@ def manifest(kind: str, name: str, namespace: str, *, pods: int, cpu: int, **pod
             obj["spec"] = {"suspend": False, "entrypoint": "python run.py", "shutdownAfterJobFinishes": True,
                            "rayClusterSpec": cluster}
         return obj
+    if kind == "JobSet":  # a leader Job of one pod and a Job of one pod for each other pod
+        jobs = [_replicated_job("leader", 1, _template("main", str(cpu), restartPolicy="Never"))]
+        if pods > 1:
+            jobs.append(_replicated_job("workers", pods - 1, _template("main", str(cpu), restartPolicy="Never",
+                                                                        **pod_spec)))
+        obj["spec"] = {"suspend": False, "replicatedJobs": jobs}
+        return obj
     chief = _template(spec_of.container, str(cpu), restartPolicy="Never")
     worker = _template(spec_of.container, str(cpu), restartPolicy="Never", **pod_spec)
     replicas = {spec_of.chief: {"replicas": 1, "restartPolicy": "Never", "template": chief}}
@@ -91,10 +100,15 @@ def manifest(kind: str, name: str, namespace: str, *, pods: int, cpu: int, **pod
     return obj
 
 
+def _replicated_job(name: str, replicas: int, template: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "replicas": replicas,
+            "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": template}}}
+
+
 def suspended(obj: dict[str, Any]) -> bool:
     """The job's hold, wherever its kind keeps it."""
     spec = obj.get("spec", {})
-    if obj["kind"] in ("RayJob", "RayCluster", "Workflow", "SparkApplication"):
+    if obj["kind"] in ("RayJob", "RayCluster", "Workflow", "SparkApplication", "JobSet"):
         return bool(spec.get("suspend"))
     return bool(spec.get("runPolicy", {}).get("suspend"))
 

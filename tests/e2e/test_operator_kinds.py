@@ -1,7 +1,8 @@
 """Every operator-run kind through the queue, with its genuine operator on the dev cluster (docs/job-kinds.md):
 the Kubeflow training operator (PyTorchJob, TFJob, MPIJob v1, XGBoostJob, PaddleJob), KubeRay (RayJob,
-RayCluster) and Argo's workflow-controller (Workflow), submitted by ``alice`` (``edit`` plus the kinds' rights in
-her namespaces). SparkApplication has no operator here: it is held, sized and admitted, and nothing runs it.
+RayCluster), JobSet's controller (JobSet) and Argo's workflow-controller (Workflow), submitted by ``alice``
+(``edit`` plus the kinds' rights in her namespaces). SparkApplication has no operator here: it is held, sized and
+admitted, and nothing runs it.
 
 One set-up for the module: two leaves (``Team-a`` and ``Team-b``, each min 20 / max 40 CPU, root 40) over fresh
 namespaces, the service at ``--oversellrate=1`` with a 12 s start timeout. Each test deletes its jobs.
@@ -129,7 +130,7 @@ def _expected_pods(kind: str, pods: int) -> int:
 
 
 def test_every_kind_is_held_run_by_its_operator_counted_once_and_freed(setup: Setup) -> None:
-    """All the kinds at once (two pods of 2 CPU each, 28.5 CPU of Team-a's 40), each judged on its own."""
+    """All the kinds at once (two pods of 2 CPU each, 32.5 CPU of Team-a's 40), each judged on its own."""
     dev, ns = setup.dev, setup.a
     names = {kind: f"run-{kind.lower()}" for kind in REPLICATED}
     requests = {kind: 4 + (SUBMITTER_CPU if kind == "RayJob" else 0) for kind in REPLICATED}
@@ -187,7 +188,9 @@ def test_a_second_job_waits_at_its_position_and_runs_when_the_first_is_deleted(
     dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
 
 
-@pytest.mark.parametrize(("victim", "reclaimer"), [("PyTorchJob", "RayJob"), ("RayJob", "MPIJob")])
+@pytest.mark.parametrize(
+    ("victim", "reclaimer"), [("PyTorchJob", "RayJob"), ("RayJob", "MPIJob"), ("JobSet", "TFJob")]
+)
 def test_reclaim_suspends_a_borrowing_job_its_operator_removes_its_pods_and_it_requeues(
     setup: Setup, victim: str, reclaimer: str
 ) -> None:
@@ -213,7 +216,7 @@ def test_reclaim_suspends_a_borrowing_job_its_operator_removes_its_pods_and_it_r
     dev.wait_until(lambda: setup.used_cpu("Team-a") == 0 and setup.used_cpu("Team-b") == 0, 60, "quotas freed")
 
 
-@pytest.mark.parametrize("kind", ["PyTorchJob", "RayCluster"])
+@pytest.mark.parametrize("kind", ["PyTorchJob", "RayCluster", "JobSet"])
 def test_a_gang_that_cannot_all_start_is_backed_off_and_its_pods_go(setup: Setup, kind: str) -> None:
     dev, ns = setup.dev, setup.a
     name = f"gang-{kind.lower()}"
@@ -386,6 +389,7 @@ def test_each_operator_runs_under_its_own_least_privilege_identity(setup: Setup)
         "system:serviceaccount:kubeflow:training-operator": ("create", "pods", "-n", setup.a),
         "system:serviceaccount:kuberay-system:kuberay-operator": ("create", "rayclusters.ray.io", "-n", setup.a),
         "system:serviceaccount:argo:argo": ("create", "pods", "-n", setup.a),
+        "system:serviceaccount:jobset-system:jobset-controller-manager": ("create", "jobs.batch", "-n", setup.a),
     }
     for user, needed in identities.items():
         assert can(user, "*", "*") == "no", f"{user} is not cluster-admin"

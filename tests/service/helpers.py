@@ -25,6 +25,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "PaddleJob": ("kubeflow.org", "v1", "paddlejobs"),
     "Workflow": ("argoproj.io", "v1alpha1", "workflows"),
     "SparkApplication": ("sparkoperator.k8s.io", "v1beta2", "sparkapplications"),
+    "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
     "Pod": ("", "v1", "pods"),
     "Deployment": ("apps", "v1", "deployments"),
     "ReplicaSet": ("apps", "v1", "replicasets"),
@@ -149,6 +150,18 @@ def raycluster(name: str = "rc", namespace: str = "user-a") -> dict[str, Any]:
     return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": metadata(name, namespace), "spec": spec}
 
 
+def jobset(name: str = "train", namespace: str = "user-a") -> dict[str, Any]:
+    """A driver Job of one pod and two worker Jobs of three pods each (``completions`` caps the first's 2)."""
+    spec = {
+        "replicatedJobs": [
+            {"name": "driver", "template": {"spec": {"parallelism": 2, "completions": 1, "template": template("1")}}},
+            {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 3, "template": template("2")}}},
+        ],
+    }
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": metadata(name, namespace),
+            "spec": spec}
+
+
 def xgboostjob(name: str = "xgb", namespace: str = "user-a") -> dict[str, Any]:
     spec = {"runPolicy": {"suspend": False}, "xgbReplicaSpecs": {
         "Master": {"replicas": 1, "template": template("2")}, "Worker": {"replicas": 2, "template": template("2")}}}
@@ -198,6 +211,7 @@ JOB_BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {
     "PaddleJob": paddlejob,
     "Workflow": workflow,
     "SparkApplication": sparkapplication,
+    "JobSet": jobset,
     "Pod": pod,
 }
 

@@ -278,6 +278,8 @@ def grown(obj: dict[str, Any]) -> dict[str, Any]:
         out["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] += 1
     elif kind == "RayCluster":
         out["spec"]["workerGroupSpecs"][0]["replicas"] += 1
+    elif kind == "JobSet":
+        out["spec"]["replicatedJobs"][0]["replicas"] = out["spec"]["replicatedJobs"][0].get("replicas", 1) + 1
     else:
         specs = next(value for key, value in out["spec"].items() if key.endswith("ReplicaSpecs"))
         role = next(iter(specs))

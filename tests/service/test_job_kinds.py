@@ -316,6 +316,39 @@ def test_kuberays_children_of_a_rayjob_are_queued_with_it(child: str, state: Adm
     assert PARENT_ANNOTATION in refused(users, marked, state)
 
 
+JOBSET_CONTROLLER = "system:serviceaccount:jobset-system:jobset-controller-manager"
+
+
+def jobset_job(name: str = "train-workers-0", *, owned: bool = True) -> dict[str, Any]:
+    """A Job of the JobSet ``train`` as JobSet makes it while the JobSet is held: suspended."""
+    metadata: dict[str, Any] = {"name": name, "namespace": "user-a"}
+    if owned:
+        metadata["ownerReferences"] = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train",
+                                        "uid": "u-js", "controller": True}]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
+            "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": "main"}]}}}}
+
+
+def test_jobsets_controller_resumes_the_jobs_it_made_and_nobody_else_resumes_them(state: AdmissionState) -> None:
+    """JobSet makes a held JobSet's Jobs suspended and resumes them once the queue releases the JobSet: its update
+    of a Job marked as the JobSet's is allowed. alice's un-suspend of that Job is refused, and so is JobSet's
+    controller's of a Job that is not marked (one alice made naming the JobSet is queued on its own)."""
+    made = held(jobset_job(), state, user=JOBSET_CONTROLLER)
+    assert made["metadata"]["annotations"][PARENT_ANNOTATION] == "JobSet/train"
+    assert made["spec"]["suspend"] is True, "as JobSet made it"
+    resumed = copy.deepcopy(made)
+    resumed["spec"]["suspend"] = False
+    out = validate(review(resumed, operation="UPDATE", old=made, user=JOBSET_CONTROLLER), state, Settings())
+    assert response(out)["allowed"], message(out)
+    assert "only kube-queue may un-suspend" in refused(made, resumed, state)
+    alices = held(jobset_job("mine"), state)
+    assert PARENT_ANNOTATION not in alices["metadata"].get("annotations", {})
+    released = copy.deepcopy(alices)
+    released["spec"]["suspend"] = False
+    out = validate(review(released, operation="UPDATE", old=alices, user=JOBSET_CONTROLLER), state, Settings())
+    assert not response(out)["allowed"] and "only kube-queue may un-suspend" in message(out)
+
+
 def test_a_cronjobs_job_is_still_queued(state: AdmissionState) -> None:
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": "nightly-1", "namespace": "user-a", "ownerReferences": [

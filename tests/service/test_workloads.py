@@ -7,7 +7,18 @@ from typing import Any
 import pytest
 
 from tests.builders import res
-from tests.service.helpers import JOB_BUILDERS, OWNING_JOB, batch_job, mpijob, pod, pytorchjob, rayjob, template, tfjob
+from tests.service.helpers import (
+    JOB_BUILDERS,
+    OWNING_JOB,
+    batch_job,
+    jobset,
+    mpijob,
+    pod,
+    pytorchjob,
+    rayjob,
+    template,
+    tfjob,
+)
 from webhook.api.names import ADMISSION_GATE, QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
 from webhook.core.workload import Phase, WorkloadError
 from webhook.workloads.base import Adapter, PatchError, apply_patch, pointer, value_at
@@ -34,6 +45,7 @@ def test_registry_finds_every_kind_by_group_and_kind() -> None:
         ("argoproj.io", "Workflow"),
         ("sparkoperator.k8s.io", "SparkApplication"),
         ("ray.io", "RayJob"),
+        ("jobset.x-k8s.io", "JobSet"),
         ("", "Pod"),
     }
     assert adapter_for("batch", "Job") is adapter("Job")
@@ -77,6 +89,33 @@ def test_rayjob_counts_head_and_worker_groups_times_hosts() -> None:
         ("tpu", 4, res(cpu=3)),
         ("submitter", 1, res(cpu="500m", memory="200Mi")),  # KubeRay's default submitter pod (K8sJobMode)
     ]
+
+
+def test_a_jobset_has_one_pod_set_per_replicated_job_counted_as_its_jobs_run_pods() -> None:
+    obj = jobset()
+    sets = adapter("JobSet").pod_sets(obj)
+    assert [(s.name, s.count, s.per_pod) for s in sets] == [("driver", 1, res(cpu=1)), ("workers", 6, res(cpu=2))]
+    assert adapter("JobSet").pod_owners(obj) == (("Job", "train-driver-0"), ("Job", "train-workers-0"),
+                                                  ("Job", "train-workers-1"))
+    assert adapter("JobSet").children == {"Job"}
+    assert adapter("JobSet").suspend_patch(obj) == [{"op": "add", "path": "/spec/suspend", "value": True}]
+    done = {**obj, "status": {"conditions": [{"type": "Completed", "status": "True"}]}}
+    assert adapter("JobSet").to_workload(done, "a", {}).phase is Phase.FINISHED
+
+
+@pytest.mark.parametrize(
+    ("mutation", "where"),
+    [
+        ({"replicatedJobs": {"driver": {}}}, "/spec/replicatedJobs"),
+        ({"replicatedJobs": [{"template": {"spec": {"template": template("1")}}}]}, "/spec/replicatedJobs/0/name"),
+        ({"replicatedJobs": [{"name": "w", "replicas": -1, "template": {"spec": {}}}]},
+         "/spec/replicatedJobs/0/replicas"),
+    ],
+)
+def test_a_malformed_jobset_is_refused_naming_the_field(mutation: dict[str, Any], where: str) -> None:
+    obj = {**jobset(), "spec": mutation}
+    with pytest.raises(WorkloadError, match=where):
+        adapter("JobSet").pod_sets(obj)
 
 
 def test_rayjob_on_an_existing_cluster_has_no_pods() -> None:

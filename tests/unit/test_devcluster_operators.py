@@ -16,8 +16,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from webhook.api.objects import mappings, meta, name_of
-from webhook.devcluster import netns, operators
+from webhook.api.objects import mapping, mappings, meta, name_of
+from webhook.devcluster import jobset_operator, netns, operators
 from webhook.devcluster.config import ClusterConfig, Ports
 from webhook.devcluster.operator_certs import serving_pair
 
@@ -92,6 +92,67 @@ def test_the_training_operators_webhooks_point_at_loopback_for_the_enabled_kinds
     (hook,) = mappings(doc["webhooks"])  # MXJob is not enabled
     assert hook["clientConfig"] == {"url": "https://127.0.0.1:30022/validate-kubeflow-org-v1-pytorchjob",
                                     "caBundle": "Q0E="}
+
+
+JOBSET_WEBHOOKS = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: mutating-webhook-configuration}
+webhooks:
+- name: mjobset.kb.io
+  clientConfig: {service: {name: webhook-service, namespace: system, path: /mutate-jobset-x-k8s-io-v1alpha2-jobset}}
+- name: mpod.kb.io
+  clientConfig: {service: {name: webhook-service, namespace: system, path: /mutate--v1-pod}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: validating-webhook-configuration}
+webhooks:
+- name: vjobset.kb.io
+  clientConfig: {service: {name: webhook-service, namespace: system, path: /validate-jobset-x-k8s-io-v1alpha2-jobset}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: webhook-service}
+"""
+JOBSET_POD_PATCH = """
+- op: replace
+  path: /webhooks/1
+  value:
+    name: mpod.kb.io
+    clientConfig: {service: {name: webhook-service, namespace: system, path: /mutate--v1-pod}}
+    objectSelector: {matchExpressions: [{key: jobset.sigs.k8s.io/jobset-name, operator: Exists}]}
+"""
+
+
+def test_jobsets_webhooks_are_its_own_patched_as_its_kustomization_does_and_point_at_loopback(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "webhooks").mkdir()
+    (tmp_path / "webhooks" / "manifests.yaml").write_text(JOBSET_WEBHOOKS)
+    (tmp_path / "webhook-patches").mkdir()
+    (tmp_path / "webhook-patches" / "mutating-patch.yaml").write_text(JOBSET_POD_PATCH)
+    (tmp_path / "webhook-patches" / "validating-patch.yaml").write_text("[]")
+    mutating, validating = jobset_operator.webhook_configurations(tmp_path, 30025, b"CA")
+    assert (name_of(mutating), name_of(validating)) == (
+        "jobset-mutating-webhook-configuration", "jobset-validating-webhook-configuration")
+    hooks = mappings(mutating["webhooks"])
+    assert [mapping(hook["clientConfig"])["url"] for hook in hooks] == [
+        "https://127.0.0.1:30025/mutate-jobset-x-k8s-io-v1alpha2-jobset", "https://127.0.0.1:30025/mutate--v1-pod"]
+    assert hooks[1]["objectSelector"] == {
+        "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}, "JobSet's pods only"
+    (hook,) = mappings(validating["webhooks"])
+    assert mapping(hook["clientConfig"])["caBundle"] == "Q0E="
+
+
+def test_jobsets_rbac_is_named_with_its_prefix_as_its_kustomization_names_it(tmp_path: Path) -> None:
+    (tmp_path / "role.yaml").write_text(ROLE.replace("training-operator", "manager-role"))
+    objects = operators.rbac_objects(operators.JOBSET, tmp_path)
+    binding = next(obj for obj in objects if obj["kind"] == "ClusterRoleBinding")
+    assert name_of(binding) == "jobset-manager-role"
+    assert mapping(binding["roleRef"])["name"] == "jobset-manager-role"
+    assert operators.username(operators.JOBSET, tmp_path) == (
+        "system:serviceaccount:jobset-system:jobset-manager-role")
 
 
 def test_the_serving_pair_is_what_the_rotator_accepts() -> None:

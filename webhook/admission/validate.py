@@ -20,7 +20,8 @@
   UPDATE - a held job may not be released (un-suspended, admission gate removed); its quota labels,
   submission stamp and priority class may not change; an admitted job may not change its size or requests
   (:func:`webhook.core.integrity.update_problems`); the refusal says where the job stands and how to see
-  its position.
+  its position. A child queued with its parent is its operator's to suspend and resume
+  (:func:`operator_acts_for_parent`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from webhook.core.pod_templates import TemplatedKind, template_node_problems, te
 from webhook.core.quota import QuotaNode, queue_name, validate_tree_object
 from webhook.core.workload import WorkloadError, pod_request
 from webhook.workloads.base import Adapter, mapping_at, value_at
-from webhook.workloads.children import queued_parent
+from webhook.workloads.children import queued_parent, queued_with_parent
 from webhook.workloads.facts import submission_problems, update_problems
 from webhook.workloads.registry import adapter_for, all_adapters, queued_by_a_job
 
@@ -92,6 +93,8 @@ def validate_request(request: AdmissionRequest, state: AdmissionState, settings:
     try:
         if request.operation == "CREATE":
             return creation_refusal(request, adapter, state, settings) or allow(request.uid)
+        if operator_acts_for_parent(adapter, request.old_obj, request.obj, request.username, settings):
+            return allow(request.uid)
         return _job_update(request, adapter, leaf, state, settings)
     except WorkloadError as error:
         return deny(request.uid, f"kube-queue cannot read {request.display_name}: {error}", 422, "Invalid")
@@ -244,6 +247,20 @@ def held_at_creation(adapter: Adapter, obj: Obj, username: str, settings: Settin
     if adapter.manages(obj):
         return True
     return adapter.gates_at_creation_only and not settings.creates_workload_pods(username)
+
+
+def operator_acts_for_parent(
+    adapter: Adapter, old: Obj | None, new: Obj, username: str, settings: Settings
+) -> bool:
+    """Whether an update is a workload controller's change of a child queued with its parent (a JobSet's Jobs, an
+    MPIJob v2's launcher): the parent's operator suspends and resumes its children as the queue holds and
+    releases the parent, which alone is queued and counted. Anyone else's change of a child meets the job rules."""
+    return (
+        old is not None
+        and settings.creates_workload_pods(username)
+        and queued_with_parent(old, adapter.kind)
+        and queued_with_parent(new, adapter.kind)
+    )
 
 
 def _job_update(

@@ -282,8 +282,9 @@ def next_steps(config: ClusterConfig, seeded: bool = False) -> str:
         "  kq why pi2 -n user-a                  # why a job waits: quota level, resource, shortfall",
         "  kq logs pi1 -n user-a -f --tail 3     # follow a job's log (fake pods share a generated one)",
         "  kq top quota                          # the quota tree: min / max / used / borrowed",
-        *([f"  kq submit pytorchjob -n user-b --name pt1 --cpu 4 --workers 2 -- python train.py"
-           f"   # run by the {', '.join(config.operators)} operators (docs/job-kinds.md)"] if config.operators else []),
+        *(["  kq submit pytorchjob -n user-b --name pt1 --cpu 4 --workers 2 -- python train.py"
+           "   # run by the Kubeflow training operator (docs/job-kinds.md)"]
+          if "training-operator" in config.operators else []),
         "  kubectl get queue -n kube-queue       # one Queue per namespace of each quota",
         f"  {console_url(config):<37} # the web console: jobs, why they wait, logs, the quota tree",
         "  make down                             # stop everything",

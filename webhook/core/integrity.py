@@ -42,11 +42,12 @@ WORKLOAD_CONTROLLERS = (
     "system:serviceaccount:kuberay-system:*",
     "system:serviceaccount:ray-system:*",
     "system:serviceaccount:spark-operator:*",
+    "system:serviceaccount:jobset-system:*",
 )
 """Who creates pods for workloads (``*`` ends a prefix): Kubernetes' own controllers (kube-controller-manager
-with service account credentials), kubelets (mirror pods), and the Kubeflow, MPI, KubeRay and Spark operators
-in their usual namespaces. Only their pods are trusted to belong to the owner they name (``--pod-creator`` adds
-more; docs/security.md)."""
+with service account credentials), kubelets (mirror pods), and the Kubeflow, MPI, KubeRay, Spark and JobSet
+operators in their usual namespaces. Only their pods are trusted to belong to the owner they name
+(``--pod-creator`` adds more; docs/security.md)."""
 
 
 def is_workload_controller(username: str, patterns: tuple[str, ...] = WORKLOAD_CONTROLLERS) -> bool:

@@ -175,6 +175,14 @@ class Ports:
     def kuberay_probe(self) -> int:
         return self.base + 24
 
+    @property
+    def jobset_webhook(self) -> int:
+        return self.base + 25
+
+    @property
+    def jobset_probe(self) -> int:
+        return self.base + 26
+
     def all(self) -> dict[str, int]:
         """Every port by its use."""
         return {
@@ -193,6 +201,8 @@ class Ports:
             "training-operator-webhook": self.training_operator_webhook,
             "kuberay-metrics": self.kuberay_metrics,
             "kuberay-probe": self.kuberay_probe,
+            "jobset-webhook": self.jobset_webhook,
+            "jobset-probe": self.jobset_probe,
         }
 
 
@@ -208,8 +218,8 @@ class ClusterConfig:
     service_args: tuple[str, ...] = ()
     """Extra arguments for ``kq serve`` (``--oversellrate 1``...)."""
     operators: tuple[str, ...] = ()
-    """Job operators to run beside the control plane (``training-operator``, ``kuberay``:
-    :mod:`webhook.devcluster.operators`); ``kq dev up`` and the end-to-end tests run them all."""
+    """Job operators to run beside the control plane (``training-operator``, ``kuberay``, ``argo-workflows``,
+    ``jobset``: :mod:`webhook.devcluster.operators`); ``kq dev up`` and the end-to-end tests run them all."""
 
     @property
     def kubeconfig(self) -> Path:

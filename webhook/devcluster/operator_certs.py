@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -86,3 +87,17 @@ def serving_pair(ca_name: str, dns_name: str, ip: str = "127.0.0.1") -> ServingC
         cert=cert.public_bytes(serialization.Encoding.PEM),
         key=_pkcs1(key),
     )
+
+
+def ensure_serving_files(certs: Path, ca_file: Path, ca_name: str, dns_name: str) -> ServingCerts | None:
+    """``tls.crt`` and ``tls.key`` in ``certs`` and the CA in ``ca_file``, made once (:func:`serving_pair`): the
+    pair when it was made now, ``None`` when the files were there already."""
+    if (certs / "tls.crt").exists() and ca_file.exists():
+        return None
+    pair = serving_pair(ca_name, dns_name)
+    certs.mkdir(parents=True, exist_ok=True)
+    (certs / "tls.crt").write_bytes(pair.cert)
+    (certs / "tls.key").write_bytes(pair.key)
+    (certs / "tls.key").chmod(0o600)
+    ca_file.write_bytes(pair.ca_cert)
+    return pair

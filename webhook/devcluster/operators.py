@@ -13,6 +13,8 @@ manifests do not grant fails here as it would in a cluster.
   (v1.8.1 has no flag for the address); its configuration is the operator's own, pointed at 127.0.0.1, with
   the certificate of :mod:`webhook.devcluster.operator_certs`.
 * KubeRay (``kuberay-system``/``kuberay-operator``): RayJob, RayCluster, RayService.
+* JobSet's controller (``jobset-system``/``jobset-controller-manager``): JobSet, with its own webhooks
+  (:mod:`webhook.devcluster.jobset_operator`).
 * Argo Workflows' workflow-controller (``argo``/``argo``), v4.0.5, for which security flaws are reported: it
   runs on the loopback dev cluster only and is never shipped. It takes fixed ports of every interface, so it
   runs in a network namespace of its own (:mod:`webhook.devcluster.netns`); ``TASK_RESULT_TIMEOUT_DURATION``
@@ -37,11 +39,11 @@ from pathlib import Path
 import yaml
 
 from webhook.api.objects import Doc, Obj, mapping, mappings, meta
-from webhook.devcluster import netns, processes
+from webhook.devcluster import jobset_operator, netns, processes
 from webhook.devcluster.cluster import DevClusterError
 from webhook.devcluster.config import ClusterConfig
 from webhook.devcluster.kubeconfig import write_token_kubeconfig
-from webhook.devcluster.operator_certs import serving_pair
+from webhook.devcluster.operator_certs import ensure_serving_files
 
 BUILD_SCRIPT = Path(__file__).resolve().parent / "build-binaries.sh"
 SPARK_CRD = Path(__file__).resolve().parent / "sparkapplications-crd.yaml"
@@ -65,6 +67,8 @@ class Operator:
     """The CRD files the dev cluster installs, relative to the operator's build directory."""
     kinds: tuple[str, ...]
     """What it runs, for messages."""
+    prefix: str = ""
+    """Put before the names of its RBAC objects and webhook configurations, as its own kustomization does."""
 
 
 TRAINING_OPERATOR = Operator(
@@ -89,7 +93,8 @@ ARGO = Operator(
         "workflowtasksets", "workfloweventbindings", "workflowartifactgctasks"))),
     ("Workflow",),
 )
-OPERATORS: dict[str, Operator] = {op.name: op for op in (TRAINING_OPERATOR, KUBERAY, ARGO)}
+JOBSET = Operator("jobset", "jobset-system", ("crds/jobset.x-k8s.io_jobsets.yaml",), ("JobSet",), prefix="jobset-")
+OPERATORS: dict[str, Operator] = {op.name: op for op in (TRAINING_OPERATOR, KUBERAY, ARGO, JOBSET)}
 """Every operator the dev cluster can run, by name."""
 TRAINING_SCHEMES = ("tfjob", "pytorchjob", "mpijob", "xgboostjob", "paddlejob")
 CERT_SECRET = "training-operator-webhook-cert"
@@ -186,12 +191,17 @@ def rbac_objects(operator: Operator, directory: Path) -> list[Doc]:
     for doc in _documents(directory):
         kind = doc.get("kind")
         metadata = _metadata(doc)
+        metadata["name"] = operator.prefix + str(metadata.get("name"))
         if kind in _NAMESPACED:
             metadata["namespace"] = operator.namespace
         if kind == "ServiceAccount":
             accounts.add(str(metadata.get("name")))
+        role = doc.get("roleRef")
+        if isinstance(role, dict):
+            role["name"] = operator.prefix + str(role.get("name"))
         for subject in _dicts(doc.get("subjects")):
             if subject.get("kind") == "ServiceAccount":
+                subject["name"] = operator.prefix + str(subject.get("name"))
                 subject["namespace"] = operator.namespace
                 accounts.add(str(subject.get("name")))
         if kind in _NAMESPACED or kind in ("ClusterRole", "ClusterRoleBinding"):
@@ -231,6 +241,10 @@ def _apply(kubectl: Kubectl, objects: Iterable[Obj]) -> None:
     kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=doc)
 
 
+def _apply_with(kubectl: Kubectl) -> Callable[[Iterable[Obj]], None]:
+    return lambda objects: _apply(kubectl, objects)
+
+
 def install(config: ClusterConfig, kubectl: Kubectl) -> None:
     """CRDs, namespaces, identities (RBAC, tokens, kubeconfigs) and the training operator's webhook set-up of
     every operator ``config.operators`` names (and, with any, the SparkApplication CRD); idempotent."""
@@ -255,6 +269,8 @@ def install(config: ClusterConfig, kubectl: Kubectl) -> None:
         write_token_kubeconfig(kubeconfig_path(config, operator), config.server, config.pki, account, token)
         if operator is TRAINING_OPERATOR:
             _training_operator_webhook(config, kubectl, where)
+        if operator is JOBSET:
+            jobset_operator.install(config, state_dir(config, operator), where.directory, _apply_with(kubectl))
         if operator is ARGO:  # its configuration, empty: the defaults
             _apply(kubectl, [{"apiVersion": "v1", "kind": "ConfigMap", "data": {},
                               "metadata": {"name": ARGO_CONFIGMAP, "namespace": operator.namespace}}])
@@ -266,13 +282,9 @@ def _training_operator_webhook(config: ClusterConfig, kubectl: Kubectl, where: B
     directory = state_dir(config, TRAINING_OPERATOR)
     certs = directory / "tmp" / "k8s-webhook-server" / "serving-certs"
     ca_file = directory / "ca.crt"
-    if not (certs / "tls.crt").exists() or not ca_file.exists():
-        pair = serving_pair("training-operator-ca", f"training-operator.{TRAINING_OPERATOR.namespace}.svc")
-        certs.mkdir(parents=True, exist_ok=True)
-        (certs / "tls.crt").write_bytes(pair.cert)
-        (certs / "tls.key").write_bytes(pair.key)
-        (certs / "tls.key").chmod(0o600)
-        ca_file.write_bytes(pair.ca_cert)
+    pair = ensure_serving_files(certs, ca_file, "training-operator-ca",
+                                f"training-operator.{TRAINING_OPERATOR.namespace}.svc")
+    if pair is not None:
         secret = {
             "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": CERT_SECRET, "namespace": TRAINING_OPERATOR.namespace},
@@ -338,6 +350,8 @@ def components(config: ClusterConfig) -> list[processes.Component]:
                 f"--configmap={ARGO_CONFIGMAP}", "--loglevel=info",
             )
             out.append(processes.Component(name, argv, env=ARGO_ENV))
+        elif operator is JOBSET:
+            out.append(jobset_operator.component(config, state_dir(config, operator), where.executable, kubeconfig))
         else:
             argv = (
                 str(where.executable), kubeconfig,
@@ -371,7 +385,8 @@ def _ready(port: int) -> bool:
 def wait_ready(config: ClusterConfig, timeout: float = 90) -> None:
     """Wait until every operator answers ``/readyz`` (the training operator once its certificates are in place
     and its webhook serves)."""
-    probes = {"training-operator": config.ports.training_operator_probe, "kuberay": config.ports.kuberay_probe}
+    probes = {"training-operator": config.ports.training_operator_probe, "kuberay": config.ports.kuberay_probe,
+              "jobset": config.ports.jobset_probe}
     for name in config.operators:
         log = config.logs / f"{name}.log"
         if name not in probes:  # Argo's health check is inside its own network namespace
