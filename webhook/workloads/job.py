@@ -7,6 +7,15 @@ from webhook.workloads.base import PodTemplate, SpecSuspendAdapter, condition_tr
 from webhook.workloads.children import queued_with_parent
 
 
+def pods_at_once(obj: Obj, *spec: str | int) -> int:
+    """How many pods the Job spec at ``spec`` runs at once: ``parallelism`` (default 1), ``completions`` when
+    that is smaller (a Job never runs more pods than it has completions left)."""
+    parallelism = int_at(obj, 1, *spec, "parallelism")
+    completions = int_at(obj, None, *spec, "completions")
+    count = parallelism if parallelism is not None else 1
+    return completions if completions is not None and completions < count else count
+
+
 class JobAdapter(SpecSuspendAdapter):
     """``batch/v1`` ``Job``.
 
@@ -20,13 +29,9 @@ class JobAdapter(SpecSuspendAdapter):
     plural = "jobs"
 
     def pod_templates(self, obj: Obj) -> tuple[PodTemplate, ...]:
-        parallelism = int_at(obj, 1, "spec", "parallelism")
-        completions = int_at(obj, None, "spec", "completions")
-        count = parallelism if parallelism is not None else 1
-        if completions is not None and completions < count:
-            count = completions
         template = mapping_at(obj, "spec", "template") or {}
-        return (PodTemplate(name="main", count=count, path=("spec", "template"), template=template),)
+        return (PodTemplate(name="main", count=pods_at_once(obj, "spec"), path=("spec", "template"),
+                            template=template),)
 
     def is_finished(self, obj: Obj) -> bool:
         return condition_true(obj, "Complete", "Failed")

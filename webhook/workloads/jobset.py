@@ -1,11 +1,11 @@
 """JobSet (``jobset.x-k8s.io/v1alpha2``): held by ``spec.suspend``; one pod set per replicated Job.
 
-Each ``spec.replicatedJobs[i]`` makes ``replicas`` Jobs (default 1) from its ``template``, a Job's spec, and
-each of those runs its ``parallelism`` pods at once (default 1; ``completions`` when that is smaller), as
-:class:`~webhook.workloads.job.JobAdapter` counts one Job. JobSet's controller creates the Jobs, named
-``<jobset>-<replicatedJob>-<index>`` and owned by the JobSet: they are its children, queued with it
-(:mod:`webhook.workloads.children`), and their pods are its pods. While a JobSet is suspended its controller
-creates its Jobs suspended and keeps them so; resuming the JobSet resumes them (docs/job-kinds.md).
+Each ``spec.replicatedJobs[i]`` makes ``replicas`` Jobs (default 1) from its ``template``, a Job's spec, each
+running as many pods at once as a Job does (:func:`~webhook.workloads.job.pods_at_once`). JobSet's controller
+creates the Jobs, named ``<jobset>-<replicatedJob>-<index>`` and owned by the JobSet: they are its children,
+queued with it (:mod:`webhook.workloads.children`), and their pods are its pods. While a JobSet is suspended
+its controller creates its Jobs suspended and keeps them so; resuming the JobSet resumes them
+(docs/job-kinds.md).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from webhook.workloads.base import (
     str_at,
     value_at,
 )
+from webhook.workloads.job import pods_at_once
 
 JOBS = ("spec", "replicatedJobs")
 
@@ -55,13 +56,9 @@ class JobSetAdapter(SpecSuspendAdapter):
         out: list[PodTemplate] = []
         for index, name, replicas in _replicated(obj):
             job = (*JOBS, index, "template", "spec")
-            parallelism = int_at(obj, 1, *job, "parallelism")
-            completions = int_at(obj, None, *job, "completions")
-            per_job = 1 if parallelism is None else parallelism
-            if completions is not None and completions < per_job:
-                per_job = completions
             template = mapping_at(obj, *job, "template") or {}
-            out.append(PodTemplate(name=name, count=replicas * per_job, path=(*job, "template"), template=template))
+            count = replicas * pods_at_once(obj, *job)
+            out.append(PodTemplate(name=name, count=count, path=(*job, "template"), template=template))
         return tuple(out)
 
     def pod_owners(self, obj: Obj) -> tuple[tuple[str, str], ...]:
