@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import DevCluster
-from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
+from tests.e2e.harness import create_namespaces, edit_kubeconfig, installed_tree, kq_as, unique, wait_managed
 from tests.e2e.kinds import (
     KINDS,
     REPLICATED,
@@ -235,6 +235,39 @@ def test_a_gang_that_cannot_all_start_is_backed_off_and_its_pods_go(setup: Setup
     dev.wait_until(lambda: not setup.pods(ns, name), 60, f"the operator removed {name}'s pods")
     dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 30, "its quota given back")
     setup.delete(kind, name, namespace=ns)
+
+
+def test_a_developer_submits_a_jobset_with_kq_it_runs_to_its_end_and_kq_reads_its_pods(
+    setup: Setup,
+) -> None:
+    """A namespace user (``edit`` and the kinds' Role) runs ``kq submit jobset``: held and queued, then JobSet's
+    controller runs its three Jobs; ``kq logs --all`` finds their pods through the Jobs; the JobSet completes
+    (its pods succeed after 20 s) and ``kq list`` says so, its quota freed."""
+    dev, ns = setup.dev, setup.a
+    kubeconfig = edit_kubeconfig(dev, ns, "trainer")
+    dev.kubectl("create", "rolebinding", "trainer-job-kinds", "-n", ns, "--role=job-kinds",
+                f"--serviceaccount={ns}:trainer")
+    submitted = kq_as(kubeconfig, "submit", "jobset", "--name", "kq-js", "--cpu", "2", "--memory", "1Gi",
+                      "--workers", "3", "--annotation", "dev.kube-queue.x-k8s.io/succeed-after=20s", "-n", ns)
+    assert submitted.returncode == 0, submitted.stderr
+    assert "queued: quota root/Team-a" in submitted.stdout, submitted.stdout
+    dev.wait_until(lambda: setup.running(ns, "kq-js") == 3, 90, "kq-js's three pods running")
+    logs = kq_as(kubeconfig, "logs", "kq-js", "--all", "--tail", "1", "-n", ns)
+    assert logs.returncode == 0, logs.stderr
+    pods = sorted(line.split("]")[0].strip("[").rsplit("-", 1)[0] for line in logs.stdout.splitlines())
+    assert pods == ["kq-js-leader-0-0", "kq-js-workers-0-0", "kq-js-workers-1-0"], logs.stdout
+
+    def completed() -> bool:
+        conditions = setup.get("JobSet", "kq-js", ns).get("status", {}).get("conditions", [])
+        return any(c["type"] == "Completed" and c["status"] == "True" for c in conditions)
+
+    dev.wait_until(completed, 90, "kq-js Completed by JobSet's controller")
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
+    listed = kq_as(kubeconfig, "list", "-o", "json", "-n", ns)
+    assert listed.returncode == 0, listed.stderr
+    (item,) = [item for item in json.loads(listed.stdout)["items"] if item["name"] == "kq-js"]
+    assert (item["kind"], item["status"]) == ("JobSet", "SUCCEEDED"), item
+    setup.delete("JobSet", "kq-js", namespace=ns)
 
 
 def test_alice_cannot_pass_her_objects_off_as_an_operators(setup: Setup) -> None:

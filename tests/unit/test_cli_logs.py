@@ -93,6 +93,12 @@ def test_the_chief_comes_first_then_the_indexes() -> None:
     assert [p["metadata"]["name"] for p in choose_pods(indexed, None, False)] == ["job-a"]
 
 
+def test_a_jobsets_leader_comes_first() -> None:
+    pods = [_pod(name, labels={"jobset.sigs.k8s.io/replicatedjob-name": job})
+            for name, job in (("train-a-workers-0-0", "workers"), ("train-z-leader-0-0", "leader"))]
+    assert [p["metadata"]["name"] for p in choose_pods(pods, None, False)] == ["train-z-leader-0-0"]
+
+
 def test_a_pod_is_chosen_by_name_or_unique_ending() -> None:
     pods = [_pod("mnist-worker-0"), _pod("mnist-worker-1"), _pod("mnist-master-0")]
     assert choose_pods(pods, "mnist-worker-1", False)[0]["metadata"]["name"] == "mnist-worker-1"

@@ -23,6 +23,8 @@ DRY_RUNS = {
                      "--annotation", "dev.kube-queue.x-k8s.io/succeed-after=60s", "--label", "team=ml", "--dry-run"],
     "submit_mpijob": ["submit", "mpijob", "--name", "hvd", "--cpu", "8", "--workers", "2", "--dry-run", "--",
                       "mpirun", "-np", "2", "python", "hvd.py"],
+    "submit_jobset": ["submit", "jobset", "--name", "train", "--cpu", "2", "--memory", "4Gi", "--workers", "3",
+                      "--priority", "priority-2", "--dry-run", "--", "python", "train.py"],
 }
 
 

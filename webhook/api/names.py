@@ -185,8 +185,10 @@ ECI_OPT_IN_LABEL: Final = "alibabacloud.com/eci"
 """A pod no ResourcePolicy selects may use the virtual node only with this label set to ``"true"``."""
 
 # Pod labels of the job kinds (for logs and roles) -----------------------------------------------------------
-ROLE_LABELS: Final = ("training.kubeflow.org/replica-type", "ray.io/node-type", "spark-role")
-INDEX_LABELS: Final = ("training.kubeflow.org/replica-index", "batch.kubernetes.io/job-completion-index")
+ROLE_LABELS: Final = ("training.kubeflow.org/replica-type", "ray.io/node-type", "spark-role",
+                      "jobset.sigs.k8s.io/replicatedjob-name")
+INDEX_LABELS: Final = ("training.kubeflow.org/replica-index", "batch.kubernetes.io/job-completion-index",
+                       "jobset.sigs.k8s.io/job-index")
 
 # Components and Event reasons -------------------------------------------------------------------------------
 CONTROLLER_COMPONENT: Final = "kube-queue-controller"

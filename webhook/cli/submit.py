@@ -1,4 +1,5 @@
-"""``kq submit job|pytorchjob|tfjob|mpijob|xgboostjob|paddlejob|rayjob``: create a job from flags (or a file).
+"""``kq submit job|pytorchjob|tfjob|mpijob|xgboostjob|paddlejob|rayjob|jobset``: create a job from flags (or a
+file).
 
     kq submit job --name pi1 --cpu 10 --memory 10Gi --workers 6 -- sleep 60
 
@@ -147,7 +148,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         parser.add_argument(
             "--workers", type=int, default=1,
             help="pods in all (Kubeflow kinds: the master/chief plus workers; MPIJob: workers, plus a launcher; "
-            "RayJob: the head plus workers, plus KubeRay's submitter pod)",
+            "RayJob: the head plus workers, plus KubeRay's submitter pod; JobSet: the leader plus workers)",
         )
         parser.add_argument(
             "--priority", "--priority-class", dest="priority_class", metavar="CLASS",

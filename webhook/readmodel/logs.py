@@ -1,6 +1,6 @@
 """Which pods of a job to read the logs of, and how: chief first (Kubeflow ``master``/``chief``/``launcher``,
-Ray ``head``, Spark ``driver``), then by replica or completion index, then by name; the log request; and why a
-pod's logs cannot be read. ``kq logs`` and the console's followed log use them alike.
+Ray ``head``, Spark ``driver``, a JobSet's ``leader``), then by replica or completion index, then by name; the
+log request; and why a pod's logs cannot be read. ``kq logs`` and the console's followed log use them alike.
 
 The API server reads logs from the node's kubelet. kwok fake nodes have none: kwok's own server answers in its
 place only where kwok is configured for it (a ``ClusterLogs`` or ``Logs`` object, the node's kubelet endpoint
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 PodT = TypeVar("PodT", bound=Obj)
 """A pod as the caller holds it (``choose_pods`` gives back the same objects)."""
 
-ROLE_RANK = ("master", "chief", "launcher", "head", "driver", "ps", "worker", "evaluator", "executor")
+ROLE_RANK = ("master", "chief", "launcher", "head", "driver", "leader", "ps", "worker", "evaluator", "executor")
 
 
 def pod_order(pod: Obj) -> tuple[int, int, str]:

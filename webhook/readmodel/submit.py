@@ -10,7 +10,9 @@ Shapes (``workers`` pods in all, each with ``cpu``/``memory``/``gpus`` as reques
   ``Launcher`` (1 pod, 1 CPU / 1Gi, runs the command) + ``Worker`` (N), one slot per worker;
 * ``xgboostjob``, ``paddlejob``: ``Master`` (1) + ``Worker`` (N - 1), containers ``xgboost``, ``paddle``;
 * ``rayjob``: a KubeRay RayJob running the command as its entrypoint on a cluster of a head (1) and a worker
-  group (N - 1), deleted when it finishes (``shutdownAfterJobFinishes``, which the queue needs).
+  group (N - 1), deleted when it finishes (``shutdownAfterJobFinishes``, which the queue needs);
+* ``jobset``: a JobSet of a ``leader`` Job (1 pod) and, for N > 1, ``workers`` Jobs (N - 1, one pod each),
+  every pod running the command in container ``main``.
 
 The queue's webhook holds the job in a namespace kube-queue manages; neither face sets the hold itself, so a
 job in another namespace simply starts.
@@ -39,6 +41,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "xgboostjob": ("kubeflow.org/v1", "XGBoostJob", "xgboostjobs"),
     "paddlejob": ("kubeflow.org/v1", "PaddleJob", "paddlejobs"),
     "rayjob": ("ray.io/v1", "RayJob", "rayjobs"),
+    "jobset": ("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets"),
 }
 """``kq submit`` kind -> (apiVersion, kind, plural)."""
 DEFAULT_IMAGE = "busybox:1.36"
@@ -186,6 +189,9 @@ def build_job(options: JobOptions) -> Doc:
     if options.kind == "rayjob":
         obj["spec"] = _rayjob_spec(options)
         return obj
+    if options.kind == "jobset":
+        obj["spec"] = _jobset_spec(options)
+        return obj
     container_name, chief, field_name = {
         "pytorchjob": ("pytorch", "Master", "pytorchReplicaSpecs"),
         "xgboostjob": ("xgboost", "Master", "xgbReplicaSpecs"),
@@ -197,6 +203,20 @@ def build_job(options: JobOptions) -> Doc:
         specs["Worker"] = _replica(workers - 1, template)
     obj["spec"] = {"runPolicy": run_policy, field_name: specs}
     return obj
+
+
+def _jobset_spec(options: JobOptions) -> Doc:
+    """A leader Job of one pod and ``workers - 1`` worker Jobs of one pod each, all of the given size."""
+    template = _template(options, _container(options, "main"), "Never")
+
+    def replicated(name: str, replicas: int) -> Doc:
+        job = {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": copy.deepcopy(template)}
+        return {"name": name, "replicas": replicas, "template": {"spec": job}}
+
+    jobs = [replicated("leader", 1)]
+    if options.workers > 1:
+        jobs.append(replicated("workers", options.workers - 1))
+    return {"replicatedJobs": jobs}
 
 
 def _rayjob_spec(options: JobOptions) -> Doc:
