@@ -93,7 +93,8 @@ ARGO = Operator(
         "workflowtasksets", "workfloweventbindings", "workflowartifactgctasks"))),
     ("Workflow",),
 )
-JOBSET = Operator("jobset", "jobset-system", ("crds/jobset.x-k8s.io_jobsets.yaml",), ("JobSet",), prefix="jobset-")
+JOBSET = Operator("jobset", jobset_operator.NAMESPACE, ("crds/jobset.x-k8s.io_jobsets.yaml",), ("JobSet",),
+                  prefix=jobset_operator.PREFIX)
 OPERATORS: dict[str, Operator] = {op.name: op for op in (TRAINING_OPERATOR, KUBERAY, ARGO, JOBSET)}
 """Every operator the dev cluster can run, by name."""
 TRAINING_SCHEMES = ("tfjob", "pytorchjob", "mpijob", "xgboostjob", "paddlejob")
@@ -191,17 +192,19 @@ def rbac_objects(operator: Operator, directory: Path) -> list[Doc]:
     for doc in _documents(directory):
         kind = doc.get("kind")
         metadata = _metadata(doc)
-        metadata["name"] = operator.prefix + str(metadata.get("name"))
         if kind in _NAMESPACED:
             metadata["namespace"] = operator.namespace
+        role = doc.get("roleRef")
+        if operator.prefix:  # its own objects only: each binding names its own role and ServiceAccount
+            metadata["name"] = operator.prefix + str(metadata.get("name"))
+            if isinstance(role, dict):
+                role["name"] = operator.prefix + str(role.get("name"))
         if kind == "ServiceAccount":
             accounts.add(str(metadata.get("name")))
-        role = doc.get("roleRef")
-        if isinstance(role, dict):
-            role["name"] = operator.prefix + str(role.get("name"))
         for subject in _dicts(doc.get("subjects")):
             if subject.get("kind") == "ServiceAccount":
-                subject["name"] = operator.prefix + str(subject.get("name"))
+                if operator.prefix:
+                    subject["name"] = operator.prefix + str(subject.get("name"))
                 subject["namespace"] = operator.namespace
                 accounts.add(str(subject.get("name")))
         if kind in _NAMESPACED or kind in ("ClusterRole", "ClusterRoleBinding"):
