@@ -30,12 +30,11 @@ with (:mod:`webhook.core.spawned`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import cast
 
 from webhook.api.names import QUOTA_FULLNAME_ANNOTATION, QUOTA_LABEL
-from webhook.api.objects import Doc, Obj, PodSpec
+from webhook.api.objects import Doc, Obj, PodSpec, mapping, mappings
 from webhook.core.workload import PodSet, WorkloadError, pod_set
 from webhook.workloads.base import (
     JSONPatch,
@@ -57,16 +56,6 @@ ROLES = ("driver", "executor")
 
 def _mib(amount: int) -> str:
     return f"{-(-amount // MIB)}Mi"
-
-
-def _containers(holder: Mapping[str, object], field: str) -> list[Doc]:
-    """The containers listed under ``field`` of ``holder`` (the entries that are objects)."""
-    listed = holder.get(field)
-    return [dict(c) for c in listed if isinstance(c, Mapping)] if isinstance(listed, list) else []
-
-
-def _amounts(value: object) -> dict[str, object]:
-    return dict(value) if isinstance(value, Mapping) else {}
 
 
 class SparkApplicationAdapter(SpecSuspendAdapter):
@@ -135,16 +124,15 @@ class SparkApplicationAdapter(SpecSuspendAdapter):
             quantity = gpu.get("quantity")
             requests[str(gpu["name"])] = limits[str(gpu["name"])] = str(quantity if quantity is not None else 1)
         template = mapping_at(obj, "spec", role, "template", "spec") or {}
-        own = _containers(template, "containers")
-        main = own[0] if own else {"name": f"spark-{role}"}
-        resources = main.get("resources")
-        written = resources if isinstance(resources, Mapping) else {}
+        own = mappings(template.get("containers"))
+        main: Obj = own[0] if own else {"name": f"spark-{role}"}
+        written = mapping(main.get("resources"))
         main = {**main, "resources": {
-            "requests": {**_amounts(written.get("requests")), **requests},
-            "limits": {**_amounts(written.get("limits")), **limits}}}
+            "requests": {**mapping(written.get("requests")), **requests},
+            "limits": {**mapping(written.get("limits")), **limits}}}
         fields = mapping_at(obj, "spec", role) or {}
-        spec: Doc = {**template, "containers": [main, *own[1:], *_containers(fields, "sidecars")]}
-        inits = [*_containers(template, "initContainers"), *_containers(fields, "initContainers")]
+        spec: Doc = {**template, "containers": [main, *own[1:], *mappings(fields.get("sidecars"))]}
+        inits = [*mappings(template.get("initContainers")), *mappings(fields.get("initContainers"))]
         if inits:
             spec["initContainers"] = inits
         return cast(PodSpec, spec)
