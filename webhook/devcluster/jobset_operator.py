@@ -67,7 +67,7 @@ def webhook_configurations(directory: Path, port: int, ca: bytes) -> list[Doc]:
         if kind not in PATCHES:
             continue
         patch_file = directory / "webhook-patches" / PATCHES[kind]
-        ops = [op for ops in _yaml_documents(patch_file) for op in (ops if isinstance(ops, list) else [ops])]
+        ops = [op for part in _yaml_documents(patch_file) for op in (part if isinstance(part, list) else [part])]
         hooks = [dict(mapping(hook)) for hook in _patched(doc, ops, patch_file)]
         for hook in hooks:
             path = mapping(mapping(hook.get("clientConfig")).get("service")).get("path")

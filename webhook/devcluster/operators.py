@@ -26,6 +26,7 @@ How their jobs finish on fake nodes, whose pods run no program, is in docs/job-k
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import subprocess
 import sys
@@ -244,10 +245,6 @@ def _apply(kubectl: Kubectl, objects: Iterable[Obj]) -> None:
     kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=doc)
 
 
-def _apply_with(kubectl: Kubectl) -> Callable[[Iterable[Obj]], None]:
-    return lambda objects: _apply(kubectl, objects)
-
-
 def install(config: ClusterConfig, kubectl: Kubectl) -> None:
     """CRDs, namespaces, identities (RBAC, tokens, kubeconfigs) and the training operator's webhook set-up of
     every operator ``config.operators`` names (and, with any, the SparkApplication CRD); idempotent."""
@@ -273,7 +270,8 @@ def install(config: ClusterConfig, kubectl: Kubectl) -> None:
         if operator is TRAINING_OPERATOR:
             _training_operator_webhook(config, kubectl, where)
         if operator is JOBSET:
-            jobset_operator.install(config, state_dir(config, operator), where.directory, _apply_with(kubectl))
+            apply = functools.partial(_apply, kubectl)
+            jobset_operator.install(config, state_dir(config, operator), where.directory, apply)
         if operator is ARGO:  # its configuration, empty: the defaults
             _apply(kubectl, [{"apiVersion": "v1", "kind": "ConfigMap", "data": {},
                               "metadata": {"name": ARGO_CONFIGMAP, "namespace": operator.namespace}}])
