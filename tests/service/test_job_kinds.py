@@ -349,6 +349,30 @@ def test_jobsets_controller_resumes_the_jobs_it_made_and_nobody_else_resumes_the
     assert not response(out)["allowed"] and "only kube-queue may un-suspend" in message(out)
 
 
+MPI_OPERATOR = "system:serviceaccount:mpi-operator:mpi-operator"
+
+
+def test_the_mpi_operator_resumes_its_launcher_job_and_a_refusal_points_at_the_mpijob(
+    state: AdmissionState,
+) -> None:
+    """The MPI Operator v2 makes a held MPIJob's launcher Job suspended and resumes it on release: allowed. alice's
+    un-suspend of it is refused, and the refusal speaks of the MPIJob she submitted: the launcher Job is no job of
+    the queue, so ``kq why`` knows it by its MPIJob's name only."""
+    owner = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "hvd", "uid": "u-mpi", "controller": True}
+    launcher = {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "hvd-launcher", "namespace": "user-a", "ownerReferences": [owner]},
+                "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": "launcher"}]}}}}
+    made = held(launcher, state, user=MPI_OPERATOR)
+    assert made["metadata"]["annotations"][PARENT_ANNOTATION] == "MPIJob/hvd"
+    resumed = copy.deepcopy(made)
+    resumed["spec"]["suspend"] = False
+    out = validate(review(resumed, operation="UPDATE", old=made, user=MPI_OPERATOR), state, Settings())
+    assert response(out)["allowed"], message(out)
+    text = refused(made, resumed, state)
+    assert "Job user-a/hvd-launcher (queued with its MPIJob hvd) is queued for quota" in text, text
+    assert "only kube-queue may un-suspend" in text and "`kq why hvd -n user-a`" in text, text
+
+
 def test_a_cronjobs_job_is_still_queued(state: AdmissionState) -> None:
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": "nightly-1", "namespace": "user-a", "ownerReferences": [

@@ -280,6 +280,11 @@ def _job_update(
         held = False
     namespace = request.namespace
     name = request.name or str(value_at(new, "metadata", "name") or "")
+    parent = queued_parent(old, adapter.kind) if queued_with_parent(old, adapter.kind) else None
+    subject = f"{adapter.kind} {namespace}/{name}"
+    if parent is not None:  # the user asks about the job that is queued, not its operator's object
+        subject += f" (queued with its {parent.replace('/', ' ')})"
+        name = parent.partition("/")[2]
     if leaf is None:  # a managed namespace while no ElasticQuotaTree exists
         status = "is held (no ElasticQuotaTree lists its namespace yet)" if held else "runs"
         see = f". See `kq why {name} -n {namespace}`."
@@ -289,7 +294,7 @@ def _job_update(
         see = (f". See its queue position with `kubectl get queue -n {settings.queue_namespace} {queue} -o yaml` "
                f"or `kq why {name} -n {namespace}`.")
     message = (
-        f"{adapter.kind} {namespace}/{name} {status}: "
+        f"{subject} {status}: "
         + "; ".join(broken)
         + (". It starts when its quota allows" if held else "")
         + see
