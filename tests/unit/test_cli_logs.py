@@ -99,6 +99,15 @@ def test_a_jobsets_leader_comes_first() -> None:
     assert [p["metadata"]["name"] for p in choose_pods(pods, None, False)] == ["train-z-leader-0-0"]
 
 
+def test_an_mpi_operator_launcher_comes_first() -> None:
+    """The MPI Operator v2 labels its pods ``training.kubeflow.org/job-role`` (the launcher, a Job's pod, has no
+    replica type): its launcher, named after its Job, sorts after its workers by name."""
+    role = "training.kubeflow.org/job-role"
+    pods = [_pod("hvd-worker-0", labels={role: "worker", "training.kubeflow.org/replica-index": "0"}),
+            _pod("hvd-launcher-x7k2q", labels={role: "launcher"})]
+    assert [p["metadata"]["name"] for p in choose_pods(pods, None, False)] == ["hvd-launcher-x7k2q"]
+
+
 def test_a_pod_is_chosen_by_name_or_unique_ending() -> None:
     pods = [_pod("mnist-worker-0"), _pod("mnist-worker-1"), _pod("mnist-master-0")]
     assert choose_pods(pods, "mnist-worker-1", False)[0]["metadata"]["name"] == "mnist-worker-1"

@@ -185,8 +185,10 @@ ECI_OPT_IN_LABEL: Final = "alibabacloud.com/eci"
 """A pod no ResourcePolicy selects may use the virtual node only with this label set to ``"true"``."""
 
 # Pod labels of the job kinds (for logs and roles) -----------------------------------------------------------
-ROLE_LABELS: Final = ("training.kubeflow.org/replica-type", "ray.io/node-type", "spark-role",
-                      "jobset.sigs.k8s.io/replicatedjob-name")
+ROLE_LABELS: Final = ("training.kubeflow.org/replica-type", "training.kubeflow.org/job-role", "ray.io/node-type",
+                      "spark-role", "jobset.sigs.k8s.io/replicatedjob-name")
+"""Where each kind's operator writes a pod's role: the training operator, the MPI Operator v2 (whose launcher, a
+Job's pod, has no replica type), KubeRay, Spark, JobSet."""
 INDEX_LABELS: Final = ("training.kubeflow.org/replica-index", "batch.kubernetes.io/job-completion-index",
                        "jobset.sigs.k8s.io/job-index")
 
