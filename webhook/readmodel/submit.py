@@ -7,7 +7,8 @@ Shapes (``workers`` pods in all, each with ``cpu``/``memory``/``gpus`` as reques
 * ``pytorchjob``: a Kubeflow PyTorchJob, ``Master`` (1) + ``Worker`` (N - 1), container ``pytorch``;
 * ``tfjob``: a Kubeflow TFJob, ``Chief`` (1) + ``Worker`` (N - 1), container ``tensorflow``;
 * ``mpijob``: a Kubeflow MPIJob (``v2beta1``, or ``v1`` where only the training operator serves it),
-  ``Launcher`` (1 pod, 1 CPU / 1Gi, runs the command) + ``Worker`` (N), one slot per worker;
+  ``Launcher`` (1 pod, 1 CPU / 1Gi, runs the command) + ``Worker`` (N), one slot per worker; its running
+  workers deleted when it ends (``cleanPodPolicy: Running``: they serve the launcher and never end on their own);
 * ``xgboostjob``, ``paddlejob``: ``Master`` (1) + ``Worker`` (N - 1), containers ``xgboost``, ``paddle``;
 * ``rayjob``: a KubeRay RayJob running the command as its entrypoint on a cluster of a head (1) and a worker
   group (N - 1), deleted when it finishes (``shutdownAfterJobFinishes``, which the queue needs);
@@ -173,7 +174,8 @@ def build_job(options: JobOptions) -> Doc:
     run_policy: Doc = {"cleanPodPolicy": "None"}
     if options.priority_class:
         run_policy["schedulingPolicy"] = {"priorityClass": options.priority_class}
-    if options.kind == "mpijob":
+    if options.kind == "mpijob":  # MPI workers serve the launcher until deleted: delete them when it ends
+        run_policy["cleanPodPolicy"] = "Running"
         launcher_resources = {
             "requests": {"cpu": "1", "memory": "1Gi"},
             "limits": {"cpu": "1", "memory": "1Gi"},
