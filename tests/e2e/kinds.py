@@ -2,8 +2,8 @@
 ``manifest(kind, name, namespace, pods=N, cpu=C)`` makes a job of ``N`` pods of ``C`` CPU each (for a RayJob:
 the head and workers, plus KubeRay's submitter pod of 500m, which the queue counts too; for a JobSet: a leader
 Job and ``N - 1`` worker Jobs of one pod each), held or not as the user pleases (the webhook holds it anyway).
-The Kubeflow kinds run under the training operator, the Ray kinds under KubeRay, JobSet under JobSet's
-controller (webhook/devcluster/operators.py)."""
+The Kubeflow kinds run under the training operator but MPIJob (``v2beta1``), which runs under the MPI Operator;
+the Ray kinds under KubeRay, JobSet under JobSet's controller (webhook/devcluster/operators.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ class Kind:
     """The first replica type (one pod) of a Kubeflow kind."""
     container: str = "main"
     """The container name the training operator's webhook asks for."""
+    version: str = ""
+    """Its API version where it is not its group's (:data:`GROUPS`)."""
 
     @property
     def resource(self) -> str:
@@ -35,7 +37,7 @@ class Kind:
 KUBEFLOW = (
     Kind("PyTorchJob", "kubeflow.org", "pytorchjobs", "pytorchReplicaSpecs", "Master", "pytorch"),
     Kind("TFJob", "kubeflow.org", "tfjobs", "tfReplicaSpecs", "Chief", "tensorflow"),
-    Kind("MPIJob", "kubeflow.org", "mpijobs", "mpiReplicaSpecs", "Launcher", "mpi"),
+    Kind("MPIJob", "kubeflow.org", "mpijobs", "mpiReplicaSpecs", "Launcher", "mpi", "v2beta1"),
     Kind("XGBoostJob", "kubeflow.org", "xgboostjobs", "xgbReplicaSpecs", "Master", "xgboost"),
     Kind("PaddleJob", "kubeflow.org", "paddlejobs", "paddleReplicaSpecs", "Master", "paddle"),
 )
@@ -65,7 +67,7 @@ def manifest(kind: str, name: str, namespace: str, *, pods: int, cpu: int, **pod
     """A job of ``pods`` pods of ``cpu`` CPU and 1Gi each, written with its hold off. ``pod_spec`` goes into
     the spec of the workers' template (all pods' for a one-pod job)."""
     spec_of = KINDS[kind]
-    version = GROUPS[spec_of.group][0]
+    version = spec_of.version or GROUPS[spec_of.group][0]
     obj: dict[str, Any] = {"apiVersion": f"{spec_of.group}/{version}", "kind": kind,
                            "metadata": {"name": name, "namespace": namespace}}
     if spec_of.group == "ray.io":

@@ -1,6 +1,7 @@
 """Every operator-run kind through the queue, with its genuine operator on the dev cluster (docs/job-kinds.md):
-the Kubeflow training operator (PyTorchJob, TFJob, MPIJob v1, XGBoostJob, PaddleJob), KubeRay (RayJob,
-RayCluster), JobSet's controller (JobSet) and Argo's workflow-controller (Workflow), submitted by ``alice``
+the Kubeflow training operator (PyTorchJob, TFJob, XGBoostJob, PaddleJob), the MPI Operator (MPIJob v2beta1),
+KubeRay (RayJob, RayCluster), JobSet's controller (JobSet) and Argo's workflow-controller (Workflow), submitted
+by ``alice``
 (``edit`` plus the kinds' rights in her namespaces). SparkApplication has no operator here: it is held, sized and
 admitted, and nothing runs it.
 
@@ -13,9 +14,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, edit_kubeconfig, installed_tree, kq_as, unique, wait_managed
@@ -189,7 +192,7 @@ def test_a_second_job_waits_at_its_position_and_runs_when_the_first_is_deleted(
 
 
 @pytest.mark.parametrize(
-    ("victim", "reclaimer"), [("PyTorchJob", "RayJob"), ("RayJob", "MPIJob"), ("JobSet", "TFJob")]
+    ("victim", "reclaimer"), [("MPIJob", "PyTorchJob"), ("RayJob", "MPIJob"), ("JobSet", "TFJob")]
 )
 def test_reclaim_suspends_a_borrowing_job_its_operator_removes_its_pods_and_it_requeues(
     setup: Setup, victim: str, reclaimer: str
@@ -423,6 +426,7 @@ def test_each_operator_runs_under_its_own_least_privilege_identity(setup: Setup)
         "system:serviceaccount:kuberay-system:kuberay-operator": ("create", "rayclusters.ray.io", "-n", setup.a),
         "system:serviceaccount:argo:argo": ("create", "pods", "-n", setup.a),
         "system:serviceaccount:jobset-system:jobset-controller-manager": ("create", "jobs.batch", "-n", setup.a),
+        "system:serviceaccount:mpi-operator:mpi-operator": ("create", "pods", "-n", setup.a),
     }
     for user, needed in identities.items():
         assert can(user, "*", "*") == "no", f"{user} is not cluster-admin"
@@ -431,3 +435,63 @@ def test_each_operator_runs_under_its_own_least_privilege_identity(setup: Setup)
     for name in OPERATORS:
         config = json.loads((dev.config.state_dir / "operators" / name / "kubeconfig").read_text())
         assert set(config["users"][0]["user"]) == {"token"}, f"{name} runs with a ServiceAccount token"
+
+
+def test_an_mpijob_waits_with_its_launcher_job_held_and_only_the_mpi_operator_resumes_it(
+    setup: Setup, tmp_path: Path
+) -> None:
+    """MPIJob v2beta1 under the MPI Operator, written with ``kq submit mpijob --dry-run`` by a namespace user, its
+    launcher made to succeed after 10 s, and submitted with ``kq submit -f``. While it waits, the operator has made
+    its launcher Job, suspended and marked as queued with it, and no workers; alice's un-suspend of that Job is
+    refused and points her at the MPIJob. Released, the operator resumes the launcher and makes the workers, all
+    counted by the MPIJob's one admission. The launcher completes: the MPIJob Succeeds, its running workers are
+    deleted (``cleanPodPolicy: Running``, which ``kq submit`` writes) and the quota is freed."""
+    dev, ns = setup.dev, setup.a
+    setup.create(manifest("PyTorchJob", "fill", ns, pods=2, cpu=18))  # 36 of Team-a's 40
+    dev.wait_until(lambda: setup.running(ns, "fill") == 2, 90, "fill running")
+    kubeconfig = edit_kubeconfig(dev, ns, "mpi-user")
+    dev.kubectl("create", "rolebinding", "mpi-user-job-kinds", "-n", ns, "--role=job-kinds",
+                f"--serviceaccount={ns}:mpi-user")
+    written = kq_as(kubeconfig, "submit", "mpijob", "--name", "hvd", "--cpu", "2", "--workers", "2", "-n", ns,
+                    "--dry-run", "--", "mpirun", "hostname")  # 1 + 2 x 2 = 5 CPU: waits behind fill
+    assert written.returncode == 0, written.stderr
+    mpijob = yaml.safe_load(written.stdout)
+    launcher = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
+    launcher.setdefault("metadata", {}).setdefault("annotations", {})["dev.kube-queue.x-k8s.io/succeed-after"] = "10s"
+    (tmp_path / "hvd.yaml").write_text(yaml.safe_dump(mpijob))
+    submitted = kq_as(kubeconfig, "submit", "mpijob", "-f", str(tmp_path / "hvd.yaml"), "-n", ns)
+    assert submitted.returncode == 0, submitted.stderr
+
+    def launcher_job() -> dict[str, Any] | None:
+        found = dev.kubectl_result("get", "job", "hvd-launcher", "-n", ns, "-o", "json")
+        return json.loads(found.stdout) if found.returncode == 0 else None
+
+    dev.wait_until(lambda: launcher_job() is not None, 60, "the MPI Operator made hvd's launcher Job")
+    job = launcher_job()
+    assert job is not None and job["spec"]["suspend"] is True, "created held with its MPIJob"
+    assert job["metadata"]["annotations"][PARENT_ANNOTATION] == "MPIJob/hvd"
+    assert setup.active("Team-a", ns) == [("hvd", 1)] and not setup.pods(ns, "hvd"), "no workers while it waits"
+    refused = dev.kubectl_result("patch", "job", "hvd-launcher", "-n", ns, "--type=merge",
+                                 "-p", '{"spec":{"suspend":false}}', user="alice")
+    assert refused.returncode != 0, "alice cannot start the launcher around the queue"
+    assert "(queued with its MPIJob hvd)" in refused.stderr and f"kq why hvd -n {ns}" in refused.stderr
+    assert launcher_job() is not None and bool(launcher_job()["spec"]["suspend"])  # type: ignore[index]
+
+    setup.delete("PyTorchJob", "fill", namespace=ns)
+    dev.wait_until(lambda: setup.running(ns, "hvd") == 3, 90, "hvd's launcher and two workers running")
+    record = json.loads(setup.get("MPIJob", "hvd", ns)["metadata"]["annotations"][ADMISSION_ANNOTATION])
+    assert _cpu(record["request"]["cpu"]) == 5, record
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == 5, 30, "Team-a using hvd's 5 CPU, counted once")
+
+    def succeeded() -> bool:
+        conditions = setup.get("MPIJob", "hvd", ns).get("status", {}).get("conditions", [])
+        return any(c["type"] == "Succeeded" and c["status"] == "True" for c in conditions)
+
+    dev.wait_until(succeeded, 90, "hvd Succeeded by the MPI Operator once its launcher completed")
+    dev.wait_until(lambda: setup.running(ns, "hvd") == 0, 60, "hvd's workers deleted")
+    dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
+    listed = kq_as(kubeconfig, "list", "-o", "json", "-n", ns)
+    assert listed.returncode == 0, listed.stderr
+    (item,) = [item for item in json.loads(listed.stdout)["items"] if item["name"] == "hvd"]
+    assert (item["kind"], item["status"]) == ("MPIJob", "SUCCEEDED"), item
+    setup.delete("MPIJob", "hvd", namespace=ns)

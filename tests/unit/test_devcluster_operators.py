@@ -94,6 +94,42 @@ def test_the_training_operators_webhooks_point_at_loopback_for_the_enabled_kinds
                                     "caBundle": "Q0E="}
 
 
+
+MPIJOB_HOOK = """
+- name: validator.mpijob.training-operator.kubeflow.org
+  clientConfig: {service: {name: webhook-service, namespace: system, path: /validate-kubeflow-org-v1-mpijob}}
+  rules: [{apiGroups: [kubeflow.org], apiVersions: [v1], operations: [CREATE], resources: [mpijobs]}]
+"""
+
+
+def test_where_the_mpi_operator_runs_the_training_operator_leaves_mpijob_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One cluster holds one ``mpijobs.kubeflow.org``: with both operators, only the MPI Operator's CRD is
+    installed, and the training operator runs neither its ``mpijob`` scheme nor its MPIJob webhook."""
+    (tmp_path / "manifests.yaml").write_text(WEBHOOKS + MPIJOB_HOOK)
+    monkeypatch.setattr(operators, "built", lambda name: operators.Built(name, tmp_path / name, name))
+    alone = ClusterConfig(state_dir=tmp_path, ports=Ports(30000), operators=("training-operator",))
+    both = ClusterConfig(state_dir=tmp_path, ports=Ports(30000), operators=("training-operator", "mpi-operator"))
+
+    def mpijob_crds(config: ClusterConfig) -> list[str]:
+        return [f"{path.parent.parent.name}/{path.name}" for path in operators.crd_files(config)
+                if path.name == "kubeflow.org_mpijobs.yaml"]
+
+    def hooks(config: ClusterConfig) -> list[str]:
+        doc = operators.training_webhook_configuration(config, tmp_path, b"CA")
+        return sorted(str(hook["name"]).split(".")[1] for hook in mappings(doc["webhooks"]))
+
+    assert "mpijob" in operators.training_schemes(alone)
+    assert mpijob_crds(alone) == ["training-operator/kubeflow.org_mpijobs.yaml"]
+    assert hooks(alone) == ["mpijob", "pytorchjob"]
+    assert "mpijob" not in operators.training_schemes(both)
+    assert mpijob_crds(both) == ["mpi-operator/kubeflow.org_mpijobs.yaml"]
+    assert hooks(both) == ["pytorchjob"]
+    argv = next(c.argv for c in operators.components(both) if c.name == "training-operator")
+    assert "--enable-scheme=mpijob" not in argv and "--enable-scheme=tfjob" in argv
+
+
 JOBSET_WEBHOOKS = """
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration

@@ -14,10 +14,11 @@
 #        build-binaries.sh kueue      prints the directory holding the kueue manager binary
 #        build-binaries.sh spark      prints the directory holding Spark's jars (jars/), from PyPI's pyspark
 #        build-binaries.sh operators [NAME]
-#                                     builds the job operators (training-operator, kuberay, argo-workflows, jobset) and
-#                                     prints one line per operator: NAME DIR BINARY (DIR also holds crds/, rbac/)
+#                                     builds the job operators (training-operator, kuberay, argo-workflows, jobset,
+#                                     mpi-operator) and prints one line per operator: NAME DIR BINARY (DIR also holds crds/, rbac/)
 # Env:   KQ_CACHE_DIR (default ~/.cache/kube-queue), KQ_HELM_VERSION, KQ_TRAINING_OPERATOR_VERSION,
-#        KQ_KUBERAY_VERSION, KQ_ARGO_VERSION, KQ_JOBSET_VERSION, KQ_SPARK_VERSION (defaults below)
+#        KQ_KUBERAY_VERSION, KQ_ARGO_VERSION, KQ_JOBSET_VERSION,
+#        KQ_MPI_OPERATOR_VERSION, KQ_SPARK_VERSION (defaults below)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -88,6 +89,7 @@ OPERATORS=(
   "kuberay           github.com/ray-project/kuberay/ray-operator    .                             config/crd/bases           config/rbac                                                  -"
   "argo-workflows    github.com/argoproj/argo-workflows/v4          cmd/workflow-controller       manifests/base/crds/full   manifests/cluster-install-no-crds/workflow-controller-rbac   manifests/base/crds/minimal=crds-minimal"
   "jobset            sigs.k8s.io/jobset                             .                             config/components/crd/bases config/components/rbac                                   config/components/webhook=webhooks,config/components/webhook/patches=webhook-patches"
+  "mpi-operator      github.com/kubeflow/mpi-operator               cmd/mpi-operator              manifests/base             manifests/base                                               -"
 )
 operator_version() {
   case "$1" in
@@ -95,6 +97,7 @@ operator_version() {
     kuberay) echo "${KQ_KUBERAY_VERSION:-v1.5.0}" ;;
     argo-workflows) echo "${KQ_ARGO_VERSION:-v4.0.5}" ;;
     jobset) echo "${KQ_JOBSET_VERSION:-v0.8.2}" ;;
+    mpi-operator) echo "${KQ_MPI_OPERATOR_VERSION:-v0.7.0}" ;;
   esac
 }
 

@@ -219,7 +219,8 @@ class ClusterConfig:
     """Extra arguments for ``kq serve`` (``--oversellrate 1``...)."""
     operators: tuple[str, ...] = ()
     """Job operators to run beside the control plane (``training-operator``, ``kuberay``, ``argo-workflows``,
-    ``jobset``: :mod:`webhook.devcluster.operators`); ``kq dev up`` and the end-to-end tests run them all."""
+    ``jobset``, ``mpi-operator``: :mod:`webhook.devcluster.operators`); ``kq dev up`` and the end-to-end tests
+    run them all."""
 
     @property
     def kubeconfig(self) -> Path:

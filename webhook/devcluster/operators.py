@@ -1,4 +1,4 @@
-"""The job operators of the dev cluster: the Kubeflow training operator and KubeRay, genuine and out of cluster.
+"""The job operators of the dev cluster, genuine and out of cluster.
 
 ``build-binaries.sh operators`` builds each from its Go module and copies, from the same module download, its
 CRDs (``crds/``), its own RBAC manifests (``rbac/``) and, for the training operator, its webhook configuration
@@ -19,6 +19,11 @@ manifests do not grant fails here as it would in a cluster.
   runs on the loopback dev cluster only and is never shipped. It takes fixed ports of every interface, so it
   runs in a network namespace of its own (:mod:`webhook.devcluster.netns`); ``TASK_RESULT_TIMEOUT_DURATION``
   is short because on fake nodes no executor ever reports a step's outputs.
+* The MPI Operator v2 (``mpi-operator``/``mpi-operator``, its standalone install): MPIJob ``kubeflow.org/v2beta1``.
+  Its health check takes the fixed port 8080 of every interface, so it runs in a network namespace of its own
+  too. Both it and the training operator define ``mpijobs.kubeflow.org``, which one cluster holds once: where
+  both run, the MPI Operator has MPIJob and the training operator runs without its ``mpijob`` scheme, its CRD
+  and its MPIJob webhook, as Kubeflow's documentation has it for the two side by side.
 
 How their jobs finish on fake nodes, whose pods run no program, is in docs/job-kinds.md.
 """
@@ -96,7 +101,8 @@ ARGO = Operator(
 )
 JOBSET = Operator("jobset", jobset_operator.NAMESPACE, ("crds/jobset.x-k8s.io_jobsets.yaml",), ("JobSet",),
                   prefix=jobset_operator.PREFIX)
-OPERATORS: dict[str, Operator] = {op.name: op for op in (TRAINING_OPERATOR, KUBERAY, ARGO, JOBSET)}
+MPI_OPERATOR = Operator("mpi-operator", "mpi-operator", ("crds/kubeflow.org_mpijobs.yaml",), ("MPIJob",))
+OPERATORS: dict[str, Operator] = {op.name: op for op in (TRAINING_OPERATOR, KUBERAY, ARGO, JOBSET, MPI_OPERATOR)}
 """Every operator the dev cluster can run, by name."""
 TRAINING_SCHEMES = ("tfjob", "pytorchjob", "mpijob", "xgboostjob", "paddlejob")
 CERT_SECRET = "training-operator-webhook-cert"
@@ -141,6 +147,25 @@ def built(name: str) -> Built:
         )
     _, directory, binary = lines[-1]
     return Built(name, Path(directory), binary)
+
+
+def training_schemes(config: ClusterConfig) -> tuple[str, ...]:
+    """The training operator's schemes on this cluster: all but ``mpijob`` where the MPI Operator runs."""
+    if MPI_OPERATOR.name in config.operators:
+        return tuple(scheme for scheme in TRAINING_SCHEMES if scheme != "mpijob")
+    return TRAINING_SCHEMES
+
+
+def crd_files(config: ClusterConfig) -> list[Path]:
+    """The CRD files the cluster installs: SparkApplication's and each operator's, but for a scheme the training
+    operator does not run here."""
+    schemes = training_schemes(config)
+    files = [SPARK_CRD]
+    for name in config.operators:
+        for file in OPERATORS[name].crds:
+            if name != TRAINING_OPERATOR.name or any(f"_{scheme}s." in file for scheme in schemes):
+                files.append(built(name).directory / file)
+    return files
 
 
 def parse_names(text: str) -> tuple[str, ...]:
@@ -250,8 +275,7 @@ def install(config: ClusterConfig, kubectl: Kubectl) -> None:
     every operator ``config.operators`` names (and, with any, the SparkApplication CRD); idempotent."""
     if not config.operators:
         return
-    crds = [SPARK_CRD, *(built(name).directory / file for name in config.operators for file in OPERATORS[name].crds)]
-    files = [f"--filename={path}" for path in crds]
+    files = [f"--filename={path}" for path in crd_files(config)]
     kubectl("apply", "--server-side", "--force-conflicts", *files)  # one call: the CRDs are large
     kubectl("wait", "--for=condition=Established", "--timeout=120s", *files)
     identities: list[Doc] = []
@@ -310,7 +334,7 @@ def training_webhook_configuration(config: ClusterConfig, directory: Path, ca: b
     hooks: list[Doc] = []
     for hook in _dicts(doc.get("webhooks")):
         resources = {r for rule in mappings(hook.get("rules")) for r in _items(rule.get("resources"))}
-        if not resources & {f"{scheme}s" for scheme in TRAINING_SCHEMES}:
+        if not resources & {f"{scheme}s" for scheme in training_schemes(config)}:
             continue
         path = mapping(mapping(hook.get("clientConfig")).get("service")).get("path")
         if not isinstance(path, str):
@@ -335,22 +359,20 @@ def components(config: ClusterConfig) -> list[processes.Component]:
                 f"--metrics-bind-address=127.0.0.1:{ports.training_operator_metrics}",
                 f"--health-probe-bind-address=127.0.0.1:{ports.training_operator_probe}",
                 f"--webhook-server-port={ports.training_operator_webhook}",
-                *(f"--enable-scheme={scheme}" for scheme in TRAINING_SCHEMES),
+                *(f"--enable-scheme={scheme}" for scheme in training_schemes(config)),
             )
             env = {"MY_POD_NAMESPACE": operator.namespace, "TMPDIR": str(state_dir(config, operator) / "tmp")}
             out.append(processes.Component(name, argv, ports.training_operator_probe, env=env))
         elif operator is ARGO:
-            relay = state_dir(config, operator) / "api.sock"
-            out.append(processes.Component(f"{name}-relay", (
-                sys.executable, "-m", "webhook.devcluster.netns", "host", f"--socket={relay}",
-                f"--port={ports.apiserver}")))
-            argv = (
-                *netns.unshare_prefix(), sys.executable, "-m", "webhook.devcluster.netns", "inside",
-                f"--socket={relay}", f"--port={ports.apiserver}", "--",
+            out.extend(_isolated(config, operator, (
                 str(where.executable), kubeconfig, f"--namespace={operator.namespace}",
                 f"--configmap={ARGO_CONFIGMAP}", "--loglevel=info",
-            )
-            out.append(processes.Component(name, argv, env=ARGO_ENV))
+            ), ARGO_ENV))
+        elif operator is MPI_OPERATOR:  # its flag is spelled kubeConfig; its leader election Lease is in its namespace
+            out.extend(_isolated(config, operator, (
+                str(where.executable), f"--kubeConfig={kubeconfig_path(config, operator)}",
+                f"--lock-namespace={operator.namespace}", "--alsologtostderr",
+            ), {}))
         elif operator is JOBSET:
             out.append(jobset_operator.component(config, state_dir(config, operator), where.executable, kubeconfig))
         else:
@@ -363,6 +385,21 @@ def components(config: ClusterConfig) -> list[processes.Component]:
             )
             out.append(processes.Component(name, argv, ports.kuberay_probe))
     return out
+
+
+def _isolated(config: ClusterConfig, operator: Operator, argv: tuple[str, ...],
+              env: dict[str, str]) -> list[processes.Component]:
+    """An operator that takes fixed ports run in a network namespace of its own, and the relay on the host that
+    carries its API connections (:mod:`webhook.devcluster.netns`)."""
+    relay = state_dir(config, operator) / "api.sock"
+    port = config.ports.apiserver
+    return [
+        processes.Component(f"{operator.name}-relay", (
+            sys.executable, "-m", "webhook.devcluster.netns", "host", f"--socket={relay}", f"--port={port}")),
+        processes.Component(operator.name, (
+            *netns.unshare_prefix(), sys.executable, "-m", "webhook.devcluster.netns", "inside",
+            f"--socket={relay}", f"--port={port}", "--", *argv), env=env),
+    ]
 
 
 def pod_creators(config: ClusterConfig) -> tuple[str, ...]:
@@ -390,7 +427,7 @@ def wait_ready(config: ClusterConfig, timeout: float = 90) -> None:
               "jobset": config.ports.jobset_probe}
     for name in config.operators:
         log = config.logs / f"{name}.log"
-        if name not in probes:  # Argo's health check is inside its own network namespace
+        if name not in probes:  # Argo's and the MPI Operator's health checks are in their own network namespaces
             continue
         try:
             processes.wait_for(lambda p=probes[name]: _ready(p), timeout, f"the {name} operator to be ready")
