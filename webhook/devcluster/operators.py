@@ -108,8 +108,9 @@ TRAINING_SCHEMES = ("tfjob", "pytorchjob", "mpijob", "xgboostjob", "paddlejob")
 CERT_SECRET = "training-operator-webhook-cert"
 ARGO_CONFIGMAP = "workflow-controller-configmap"
 ARGO_ENV = {"LEADER_ELECTION_DISABLE": "true", "TASK_RESULT_TIMEOUT_DURATION": "2s",
-            "RECENTLY_DELETED_POD_DURATION": "2s"}
-"""One controller, and a step's outputs not awaited for long: no executor runs on fake nodes (docs/job-kinds.md)."""
+            "RECENTLY_DELETED_POD_DURATION": "2s", "DEFAULT_REQUEUE_TIME": "1s"}
+"""One controller, and a step's outputs not awaited for long: no executor runs on fake nodes (docs/job-kinds.md).
+A workflow waiting for that is looked at again after a second, not Argo's default ten."""
 WEBHOOK_CONFIG = "validator.training-operator.kubeflow.org"
 
 
