@@ -27,7 +27,7 @@ from tests.e2e.setups import developer_tree_spec
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, SUCCEED_AFTER_ANNOTATION
 from webhook.api.objects import parse_time
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
 
 SERVICE_ARGS = ("--oversellrate=1", "--status-interval=1", "--eta-interval=1")
 WARM_SECONDS = 12
@@ -84,7 +84,7 @@ def setup(dev_cluster: DevCluster) -> Iterator[Setup]:
     finally:
         for namespace in names:
             dev.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
-        dev.restart_service()
+        dev.restore_service()
 
 
 def _history(setup: Setup) -> list[dict[str, Any]]:
