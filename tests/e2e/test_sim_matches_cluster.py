@@ -32,7 +32,7 @@ from webhook.sim.model import MICROS, Scenario, Submission, format_duration
 from webhook.sim.report import outcome, to_dict
 from webhook.sim.scenario import load_scenario
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "examples" / "scenarios"
