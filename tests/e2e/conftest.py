@@ -47,27 +47,12 @@ class DevCluster:
 
     config: ClusterConfig
     bins: Path
-    restarts: int = 0
-    """How many times the tier restarted ``kq serve`` (a module marked ``own_service`` must have, before a test)."""
-    as_started: bool = True
-    """Whether ``kq serve`` runs with the cluster's own arguments and no more."""
-    restore_due: bool = False
-    """A module that ran it otherwise is over: the next module not marked ``own_service`` restarts it."""
 
     def restart_service(self, *args: str, env: Mapping[str, str] | None = None) -> None:
         """Restart ``kq serve`` with ``args`` after the cluster's own service arguments (and ``env``); without
-        them it runs as the cluster was started."""
+        them it runs as the cluster was started (what the modules do to restore it)."""
         config = dataclasses.replace(self.config, service_args=(*self.config.service_args, *args))
         devsystem.restart_service(config, self.bins, env)
-        self.restarts += 1
-        self.as_started = not args and not env
-        self.restore_due = False
-
-    def restore_service(self) -> None:
-        """At a module's end: the next module gets ``kq serve`` as the cluster started it. The restart is left to
-        the fixture :func:`service_as_started`, which skips it for a module that restarts the service with
-        arguments of its own first (most do: it saves a restart a module)."""
-        self.restore_due = not self.as_started
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, user: str | None = None) -> str:
         """Run kubectl as the cluster admin (or impersonate ``user`` with --as)."""
@@ -122,32 +107,6 @@ def dev_cluster() -> Iterator[DevCluster]:
     finally:
         if not os.environ.get("KQ_E2E_KEEP"):
             cluster.down(config, purge=True, echo=lambda _: None)
-
-
-OWN_SERVICE = "own_service"
-"""The mark of a module whose module fixtures restart ``kq serve`` with its own arguments before its first test."""
-
-
-@pytest.fixture(scope="module", autouse=True)
-def service_as_started(request: pytest.FixtureRequest, dev_cluster: DevCluster) -> None:
-    """A module runs under ``kq serve`` as the cluster started it, or as its own module fixtures restart it (marked
-    ``own_service``): the previous module's restore is made here only when this module needs it."""
-    if dev_cluster.restore_due and request.node.get_closest_marker(OWN_SERVICE) is None:
-        dev_cluster.restart_service()
-    request.node.stash[_RESTARTS_AT_START] = dev_cluster.restarts
-
-
-_RESTARTS_AT_START = pytest.StashKey[int]()
-
-
-@pytest.fixture(autouse=True)
-def own_service_checked(request: pytest.FixtureRequest, dev_cluster: DevCluster) -> None:
-    """A module marked ``own_service`` has restarted the service before each of its tests: else it would run under
-    what the module before it left (the mark is wrong; whatever ran before, this fails)."""
-    module = request.node.getparent(pytest.Module)
-    if module is not None and module.get_closest_marker(OWN_SERVICE) is not None:
-        assert dev_cluster.restarts > module.stash[_RESTARTS_AT_START], (
-            f"{module.name} is marked {OWN_SERVICE} but restarted no kq serve before {request.node.name}")
 
 
 REUSED_NAMESPACES = frozenset(("user-a", "user-b", "user-c"))

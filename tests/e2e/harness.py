@@ -141,7 +141,7 @@ def service_without_controller(dev_cluster: DevCluster) -> Iterator[DevCluster]:
     try:
         yield dev_cluster
     finally:
-        dev_cluster.restore_service()
+        dev_cluster.restart_service()
 
 
 @contextlib.contextmanager
@@ -374,7 +374,7 @@ def quotas(dev: DevCluster, children: list[dict[str, Any]], users: dict[str, str
             yield
     finally:
         dev.kubectl("delete", "namespace", *users, "--wait=false", "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 def running_pods(dev: DevCluster, namespace: str, selector: str) -> dict[str, str]:

@@ -98,7 +98,7 @@ def seed(dev_cluster: DevCluster) -> Iterator[Seed]:
     finally:
         dev.kubectl("delete", "-f", str(SEED / "00-namespaces.yaml"), "--wait=false", "--ignore-not-found")
         dev.kubectl("delete", "-f", str(SEED / "02-priorityclasses.yaml"), "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 def seed_job(namespace: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 from tests.e2e.setups import developer_tree_spec
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 
 @dataclass
@@ -67,7 +67,7 @@ def kq(dev_cluster: DevCluster) -> Iterator[Kq]:
     finally:
         for namespace in names:
             dev.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 def test_pi2_queues_at_position_1_behind_pi1_and_kq_why_names_the_quota_resource_and_shortfall(kq: Kq) -> None:

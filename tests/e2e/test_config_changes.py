@@ -22,7 +22,7 @@ from tests.builders import job_manifest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 
 @dataclasses.dataclass
@@ -85,7 +85,7 @@ def setup(dev_cluster: DevCluster) -> Iterator[Setup]:
                 dev.kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=false")
     finally:
         dev.kubectl("delete", "namespace", x, y, mover, "--wait=false", "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 def test_a_namespace_moved_to_another_leaf_is_counted_once_and_its_pods_keep_running(setup: Setup) -> None:

@@ -31,7 +31,7 @@ from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_ma
 from tests.e2e.setups import developer_tree_spec
 from webhook.cli import devsystem
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "console"
@@ -102,7 +102,7 @@ def console(dev_cluster: DevCluster) -> Iterator[Console]:
         dev.kubectl("delete", "clusterrolebinding", f"{names[0]}-quota-viewer", "--ignore-not-found", check=False)
         for namespace in names:
             dev.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 @pytest.fixture(scope="module")

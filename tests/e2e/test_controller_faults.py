@@ -40,7 +40,7 @@ from webhook.api.names import ADMISSION_ANNOTATION, SUCCEED_AFTER_ANNOTATION
 from webhook.kube.cache import ApiListWatch, CacheEvent, WatchCache
 from webhook.kube.client import KubeClient, ResourceRef
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 __all__ = ["loop_thread", "service_without_controller"]  # fixtures used here
 
 KILLS = 24

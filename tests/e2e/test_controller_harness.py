@@ -8,7 +8,7 @@ import pytest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import LoopThread, Replica, loop_thread, replica_settings, service_without_controller
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 __all__ = ["loop_thread", "service_without_controller"]  # fixtures used by this module
 
 

@@ -21,7 +21,7 @@ from tests.e2e.harness import (
     wait_managed,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 __all__ = ["loop_thread", "service_without_controller"]  # fixtures used here
 
 

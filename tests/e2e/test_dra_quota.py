@@ -28,7 +28,7 @@ from tests.e2e.setups import Seed
 from tests.e2e.setups import seed as seeded  # noqa: F401 - the seed scenarios' setup, reused
 from webhook.api.names import QUOTA_RESOURCE_ANNOTATION
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 CAROL, NAMESPACE = "carol", "user-c"
 DRIVER = "gpu.kube-queue.example"

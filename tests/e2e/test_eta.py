@@ -27,7 +27,7 @@ from tests.e2e.setups import developer_tree_spec
 from webhook.api.names import EXPECTED_RUNTIME_ANNOTATION, SUCCEED_AFTER_ANNOTATION
 from webhook.api.objects import parse_time
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 SERVICE_ARGS = ("--oversellrate=1", "--status-interval=1", "--eta-interval=1")
 WARM_SECONDS = 12
@@ -84,7 +84,7 @@ def setup(dev_cluster: DevCluster) -> Iterator[Setup]:
     finally:
         for namespace in names:
             dev.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 def _history(setup: Setup) -> list[dict[str, Any]]:

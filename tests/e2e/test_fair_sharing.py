@@ -22,7 +22,7 @@ from tests.e2e.harness import installed_tree, passes_made, wait_managed
 from tests.e2e.setups import SEED, USERS
 from webhook.api.names import FAIR_SHARING_ATTRIBUTE, SUCCEED_AFTER_ANNOTATION
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 RUNS = "20s"
 CPU = 2
@@ -53,7 +53,7 @@ def fair_cluster(dev_cluster: DevCluster) -> Iterator[DevCluster]:
                 dev.kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=false")
     finally:
         dev.kubectl("delete", "-f", str(SEED / "00-namespaces.yaml"), "--wait=false", "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 def _jobs(prefix: str, namespace: str, count: int) -> dict[str, Any]:

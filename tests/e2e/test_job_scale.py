@@ -19,7 +19,7 @@ from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import quotas, unique, wait_running
 from tests.e2e.kinds import alice_role
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

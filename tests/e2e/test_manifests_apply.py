@@ -115,7 +115,7 @@ def running(dev_cluster: DevCluster) -> Iterator[str]:
             dev.kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=false")
     finally:
         dev.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 def test_re_applying_the_manifests_and_the_chart_over_running_work_changes_nothing(

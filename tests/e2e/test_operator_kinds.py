@@ -44,7 +44,7 @@ from webhook.api.names import (
 )
 from webhook.devcluster.operators import OPERATORS
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 TIMEOUT = 12
 
@@ -125,7 +125,7 @@ def setup(dev_cluster: DevCluster) -> Iterator[Setup]:
                     dev.kubectl("delete", kind.resource, "--all", "-n", namespace, "--wait=false", check=False)
     finally:
         dev.kubectl("delete", "namespace", a, b, "--wait=false", "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 def _expected_pods(kind: str, pods: int) -> int:

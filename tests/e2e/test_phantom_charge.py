@@ -24,7 +24,7 @@ import pytest
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 ALICE = "alice"
 POLICY = "e2e-refuse-phantom-binding"
@@ -52,7 +52,7 @@ def space(dev_cluster: DevCluster) -> Iterator[str]:
         dev.kubectl("delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", POLICY,
                     "--ignore-not-found")
         dev.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 def _binding_refusal(namespace: str) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_managed
 from webhook.api.names import ADMISSION_GATE
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 USER = "alice"
 
@@ -46,7 +46,7 @@ def spaces(dev_cluster: DevCluster) -> Iterator[tuple[str, str]]:
             yield first, second
     finally:
         dev.kubectl("delete", "namespace", first, second, "--wait=false", "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 _pod = functools.partial(builders.pod, cpu="10", namespace=None, container="c", terminationGracePeriodSeconds=0)

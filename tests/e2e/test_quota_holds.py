@@ -21,7 +21,7 @@ from tests.e2e.harness import refused_again, unique
 from tests.e2e.setups import Seed
 from tests.e2e.setups import seed as seeded  # noqa: F401 - the seed scenarios' setup, reused
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 USERS = {"alice": "user-a", "bob": "user-b", "carol": "user-c"}
 

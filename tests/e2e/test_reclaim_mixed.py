@@ -20,7 +20,7 @@ from tests.e2e.setups import Seed
 from tests.e2e.setups import seed as seeded  # noqa: F401 - the seed scenarios' setup, reused
 from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 DEPARTMENT_A = {"user-a": "root-department-a-user-a", "user-b": "root-department-a-user-b"}
 

@@ -21,7 +21,7 @@ from tests.e2e.harness import passes_made, quotas, recorded_overhead, unique, wa
 from tests.e2e.harness import runtime_class as harness_runtime_class
 from webhook.api.names import POD_OVERHEAD_ANNOTATION
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 OVERHEAD = {"cpu": "1", "memory": "64Mi"}
 

@@ -26,7 +26,7 @@ from tests.e2e import setups
 from tests.e2e.conftest import DevCluster
 from tests.e2e.harness import policies_watched, quotas, unique
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 class Spaces:
     def __init__(self) -> None:

@@ -24,7 +24,7 @@ import pytest
 from tests.e2e.setups import QUEUES, Seed, seed
 from webhook.api.names import ADMISSION_ANNOTATION, EVICTION_ANNOTATION
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 __all__ = ["seed"]  # the module's set-up: the seed's namespaces, tree and PriorityClasses
 
 

@@ -32,7 +32,7 @@ from webhook.sim.model import MICROS, Scenario, Submission, format_duration
 from webhook.sim.report import outcome, to_dict
 from webhook.sim.scenario import load_scenario
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "examples" / "scenarios"
@@ -170,7 +170,7 @@ def cluster(dev_cluster: DevCluster) -> Iterator[Cluster]:
     finally:
         dev.kubectl("delete", "-f", str(SEED / "00-namespaces.yaml"), "--wait=false", "--ignore-not-found")
         dev.kubectl("delete", "-f", str(SEED / "02-priorityclasses.yaml"), "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

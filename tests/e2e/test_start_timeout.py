@@ -26,7 +26,7 @@ from tests.e2e.harness import create_namespaces, installed_tree, unique, wait_ma
 from webhook.api.names import ADMISSION_ANNOTATION, BACKOFF_ANNOTATION
 from webhook.api.objects import parse_time
 
-pytestmark = [pytest.mark.e2e, pytest.mark.own_service]  # its module fixture restarts kq serve
+pytestmark = pytest.mark.e2e
 
 TIMEOUT = 8
 
@@ -88,7 +88,7 @@ def setup(dev_cluster: DevCluster) -> Iterator[Setup]:
                 dev.kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=false")
     finally:
         dev.kubectl("delete", "namespace", small, gang, "--wait=false", "--ignore-not-found")
-        dev.restore_service()
+        dev.restart_service()
 
 
 def _admitted_at(job: dict[str, Any]) -> float | None:
