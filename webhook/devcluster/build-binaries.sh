@@ -15,7 +15,8 @@
 #        build-binaries.sh spark      prints the directory holding Spark's jars (jars/), from PyPI's pyspark
 #        build-binaries.sh operators [NAME]
 #                                     builds the job operators (training-operator, kuberay, argo-workflows, jobset,
-#                                     mpi-operator) and prints one line per operator: NAME DIR BINARY (DIR also holds crds/, rbac/)
+#                                     mpi-operator) and prints one line per operator: NAME DIR BINARY (DIR also
+#                                     holds crds/, rbac/)
 # Env:   KQ_CACHE_DIR (default ~/.cache/kube-queue), KQ_HELM_VERSION, KQ_TRAINING_OPERATOR_VERSION,
 #        KQ_KUBERAY_VERSION, KQ_ARGO_VERSION, KQ_JOBSET_VERSION,
 #        KQ_MPI_OPERATOR_VERSION, KQ_SPARK_VERSION (defaults below)
