@@ -87,6 +87,18 @@ class Setup:
         items = queue.get("status", {}).get("queueItemDetails", {}).get("active", [])
         return [(item["name"], item["position"]) for item in items]
 
+    def condition(self, kind: str, name: str, namespace: str, condition_type: str) -> bool:
+        """Whether the job's operator has set its condition ``condition_type`` to True."""
+        conditions = self.get(kind, name, namespace).get("status", {}).get("conditions", [])
+        return any(c["type"] == condition_type and c["status"] == "True" for c in conditions)
+
+    def listed(self, kubeconfig: Path, name: str, namespace: str) -> tuple[str, str]:
+        """``(kind, status)`` of the job as ``kq list -o json`` shows it to the user of ``kubeconfig``."""
+        result = kq_as(kubeconfig, "list", "-o", "json", "-n", namespace)
+        assert result.returncode == 0, result.stderr
+        (item,) = [item for item in json.loads(result.stdout)["items"] if item["name"] == name]
+        return item["kind"], item["status"]
+
     def delete(self, kind: str, *names: str, namespace: str) -> None:
         self.dev.kubectl("delete", KINDS[kind].resource, *names, "-n", namespace, "--wait=false",
                          "--ignore-not-found")
@@ -259,17 +271,10 @@ def test_a_developer_submits_a_jobset_with_kq_it_runs_to_its_end_and_kq_reads_it
     assert logs.returncode == 0, logs.stderr
     pods = sorted(line.split("]")[0].strip("[").rsplit("-", 1)[0] for line in logs.stdout.splitlines())
     assert pods == ["kq-js-leader-0-0", "kq-js-workers-0-0", "kq-js-workers-1-0"], logs.stdout
-
-    def completed() -> bool:
-        conditions = setup.get("JobSet", "kq-js", ns).get("status", {}).get("conditions", [])
-        return any(c["type"] == "Completed" and c["status"] == "True" for c in conditions)
-
-    dev.wait_until(completed, 90, "kq-js Completed by JobSet's controller")
+    dev.wait_until(lambda: setup.condition("JobSet", "kq-js", ns, "Completed"), 90,
+                   "kq-js Completed by JobSet's controller")
     dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
-    listed = kq_as(kubeconfig, "list", "-o", "json", "-n", ns)
-    assert listed.returncode == 0, listed.stderr
-    (item,) = [item for item in json.loads(listed.stdout)["items"] if item["name"] == "kq-js"]
-    assert (item["kind"], item["status"]) == ("JobSet", "SUCCEEDED"), item
+    assert setup.listed(kubeconfig, "kq-js", ns) == ("JobSet", "SUCCEEDED")
     setup.delete("JobSet", "kq-js", namespace=ns)
 
 
@@ -482,16 +487,9 @@ def test_an_mpijob_waits_with_its_launcher_job_held_and_only_the_mpi_operator_re
     record = json.loads(setup.get("MPIJob", "hvd", ns)["metadata"]["annotations"][ADMISSION_ANNOTATION])
     assert _cpu(record["request"]["cpu"]) == 5, record
     dev.wait_until(lambda: setup.used_cpu("Team-a") == 5, 30, "Team-a using hvd's 5 CPU, counted once")
-
-    def succeeded() -> bool:
-        conditions = setup.get("MPIJob", "hvd", ns).get("status", {}).get("conditions", [])
-        return any(c["type"] == "Succeeded" and c["status"] == "True" for c in conditions)
-
-    dev.wait_until(succeeded, 90, "hvd Succeeded by the MPI Operator once its launcher completed")
+    dev.wait_until(lambda: setup.condition("MPIJob", "hvd", ns, "Succeeded"), 90,
+                   "hvd Succeeded by the MPI Operator once its launcher completed")
     dev.wait_until(lambda: setup.running(ns, "hvd") == 0, 60, "hvd's workers deleted")
     dev.wait_until(lambda: setup.used_cpu("Team-a") == 0, 60, "Team-a's quota freed")
-    listed = kq_as(kubeconfig, "list", "-o", "json", "-n", ns)
-    assert listed.returncode == 0, listed.stderr
-    (item,) = [item for item in json.loads(listed.stdout)["items"] if item["name"] == "hvd"]
-    assert (item["kind"], item["status"]) == ("MPIJob", "SUCCEEDED"), item
+    assert setup.listed(kubeconfig, "hvd", ns) == ("MPIJob", "SUCCEEDED")
     setup.delete("MPIJob", "hvd", namespace=ns)
